@@ -1,0 +1,102 @@
+"""Typed events the query loop emits; the REPL and print mode render them (nothing else prints)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.messages import Message
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ThinkingDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class MessageRecorded:
+    """A message was added to the conversation (and the transcript)."""
+
+    message: Message
+
+
+@dataclass(frozen=True)
+class ToolStarted:
+    tool_use_id: str
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolFinished:
+    tool_use_id: str
+    name: str
+    content: Any
+    is_error: bool
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class Retrying:
+    attempt: int
+    reason: str
+    delay: float
+
+
+@dataclass(frozen=True)
+class CompactStarted:
+    trigger: str  # "manual" | "auto" | "reactive"
+
+
+@dataclass(frozen=True)
+class CompactFinished:
+    trigger: str
+    pre_tokens: int
+    post_tokens: int
+    duration: float
+    method: str  # "summary" | "session-memory"
+    summary: str = ""
+    hook_messages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompactFailed:
+    trigger: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A one-line message for the user (hook output, circuit breaker, snips...)."""
+
+    text: str
+    level: str = "info"  # "info" | "warning" | "error"
+
+
+@dataclass(frozen=True)
+class TokenState:
+    tokens: int
+    window: int
+    threshold: int
+    warning: bool
+    error: bool
+    blocking: bool
+    percent_left: int
+    auto_compact: bool
+
+
+@dataclass(frozen=True)
+class TurnFinished:
+    text: str
+    stop_reason: str  # "end_turn" | "max_turns" | "error" | "interrupted" | "context_limit"
+    error: str = ""
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
+Event = (TextDelta | ThinkingDelta | MessageRecorded | ToolStarted | ToolFinished | Retrying | CompactStarted
+         | CompactFinished | CompactFailed | Notice | TokenState | TurnFinished)

@@ -1,0 +1,57 @@
+"""What every tool is: a name, a description, a JSON input schema and a ``run`` that returns a result.
+
+Tool failures are raised as ``ToolError("a sentence saying what to do")``; the runner (tools.runner)
+turns them, and any unexpected exception, into an ``is_error`` tool_result in one place.
+Tools are synchronous; the query loop runs read-only ones concurrently in threads and polls
+``ctx.cancelled`` so Ctrl-C stops long work.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class ToolError(Exception):
+    """A tool failed in a way the model can act on; the message is shown to it as is."""
+
+
+@dataclass
+class ToolResult:
+    content: str | list[dict[str, Any]]
+    is_error: bool = False
+    # a short human line for the UI ("Read 120 lines"), never sent to the model
+    summary: str = ""
+
+
+@dataclass
+class ToolContext:
+    """What tools may touch. One per session; Bash's working directory lives here and persists."""
+
+    project_dir: Path
+    session_dir: Path
+    cwd: Path
+    # absolute path -> mtime when the model last read it (Read / Write / Edit keep it)
+    read_files: dict[str, float] = field(default_factory=dict)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    # set by the loop: callables the Snip tool needs (kept generic so tools/ never imports the loop)
+    services: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel.is_set()
+
+    def resolve(self, path: str) -> Path:
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.cwd / p)
+
+
+class Tool(Protocol):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    read_only: bool
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
