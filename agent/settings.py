@@ -2,15 +2,42 @@
 
 Precedence, lowest to highest: defaults < $COMPACT_AGENT_HOME/settings.json < .claude/settings.json <
 .claude/settings.local.json < environment (the process's, overlaid on the files' "env" maps) < command line.
+
+``load_settings`` is the one place that merges them. Across files, permission lists and
+``additionalDirectories`` are concatenated (duplicates dropped), hook groups are concatenated per event,
+and every other key is replaced by the later file. Unknown keys are ignored so newer files still load;
+a known key with a wrong type is a ``SettingsError`` whose message names the file and the key.
+
+Settings-file keys beyond Claude Code's (each mirrors an environment variable of CONTRACT §3)::
+
+    autoCompactEnabled  bool                       (DISABLE_AUTO_COMPACT)
+    disableCompact      bool                       (DISABLE_COMPACT)
+    compaction          {autoCompactPct, contextWindow, blockingLimit, model, maxOutputTokens}
+    sessionMemory       bool                       (COMPACT_AGENT_SESSION_MEMORY)
+    microcompact        bool | {enabled, gapMinutes, keepRecent}   (COMPACT_AGENT_MICROCOMPACT)
+    contextCollapse     bool                       (CLAUDE_CONTEXT_COLLAPSE)
+    contextEditing      bool | {enabled, keepToolUses, triggerTokens, clearAtLeastTokens, clearThinking}
+    noColor             bool                       (NO_COLOR)
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import pwd
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
+PERMISSION_MODES = ("default", "acceptEdits", "bypassPermissions", "plan")
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+_RULE = re.compile(r"^[A-Za-z_][\w.-]*(\(.*\))?$", re.DOTALL)
 
 
 class SettingsError(Exception):
@@ -28,9 +55,9 @@ class Settings:
     deny: list[str] = field(default_factory=list)
     ask: list[str] = field(default_factory=list)
     hooks: dict[str, Any] = field(default_factory=dict)
-    # API access (never written anywhere)
-    api_key: str | None = None
-    auth_token: str | None = None
+    # API access (never written anywhere, never shown)
+    api_key: str | None = field(default=None, repr=False)
+    auth_token: str | None = field(default=None, repr=False)
     base_url: str | None = None
     # compaction
     disable_compact: bool = False
@@ -45,11 +72,18 @@ class Settings:
     microcompact_gap_minutes: float = 60.0
     microcompact_keep: int = 5
     context_collapse: bool = False
-    # server-side context editing (SPEC §4): None = off, else the parameters
+    # server-side context editing (SPEC §4): None = off, else the parameters with snake_case keys
+    # keep_tool_uses, trigger_tokens, clear_at_least_tokens (int | None each) and clear_thinking (bool)
     context_editing: dict[str, Any] | None = None
     no_color: bool = False
     # where each value came from, for /config-like displays and error messages
     sources: dict[str, str] = field(default_factory=dict)
+    # the user's home directory (for "~/" in permission rules); from $HOME
+    user_home: Path | None = None
+    # permissions.additionalDirectories, resolved to absolute paths: treated like the project for reads/edits
+    additional_dirs: list[Path] = field(default_factory=list)
+    # the real environment overlaid on the files' "env" maps; what subprocesses (Bash, hooks) should get
+    environ: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def project_key(self) -> str:
@@ -59,3 +93,438 @@ class Settings:
     def project_dir(self) -> Path:
         """P in CONTRACT §4: where this directory's sessions live."""
         return self.home / "projects" / self.project_key
+
+
+def truthy(value: object) -> bool:
+    """True for 1/true/yes/on (any case, surrounding blanks ignored) and for ``True``; False otherwise."""
+    if isinstance(value, bool):
+        return value
+    return isinstance(value, str) and value.strip().lower() in _TRUE
+
+
+def falsy(value: object) -> bool:
+    """True for 0/false/no/off/"" (any case) and for ``False``."""
+    if isinstance(value, bool):
+        return not value
+    return isinstance(value, str) and value.strip().lower() in _FALSE
+
+
+def load_settings(*, cwd: Path, environ: Mapping[str, str], cli: dict[str, Any]) -> Settings:
+    """Merge defaults, the three settings files, the environment and the command line into one Settings."""
+    cwd = Path(cwd) if Path(cwd).is_absolute() else Path(cwd).absolute()
+    user_home = Path(environ["HOME"]) if environ.get("HOME") else Path(pwd.getpwuid(os.getuid()).pw_dir)
+    home = _agent_home(environ, cwd, user_home)
+    s = Settings(cwd=cwd, home=home, user_home=user_home)
+    s.sources["home"] = "env COMPACT_AGENT_HOME" if environ.get("COMPACT_AGENT_HOME") else "default"
+
+    layer: dict[str, Any] = {}
+    for path in (home / "settings.json", cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"):
+        _merge_layer(layer, _read_file(path), str(path))
+
+    env: dict[str, str] = dict(layer.get("env", {}))
+    env_sources = {name: f'{layer["sources"]["env." + name]} "env"' for name in env}
+    env.update(environ)
+    env_sources.update({name: "environment" for name in environ})
+    s.environ = env
+
+    _apply_files(s, layer)
+    _apply_env(s, env, env_sources)
+    _apply_cli(s, cli)
+    return s
+
+
+# ---- files -------------------------------------------------------------------------------------
+
+
+def _agent_home(environ: Mapping[str, str], cwd: Path, user_home: Path) -> Path:
+    raw = environ.get("COMPACT_AGENT_HOME")
+    if not raw:
+        return user_home / ".compact-agent"
+    if raw == "~" or raw.startswith("~/"):
+        return user_home / raw[2:]
+    path = Path(raw)
+    return path if path.is_absolute() else cwd / path
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    """The validated contents of one settings file ({} when it does not exist)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SettingsError(f"{path}: cannot read settings file ({reason})") from None
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path}: a settings file must hold a JSON object (got {_type_name(data)})")
+    return _validate(data, _Where(str(path)))
+
+
+class _Where:
+    """Builds error messages that name the file and the dotted key."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+    def error(self, key: str, expected: str, value: Any) -> SettingsError:
+        return SettingsError(f'{self.file}: "{key}" must be {expected} (got {_show(value)})')
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check(where: _Where, key: str, value: Any, ok: Callable[[Any], bool], expected: str) -> Any:
+    if not ok(value):
+        raise where.error(key, expected, value)
+    return value
+
+
+def _bool(where: _Where, key: str, value: Any) -> bool:
+    return _check(where, key, value, lambda v: isinstance(v, bool), "true or false")
+
+
+def _pos_int(where: _Where, key: str, value: Any) -> int:
+    return _check(where, key, value, lambda v: _is_int(v) and v > 0, "a positive integer")
+
+
+def _nonneg_int(where: _Where, key: str, value: Any) -> int:
+    return _check(where, key, value, lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+
+
+def _string(where: _Where, key: str, value: Any) -> str:
+    return _check(where, key, value, lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string")
+
+
+def _object(where: _Where, key: str, value: Any) -> dict[str, Any]:
+    return _check(where, key, value, lambda v: isinstance(v, dict), "an object")
+
+
+def _rules(where: _Where, key: str, value: Any) -> list[str]:
+    _check(where, key, value, lambda v: isinstance(v, list), "an array of rule strings")
+    for i, rule in enumerate(value):
+        _check(where, f"{key}[{i}]", rule, lambda v: isinstance(v, str) and bool(_RULE.match(v.strip())),
+               'a rule like "Read", "Bash(git status:*)" or "Edit(src/**)"')
+    return [rule.strip() for rule in value]
+
+
+def _validate(data: dict[str, Any], where: _Where) -> dict[str, Any]:
+    """Check the types of every known key; return only the known keys, in a normalised shape."""
+    out: dict[str, Any] = {}
+    if "permissions" in data:
+        perms = _object(where, "permissions", data["permissions"])
+        checked: dict[str, Any] = {}
+        for name in ("allow", "deny", "ask"):
+            if name in perms:
+                checked[name] = _rules(where, f"permissions.{name}", perms[name])
+        if "defaultMode" in perms:
+            checked["defaultMode"] = _check(where, "permissions.defaultMode", perms["defaultMode"],
+                                            lambda v: v in PERMISSION_MODES, "one of " + ", ".join(PERMISSION_MODES))
+        if "additionalDirectories" in perms:
+            dirs = perms["additionalDirectories"]
+            _check(where, "permissions.additionalDirectories", dirs,
+                   lambda v: isinstance(v, list) and all(isinstance(d, str) and d for d in v),
+                   "an array of directory paths")
+            checked["additionalDirectories"] = list(dirs)
+        out["permissions"] = checked
+    if "hooks" in data:
+        out["hooks"] = _validate_hooks(where, data["hooks"])
+    if "model" in data:
+        out["model"] = _string(where, "model", data["model"])
+    if "env" in data:
+        env = _object(where, "env", data["env"])
+        for name, value in env.items():
+            _check(where, f"env.{name}", value, lambda v: isinstance(v, str) or _is_number(v), "a string")
+        out["env"] = {name: value if isinstance(value, str) else str(value) for name, value in env.items()}
+    for name in ("autoCompactEnabled", "disableCompact", "sessionMemory", "contextCollapse", "noColor"):
+        if name in data:
+            out[name] = _bool(where, name, data[name])
+    if "compaction" in data:
+        out["compaction"] = _validate_compaction(where, _object(where, "compaction", data["compaction"]))
+    if "microcompact" in data:
+        out["microcompact"] = _validate_microcompact(where, data["microcompact"])
+    if "contextEditing" in data:
+        out["contextEditing"] = _validate_context_editing(where, data["contextEditing"])
+    return out
+
+
+def _validate_hooks(where: _Where, hooks: Any) -> dict[str, list[dict[str, Any]]]:
+    _object(where, "hooks", hooks)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for event, groups in hooks.items():
+        key = f"hooks.{event}"
+        _check(where, key, groups, lambda v: isinstance(v, list), "an array of matcher groups")
+        for i, group in enumerate(groups):
+            gkey = f"{key}[{i}]"
+            _object(where, gkey, group)
+            if "matcher" in group:
+                _check(where, f"{gkey}.matcher", group["matcher"], lambda v: isinstance(v, str), "a string")
+            entries = group.get("hooks", [])
+            _check(where, f"{gkey}.hooks", entries, lambda v: isinstance(v, list), "an array of hooks")
+            for j, hook in enumerate(entries):
+                hkey = f"{gkey}.hooks[{j}]"
+                _object(where, hkey, hook)
+                kind = _string(where, f"{hkey}.type", hook.get("type"))
+                if kind == "command":
+                    _string(where, f"{hkey}.command", hook.get("command"))
+                if "timeout" in hook:
+                    _check(where, f"{hkey}.timeout", hook["timeout"], lambda v: _is_number(v) and v > 0,
+                           "a positive number of seconds")
+        out[event] = list(groups)
+    return out
+
+
+def _validate_compaction(where: _Where, comp: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "autoCompactPct" in comp:
+        out["autoCompactPct"] = float(_check(where, "compaction.autoCompactPct", comp["autoCompactPct"],
+                                             lambda v: _is_number(v) and 0 < v <= 100, "a number in (0, 100]"))
+    for name in ("contextWindow", "blockingLimit", "maxOutputTokens"):
+        if name in comp:
+            out[name] = _pos_int(where, f"compaction.{name}", comp[name])
+    if "model" in comp:
+        out["model"] = _string(where, "compaction.model", comp["model"])
+    return out
+
+
+def _validate_microcompact(where: _Where, value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"enabled": value}
+    _check(where, "microcompact", value, lambda v: isinstance(v, dict), "true, false or an object")
+    out: dict[str, Any] = {}
+    if "enabled" in value:
+        out["enabled"] = _bool(where, "microcompact.enabled", value["enabled"])
+    if "gapMinutes" in value:
+        out["gapMinutes"] = float(_check(where, "microcompact.gapMinutes", value["gapMinutes"],
+                                         lambda v: _is_number(v) and v > 0, "a positive number of minutes"))
+    if "keepRecent" in value:
+        out["keepRecent"] = _nonneg_int(where, "microcompact.keepRecent", value["keepRecent"])
+    return out
+
+
+def _validate_context_editing(where: _Where, value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"enabled": value}
+    _check(where, "contextEditing", value, lambda v: isinstance(v, dict), "true, false or an object")
+    out: dict[str, Any] = {}
+    for name in ("enabled", "clearThinking"):
+        if name in value:
+            out[name] = _bool(where, f"contextEditing.{name}", value[name])
+    if "keepToolUses" in value:
+        out["keepToolUses"] = _nonneg_int(where, "contextEditing.keepToolUses", value["keepToolUses"])
+    if "clearAtLeastTokens" in value:
+        out["clearAtLeastTokens"] = _nonneg_int(where, "contextEditing.clearAtLeastTokens", value["clearAtLeastTokens"])
+    if "triggerTokens" in value:
+        out["triggerTokens"] = _pos_int(where, "contextEditing.triggerTokens", value["triggerTokens"])
+    return out
+
+
+def _merge_layer(layer: dict[str, Any], data: dict[str, Any], source: str) -> None:
+    """Fold one validated file into the running merge; ``layer["sources"]`` records who set what."""
+    sources = layer.setdefault("sources", {})
+    for key, value in data.items():
+        if key == "permissions":
+            perms = layer.setdefault("permissions", {})
+            for name, item in value.items():
+                if isinstance(item, list):
+                    perms[name] = _dedupe(perms.get(name, []) + item)
+                else:
+                    perms[name] = item
+                sources[f"permissions.{name}"] = source
+        elif key == "hooks":
+            hooks = layer.setdefault("hooks", {})
+            for event, groups in value.items():
+                hooks[event] = hooks.get(event, []) + groups
+        elif key in ("env", "compaction", "microcompact", "contextEditing"):
+            # object-valued keys merge one level deep: a later file changes only the sub-keys it names
+            merged = layer.setdefault(key, {})
+            for name, item in value.items():
+                merged[name] = item
+                sources[f"{key}.{name}"] = source
+        else:
+            layer[key] = value
+            sources[key] = source
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _apply_files(s: Settings, layer: dict[str, Any]) -> None:
+    src = layer.get("sources", {})
+    perms = layer.get("permissions", {})
+    s.allow, s.deny, s.ask = perms.get("allow", []), perms.get("deny", []), perms.get("ask", [])
+    if "defaultMode" in perms:
+        s.permission_mode = perms["defaultMode"]
+        s.sources["permission_mode"] = src["permissions.defaultMode"]
+    s.additional_dirs = [_expand_dir(d, s) for d in perms.get("additionalDirectories", [])]
+    s.hooks = layer.get("hooks", {})
+    if "model" in layer:
+        s.model, s.model_explicit, s.sources["model"] = layer["model"], True, src["model"]
+
+    simple = {"autoCompactEnabled": "auto_compact", "disableCompact": "disable_compact",
+              "sessionMemory": "session_memory", "contextCollapse": "context_collapse", "noColor": "no_color"}
+    for key, attr in simple.items():
+        if key in layer:
+            setattr(s, attr, layer[key])
+            s.sources[attr] = src[key]
+
+    comp_fields = {"autoCompactPct": "autocompact_pct", "contextWindow": "context_window",
+                   "blockingLimit": "blocking_limit", "maxOutputTokens": "max_output_tokens",
+                   "model": "compaction_model"}
+    for key, attr in comp_fields.items():
+        if key in layer.get("compaction", {}):
+            setattr(s, attr, layer["compaction"][key])
+            s.sources[attr] = src[f"compaction.{key}"]
+
+    micro = layer.get("microcompact", {})
+    s.microcompact = micro.get("enabled", s.microcompact)
+    s.microcompact_gap_minutes = micro.get("gapMinutes", s.microcompact_gap_minutes)
+    s.microcompact_keep = micro.get("keepRecent", s.microcompact_keep)
+
+    editing = layer.get("contextEditing", {})
+    if editing.get("enabled", False):
+        s.context_editing = {
+            "keep_tool_uses": editing.get("keepToolUses"),
+            "trigger_tokens": editing.get("triggerTokens"),
+            "clear_at_least_tokens": editing.get("clearAtLeastTokens"),
+            "clear_thinking": editing.get("clearThinking", False),
+        }
+        s.sources["context_editing"] = src["contextEditing.enabled"]
+
+
+def _expand_dir(raw: str, s: Settings) -> Path:
+    if (raw == "~" or raw.startswith("~/")) and s.user_home is not None:
+        return s.user_home / raw[2:]
+    path = Path(raw)
+    return path if path.is_absolute() else s.cwd / path
+
+
+# ---- environment -------------------------------------------------------------------------------
+
+
+def _apply_env(s: Settings, env: Mapping[str, str], origin: Mapping[str, str]) -> None:
+    def get(name: str) -> str | None:
+        value = env.get(name)
+        return value if value not in (None, "") else None
+
+    def bad(name: str, expected: str) -> SettingsError:
+        where = "" if origin.get(name) == "environment" else f" (set in {origin[name]})"
+        return SettingsError(f"{name}: expected {expected}, got {_show(env[name])}{where}")
+
+    def positive_int(name: str) -> int | None:
+        raw = get(name)
+        if raw is None:
+            return None
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise bad(name, "a positive integer") from None
+        if value <= 0:
+            raise bad(name, "a positive integer")
+        return value
+
+    def mark(attr: str, name: str) -> None:
+        s.sources[attr] = f"env {name}"
+
+    s.api_key, s.auth_token, s.base_url = get("ANTHROPIC_API_KEY"), get("ANTHROPIC_AUTH_TOKEN"), get("ANTHROPIC_BASE_URL")
+    if (model := get("ANTHROPIC_MODEL")) is not None:
+        s.model, s.model_explicit = model.strip(), True
+        mark("model", "ANTHROPIC_MODEL")
+    if truthy(env.get("DISABLE_COMPACT")):
+        s.disable_compact = True
+        mark("disable_compact", "DISABLE_COMPACT")
+    if truthy(env.get("DISABLE_AUTO_COMPACT")):
+        s.auto_compact = False
+        mark("auto_compact", "DISABLE_AUTO_COMPACT")
+
+    if (raw := get("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE")) is not None:
+        try:
+            pct = float(raw.strip())
+        except ValueError:
+            pct = math.nan
+        if not (math.isfinite(pct) and 0 < pct <= 100):
+            raise bad("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "a number in (0, 100]")
+        s.autocompact_pct = pct
+        mark("autocompact_pct", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE")
+    for name, attr in (("CLAUDE_CODE_AUTO_COMPACT_WINDOW", "context_window"),
+                       ("CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE", "blocking_limit"),
+                       ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "max_output_tokens")):
+        if (value := positive_int(name)) is not None:
+            setattr(s, attr, value)
+            mark(attr, name)
+
+    # "0" (or another falsy word) turns these off, a truthy word turns them back on over a settings file
+    for name, attr in (("COMPACT_AGENT_SESSION_MEMORY", "session_memory"),
+                       ("COMPACT_AGENT_MICROCOMPACT", "microcompact"),
+                       ("CLAUDE_CONTEXT_COLLAPSE", "context_collapse")):
+        raw = get(name)
+        if raw is not None and (truthy(raw) or falsy(raw)):
+            setattr(s, attr, truthy(raw))
+            mark(attr, name)
+    if get("NO_COLOR") is not None:
+        s.no_color = True
+        mark("no_color", "NO_COLOR")
+
+
+# ---- command line ------------------------------------------------------------------------------
+
+
+def _apply_cli(s: Settings, cli: Mapping[str, Any]) -> None:
+    if cli.get("model"):
+        s.model, s.model_explicit, s.sources["model"] = str(cli["model"]).strip(), True, "--model"
+    mode = cli.get("permission_mode")
+    if mode:
+        if mode not in PERMISSION_MODES:
+            raise SettingsError(f'--permission-mode must be one of {", ".join(PERMISSION_MODES)} (got "{mode}")')
+        s.permission_mode, s.sources["permission_mode"] = mode, "--permission-mode"
+    if cli.get("dangerously_skip_permissions"):
+        s.permission_mode, s.sources["permission_mode"] = "bypassPermissions", "--dangerously-skip-permissions"
+    for key, flag, attr in (("allowed_tools", "--allowedTools", "allow"),
+                            ("disallowed_tools", "--disallowedTools", "deny")):
+        rules = [rule for item in cli.get(key) or [] for rule in split_rules(item)]
+        for rule in rules:
+            if not _RULE.match(rule):
+                raise SettingsError(f'{flag}: "{rule}" is not a rule like "Read", "Bash(git status:*)" or "Edit(src/**)"')
+        if rules:
+            setattr(s, attr, _dedupe(getattr(s, attr) + rules))
+
+
+def split_rules(text: str) -> list[str]:
+    """Split a flag value like ``"Bash(git log:*) Edit,Read"`` into rules (commas/blanks inside () kept)."""
+    rules, current, depth = [], [], 0
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        if depth == 0 and (ch == "," or ch.isspace()):
+            if current:
+                rules.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    if current:
+        rules.append("".join(current))
+    return rules

@@ -1,0 +1,129 @@
+"""The command line (CONTRACT §2): the only place that turns errors into a line on stderr and an exit code.
+
+``--version`` is answered before anything heavy is imported; the SDK is imported lazily (print mode) or
+in the background while the REPL draws its prompt.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from agent import __version__
+
+HELP = """Compact Agent: a terminal coding agent that keeps working when the conversation outgrows the \
+model's context window.
+
+Start the REPL in the current directory, optionally with a first PROMPT; with -p, run the agent loop once
+and print the result."""
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+    stream_json = "stream-json"
+
+
+class PermissionMode(str, Enum):
+    default = "default"
+    acceptEdits = "acceptEdits"
+    bypassPermissions = "bypassPermissions"
+    plan = "plan"
+
+
+app = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]},
+                  rich_markup_mode=None, pretty_exceptions_enable=False)
+
+
+def _rules(values: list[str] | None) -> list[str]:
+    """--allowedTools "Bash(git:*) Edit" or repeated flags, comma or space separated (parens kept whole)."""
+    out: list[str] = []
+    for value in values or []:
+        current, depth = "", 0
+        for ch in value:
+            depth += (ch == "(") - (ch == ")")
+            if ch in ", " and depth == 0:
+                if current:
+                    out.append(current)
+                current = ""
+            else:
+                current += ch
+        if current:
+            out.append(current)
+    return out
+
+
+@app.command(help=HELP)
+def run(
+    prompt: Annotated[Optional[str], typer.Argument(help="First message (or, with -p, the whole task).")] = None,
+    print_mode: Annotated[bool, typer.Option("--print", "-p", help="Non-interactive: run to the end, print the result, exit.")] = False,
+    output_format: Annotated[OutputFormat, typer.Option("--output-format", help="Print-mode output: text, json or stream-json.")] = OutputFormat.text,
+    continue_: Annotated[bool, typer.Option("--continue", "-c", help="Continue the most recent session of this directory.")] = False,
+    resume: Annotated[Optional[str], typer.Option("--resume", "-r", help="Resume a session by id, or from a transcript file path.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Model id (default: settings, then ANTHROPIC_MODEL, then a current Sonnet).")] = None,
+    permission_mode: Annotated[Optional[PermissionMode], typer.Option("--permission-mode", help="default, acceptEdits, bypassPermissions or plan.")] = None,
+    skip_permissions: Annotated[bool, typer.Option("--dangerously-skip-permissions", help="Same as --permission-mode bypassPermissions.")] = False,
+    max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Stop after N model calls (print mode).")] = None,
+    allowed_tools: Annotated[Optional[list[str]], typer.Option("--allowedTools", "--allowed-tools", help='Allow rules, e.g. "Bash(git status:*) Edit".')] = None,
+    disallowed_tools: Annotated[Optional[list[str]], typer.Option("--disallowedTools", "--disallowed-tools", help='Deny rules, e.g. "Bash(rm:*)".')] = None,
+    version: Annotated[bool, typer.Option("--version", "-v", help="Print the version and exit.")] = False,
+) -> None:
+    if version:
+        typer.echo(f"{__version__} (Compact Agent)")
+        raise typer.Exit(0)
+    from agent.errors import AgentError
+    from agent.settings import SettingsError, load_settings
+
+    environ = dict(os.environ)
+    try:
+        settings = load_settings(cwd=Path.cwd().resolve(), environ=environ, cli={
+            "model": model, "permission_mode": permission_mode.value if permission_mode else None,
+            "allowed_tools": _rules(allowed_tools), "disallowed_tools": _rules(disallowed_tools),
+            "dangerously_skip_permissions": skip_permissions})
+    except SettingsError as e:
+        _fail(str(e), 2)
+    if continue_ and resume:
+        _fail("--continue and --resume can't be used together", 2)
+    if not (settings.api_key or settings.auth_token):
+        _fail("No API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment", 2)
+    try:
+        if print_mode:
+            from agent.printmode import run_print
+
+            text = prompt if prompt is not None else _stdin_prompt()
+            if not text:
+                _fail("No prompt: give one as an argument or on stdin with -p", 2)
+            code = run_print(settings, text, output_format.value, resume=resume, continue_last=continue_,
+                             max_turns=max_turns, environ=environ)
+        else:
+            from agent.repl import run_repl
+
+            code = run_repl(settings, prompt, resume=resume, continue_last=continue_, environ=environ)
+    except AgentError as e:
+        _fail(str(e), e.exit_code)
+    except KeyboardInterrupt:
+        _fail("Interrupted", 130)
+    raise typer.Exit(code)
+
+
+def _stdin_prompt() -> str:
+    if sys.stdin is None or sys.stdin.isatty():
+        return ""
+    return sys.stdin.read().strip()
+
+
+def _fail(message: str, code: int) -> None:
+    sys.stderr.write(f"compact-agent: {message}\n")
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    if sys.argv[1:] in (["--version"], ["-v"]):  # the fast path: no typer, no SDK
+        sys.stdout.write(f"{__version__} (Compact Agent)\n")
+        return
+    app()

@@ -1,0 +1,274 @@
+"""The Messages API client: the official SDK, imported lazily, streaming, with the retries we add.
+
+The SDK itself retries 429 / 5xx / 529 and connection failures before a response starts. On top of
+that we retry a stream that breaks mid-message (the SDK then hands back a partial message whose
+``stop_reason`` is None, or raises a connection error): the whole request is sent again, and no tool
+runs until a complete message has arrived, so no tool ever runs twice. Context-size errors are turned
+into typed exceptions (errors.PromptTooLong, errors.MaxTokensOverflow) from the SDK's typed 400 error.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from agent.errors import Interrupted, ModelError, classify_bad_request
+from agent.events import Retrying, TextDelta, ThinkingDelta
+from agent.messages import Message, assistant
+
+STREAM_RETRIES = 3
+SDK_RETRIES = 3
+CACHE = {"type": "ephemeral"}
+
+_import_lock = threading.Lock()
+_sdk: Any = None
+
+
+def sdk() -> Any:
+    """The anthropic module, imported on first use (it takes ~2 s here)."""
+    global _sdk
+    with _import_lock:
+        if _sdk is None:
+            import anthropic
+
+            _sdk = anthropic
+    return _sdk
+
+
+def import_in_background() -> threading.Thread:
+    t = threading.Thread(target=sdk, name="sdk-import", daemon=True)
+    t.start()
+    return t
+
+
+# --- models ---------------------------------------------------------------------------------------
+
+_MAX_OUTPUT = [  # (prefix, max output tokens)
+    ("claude-opus-4-1", 32_000), ("claude-opus-4-2", 32_000), ("claude-opus-4-0", 32_000),
+    ("claude-opus-4-20", 32_000), ("claude-3-5", 8_192), ("claude-3", 4_096),
+]
+_PRICES = [  # (substring, input, output) USD per million tokens
+    ("opus-4-1", 15.0, 75.0), ("opus-4-0", 15.0, 75.0), ("opus-4-2", 15.0, 75.0), ("opus", 5.0, 25.0),
+    ("haiku-3", 0.25, 1.25), ("haiku", 1.0, 5.0), ("sonnet", 3.0, 15.0),
+]
+
+
+def default_model() -> str:
+    """The newest plain Sonnet alias the installed SDK knows (claude-sonnet-4-5 retires 2026-11-30)."""
+    try:
+        from anthropic.types import model as model_types
+
+        names = re.findall(r"claude-sonnet-(\d+)(?:-(\d))?(?=[\"'])", open(model_types.__file__).read())
+        best = max(((int(a), int(b or 0)) for a, b in names), default=None)
+        if best:
+            return f"claude-sonnet-{best[0]}" + (f"-{best[1]}" if best[1] else "")
+    except Exception:  # noqa: BLE001 - a missing list just means the fallback
+        pass
+    return "claude-sonnet-4-6"
+
+
+def max_output_tokens(model: str) -> int:
+    for prefix, n in _MAX_OUTPUT:
+        if model.startswith(prefix):
+            return n
+    return 64_000
+
+
+def context_window_for(model: str) -> int:
+    return 1_000_000 if "[1m]" in model or model.endswith("-1m") else 200_000
+
+
+def api_model_name(model: str) -> str:
+    return model.replace("[1m]", "")
+
+
+def cost_usd(model: str, usage: dict[str, Any]) -> float:
+    price_in, price_out = 3.0, 15.0
+    for key, i, o in _PRICES:
+        if key in model:
+            price_in, price_out = i, o
+            break
+    tokens_in = usage.get("input_tokens", 0) or 0
+    write = usage.get("cache_creation_input_tokens", 0) or 0
+    read = usage.get("cache_read_input_tokens", 0) or 0
+    out = usage.get("output_tokens", 0) or 0
+    return (tokens_in * price_in + write * price_in * 1.25 + read * price_in * 0.1 + out * price_out) / 1e6
+
+
+# --- requests -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Request:
+    model: str
+    system: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    max_tokens: int
+    betas: list[str] = field(default_factory=list)
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    tool_choice: dict[str, Any] | None = None
+    thinking: dict[str, Any] | None = None
+
+    def params(self) -> dict[str, Any]:
+        """Keyword arguments for the SDK, with cache breakpoints on tools, system and the tail."""
+        p: dict[str, Any] = {"model": api_model_name(self.model), "max_tokens": self.max_tokens,
+                             "messages": _mark_tail(self.messages)}
+        if self.system:
+            p["system"] = self.system[:-1] + [{**self.system[-1], "cache_control": CACHE}]
+        if self.tools:
+            p["tools"] = self.tools[:-1] + [{**self.tools[-1], "cache_control": CACHE}]
+        if self.tool_choice:
+            p["tool_choice"] = self.tool_choice
+        if self.thinking:
+            p["thinking"] = self.thinking
+        if self.extra_body:
+            p["extra_body"] = self.extra_body
+        return p
+
+
+def _mark_tail(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Put a cache breakpoint on the last cacheable block of the last message (copying, not mutating)."""
+    if not messages:
+        return messages
+    last = messages[-1]
+    blocks = list(last["content"])
+    for i in range(len(blocks) - 1, -1, -1):
+        if blocks[i].get("type") not in ("thinking", "redacted_thinking"):
+            blocks[i] = {**blocks[i], "cache_control": CACHE}
+            break
+    return messages[:-1] + [{**last, "content": blocks}]
+
+
+def _block_dict(block: Any) -> dict[str, Any]:
+    d = block.model_dump(exclude_none=True) if hasattr(block, "model_dump") else dict(block)
+    if d.get("type") == "text":
+        d = {"type": "text", "text": d.get("text", ""), **({"citations": d["citations"]} if d.get("citations") else {})}
+    return d
+
+
+class ModelClient:
+    """One SDK client per session. ``stream`` returns a complete assistant Message or raises."""
+
+    def __init__(self, *, api_key: str | None, auth_token: str | None, base_url: str | None,
+                 on_event: Callable[[Any], None] | None = None):
+        self._kwargs = {"api_key": api_key, "auth_token": auth_token, "base_url": base_url}
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self.on_event = on_event or (lambda e: None)
+
+    @property
+    def client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                anthropic = sdk()
+                kwargs = {k: v for k, v in self._kwargs.items() if v}
+                if not kwargs.get("api_key") and not kwargs.get("auth_token"):
+                    kwargs["api_key"] = "missing"  # the server answers 401; we report it clearly
+                self._client = anthropic.Anthropic(max_retries=SDK_RETRIES, timeout=600.0, **kwargs)
+            return self._client
+
+    def context_window(self, model: str) -> int | None:
+        """max_input_tokens from the Models API, or None when it can't be had."""
+        try:
+            info = self.client.with_options(max_retries=0, timeout=5.0).models.retrieve(api_model_name(model))
+            n = getattr(info, "max_input_tokens", None)
+            return int(n) if n else None
+        except Exception:  # noqa: BLE001 - unreachable or unknown: the caller uses the table
+            return None
+
+    def stream(self, req: Request, *, cancel: threading.Event | None = None, emit_text: bool = True) -> Message:
+        anthropic = sdk()
+        last_error = ""
+        for attempt in range(1, STREAM_RETRIES + 2):
+            try:
+                message = self._stream_once(req, cancel, emit_text)
+                if message is not None:
+                    return message
+                last_error = "the response stream ended before the message was complete"
+            except Interrupted:
+                raise
+            except anthropic.BadRequestError as e:
+                typed = classify_bad_request(_error_text(e))
+                raise typed or ModelError(f"API error 400: {_error_text(e)}", status=400) from None
+            except anthropic.APIStatusError as e:
+                raise ModelError(f"API error {e.status_code}: {_error_text(e)}", status=e.status_code) from None
+            except (anthropic.APIConnectionError, _transport_error()) as e:
+                if cancel is not None and cancel.is_set():
+                    raise Interrupted("interrupted") from None
+                last_error = f"the connection broke: {e}"
+            if attempt <= STREAM_RETRIES:
+                delay = min(0.5 * 2 ** (attempt - 1), 8.0)
+                self.on_event(Retrying(attempt, last_error, delay))
+                if cancel is not None and cancel.wait(delay):
+                    raise Interrupted("interrupted")
+                elif cancel is None:
+                    time.sleep(delay)
+        raise ModelError(f"API request failed after {STREAM_RETRIES + 1} attempts: {last_error}", retryable=True)
+
+    def _stream_once(self, req: Request, cancel: threading.Event | None, emit_text: bool) -> Message | None:
+        params = req.params()
+        api = self.client.beta.messages if req.betas else self.client.messages
+        if req.betas:
+            params["betas"] = req.betas
+        with api.stream(**params) as stream:
+            done = threading.Event()
+            if cancel is not None:
+                threading.Thread(target=_close_on_cancel, args=(stream, cancel, done), daemon=True).start()
+            try:
+                for event in stream:
+                    if cancel is not None and cancel.is_set():
+                        raise Interrupted("interrupted")
+                    if emit_text and event.type == "text":
+                        self.on_event(TextDelta(event.text))
+                    elif emit_text and event.type == "thinking":
+                        self.on_event(ThinkingDelta(event.thinking))
+                final = stream.get_final_message()
+            finally:
+                done.set()
+        if cancel is not None and cancel.is_set():
+            raise Interrupted("interrupted")
+        if final.stop_reason is None:
+            return None
+        usage = final.usage.model_dump(exclude_none=True) if final.usage else None
+        msg = assistant([_block_dict(b) for b in final.content], message_id=final.id, model=final.model,
+                        stop_reason=final.stop_reason, usage=usage)
+        applied = getattr(final, "context_management", None)
+        if applied is not None:
+            dumped = applied.model_dump(exclude_none=True) if hasattr(applied, "model_dump") else applied
+            msg = msg.replace(extra={"contextManagement": dumped})
+        return msg
+
+
+def _transport_error() -> type[Exception]:
+    """The HTTP library's transport error (a stream cut mid-body surfaces as one, unwrapped by the SDK)."""
+    try:
+        import httpx2
+
+        return httpx2.TransportError
+    except ImportError:  # older SDKs use httpx
+        import httpx
+
+        return httpx.TransportError
+
+
+def _close_on_cancel(stream: Any, cancel: threading.Event, done: threading.Event) -> None:
+    while not done.is_set():
+        if cancel.wait(0.05):
+            try:
+                stream.close()
+            except Exception:  # noqa: BLE001 - closing a dying stream may fail; the reader stops anyway
+                pass
+            return
+
+
+def _error_text(e: Any) -> str:
+    body = getattr(e, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+    return str(getattr(e, "message", e))

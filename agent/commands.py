@@ -1,0 +1,384 @@
+"""Slash commands, shared by the REPL and print mode.
+
+``run(session, line)`` parses ``/name args``, calls the handler registered for the name and returns a
+``Result``. Every result carries ``text`` (plain text or Markdown) — what print mode prints — and
+``ok``; some subclasses carry data the REPL renders richer (``ContextUsage`` as a coloured grid) or acts on
+(``Exit``, ``Switched`` replaces the REPL's session). Handlers never print and never add anything to
+the conversation. Heavy modules are imported inside the handlers so that importing this one is cheap.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from agent.session import Session
+
+NO_COMPACTION = "No compaction in this session yet."
+COMMAND_LINE = re.compile(r"^/([A-Za-z][\w-]*)(?:\s+(.*))?$", re.DOTALL)
+
+
+@dataclass
+class Result:
+    text: str
+    ok: bool = True
+    markdown: bool = False
+
+
+@dataclass
+class Exit(Result):
+    pass
+
+
+@dataclass(kw_only=True)
+class Switched(Result):
+    """The REPL continues with ``session`` (/clear, /resume)."""
+
+    session: Any
+
+
+@dataclass(kw_only=True)
+class SessionList(Result):
+    """/resume without an argument: the REPL offers to pick one by number."""
+
+    sessions: list[Any] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class Compacted(Result):
+    """/compact; the REPL has already shown the compaction's own events."""
+
+
+@dataclass(frozen=True)
+class Category:
+    name: str
+    key: str  # system | tools | memory | messages | free | buffer
+    tokens: int
+    share: float  # percent of the window
+    cells: int  # squares of the 10×10 grid
+
+
+@dataclass(kw_only=True)
+class ContextUsage(Result):
+    model: str
+    used: int
+    window: int
+    percent: float
+    categories: list[Category]
+    memory_files: list[tuple[str, int]] = field(default_factory=list)
+
+
+Handler = Callable[["Session", str], Result]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    summary: str
+    handler: Handler
+    usage: str = ""
+    aliases: tuple[str, ...] = ()
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def command(name: str, summary: str, usage: str = "", aliases: tuple[str, ...] = ()) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        cmd = Command(name, summary, fn, usage, aliases)
+        for key in (name, *aliases):
+            COMMANDS[key] = cmd
+        return fn
+
+    return register
+
+
+def is_command(line: str) -> bool:
+    """True for "/name ..." (a path like "/etc/hosts is odd" is a message, not a command)."""
+    return COMMAND_LINE.match(line.strip()) is not None
+
+
+def names() -> list[str]:
+    """Every name and alias, for completion and suggestions."""
+    return sorted(COMMANDS)
+
+
+def run(session: Session, line: str) -> Result:
+    from agent.errors import AgentError
+
+    match = COMMAND_LINE.match(line.strip())
+    if match is None:
+        return Result(f"Not a command: {line.strip()}", ok=False)
+    name, args = match.group(1).lower(), (match.group(2) or "").strip()
+    cmd = COMMANDS.get(name)
+    if cmd is None:
+        return unknown(name)
+    try:
+        return cmd.handler(session, args)
+    except AgentError as e:
+        return Result(str(e), ok=False)
+
+
+def unknown(name: str) -> Result:
+    close = difflib.get_close_matches(name, names(), n=1, cutoff=0.5)
+    hint = f"Did you mean /{close[0]}?" if close else "Type /help for the list of commands."
+    return Result(f"Unknown command /{name}. {hint}", ok=False)
+
+
+def fmt_tokens(n: int) -> str:
+    """154321 → "154k", 1530 → "1.5k", 850 → "850"."""
+    if n < 1000:
+        return str(n)
+    if n < 10_000:
+        return f"{n / 1000:.1f}k"
+    return f"{round(n / 1000)}k"
+
+
+# --- the commands ------------------------------------------------------------------------------------
+
+
+@command("help", "List the commands")
+def _help(session: Session, args: str) -> Result:
+    seen, rows = set(), []
+    for cmd in COMMANDS.values():
+        if cmd.name in seen:
+            continue
+        seen.add(cmd.name)
+        label = "/" + cmd.name + (" " + cmd.usage if cmd.usage else "")
+        aliases = "".join(f" (or /{a})" for a in cmd.aliases)
+        rows.append((label, cmd.summary + aliases))
+    width = max(len(label) for label, _ in rows)
+    lines = ["Commands:"] + [f"  {label.ljust(width)}  {summary}" for label, summary in rows]
+    lines += ["", "Enter sends · Alt-Enter (or Esc then Enter) adds a line · Esc or Ctrl-C interrupts · "
+                  "Ctrl-D exits"]
+    return Result("\n".join(lines))
+
+
+@command("compact", "Summarize the conversation to free context, optionally focused by INSTRUCTIONS",
+         usage="[instructions]")
+def _compact(session: Session, args: str) -> Result:
+    from agent.errors import Interrupted
+    from compact import compactor
+
+    try:
+        ok = compactor.compact(session, "manual", args or None)
+    except Interrupted:
+        return Compacted("Compaction cancelled; the conversation is unchanged.", ok=False)
+    if session.settings.disable_compact:
+        return Compacted(compactor.DISABLED, ok=False)
+    last = session.last_compaction
+    if not ok or last is None:
+        return Compacted("Compaction failed; the conversation is unchanged.", ok=False)
+    return Compacted(f"Compacted · manual · {fmt_tokens(last['pre_tokens'])} → "
+                     f"{fmt_tokens(last['post_tokens'])} tokens")
+
+
+@command("context", "Show how the context window is used")
+def _context(session: Session, args: str) -> Result:
+    return context_usage(session)
+
+
+def context_usage(session: Session) -> ContextUsage:
+    """The /context breakdown; ``used`` is the number the auto-compact trigger uses."""
+    from agent.context import view
+    from agent.system_prompt import read_memory
+    from compact.tokens import estimate_text
+
+    prepared = view(session)
+    th = session.thresholds()
+    s = session.settings
+    memory = [(str(path), estimate_text(text)) for path, text in read_memory(s.cwd, s.home)]
+    memory_tokens = sum(t for _, t in memory)
+    system_text = "\n\n".join(b.get("text", "") for b in session.system_blocks())
+    system = max(0, estimate_text(system_text) - memory_tokens)
+    tools = estimate_text(json.dumps(session.tool_schemas(), ensure_ascii=False))
+    overhead = system + tools + memory_tokens
+    # Once a response reported usage, the count includes system and tools; before that it is messages only.
+    measured = any(m.role == "assistant" and m.usage for m in prepared.messages)
+    messages = max(0, prepared.tokens - overhead) if measured else prepared.tokens
+    used = overhead + messages
+    window = th.window
+    buffer = max(0, window - th.reference)
+    free = max(0, window - used - buffer)
+    parts = [("System prompt", "system", system), ("System tools", "tools", tools),
+             ("Memory files", "memory", memory_tokens), ("Messages", "messages", messages),
+             ("Free space", "free", free), ("Autocompact buffer", "buffer", buffer)]
+    cells = _cells([t for _, _, t in parts], window)
+    categories = [Category(name, key, tokens, tokens / window * 100 if window else 0.0, n)
+                  for (name, key, tokens), n in zip(parts, cells, strict=True)]
+    percent = used / window * 100 if window else 0.0
+    lines = ["## Context usage", "", f"Model: {session.model}  ",
+             f"Tokens: {fmt_tokens(used)} / {fmt_tokens(window)} ({percent:.0f}%)", "",
+             "| Category | Tokens | Share |", "|---|---:|---:|"]
+    lines += [f"| {c.name} | {fmt_tokens(c.tokens)} | {c.share:.1f}% |" for c in categories]
+    if memory:
+        lines += ["", "Memory files:"] + [f"- {path}: {fmt_tokens(t)} tokens" for path, t in memory]
+    return ContextUsage("\n".join(lines), markdown=True, model=session.model, used=used, window=window,
+                        percent=percent, categories=categories, memory_files=memory)
+
+
+def _cells(tokens: list[int], window: int, total: int = 100) -> list[int]:
+    """Squares per category: proportional, at least one for any used category, free space absorbs rounding."""
+    if window <= 0:
+        return [0] * len(tokens)
+    cells = [max(1, round(t / window * total)) if t else 0 for t in tokens]
+    free_index = 4
+    cells[free_index] = 0
+    cells[free_index] = max(0, total - sum(cells))
+    while sum(cells) > total:  # tiny categories rounded up: take the excess from the largest
+        cells[cells.index(max(cells))] -= 1
+    return cells
+
+
+@command("clear", "Start a new session (the current one stays saved)")
+def _clear(session: Session, args: str) -> Result:
+    from agent.session import open_session
+
+    new = open_session(session.settings, emit=session.emit, ask=session.ask, environ=session.environ)
+    _close(session)
+    _start_hooks(new, "clear")
+    return Switched("Started a new session.", session=new)
+
+
+@command("resume", "List this directory's sessions, or resume one by number or id", usage="[N | ID]")
+def _resume(session: Session, args: str) -> Result:
+    from agent.session import open_session
+    from agent.transcript import list_sessions
+
+    sessions = list_sessions(session.settings.project_dir)
+    if not args:
+        if not sessions:
+            return SessionList("No saved sessions in this directory.", sessions=[])
+        lines = [f"Sessions in {session.settings.cwd}:"]
+        for i, info in enumerate(sessions, 1):
+            mark = " (current)" if info.session_id == session.session_id else ""
+            lines.append(f"  {i}. {_when(info.mtime)} · {info.message_count} messages · "
+                         f"{_clip(info.first_prompt or '(no prompt)', 60)} · {info.session_id}{mark}")
+        lines.append("Resume one with /resume N or /resume ID.")
+        return SessionList("\n".join(lines), sessions=sessions)
+    ref = args
+    if args.isdigit():
+        n = int(args)
+        if not 1 <= n <= len(sessions):
+            return Result(f"No session number {n}; /resume lists {len(sessions)}.", ok=False)
+        ref = str(sessions[n - 1].path)
+    if ref in (session.session_id, str(session.transcript_path)):
+        return Result("That is the current session.", ok=False)
+    new = open_session(session.settings, emit=session.emit, ask=session.ask, resume=ref,
+                       environ=session.environ)
+    _close(session)
+    _start_hooks(new, "resume")
+    return Switched(f"Resumed session {new.session_id} ({len(new.messages)} messages).", session=new)
+
+
+@command("model", "Show the model, or switch to NAME", usage="[name]")
+def _model(session: Session, args: str) -> Result:
+    if not args:
+        return Result(f"Model: {session.model}")
+    session.model = args
+    session._window = None  # the window depends on the model
+    return Result(f"Model set to {args}")
+
+
+@command("cost", "Tokens used and estimated cost of this session")
+def _cost(session: Session, args: str) -> Result:
+    u = session.usage_total
+    return Result(f"Total cost: ${session.cost:.4f}\n"
+                  f"Usage: {u.get('input_tokens', 0):,} input · {u.get('output_tokens', 0):,} output · "
+                  f"{u.get('cache_read_input_tokens', 0):,} cache read · "
+                  f"{u.get('cache_creation_input_tokens', 0):,} cache write")
+
+
+@command("summary", "Show the summary written by the last compaction")
+def _summary(session: Session, args: str) -> Result:
+    last = session.last_compaction
+    if not last:
+        return Result(NO_COMPACTION)
+    head = (f"Summary from the last compaction ({last.get('trigger', '?')} · "
+            f"{fmt_tokens(last.get('pre_tokens', 0))} → {fmt_tokens(last.get('post_tokens', 0))} tokens):")
+    return Result(f"{head}\n\n{last.get('summary', '')}", markdown=True)
+
+
+@command("history", "Show, in brief, the messages the last compaction replaced")
+def _history(session: Session, args: str) -> Result:
+    last = session.last_compaction
+    if not last:
+        return Result(NO_COMPACTION)
+    messages = list(last.get("pre_messages") or [])
+    lines = [f"Before the last compaction ({len(messages)} messages):"]
+    lines += [f"{i:>4}. {brief(m)}" for i, m in enumerate(messages, 1)]
+    return Result("\n".join(lines))
+
+
+def brief(m: Any) -> str:
+    """One line for a message: who, and what it said or did."""
+    if m.role == "assistant":
+        calls = [f"{b.get('name')}({_clip(_first_arg(b.get('input') or {}), 40)})" for b in m.tool_uses]
+        said = _clip(m.text, 80) if m.text.strip() else ""
+        return "assistant: " + " · ".join(x for x in [said, *calls] if x) if (said or calls) else "assistant"
+    if m.tool_results:
+        errors = sum(1 for b in m.tool_results if b.get("is_error"))
+        note = f" ({errors} error{'s' if errors != 1 else ''})" if errors else ""
+        return f"tool results: {len(m.tool_results)}{note}"
+    label = {"meta": "context", "summary": "summary"}.get(getattr(m, "kind", ""), "user")
+    return f"{label}: {_clip(m.text, 100)}"
+
+
+@command("memory", "Show this session's background notes")
+def _memory(session: Session, args: str) -> Result:
+    if not session.settings.session_memory:
+        return Result("Session memory is off (COMPACT_AGENT_SESSION_MEMORY=0).")
+    from compact.session_memory import notes_text
+
+    text = notes_text(session)
+    if not text or not text.strip():
+        return Result("No session notes yet; they start once the conversation reaches about 10k tokens.")
+    return Result(f"Session notes ({session.notes_path}):\n\n{text}", markdown=True)
+
+
+@command("exit", "Leave the agent", aliases=("quit",))
+def _exit(session: Session, args: str) -> Result:
+    return Exit("Bye.")
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+
+
+def _clip(text: str, n: int) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= n else one[: n - 1] + "…"
+
+
+def _first_arg(args: dict[str, Any]) -> str:
+    for key in ("file_path", "command", "pattern", "ids"):
+        if key in args:
+            return str(args[key])
+    return next((str(v) for v in args.values()), "")
+
+
+def _when(mtime: Any) -> str:
+    if isinstance(mtime, (int, float)):
+        mtime = datetime.fromtimestamp(mtime)
+    if isinstance(mtime, datetime):
+        if mtime.tzinfo is not None:
+            mtime = mtime.astimezone()
+        return mtime.strftime("%Y-%m-%d %H:%M")
+    return str(mtime)
+
+
+def _close(session: Session) -> None:
+    try:
+        session.writer.close()
+    except Exception:  # noqa: BLE001 - a writer that never opened its file has nothing to close
+        pass
+
+
+def _start_hooks(session: Session, source: str) -> None:
+    from agent.printmode import start_hooks
+
+    start_hooks(session, source)

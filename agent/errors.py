@@ -1,0 +1,77 @@
+"""The agent's own exceptions. The CLI turns each into one clear line; tool failures never come here.
+
+    AgentError
+    ├── ConfigError            bad flags, settings, missing API key (exit 2)
+    ├── SessionError           a session that can't be found or read
+    ├── Interrupted            the user pressed Ctrl-C / Esc
+    └── ModelError             the Messages API failed after retries
+        ├── PromptTooLong      "prompt is too long: A tokens > B maximum"
+        └── MaxTokensOverflow  "input length and max_tokens exceed context limit: A + B > C"
+"""
+
+from __future__ import annotations
+
+import re
+
+
+class AgentError(Exception):
+    exit_code = 1
+
+
+class ConfigError(AgentError):
+    exit_code = 2
+
+
+class SessionError(AgentError):
+    exit_code = 1
+
+
+class Interrupted(AgentError):
+    exit_code = 130
+
+
+class ModelError(AgentError):
+    def __init__(self, message: str, status: int | None = None, retryable: bool = False):
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+
+
+class PromptTooLong(ModelError):
+    def __init__(self, message: str, actual: int | None = None, maximum: int | None = None):
+        super().__init__(message, status=400)
+        self.actual = actual
+        self.maximum = maximum
+
+    @property
+    def gap(self) -> int | None:
+        if self.actual is None or self.maximum is None:
+            return None
+        return self.actual - self.maximum
+
+
+class MaxTokensOverflow(ModelError):
+    def __init__(self, message: str, input_tokens: int, max_tokens: int, limit: int):
+        super().__init__(message, status=400)
+        self.input_tokens = input_tokens
+        self.max_tokens = max_tokens
+        self.limit = limit
+
+    def smaller_max_tokens(self) -> int:
+        return max(3_000, self.limit - self.input_tokens - 1_000)
+
+
+_PTL = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)", re.I)
+_OVERFLOW = re.compile(r"input length and `?max_tokens`? exceed context limit:\s*(\d+)\s*\+\s*(\d+)\s*>\s*(\d+)", re.I)
+
+
+def classify_bad_request(message: str) -> ModelError | None:
+    """Recognise the two context-size errors in a 400 invalid_request_error's message."""
+    if m := _OVERFLOW.search(message):
+        a, b, c = (int(x) for x in m.groups())
+        return MaxTokensOverflow(message, a, b, c)
+    if m := _PTL.search(message):
+        return PromptTooLong(message, int(m.group(1)), int(m.group(2)))
+    if "prompt is too long" in message.lower():
+        return PromptTooLong(message)
+    return None

@@ -1,0 +1,50 @@
+"""The query loop: prepare context → call the model → run tools → record, until the model ends its turn.
+
+Everything else (compaction, retries, permissions, rendering) lives in the named steps it calls.
+"""
+
+from __future__ import annotations
+
+from agent.context import ContextLimitReached, call_model, prepare_context
+from agent.errors import Interrupted, ModelError
+from agent.events import TurnFinished
+from agent.messages import user_prompt
+from agent.session import Session
+from agent.tool_exec import record_interruption, run_tools
+from compact.session_memory import after_response
+
+
+def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> TurnFinished:
+    session.cancel.clear()
+    prompt = user_prompt(text)
+    session.current_prompt_uuid = prompt.uuid
+    session.reactive_compacted = False
+    session.add(prompt)
+    calls, reply_text = 0, ""
+    try:
+        while True:
+            view = prepare_context(session)
+            reply = call_model(session, view)
+            session.add(reply)
+            after_response(session)
+            calls, reply_text = calls + 1, reply.text
+            if not reply.tool_uses:
+                return finish(session, "end_turn", reply_text)
+            session.add(run_tools(session, reply.tool_uses))
+            if max_turns and calls >= max_turns:
+                return finish(session, "max_turns", reply_text, f"Reached the maximum of {max_turns} turns")
+    except Interrupted:
+        record_interruption(session)
+        return finish(session, "interrupted", reply_text, "Interrupted by user")
+    except ContextLimitReached as e:
+        return finish(session, "context_limit", reply_text, str(e))
+    except ModelError as e:
+        return finish(session, "error", reply_text, str(e))
+
+
+def finish(session: Session, stop: str, text: str, error: str = "") -> TurnFinished:
+    if stop == "end_turn":
+        session.run_hooks("Stop", None, stop_hook_active=False)
+    event = TurnFinished(text=text, stop_reason=stop, error=error, usage=dict(session.usage_total))
+    session.emit(event)
+    return event

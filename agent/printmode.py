@@ -1,0 +1,151 @@
+"""Print mode (-p): run one prompt (or slash command) to the end and print text, JSON or stream-JSON.
+
+The turn runs in a worker thread so Ctrl-C in the main thread can cancel it cleanly. Nobody can answer
+permission questions here, so calls that would ask are denied and the model is told so.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import IO, Any
+
+from agent import __version__
+from agent.errors import AgentError
+from agent.events import (CompactFailed, CompactFinished, CompactStarted, Event, MessageRecorded, Notice,
+                          Retrying, TurnFinished)
+from agent.messages import meta, to_record
+from agent.session import Session, open_session
+from agent.settings import Settings
+
+SUBTYPES = {"end_turn": "success", "max_turns": "error_max_turns"}
+
+
+class PrintRenderer:
+    def __init__(self, fmt: str, out: IO[str], err: IO[str]):
+        self.fmt, self.out, self.err = fmt, out, err
+        self.session: Session | None = None
+        self.num_turns = 0
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, MessageRecorded):
+            if event.message.role == "assistant":
+                self.num_turns += 1
+            if self.fmt == "stream-json" and self.session is not None:
+                s = self.session
+                rec = to_record(event.message, parent_uuid=None, session_id=s.session_id,
+                                cwd=str(s.settings.cwd), version=__version__)
+                rec.pop("parentUuid")
+                self._line(rec)
+        elif isinstance(event, (CompactStarted, CompactFinished, CompactFailed)):
+            self._compaction(event)
+        elif isinstance(event, Notice):
+            self.err.write(f"{event.text}\n")
+        elif isinstance(event, Retrying) and self.fmt == "text":
+            self.err.write(f"Retrying after an API problem ({event.reason}), attempt {event.attempt}\n")
+
+    def _compaction(self, event: Event) -> None:
+        if isinstance(event, CompactFinished):
+            text = (f"Compacted · {event.trigger} · {_k(event.pre_tokens)} → {_k(event.post_tokens)} tokens · "
+                    f"{event.duration:.0f}s")
+            for line in event.hook_messages:
+                self.err.write(f"{line}\n")
+        elif isinstance(event, CompactFailed):
+            text = f"Compaction failed: {event.reason}"
+        else:
+            text = "Compacting conversation…"
+        if self.fmt == "stream-json":
+            payload = {k: v for k, v in vars(event).items() if k != "summary"}
+            self._line({"type": "system", "subtype": _snake(type(event).__name__), **payload})
+        else:
+            self.err.write(text + "\n")
+
+    def _line(self, obj: dict[str, Any]) -> None:
+        self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+    def result(self, finished: TurnFinished, session: Session, started: float) -> int:
+        is_error = finished.stop_reason != "end_turn"
+        text = finished.text if not is_error or not finished.error else (finished.text or finished.error)
+        if self.fmt == "text":
+            if finished.text:
+                self.out.write(finished.text.rstrip("\n") + "\n")
+        else:
+            self._line({
+                "type": "result", "subtype": SUBTYPES.get(finished.stop_reason, "error_during_execution"),
+                "is_error": is_error, "result": text, "session_id": session.session_id,
+                "num_turns": self.num_turns, "duration_ms": int((time.monotonic() - started) * 1000),
+                "usage": dict(session.usage_total), "total_cost_usd": round(session.cost, 6)})
+        if is_error:
+            self.err.write(f"compact-agent: {finished.error or finished.stop_reason}\n")
+            return 1
+        return 0
+
+
+def run_print(settings: Settings, prompt: str, fmt: str, *, resume: str | None, continue_last: bool,
+              max_turns: int | None, environ: dict[str, str], out: IO[str] | None = None,
+              err: IO[str] | None = None) -> int:
+    started = time.monotonic()
+    renderer = PrintRenderer(fmt, out or sys.stdout, err or sys.stderr)
+    session = open_session(settings, emit=renderer, ask=None, resume=resume, continue_last=continue_last,
+                           environ=environ)
+    renderer.session = session
+    if fmt == "stream-json":
+        renderer._line({"type": "system", "subtype": "init", "session_id": session.session_id,
+                        "model": session.model, "cwd": str(settings.cwd),
+                        "tools": [t.name for t in session.tools], "permissionMode": settings.permission_mode})
+    start_hooks(session, "resume" if (resume or continue_last) else "startup")
+    if prompt.startswith("/"):
+        return run_command(session, prompt, renderer, started)
+    outcome: dict[str, Any] = {}
+    worker = threading.Thread(target=_turn, args=(session, prompt, max_turns, outcome), daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except KeyboardInterrupt:
+        session.cancel.set()
+        worker.join(30)
+    if "error" in outcome:
+        raise outcome["error"]
+    return renderer.result(outcome["finished"], session, started)
+
+
+def _turn(session: Session, prompt: str, max_turns: int | None, outcome: dict[str, Any]) -> None:
+    from agent.loop import run_turn
+
+    try:
+        outcome["finished"] = run_turn(session, prompt, max_turns=max_turns)
+    except AgentError as e:
+        outcome["error"] = e
+    except Exception as e:  # noqa: BLE001 - reported as one line by the CLI, never a traceback
+        outcome["error"] = AgentError(f"internal error: {type(e).__name__}: {e}")
+
+
+def start_hooks(session: Session, source: str) -> None:
+    """SessionStart hooks; their stdout becomes context for the model."""
+    outcomes = session.run_hooks("SessionStart", source, source=source)
+    context = session.hooks.context_text(outcomes)
+    if context:
+        session.add(meta(f"SessionStart hook output ({source}):\n{context}", hookContext=True))
+
+
+def run_command(session: Session, line: str, renderer: PrintRenderer, started: float) -> int:
+    from agent import commands
+
+    result = commands.run(session, line)
+    ok = getattr(result, "ok", True)
+    text = getattr(result, "text", "") or ""
+    finished = TurnFinished(text=text, stop_reason="end_turn" if ok else "error", error="" if ok else text,
+                            usage=dict(session.usage_total))
+    return renderer.result(finished, session, started)
+
+
+def _k(n: int) -> str:
+    return f"{n / 1000:.0f}k" if n >= 1000 else str(n)
+
+
+def _snake(name: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")

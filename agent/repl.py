@@ -1,0 +1,370 @@
+"""The interactive REPL: a prompt_toolkit prompt, turns run in a worker thread, events rendered by agent.ui.
+
+    main thread                                   worker thread
+    ───────────                                   ─────────────
+    prompt (history, completion, warning bar)
+    line ──► start worker ─────────────────────► run_turn / commands.run
+    wait: read keys (raw mode)                    emits events ──► Renderer (prints)
+      Esc / Ctrl-C ──► session.cancel.set()       session.ask(...) ──► queue
+      permission question ◄── queue                 waits for the answer
+      answer ──────────────────────────────────►
+    worker done ──► back to the prompt
+
+Keys typed during a turn that are not Esc or Ctrl-C are handed to the next prompt (type-ahead).
+Start-up: the SDK import starts in the background first, so the prompt is drawn while it loads.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import select
+import threading
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.input import Input, create_input
+from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
+from prompt_toolkit.key_binding import KeyBindings, KeyPress
+from prompt_toolkit.keys import Keys
+from prompt_toolkit.output import ColorDepth, Output
+from prompt_toolkit.patch_stdout import patch_stdout
+from prompt_toolkit.styles import Style
+from rich.console import Console
+
+from agent import __version__, commands
+from agent.ui import Renderer, warning_of
+
+PROMPT = "> "
+STYLE = Style.from_dict({
+    "bottom-toolbar": "noreverse",
+    "warning": "fg:ansiyellow",
+    "error": "fg:ansired",
+    "blocking": "fg:ansired bold",
+    "prompt": "bold",
+})
+INTERRUPT_KEYS = (Keys.Escape, Keys.ControlC)
+ANSWERS = {"y": "yes", "n": "no", "a": "always"}
+
+
+def run_repl(settings: Any, initial_prompt: str | None, resume: str | None = None, continue_last: bool = False,
+             environ: dict[str, str] | None = None) -> int:
+    """The interactive session; returns the exit code."""
+    from agent.client import import_in_background
+
+    import_in_background()  # first: the SDK loads while the prompt is drawn
+    console = Console(no_color=settings.no_color, highlight=False)
+    repl = Repl(settings, console, environ=dict(environ or {}))
+    repl.open(resume=resume, continue_last=continue_last)
+    return repl.run(initial_prompt)
+
+
+# --- pieces ------------------------------------------------------------------------------------------
+
+
+class SlashCompleter(Completer):
+    """Completes command names while the line is a lone "/word"."""
+
+    def get_completions(self, document: Any, complete_event: Any) -> Any:
+        text = document.text_before_cursor
+        if not text.startswith("/") or any(c.isspace() for c in text):
+            return
+        for name in commands.names():
+            if name.startswith(text[1:]):
+                yield Completion("/" + name, start_position=-len(text),
+                                 display_meta=commands.COMMANDS[name].summary)
+
+
+def history_file(settings: Any) -> Path:
+    """settings.home/history/<project key>.txt, private to the user (dirs 0700, file 0600)."""
+    folder = Path(settings.home) / "history"
+    for d in (Path(settings.home), folder):
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    path = folder / f"{settings.project_key}.txt"
+    os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
+    os.chmod(path, 0o600)
+    return path
+
+
+def key_bindings() -> KeyBindings:
+    kb = KeyBindings()
+
+    @kb.add("escape", "enter")
+    def _newline(event: Any) -> None:  # Alt-Enter, or Esc then Enter
+        event.current_buffer.insert_text("\n")
+
+    @kb.add("c-c")
+    def _ctrl_c(event: Any) -> None:
+        buffer = event.app.current_buffer
+        if buffer.text:
+            buffer.reset()
+        else:
+            event.app.exit(exception=KeyboardInterrupt())
+
+    return kb
+
+
+class KeyReader:
+    """Key presses read without blocking while a turn runs; the rest is kept as type-ahead."""
+
+    def __init__(self, inp: Input) -> None:
+        self.inp = inp
+        self.kept: list[KeyPress] = list(get_typeahead(inp))
+
+    def poll(self, timeout: float) -> list[KeyPress]:
+        try:
+            ready = select.select([self.inp.fileno()], [], [], timeout)[0]
+        except (OSError, ValueError):
+            time.sleep(timeout)
+            return []
+        keys = self.inp.read_keys() if ready else self.inp.flush_keys()  # a lone Esc comes out on flush
+        if ready and not keys:
+            time.sleep(timeout)  # closed input, or half an escape sequence
+        return keys
+
+    def close(self) -> None:
+        keys = [k for k in self.kept if k.key not in INTERRUPT_KEYS]
+        if keys:
+            store_typeahead(self.inp, keys)
+
+
+@dataclass
+class _Question:
+    tool: str
+    args: dict[str, Any]
+    description: str
+    answer: str = "no"
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+# --- the REPL ----------------------------------------------------------------------------------------
+
+
+class Repl:
+    def __init__(self, settings: Any, console: Console, *, environ: dict[str, str], input: Input | None = None,
+                 output: Output | None = None, history: History | None = None) -> None:
+        self.settings = settings
+        self.environ = environ
+        self.console = console
+        self.renderer = Renderer(console)
+        self.input = input or create_input()
+        self.output = output
+        self.real_terminal = input is None
+        self.session: Any = None
+        self.token_state: Any = None
+        self._questions: queue.Queue[_Question] = queue.Queue()
+        self._ctrl_c_armed = False
+        self.prompt = PromptSession(
+            history=history if history is not None else self._history(), input=self.input, output=output,
+            completer=SlashCompleter(), complete_while_typing=True, key_bindings=key_bindings(),
+            multiline=False, enable_history_search=False, style=STYLE, include_default_pygments_style=False,
+            color_depth=ColorDepth.MONOCHROME if settings.no_color else None,
+            prompt_continuation=lambda width, line, wrap: " " * width)
+
+    def _history(self) -> History:
+        try:
+            return FileHistory(str(history_file(self.settings)))
+        except OSError:
+            return InMemoryHistory()
+
+    # --- session -----------------------------------------------------------------------------------
+    def open(self, *, resume: str | None = None, continue_last: bool = False) -> None:
+        from agent.printmode import start_hooks
+        from agent.session import open_session
+
+        self.session = open_session(self.settings, emit=self.renderer, ask=self.ask, resume=resume,
+                                    continue_last=continue_last, environ=self.environ)
+        start_hooks(self.session, "resume" if (resume or continue_last) else "startup")
+        if self.session.messages:  # a resumed conversation may already be over the warning level
+            threading.Thread(target=self._refresh_tokens_bg, daemon=True).start()
+
+    def use(self, session: Any) -> None:
+        """Continue with another session (tests; /clear and /resume)."""
+        self.session = session
+        session.emit = self.renderer
+        session.ask = self.ask
+        self.token_state = None
+
+    # --- main loop ---------------------------------------------------------------------------------
+    def run(self, initial_prompt: str | None = None) -> int:
+        self.renderer.banner(__version__, self.session.model, str(self.settings.cwd))
+        if initial_prompt and initial_prompt.strip() and not self.handle(initial_prompt):
+            return 0
+        while True:
+            try:
+                line = self.read_line()
+            except KeyboardInterrupt:
+                if self._ctrl_c_armed:
+                    return 0
+                self._ctrl_c_armed = True
+                self.renderer.line("Press Ctrl-C again to exit", "dim")
+                continue
+            except EOFError:
+                return 0
+            self._ctrl_c_armed = False
+            if line.strip() and not self.handle(line):
+                return 0
+
+    def read_line(self) -> str:
+        with patch_stdout(raw=True) if self.real_terminal else nullcontext():
+            return self.prompt.prompt([("class:prompt", PROMPT)], bottom_toolbar=self._toolbar)
+
+    def _toolbar(self) -> Any:
+        shown = warning_of(self.token_state)
+        if shown is None:
+            return ""
+        severity, text = shown
+        return [(f"class:{severity}", text)]
+
+    def handle(self, line: str) -> bool:
+        """Run one input line; False when the REPL should end."""
+        if commands.is_command(line):
+            return self.command(line)
+        self.turn(line)
+        return True
+
+    def turn(self, text: str) -> None:
+        from agent.loop import run_turn
+
+        self.renderer.begin_turn()
+        self.in_worker(lambda: run_turn(self.session, text))
+        self.refresh_tokens()
+
+    def command(self, line: str) -> bool:
+        before = self.renderer.compact_events
+        result = self.in_worker(lambda: commands.run(self.session, line))
+        if result is None:
+            return True
+        if isinstance(result, commands.Exit):
+            return False
+        if not isinstance(result, commands.Compacted) or self.renderer.compact_events == before:
+            self.renderer.result(result)
+        if isinstance(result, commands.Switched):
+            self.use(result.session)
+        elif isinstance(result, commands.SessionList) and result.sessions:
+            self._pick_session(len(result.sessions))
+        self.refresh_tokens()
+        return True
+
+    def _pick_session(self, count: int) -> None:
+        try:
+            with patch_stdout(raw=True) if self.real_terminal else nullcontext():
+                answer = PromptSession(input=self.input, output=self.output).prompt(
+                    f"Resume which session? (1-{count}, Enter to stay here) ")
+        except (KeyboardInterrupt, EOFError):
+            return
+        if answer.strip():
+            self.command(f"/resume {answer.strip()}")
+
+    # --- the worker and the wait -----------------------------------------------------------------------
+    def in_worker(self, fn: Callable[[], Any]) -> Any:
+        """Run fn in a worker thread; meanwhile read keys (Esc / Ctrl-C cancel) and answer its questions."""
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as e:  # noqa: BLE001 - reported below, never kills the REPL
+                box["error"] = e
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=work, name="turn", daemon=True)
+        worker.start()
+        self._wait(done)
+        worker.join()
+        self.renderer.end_work()
+        error = box.get("error")
+        if error is not None:
+            from agent.errors import AgentError
+
+            text = str(error) if isinstance(error, AgentError) else f"Internal error: {type(error).__name__}: {error}"
+            self.renderer.line(text, "red")
+        return box.get("value")
+
+    def _wait(self, done: threading.Event) -> None:
+        reader = KeyReader(self.input)
+        try:
+            with self.input.raw_mode() if self.real_terminal else nullcontext():
+                while not done.is_set():
+                    try:
+                        self._serve_question(reader)
+                        for key in reader.poll(0.05):
+                            if key.key in INTERRUPT_KEYS:
+                                self.interrupt()
+                            else:
+                                reader.kept.append(key)
+                    except KeyboardInterrupt:
+                        self.interrupt()
+        finally:
+            reader.close()
+
+    def interrupt(self) -> None:
+        if self.session is not None:
+            self.session.cancel.set()
+
+    # --- permission questions (asked by the worker, answered here) ------------------------------------
+    def ask(self, tool: str, args: dict[str, Any], description: str) -> str:
+        """session.ask: called from the worker thread; blocks until the main thread has the answer."""
+        question = _Question(tool, args, description)
+        self._questions.put(question)
+        while not question.done.wait(0.1):
+            if self.session is not None and self.session.cancel.is_set():
+                return "no"
+        return question.answer
+
+    def _serve_question(self, reader: KeyReader) -> None:
+        try:
+            question = self._questions.get_nowait()
+        except queue.Empty:
+            return
+        self.renderer.pause()
+        self.renderer.permission(question.tool, question.description)
+        question.answer = self._read_answer(reader)
+        label = {"yes": "Yes", "no": "No", "always": "Yes, and don't ask again this session"}[question.answer]
+        self.renderer.line(f"  → {label}", "dim")
+        question.done.set()
+        self.renderer.resume()
+
+    def _read_answer(self, reader: KeyReader) -> str:
+        while True:
+            if self.session is not None and self.session.cancel.is_set():
+                return "no"
+            try:
+                keys = reader.poll(0.05)
+            except KeyboardInterrupt:
+                keys = [KeyPress(Keys.ControlC)]
+            for key in keys:
+                if key.key in INTERRUPT_KEYS:
+                    self.interrupt()
+                    return "no"
+                answer = ANSWERS.get(str(key.key).lower()) if len(str(key.key)) == 1 else None
+                if answer:
+                    return answer
+
+    # --- the warning bar -----------------------------------------------------------------------------
+    def refresh_tokens(self) -> None:
+        """The numbers the trigger will use for the next request (view + thresholds)."""
+        if not self.session.messages:
+            self.token_state = None
+            return
+        try:
+            from agent.context import view
+
+            self.token_state = self.session.token_state(view(self.session).tokens)
+        except Exception:  # noqa: BLE001 - no bar is better than a crashed prompt
+            self.token_state = self.renderer.token_state
+
+    def _refresh_tokens_bg(self) -> None:
+        self.refresh_tokens()
+        app = self.prompt.app
+        if app.is_running:
+            app.invalidate()

@@ -1,0 +1,108 @@
+"""Running the tool calls of one assistant message: permission, hooks, execution, results in order.
+
+Permission questions are asked one at a time, in order; then the approved calls run, consecutive
+read-only ones concurrently. Every call gets exactly one tool_result, so the conversation stays valid
+even when the user interrupts half-way (calls not run are answered with an error saying so).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from agent.errors import Interrupted
+from agent.events import ToolFinished, ToolStarted
+from agent.messages import Message, meta, tool_result_block, tool_results
+from agent.session import Session
+from tools.base import ToolResult
+from tools.registry import get
+from tools.runner import run_tool
+
+INTERRUPTED = "Interrupted by user: the tool call was stopped before it finished. Wait for the user's next message."
+NOT_RUN = "Interrupted by user: this tool call was not run."
+INTERRUPT_MARKER = "[Request interrupted by user]"
+
+
+def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
+    verdicts = [_permit(session, use) for use in uses]
+    results: list[ToolResult | None] = [v if isinstance(v, ToolResult) else None for v in verdicts]
+    i = 0
+    while i < len(uses):
+        j = i
+        while j < len(uses) and results[j] is None and _read_only(session, uses[j]):
+            j += 1
+        if j - i > 1:
+            with ThreadPoolExecutor(max_workers=min(4, j - i)) as pool:
+                for k, res in zip(range(i, j), pool.map(lambda u: _execute(session, u), uses[i:j])):
+                    results[k] = res
+            i = j
+            continue
+        if results[i] is None:
+            results[i] = _execute(session, uses[i])
+        i += 1
+    blocks = [tool_result_block(u["id"], r.content, r.is_error) for u, r in zip(uses, results)]  # type: ignore[union-attr]
+    message = tool_results(blocks)
+    if session.cancel.is_set():
+        session.add(message)
+        raise Interrupted("interrupted")
+    return message
+
+
+def _read_only(session: Session, use: dict[str, Any]) -> bool:
+    tool = get(session.tools, use["name"])
+    return bool(tool and tool.read_only)
+
+
+def _permit(session: Session, use: dict[str, Any]) -> ToolResult | None:
+    """None when the call may run; otherwise the error result to send instead."""
+    name, args = use["name"], use.get("input") or {}
+    if get(session.tools, name) is None:
+        names = ", ".join(t.name for t in session.tools)
+        return ToolResult(f"There is no tool named {name}. Available tools: {names}.", is_error=True)
+    decision = session.permissions.check(name, args)
+    if decision.behavior == "deny":
+        return ToolResult(f"Permission to use {name} was denied: {decision.reason}. Do not retry this call; "
+                          "choose another approach or ask the user.", is_error=True)
+    if decision.behavior == "ask":
+        if session.ask is None or session.cancel.is_set():
+            return ToolResult(f"{name} needs the user's approval, and nobody can approve it in this "
+                              "non-interactive session, so it was not run. Continue without it or tell the "
+                              "user which permission to grant (for example with --allowedTools).", is_error=True)
+        answer = session.ask(name, args, session.permissions.describe(name, args))
+        if answer == "always":
+            session.permissions.allow_for_session(session.permissions.suggest_rule(name, args))
+        elif answer != "yes":
+            return ToolResult(f"The user declined this {name} call; it was not run. Ask the user how to "
+                              "proceed instead of retrying it.", is_error=True)
+    outcomes = session.run_hooks("PreToolUse", name, tool_name=name, tool_input=args)
+    reason = session.hooks.blocked(outcomes)
+    if reason is not None:
+        return ToolResult(f"A PreToolUse hook blocked this call: {reason}", is_error=True)
+    return None
+
+
+def _execute(session: Session, use: dict[str, Any]) -> ToolResult:
+    if session.cancel.is_set():
+        return ToolResult(NOT_RUN, is_error=True)
+    name, args = use["name"], use.get("input") or {}
+    tool = get(session.tools, name)
+    session.emit(ToolStarted(use["id"], name, args))
+    result = run_tool(tool, args, session.tool_ctx)
+    if session.cancel.is_set() and not result.is_error:
+        result = ToolResult(f"{INTERRUPTED}\n\nPartial output:\n{result.content}" if isinstance(result.content, str)
+                            else INTERRUPTED, is_error=True)
+    elif session.cancel.is_set():
+        result = ToolResult(INTERRUPTED, is_error=True)
+    session.emit(ToolFinished(use["id"], name, result.content, result.is_error, result.summary))
+    session.run_hooks("PostToolUse", name, tool_name=name, tool_input=args,
+                      tool_response={"content": result.content if isinstance(result.content, str) else "[blocks]",
+                                     "is_error": result.is_error})
+    return result
+
+
+def record_interruption(session: Session) -> None:
+    """After Ctrl-C: answer any unanswered tool call and leave a marker, so the next request is valid."""
+    last = session.messages[-1] if session.messages else None
+    if last is not None and last.role == "assistant" and last.tool_uses:
+        session.add(tool_results([tool_result_block(u["id"], NOT_RUN, True) for u in last.tool_uses]))
+    session.add(meta(INTERRUPT_MARKER, interrupted=True))

@@ -1,0 +1,394 @@
+"""Rendering for the REPL: turns the loop's typed events and the commands' results into Rich output.
+
+``Renderer`` is the session's ``emit`` callback. It only ever appends to the console (scrollback is kept;
+the screen is never cleared). A transient spinner line — "Working… 12s · ↓ 1.2k tokens" while the model
+works, "Compacting conversation… 12s" during a compaction — is shown only on a real terminal and is
+stopped before streamed text is printed, so partial lines never fight with it.
+
+Events may arrive from the worker thread that runs the turn while the main thread reads keys, so every
+public method takes the renderer's lock. Tests render onto ``Console(file=io.StringIO(), ...)`` and
+compare whole strings; there the spinner is off.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+import time
+from typing import Any, Callable
+
+from rich.console import Console
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.spinner import Spinner
+from rich.text import Text
+
+from agent import commands
+from agent.events import (
+    CompactFailed,
+    CompactFinished,
+    CompactStarted,
+    MessageRecorded,
+    Notice,
+    Retrying,
+    TextDelta,
+    ThinkingDelta,
+    TokenState,
+    ToolFinished,
+    ToolStarted,
+    TurnFinished,
+)
+
+BULLET = "● "
+RESULT = "  ⎿  "
+INDENT = "     "
+RESULT_LINES = 3
+DIFF_LINES = 10
+# tools whose output is the file itself (or a confirmation): their one-line summary says more
+SUMMARY_TOOLS = ("Read", "Write", "Edit", "Snip")
+NOTICE_STYLES = {"info": "dim", "warning": "yellow", "error": "red"}
+KEY_ARGS = {"Read": "file_path", "Write": "file_path", "Edit": "file_path", "Bash": "command",
+            "Grep": "pattern", "Glob": "pattern", "Snip": "ids"}
+# /context: (style, glyph) per category; glyphs keep the grid readable without colour
+CATEGORY_LOOK = {"system": ("grey62", "■"), "tools": ("cyan", "■"), "memory": ("yellow", "■"),
+                 "messages": ("magenta", "■"), "free": ("grey39", "□"), "buffer": ("grey50", "▨")}
+
+
+def warning_of(state: TokenState | None) -> tuple[str, str] | None:
+    """(severity, text) of the line under the input, or None below the warning level.
+
+    severity is "warning" (yellow), "error" (red, from the error threshold) or "blocking" (red).
+    The text is compact.thresholds.warning_text for the state the trigger computed.
+    """
+    if state is None or not (state.warning or state.blocking):
+        return None
+    from compact import thresholds
+
+    lv = thresholds.Level(tokens=state.tokens, percent_left=state.percent_left, warning=state.warning,
+                          error=state.error, blocking=state.blocking, over_auto=False)
+    th = thresholds.Thresholds(window=state.window, effective=state.window, auto_compact=state.threshold,
+                               warning=0, error=0, blocking=0, auto_enabled=state.auto_compact)
+    severity = "blocking" if state.blocking else "error" if state.error else "warning"
+    return severity, thresholds.warning_text(lv, th)
+
+
+def key_argument(name: str, args: dict[str, Any]) -> str:
+    """The one argument that says what a tool call does, on one short line."""
+    value = args.get(KEY_ARGS.get(name, ""))
+    if value is None:
+        value = next((v for v in args.values() if isinstance(v, str)), "")
+    if isinstance(value, list):
+        value = ", ".join(str(v) for v in value)
+    lines = str(value).strip().splitlines() or [""]
+    text = lines[0] + (" …" if len(lines) > 1 else "")
+    if name == "Grep" and args.get("path"):
+        text += f" in {args['path']}"
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or []:
+        kind = block.get("type") if isinstance(block, dict) else None
+        parts.append(block.get("text", "") if kind == "text" else f"[{kind or 'content'}]")
+    return "\n".join(parts)
+
+
+def diff_lines(name: str, args: dict[str, Any]) -> list[tuple[str, str]]:
+    """(style, line) pairs of a small diff for an Edit or a Write."""
+    if name == "Edit":
+        old = str(args.get("old_string", "")).splitlines()
+        new = str(args.get("new_string", "")).splitlines()
+        body = [ln for ln in difflib.unified_diff(old, new, lineterm="", n=1)
+                if not ln.startswith(("---", "+++", "@@"))]
+    elif name == "Write":
+        body = ["+" + ln for ln in str(args.get("content", "")).splitlines()]
+    else:
+        return []
+    styles = {"+": "green", "-": "red"}
+    out = [(styles.get(ln[:1], "dim"), ln) for ln in body[:DIFF_LINES]]
+    if len(body) > DIFF_LINES:
+        out.append(("dim", f"… +{len(body) - DIFF_LINES} lines"))
+    return out
+
+
+class _Status:
+    """The spinner line; its text is recomputed at every refresh so the seconds keep counting."""
+
+    def __init__(self, renderer: Renderer) -> None:
+        self.renderer = renderer
+        self.spinner = Spinner("dots", style="cyan")
+
+    def __rich__(self) -> Spinner:
+        self.spinner.update(text=Text(self.renderer.status_text(), style="cyan"))
+        return self.spinner
+
+
+class Renderer:
+    """Event sink for a session (``emit=renderer``) plus the REPL's other output (banner, results)."""
+
+    def __init__(self, console: Console, *, spinner: bool | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.console = console
+        self.clock = clock
+        self.spinner_enabled = console.is_terminal if spinner is None else spinner
+        self.token_state: TokenState | None = None
+        self.compact_events = 0  # CompactStarted/Finished/Failed and notices seen (the REPL asks)
+        self._lock = threading.RLock()
+        self._live: Live | None = None
+        self._label = ""
+        self._since = 0.0
+        self._turn_since: float | None = None
+        self._compact_since: float | None = None
+        self._out_chars = 0
+        self._in_text = False
+        self._paused = False
+        self._inputs: dict[str, tuple[str, dict[str, Any]]] = {}
+
+    # --- events --------------------------------------------------------------------------------------
+    def __call__(self, event: Any) -> None:
+        handler = getattr(self, "_on_" + type(event).__name__, None)
+        if handler is not None:
+            with self._lock:
+                handler(event)
+
+    def _on_TextDelta(self, event: TextDelta) -> None:
+        if not event.text:
+            return
+        self._stop_status()
+        if not self._in_text:
+            self.console.print(BULLET, end="", style="bold", highlight=False)
+            self._in_text = True
+        self._out_chars += len(event.text)
+        self.console.print(event.text, end="", soft_wrap=True, markup=False, highlight=False)
+
+    def _on_ThinkingDelta(self, event: ThinkingDelta) -> None:
+        self._out_chars += len(event.text)
+        if self._turn_since is not None:
+            self._show_status("Thinking…")
+
+    def _on_MessageRecorded(self, event: MessageRecorded) -> None:
+        if event.message.role == "assistant":
+            self._end_text()
+            if self._turn_since is not None:
+                self._show_status("Working…")
+
+    def _on_ToolStarted(self, event: ToolStarted) -> None:
+        self._end_text()
+        self._inputs[event.tool_use_id] = (event.name, dict(event.input))
+        line = Text(BULLET, style="bold")
+        line.append(event.name, style="bold")
+        line.append(f"({key_argument(event.name, event.input)})")
+        self.console.print(line, highlight=False)
+        if self._turn_since is not None:
+            self._show_status(f"Running {event.name}…")
+
+    def _on_ToolFinished(self, event: ToolFinished) -> None:
+        name, args = self._inputs.pop(event.tool_use_id, (event.name, {}))
+        if event.is_error:
+            self._result_lines(result_text(event.content).strip().splitlines(), "red")
+        else:
+            output = result_text(event.content).strip()
+            prefer_summary = name in SUMMARY_TOOLS or not output
+            shown = (event.summary or output) if prefer_summary else output
+            self._result_lines(shown.splitlines() or ["(no output)"], "dim")
+            for style, line in diff_lines(name, args):
+                self.console.print(Text(INDENT + line, style=style), highlight=False, soft_wrap=True)
+        if self._turn_since is not None:
+            self._show_status("Working…")
+
+    def _on_Retrying(self, event: Retrying) -> None:
+        self._end_text()
+        line = Text(f"Retrying in {event.delay:g}s… (attempt {event.attempt + 1})", style="yellow")
+        if event.reason:
+            line.append(f" · {event.reason}", style="dim")
+        self.console.print(line, highlight=False, soft_wrap=True)
+
+    def _on_Notice(self, event: Notice) -> None:
+        self._end_text()
+        self.compact_events += 1
+        self.console.print(Text(event.text, style=NOTICE_STYLES.get(event.level, "")), highlight=False)
+
+    def _on_CompactStarted(self, event: CompactStarted) -> None:
+        self._end_text()
+        self.compact_events += 1
+        self._compact_since = self.clock()
+        self._show_status("Compacting conversation…")
+
+    def _on_CompactFinished(self, event: CompactFinished) -> None:
+        self.compact_events += 1
+        self._compact_since = None
+        self._stop_status()
+        self.console.print(Text(compaction_line(event), style="bold"), highlight=False)
+        for line in event.hook_messages:
+            self.console.print(Text(RESULT + line, style="dim"), highlight=False)
+        self._resume_turn_status()
+
+    def _on_CompactFailed(self, event: CompactFailed) -> None:
+        self.compact_events += 1
+        self._compact_since = None
+        self._stop_status()
+        self.console.print(Text(f"Compaction failed: {event.reason}", style="red"), highlight=False)
+        self._resume_turn_status()
+
+    def _on_TokenState(self, event: TokenState) -> None:
+        self.token_state = event
+
+    def _on_TurnFinished(self, event: TurnFinished) -> None:
+        self._end_text()
+        self._turn_since = None
+        self._stop_status()
+        if event.stop_reason == "interrupted":
+            self.console.print(Text(RESULT + "Interrupted by user", style="red"), highlight=False)
+        elif event.stop_reason == "max_turns":
+            self.console.print(Text(event.error or "Stopped: maximum turns", style="yellow"), highlight=False)
+        elif event.stop_reason != "end_turn":
+            self.console.print(Text(event.error or event.stop_reason, style="red"), highlight=False)
+
+    # --- turn lifecycle (called by the REPL) --------------------------------------------------------
+    def begin_turn(self) -> None:
+        with self._lock:
+            self._turn_since = self.clock()
+            self._out_chars = 0
+            self._show_status("Working…")
+
+    def end_work(self) -> None:
+        """After a turn or a command: no spinner, the cursor on a fresh line."""
+        with self._lock:
+            self._end_text()
+            self._turn_since = None
+            self._compact_since = None
+            self._stop_status()
+
+    def pause(self) -> None:
+        """Hide the spinner (a permission question is being asked)."""
+        with self._lock:
+            self._end_text()
+            self._paused = True
+            self._stop_status(keep_label=True)
+
+    def resume(self) -> None:
+        with self._lock:
+            self._paused = False
+            if self._label and (self._turn_since is not None or self._compact_since is not None):
+                self._show_status(self._label)
+
+    def status_text(self) -> str:
+        now = self.clock()
+        if self._compact_since is not None:
+            return f"{self._label} {int(now - self._compact_since)}s"
+        since = self._turn_since if self._turn_since is not None else self._since
+        parts = [f"{self._label} {int(now - since)}s"]
+        if self._out_chars:
+            parts.append(f"↓ {commands.fmt_tokens(self._out_chars // 4)} tokens")
+        parts.append("esc to interrupt")
+        return " · ".join(parts)
+
+    # --- other output --------------------------------------------------------------------------------
+    def banner(self, version: str, model: str, cwd: str) -> None:
+        line = Text("✻ ", style="bold magenta")
+        line.append(f"Compact Agent v{version}", style="bold")
+        line.append(f" · {model} · {cwd}")
+        self.console.print(line, highlight=False, soft_wrap=True)
+        self.console.print(Text("/help for commands", style="dim"), highlight=False)
+
+    def line(self, text: str, style: str = "") -> None:
+        with self._lock:
+            self._end_text()
+            self.console.print(Text(text, style=style), highlight=False, soft_wrap=True)
+
+    def permission(self, tool: str, description: str) -> None:
+        with self._lock:
+            body = Text()
+            for i, ln in enumerate(description.splitlines() or [""]):
+                style = "green" if ln.startswith("+") and not ln.startswith("+++") else \
+                    "red" if ln.startswith("-") and not ln.startswith("---") else ""
+                body.append(("\n" if i else "") + ln, style=style)
+            self.console.print(Panel(body, title=tool, title_align="left", border_style="yellow",
+                                     expand=False), highlight=False)
+            self.console.print(Text("Allow? [y]es / [n]o / [a]lways for this session", style="bold"),
+                               highlight=False)
+
+    def result(self, result: commands.Result) -> None:
+        """Show a command's result (the REPL's view; print mode prints ``result.text``)."""
+        with self._lock:
+            self._end_text()
+            if isinstance(result, commands.ContextUsage):
+                self.console.print(context_grid(result), highlight=False)
+            elif result.markdown:
+                self.console.print(Markdown(result.text), highlight=False)
+            elif result.text:
+                self.console.print(Text(result.text, style="" if result.ok else "red"), highlight=False,
+                                   soft_wrap=True)
+
+    # --- internals -----------------------------------------------------------------------------------
+    def _result_lines(self, lines: list[str], style: str) -> None:
+        shown = lines[:RESULT_LINES]
+        for i, ln in enumerate(shown):
+            self.console.print(Text((RESULT if i == 0 else INDENT) + ln, style=style), highlight=False,
+                               soft_wrap=True)
+        if len(lines) > RESULT_LINES:
+            self.console.print(Text(f"{INDENT}… +{len(lines) - RESULT_LINES} lines", style="dim"),
+                               highlight=False)
+
+    def _end_text(self) -> None:
+        if self._in_text:
+            self._in_text = False
+            self.console.print(highlight=False)
+
+    def _resume_turn_status(self) -> None:
+        if self._turn_since is not None:
+            self._show_status("Working…")
+
+    def _show_status(self, label: str) -> None:
+        self._label = label
+        if self._live is None:
+            self._since = self.clock()
+        if not self.spinner_enabled or self._paused or self._in_text:
+            return
+        if self._live is None:
+            self._live = Live(_Status(self), console=self.console, transient=True, refresh_per_second=8,
+                              redirect_stdout=False, redirect_stderr=False)
+            self._live.start()
+
+    def _stop_status(self, keep_label: bool = False) -> None:
+        if self._live is not None:
+            live, self._live = self._live, None
+            live.stop()
+        if not keep_label:
+            self._label = ""
+
+
+def compaction_line(event: CompactFinished) -> str:
+    trigger = "manual" if event.trigger == "manual" else "auto"
+    return (f"Compacted · {trigger} · {commands.fmt_tokens(event.pre_tokens)} → "
+            f"{commands.fmt_tokens(event.post_tokens)} tokens · {event.duration:.0f}s")
+
+
+def context_grid(usage: commands.ContextUsage) -> Text:
+    """/context in the REPL: a 10×10 grid (one square per 1% of the window) beside its legend."""
+    cells: list[Text] = []
+    for cat in usage.categories:
+        style, glyph = CATEGORY_LOOK.get(cat.key, ("", "■"))
+        cells += [Text(glyph, style=style)] * cat.cells
+    rows = [Text(" ").join(cells[r * 10:(r + 1) * 10]) for r in range(10)]
+    legend = [Text.assemble((usage.model, "bold"),
+                            f" · {commands.fmt_tokens(usage.used)}/{commands.fmt_tokens(usage.window)} "
+                            f"tokens ({usage.percent:.0f}%)"), Text()]
+    for cat in usage.categories:
+        style, glyph = CATEGORY_LOOK.get(cat.key, ("", "■"))
+        legend.append(Text.assemble((glyph, style), f" {cat.name}: {commands.fmt_tokens(cat.tokens)} tokens "
+                                                    f"({cat.share:.1f}%)"))
+    for path, tokens in usage.memory_files:
+        legend.append(Text(f"  └ {path}: {commands.fmt_tokens(tokens)} tokens", style="dim"))
+    out = Text("Context usage\n", style="bold")
+    for i in range(max(len(rows), len(legend))):
+        row = rows[i] if i < len(rows) else Text(" " * 19)
+        line = Text.assemble(row, "   ", legend[i]) if i < len(legend) and legend[i].plain else row
+        out.append_text(line)
+        out.append("\n")
+    out.rstrip()
+    return out

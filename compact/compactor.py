@@ -1,0 +1,217 @@
+"""Compaction: replace the conversation with a summary, then put the working state back (SPEC §8–§11).
+
+Triggers: ``/compact`` ("manual"), auto-compact over the threshold ("auto"), a prompt-too-long answer
+(reactive: recorded and hooked as "auto", shown as "reactive").
+Drops: the whole live history (or, on the session-memory path, all but a recent verbatim tail).
+Keeps: the summary, the kept tail, restored files and plan, SessionStart hook context.
+Writes to disk: nothing until a summary is in hand; then the boundary, the summary and the new
+messages are appended to the transcript (nothing before is touched).
+Model calls: none on the notes path; one (plus up to 3 prompt-too-long retries) for the LLM summary.
+
+    compact(session, trigger)
+      ├─ DISABLE_COMPACT? ───────────────► notice, False
+      ├─ PreCompact hooks (matcher = trigger; stdout → extra instructions)
+      ├─ method: session-memory notes (no /compact instructions) ─► else LLM summary
+      └─ finish(): restore + SessionStart(compact) hooks   (computed first, nothing written yet)
+                   → boundary, summary, restored, hook context appended; live list swapped
+                   → PostCompact hooks, token state reset, post-compaction guard
+
+A failure of any kind — no summary, an API error, Ctrl-C — leaves the conversation and the transcript
+exactly as they were and emits CompactFailed. Ctrl-C (errors.Interrupted) is then raised again, so the
+turn (or the REPL command) ends as "interrupted"; every other failure returns False.
+
+Failures of automatic compactions (auto and reactive) count toward the circuit breaker in
+``session.compact_failures`` (compact.autocompact); any success resets it. A compaction whose result is
+still over the auto-compact threshold is kept (it did shrink the context) but counted as a failure.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from agent.errors import Interrupted
+from agent.events import CompactFailed, CompactFinished, CompactStarted, MessageRecorded, Notice
+from agent.messages import Message, meta
+from agent.system_prompt import compact_instructions
+from compact import restore, summary
+from compact.result import Compaction, CompactionError
+
+if TYPE_CHECKING:
+    from agent.session import Session
+
+DISABLED = "Compaction is disabled (DISABLE_COMPACT is set)"
+STILL_OVER = "still over the threshold after compacting"
+CANCELLED = "cancelled"
+# the restored files may use at most this share of T, so the result lands well under it
+RESTORE_SHARE = 0.5
+
+
+def compact(session: Session, trigger: str, instructions: str | None = None, reactive: bool = False) -> bool:
+    """Compact the session's conversation; True when the conversation was replaced."""
+    if session.settings.disable_compact:
+        session.emit(Notice(DISABLED, "warning"))
+        return False
+    if getattr(session, "compacting", False):
+        return False  # never from inside another compaction (a hook, a side request)
+    shown = "reactive" if reactive else trigger
+    if trigger == "manual":
+        session.cancel.clear()  # a command of its own: an earlier Ctrl-C must not cancel it
+    session.compacting = True  # type: ignore[attr-defined]
+    started = time.monotonic()
+    session.emit(CompactStarted(shown))
+    try:
+        pre = _view(session)
+        pre_tokens = pre.tokens
+        custom, hook_lines = _pre_compact(session, trigger, instructions)
+        compaction = _notes(session, trigger) if not (instructions and instructions.strip()) else None
+        if compaction is None:
+            compaction = summary.summarize(session, pre.tagged, custom)
+        return finish(session, compaction, trigger, pre_tokens, started, shown=shown, hook_lines=hook_lines)
+    except Interrupted:
+        session.emit(CompactFailed(shown, CANCELLED))
+        raise
+    except CompactionError as e:
+        return _failed(session, trigger, shown, str(e))
+    except Exception as e:  # noqa: BLE001 - API errors, hook or disk trouble: the conversation stays as it was
+        if session.cancel.is_set():  # a stream closed by Ctrl-C can surface as a transport error
+            session.emit(CompactFailed(shown, CANCELLED))
+            raise Interrupted("interrupted") from None
+        return _failed(session, trigger, shown, _describe(e))
+    finally:
+        session.compacting = False  # type: ignore[attr-defined]
+
+
+def _view(session: Session) -> Any:
+    from agent.context import view  # agent.context imports this module
+
+    return view(session)
+
+
+def _describe(e: Exception) -> str:
+    text = str(e).strip()
+    return text if text else type(e).__name__
+
+
+def _failed(session: Session, trigger: str, shown: str, reason: str) -> bool:
+    if trigger == "auto":
+        session.compact_failures += 1
+    session.emit(CompactFailed(shown, reason))
+    return False
+
+
+def _pre_compact(session: Session, trigger: str, instructions: str | None) -> tuple[list[str], list[str]]:
+    """Run PreCompact hooks; the custom instructions in order: /compact args, hook output, CLAUDE.md."""
+    outcomes = session.run_hooks("PreCompact", trigger, trigger=trigger, custom_instructions=instructions or None)
+    hook_text = session.hooks.context_text(outcomes)
+    s = session.settings
+    custom = [t for t in (instructions, hook_text, compact_instructions(s.cwd, s.home)) if t and t.strip()]
+    lines = ["PreCompact hook output added to the summary instructions"] if hook_text else []
+    return custom, lines
+
+
+def _notes(session: Session, trigger: str) -> Compaction | None:
+    """The session-memory compaction, when that module is present and its notes are usable."""
+    if not session.settings.session_memory:
+        return None
+    try:
+        from compact.session_memory import compact_with_notes
+    except ImportError:
+        return None
+    try:
+        return compact_with_notes(session, trigger)
+    except (CompactionError, OSError):
+        return None  # unusable notes: the LLM summary is the fallback
+
+
+# --- the common finishing steps ---------------------------------------------------------------------
+
+
+def summary_text(session: Session, compaction: Compaction, trigger: str) -> str:
+    """The user message that stands in for the compacted history."""
+    parts = [
+        "This session continues an earlier conversation that grew too long for the context window. "
+        "What happened before is summarized below.",
+        compaction.summary.strip(),
+    ]
+    if compaction.kept:
+        parts.append("The most recent messages of that conversation follow this summary word for word.")
+    parts.append(f"Every message of the earlier conversation is in the transcript {session.transcript_path}; "
+                 "read it when you need an exact detail the summary leaves out.")
+    if trigger == "auto":
+        parts.append("Carry on with the task from where it stopped. Do not recap what was done and do not "
+                     "ask the user anything first: continue with the next step of the current work.")
+    return "\n\n".join(parts)
+
+
+def _summary_message(session: Session, compaction: Compaction, trigger: str) -> Message:
+    return Message("user", [{"type": "text", "text": summary_text(session, compaction, trigger)}], kind="summary")
+
+
+def _segment(compaction: Compaction, kept: list[Message], anchor: str) -> dict[str, str] | None:
+    if not kept:
+        return None
+    seg = dict(compaction.preserved_segment or {})
+    seg.setdefault("headUuid", kept[0].uuid)
+    seg.setdefault("tailUuid", kept[-1].uuid)
+    seg["anchorUuid"] = anchor
+    return seg
+
+
+def _session_start(session: Session) -> tuple[list[Message], list[str]]:
+    outcomes = session.run_hooks("SessionStart", "compact", source="compact")
+    context = session.hooks.context_text(outcomes)
+    if not context:
+        return [], []
+    message = meta(f"Output of the SessionStart hook after the compaction:\n{context}", hookContext=True)
+    return [message], ["SessionStart hook output added to the context"]
+
+
+def finish(session: Session, compaction: Compaction, trigger: str, pre_tokens: int, started: float, *,
+           shown: str | None = None, hook_lines: list[str] | None = None) -> bool:
+    """Write the compaction and swap the live list (the steps every method shares); True on success."""
+    shown = shown or trigger
+    old = list(session.messages)
+    kept = [m.replace(usage=None) if m.usage is not None else m for m in compaction.kept]
+    summary_msg = _summary_message(session, compaction, trigger)
+    th = session.thresholds()
+    used = summary_msg.tokens + sum(m.tokens for m in kept)
+    restored = restore.plan_restore(session, kept, old, room=int(th.auto_compact * RESTORE_SHARE) - used)
+    hook_msgs, start_lines = _session_start(session)
+    added = [*restored.messages, *hook_msgs]
+
+    with session.lock:  # from here on, the compaction is committed
+        session.writer.append_boundary(trigger, pre_tokens, logical_parent_uuid=old[-1].uuid if old else None,
+                                       preserved_segment=_segment(compaction, kept, summary_msg.uuid))
+        session.writer.append_message(summary_msg)
+        for m in added:
+            session.writer.append_message(m)
+        session.messages = [summary_msg, *kept, *added]
+    restore.apply_read_state(session, restored, kept)
+    for m in [summary_msg, *added]:
+        session.emit(MessageRecorded(m))
+
+    post_outcomes = session.run_hooks("PostCompact", trigger, trigger=trigger, compact_summary=compaction.summary)
+    post_text = session.hooks.context_text(post_outcomes)
+    post_tokens = _view(session).tokens
+    session.state.reset_after_compaction(post_tokens)
+    session.last_compaction = {"summary": compaction.summary, "pre_messages": old, "trigger": trigger,
+                               "pre_tokens": pre_tokens, "post_tokens": post_tokens, "method": compaction.method,
+                               "tail_uuid": session.messages[-1].uuid}
+    lines = [*(hook_lines or []), *start_lines, *([f"PostCompact hook: {post_text}"] if post_text else [])]
+    session.emit(CompactFinished(shown, pre_tokens, post_tokens, time.monotonic() - started, compaction.method,
+                                 compaction.summary, tuple(lines)))
+    if post_tokens >= th.auto_compact:
+        if trigger == "auto":
+            session.compact_failures += 1
+        session.emit(CompactFailed(shown, STILL_OVER))
+    else:
+        session.compact_failures = 0
+        session.compact_failures_reported = False
+    return True
+
+
+def nothing_new_since_compaction(session: Session) -> bool:
+    """True when nothing was added since the last compaction (compacting again would change nothing)."""
+    last = session.last_compaction
+    return bool(last and session.messages and session.messages[-1].uuid == last.get("tail_uuid"))

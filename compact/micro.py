@@ -1,0 +1,109 @@
+"""Microcompact, time-based: clear old tool outputs once the prompt cache has expired (SPEC §4).
+
+Triggers: the last assistant message is older than ``gap_minutes`` (60) before now — the server's
+prompt cache is cold, so changing old content costs nothing extra. Off with
+``COMPACT_AGENT_MICROCOMPACT=0`` (``enabled=False``).
+Drops: the content of the tool results of compactable tools (Read, Bash, Grep, Glob, Edit, Write,
+WebFetch, WebSearch), images included, except the ``keep_recent`` (5) most recent; each becomes
+"[Old tool result content cleared]". A result already shorter than that marker is left as it is.
+Keeps: every tool_use block (pairs stay valid; the model can re-run a call), all text, all other
+tools' results.
+Writes to disk: no (the caller records ``newly_cleared`` as a microcompact transcript record).
+Model calls: none.
+
+The decision is sticky: cleared ids go to ``ContextState.cleared`` and every later request sends the
+marker for them, gap or not, so the new cache prefix stays stable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from agent.messages import Block, Message
+from compact.state import ContextState
+from compact.tokens import estimate_text
+
+CLEARED = "[Old tool result content cleared]"
+COMPACTABLE = frozenset({"Read", "Bash", "Grep", "Glob", "Edit", "Write", "WebFetch", "WebSearch"})
+
+
+@dataclass
+class MicroResult:
+    messages: list[Message]
+    newly_cleared: list[str] = field(default_factory=list)
+
+
+def parse_time(stamp: str) -> datetime | None:
+    try:
+        t = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def cache_expired(messages: list[Message], now: datetime, gap_minutes: float) -> bool:
+    """True when the last assistant message is more than ``gap_minutes`` old."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "assistant":
+            t = parse_time(messages[i].timestamp)
+            if t is None:
+                return False
+            if now.tzinfo is None:
+                now = now.replace(tzinfo=timezone.utc)
+            return now - t > timedelta(minutes=gap_minutes)
+    return False
+
+
+def microcompact(messages: list[Message], state: ContextState, now: datetime, gap_minutes: float = 60,
+                 keep_recent: int = 5, enabled: bool = True,
+                 cache: dict[str, Any] | None = None) -> MicroResult:
+    """Clear old compactable results when the cache is cold; always apply earlier clearings."""
+    newly: list[str] = []
+    if enabled and cache_expired(messages, now, gap_minutes):
+        answered = {b.get("tool_use_id") for m in messages if m.role == "user"
+                    for b in m.content if b.get("type") == "tool_result"}
+        ids = [b["id"] for m in messages if m.role == "assistant" for b in m.content
+               if b.get("type") == "tool_use" and b.get("name") in COMPACTABLE and b.get("id") in answered]
+        old = ids[: max(0, len(ids) - keep_recent)]
+        newly = [i for i in old if i not in state.cleared]
+        state.cleared.update(newly)
+    if not state.cleared:
+        return MicroResult(list(messages), newly)
+    cache = {} if cache is None else cache
+    # the cleared set only ever grows, so its size tells whether a cached answer is still current
+    version = len(state.cleared)
+    out = []
+    for m in messages:
+        if m.role == "user":
+            hit = cache.get(m.uuid)
+            if hit is None or hit[0] is not m or hit[1] != version:
+                hit = (m, version, _cleared(m, state.cleared))
+                cache[m.uuid] = hit
+            m = hit[2]
+        out.append(m)
+    return MicroResult(out, newly)
+
+
+def _cleared(m: Message, cleared: set[str]) -> Message:
+    blocks: list[Block] = []
+    changed = False
+    for b in m.content:
+        if b.get("type") == "tool_result" and b.get("tool_use_id") in cleared and _worth_clearing(b):
+            b = {**b, "content": CLEARED}
+            changed = True
+        blocks.append(b)
+    return m.replace(content=blocks) if changed else m
+
+
+def _worth_clearing(block: Block) -> bool:
+    content = block.get("content", "")
+    if isinstance(content, list):
+        if any(b.get("type") != "text" for b in content):
+            return True  # images and documents cost 2,000 tokens each
+        content = "\n".join(b.get("text", "") for b in content)
+    if content == CLEARED or len(content) <= len(CLEARED):
+        return False
+    # a long output always outweighs the marker; only a short one needs measuring
+    return len(content) >= 4_000 or estimate_text(content) > estimate_text(CLEARED)

@@ -1,0 +1,176 @@
+"""Working state put back after a compaction, read from disk, not from the summary (SPEC §9 item 4).
+
+Triggers: every compaction that succeeds (compact.compactor.finish), on every path.
+Adds: the most recently read or written files (at most 5, most recent first, each cut to 5,000 tokens,
+50,000 together), re-read from disk now with numbered lines as the Read tool shows them, one meta
+message each; then the plan (``<session dir>/plan.md``) if there is one.
+Skips: files still visible in the kept messages (a Read of that path), instruction files (CLAUDE.md),
+the agent's own files under the session directory, deleted, binary and image files.
+Budgets: scaled by min(1, T / 167,000) so a small window still ends well under the threshold, and never
+more than the room the compactor offers.
+Afterwards the "files read" state holds only what the model can now see (restored files and those
+visible in kept messages), so editing any other file requires reading it again.
+Writes to disk: no. Model calls: none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agent.messages import Message, meta
+from agent.system_prompt import memory_files
+from compact.tokens import estimate_text
+from tools.read import IMAGE_TYPES, number_lines
+
+if TYPE_CHECKING:
+    from agent.session import Session
+
+MAX_FILES = 5
+FILE_TOKENS = 5_000
+TOTAL_TOKENS = 50_000
+REFERENCE_THRESHOLD = 167_000  # T of a 200K window: the budgets above are sized for it
+FILE_TOOLS = ("Read", "Write", "Edit")
+MAX_LINE_CHARS = 2_000
+SNIFF_BYTES = 8_192
+
+
+@dataclass
+class Restored:
+    messages: list[Message] = field(default_factory=list)
+    files: dict[str, float] = field(default_factory=dict)  # path -> mtime of each restored file
+    tokens: int = 0
+
+
+def budget_scale(threshold: int) -> float:
+    return max(0.0, min(1.0, threshold / REFERENCE_THRESHOLD))
+
+
+def _paths_in(messages: list[Message], session: Session, tools: tuple[str, ...]) -> list[str]:
+    """Resolved file_path inputs of these tools' calls, most recent first, each once."""
+    out: list[str] = []
+    for m in reversed(messages):
+        for b in reversed(m.tool_uses):
+            path = (b.get("input") or {}).get("file_path")
+            if b.get("name") in tools and isinstance(path, str) and path:
+                resolved = str(session.tool_ctx.resolve(path).resolve())
+                if resolved not in out:
+                    out.append(resolved)
+    return out
+
+
+def recent_files(session: Session, history: list[Message]) -> list[str]:
+    """Files in the "read" state, most recently read or written first.
+
+    The order comes from the Read/Write/Edit calls in ``history``; files known only from the state
+    (restored by an earlier compaction) follow, latest recorded first.
+    """
+    known = session.tool_ctx.read_files
+    ordered = [p for p in _paths_in(history, session, FILE_TOOLS) if p in known]
+    ordered += [p for p in reversed(list(known)) if p not in ordered]
+    return ordered
+
+
+def _excluded(session: Session) -> tuple[set[str], Path]:
+    s = session.settings
+    instructions = {str(p.resolve()) for p in memory_files(s.cwd, s.home)}
+    return instructions, session.session_dir.resolve()
+
+
+def _numbered(path: Path, budget: int) -> tuple[str, int] | None:
+    """The file as numbered lines, cut to ``budget`` tokens; None if it can't be shown as text."""
+    try:
+        with path.open("rb") as f:
+            if b"\0" in f.read(SNIFF_BYTES):
+                return None
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    lines = text.splitlines()
+    shown: list[str] = []
+    used = 0
+    for line in lines:
+        if len(line) > MAX_LINE_CHARS:
+            line = line[:MAX_LINE_CHARS] + "... [line cut]"
+        cost = estimate_text(line) + 3  # number, tab and newline
+        if used + cost > budget:
+            break
+        shown.append(line)
+        used += cost
+    if not lines:
+        return "(the file is empty)", 5
+    if not shown:
+        return None
+    body = number_lines(shown, 1)
+    if len(shown) < len(lines):
+        body += (f"\n\n(Only lines 1-{len(shown)} of {len(lines)} are shown here. Read the file with "
+                 f"offset={len(shown) + 1} for the rest.)")
+    return body, used
+
+
+def _file_message(path: str, body: str) -> Message:
+    return meta(f"Before the conversation was compacted you had read {path}. Here is its current content, "
+                f"read from disk again just now (numbered lines, as the Read tool shows them):\n\n{body}")
+
+
+def _plan_message(path: Path, budget: int) -> tuple[Message, int] | None:
+    shown = _numbered(path, budget) if path.is_file() else None
+    if shown is None:
+        return None
+    body, used = shown
+    return meta(f"A plan was being followed before the compaction. It is kept at {path}; its current "
+                f"content:\n\n{body}"), used
+
+
+def plan_restore(session: Session, kept: list[Message], history: list[Message], *,
+                 room: int | None = None) -> Restored:
+    """What to restore after a compaction (no side effects)."""
+    scale = budget_scale(session.thresholds().auto_compact)
+    per_file = int(FILE_TOKENS * scale)
+    total = int(TOTAL_TOKENS * scale)
+    if room is not None:
+        total = min(total, max(0, room))
+    visible = set(_paths_in(kept, session, ("Read",)))
+    instructions, own_dir = _excluded(session)
+    out = Restored()
+    for name in recent_files(session, history):
+        if len(out.files) >= MAX_FILES:
+            break
+        path = Path(name)
+        if (name in visible or name in instructions or path.name == "CLAUDE.md"
+                or path.is_relative_to(own_dir) or path.suffix.lower() in IMAGE_TYPES or not path.is_file()):
+            continue
+        room_left = min(per_file, total - out.tokens)
+        if room_left < per_file // 4:
+            break  # what would fit is too small a piece to be worth showing
+        shown = _numbered(path, room_left)
+        if shown is None:
+            continue
+        body, used = shown
+        out.messages.append(_file_message(name, body))
+        out.files[name] = path.stat().st_mtime
+        out.tokens += used
+    plan = _plan_message(session.session_dir / "plan.md", max(0, min(per_file, total - out.tokens)))
+    if plan is not None:
+        out.messages.append(plan[0])
+        out.tokens += plan[1]
+    return out
+
+
+def apply_read_state(session: Session, restored: Restored, kept: list[Message]) -> None:
+    """Only what the model can see now counts as read: restored files and those visible in kept messages."""
+    visible = set(_paths_in(kept, session, ("Read",)))
+    state = session.tool_ctx.read_files
+    still = {p: t for p, t in state.items() if p in visible}
+    state.clear()
+    state.update(still)
+    state.update(restored.files)
+
+
+def restored_messages(session: Session, kept: list[Message], history: list[Message] | None = None, *,
+                      room: int | None = None) -> list[Message]:
+    """Plan the restoration and reset the "files read" state to match; returns the messages to add."""
+    restored = plan_restore(session, kept, session.messages if history is None else history, room=room)
+    apply_read_state(session, restored, kept)
+    return restored.messages

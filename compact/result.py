@@ -1,0 +1,27 @@
+"""What a compaction method hands back before the common finishing steps (compact.compactor.finish).
+
+Both methods — the full LLM summary (compact.summary) and the session-memory notes
+(compact.session_memory) — produce a ``Compaction``; the compactor then writes the boundary and the
+summary record, restores files, runs the hooks, swaps the live list and applies the post-compaction guard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.messages import Message
+
+
+@dataclass
+class Compaction:
+    method: str  # "summary" | "session-memory"
+    summary: str  # the summary body (no <analysis>), as it will appear in the summary message
+    kept: list[Message] = field(default_factory=list)  # messages kept verbatim, in order
+    # {"headUuid", "anchorUuid", "tailUuid"} when messages are kept (anchor = the summary message)
+    preserved_segment: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None  # usage of the summary request, if one was made
+
+
+class CompactionError(Exception):
+    """A compaction could not be made; the conversation is left exactly as it was."""

@@ -1,0 +1,223 @@
+"""Full LLM compaction: ask the model for a structured summary of the conversation (SPEC §8).
+
+Triggers: auto-compact, ``/compact`` and reactive compaction, when the session-memory notes can't be
+used (or ``/compact`` was given instructions).
+Drops: everything; the summary replaces the whole history (compact.compactor swaps the list).
+Keeps: nothing verbatim — the finishing steps restore recent files and hook context.
+Writes to disk: nothing (the compactor writes once the summary is in hand).
+Model calls: one side request, plus up to 3 retries when that request is itself too long.
+
+The request shares the main conversation's cached prefix: the same system blocks, the same tools and
+the same (tagged) messages, with images and documents replaced by ``[image]`` / ``[document]``, then
+one final user message carrying the instruction. ``tool_choice`` is ``none``: text only.
+
+On prompt-too-long the oldest whole rounds go first::
+
+    [prompt, asst₁, results₁] [asst₂, results₂, prompt₂] [asst₃ …] …   ← a round starts at each response
+     └───────── dropped ───────┘
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING, Any
+
+from agent.client import max_output_tokens
+from agent.errors import PromptTooLong
+from agent.messages import Message, meta, to_api
+from compact.result import Compaction, CompactionError
+
+if TYPE_CHECKING:
+    from agent.session import Session
+
+SUMMARY_MAX_TOKENS = 20_000
+PTL_RETRIES = 3
+DROP_FRACTION = 0.2  # of the rounds, when the error states no gap
+TRIMMED_MARKER = "(The start of this conversation was left out of this request to make it fit.)"
+
+INSTRUCTION = """\
+Stop working on the task for a moment. Your only job in this reply is to write a summary of the \
+conversation so far. Answer with plain text only: do not call any tool — not one, not at the start of \
+your reply and not at the end of it. Tool calls are refused here, and a reply that makes one is lost.
+
+The summary will replace the conversation: afterwards you will see only the summary, so it must carry \
+everything needed to go on working without asking the user to repeat anything.
+
+First think inside <analysis> tags. That part is private scratch work and is thrown away. In it, walk \
+through the conversation from the first message to the last, in order, and note for each part:
+- what the user asked for and what they meant by it;
+- what you did about it, and the decisions you took;
+- concrete details: file paths, function and class names, commands, code you wrote or changed, error \
+messages;
+- mistakes, and every time the user corrected you or changed direction.
+Then check that nothing important is missing and that every detail is right.
+
+Then write the summary inside <summary> tags, with these nine numbered sections, in this order:
+
+1. Primary Request and Intent: everything the user asked for, in detail, and the intent behind it.
+2. Key Technical Concepts: the technologies, libraries, frameworks and ideas that matter to the work.
+3. Files and Code Sections: each file you read, created or changed, why it matters and what changed. \
+Give code snippets for the recent work, exactly as they are now.
+4. Errors and fixes: each error you hit and how it was fixed, including what the user told you to do \
+differently.
+5. Problem Solving: problems solved so far and any investigation still under way.
+6. All user messages: every message the user wrote, in order. Only real user turns count: tool results \
+and text the system added are not user messages.
+7. Pending Tasks: what you were asked to do and have not finished.
+8. Current Work: precisely what you were doing just before this summary — the file, the change, the \
+command — with snippets where they help.
+9. Optional Next Step: the next step, only if it follows directly from the user's most recent request \
+and the work in progress. Quote the latest request word for word so the task does not drift. If the \
+last task was finished, or the next step is unclear, leave this section empty rather than guess.
+
+Any rule or security constraint the user stated (what must not be done, touched, run or shared) must \
+appear in the summary word for word.
+
+The shape of the reply:
+
+<analysis>
+[your walk through the conversation]
+</analysis>
+
+<summary>
+1. Primary Request and Intent:
+   ...
+9. Optional Next Step:
+   ...
+</summary>
+
+Remember: text only, no tool calls, from the first character of the reply to the last."""
+
+
+def build_instruction(custom: list[str] | None = None) -> str:
+    """The instruction, with the user's extra instructions (in the order given) appended."""
+    extra = [c.strip() for c in custom or [] if c and c.strip()]
+    if not extra:
+        return INSTRUCTION
+    return INSTRUCTION + "\n\nAdditional instructions:\n" + "\n\n".join(extra)
+
+
+# --- the request --------------------------------------------------------------------------------------
+
+
+def _strip_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Blocks with media replaced by text markers; None when nothing needed replacing."""
+    changed = False
+    out = []
+    for b in blocks:
+        kind = b.get("type")
+        if kind in ("image", "document"):
+            b, changed = {"type": "text", "text": f"[{kind}]"}, True
+        elif kind == "tool_result" and isinstance(b.get("content"), list):
+            inner = _strip_blocks(b["content"])
+            if inner is not None:
+                b, changed = {**b, "content": inner}, True
+        out.append(b)
+    return out if changed else None
+
+
+def strip_media(messages: list[Message]) -> list[Message]:
+    """Images become ``[image]`` and documents ``[document]`` text, also inside tool results; never mutates."""
+    out = []
+    for m in messages:
+        blocks = _strip_blocks(m.content)
+        out.append(m if blocks is None else m.replace(content=blocks))
+    return out
+
+
+def rounds(messages: list[Message]) -> list[list[Message]]:
+    """Split into rounds: each starts at an assistant response (what precedes the first joins it)."""
+    groups: list[list[Message]] = []
+    for i, m in enumerate(messages):
+        starts = m.role == "assistant" and i > 0 and messages[i - 1].role != "assistant"
+        if groups and starts and any(x.role == "assistant" for x in groups[-1]):
+            groups.append([m])
+        elif groups:
+            groups[-1].append(m)
+        else:
+            groups.append([m])
+    return groups
+
+
+def drop_oldest_rounds(messages: list[Message], gap: int | None) -> list[Message] | None:
+    """The conversation without its oldest rounds: enough to cover ``gap`` tokens, else 20% of them.
+
+    At least one round is always kept; None when there is nothing left to drop.
+    """
+    groups = rounds(messages)
+    if len(groups) < 2:
+        return None
+    if gap and gap > 0:
+        drop, freed = 0, 0
+        while drop < len(groups) - 1 and freed < gap:
+            freed += sum(m.tokens for m in groups[drop])
+            drop += 1
+    else:
+        drop = max(1, math.floor(len(groups) * DROP_FRACTION))
+    drop = min(drop, len(groups) - 1)
+    remaining = [m for g in groups[drop:] for m in g]
+    if remaining and remaining[0].role == "assistant":
+        remaining.insert(0, meta(TRIMMED_MARKER))
+    return remaining
+
+
+def summary_request(session: Session, messages: list[Message], instruction: str) -> Any:
+    """The side request: main system + tools + these messages + the instruction, tool use off."""
+    api = to_api([*strip_media(messages), meta(instruction)])
+    max_tokens = min(SUMMARY_MAX_TOKENS, max_output_tokens(session.model))
+    req = session.request(api, max_tokens=max_tokens, tool_choice={"type": "none"})
+    if session.settings.compaction_model:
+        req.model = session.settings.compaction_model
+    return req
+
+
+# --- the reply ----------------------------------------------------------------------------------------
+
+_ANALYSIS = re.compile(r"<analysis>.*?(?:</analysis>|(?=<summary>)|\Z)", re.S)
+_SUMMARY = re.compile(r"<summary>(.*?)(?:</summary>|\Z)", re.S)
+
+
+def parse_summary(text: str) -> str:
+    """The summary body: the <analysis> block dropped, the <summary> tags taken off."""
+    without = _ANALYSIS.sub("", text)
+    found = _SUMMARY.search(without)
+    body = found.group(1) if found else without
+    return body.strip()
+
+
+def check_reply(reply: Message) -> str:
+    """The summary in a reply, or CompactionError when the reply can't be one."""
+    text = reply.text.strip()
+    if not text:
+        raise CompactionError("the model returned no summary text")
+    if text.startswith("API Error"):
+        raise CompactionError(f"the summary request failed: {text.splitlines()[0]}")
+    body = parse_summary(text)
+    if not body:
+        raise CompactionError("the model's reply held no summary")
+    return body
+
+
+def summarize(session: Session, messages: list[Message], instructions: list[str] | str | None = None) -> Compaction:
+    """Ask the model for a summary of ``messages`` (the model's current view, tagged).
+
+    Raises CompactionError when no usable summary comes back, errors.Interrupted on Ctrl-C, and lets
+    other ModelErrors through (the compactor turns every failure into the same "nothing changed").
+    """
+    custom = [instructions] if isinstance(instructions, str) else list(instructions or [])
+    instruction = build_instruction(custom)
+    current = list(messages)
+    for attempt in range(PTL_RETRIES + 1):
+        req = summary_request(session, current, instruction)
+        try:
+            reply = session.client.stream(req, cancel=session.cancel, emit_text=False)
+        except PromptTooLong as e:
+            shorter = drop_oldest_rounds(current, e.gap) if attempt < PTL_RETRIES else None
+            if shorter is None:
+                raise CompactionError("the conversation is too long even for the summary request") from None
+            current = shorter
+            continue
+        session.account_side_request(reply)
+        return Compaction(method="summary", summary=check_reply(reply), usage=reply.usage)
+    raise CompactionError("the conversation is too long even for the summary request")

@@ -1,0 +1,80 @@
+"""Shared fixtures: an isolated HOME / COMPACT_AGENT_HOME / environment for every test, the fake API,
+and a helper that runs the real CLI as a subprocess against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_SCRUB = ("ANTHROPIC_", "CLAUDE_", "COMPACT_AGENT_", "DISABLE_COMPACT", "DISABLE_AUTO_COMPACT", "NO_COLOR")
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    for key in list(os.environ):
+        if key.startswith(_SCRUB):
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("COMPACT_AGENT_HOME", str(home / ".compact-agent"))
+    return home
+
+
+@pytest.fixture
+def fake_api():
+    from tests.fakeapi import FakeAPI
+
+    with FakeAPI() as api:
+        yield api
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> dict[str, Any]:
+        return json.loads(self.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    p = tmp_path / "project"
+    p.mkdir()
+    return p
+
+
+@pytest.fixture
+def run_cli(project: Path, isolated_env: Path):
+    """run_cli(api, *args, env={...}, stdin=None, cwd=project) -> CliResult (the real CLI, a subprocess)."""
+
+    def run(api: Any, *args: str, env: dict[str, str] | None = None, stdin: str | None = None,
+            cwd: Path | None = None, timeout: float = 120) -> CliResult:
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB)}
+        full_env.update({"HOME": str(isolated_env), "COMPACT_AGENT_HOME": str(isolated_env / ".compact-agent"),
+                         "ANTHROPIC_API_KEY": "test-key", "PYTHONPATH": str(ROOT)})
+        if api is not None:
+            full_env["ANTHROPIC_BASE_URL"] = api.url
+        full_env.update(env or {})
+        proc = subprocess.run([sys.executable, "-m", "agent", *args], cwd=cwd or project, env=full_env,
+                              input=stdin, capture_output=True, text=True, timeout=timeout)
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+    return run
+
+
+def transcripts(home: Path) -> list[Path]:
+    return sorted((home / ".compact-agent" / "projects").glob("*/*.jsonl"))
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

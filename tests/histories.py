@@ -1,0 +1,272 @@
+"""Tricky conversation histories, shared by the stage tests and the invariant tests (STYLE habit 3).
+
+``histories()`` is a hypothesis strategy for valid message lists: typed prompts, assistant text,
+thinking blocks, parallel tool calls and their results (empty, error, image, list-of-blocks, huge),
+injected meta messages, a leading compaction summary, old and recent timestamps. ``HAND_WRITTEN``
+holds a few named histories built by hand. ``REGISTRY`` lists every context stage wrapped as
+``messages -> messages`` with a fresh state and directory; a new stage joins the invariant tests by
+appending a ``StageCase`` here.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import uuid as _uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Callable
+
+from hypothesis import strategies as st
+
+from agent.messages import Message
+from compact.budget import apply_budget
+from compact.micro import microcompact
+from compact.pipeline import PrepareContext, prepare
+from compact.snip import apply_snips, plan_snip, snip_id, tag_prompts, turns
+from compact.state import ContextState
+
+NOW = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
+TOOLS = ["Bash", "Read", "Grep", "Glob", "Edit", "Write", "WebFetch", "TodoWrite", "mcp__docs__search"]
+# most results are small; a few are big enough for the budget, one in a while is huge
+SIZES = [0, 12, 80, 400, 2_500] * 4 + [21_000, 31_000, 55_000]
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+OUTPUT = "".join(f"{i:06d}  src/module_{i % 97}.py: result line with some words\n" for i in range(4_000))
+
+# how many examples each property runs: HYPOTHESIS_PROFILE=quick|ci|thorough (default ci)
+EXAMPLES = {"quick": 25, "ci": 250, "thorough": 3_000}.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"), 250)
+
+
+def ts(t: datetime) -> str:
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def output(size: int) -> str:
+    """Deterministic tool output of exactly ``size`` characters, newline-rich like real output."""
+    reps = size // len(OUTPUT) + 1
+    return (OUTPUT * reps)[:size]
+
+
+def image_block() -> dict:
+    return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
+
+
+class Builder:
+    """Makes messages with reproducible uuids, unique tool ids and a moving clock."""
+
+    def __init__(self, seed: int = 0, start: datetime = NOW - timedelta(hours=3)):
+        self.rnd = random.Random(seed)
+        self.t = start
+        self.tool_n = 0
+
+    def _common(self, minutes: float = 1.0) -> dict:
+        self.t += timedelta(minutes=minutes)
+        return {"uuid": str(_uuid.UUID(int=self.rnd.getrandbits(128), version=4)), "timestamp": ts(self.t)}
+
+    def prompt(self, text: str, *extra_blocks: dict) -> Message:
+        return Message("user", [{"type": "text", "text": text}, *extra_blocks], kind="prompt", **self._common())
+
+    def meta(self, text: str) -> Message:
+        return Message("user", [{"type": "text", "text": text}], kind="meta", **self._common(0))
+
+    def summary(self, text: str) -> Message:
+        return Message("user", [{"type": "text", "text": text}], kind="summary", **self._common(0))
+
+    def tool_id(self) -> str:
+        self.tool_n += 1
+        return f"toolu_{self.tool_n:04d}_{self.rnd.getrandbits(32):08x}"
+
+    def assistant(self, blocks: list[dict], usage: dict | None = None, minutes: float = 1.0) -> Message:
+        stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+        return Message("assistant", blocks, kind="response", message_id=f"msg_{self.rnd.getrandbits(40):x}",
+                       model="claude-test", stop_reason=stop, usage=usage, **self._common(minutes))
+
+    def calls(self, *names: str, text: str = "") -> tuple[Message, list[str]]:
+        ids = [self.tool_id() for _ in names]
+        blocks = ([{"type": "text", "text": text}] if text else []) + [
+            {"type": "tool_use", "id": i, "name": n, "input": {"arg": n.lower()}} for i, n in zip(ids, names)]
+        return self.assistant(blocks), ids
+
+    def results(self, pairs: list[tuple[str, str | list[dict]]], errors: set[str] = frozenset()) -> Message:
+        blocks = []
+        for tid, content in pairs:
+            b = {"type": "tool_result", "tool_use_id": tid, "content": content}
+            if tid in errors:
+                b["is_error"] = True
+            blocks.append(b)
+        return Message("user", blocks, kind="tool_results", **self._common(0.2))
+
+    def round(self, tool: str, content: str | list[dict], n: int = 1) -> list[Message]:
+        call, ids = self.calls(*[tool] * n)
+        return [call, self.results([(i, content) for i in ids])]
+
+
+# --- the strategy ---------------------------------------------------------------------------------
+
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+
+
+@st.composite
+def _result(draw: st.DrawFn, tool: str) -> tuple[str | list[dict], bool]:
+    kind = draw(st.sampled_from(["text"] * 6 + ["empty", "error", "blocks", "image"]))
+    if kind == "empty":
+        return draw(st.sampled_from(["", []])), False
+    if kind == "error":
+        return "Error: " + draw(_text), True
+    if kind == "image":
+        return [{"type": "text", "text": "an image"}, image_block()], False
+    size = draw(st.sampled_from(SIZES))
+    if kind == "blocks":
+        return [{"type": "text", "text": output(size // 2)}, {"type": "text", "text": output(size - size // 2)}], False
+    return output(size), False
+
+
+@st.composite
+def histories(draw: st.DrawFn, max_turns: int = 5) -> list[Message]:
+    """A valid conversation as the query loop would hold it (after the last compaction boundary)."""
+    age = draw(st.sampled_from([timedelta(days=2), timedelta(hours=3), timedelta(minutes=40),
+                                timedelta(minutes=2)]))
+    b = Builder(draw(st.integers(0, 2**32)), NOW - age)
+    out: list[Message] = []
+    if draw(st.booleans()):
+        out.append(b.summary("This session continues an earlier conversation. Summary: " + draw(_text)))
+        if draw(st.booleans()):  # a kept segment that starts mid-turn
+            out.append(b.assistant([{"type": "text", "text": "Kept reply " + draw(_text)}]))
+    n_turns = draw(st.integers(1, max_turns))
+    for t in range(n_turns):
+        if draw(st.integers(0, 4)) == 0:
+            out.append(b.meta("<system-reminder>" + draw(_text) + "</system-reminder>"))
+        text = draw(_text).strip() or "go on"
+        out.append(b.prompt(text, image_block()) if draw(st.integers(0, 9)) == 0 else b.prompt(text))
+        last_turn = t == n_turns - 1
+        for _ in range(draw(st.integers(0, 3))):
+            names = draw(st.lists(st.sampled_from(TOOLS), min_size=1, max_size=4))
+            blocks: list[dict] = []
+            if draw(st.integers(0, 3)) == 0:
+                blocks.append({"type": "thinking", "thinking": draw(_text) or "hmm", "signature": "sig"})
+            if draw(st.booleans()):
+                blocks.append({"type": "text", "text": draw(_text) or "Let me look."})
+            ids = [b.tool_id() for _ in names]
+            blocks += [{"type": "tool_use", "id": i, "name": n, "input": {"q": draw(_text)}}
+                       for i, n in zip(ids, names)]
+            usage = {"input_tokens": draw(st.integers(1, 50_000)), "output_tokens": 50} if draw(
+                st.booleans()) else None
+            out.append(b.assistant(blocks, usage, minutes=draw(st.sampled_from([0.5, 5, 90]))))
+            pairs, errors = [], set()
+            for i, n in zip(ids, names):
+                content, is_error = draw(_result(n))
+                pairs.append((i, content))
+                if is_error:
+                    errors.add(i)
+            out.append(b.results(pairs, errors))
+            if draw(st.integers(0, 5)) == 0:
+                out.append(b.meta("<system-reminder>File changed on disk.</system-reminder>"))
+        if not (last_turn and draw(st.booleans())):  # the last turn may stop mid tool loop
+            out.append(b.assistant([{"type": "text", "text": draw(_text) or "Done."}]))
+    return out
+
+
+# --- hand-written histories -----------------------------------------------------------------------
+
+
+def seq_history() -> list[Message]:
+    """One Bash call printing `seq 1 100000`."""
+    b = Builder(1)
+    return [b.prompt("count to a lot"), *b.round("Bash", "".join(f"{i}\n" for i in range(1, 100_001))),
+            b.assistant([{"type": "text", "text": "Done."}])]
+
+
+def parallel_history(n: int = 8, size: int = 28_000) -> list[Message]:
+    """``n`` parallel Bash calls of ``size`` characters each, in one round."""
+    b = Builder(2)
+    return [b.prompt("run them all"), *b.round("Bash", output(size), n)]
+
+
+def old_bash_history(calls: int = 8, gap: timedelta = timedelta(hours=2)) -> list[Message]:
+    """``calls`` sequential Bash calls, the last response ``gap`` before NOW."""
+    b = Builder(3, NOW - gap - timedelta(minutes=2 + 1.2 * calls))  # so the last response is at NOW - gap
+    out = [b.prompt("investigate")]
+    for i in range(calls):
+        out += b.round("Bash", output(500 + i))
+    out.append(b.assistant([{"type": "text", "text": "Found it."}]))
+    return out
+
+
+def mixed_history() -> list[Message]:
+    """Summary, image results, an error, a Read of 60K, a huge Grep, several turns."""
+    b = Builder(4, NOW - timedelta(hours=5))
+    out = [b.summary("Earlier: we set up the project."), b.prompt("look at the screenshot")]
+    call, ids = b.calls("Read", "Grep", "Bash")
+    out += [call, b.results([(ids[0], [{"type": "text", "text": "screenshot.png"}, image_block()]),
+                             (ids[1], output(25_000)), (ids[2], "command not found")], errors={ids[2]})]
+    out.append(b.assistant([{"type": "text", "text": "I see it."}]))
+    out.append(b.prompt("now read the big file"))
+    out += b.round("Read", output(60_000))
+    out.append(b.assistant([{"type": "text", "text": "Read it."}]))
+    out.append(b.prompt("and run the tests"))
+    out += b.round("Bash", "")
+    out.append(b.assistant([{"type": "text", "text": "All quiet."}]))
+    return out
+
+
+HAND_WRITTEN: dict[str, Callable[[], list[Message]]] = {
+    "seq": seq_history, "parallel": parallel_history, "old_bash": old_bash_history, "mixed": mixed_history,
+}
+
+
+# --- the registry of stages -----------------------------------------------------------------------
+
+Stage = Callable[[list[Message]], list[Message]]
+
+
+@dataclass(frozen=True)
+class StageCase:
+    """One stage under test. ``make(tmp_dir)`` returns the stage bound to a fresh state; calling the
+    returned function twice carries that state over (for idempotence). ``grows``: the stage may add a
+    few tokens (the [id:…] tags), so the size invariant doesn't apply."""
+
+    name: str
+    make: Callable[[Path], Stage]
+    grows: bool = False
+
+
+def _budget(tmp: Path) -> Stage:
+    state = ContextState()
+    return lambda ms: apply_budget(ms, state, None, tmp / "tool-results").messages
+
+
+def _snip(tmp: Path) -> Stage:
+    state = ContextState()
+
+    def run(ms: list[Message]) -> list[Message]:
+        if not state.snipped:
+            old = turns(ms)[:-1:2]  # every other turn but the current one
+            if old:
+                state.snipped.update(plan_snip(ms, [snip_id(t[0].uuid) for t in old], None).removed_uuids)
+        return apply_snips(ms, state)
+
+    return run
+
+
+def _micro(tmp: Path) -> Stage:
+    state = ContextState()
+    return lambda ms: microcompact(ms, state, NOW, keep_recent=2).messages
+
+
+def _tags(tmp: Path) -> Stage:
+    return lambda ms: tag_prompts(ms)
+
+
+def _pipeline(tmp: Path) -> Stage:
+    ctx = PrepareContext(ContextState(), tmp / "tool-results", now=lambda: NOW, keep_recent=2)
+    return lambda ms: prepare(ms, ctx).messages
+
+
+REGISTRY: list[StageCase] = [
+    StageCase("budget", _budget),
+    StageCase("snip", _snip),
+    StageCase("microcompact", _micro),
+    StageCase("tag_prompts", _tags, grows=True),
+    StageCase("prepare", _pipeline),
+]

@@ -1,0 +1,236 @@
+"""End-to-end compaction: the real CLI in print mode, as a subprocess, against the loopback fake API.
+
+A scripted model reads file after file (each ~5,500 tokens) until the context crosses the thresholds;
+the tests then look at what the API received and at the transcript on disk. Session memory is off
+(``COMPACT_AGENT_SESSION_MEMORY=0``) so every compaction takes the LLM-summary path.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import records, transcripts
+from tests.fakeapi import FakeAPI, Reply, estimate_tokens, last_user_text, request_text
+
+SUMMARY = ("<analysis>PRIVATE-ANALYSIS walking through every read</analysis>\n"
+           "<summary>1. Primary Request and Intent: read every file in the project and report.\n"
+           "8. Current Work: reading the files one by one.</summary>")
+FINAL = "All files read."
+ENV = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+WORDS = "alpha beta gamma delta parser token stream buffer index value".split()
+
+
+def make_files(project: Path, count: int) -> list[Path]:
+    """``count`` source files of 250 lines, about 5,500 tokens each as the Read tool shows them."""
+    paths = []
+    for n in range(count):
+        lines = [f"def f{n}_{i}(x): return {' '.join(WORDS[(i * 7 + j + n) % 10] for j in range(9))!r}"
+                 for i in range(250)]
+        path = project / "src" / f"module_{n:02d}.py"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+        paths.append(path)
+    return paths
+
+
+def is_compaction(body: dict) -> bool:
+    text = last_user_text(body)
+    return "<analysis>" in text and "<summary>" in text
+
+
+class Reader:
+    """The scripted model: one Read per main request until every file is read, then a final answer."""
+
+    def __init__(self, paths: list[Path]):
+        self.paths = list(paths)
+        self.next = 0
+
+    def __call__(self, body: dict) -> Reply:
+        if self.next < len(self.paths):
+            self.next += 1
+            return Reply.tool("Read", {"file_path": str(self.paths[self.next - 1])})
+        return Reply.text(FINAL)
+
+
+def script(api: FakeAPI, paths: list[Path], summary: Reply | None = None) -> Reader:
+    reader = Reader(paths)
+    api.on(is_compaction, summary or Reply.text(SUMMARY))
+    api.on(lambda body: True, reader)
+    return reader
+
+
+def bodies(api: FakeAPI) -> list[tuple[int | None, dict]]:
+    return [(r.status, r.body) for r in api.message_requests]
+
+
+def read_paths(body: dict) -> list[str]:
+    return [b["input"]["file_path"] for m in body["messages"] if m["role"] == "assistant"
+            for b in m["content"] if b.get("type") == "tool_use" and b["name"] == "Read"]
+
+
+def boundaries(home: Path) -> list[dict[str, Any]]:
+    [path] = transcripts(home)
+    return [r for r in records(path) if r.get("subtype") == "compact_boundary"]
+
+
+# --- one auto-compaction on a 200K window ------------------------------------------------------------------
+
+
+def test_long_task_compacts_once_near_the_threshold_and_finishes(run_cli, project: Path, isolated_env: Path) -> None:
+    (project / "screenshot.png").write_bytes(PNG)
+    paths = [project / "screenshot.png", *make_files(project, 36)]
+    with FakeAPI(context_window=200_000) as api:
+        script(api, paths)
+        res = run_cli(api, "-p", "Read every file in the project, one at a time.", env=ENV, timeout=300)
+    assert res.code == 0, res.stderr
+    assert res.stdout == FINAL + "\n"
+    assert api.violations == []
+    sent = bodies(api)
+    assert all(status == 200 for status, _ in sent), [s for s, _ in sent]
+    assert max(estimate_tokens(b) for _, b in sent) <= 200_000
+
+    compactions = [i for i, (_, b) in enumerate(sent) if is_compaction(b)]
+    assert len(compactions) == 1
+    at = compactions[0]
+    side, before, after = sent[at][1], sent[at - 1][1], sent[at + 1][1]
+    assert 150_000 <= estimate_tokens(side) <= 185_000  # ~167K: at the threshold, not before
+    assert all(estimate_tokens(b) < 175_000 for _, b in sent[:at])
+    assert estimate_tokens(sent[at - 2][1]) >= 120_000
+    # the compaction request: no media, the instruction last, tools off, same prefix as the main requests
+    assert '"type": "image"' in json.dumps(before["messages"])
+    assert '"type": "image"' not in json.dumps(side["messages"]) and "[image]" in json.dumps(side["messages"])
+    assert side["tool_choice"] == {"type": "none"}
+    assert side["system"] == before["system"] and side["tools"] == before["tools"]
+    # the request after it: the summary without analysis, the last file read restored from disk
+    last_read = read_paths(side)[-1]
+    text = request_text(after)
+    assert "Primary Request and Intent: read every file" in text
+    assert "PRIVATE-ANALYSIS" not in text and "<analysis>" not in text
+    assert f"you had read {last_read}" in text
+    n = int(Path(last_read).stem.split("_")[1])
+    assert f"def f{n}_0(x)" in text
+    assert read_paths(after) == []  # the old calls are gone from the context
+    # the transcript keeps everything from before, then the boundary
+    [path] = transcripts(isolated_env)
+    recs = records(path)
+    read_inputs = [b["input"]["file_path"] for r in recs if r.get("type") == "assistant"
+                   for b in r["message"]["content"] if b.get("type") == "tool_use"]
+    assert read_inputs == [str(p) for p in paths]
+    [boundary] = [r for r in recs if r.get("subtype") == "compact_boundary"]
+    assert boundary["compactMetadata"]["trigger"] == "auto"
+    assert boundary["compactMetadata"]["preTokens"] >= 150_000
+    assert boundary["parentUuid"] is None and boundary["logicalParentUuid"]
+
+
+def test_pct_override_compacts_early(run_cli, project: Path, isolated_env: Path) -> None:
+    paths = make_files(project, 8)
+    with FakeAPI() as api:
+        script(api, paths)
+        res = run_cli(api, "-p", "Read every file.", env={**ENV, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"})
+    assert res.code == 0, res.stderr
+    sent = bodies(api)
+    first = next(i for i, (_, b) in enumerate(sent) if is_compaction(b))
+    assert 24_000 <= estimate_tokens(sent[first][1]) <= 40_000  # T = 15% of 180K = 27,000
+    assert all(estimate_tokens(b) < 27_000 for _, b in sent[:first - 1])
+    assert boundaries(isolated_env)[0]["compactMetadata"]["trigger"] == "auto"
+    assert api.violations == []
+
+
+# --- switches ----------------------------------------------------------------------------------------------
+
+
+def test_manual_compact_with_auto_compact_off(run_cli, project: Path, isolated_env: Path) -> None:
+    env = {**ENV, "DISABLE_AUTO_COMPACT": "1", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"}
+    paths = make_files(project, 8)
+    with FakeAPI() as api:
+        script(api, paths)
+        first = run_cli(api, "-p", "Read every file.", env=env)
+        assert first.code == 0, first.stderr
+        assert not any(is_compaction(b) for _, b in bodies(api))  # well over T, never on its own
+
+        manual = run_cli(api, "-p", "/compact keep the file names", "--continue", env=env)
+        assert manual.code == 0, manual.stderr
+        side = bodies(api)[-1][1]
+        assert is_compaction(side) and "keep the file names" in last_user_text(side)
+
+        api.on(lambda body: True, Reply.text("Next step noted."))
+        nxt = run_cli(api, "-p", "what is next?", "--continue", env=env)
+    assert nxt.code == 0, nxt.stderr
+    body = bodies(api)[-1][1]
+    assert "Primary Request and Intent" in request_text(body) and "PRIVATE-ANALYSIS" not in request_text(body)
+    assert read_paths(body) == []
+    assert estimate_tokens(body) < estimate_tokens(side) / 2
+    [boundary] = boundaries(isolated_env)
+    assert boundary["compactMetadata"]["trigger"] == "manual"
+    assert api.violations == []
+
+
+def test_disable_compact_refuses_manual_compaction(run_cli, project: Path, fake_api: FakeAPI) -> None:
+    fake_api.reply_text("hello")
+    assert run_cli(fake_api, "-p", "hi", env={**ENV, "DISABLE_COMPACT": "1"}).code == 0
+    res = run_cli(fake_api, "-p", "/compact", "--continue", env={**ENV, "DISABLE_COMPACT": "1"})
+    assert res.code != 0
+    assert "Compaction is disabled (DISABLE_COMPACT is set)" in res.stdout + res.stderr
+    assert len(fake_api.message_requests) == 1
+
+
+# --- recovery ------------------------------------------------------------------------------------------------
+
+
+def test_prompt_too_long_compacts_once_and_retries(run_cli, project: Path, isolated_env: Path) -> None:
+    paths = make_files(project, 12)
+    with FakeAPI(context_window=60_000) as api:
+        script(api, paths)
+        res = run_cli(api, "-p", "Read every file.", env={**ENV, "DISABLE_AUTO_COMPACT": "1"})
+    assert res.code == 0, res.stderr + res.stdout
+    assert res.stdout == FINAL + "\n"
+    sent = bodies(api)
+    too_long = [i for i, (status, b) in enumerate(sent) if status == 400 and not is_compaction(b)]
+    assert len(too_long) == 1
+    after = sent[too_long[0] + 1:]
+    served = [b for status, b in after if status == 200]
+    assert is_compaction(served[0])  # the summary request (perhaps after its own trimming retries)
+    assert "Primary Request and Intent" in request_text(served[1])  # the retried main request
+    assert len(boundaries(isolated_env)) == 1
+    assert api.violations == []
+
+
+def test_failing_compactions_trip_the_breaker_and_the_session_finishes(run_cli, project: Path) -> None:
+    paths = make_files(project, 14)
+    with FakeAPI() as api:
+        script(api, paths, summary=Reply([]))  # every summary comes back empty
+        res = run_cli(api, "-p", "Read every file.", env={**ENV, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"})
+    assert res.code == 0, res.stderr
+    assert res.stdout == FINAL + "\n"
+    sent = bodies(api)
+    assert sum(1 for _, b in sent if is_compaction(b)) == 3
+    assert len(sent) - 3 == 15  # 14 reads and the final answer
+    assert res.stderr.count("Auto-compact failed 3 times in a row") == 1
+    assert api.violations == []
+
+
+def test_compaction_hooks_fire_in_print_mode(run_cli, project: Path) -> None:
+    log = project / "hooks.log"
+    hooks = {
+        "PreCompact": [{"matcher": "auto", "hooks": [
+            {"type": "command", "command": f"echo pre >> {log}; echo 'List every module name.'"}]}],
+        "PostCompact": [{"hooks": [{"type": "command", "command": f"echo post >> {log}"}]}],
+        "SessionStart": [{"matcher": "compact", "hooks": [
+            {"type": "command", "command": "echo 'REMINDER: branch main, tree clean'"}]}],
+    }
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}))
+    paths = make_files(project, 8)
+    with FakeAPI() as api:
+        script(api, paths)
+        res = run_cli(api, "-p", "Read every file.", env={**ENV, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"})
+    assert res.code == 0, res.stderr
+    sent = [b for _, b in bodies(api)]
+    at = next(i for i, b in enumerate(sent) if is_compaction(b))
+    assert "List every module name." in last_user_text(sent[at])
+    assert "REMINDER: branch main, tree clean" in request_text(sent[at + 1])
+    assert log.read_text().split()[:2] == ["pre", "post"]

@@ -1,0 +1,233 @@
+"""End-to-end: the real CLI in print mode, as a subprocess, against the loopback fake Messages API."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from tests.conftest import records, transcripts
+from tests.fakeapi import last_user_text
+
+SECRET = "sk-ant-test-SECRET-0123456789"
+
+
+def tool_results_of(body: dict) -> list[dict]:
+    last = body["messages"][-1]
+    return [b for b in last["content"] if b.get("type") == "tool_result"]
+
+
+def result_text(block: dict) -> str:
+    content = block["content"]
+    return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
+
+
+def test_six_tools_in_turn_change_files_and_reach_the_model(fake_api, run_cli, project, isolated_env):
+    (project / "src").mkdir()
+    (project / "src" / "app.py").write_text("def greet():\n    return 'hello'\n")
+    api = fake_api
+    app = str(project / "src" / "app.py")
+    api.reply_tool("Glob", {"pattern": "**/*.py"})
+    api.reply_tool("Read", {"file_path": app})
+    api.reply_tool("Grep", {"pattern": "hello", "output_mode": "content"})
+    api.reply_tool("Bash", {"command": "echo ran > bash.txt && cat bash.txt"})
+    api.reply_tool("Edit", {"file_path": app, "old_string": "'hello'", "new_string": "'goodbye'"})
+    api.reply_tool("Write", {"file_path": str(project / "notes.md"), "content": "# Notes\n"})
+    api.reply_text("All six tools ran.")
+
+    res = run_cli(api, "-p", "use every tool", "--dangerously-skip-permissions", env={"ANTHROPIC_API_KEY": SECRET})
+
+    assert res.code == 0, res.stderr
+    assert res.stdout == "All six tools ran.\n"
+    api.check()
+    assert (project / "src" / "app.py").read_text() == "def greet():\n    return 'goodbye'\n"
+    assert (project / "notes.md").read_text() == "# Notes\n"
+    assert (project / "bash.txt").read_text() == "ran\n"
+    bodies = [r.body for r in api.message_requests]
+    assert len(bodies) == 7
+    results = [tool_results_of(b)[0] for b in bodies[1:]]
+    assert app in result_text(results[0])  # Glob found it
+    assert "def greet():" in result_text(results[1]) and "1\t" in result_text(results[1])  # numbered lines
+    assert "hello" in result_text(results[2])
+    assert "ran" in result_text(results[3])
+    assert not any(r.get("is_error") for r in results), results
+    # the transcript holds the whole chain, linked by parentUuid
+    [path] = transcripts(isolated_env)
+    recs = [r for r in records(path) if r.get("type") in ("user", "assistant")]
+    assert len(recs) == 14  # prompt + 6 × (call, result) + final answer
+    assert recs[0]["parentUuid"] is None
+    for prev, rec in zip(recs, recs[1:]):
+        assert rec["parentUuid"] == prev["uuid"]
+    assert recs[-1]["message"]["content"][0]["text"] == "All six tools ran."
+    assert all(r["sessionId"] == path.stem for r in recs)
+    # the key never reaches disk
+    for f in Path(isolated_env).rglob("*"):
+        if f.is_file():
+            assert SECRET not in f.read_text(errors="replace"), f
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert oct(path.parent.stat().st_mode & 0o777) == "0o700"
+
+
+def test_api_failures_and_dropped_stream_are_retried_and_no_tool_runs_twice(fake_api, run_cli, project):
+    api = fake_api
+    api.error(529)
+    api.reply_tool("Bash", {"command": "echo once >> count.txt"})
+    api.error(500)
+    api.error(429)
+    api.drop_stream(after_events=4, reply="A reply that is cut short")
+    api.drop_stream(after_events=2)
+    api.reply_text("finished")
+
+    res = run_cli(api, "-p", "count", "--dangerously-skip-permissions")
+
+    assert res.code == 0, res.stderr
+    assert res.stdout == "finished\n"
+    assert (project / "count.txt").read_text() == "once\n"
+    api.check()
+
+
+def test_default_mode_in_print_denies_bash_and_outside_writes(fake_api, run_cli, project, tmp_path):
+    api = fake_api
+    outside = tmp_path / "outside.txt"
+    api.reply_tool("Bash", {"command": "touch made-by-bash"})
+    api.reply_tool("Write", {"file_path": str(outside), "content": "x"})
+    api.reply_text("ok")
+
+    res = run_cli(api, "-p", "try things")
+
+    assert res.code == 0, res.stderr
+    bodies = [r.body for r in api.message_requests]
+    bash_result, write_result = tool_results_of(bodies[1])[0], tool_results_of(bodies[2])[0]
+    assert bash_result["is_error"] is True and "approval" in result_text(bash_result)
+    assert write_result["is_error"] is True
+    assert not (project / "made-by-bash").exists()
+    assert not outside.exists()
+    api.check()
+
+
+def test_deny_rule_holds_under_skip_permissions(fake_api, run_cli, project):
+    claude = project / ".claude"
+    claude.mkdir()
+    (claude / "settings.json").write_text(json.dumps({"permissions": {"deny": ["Bash(rm:*)"]}}))
+    (project / "keep.txt").write_text("precious")
+    api = fake_api
+    api.reply_tool("Bash", {"command": "rm keep.txt"})
+    api.reply_text("done")
+
+    res = run_cli(api, "-p", "delete it", "--dangerously-skip-permissions")
+
+    assert res.code == 0, res.stderr
+    result = tool_results_of(api.message_requests[1].body)[0]
+    assert result["is_error"] is True and "denied" in result_text(result)
+    assert (project / "keep.txt").read_text() == "precious"
+
+
+def test_edit_of_a_file_never_read_is_refused(fake_api, run_cli, project):
+    (project / "a.txt").write_text("alpha\n")
+    api = fake_api
+    api.reply_tool("Edit", {"file_path": str(project / "a.txt"), "old_string": "alpha", "new_string": "beta"})
+    api.reply_text("done")
+
+    res = run_cli(api, "-p", "edit", "--dangerously-skip-permissions")
+
+    assert res.code == 0, res.stderr
+    result = tool_results_of(api.message_requests[1].body)[0]
+    assert result["is_error"] is True and "read" in result_text(result).lower()
+    assert (project / "a.txt").read_text() == "alpha\n"
+
+
+def test_json_output_then_resume_and_continue(fake_api, run_cli, project):
+    api = fake_api
+    api.reply_text("first answer")
+    first = run_cli(api, "-p", "remember the word apricot", "--output-format", "json")
+    assert first.code == 0, first.stderr
+    result = first.json()
+    assert result["type"] == "result" and result["subtype"] == "success" and result["is_error"] is False
+    assert result["result"] == "first answer" and result["num_turns"] == 1
+    sid = result["session_id"]
+    assert set(result) >= {"session_id", "num_turns", "duration_ms", "usage", "total_cost_usd"}
+
+    api.reply_text("second answer")
+    second = run_cli(api, "-p", "what was the word?", "--resume", sid, "--output-format", "json")
+    assert second.code == 0, second.stderr
+    assert second.json()["session_id"] == sid
+    body = api.message_requests[-1].body
+    texts = json.dumps(body["messages"])
+    assert "apricot" in texts and "first answer" in texts and "what was the word?" in texts
+
+    api.reply_text("third answer")
+    third = run_cli(api, "-p", "and again?", "--continue")
+    assert third.code == 0, third.stderr
+    assert third.stdout == "third answer\n"
+    body = api.message_requests[-1].body
+    assert "second answer" in json.dumps(body["messages"])
+    assert last_user_text(body).startswith("and again?")
+    api.check()
+
+
+def test_stream_json_emits_init_messages_and_result(fake_api, run_cli):
+    api = fake_api
+    api.reply_text("streamed")
+    res = run_cli(api, "-p", "hi", "--output-format", "stream-json")
+    assert res.code == 0, res.stderr
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
+    assert lines[0]["type"] == "system" and lines[0]["subtype"] == "init"
+    assert [line["type"] for line in lines[1:]] == ["user", "assistant", "result"]
+    assert lines[-1]["result"] == "streamed"
+
+
+def test_prompt_on_stdin(fake_api, run_cli):
+    fake_api.reply_text("from stdin")
+    res = run_cli(fake_api, "-p", stdin="hello through a pipe\n")
+    assert res.code == 0, res.stderr
+    assert last_user_text(fake_api.message_requests[0].body).startswith("hello through a pipe")
+
+
+def test_max_turns(fake_api, run_cli):
+    fake_api.reply_tool("Glob", {"pattern": "*"})
+    res = run_cli(fake_api, "-p", "loop", "--max-turns", "1", "--output-format", "json")
+    assert res.code == 1
+    assert res.json()["subtype"] == "error_max_turns"
+
+
+def test_version_and_help(run_cli):
+    version = run_cli(None, "--version")
+    assert version.code == 0 and version.stdout.startswith("0.")
+    help_ = run_cli(None, "--help")
+    assert help_.code == 0
+    for option in ["--print", "-p", "--output-format", "--continue", "-c", "--resume", "-r", "--model",
+                   "--permission-mode", "--dangerously-skip-permissions", "--max-turns", "--allowedTools",
+                   "--disallowedTools", "--version", "--help"]:
+        assert option in help_.stdout, option
+
+
+def test_clear_one_line_errors(run_cli, project):
+    bad_flag = run_cli(None, "--no-such-flag")
+    assert bad_flag.code != 0
+    no_key = run_cli(None, "-p", "hi", env={"ANTHROPIC_API_KEY": ""})
+    assert no_key.code == 2 and no_key.stderr.strip().splitlines() == [
+        "compact-agent: No API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment"]
+    missing = run_cli(None, "-p", "hi", "--resume", "00000000-0000-4000-8000-000000000000")
+    assert missing.code == 1 and len(missing.stderr.strip().splitlines()) == 1
+    assert "No session with id" in missing.stderr
+    nothing = run_cli(None, "-p", "hi", "--continue")
+    assert nothing.code == 1 and "No earlier session" in nothing.stderr
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text("{not json")
+    broken = run_cli(None, "-p", "hi")
+    assert broken.code == 2 and "settings.json" in broken.stderr and "Traceback" not in broken.stderr
+
+
+def test_unrecoverable_api_error_exits_non_zero(fake_api, run_cli):
+    fake_api.error(401, "authentication_error", "invalid x-api-key")
+    res = run_cli(fake_api, "-p", "hi")
+    assert res.code == 1
+    assert "invalid x-api-key" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_no_network_needed(run_cli, fake_api):
+    # tiktoken's offline encoding and everything else work with only the loopback fake reachable
+    fake_api.reply_text("offline ok")
+    res = run_cli(fake_api, "-p", "hi", env={"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
+                                            "NO_PROXY": "127.0.0.1,localhost", "TIKTOKEN_CACHE_DIR": os.devnull})
+    assert res.code == 0, res.stderr

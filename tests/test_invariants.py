@@ -1,0 +1,163 @@
+"""Every context stage, and the whole prepare(), over generated and hand-written histories.
+
+For each StageCase in histories.REGISTRY: the output is valid for the API, the input is not mutated,
+the output is no larger than the input (a few tokens of slack per empty result, which gets a
+"(Tool completed with no output)" placeholder), and applying the stage twice equals applying it once.
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent.messages import Message, to_api, tool_pairs_ok
+from compact.micro import CLEARED
+from compact.pipeline import PrepareContext, prepare
+from compact.snip import snip_id
+from compact.state import ContextState
+from compact.tokens import count_tokens
+from tests.histories import (
+    EXAMPLES,
+    HAND_WRITTEN,
+    NOW,
+    REGISTRY,
+    StageCase,
+    histories,
+    old_bash_history,
+    seq_history,
+)
+
+EMPTY_RESULT_SLACK = 12  # tokens a "(Tool completed with no output)" placeholder may add
+
+
+def size(messages: list[Message]) -> int:
+    return sum(m.tokens for m in messages)
+
+
+def empty_results(messages: list[Message]) -> int:
+    return sum(1 for m in messages for b in m.content
+               if b.get("type") == "tool_result" and b.get("content") in ("", []))
+
+
+def api_problems(messages: list[Message]) -> list[str]:
+    problems = []
+    if not tool_pairs_ok(messages):
+        problems.append("tool_use / tool_result pairs broken")
+    api = to_api(messages)
+    if api and api[0]["role"] != "user":
+        problems.append("first message is not the user's")
+    for a, b in zip(api, api[1:], strict=False):
+        if a["role"] == b["role"]:
+            problems.append("two messages of one role in a row")
+    for msg in api:
+        if not msg["content"]:
+            problems.append("empty message")
+        for block in msg["content"]:
+            if block.get("type") == "text" and not block["text"].strip():
+                problems.append("empty text block")
+    return problems
+
+
+def check_stage(case: StageCase, messages: list[Message]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        stage = case.make(Path(tmp))
+        before = copy.deepcopy(messages)
+        once = stage(messages)
+        assert messages == before, f"{case.name} mutated its input"
+        assert api_problems(once) == [], case.name
+        if not case.grows:
+            assert size(once) <= size(messages) + EMPTY_RESULT_SLACK * empty_results(messages), case.name
+        frozen = copy.deepcopy(once)
+        twice = stage(once)
+        assert once == frozen, f"{case.name} mutated its own output"
+        assert twice == once, f"{case.name} is not idempotent"
+
+
+@pytest.mark.parametrize("case", REGISTRY, ids=lambda c: c.name)
+@pytest.mark.parametrize("history", sorted(HAND_WRITTEN))
+def test_stage_on_hand_written_histories(case: StageCase, history: str) -> None:
+    messages = HAND_WRITTEN[history]()
+    assert api_problems(messages) == []
+    check_stage(case, messages)
+
+
+@pytest.mark.parametrize("case", REGISTRY, ids=lambda c: c.name)
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                       HealthCheck.data_too_large])
+@given(messages=histories())
+def test_stage_on_generated_histories(case: StageCase, messages: list[Message]) -> None:
+    check_stage(case, messages)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=histories())
+def test_generated_histories_are_valid(messages: list[Message]) -> None:
+    assert api_problems(messages) == []
+
+
+# --- prepare() as a whole ---------------------------------------------------------------------------
+
+
+def run_session(messages: list[Message], cuts: list[int], tmp: Path, incremental: bool,
+                late: list | None = None) -> tuple[list, list[dict]]:
+    """prepare() on growing prefixes of ``messages``, as a live session calls it."""
+    records: list[dict] = []
+    ctx = PrepareContext(ContextState(), tmp, now=lambda: NOW, keep_recent=2, record=records.append,
+                         incremental=incremental, late_stages=late or [])
+    outs = []
+    for cut in [*cuts, len(messages)]:
+        p = prepare(messages[:cut], ctx)
+        outs.append((p.messages, p.tagged, p.tokens, p.api))
+    return outs, records
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                       HealthCheck.data_too_large])
+@given(messages=histories(), data=st.data())
+def test_reusing_the_previous_call_changes_nothing(messages: list[Message], data: st.DataObject) -> None:
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(messages)), max_size=4)))
+    with tempfile.TemporaryDirectory() as tmp:
+        assert run_session(messages, cuts, Path(tmp), True) == run_session(messages, cuts, Path(tmp), False)
+
+
+def test_prepare_records_its_decisions_and_tags_only_the_api_copy(tmp_path: Path) -> None:
+    messages = old_bash_history(8) + seq_history()
+    records: list[dict] = []
+    ctx = PrepareContext(ContextState(), tmp_path, now=lambda: NOW, record=records.append)
+    p = prepare(messages, ctx)
+    assert [r["type"] for r in records] == ["content-replacement", "microcompact"]
+    (replacement,) = records[0]["replacements"]
+    assert replacement["content"] == ctx.state.replacements[replacement["toolUseId"]]
+    assert records[1]["clearedToolUseIds"] == [b["id"] for m in messages for b in m.tool_uses][:4]
+    assert all("[id:" not in m.text for m in p.messages)
+    assert [m["content"][0]["text"][-11:] for m in p.api if m["content"][0].get("type") == "text"][:1] == [
+        f"[id:{snip_id(messages[0].uuid)}]"]
+    assert p.tokens == count_tokens(p.messages)
+    again = prepare(messages, ctx)  # a minute later nothing new is decided, the same bytes go out
+    assert len(records) == 2 and again.api == p.api
+
+
+def test_late_stages_run_in_order_after_microcompact(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def first(ms: list[Message], ctx: PrepareContext) -> list[Message]:
+        seen.append("first")
+        assert ms[2].tool_results[0]["content"] == CLEARED  # microcompact already ran
+        return ms[:1] + ms[3:]  # drop the first call and its result
+
+    def second(ms: list[Message], ctx: PrepareContext) -> list[Message]:
+        seen.append("second")
+        return ms
+
+    messages = old_bash_history(8)
+    ctx = PrepareContext(ContextState(), tmp_path, now=lambda: NOW, late_stages=[first, second])
+    p = prepare(messages, ctx)
+    assert seen == ["first", "second"]
+    assert [m.uuid for m in p.messages] == [m.uuid for m in messages[:1] + messages[3:]]
+    assert p.tagged[0].text.endswith(f"[id:{snip_id(messages[0].uuid)}]")
+    assert p.tokens == count_tokens(p.messages) and tool_pairs_ok(p.messages)

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+
+from agent.messages import Message, tool_pairs_ok
+from compact.micro import CLEARED, cache_expired, microcompact
+from compact.state import ContextState
+from tests.histories import NOW, Builder, image_block, old_bash_history, output
+
+
+def sent_results(messages: list[Message]) -> list[object]:
+    return [b["content"] for m in messages for b in m.tool_results]
+
+
+def tool_uses(messages: list[Message]) -> list[dict]:
+    return [b for m in messages for b in m.tool_uses]
+
+
+def test_after_two_hours_all_but_the_five_most_recent_results_are_cleared() -> None:
+    messages = old_bash_history(8, timedelta(hours=2))
+    before = copy.deepcopy(messages)
+    state = ContextState()
+    out = microcompact(messages, state, NOW)
+    assert messages == before
+    assert tool_uses(out.messages) == tool_uses(messages)  # all 8 calls still sent
+    contents = sent_results(out.messages)
+    assert contents[:3] == [CLEARED] * 3
+    assert contents[3:] == sent_results(messages)[3:]
+    ids = [b["id"] for b in tool_uses(messages)]
+    assert out.newly_cleared == ids[:3] and state.cleared == set(ids[:3])
+    assert tool_pairs_ok(out.messages)
+
+
+def test_a_warm_cache_changes_nothing() -> None:
+    messages = old_bash_history(8, timedelta(minutes=59))
+    state = ContextState()
+    out = microcompact(messages, state, NOW)
+    assert out.messages == messages and out.newly_cleared == [] and state.cleared == set()
+
+
+def test_disabled_changes_nothing() -> None:
+    messages = old_bash_history(8, timedelta(hours=5))
+    state = ContextState()
+    out = microcompact(messages, state, NOW, enabled=False)
+    assert out.messages == messages and state.cleared == set()
+
+
+def test_clearing_is_sticky_once_the_cache_is_warm_again() -> None:
+    messages = old_bash_history(8, timedelta(hours=2))
+    state = ContextState()
+    first = microcompact(messages, state, NOW)
+    # a minute later, after a new (recent) response: the same results stay cleared
+    b = Builder(99, NOW)
+    later = messages + [b.prompt("and?"), *b.round("Bash", output(800)), b.assistant([{"type": "text", "text": "ok"}])]
+    second = microcompact(later, state, NOW + timedelta(minutes=1))
+    assert second.newly_cleared == []
+    assert second.messages[: len(messages)] == first.messages
+
+
+def test_other_tools_and_images_and_short_results() -> None:
+    b = Builder(12, NOW - timedelta(hours=3))
+    call, ids = b.calls("Read", "TodoWrite", "Bash", "Grep")
+    picture = [{"type": "text", "text": "shot.png"}, image_block()]
+    messages = [b.prompt("look"), call, b.results([(ids[0], picture), (ids[1], output(5_000)),
+                                                   (ids[2], "ok"), (ids[3], output(3_000))], errors={ids[3]})]
+    messages.append(b.assistant([{"type": "text", "text": "seen"}]))
+    state = ContextState()
+    out = microcompact(messages, state, NOW, keep_recent=0)
+    result = out.messages[2].tool_results
+    assert result[0]["content"] == CLEARED  # the image is cleared with its result
+    assert result[1]["content"] == output(5_000)  # not a compactable tool
+    assert result[2]["content"] == "ok"  # shorter than the marker: nothing to gain
+    assert result[3] == {"type": "tool_result", "tool_use_id": ids[3], "content": CLEARED, "is_error": True}
+    assert state.cleared == {ids[0], ids[2], ids[3]}
+
+
+def test_the_gap_is_measured_from_the_last_assistant_message() -> None:
+    b = Builder(13, NOW - timedelta(hours=2))
+    messages = [b.prompt("a"), b.assistant([{"type": "text", "text": "b"}])]
+    assert cache_expired(messages, NOW, 60)
+    assert not cache_expired(messages, NOW, 180)
+    assert not cache_expired(messages[:1], NOW, 60)  # no response yet
+    assert cache_expired(messages, NOW.replace(tzinfo=None), 60)  # a naive clock is read as UTC
+
+
+def test_the_cache_returns_the_same_objects() -> None:
+    messages = old_bash_history(8, timedelta(hours=2))
+    state, cache = ContextState(), {}
+    first = microcompact(messages, state, NOW, cache=cache)
+    second = microcompact(messages, state, NOW, cache=cache)
+    assert all(a is b for a, b in zip(first.messages, second.messages, strict=True))

@@ -1,0 +1,372 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from agent.settings import Settings, load_settings
+from tools.permissions import Decision, Permissions, split_command
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "docs").mkdir()
+    return root
+
+
+@pytest.fixture
+def home(tmp_path):
+    path = tmp_path / "home"
+    (path / ".ssh").mkdir(parents=True)
+    return path
+
+
+def perms(project, home=None, *, mode="default", allow=(), deny=(), ask=(), session_dir=None):
+    settings = Settings(cwd=project, home=project.parent / "agent-home", user_home=home, permission_mode=mode,
+                        allow=list(allow), deny=list(deny), ask=list(ask))
+    return Permissions(settings, session_dir=session_dir)
+
+
+def behavior(p, tool, **args):
+    return p.check(tool, args).behavior
+
+
+# ---- modes × tools -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("default", {"Read": "allow", "Grep": "allow", "Glob": "allow", "Bash": "ask", "Write": "ask", "Edit": "ask",
+                     "Snip": "allow"}),
+        ("acceptEdits", {"Read": "allow", "Grep": "allow", "Glob": "allow", "Bash": "ask", "Write": "allow",
+                         "Edit": "allow", "Snip": "allow"}),
+        ("bypassPermissions", {"Read": "allow", "Grep": "allow", "Glob": "allow", "Bash": "allow", "Write": "allow",
+                               "Edit": "allow", "Snip": "allow"}),
+        ("plan", {"Read": "allow", "Grep": "allow", "Glob": "allow", "Bash": "deny", "Write": "deny", "Edit": "deny",
+                  "Snip": "allow"}),
+    ],
+)
+def test_modes_by_tool_inside_the_project(project, mode, expected):
+    p = perms(project, mode=mode)
+    inside = str(project / "src" / "a.py")
+    calls = {
+        "Read": {"file_path": inside}, "Grep": {"pattern": "x"}, "Glob": {"pattern": "**/*.py"},
+        "Bash": {"command": "ls"}, "Write": {"file_path": inside, "content": ""},
+        "Edit": {"file_path": inside, "old_string": "a", "new_string": "b"}, "Snip": {"ids": ["abc"]},
+    }
+    assert {tool: p.check(tool, args).behavior for tool, args in calls.items()} == expected
+
+
+def test_plan_mode_reason_says_plan_mode(project):
+    d = perms(project, mode="plan").check("Bash", {"command": "ls"})
+    assert d == Decision("deny", "Bash is not available in plan mode: only Read, Grep and Glob may run; "
+                                 "finish the plan and present it to the user instead", None)
+
+
+def test_plan_mode_beats_allow_and_ask_rules(project):
+    p = perms(project, mode="plan", allow=["Bash"], ask=["Write"])
+    assert behavior(p, "Bash", command="ls") == "deny"
+    assert behavior(p, "Write", file_path=str(project / "x"), content="") == "deny"
+
+
+# ---- deny wins ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["default", "acceptEdits", "bypassPermissions", "plan"])
+@pytest.mark.parametrize("command", ["rm -rf x", "echo hi && rm x", "ls | rm x", "true; rm x", "FOO=1 rm x",
+                                     "echo $(rm x)", "echo `rm x`", "rm"])
+def test_deny_rule_wins_in_every_mode(project, mode, command):
+    d = perms(project, mode=mode, deny=["Bash(rm:*)"], allow=["Bash"]).check("Bash", {"command": command})
+    assert d == Decision("deny", 'Bash is denied by the rule "Bash(rm:*)" in the settings', "Bash(rm:*)")
+
+
+def test_deny_prefix_is_word_based(project):
+    p = perms(project, mode="bypassPermissions", deny=["Bash(rm:*)"])
+    assert behavior(p, "Bash", command="rmdir x") == "allow"
+
+
+def test_deny_path_rule_beats_bypass_and_covers_reading_tools(project, home):
+    p = perms(project, home, mode="bypassPermissions", deny=["Read(~/.ssh/**)"])
+    assert behavior(p, "Read", file_path=str(home / ".ssh" / "id_rsa")) == "deny"
+    assert behavior(p, "Grep", pattern="KEY", path=str(home / ".ssh")) == "deny"  # searching the folder itself
+    assert behavior(p, "Glob", pattern="*", path=str(home / ".ssh" / "keys")) == "deny"
+    assert behavior(p, "Read", file_path=str(home / "notes.txt")) == "allow"
+
+
+def test_deny_on_a_folder_covers_its_contents(project, home):
+    p = perms(project, home, deny=["Read(~/.ssh)"])
+    assert behavior(p, "Grep", pattern="KEY", path=str(home / ".ssh")) == "deny"
+    assert behavior(p, "Read", file_path=str(home / ".ssh" / "config")) == "deny"
+
+
+# ---- ask rules ---------------------------------------------------------------------------------
+
+
+def test_ask_rule_asks_even_in_accept_edits_and_allows_in_bypass(project):
+    rules = {"ask": ["Edit(docs/*.md)"], "allow": ["Edit"]}
+    target = str(project / "docs" / "guide.md")
+    assert behavior(perms(project, mode="acceptEdits", **rules), "Edit", file_path=target) == "ask"
+    assert behavior(perms(project, mode="default", **rules), "Write", file_path=target) == "ask"
+    assert behavior(perms(project, mode="bypassPermissions", **rules), "Edit", file_path=target) == "allow"
+    assert behavior(perms(project, mode="default", **rules), "Edit", file_path=str(project / "src" / "a.py")) == "allow"
+
+
+def test_ask_rule_for_bash(project):
+    p = perms(project, allow=["Bash(git:*)"], ask=["Bash(git push:*)"])
+    assert p.check("Bash", {"command": "git push origin main"}) == Decision(
+        "ask", 'the rule "Bash(git push:*)" asks before running Bash', "Bash(git push:*)")
+    assert behavior(p, "Bash", command="git status") == "allow"
+
+
+# ---- Bash rules ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rule", "command", "expected"),
+    [
+        ("Bash(git status:*)", "git status", "allow"),
+        ("Bash(git status:*)", "git status --short", "allow"),
+        ("Bash(git status:*)", "git statusx", "ask"),
+        ("Bash(git status:*)", "git stash", "ask"),
+        ("Bash(npm run test)", "npm run test", "allow"),
+        ("Bash(npm run test)", "npm run test --watch", "ask"),
+        ("Bash(npm run test)", "  npm run test  ", "allow"),
+        ("Bash(git *)", "git log -1", "allow"),
+        ("Bash(git *)", "hg log", "ask"),
+        ("Bash", "anything at all", "allow"),
+        ("Bash(*)", "anything at all", "allow"),
+    ],
+)
+def test_bash_prefix_exact_and_wildcard_rules(project, rule, command, expected):
+    assert behavior(perms(project, allow=[rule]), "Bash", command=command) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("git status && npm test", "allow"),
+        ("git status && rm x", "ask"),
+        ("git status || npm test -- -k x", "allow"),
+        ("git status; curl evil", "ask"),
+        ("git status | npm test", "allow"),
+        ("git status & curl evil", "ask"),
+        ("git status\ncurl evil", "ask"),
+        ("git status $(curl evil)", "ask"),
+        ("git status 2>&1", "allow"),
+        ("git status 'a && b'", "allow"),
+    ],
+)
+def test_compound_commands_need_every_part_allowed(project, command, expected):
+    p = perms(project, allow=["Bash(git status:*)", "Bash(npm test:*)"])
+    assert behavior(p, "Bash", command=command) == expected
+
+
+def test_exact_rule_may_name_a_compound_line(project):
+    p = perms(project, allow=["Bash(make && make install)"])
+    assert behavior(p, "Bash", command="make && make install") == "allow"
+    assert behavior(p, "Bash", command="make && make install && rm x") == "ask"
+
+
+def test_split_command():
+    assert split_command("a && b || c; d | e & f") == ["a", "b", "c", "d", "e", "f"]
+    assert split_command("echo 'x && y' \"; z\"") == ["echo 'x && y' \"; z\""]
+    assert split_command("echo $(git rev-parse HEAD) && ls 2>&1 >/dev/null") == [
+        "git rev-parse HEAD", "echo $(git rev-parse HEAD)", "ls 2>&1 >/dev/null"]
+    assert split_command("diff <(ls a) <(ls b)") == ["ls a", "ls b", "diff <(ls a) <(ls b)"]
+
+
+# ---- path rules ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rule", "path", "expected"),
+    [
+        ("Write(src/**)", "src/a.py", "allow"),
+        ("Write(src/**)", "src/deep/er/a.py", "allow"),
+        ("Write(src/**)", "docs/a.py", "ask"),
+        ("Write(src/**)", "other/src/a.py", "ask"),
+        ("Edit(docs/*.md)", "docs/guide.md", "allow"),
+        ("Edit(docs/*.md)", "docs/sub/guide.md", "ask"),
+        ("Edit(*.md)", "docs/sub/guide.md", "allow"),  # no slash: any depth
+        ("Edit(/docs/**)", "docs/x.txt", "allow"),  # leading / = project root
+        ("Edit(/README.md)", "docs/README.md", "ask"),
+        ("Edit(src/[ab].py)", "src/b.py", "allow"),
+        ("Edit(src/?.py)", "src/ab.py", "ask"),
+    ],
+)
+def test_relative_path_rules(project, rule, path, expected):
+    p = perms(project, allow=[rule])
+    assert behavior(p, "Write", file_path=str(project / path), content="x") == expected
+
+
+def test_absolute_and_home_path_rules(project, home, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    p = perms(project, home, allow=[f"Read(/{elsewhere}/**)", "Edit(~/notes/**)"])
+    assert behavior(p, "Read", file_path=str(elsewhere / "a" / "b.txt")) == "allow"
+    assert behavior(p, "Read", file_path=str(tmp_path / "other.txt")) == "ask"
+    assert behavior(p, "Edit", file_path=str(home / "notes" / "todo.md")) == "allow"
+    assert behavior(p, "Edit", file_path="~/notes/todo.md") == "allow"
+    assert behavior(p, "Edit", file_path=str(home / "todo.md")) == "ask"
+
+
+def test_relative_file_paths_resolve_against_the_project(project):
+    p = perms(project, allow=["Write(src/**)"])
+    assert behavior(p, "Write", file_path="src/new.py", content="") == "allow"
+    assert behavior(p, "Write", file_path="src/../../escape.py", content="") == "ask"
+
+
+def test_edit_rule_covers_write_and_read_rule_covers_grep(project, tmp_path):
+    p = perms(project, allow=["Edit", f"Read(/{tmp_path}/data/**)"])
+    assert behavior(p, "Write", file_path=str(tmp_path / "out.txt"), content="") == "allow"
+    assert behavior(p, "Grep", pattern="x", path=str(tmp_path / "data" / "sub")) == "allow"
+    assert behavior(p, "Bash", command="ls") == "ask"
+
+
+def test_symlink_out_of_the_project_is_not_inside(project, tmp_path):
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (project / "link").symlink_to(secret)
+    p = perms(project, mode="acceptEdits", allow=["Write(link/**)"], deny=[f"Read(/{secret}/**)"])
+    assert behavior(p, "Read", file_path=str(project / "link" / "key")) == "deny"
+    assert behavior(p, "Write", file_path=str(project / "link" / "key"), content="") == "ask"
+
+
+# ---- reads -------------------------------------------------------------------------------------------
+
+
+def test_reads_inside_and_outside_the_project(project, tmp_path):
+    p = perms(project)
+    assert p.check("Read", {"file_path": str(project / "src" / "a.py")}) == Decision(
+        "allow", "reading inside the project", None)
+    outside = tmp_path / "outside.txt"
+    assert p.check("Read", {"file_path": str(outside)}) == Decision(
+        "ask", f"Read of {outside} is outside the project", None)
+    assert behavior(p, "Grep", pattern="x", path="/etc") == "ask"
+    assert behavior(p, "Glob", pattern="/etc/*.conf") == "ask"
+    assert behavior(p, "Glob", pattern="*.conf", path=str(project)) == "allow"
+
+
+def test_reads_of_the_session_store_never_ask(project, tmp_path):
+    store = Settings(cwd=project, home=tmp_path / "agent-home").project_dir
+    session = store / "1234"
+    p = perms(project, session_dir=session)
+    assert p.store_dir == store
+    assert behavior(p, "Read", file_path=str(session / "tool-results" / "toolu_1.txt")) == "allow"
+    assert behavior(p, "Grep", pattern="x", path=str(store)) == "allow"
+    assert behavior(p, "Edit", file_path=str(session / "session-memory" / "summary.md")) == "ask"
+
+
+def test_from_settings(project, home, tmp_path):
+    agent_home = tmp_path / "agent-home"
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(
+        '{"permissions": {"deny": ["Read(~/.ssh/**)"], "additionalDirectories": ["../shared"]}}')
+    settings = load_settings(cwd=project, environ={"HOME": str(home), "COMPACT_AGENT_HOME": str(agent_home)},
+                             cli={"permission_mode": "acceptEdits"})
+    session = settings.project_dir / "abc"
+    p = Permissions(settings, session_dir=session)
+    assert behavior(p, "Read", file_path=str(home / ".ssh" / "id_ed25519")) == "deny"
+    assert behavior(p, "Read", file_path=str(session / "tool-results" / "t.txt")) == "allow"
+    assert behavior(p, "Write", file_path=str(tmp_path / "shared" / "x"), content="") == "allow"
+    assert behavior(p, "Write", file_path=str(tmp_path / "x"), content="") == "ask"
+
+
+# ---- acceptEdits ---------------------------------------------------------------------------------
+
+
+def test_accept_edits_inside_and_outside_the_project(project, tmp_path):
+    p = perms(project, mode="acceptEdits")
+    assert p.check("Edit", {"file_path": str(project / "src" / "a.py")}) == Decision(
+        "allow", "acceptEdits mode: edits inside the project are allowed", None)
+    outside = tmp_path / "x.py"
+    assert p.check("Write", {"file_path": str(outside), "content": ""}) == Decision(
+        "ask", f"Write of {outside} (outside the project) needs approval", None)
+    assert behavior(p, "Bash", command="ls") == "ask"
+
+
+# ---- session rules, suggestions, descriptions ------------------------------------------------------
+
+
+def test_allow_for_session(project):
+    p = perms(project)
+    assert behavior(p, "Bash", command="npm test -- -x") == "ask"
+    rule = p.suggest_rule("Bash", {"command": "npm test -- -x"})
+    assert rule == "Bash(npm test:*)"
+    p.allow_for_session(rule)
+    p.allow_for_session(rule)
+    assert p.session_allow == ["Bash(npm test:*)"]
+    assert p.check("Bash", {"command": "npm test"}) == Decision("allow", 'allowed by the rule "Bash(npm test:*)"',
+                                                                "Bash(npm test:*)")
+    assert behavior(p, "Bash", command="npm install") == "ask"
+
+
+def test_session_rule_never_beats_a_deny(project):
+    p = perms(project, deny=["Bash(git push:*)"])
+    p.allow_for_session("Bash(git:*)")
+    assert behavior(p, "Bash", command="git push") == "deny"
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "rule"),
+    [
+        ("Bash", {"command": "git commit -m 'x'"}, "Bash(git commit:*)"),
+        ("Bash", {"command": "ls -la"}, "Bash(ls:*)"),
+        ("Bash", {"command": "./run.sh fast"}, "Bash(./run.sh fast:*)"),
+        ("Bash", {"command": "pytest tests/test_a.py"}, "Bash(pytest:*)"),
+        ("Bash", {"command": "make && make install"}, "Bash(make && make install)"),
+        ("Write", {"file_path": "/x", "content": ""}, "Edit"),
+        ("Edit", {"file_path": "/x"}, "Edit"),
+        ("Read", {"file_path": "/opt/data/a.csv"}, "Read(//opt/data/**)"),
+        ("Grep", {"pattern": "x", "path": "/opt/data"}, "Read(//opt/data/**)"),
+        ("Snip", {"ids": []}, "Snip"),
+    ],
+)
+def test_suggest_rule(project, tool, args, rule):
+    assert perms(project).suggest_rule(tool, args) == rule
+
+
+def test_suggested_read_rule_allows_the_read(project, tmp_path):
+    p = perms(project)
+    target = {"file_path": str(tmp_path / "data" / "a.csv")}
+    p.allow_for_session(p.suggest_rule("Read", target))
+    assert behavior(p, "Read", **target) == "allow"
+    assert behavior(p, "Read", file_path=str(tmp_path / "data" / "deeper" / "b.csv")) == "allow"
+    assert behavior(p, "Read", file_path=str(tmp_path / "c.csv")) == "ask"
+
+
+def test_describe(project):
+    p = perms(project)
+    assert p.describe("Bash", {"command": "npm test"}) == "npm test"
+    assert p.describe("Bash", {"command": "rm -r build", "description": "clean"}) == "rm -r build\n# clean"
+    target = project / "src" / "a.py"
+    assert p.describe("Edit", {"file_path": str(target), "old_string": "x = 1\ny = 2", "new_string": "x = 1\ny = 3"}) == (
+        f"Edit {target}\n--- a.py before\n+++ a.py after\n@@ -1,2 +1,2 @@\n x = 1\n-y = 2\n+y = 3")
+    assert p.describe("Write", {"file_path": str(target), "content": "a\nb\n"}) == (
+        f"Write {target}\n(new file, 2 lines)\n+a\n+b")
+    target.write_text("a\nc\n")
+    assert p.describe("Write", {"file_path": str(target), "content": "a\nb\n"}) == (
+        f"Write {target}\n--- a.py now\n+++ a.py after\n@@ -1,2 +1,2 @@\n a\n-c\n+b")
+    assert p.describe("Read", {"file_path": "src/a.py"}) == f"Read {target}"
+    assert p.describe("Grep", {"pattern": "TODO"}) == f'Grep "TODO" in {project}'
+    assert p.describe("Snip", {"ids": ["a1"]}) == "Snip(ids=['a1'])"
+
+
+def test_describe_caps_long_previews(project):
+    content = "".join(f"line {i}\n" for i in range(100))
+    text = perms(project).describe("Write", {"file_path": str(project / "big.txt"), "content": content})
+    assert text.splitlines()[-1] == "... (60 more lines)"
+    assert len(text.splitlines()) == 1 + 1 + 40 + 1
+
+
+def test_home_rules_without_a_known_home_match_nothing(project):
+    p = perms(project, None, deny=["Read(~/.ssh/**)"])
+    assert behavior(p, "Read", file_path=str(project / "a")) == "allow"
+
+
+def test_paths_are_compared_after_normalising(project):
+    p = perms(project, deny=["Edit(src/secret.py)"], mode="acceptEdits")
+    assert behavior(p, "Edit", file_path=str(project / "docs" / ".." / "src" / "secret.py")) == "deny"
+    assert behavior(p, "Edit", file_path=os.path.join(str(project), "src", ".", "secret.py")) == "deny"
+    assert Path(project).is_dir()

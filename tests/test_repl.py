@@ -1,0 +1,213 @@
+"""The REPL driven through prompt_toolkit's pipe input, against the fake Messages API on loopback.
+
+The REPL runs in a thread; the test types into the pipe in stages and waits (with a deadline) for the
+rendered output, which goes to a StringIO console without colour, so whole strings can be compared.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from prompt_toolkit.document import Document
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from rich.console import Console
+
+from agent.repl import Repl, SlashCompleter, history_file
+from agent.settings import load_settings
+from tests.fakeapi import Reply, last_user_text
+
+ESC, CTRL_C, CTRL_D = "\x1b", "\x03", "\x04"
+
+
+class Driver:
+    def __init__(self, repl: Repl, pipe, buf: io.StringIO) -> None:
+        self.repl, self.pipe, self.buf = repl, pipe, buf
+        self.code: int | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        self.code = self.repl.run()
+
+    @property
+    def out(self) -> str:
+        return self.buf.getvalue()
+
+    def type(self, text: str) -> None:
+        self.pipe.send_text(text)
+
+    def wait_for(self, text: str, timeout: float = 15) -> str:
+        deadline = time.monotonic() + timeout
+        while text not in self.out:
+            assert time.monotonic() < deadline, f"{text!r} never appeared in:\n{self.out}"
+            time.sleep(0.02)
+        return self.out
+
+    def wait_idle(self, timeout: float = 15) -> None:
+        """Until the REPL is back at its prompt (no worker running)."""
+        deadline = time.monotonic() + timeout
+        while not self.repl.prompt.app.is_running:
+            assert time.monotonic() < deadline, f"the prompt never came back:\n{self.out}"
+            time.sleep(0.02)
+
+    def finish(self, timeout: float = 15) -> int | None:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"the REPL did not exit:\n{self.out}"
+        return self.code
+
+
+@contextmanager
+def repl_for(api, project: Path, **env: str):
+    environ = {"HOME": os.environ["HOME"], "COMPACT_AGENT_HOME": os.environ["COMPACT_AGENT_HOME"], **api.env(), **env}
+    settings = load_settings(cwd=project, environ=environ, cli={})
+    buf = io.StringIO()
+    console = Console(file=buf, width=100, force_terminal=False, color_system=None)
+    with create_pipe_input() as pipe:
+        repl = Repl(settings, console, environ=environ, input=pipe, output=DummyOutput())
+        repl.open()
+        driver = Driver(repl, pipe, buf)
+        driver.thread.start()
+        yield driver
+        if driver.thread.is_alive():
+            driver.type("/exit\r")
+            driver.finish()
+
+
+def banner(repl: Repl, project: Path) -> str:
+    return f"✻ Compact Agent v0.1.0 · {repl.session.model} · {project}\n/help for commands\n"
+
+
+def test_a_message_gets_the_streamed_reply_then_exit(fake_api, project):
+    fake_api.reply_text("Hello there, human. How can I help?")
+    with repl_for(fake_api, project) as d:
+        d.type("hi there\r")
+        d.wait_for("How can I help?")
+        d.type("/exit\r")
+        assert d.finish() == 0
+    assert d.out == banner(d.repl, project) + "● Hello there, human. How can I help?\n"
+    [request] = fake_api.message_requests
+    assert last_user_text(request.body).startswith("hi there")
+    fake_api.check()
+
+
+def test_help_context_and_an_unknown_command(fake_api, project):
+    with repl_for(fake_api, project) as d:
+        d.type("/help\r")
+        d.wait_for("Ctrl-D exits")
+        d.type("/context\r")
+        d.wait_for("Autocompact buffer")
+        d.type("/contxt\r")
+        d.wait_for("Did you mean")
+        d.type("/quit\r")
+        assert d.finish() == 0
+    out = d.out.removeprefix(banner(d.repl, project))
+    assert out.startswith("Commands:\n  /help ")
+    context = out[out.index("Context usage"):].splitlines()
+    assert context[1].startswith("■ ") and "tokens (" in context[1]
+    for name in ("System prompt", "System tools", "Memory files", "Messages", "Free space", "Autocompact buffer"):
+        assert any(f" {name}: " in line for line in context), name
+    assert out.endswith("Unknown command /contxt. Did you mean /context?\n")
+    assert fake_api.message_requests == []  # /context is never sent to the model
+
+
+def test_permission_question_yes_and_no(fake_api, project):
+    fake_api.reply_tool("Bash", {"command": "echo hi"})
+    fake_api.reply_text("Ran it.")
+    fake_api.reply_tool("Bash", {"command": "rm -rf build"})
+    fake_api.reply_text("Fine, I left it.")
+    with repl_for(fake_api, project) as d:
+        d.type("say hi\r")
+        d.wait_for("Allow?")
+        d.type("y")
+        d.wait_for("Ran it.")
+        d.wait_idle()
+        d.type("clean up\r")
+        d.wait_for("rm -rf build")
+        d.type("n")
+        d.wait_for("Fine, I left it.")
+        d.type("/exit\r")
+        assert d.finish() == 0
+    box = "╭─ Bash ──╮\n│ echo hi │\n╰─────────╯\n"
+    box2 = "╭─ Bash ───────╮\n│ rm -rf build │\n╰──────────────╯\n"
+    question = "Allow? [y]es / [n]o / [a]lways for this session\n"
+    assert d.out == banner(d.repl, project) + (
+        box + question + "  → Yes\n"
+        "● Bash(echo hi)\n"
+        "  ⎿  hi\n"
+        "● Ran it.\n"
+        + box2 + question + "  → No\n"
+        "● Fine, I left it.\n"
+    )
+    declined = fake_api.message_requests[3].body["messages"][-1]["content"][0]
+    assert declined["is_error"] is True and "declined" in str(declined["content"])
+    fake_api.check()
+
+
+def test_esc_interrupts_a_turn_and_the_next_request_is_valid(fake_api, project):
+    started = threading.Event()
+
+    def slow(body: dict) -> Reply:
+        started.set()
+        time.sleep(1.0)
+        return Reply.text("this reply comes too late to be shown in full")
+
+    fake_api.on(lambda body: "slow please" in last_user_text(body), slow, once=True)
+    fake_api.reply_text("Back again.")
+    with repl_for(fake_api, project) as d:
+        d.type("slow please\r")
+        assert started.wait(10)
+        d.type(ESC)
+        d.wait_for("Interrupted by user")
+        d.wait_idle()
+        d.type("and now?\r")
+        d.wait_for("Back again.")
+        d.type("/exit\r")
+        assert d.finish() == 0
+    assert "  ⎿  Interrupted by user\n" in d.out
+    assert fake_api.violations == []
+    assert "and now?" in last_user_text(fake_api.message_requests[-1].body)
+
+
+def test_multiline_input_history_file_and_exit_keys(fake_api, project):
+    fake_api.reply_text("Two lines received.")
+    with repl_for(fake_api, project) as d:
+        d.type("line one" + ESC + "\rline two\r")  # Esc then Enter adds a line
+        d.wait_for("Two lines received.")
+        d.wait_idle()
+        d.type(CTRL_C)
+        d.wait_for("Press Ctrl-C again to exit")
+        d.type(CTRL_C)
+        assert d.finish() == 0
+    assert last_user_text(fake_api.message_requests[0].body).startswith("line one\nline two")
+    path = history_file(d.repl.settings)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert "+line one\n+line two\n" in path.read_text()
+
+    with repl_for(fake_api, project) as d2:
+        d2.type(CTRL_D)
+        assert d2.finish() == 0
+
+
+def test_warning_bar_after_a_big_turn(fake_api, project):
+    fake_api.reply_text("That was a lot.", usage={"input_tokens": 150_000, "cache_creation_input_tokens": 0,
+                                                  "cache_read_input_tokens": 0, "output_tokens": 10})
+    with repl_for(fake_api, project) as d:
+        assert d.repl._toolbar() == ""
+        d.type("read everything\r")
+        d.wait_for("That was a lot.")
+        d.wait_idle()
+        # 200K window: T = 167,000; 150,010 tokens leave round(16,990 / 167,000 × 100) = 10%
+        assert d.repl._toolbar() == [("class:warning", "10% until auto-compact")]
+
+
+def test_slash_completion():
+    found = [c.text for c in SlashCompleter().get_completions(Document("/co"), None)]
+    assert found == ["/compact", "/context", "/cost"]
+    assert list(SlashCompleter().get_completions(Document("/compact ke"), None)) == []

@@ -1,0 +1,495 @@
+"""compact.session_memory: the notes file, when updates run, what an update sends and applies, and the
+compaction that keeps a recent tail verbatim behind the notes. Requests go to the loopback fake API."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.context import view
+from agent.events import Notice
+from agent.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
+from agent.session import Session
+from agent.settings import Settings
+from compact import compactor
+from compact import session_memory as sm
+from compact.notes_template import SECTIONS, TEMPLATE
+from compact.tokens import estimate_text
+from tests.fakeapi import Error, FakeAPI, Reply, last_user_text, request_text
+
+
+@pytest.fixture
+def api():
+    with FakeAPI() as fake:
+        yield fake
+
+
+def make_session(tmp_path: Path, api: FakeAPI, **settings: Any) -> tuple[Session, list[Any]]:
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    events: list[Any] = []
+    s = Settings(cwd=project, home=tmp_path / "home", base_url=api.url, api_key="test-key", **settings)
+    return Session(s, "sid", emit=events.append, ask=None), events
+
+
+def filler(tokens: int) -> str:
+    return "alpha " * tokens  # one token a word
+
+
+def read_round(session: Session, tokens: int, text: str | None = "Reading the next file.") -> None:
+    """An assistant Read call and its result of about ``tokens`` tokens."""
+    use_id = f"toolu_{len(session.messages):04d}"
+    content = [{"type": "text", "text": text}] if text else []
+    session.add(assistant([*content, {"type": "tool_use", "id": use_id, "name": "Read",
+                                      "input": {"file_path": "/src/f.py"}}], stop_reason="tool_use"))
+    session.add(tool_results([tool_result_block(use_id, filler(tokens))]))
+
+
+def answer(session: Session, text: str = "Done for now.") -> Message:
+    reply = assistant([{"type": "text", "text": text}])
+    session.add(reply)
+    return reply
+
+
+def is_notes_request(body: dict) -> bool:
+    return "summary.md" in last_user_text(body)
+
+
+def notes_requests(api: FakeAPI) -> list[dict]:
+    return [r.body for r in api.message_requests if is_notes_request(r.body)]
+
+
+def edit(session: Session, old: str, new: str, path: str | None = None) -> dict:
+    return {"type": "tool_use", "id": f"toolu_edit{abs(hash(old)) % 10_000}", "name": "Edit",
+            "input": {"file_path": path or str(session.notes_path), "old_string": old, "new_string": new}}
+
+
+def guide(name: str) -> str:
+    return f"_{dict(SECTIONS)[name]}_"
+
+
+def warnings(events: list[Any]) -> list[str]:
+    return [e.text for e in events if isinstance(e, Notice) and e.level == "warning"]
+
+
+def transcript_records(session: Session) -> list[dict]:
+    return [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
+
+
+# --- the template and the notes file -----------------------------------------------------------------
+
+
+def test_template_has_the_ten_sections_each_with_one_italic_guidance_line():
+    lines = [line for line in TEMPLATE.splitlines() if line.strip()]
+    names = ["Session Title", "Current State", "Task specification", "Files and Functions", "Workflow",
+             "Errors & Corrections", "Codebase and System Documentation", "Learnings", "Key results", "Worklog"]
+    assert lines[0::2] == [f"# {n}" for n in names]
+    assert all(g.startswith("_") and g.endswith("_") and len(g) > 20 for g in lines[1::2])
+    assert len(lines) == 20
+
+
+def test_ensure_notes_creates_a_private_file_from_the_template_and_never_overwrites(tmp_path, api):
+    session, _ = make_session(tmp_path, api)
+    assert sm.notes_text(session) is None
+    path = sm.ensure_notes(session)
+    assert path == session.notes_path and path.name == "summary.md"
+    assert path.read_text() == TEMPLATE
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert oct(path.parent.stat().st_mode & 0o777) == "0o700"
+    assert oct(session.session_dir.stat().st_mode & 0o777) == "0o700"
+    path.write_text(TEMPLATE + "\nkept\n")
+    sm.ensure_notes(session)
+    assert sm.notes_text(session) == TEMPLATE + "\nkept\n"
+
+
+def test_a_template_in_the_agent_home_replaces_ours(tmp_path, api):
+    session, _ = make_session(tmp_path, api)
+    session.settings.home.mkdir(parents=True)
+    (session.settings.home / "session-memory-template.md").write_text("# Goal\n_what we want_\n")
+    assert sm.ensure_notes(session).read_text() == "# Goal\n_what we want_\n"
+    assert sm.is_template("# Goal\n_what we want_\n\n", sm.template_for(session))
+
+
+def test_is_template_tells_bare_notes_from_notes_with_content():
+    assert sm.is_template(TEMPLATE)
+    assert sm.is_template(TEMPLATE.replace("\n\n", "\n") + "\n  \n")
+    assert not sm.is_template(TEMPLATE.replace(guide("Workflow"), guide("Workflow") + "\nrun `make test`"))
+
+
+# --- when updates run ------------------------------------------------------------------------------
+
+
+def test_trigger_first_at_10k_then_5k_growth_with_3_tool_calls_or_a_reply_without_tools():
+    t = sm.Trigger()
+    assert not t.observe(9_999, 1)
+    assert t.observe(10_000, 1)
+    t.updating(10_000)
+    assert not t.observe(14_999, 1)  # not grown enough
+    assert not t.observe(15_000, 1)  # grown, but only 2 tool calls since and this reply called a tool
+    assert t.observe(15_100, 1)  # third tool call
+    t.updating(15_100)
+    assert not t.observe(16_000, 5)  # many calls, not enough growth
+    assert t.observe(20_100, 0)  # grown, and this reply made no tool call
+    t.updating(100_000)
+    assert not t.observe(30_000, 0)  # a compaction shrank the context: growth counts from here
+    assert not t.observe(34_999, 0)
+    assert t.observe(35_000, 0)
+
+
+def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, api):
+    session, _ = make_session(tmp_path, api)
+    release = threading.Event()
+    seen: list[int] = []
+
+    def slow(body):
+        seen.append(sum(1 for t in threading.enumerate() if t.name == "session-memory" and t.is_alive()))
+        release.wait(10)
+        return Reply.text("Nothing new to note.")
+
+    api.on(is_notes_request, slow)
+    session.add(user_prompt("read the sources"))
+    read_round(session, 4_000)
+    answer(session)
+    sm.after_response(session)  # ~4K tokens: too early
+    assert not sm.worker(session).busy and api.message_requests == []
+
+    read_round(session, 7_000)
+    started = time.monotonic()
+    answer(session)
+    sm.after_response(session)  # over 10K: an update starts, and after_response returns at once
+    assert time.monotonic() - started < 0.5
+    assert sm.worker(session).busy
+
+    for n in range(2):  # due again (+6K, no tool call) while one runs: it waits; only the newest waits
+        read_round(session, 6_000)
+        reply = answer(session, f"Summary {n}.")
+        sm.after_response(session)
+    assert sm.worker(session).pending is not None
+    release.set()
+    assert sm.wait_for_update(session, 10)
+    assert not sm.worker(session).busy
+    bodies = notes_requests(api)
+    assert len(bodies) == 2 and seen == [1, 1]  # never two update threads at once
+    assert "Summary 1." in request_text(bodies[1]) and "Summary 0." in request_text(bodies[1])
+    assert session.state.last_summarized_uuid == reply.uuid
+    assert api.violations == []
+
+
+def test_no_update_when_session_memory_or_compaction_is_off(tmp_path, api):
+    for settings in ({"session_memory": False}, {"disable_compact": True}):
+        session, _ = make_session(tmp_path, api, **settings)
+        session.add(user_prompt("go"))
+        read_round(session, 12_000)
+        answer(session)
+        sm.after_response(session)
+        assert sm.update_notes(session) is False
+        assert sm.compact_with_notes(session, "auto") is None
+    assert api.message_requests == []
+
+
+# --- what an update sends and applies ------------------------------------------------------------------
+
+
+def test_update_request_shares_the_prefix_names_the_notes_and_allows_only_edit(tmp_path, api):
+    session, _ = make_session(tmp_path, api)
+    api.on(is_notes_request, Reply.text("Nothing new."))
+    session.add(user_prompt("read the sources"))
+    read_round(session, 11_000)
+    answer(session)
+    main_view = view(session).api
+
+    assert sm.update_notes(session)
+    [body] = notes_requests(api)
+    last = last_user_text(body)
+    path = str(session.notes_path)
+    assert path.endswith("/session-memory/summary.md") and Path(path).is_absolute()
+    assert path in last and "Edit" in last and "only" in last.lower()
+    assert "one reply" in last and "Current State" in last
+    assert "2,000 tokens" in last and "12,000" in last
+    assert TEMPLATE.strip() in last  # the current notes are shown
+    # same system, tools and conversation as the main request: the cache prefix is shared
+    assert body["messages"][:-1] == main_view
+    assert [t["name"] for t in body["tools"]] == [t["name"] for t in session.tool_schemas()]
+    assert body["system"][0]["text"] == session.system_blocks()[0]["text"]
+    assert api.violations == []
+
+
+def test_the_models_edits_are_applied_and_nothing_joins_the_conversation(tmp_path, api):
+    session, _ = make_session(tmp_path, api)
+    session.add(user_prompt("fix the parser"))
+    read_round(session, 11_000)
+    answer(session)
+    before = list(session.messages)
+    api.on(is_notes_request, Reply([
+        edit(session, guide("Current State"), guide("Current State") + "\nParser fix in src/parse.py; next: tests."),
+        edit(session, guide("Worklog"), guide("Worklog") + "\n- read src/f.py"),
+    ]))
+
+    assert sm.update_notes(session)
+    notes = sm.notes_text(session)
+    assert "Parser fix in src/parse.py; next: tests." in notes and "- read src/f.py" in notes
+    assert all(f"# {name}" in notes for name, _ in SECTIONS)
+    assert session.messages == before  # the side request is not part of the conversation
+    assert session.usage_total["output_tokens"] > 0  # but its usage counts
+    assert oct(session.notes_path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_edits_on_other_files_and_other_tools_are_refused_and_reported_once(tmp_path, api):
+    session, events = make_session(tmp_path, api)
+    other = session.settings.cwd / "app.py"
+    other.write_text("x = 1\n")
+    session.add(user_prompt("go"))
+    read_round(session, 11_000)
+    answer(session)
+    api.on(is_notes_request, Reply([
+        edit(session, "x = 1", "x = 2", path=str(other)),
+        {"type": "tool_use", "id": "toolu_bash1", "name": "Bash", "input": {"command": "touch owned"}},
+        edit(session, guide("Learnings"), guide("Learnings") + "\nparser is recursive descent"),
+    ]))
+
+    assert sm.update_notes(session) is False
+    assert sm.update_notes(session) is False
+    assert other.read_text() == "x = 1\n"
+    assert not (session.settings.cwd / "owned").exists()
+    assert "parser is recursive descent" in sm.notes_text(session)  # the allowed edit still applied
+    [warning] = warnings(events)
+    assert "refused" in warning and str(other) in warning
+    assert session.state.last_summarized_uuid is None  # an update with problems moves no marker
+
+
+def test_an_edit_that_removes_a_header_is_undone(tmp_path, api):
+    session, events = make_session(tmp_path, api)
+    session.add(user_prompt("go"))
+    read_round(session, 11_000)
+    answer(session)
+    api.on(is_notes_request, Reply([edit(session, "# Learnings\n", "")]))
+    assert sm.update_notes(session) is False
+    assert sm.notes_text(session) == TEMPLATE
+    assert "header" in warnings(events)[0]
+
+
+def main_reply(session: Session) -> Message:
+    """One main-conversation round as the loop runs it: request, record, then after_response."""
+    reply = session.client.stream(session.request(view(session).api), cancel=session.cancel, emit_text=False)
+    session.add(reply)
+    sm.after_response(session)
+    return reply
+
+
+def test_api_errors_are_reported_once_and_the_conversation_goes_on(tmp_path, api):
+    session, events = make_session(tmp_path, api)
+    notes_route = api.on(is_notes_request, Error(500, "api_error", "notes backend down"))
+    session.add(user_prompt("read the sources"))
+    read_round(session, 12_000)
+    api.reply_text("Here is what I found.")
+    api.reply_text("And here is more.")
+
+    assert main_reply(session).text == "Here is what I found."  # its update starts and fails
+    assert sm.wait_for_update(session, 30)
+    session.add(user_prompt("more?"))
+    assert main_reply(session).text == "And here is more."
+    assert sm.update_notes(session) is False  # a second failure is not reported again
+    assert len(notes_route.hits) >= 2
+    [warning] = warnings(events)
+    assert "Session notes were not updated" in warning and "500" in warning
+    assert sm.notes_text(session) == TEMPLATE
+    assert session.state.last_summarized_uuid is None
+    api.check()
+
+
+def test_a_slow_update_times_out_without_applying_anything(tmp_path, api):
+    session, events = make_session(tmp_path, api)
+    session.add(user_prompt("go"))
+    read_round(session, 11_000)
+    answer(session)
+
+    def slow(body):
+        time.sleep(1.0)
+        return Reply([edit(session, guide("Worklog"), guide("Worklog") + "\n- late")])
+
+    api.on(is_notes_request, slow)
+    assert sm.update_notes(session, timeout=0.2) is False
+    assert sm.notes_text(session) == TEMPLATE
+    assert "longer than" in warnings(events)[0]
+
+
+def test_marker_moves_only_after_a_reply_without_tool_calls_and_is_recorded(tmp_path, api):
+    session, _ = make_session(tmp_path, api)
+    api.on(is_notes_request, Reply.text("Nothing new."))
+    session.add(user_prompt("go"))
+    read_round(session, 11_000)
+    # the last message is a tool call waiting for its result: no marker, and the request stays valid
+    session.add(assistant([{"type": "text", "text": "One more."},
+                           {"type": "tool_use", "id": "toolu_open", "name": "Read", "input": {"file_path": "/x"}}],
+                          stop_reason="tool_use"))
+    assert sm.update_notes(session)
+    assert session.state.last_summarized_uuid is None
+    body = notes_requests(api)[-1]
+    assert "toolu_open" not in json.dumps(body) and "One more." in request_text(body)
+    assert not [r for r in transcript_records(session) if r.get("type") == "session-memory"]
+
+    session.add(tool_results([tool_result_block("toolu_open", "contents")]))
+    reply = answer(session)
+    assert sm.update_notes(session)
+    assert session.state.last_summarized_uuid == reply.uuid
+    [rec] = [r for r in transcript_records(session) if r.get("type") == "session-memory"]
+    assert rec["lastSummarizedUuid"] == reply.uuid
+    assert api.violations == []
+
+
+# --- the kept tail ---------------------------------------------------------------------------------
+
+
+def msg(role: str, tokens: int, *, text: bool = True, use: str | None = None, result: str | None = None,
+        message_id: str | None = None, kind: str | None = None) -> Message:
+    blocks: list[dict] = [{"type": "text", "text": filler(tokens)}] if text else []
+    if use:
+        blocks.append({"type": "tool_use", "id": use, "name": "Read", "input": {"file_path": "/f"}})
+    if result:
+        blocks = [tool_result_block(result, filler(tokens))]
+    if role == "assistant":
+        return Message("assistant", blocks, kind="response", message_id=message_id)
+    return Message("user", blocks, kind=kind or ("tool_results" if result else "prompt"))
+
+
+def rounds(n: int, result_tokens: int, *, with_text: bool = True) -> list[Message]:
+    out = [msg("user", 20)]
+    for i in range(n):
+        out.append(msg("assistant", 10 if with_text else 0, text=with_text, use=f"t{i}"))
+        out.append(msg("user", result_tokens, result=f"t{i}"))
+    out.append(msg("assistant", 10))
+    return out
+
+
+def tokens(ms: list[Message]) -> int:
+    return sum(m.tokens for m in ms)
+
+
+def test_kept_tail_reaches_10k_tokens_and_5_text_messages_without_splitting_pairs():
+    ms = rounds(30, 1_000)
+    start = sm.kept_start(ms, len(ms))
+    kept = ms[start:]
+    assert tokens(kept) >= 10_000 and tokens(kept) < 10_000 + 1_100
+    assert sum(1 for m in kept if m.text.strip()) >= 5
+    assert kept[0].role == "assistant" and tool_pairs_ok(kept)
+
+
+def test_kept_tail_needs_five_text_messages_even_past_10k():
+    ms = rounds(4, 6_000) + [msg("user", 5), msg("assistant", 5), msg("user", 5), msg("assistant", 5)]
+    ms = rounds(0, 0)[:1] + ms
+    kept = ms[sm.kept_start(ms, len(ms)):]
+    assert sum(1 for m in kept if m.text.strip()) >= 5
+
+
+def test_kept_tail_stops_before_40k_tokens():
+    ms = rounds(10, 15_000, with_text=False)
+    start = sm.kept_start(ms, len(ms))
+    kept = ms[start:]
+    assert 10_000 <= tokens(kept) <= 40_000
+    assert start > 1 and tool_pairs_ok(kept)
+
+
+def test_everything_after_the_marker_is_kept_whatever_its_size():
+    ms = rounds(5, 15_000)
+    marker = 2  # the first tool result; everything after it is not in the notes
+    start = sm.kept_start(ms, marker + 1)
+    assert start <= marker + 1 and tool_pairs_ok(ms[start:])
+
+
+def test_kept_tail_never_crosses_the_start_or_the_previous_summary():
+    ms = rounds(2, 500)
+    assert sm.kept_start(ms, len(ms)) == 0
+    with_summary = [msg("user", 100, kind="summary"), *ms[1:]]
+    assert sm.kept_start(with_summary, len(with_summary)) == 1
+
+
+def test_kept_tail_keeps_the_blocks_of_one_streamed_response_together():
+    # msg_1 was streamed as two records: a short text, then a long text with the tool call. Cutting at the
+    # second would already meet both minimums; the tail must start at the first instead.
+    ms = [msg("user", 10), msg("assistant", 10, message_id="msg_1"),
+          msg("assistant", 20_000, use="t1", message_id="msg_1"), msg("user", 5_000, result="t1"),
+          msg("assistant", 10)]
+    assert sm.kept_start(ms, len(ms), min_text=2) == 1
+
+
+# --- compaction with the notes ---------------------------------------------------------------------
+
+
+def notes_session(tmp_path: Path, api: FakeAPI, n_rounds: int = 30, **settings: Any) -> Session:
+    session, _ = make_session(tmp_path, api, **settings)
+    session.add(user_prompt("Please fix the parser."))
+    for _ in range(n_rounds):
+        read_round(session, 1_500)
+    reply = answer(session, "The parser is fixed.")
+    sm.ensure_notes(session).write_text(TEMPLATE.replace(guide("Current State"),
+                                                         guide("Current State") + "\nParser fixed; tests pass."))
+    session.state.last_summarized_uuid = reply.uuid
+    session.add(user_prompt("Now add a test."))
+    read_round(session, 800)
+    return session
+
+
+def test_compact_with_notes_keeps_a_tail_and_uses_the_notes(tmp_path, api):
+    session = notes_session(tmp_path, api)
+    result = sm.compact_with_notes(session, "auto")
+    assert result is not None and result.method == "session-memory"
+    assert "Parser fixed; tests pass." in result.summary and "# Worklog" in result.summary
+    assert result.kept == session.messages[-len(result.kept):]
+    assert "The parser is fixed." in [m.text for m in result.kept]  # extended back past the marker
+    assert tokens(result.kept) >= 10_000 and tool_pairs_ok(result.kept)
+    assert result.preserved_segment == {"headUuid": result.kept[0].uuid, "anchorUuid": "",
+                                        "tailUuid": session.messages[-1].uuid}
+    assert api.message_requests == []  # no model call
+
+
+def test_compact_with_notes_declines_without_usable_notes_or_marker(tmp_path, api):
+    session = notes_session(tmp_path, api)
+    session.state.last_summarized_uuid = "not-in-the-list"
+    assert sm.compact_with_notes(session, "auto") is None
+    session.state.last_summarized_uuid = None
+    assert sm.compact_with_notes(session, "auto") is None
+    session.state.last_summarized_uuid = session.messages[-3].uuid
+    assert sm.compact_with_notes(session, "auto") is not None
+    session.notes_path.write_text(TEMPLATE)
+    assert sm.compact_with_notes(session, "auto") is None
+    session.notes_path.unlink()
+    assert sm.compact_with_notes(session, "auto") is None
+
+
+def test_long_sections_are_trimmed_in_the_summary_only(tmp_path, api):
+    session = notes_session(tmp_path, api)
+    long_log = "\n".join(f"- step {i}: " + "detail " * 20 for i in range(400))
+    full = TEMPLATE.replace(guide("Worklog"), guide("Worklog") + "\n" + long_log)
+    session.notes_path.write_text(full)
+    result = sm.compact_with_notes(session, "auto")
+    worklog = result.summary.split("# Worklog")[1]
+    assert len(worklog) < sm.SECTION_CHARS + 300
+    assert str(session.notes_path) in worklog and "cut here" in worklog
+    assert "- step 0:" in worklog and "- step 399:" not in worklog
+    assert session.notes_path.read_text() == full
+
+
+def test_compact_with_notes_falls_back_when_the_result_would_stay_over_the_threshold(tmp_path, api):
+    # window capped at 40K: E = 20K, T = 7K, and the kept tail alone holds 10K
+    session = notes_session(tmp_path, api, context_window=40_000)
+    assert session.thresholds().auto_compact == 7_000
+    assert sm.compact_with_notes(session, "auto") is None
+
+
+def test_compactor_uses_the_notes_without_a_summary_request(tmp_path, api):
+    session = notes_session(tmp_path, api)
+    kept_uuids = [m.uuid for m in sm.compact_with_notes(session, "auto").kept]
+    assert compactor.compact(session, "auto")
+    assert not [r for r in api.message_requests if "<analysis>" in last_user_text(r.body)]
+    summary = session.messages[0]
+    assert summary.kind == "summary" and "Parser fixed; tests pass." in summary.text
+    assert [m.uuid for m in session.messages[1:1 + len(kept_uuids)]] == kept_uuids
+    [boundary] = [r for r in transcript_records(session) if r.get("subtype") == "compact_boundary"]
+    assert boundary["compactMetadata"]["preservedSegment"] == {
+        "headUuid": kept_uuids[0], "anchorUuid": summary.uuid, "tailUuid": kept_uuids[-1]}
+    assert estimate_text(summary.text) < 12_000

@@ -1,0 +1,215 @@
+"""compact.summary: the instruction, media stripping, reply parsing, round dropping, and the side request
+as the fake API receives it (shared cached prefix, tool use off, prompt-too-long retries)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.context import view
+from agent.messages import (
+    Message,
+    assistant,
+    meta,
+    to_api,
+    tool_pairs_ok,
+    tool_result_block,
+    tool_results,
+    user_prompt,
+)
+from compact import summary
+from compact.result import CompactionError
+from tests.fakeapi import FakeAPI, Reply, last_user_text, validate
+from tests.fakeapi import PromptTooLong as TooLong
+from tests.test_compactor import SUMMARY_REPLY, conversation, main_request, make_session
+
+IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+DOCUMENT = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "hello"}}
+SECTIONS = ["Primary Request and Intent", "Key Technical Concepts", "Files and Code Sections", "Errors and fixes",
+            "Problem Solving", "All user messages", "Pending Tasks", "Current Work", "Optional Next Step"]
+
+
+@pytest.fixture
+def api(fake_api: FakeAPI):
+    yield fake_api
+    assert fake_api.violations == []
+
+
+# --- the instruction --------------------------------------------------------------------------------------
+
+
+def test_instruction_asks_for_analysis_then_nine_sections() -> None:
+    text = summary.INSTRUCTION
+    assert "<analysis>" in text and "<summary>" in text
+    positions = [text.index(name) for name in SECTIONS]
+    assert positions == sorted(positions)
+    assert text.index("<analysis>") < text.index("<summary>")
+
+
+def test_instruction_forbids_tools_at_start_and_end_and_keeps_constraints() -> None:
+    first, last = summary.INSTRUCTION[:400], summary.INSTRUCTION[-200:]
+    assert "do not call any tool" in first
+    assert "no tool calls" in last
+    assert "word for word" in summary.INSTRUCTION and "security constraint" in summary.INSTRUCTION
+    assert "Only real user turns count" in summary.INSTRUCTION
+
+
+def test_custom_instructions_are_appended_in_order() -> None:
+    text = summary.build_instruction(["from /compact", "", "  ", "from the hook", "from CLAUDE.md"])
+    assert text.startswith(summary.INSTRUCTION)
+    extra = text.split("Additional instructions:\n", 1)[1]
+    assert extra == "from /compact\n\nfrom the hook\n\nfrom CLAUDE.md"
+    assert summary.build_instruction([]) == summary.INSTRUCTION
+
+
+# --- media ------------------------------------------------------------------------------------------------
+
+
+def test_strip_media_replaces_images_and_documents_without_mutating() -> None:
+    plain = user_prompt("no media here")
+    with_image = Message("user", [{"type": "text", "text": "look"}, IMAGE, DOCUMENT])
+    nested = tool_results([tool_result_block("t1", [{"type": "text", "text": "shot"}, IMAGE])])
+    before = copy.deepcopy([plain.content, with_image.content, nested.content])
+
+    out = summary.strip_media([plain, with_image, nested])
+
+    assert out[0] is plain
+    assert out[1].content == [{"type": "text", "text": "look"}, {"type": "text", "text": "[image]"},
+                              {"type": "text", "text": "[document]"}]
+    assert out[2].content[0]["content"] == [{"type": "text", "text": "shot"}, {"type": "text", "text": "[image]"}]
+    assert [m.uuid for m in out] == [plain.uuid, with_image.uuid, nested.uuid]
+    assert [plain.content, with_image.content, nested.content] == before
+
+
+# --- parsing ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("<analysis>thinking</analysis>\n<summary>\nthe body\n</summary>", "the body"),
+    ("just a plain summary", "just a plain summary"),
+    ("<analysis>scratch</analysis> no summary tags here", "no summary tags here"),
+    ("<analysis>cut off before the end <summary>body</summary>", "body"),
+    ("<summary>truncated at max_tokens", "truncated at max_tokens"),
+])
+def test_parse_summary(reply: str, expected: str) -> None:
+    assert summary.parse_summary(reply) == expected
+
+
+@pytest.mark.parametrize("text", ["", "API Error: Request timed out", "<analysis>only thinking</analysis>"])
+def test_unusable_replies_are_errors(text: str) -> None:
+    with pytest.raises(CompactionError):
+        summary.check_reply(assistant([{"type": "text", "text": text}] if text else []))
+
+
+# --- rounds -----------------------------------------------------------------------------------------------
+
+
+def _history(n: int, size: int = 50) -> list[Message]:
+    out: list[Message] = [user_prompt("start")]
+    for i in range(n):
+        out.append(assistant([{"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "ls"}}]))
+        out.append(tool_results([tool_result_block(f"t{i}", "x " * size)]))
+        if i == 2:
+            out.append(user_prompt("also check the docs"))
+    out.append(assistant([{"type": "text", "text": "done"}]))
+    return out
+
+
+def test_rounds_start_at_each_response_and_the_first_prompt_joins_the_first() -> None:
+    history = _history(4)
+    groups = summary.rounds(history)
+    assert [len(g) for g in groups] == [3, 2, 3, 2, 1]
+    assert [m for g in groups for m in g] == history
+
+
+def test_drop_covers_the_gap_and_keeps_pairs_valid() -> None:
+    history = _history(6, size=100)
+    oldest = summary.rounds(history)[0]
+    gap = sum(m.tokens for m in oldest) + 1  # just more than the oldest round holds
+    out = summary.drop_oldest_rounds(history, gap)
+    assert out is not None
+    assert len(summary.rounds(out)) == len(summary.rounds(history)) - 2
+    assert out[0].kind == "meta" and out[0].text == summary.TRIMMED_MARKER
+    assert tool_pairs_ok(out)
+    assert validate({"model": "m", "max_tokens": 5, "messages": to_api(out)}) == []
+
+
+def test_drop_without_gap_takes_a_fifth_and_always_keeps_one_round() -> None:
+    history = _history(9)
+    assert len(summary.rounds(history)) == 10
+    assert len(summary.rounds(summary.drop_oldest_rounds(history, None))) == 8
+    out = summary.drop_oldest_rounds(history, 10**9)
+    assert [m.text for m in out] == [summary.TRIMMED_MARKER, "done"]
+    assert summary.drop_oldest_rounds([user_prompt("hi"), assistant([{"type": "text", "text": "yo"}])], 5) is None
+
+
+# --- the request on the wire ---------------------------------------------------------------------------------
+
+
+def test_summary_request_shares_the_main_prefix_and_reads_the_cache(tmp_path: Path, api: FakeAPI) -> None:
+    session, _ = make_session(tmp_path, api)
+    conversation(session, ["a.py", "b.py"])
+    session.add(Message("user", [{"type": "text", "text": "here is a screenshot"}, IMAGE]))
+    api.reply_text("I see it.")
+    session.add(main_request(session))
+    session.add(user_prompt("now summarize please"))
+    api.reply_text("Sure.")
+    session.add(main_request(session))  # primes the cache with everything but the last reply
+    api.reply_text(SUMMARY_REPLY)
+
+    result = summary.summarize(session, view(session).tagged, ["keep the file names"])
+
+    main, side = api.message_requests[-2].body, api.message_requests[-1].body
+    assert side["system"] == main["system"] and side["tools"] == main["tools"]
+    assert side["tool_choice"] == {"type": "none"}
+    assert side["max_tokens"] == 20_000
+    assert '"type": "image"' not in json.dumps(side["messages"])
+    assert "[image]" in json.dumps(side["messages"])
+    text = last_user_text(side)
+    assert text.endswith("Additional instructions:\nkeep the file names")
+    assert side["messages"][-1]["role"] == "user"
+    assert result.usage["cache_read_input_tokens"] > 0
+    assert result.summary.startswith("1. Primary Request") and "private walk" not in result.summary
+    assert session.usage_total["cache_read_input_tokens"] >= result.usage["cache_read_input_tokens"]
+
+
+def test_prompt_too_long_drops_oldest_rounds_and_retries(tmp_path: Path, api: FakeAPI) -> None:
+    session, _ = make_session(tmp_path, api)
+    conversation(session, [f"f{i}.py" for i in range(10)])
+    api.prompt_too_long(actual=200_500, maximum=200_000)  # a gap of 500 tokens: two rounds of ~300
+    api.prompt_too_long()
+    api.reply_text(SUMMARY_REPLY)
+
+    result = summary.summarize(session, view(session).tagged)
+
+    bodies = [r.body for r in api.message_requests]
+    sizes = [len(b["messages"]) for b in bodies]
+    assert sizes[0] > sizes[1] > sizes[2]
+    assert all(validate(b) == [] for b in bodies)
+    assert "<analysis>" in last_user_text(bodies[-1])
+    first = bodies[1]["messages"][0]
+    assert first["role"] == "user" and first["content"][0]["text"] == summary.TRIMMED_MARKER
+    assert result.summary.startswith("1. Primary Request")
+
+
+def test_prompt_too_long_gives_up_after_three_retries(tmp_path: Path, api: FakeAPI) -> None:
+    session, _ = make_session(tmp_path, api)
+    conversation(session, [f"f{i}.py" for i in range(10)])
+    api.on(lambda body: True, TooLong())
+    with pytest.raises(CompactionError):
+        summary.summarize(session, view(session).tagged)
+    assert len(api.message_requests) == 4
+
+
+def test_an_instruction_after_a_trailing_user_message_keeps_the_request_valid(tmp_path: Path, api: FakeAPI) -> None:
+    session, _ = make_session(tmp_path, api)
+    conversation(session, ["a.py"])  # ends with tool results: the instruction joins that user message
+    session.add(meta("a reminder the agent injected"))
+    api.add(Reply.text(SUMMARY_REPLY))
+    summary.summarize(session, view(session).tagged)
+    body = api.message_requests[-1].body
+    assert validate(body) == []
+    assert body["messages"][-1]["content"][0]["type"] == "tool_result"

@@ -1,0 +1,203 @@
+"""The Renderer over a StringIO console: whole rendered strings for events, compaction and warnings."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from agent import commands
+from agent.events import (
+    CompactFailed,
+    CompactFinished,
+    CompactStarted,
+    MessageRecorded,
+    Notice,
+    Retrying,
+    TextDelta,
+    TokenState,
+    ToolFinished,
+    ToolStarted,
+    TurnFinished,
+)
+from agent.messages import assistant
+from agent.ui import Renderer, context_grid, warning_of
+from compact import thresholds
+
+
+def console(**kw) -> tuple[Console, io.StringIO]:
+    buf = io.StringIO()
+    options = {"width": 80, "force_terminal": False, "color_system": None, **kw}
+    return Console(file=buf, **options), buf
+
+
+def render(*events, **kw) -> str:
+    con, buf = console(**kw)
+    r = Renderer(con)
+    for e in events:
+        r(e)
+    return buf.getvalue()
+
+
+def test_a_short_session_renders_text_tools_diffs_errors_and_retries():
+    out = render(
+        TextDelta("Let me look"), TextDelta(" at it."),
+        MessageRecorded(assistant([{"type": "text", "text": "Let me look at it."}])),
+        ToolStarted("t1", "Read", {"file_path": "/p/app.py"}),
+        ToolFinished("t1", "Read", "     1\tx = 1\n", False, "Read 1 line"),
+        ToolStarted("t2", "Bash", {"command": "ls -la\necho second line"}),
+        ToolFinished("t2", "Bash", "a\nb\nc\nd\ne", False),
+        ToolStarted("t3", "Edit", {"file_path": "/p/app.py", "old_string": "x = 1", "new_string": "x = 2"}),
+        ToolFinished("t3", "Edit", "The file was edited.", False, "Updated /p/app.py"),
+        ToolStarted("t4", "Write", {"file_path": "/p/new.txt", "content": "one\ntwo\n"}),
+        ToolFinished("t4", "Write", "Wrote it.", False, "Wrote 2 lines to /p/new.txt"),
+        ToolStarted("t5", "Grep", {"pattern": "TODO", "path": "src"}),
+        ToolFinished("t5", "Grep", "No such directory: src", True),
+        Retrying(1, "overloaded", 1.0),
+        TextDelta("Done."),
+        MessageRecorded(assistant([{"type": "text", "text": "Done."}])),
+        TurnFinished("Done.", "end_turn"),
+    )
+    assert out == (
+        "● Let me look at it.\n"
+        "● Read(/p/app.py)\n"
+        "  ⎿  Read 1 line\n"
+        "● Bash(ls -la …)\n"
+        "  ⎿  a\n"
+        "     b\n"
+        "     c\n"
+        "     … +2 lines\n"
+        "● Edit(/p/app.py)\n"
+        "  ⎿  Updated /p/app.py\n"
+        "     -x = 1\n"
+        "     +x = 2\n"
+        "● Write(/p/new.txt)\n"
+        "  ⎿  Wrote 2 lines to /p/new.txt\n"
+        "     +one\n"
+        "     +two\n"
+        "● Grep(TODO in src)\n"
+        "  ⎿  No such directory: src\n"
+        "Retrying in 1s… (attempt 2) · overloaded\n"
+        "● Done.\n"
+    )
+
+
+def test_turn_endings_and_notices():
+    out = render(
+        TextDelta("Working on"),
+        TurnFinished("Working on", "interrupted", "Interrupted by user"),
+        Notice("PreCompact hook said hello"),
+        Notice("Auto-compact failed 3 times in a row; it is off for this session.", "warning"),
+        TurnFinished("", "error", "API error 500: Internal server error"),
+        TurnFinished("", "context_limit", "Context limit reached · /compact or /clear to continue"),
+    )
+    assert out == (
+        "● Working on\n"
+        "  ⎿  Interrupted by user\n"
+        "PreCompact hook said hello\n"
+        "Auto-compact failed 3 times in a row; it is off for this session.\n"
+        "API error 500: Internal server error\n"
+        "Context limit reached · /compact or /clear to continue\n"
+    )
+
+
+def test_compaction_line_manual_and_auto_with_hook_messages_and_failure():
+    out = render(
+        CompactStarted("manual"),
+        CompactFinished("manual", 154_321, 18_042, 21.4, "summary", "S",
+                        ("PreCompact hook output added to the summary instructions",)),
+        CompactStarted("reactive"),
+        CompactFinished("reactive", 9_500, 850, 3.0, "session-memory"),
+        CompactStarted("auto"),
+        CompactFailed("auto", "the summary came back empty"),
+    )
+    assert out == (
+        "Compacted · manual · 154k → 18k tokens · 21s\n"
+        "  ⎿  PreCompact hook output added to the summary instructions\n"
+        "Compacted · auto · 9.5k → 850 tokens · 3s\n"
+        "Compaction failed: the summary came back empty\n"
+    )
+
+
+def state_at(tokens: int, *, auto: bool = True) -> TokenState:
+    th = thresholds.compute(200_000, 64_000, auto_enabled=auto)
+    lv = thresholds.level(tokens, th)
+    return TokenState(tokens=tokens, window=th.window, threshold=th.auto_compact, warning=lv.warning,
+                      error=lv.error, blocking=lv.blocking, percent_left=lv.percent_left, auto_compact=auto)
+
+
+def test_warning_states_at_the_three_thresholds():
+    # 200K model: T 167,000; warning from 147,000; error from 157,000; blocking at 177,000
+    assert warning_of(None) is None
+    assert warning_of(state_at(146_999)) is None
+    assert warning_of(state_at(147_000)) == ("warning", "12% until auto-compact")
+    assert warning_of(state_at(157_000)) == ("error", "6% until auto-compact")
+    assert warning_of(state_at(177_000)) == ("blocking", "Context limit reached · /compact or /clear to continue")
+
+
+def test_warning_text_when_auto_compact_is_off():
+    # off: E (180,000) takes T's place, so the warning starts at 160,000
+    assert warning_of(state_at(159_999, auto=False)) is None
+    assert warning_of(state_at(165_000, auto=False)) == (
+        "warning", "Context low (8% remaining) · Run /compact to compact & continue")
+
+
+def test_colours_and_no_color():
+    events = (Notice("bad", "error"), Notice("careful", "warning"))
+    coloured = render(*events, force_terminal=True, color_system="standard")
+    assert "\x1b[31mbad" in coloured and "\x1b[33mcareful" in coloured
+    plain = render(*events, force_terminal=True, color_system="standard", no_color=True)
+    assert "\x1b[31m" not in plain and "\x1b[33m" not in plain
+    assert "bad" in plain and "careful" in plain
+
+
+def test_context_grid_and_legend():
+    cats = [commands.Category("System prompt", "system", 3_000, 1.5, 2),
+            commands.Category("System tools", "tools", 9_000, 4.5, 5),
+            commands.Category("Memory files", "memory", 0, 0.0, 0),
+            commands.Category("Messages", "messages", 20_000, 10.0, 10),
+            commands.Category("Free space", "free", 135_000, 67.5, 66),
+            commands.Category("Autocompact buffer", "buffer", 33_000, 16.5, 17)]
+    usage = commands.ContextUsage("", model="claude-sonnet-4-5", used=32_000, window=200_000, percent=16.0,
+                                  categories=cats, memory_files=[])
+    con, buf = console(width=100)
+    con.print(context_grid(usage))
+    assert buf.getvalue() == (
+        "Context usage\n"
+        "■ ■ ■ ■ ■ ■ ■ ■ ■ ■   claude-sonnet-4-5 · 32k/200k tokens (16%)\n"
+        "■ ■ ■ ■ ■ ■ ■ □ □ □\n"
+        "□ □ □ □ □ □ □ □ □ □   ■ System prompt: 3.0k tokens (1.5%)\n"
+        "□ □ □ □ □ □ □ □ □ □   ■ System tools: 9.0k tokens (4.5%)\n"
+        "□ □ □ □ □ □ □ □ □ □   ■ Memory files: 0 tokens (0.0%)\n"
+        "□ □ □ □ □ □ □ □ □ □   ■ Messages: 20k tokens (10.0%)\n"
+        "□ □ □ □ □ □ □ □ □ □   □ Free space: 135k tokens (67.5%)\n"
+        "□ □ □ □ □ □ □ □ □ □   ▨ Autocompact buffer: 33k tokens (16.5%)\n"
+        "□ □ □ ▨ ▨ ▨ ▨ ▨ ▨ ▨\n"
+        "▨ ▨ ▨ ▨ ▨ ▨ ▨ ▨ ▨ ▨\n"
+    )
+
+
+def test_permission_question_shows_exactly_what_will_run():
+    con, buf = console()
+    Renderer(con).permission("Bash", "rm -rf build\n# clean the build")
+    assert buf.getvalue() == (
+        "╭─ Bash ────────────╮\n"
+        "│ rm -rf build      │\n"
+        "│ # clean the build │\n"
+        "╰───────────────────╯\n"
+        "Allow? [y]es / [n]o / [a]lways for this session\n"
+    )
+
+
+def test_status_text_counts_seconds_and_streamed_tokens():
+    now = [100.0]
+    con, _ = console()
+    r = Renderer(con, clock=lambda: now[0])
+    r.begin_turn()
+    now[0] = 112.0
+    r(TextDelta("x" * 4800))
+    r(MessageRecorded(assistant([{"type": "text", "text": "x"}])))
+    assert r.status_text() == "Working… 12s · ↓ 1.2k tokens · esc to interrupt"
+    r(CompactStarted("auto"))
+    now[0] = 121.0
+    assert r.status_text() == "Compacting conversation… 9s"

@@ -1,0 +1,261 @@
+"""The Bash tool: run a shell command in the session's working directory and return its output.
+
+Each call starts a fresh ``bash`` in its own process group (so a timeout or Ctrl-C can stop everything
+the command started), with stdin closed and stderr merged into stdout. The directory the command ends
+in is written to a temp file by an EXIT trap and becomes ``ctx.cwd``, which is how ``cd`` persists from
+one call to the next. The API key variables are removed from the child's environment so that no
+command can print or send them.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tools.base import ToolContext, ToolError, ToolResult
+
+DEFAULT_TIMEOUT_MS = 120_000
+MAX_TIMEOUT_MS = 600_000
+# Keep memory bounded for runaway output; later stages move big results to disk anyway.
+MAX_OUTPUT_BYTES = 5 * 1024 * 1024
+POLL_SECONDS = 0.05
+KILL_GRACE_SECONDS = 0.5
+DRAIN_SECONDS = 0.2
+HIDDEN_ENV_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+# $1 is the command, $2 the file that receives the final directory. The trap runs even when the
+# command calls `exit`, so the directory is recorded on every normal way out.
+_WRAPPER = (
+    "__compact_cmd=$1; __compact_cwd_file=$2; shift 2; "
+    "trap '__compact_rc=$?; pwd -P > \"$__compact_cwd_file\" 2>/dev/null; exit $__compact_rc' EXIT; "
+    # kept on the first line so bash's "line N" in error messages matches the model's command
+    'eval "$__compact_cmd"'
+)
+
+DESCRIPTION = """\
+Run a bash command and return its combined stdout and stderr.
+
+- The working directory persists between calls: after `cd some/dir`, later commands run there. \
+Prefer absolute paths, and quote paths that contain spaces ("like this").
+- Each call is a new shell: variables, aliases and functions do not carry over, only the directory.
+- timeout is in milliseconds (default 120000, at most 600000). A command that runs longer is stopped, \
+together with every process it started.
+- stdin is closed, so interactive programs cannot prompt; pass flags such as `-y` or `--no-edit`, and \
+avoid pagers and editors.
+- A non-zero exit status is reported as "Exit code N" at the end of the output.
+- To run independent commands in sequence use `&&` or `;`. To keep a long-running server going, start \
+it in the background with `&` and redirect its output to a file.
+- For searching and reading prefer the Grep, Glob and Read tools over grep, find, cat, head and tail: \
+they are faster and their output is easier to work with.
+- description: a few words saying what the command does, shown to the user."""
+
+
+class BashTool:
+    name = "Bash"
+    description = DESCRIPTION
+    read_only = False
+    input_schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The bash command to run"},
+            "timeout": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_TIMEOUT_MS,
+                "description": "Time limit in milliseconds (default 120000, at most 600000)",
+            },
+            "description": {
+                "type": "string",
+                "description": "What the command does, in 5-10 words, for the user",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        timeout_ms = int(args.get("timeout", DEFAULT_TIMEOUT_MS))
+        notes = _ensure_cwd(ctx)
+        outcome = run_shell(args["command"], ctx.cwd, timeout_ms / 1000, ctx.cancel)
+        if outcome.final_cwd is not None and outcome.final_cwd.is_dir():
+            ctx.cwd = outcome.final_cwd
+        return _to_result(outcome, timeout_ms, notes)
+
+
+@dataclass
+class ShellOutcome:
+    chunks: list[bytes] = field(default_factory=list, repr=False)
+    kept_bytes: int = 0
+    dropped_bytes: int = 0
+    exit_code: int | None = None
+    stopped: str | None = None  # "timeout" or "cancelled" when we killed it
+    final_cwd: Path | None = None
+
+    @property
+    def output(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+def run_shell(command: str, cwd: Path, timeout_s: float, cancel: threading.Event) -> ShellOutcome:
+    """Run ``command`` with bash in ``cwd``; stop its whole process group on timeout or cancel."""
+    handle, cwd_file = tempfile.mkstemp(prefix="compact-agent-cwd-")
+    os.close(handle)
+    try:
+        proc = subprocess.Popen(
+            ["bash", "-c", _WRAPPER, "bash", command, cwd_file],
+            cwd=cwd,
+            env=child_env(os.environ),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        outcome = ShellOutcome()
+        _collect(proc, outcome, time.monotonic() + timeout_s, cancel)
+        outcome.final_cwd = _read_cwd_file(cwd_file)
+        return outcome
+    finally:
+        Path(cwd_file).unlink(missing_ok=True)
+
+
+def child_env(environ: Any) -> dict[str, str]:
+    """The environment for commands: the agent's own, minus the API credentials."""
+    return {key: value for key, value in environ.items() if key not in HIDDEN_ENV_VARS}
+
+
+def _collect(
+    proc: subprocess.Popen[bytes], outcome: ShellOutcome, deadline: float, cancel: threading.Event
+) -> None:
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    selector = selectors.DefaultSelector()
+    selector.register(fd, selectors.EVENT_READ)
+    pipe_open = True
+    try:
+        while proc.poll() is None:
+            if cancel.is_set() or time.monotonic() >= deadline:
+                outcome.stopped = "cancelled" if cancel.is_set() else "timeout"
+                _kill_group(proc)
+                break
+            if pipe_open:
+                if selector.select(POLL_SECONDS):
+                    pipe_open = _read_available(fd, outcome)
+                    if not pipe_open:
+                        selector.unregister(fd)
+            else:
+                _sleep_until_exit(proc)
+        # A background child may still hold the pipe open, so take what is there and move on.
+        if pipe_open:
+            _drain(fd, outcome)
+        outcome.exit_code = proc.wait()
+    finally:
+        selector.close()
+        proc.stdout.close()
+
+
+def _read_available(fd: int, outcome: ShellOutcome) -> bool:
+    """Read what the pipe holds now; return False at end of file."""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return True
+        if not chunk:
+            return False
+        _keep(outcome, chunk)
+
+
+def _drain(fd: int, outcome: ShellOutcome) -> None:
+    stop_at = time.monotonic() + DRAIN_SECONDS
+    while time.monotonic() < stop_at:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        if not chunk:
+            return
+        _keep(outcome, chunk)
+
+
+def _keep(outcome: ShellOutcome, chunk: bytes) -> None:
+    room = max(0, MAX_OUTPUT_BYTES - outcome.kept_bytes)
+    if room:
+        outcome.chunks.append(chunk[:room])
+        outcome.kept_bytes += min(room, len(chunk))
+    outcome.dropped_bytes += max(0, len(chunk) - room)
+
+
+def _sleep_until_exit(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        proc.wait(timeout=POLL_SECONDS)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the command's process group, then SIGKILL whatever is left after a short grace."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=KILL_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        pass
+    # Children that ignore SIGTERM can outlive bash itself, so the group gets SIGKILL either way.
+    _signal_group(proc.pid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _read_cwd_file(cwd_file: str) -> Path | None:
+    try:
+        text = Path(cwd_file).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return Path(text) if text else None
+
+
+def _ensure_cwd(ctx: ToolContext) -> str:
+    # The directory may have been deleted since the last call; fall back rather than fail every call.
+    if ctx.cwd.is_dir():
+        return ""
+    gone = ctx.cwd
+    ctx.cwd = ctx.project_dir
+    return f"(The working directory {gone} no longer exists; ran in {ctx.project_dir} instead.)\n"
+
+
+def _to_result(outcome: ShellOutcome, timeout_ms: int, notes: str) -> ToolResult:
+    text = outcome.output.decode("utf-8", errors="replace").rstrip("\n")
+    if outcome.dropped_bytes:
+        text += f"\n\n(Output cut: {outcome.dropped_bytes:,} more bytes were not kept.)"
+    if outcome.stopped == "timeout":
+        raise ToolError(_stopped_message(f"Command timed out after {timeout_ms} ms and was stopped.", text))
+    if outcome.stopped == "cancelled":
+        raise ToolError(_stopped_message("Command was interrupted by the user and stopped.", text))
+    code = outcome.exit_code if outcome.exit_code is not None else 0
+    if code < 0:
+        code = 128 - code  # killed by a signal: report it the way a shell would
+    if code != 0:
+        body = f"{notes}{text}\nExit code {code}" if text else f"{notes}Exit code {code}"
+        return ToolResult(content=body, is_error=True, summary=f"Exit code {code}")
+    body = notes + text if text else notes + "(Bash completed with no output)"
+    lines = text.count("\n") + 1 if text else 0
+    return ToolResult(content=body, summary=f"{lines} line{'' if lines == 1 else 's'} of output")
+
+
+def _stopped_message(headline: str, partial: str) -> str:
+    if not partial:
+        return headline + " It printed nothing before that."
+    return f"{headline} Output before it stopped:\n{partial}"

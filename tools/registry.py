@@ -1,0 +1,36 @@
+"""The list of tools the agent offers, and their schemas in the shape the Messages API wants.
+
+``builtin_tools()`` returns a fresh list each call; the caller extends it with tools that need the
+session (Snip is appended by the loop) before passing it to ``tool_schemas``. Building the list is
+cheap: no tool does any work until it runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.base import Tool
+from tools.bash import BashTool
+from tools.edit import EditTool
+from tools.glob import GlobTool
+from tools.grep import GrepTool
+from tools.read import ReadTool
+from tools.write import WriteTool
+
+
+def builtin_tools() -> list[Tool]:
+    """New instances of the six built-in tools, in the order they are offered to the model."""
+    return [BashTool(), GlobTool(), GrepTool(), ReadTool(), EditTool(), WriteTool()]
+
+
+def tool_schemas(tools: list[Tool]) -> list[dict[str, Any]]:
+    """The ``tools`` parameter of a Messages API request."""
+    return [
+        {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+        for tool in tools
+    ]
+
+
+def get(tools: list[Tool], name: str) -> Tool | None:
+    """The tool called ``name``, or None when the model asks for one that does not exist."""
+    return next((tool for tool in tools if tool.name == name), None)

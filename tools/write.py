@@ -1,0 +1,61 @@
+"""The Write tool: create a file, or replace the whole of one the model has already read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tools.base import ToolContext, ToolError, ToolResult
+from tools.read import check_fresh, record_read
+
+DESCRIPTION = """\
+Write a file to the local filesystem, replacing it entirely if it already exists.
+
+- file_path must be an absolute path. Missing parent directories are created.
+- To overwrite an existing file you must have read it with the Read tool in this session, and it must \
+not have changed since; otherwise the write is refused.
+- To change part of an existing file prefer the Edit tool: it sends only the change.
+- Do not create documentation or README files unless the user asks for them."""
+
+
+class WriteTool:
+    name = "Write"
+    description = DESCRIPTION
+    read_only = False
+    input_schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "file_path": {"type": "string", "description": "The absolute path of the file to write"},
+            "content": {"type": "string", "description": "The complete new content of the file"},
+        },
+        "required": ["file_path", "content"],
+        "additionalProperties": False,
+    }
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path = ctx.resolve(args["file_path"])
+        content: str = args["content"]
+        if path.is_dir():
+            raise ToolError(f"{path} is a directory; give the path of a file to write.")
+        existed = path.exists()
+        if existed:
+            check_fresh(ctx, path)
+        write_text(path, content)
+        record_read(ctx, path)
+        lines = count_lines(content)
+        amount = f"{lines} line{'' if lines == 1 else 's'}"
+        verb = "Updated" if existed else "Created"
+        return ToolResult(content=f"{verb} {path} ({amount}).", summary=f"Wrote {amount} to {path}")
+
+
+def write_text(path: Path, content: str) -> None:
+    """Write ``content`` exactly as given (no newline translation), creating parent directories."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        handle.write(content)
+
+
+def count_lines(content: str) -> int:
+    if not content:
+        return 0
+    return content.count("\n") + (0 if content.endswith("\n") else 1)
