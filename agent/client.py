@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+from pathlib import Path
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -57,11 +58,16 @@ _PRICES = [  # (substring, input, output) USD per million tokens
 
 
 def default_model() -> str:
-    """The newest plain Sonnet alias the installed SDK knows (claude-sonnet-4-5 retires 2026-11-30)."""
-    try:
-        from anthropic.types import model as model_types
+    """The newest plain Sonnet alias the installed SDK lists (claude-sonnet-4-5 retires 2026-11-30).
 
-        names = re.findall(r"claude-sonnet-(\d+)(?:-(\d))?(?=[\"'])", open(model_types.__file__).read())
+    Read from the SDK's model list file without importing the SDK (that import takes seconds).
+    """
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("anthropic")
+        source = Path(spec.origin).parent / "types" / "model.py"  # type: ignore[union-attr, arg-type]
+        names = re.findall(r"claude-sonnet-(\d+)(?:-(\d))?(?=[\"'])", source.read_text())
         best = max(((int(a), int(b or 0)) for a, b in names), default=None)
         if best:
             return f"claude-sonnet-{best[0]}" + (f"-{best[1]}" if best[1] else "")
@@ -195,7 +201,9 @@ class ModelClient:
                 typed = classify_bad_request(_error_text(e))
                 raise typed or ModelError(f"API error 400: {_error_text(e)}", status=400) from None
             except anthropic.APIStatusError as e:
-                raise ModelError(f"API error {e.status_code}: {_error_text(e)}", status=e.status_code) from None
+                if not _mid_stream_failure(e):
+                    raise ModelError(f"API error {e.status_code}: {_error_text(e)}", status=e.status_code) from None
+                last_error = f"the stream failed part way ({_error_text(e)})"
             except (anthropic.APIConnectionError, _transport_error()) as e:
                 if cancel is not None and cancel.is_set():
                     raise Interrupted("interrupted") from None
@@ -263,6 +271,11 @@ def _close_on_cancel(stream: Any, cancel: threading.Event, done: threading.Event
             except Exception:  # noqa: BLE001 - closing a dying stream may fail; the reader stops anyway
                 pass
             return
+
+
+def _mid_stream_failure(e: Any) -> bool:
+    """An SSE error event after the stream started (the SDK reports it with the stream's status, 200)."""
+    return e.status_code == 200
 
 
 def _error_text(e: Any) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agent import __version__
-from agent.client import ModelClient, Request, context_window_for, cost_usd, max_output_tokens
+from agent.client import ModelClient, Request, context_window_for, cost_usd, default_model, max_output_tokens
 from agent.errors import SessionError
 from agent.events import Event, MessageRecorded, Notice, TokenState
 from agent.hooks import HookRunner
@@ -57,7 +57,7 @@ class Session:
 
     def __post_init__(self) -> None:
         s = self.settings
-        self.model = self.model or s.model
+        self.model = self.model or (s.model if s.model_explicit else default_model())
         self.cancel = threading.Event()
         self.lock = threading.RLock()
         self.writer = TranscriptWriter(self.transcript_path, self.session_id, str(s.cwd), __version__,

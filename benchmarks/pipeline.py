@@ -128,7 +128,7 @@ def measure(size: int, repeat: int, tmp: Path) -> dict:
         new = [*session.round(), session.response([{"type": "text", "text": session.words(30)}], 80)]
         grown = grown + new
         t0 = time.perf_counter()
-        prepare(grown, ctx).tokens
+        _ = prepare(grown, ctx).tokens
         turn_samples.append(time.perf_counter() - t0)
     return {"size": size, "tokens": estimate, "first": first, "steady": steady, "no_reuse": no_reuse, "dumps": dumps,
             "with_api": to_api_time, "turn": statistics.median(turn_samples),

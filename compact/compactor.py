@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 DISABLED = "Compaction is disabled (DISABLE_COMPACT is set)"
 STILL_OVER = "still over the threshold after compacting"
 CANCELLED = "cancelled"
+NOTHING = "there is nothing to compact yet"
 # the restored files may use at most this share of T, so the result lands well under it
 RESTORE_SHARE = 0.5
 
@@ -54,19 +55,25 @@ def compact(session: Session, trigger: str, instructions: str | None = None, rea
         return False
     if getattr(session, "compacting", False):
         return False  # never from inside another compaction (a hook, a side request)
-    shown = "reactive" if reactive else trigger
     if trigger == "manual":
         session.cancel.clear()  # a command of its own: an earlier Ctrl-C must not cancel it
     session.compacting = True  # type: ignore[attr-defined]
+    try:
+        return _attempt(session, trigger, instructions, "reactive" if reactive else trigger)
+    finally:
+        session.compacting = False  # type: ignore[attr-defined]
+
+
+def _attempt(session: Session, trigger: str, instructions: str | None, shown: str) -> bool:
+    """One compaction, every failure turned into CompactFailed (Ctrl-C raised again afterwards)."""
     started = time.monotonic()
     session.emit(CompactStarted(shown))
     try:
-        pre = _view(session)
-        pre_tokens = pre.tokens
-        custom, hook_lines = _pre_compact(session, trigger, instructions)
-        compaction = _notes(session, trigger) if not (instructions and instructions.strip()) else None
-        if compaction is None:
-            compaction = summary.summarize(session, pre.tagged, custom)
+        made = _make(session, trigger, instructions)
+        if made is None:
+            session.emit(CompactFailed(shown, NOTHING))
+            return False
+        compaction, pre_tokens, hook_lines = made
         return finish(session, compaction, trigger, pre_tokens, started, shown=shown, hook_lines=hook_lines)
     except Interrupted:
         session.emit(CompactFailed(shown, CANCELLED))
@@ -78,8 +85,19 @@ def compact(session: Session, trigger: str, instructions: str | None = None, rea
             session.emit(CompactFailed(shown, CANCELLED))
             raise Interrupted("interrupted") from None
         return _failed(session, trigger, shown, _describe(e))
-    finally:
-        session.compacting = False  # type: ignore[attr-defined]
+
+
+def _make(session: Session, trigger: str, instructions: str | None) -> tuple[Compaction, int, list[str]] | None:
+    """The compaction (notes first unless instructions were given, else the LLM summary), the tokens
+    before it and the hook lines to show; None when there is nothing to compact."""
+    pre = _view(session)
+    if not pre.messages:
+        return None
+    custom, hook_lines = _pre_compact(session, trigger, instructions)
+    compaction = None if instructions and instructions.strip() else _notes(session, trigger)
+    if compaction is None:
+        compaction = summary.summarize(session, pre.tagged, custom)
+    return compaction, pre.tokens, hook_lines
 
 
 def _view(session: Session) -> Any:
@@ -169,30 +187,24 @@ def _session_start(session: Session) -> tuple[list[Message], list[str]]:
 
 def finish(session: Session, compaction: Compaction, trigger: str, pre_tokens: int, started: float, *,
            shown: str | None = None, hook_lines: list[str] | None = None) -> bool:
-    """Write the compaction and swap the live list (the steps every method shares); True on success."""
+    """Write the compaction and swap the live list (the steps every method shares); True on success.
+
+    Everything is computed before the first write, so a failure up to the commit changes nothing.
+    """
     shown = shown or trigger
     old = list(session.messages)
-    kept = [m.replace(usage=None) if m.usage is not None else m for m in compaction.kept]
+    kept = [m.replace(usage=None) if m.usage is not None else m for m in compaction.kept]  # stale now
     summary_msg = _summary_message(session, compaction, trigger)
     th = session.thresholds()
-    used = summary_msg.tokens + sum(m.tokens for m in kept)
-    restored = restore.plan_restore(session, kept, old, room=int(th.auto_compact * RESTORE_SHARE) - used)
+    room = int(th.auto_compact * RESTORE_SHARE) - summary_msg.tokens - sum(m.tokens for m in kept)
+    restored = restore.plan_restore(session, kept, old, room=room)
     hook_msgs, start_lines = _session_start(session)
     added = [*restored.messages, *hook_msgs]
 
-    with session.lock:  # from here on, the compaction is committed
-        session.writer.append_boundary(trigger, pre_tokens, logical_parent_uuid=old[-1].uuid if old else None,
-                                       preserved_segment=_segment(compaction, kept, summary_msg.uuid))
-        session.writer.append_message(summary_msg)
-        for m in added:
-            session.writer.append_message(m)
-        session.messages = [summary_msg, *kept, *added]
+    _commit(session, trigger, pre_tokens, old, compaction, summary_msg, kept, added)
     restore.apply_read_state(session, restored, kept)
-    for m in [summary_msg, *added]:
-        session.emit(MessageRecorded(m))
-
-    post_outcomes = session.run_hooks("PostCompact", trigger, trigger=trigger, compact_summary=compaction.summary)
-    post_text = session.hooks.context_text(post_outcomes)
+    post = session.run_hooks("PostCompact", trigger, trigger=trigger, compact_summary=compaction.summary)
+    post_text = session.hooks.context_text(post)
     post_tokens = _view(session).tokens
     session.state.reset_after_compaction(post_tokens)
     session.last_compaction = {"summary": compaction.summary, "pre_messages": old, "trigger": trigger,
@@ -201,14 +213,32 @@ def finish(session: Session, compaction: Compaction, trigger: str, pre_tokens: i
     lines = [*(hook_lines or []), *start_lines, *([f"PostCompact hook: {post_text}"] if post_text else [])]
     session.emit(CompactFinished(shown, pre_tokens, post_tokens, time.monotonic() - started, compaction.method,
                                  compaction.summary, tuple(lines)))
-    if post_tokens >= th.auto_compact:
+    _guard(session, trigger, shown, post_tokens, th.auto_compact)
+    return True
+
+
+def _commit(session: Session, trigger: str, pre_tokens: int, old: list[Message], compaction: Compaction,
+            summary_msg: Message, kept: list[Message], added: list[Message]) -> None:
+    """Append the boundary, the summary and the new messages; swap the live list."""
+    with session.lock:
+        session.writer.append_boundary(trigger, pre_tokens, logical_parent_uuid=old[-1].uuid if old else None,
+                                       preserved_segment=_segment(compaction, kept, summary_msg.uuid))
+        for m in [summary_msg, *added]:  # kept messages are in the transcript already
+            session.writer.append_message(m)
+        session.messages = [summary_msg, *kept, *added]
+    for m in [summary_msg, *added]:
+        session.emit(MessageRecorded(m))
+
+
+def _guard(session: Session, trigger: str, shown: str, post_tokens: int, threshold: int) -> None:
+    """A result still over T did not help: a failure for the breaker. Anything else resets it."""
+    if post_tokens >= threshold:
         if trigger == "auto":
             session.compact_failures += 1
         session.emit(CompactFailed(shown, STILL_OVER))
     else:
         session.compact_failures = 0
         session.compact_failures_reported = False
-    return True
 
 
 def nothing_new_since_compaction(session: Session) -> bool:

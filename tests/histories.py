@@ -85,7 +85,7 @@ class Builder:
     def calls(self, *names: str, text: str = "") -> tuple[Message, list[str]]:
         ids = [self.tool_id() for _ in names]
         blocks = ([{"type": "text", "text": text}] if text else []) + [
-            {"type": "tool_use", "id": i, "name": n, "input": {"arg": n.lower()}} for i, n in zip(ids, names)]
+            {"type": "tool_use", "id": i, "name": n, "input": {"arg": n.lower()}} for i, n in zip(ids, names, strict=True)]
         return self.assistant(blocks), ids
 
     def results(self, pairs: list[tuple[str, str | list[dict]]], errors: set[str] = frozenset()) -> Message:
@@ -149,12 +149,12 @@ def histories(draw: st.DrawFn, max_turns: int = 5) -> list[Message]:
                 blocks.append({"type": "text", "text": draw(_text) or "Let me look."})
             ids = [b.tool_id() for _ in names]
             blocks += [{"type": "tool_use", "id": i, "name": n, "input": {"q": draw(_text)}}
-                       for i, n in zip(ids, names)]
+                       for i, n in zip(ids, names, strict=True)]
             usage = {"input_tokens": draw(st.integers(1, 50_000)), "output_tokens": 50} if draw(
                 st.booleans()) else None
             out.append(b.assistant(blocks, usage, minutes=draw(st.sampled_from([0.5, 5, 90]))))
             pairs, errors = [], set()
-            for i, n in zip(ids, names):
+            for i, n in zip(ids, names, strict=True):
                 content, is_error = draw(_result(n))
                 pairs.append((i, content))
                 if is_error:

@@ -5,8 +5,15 @@ import stat
 from pathlib import Path
 
 from agent.messages import Message, tool_pairs_ok
-from compact.budget import (PREVIEW_CHARS, ROUND_BUDGET, apply_budget, persisted_block, preview, result_text,
-                            tool_names_of)
+from compact.budget import (
+    PREVIEW_CHARS,
+    ROUND_BUDGET,
+    apply_budget,
+    persisted_block,
+    preview,
+    result_text,
+    tool_names_of,
+)
 from compact.pipeline import replay
 from compact.state import ContextState
 from tests.histories import Builder, image_block, output, parallel_history, seq_history

@@ -220,6 +220,13 @@ def test_disable_compact_says_why_and_sends_nothing(tmp_path: Path, api: FakeAPI
     assert api.message_requests == []
 
 
+def test_an_empty_conversation_is_not_compacted(tmp_path: Path, api: FakeAPI) -> None:
+    session, events = make_session(tmp_path, api)
+    assert compactor.compact(session, "manual") is False
+    assert of_type(events, CompactFailed) == [CompactFailed("manual", "there is nothing to compact yet")]
+    assert api.message_requests == [] and not session.transcript_path.exists()
+
+
 # --- the post-compaction guard --------------------------------------------------------------------------
 
 

@@ -231,3 +231,12 @@ def test_no_network_needed(run_cli, fake_api):
     res = run_cli(fake_api, "-p", "hi", env={"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
                                             "NO_PROXY": "127.0.0.1,localhost", "TIKTOKEN_CACHE_DIR": os.devnull})
     assert res.code == 0, res.stderr
+
+
+def test_sse_error_event_mid_stream_is_retried(fake_api, run_cli):
+    fake_api.stream_error(after_events=3)
+    fake_api.reply_text("recovered")
+    res = run_cli(fake_api, "-p", "hi")
+    assert res.code == 0, res.stderr
+    assert res.stdout == "recovered\n"
+    fake_api.check()

@@ -6,8 +6,18 @@ from pathlib import Path
 import pytest
 
 from agent.messages import Message, to_api, tool_pairs_ok
-from compact.snip import (NUDGE_TEXT, SnipError, apply_snips, nudge_message, nudge_needed, perform_snip,
-                          plan_snip, snip_id, tag_prompts, turns)
+from compact.snip import (
+    NUDGE_TEXT,
+    SnipError,
+    apply_snips,
+    nudge_message,
+    nudge_needed,
+    perform_snip,
+    plan_snip,
+    snip_id,
+    tag_prompts,
+    turns,
+)
 from compact.state import ContextState
 from tests.histories import Builder, image_block, output
 from tools.base import ToolContext, ToolError
