@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 import threading
-from pathlib import Path
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from agent.errors import Interrupted, ModelError, classify_bad_request
@@ -235,6 +235,11 @@ class ModelClient:
                     elif emit_text and event.type == "thinking":
                         self.on_event(ThinkingDelta(event.thinking))
                 final = stream.get_final_message()
+            except Exception:
+                # closing the stream from the cancel watcher makes the reader fail in various ways
+                if cancel is not None and cancel.is_set():
+                    raise Interrupted("interrupted") from None
+                raise
             finally:
                 done.set()
         if cancel is not None and cancel.is_set():

@@ -103,9 +103,9 @@ def call_model(session: Session, current: Prepared) -> Message:
 
 
 def _reactive_compact(session: Session, error: PromptTooLong) -> bool:
-    if session.settings.disable_compact or getattr(session, "reactive_compacted", False):
+    if session.settings.disable_compact or session.reactive_compacted:
         return False
-    session.reactive_compacted = True  # type: ignore[attr-defined]
+    session.reactive_compacted = True
     if error.maximum and error.maximum < session.window:
         session._window = error.maximum  # the server told us its real limit
     return compactor.compact(session, "auto", reactive=True)
@@ -115,6 +115,9 @@ def _after_reply(session: Session, current: Prepared, reply: Message) -> None:
     usage = reply.usage or {}
     real = sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens",
                                                   "cache_read_input_tokens"))
+    if real:  # keep the estimate honest: compare it with what the API counted for the same messages
+        session.calibration.observe(max(1, real - session.overhead_tokens()),
+                                    max(1, sum(m.tokens for m in current.messages)))
     applied = context_editing.applied_edits({"context_management": reply.extra.get("contextManagement")})
     if applied:
         session.record({"type": "context-edit", "applied": applied})

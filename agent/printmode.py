@@ -14,8 +14,16 @@ from typing import IO, Any
 
 from agent import __version__
 from agent.errors import AgentError
-from agent.events import (CompactFailed, CompactFinished, CompactStarted, Event, MessageRecorded, Notice,
-                          Retrying, TurnFinished)
+from agent.events import (
+    CompactFailed,
+    CompactFinished,
+    CompactStarted,
+    Event,
+    MessageRecorded,
+    Notice,
+    Retrying,
+    TurnFinished,
+)
 from agent.messages import meta, to_record
 from agent.session import Session, open_session
 from agent.settings import Settings

@@ -11,7 +11,8 @@
     worker done ──► back to the prompt
 
 Keys typed during a turn that are not Esc or Ctrl-C are handed to the next prompt (type-ahead).
-Start-up: the SDK import starts in the background first, so the prompt is drawn while it loads.
+Start-up: the SDK import starts in a background thread as soon as the prompt has been drawn (at once
+when there is a first message), so it loads while the user types and never delays the prompt.
 """
 
 from __future__ import annotations
@@ -58,9 +59,14 @@ def run_repl(settings: Any, initial_prompt: str | None, resume: str | None = Non
     """The interactive session; returns the exit code."""
     from agent.client import import_in_background
 
-    import_in_background()  # first: the SDK loads while the prompt is drawn
     console = Console(no_color=settings.no_color, highlight=False)
     repl = Repl(settings, console, environ=dict(environ or {}))
+    if initial_prompt:
+        import_in_background()  # the first request needs it at once
+    else:
+        # The SDK loads while the user types. Started any earlier, its import (~2 s of Python) competes
+        # with drawing the prompt for the GIL and nearly doubles the time to the first prompt.
+        repl.when_drawn(import_in_background)
     repl.open(resume=resume, continue_last=continue_last)
     return repl.run(initial_prompt)
 
@@ -168,6 +174,17 @@ class Repl:
             color_depth=ColorDepth.MONOCHROME if settings.no_color else None,
             prompt_continuation=lambda width, line, wrap: " " * width)
 
+    def when_drawn(self, fn: Callable[[], Any]) -> None:
+        """Call fn once, right after the prompt is first drawn."""
+        fired = threading.Event()
+
+        def after_render(_app: Any) -> None:
+            if not fired.is_set():
+                fired.set()
+                fn()
+
+        self.prompt.app.after_render += after_render
+
     def _history(self) -> History:
         try:
             return FileHistory(str(history_file(self.settings)))
@@ -179,11 +196,12 @@ class Repl:
         from agent.printmode import start_hooks
         from agent.session import open_session
 
+        self.renderer.banner(__version__, self.settings.model, str(self.settings.cwd))
         self.session = open_session(self.settings, emit=self.renderer, ask=self.ask, resume=resume,
                                     continue_last=continue_last, environ=self.environ)
         start_hooks(self.session, "resume" if (resume or continue_last) else "startup")
         if self.session.messages:  # a resumed conversation may already be over the warning level
-            threading.Thread(target=self._refresh_tokens_bg, daemon=True).start()
+            self.when_drawn(lambda: threading.Thread(target=self._refresh_tokens_bg, daemon=True).start())
 
     def use(self, session: Any) -> None:
         """Continue with another session (tests; /clear and /resume)."""
@@ -194,7 +212,6 @@ class Repl:
 
     # --- main loop ---------------------------------------------------------------------------------
     def run(self, initial_prompt: str | None = None) -> int:
-        self.renderer.banner(__version__, self.session.model, str(self.settings.cwd))
         if initial_prompt and initial_prompt.strip() and not self.handle(initial_prompt):
             return 0
         while True:

@@ -54,6 +54,8 @@ class Session:
     cost: float = 0.0
     last_compaction: dict[str, Any] | None = None
     environ: dict[str, str] = field(default_factory=dict)
+    compacting: bool = False  # a compaction is running (no recursion from side requests)
+    reactive_compacted: bool = False  # the once-per-turn reactive compaction was used
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -123,6 +125,17 @@ class Session:
     # --- model requests ----------------------------------------------------------------------------
     def system_blocks(self) -> list[dict[str, Any]]:
         return build_system(self.settings.cwd, self.settings.home, self.model)
+
+    def overhead_tokens(self) -> int:
+        """Estimated tokens of the system prompt and tool definitions (cached until they change)."""
+        import json
+
+        from compact.tokens import estimate_text
+
+        key = json.dumps([self.system_blocks(), self.tool_schemas()], sort_keys=True)
+        if getattr(self, "_overhead_key", None) != key:
+            self._overhead_key, self._overhead = key, estimate_text(key)
+        return self._overhead
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return tool_schemas(self.tools)

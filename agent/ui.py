@@ -19,7 +19,6 @@ from typing import Any, Callable
 
 from rich.console import Console
 from rich.live import Live
-from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.spinner import Spinner
 from rich.text import Text
@@ -231,7 +230,11 @@ class Renderer:
         self.compact_events += 1
         self._compact_since = None
         self._stop_status()
-        self.console.print(Text(f"Compaction failed: {event.reason}", style="red"), highlight=False)
+        if event.reason == "cancelled":
+            line = Text("Compaction cancelled · the conversation is unchanged", style="yellow")
+        else:
+            line = Text(f"Compaction failed: {event.reason}", style="red")
+        self.console.print(line, highlight=False)
         self._resume_turn_status()
 
     def _on_TokenState(self, event: TokenState) -> None:
@@ -319,6 +322,8 @@ class Renderer:
             if isinstance(result, commands.ContextUsage):
                 self.console.print(context_grid(result), highlight=False)
             elif result.markdown:
+                from rich.markdown import Markdown  # ~0.1 s of imports: only when first needed
+
                 self.console.print(Markdown(result.text), highlight=False)
             elif result.text:
                 self.console.print(Text(result.text, style="" if result.ok else "red"), highlight=False,

@@ -59,7 +59,7 @@ class Session:
 
     def output(self) -> str:
         r = self.rnd.random()
-        lines = 1 if r < 0.55 else 4 if r < 0.88 else 20 if r < 0.988 else 250
+        lines = 1 if r < 0.6 else 4 if r < 0.9 else 18 if r < 0.995 else 700
         return "".join(f"src/pkg/module_{i}.py:{i * 7}: {self.words(6)}\n" for i in range(lines))
 
     def prompt(self) -> Message:

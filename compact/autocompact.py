@@ -31,7 +31,7 @@ def should_compact(tokens: int, threshold: int, *, enabled: bool = True, failure
 
 def maybe_autocompact(session: Session, tokens: int) -> bool:
     """Compact when the policy says so; True when the conversation was replaced."""
-    if not session.auto_compact_enabled or getattr(session, "compacting", False):
+    if not session.auto_compact_enabled or session.compacting:
         return False
     threshold = session.thresholds().auto_compact
     if tokens < threshold:

@@ -53,15 +53,15 @@ def compact(session: Session, trigger: str, instructions: str | None = None, rea
     if session.settings.disable_compact:
         session.emit(Notice(DISABLED, "warning"))
         return False
-    if getattr(session, "compacting", False):
+    if session.compacting:
         return False  # never from inside another compaction (a hook, a side request)
     if trigger == "manual":
         session.cancel.clear()  # a command of its own: an earlier Ctrl-C must not cancel it
-    session.compacting = True  # type: ignore[attr-defined]
+    session.compacting = True
     try:
         return _attempt(session, trigger, instructions, "reactive" if reactive else trigger)
     finally:
-        session.compacting = False  # type: ignore[attr-defined]
+        session.compacting = False
 
 
 def _attempt(session: Session, trigger: str, instructions: str | None, shown: str) -> bool:

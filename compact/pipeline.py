@@ -25,9 +25,12 @@ decisions in ``ContextState``, cheapest stage first::
     Prepared.api = to_api(...)        the request's ``messages`` (built on first access)
 
 Stages up to microcompact make no model call; each is a function that never mutates its input and
-never separates a tool_use from its tool_result. Each keeps a small per-message cache here (in the
-context, tied to its state), so a call in a running session costs O(new messages) plus one cheap pass
-over the list.
+never separates a tool_use from its tool_result. Two kinds of reuse keep a call in a running session
+at O(new messages): each stage keeps a per-message cache (in the context, tied to its state), and
+when the list only grew since the last call and no decision changed in between, the previous call's
+view is kept and only the last round onwards is processed again (checked by object identity, so the
+live list must be append-only and its messages never mutated — both are the contract already).
+Treat a ``Prepared``'s lists as read-only.
 """
 
 from __future__ import annotations

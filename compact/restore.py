@@ -61,14 +61,14 @@ def _paths_in(messages: list[Message], session: Session, tools: tuple[str, ...])
 
 
 def recent_files(session: Session, history: list[Message]) -> list[str]:
-    """Files in the "read" state, most recently read or written first.
+    """Files the model has seen, most recently read or written first.
 
-    The order comes from the Read/Write/Edit calls in ``history``; files known only from the state
+    The order comes from the Read/Write/Edit calls in ``history`` (a resumed session starts with an
+    empty read state, but its history still shows what was read); files known only from the read state
     (restored by an earlier compaction) follow, latest recorded first.
     """
-    known = session.tool_ctx.read_files
-    ordered = [p for p in _paths_in(history, session, FILE_TOOLS) if p in known]
-    ordered += [p for p in reversed(list(known)) if p not in ordered]
+    ordered = _paths_in(history, session, FILE_TOOLS)
+    ordered += [p for p in reversed(list(session.tool_ctx.read_files)) if p not in ordered]
     return ordered
 
 

@@ -5,7 +5,8 @@ used (or ``/compact`` was given instructions).
 Drops: everything; the summary replaces the whole history (compact.compactor swaps the list).
 Keeps: nothing verbatim — the finishing steps restore recent files and hook context.
 Writes to disk: nothing (the compactor writes once the summary is in hand).
-Model calls: one side request, plus up to 3 retries when that request is itself too long.
+Model calls: one side request, plus up to 3 retries when that request is itself too long (and one
+with a smaller max_tokens when only the reserved output does not fit).
 
 The request shares the main conversation's cached prefix: the same system blocks, the same tools and
 the same (tagged) messages, with images and documents replaced by ``[image]`` / ``[document]``, then
@@ -24,7 +25,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from agent.client import max_output_tokens
-from agent.errors import PromptTooLong
+from agent.errors import MaxTokensOverflow, PromptTooLong
 from agent.messages import Message, meta, to_api
 from compact.result import Compaction, CompactionError
 
@@ -162,10 +163,10 @@ def drop_oldest_rounds(messages: list[Message], gap: int | None) -> list[Message
     return remaining
 
 
-def summary_request(session: Session, messages: list[Message], instruction: str) -> Any:
+def summary_request(session: Session, messages: list[Message], instruction: str, max_tokens: int | None = None) -> Any:
     """The side request: main system + tools + these messages + the instruction, tool use off."""
     api = to_api([*strip_media(messages), meta(instruction)])
-    max_tokens = min(SUMMARY_MAX_TOKENS, max_output_tokens(session.model))
+    max_tokens = max_tokens or min(SUMMARY_MAX_TOKENS, max_output_tokens(session.model))
     req = session.request(api, max_tokens=max_tokens, tool_choice={"type": "none"})
     if session.settings.compaction_model:
         req.model = session.settings.compaction_model
@@ -208,16 +209,23 @@ def summarize(session: Session, messages: list[Message], instructions: list[str]
     custom = [instructions] if isinstance(instructions, str) else list(instructions or [])
     instruction = build_instruction(custom)
     current = list(messages)
-    for attempt in range(PTL_RETRIES + 1):
-        req = summary_request(session, current, instruction)
+    max_tokens: int | None = None
+    attempt = 0
+    while True:
+        req = summary_request(session, current, instruction, max_tokens)
         try:
             reply = session.client.stream(req, cancel=session.cancel, emit_text=False)
+        except MaxTokensOverflow as e:
+            if max_tokens is not None:
+                raise CompactionError("no room is left for the summary in the context window") from None
+            max_tokens = e.smaller_max_tokens()  # the input fits, the reserved output does not
+            continue
         except PromptTooLong as e:
-            shorter = drop_oldest_rounds(current, e.gap) if attempt < PTL_RETRIES else None
+            attempt += 1
+            shorter = drop_oldest_rounds(current, e.gap) if attempt <= PTL_RETRIES else None
             if shorter is None:
                 raise CompactionError("the conversation is too long even for the summary request") from None
-            current = shorter
+            current, max_tokens = shorter, None
             continue
         session.account_side_request(reply)
         return Compaction(method="summary", summary=check_reply(reply), usage=reply.usage)
-    raise CompactionError("the conversation is too long even for the summary request")

@@ -397,3 +397,14 @@ def test_failing_and_hanging_hooks_are_reported_and_compaction_proceeds(tmp_path
     assert any("failed (exit 3): broken" in n for n in notices)
     assert any("timed out after 1s" in n for n in notices)
     assert of_type(events, CompactFinished)
+
+
+def test_a_resumed_session_restores_from_its_history(tmp_path: Path, api: FakeAPI) -> None:
+    session, _ = make_session(tmp_path, api)
+    paths = conversation(session, ["a.py", "b.py"])
+    session.tool_ctx.read_files.clear()  # as after --continue: nothing read in this process yet
+    plan = restore.plan_restore(session, [], session.messages)
+    assert len(plan.messages) == 2
+    assert all(str(p.resolve()) in m.text for m, p in zip(plan.messages, reversed(paths), strict=True))
+    restore.apply_read_state(session, plan, [])
+    assert set(session.tool_ctx.read_files) == {str(p.resolve()) for p in paths}  # editable again

@@ -207,6 +207,28 @@ def test_warning_bar_after_a_big_turn(fake_api, project):
         assert d.repl._toolbar() == [("class:warning", "10% until auto-compact")]
 
 
+def test_clear_then_resume_by_number(fake_api, project):
+    fake_api.reply_text("Noted: 42.")
+    with repl_for(fake_api, project) as d:
+        d.type("remember 42\r")
+        d.wait_for("Noted: 42.")
+        d.wait_idle()
+        first = d.repl.session.session_id
+        d.type("/clear\r")
+        d.wait_for("Started a new session.")
+        d.wait_idle()
+        assert d.repl.session.session_id != first and d.repl.session.messages == []
+        d.type("/resume\r")
+        d.wait_for("Resume one with")
+        time.sleep(0.2)  # the number prompt is being drawn
+        d.type("1\r")
+        d.wait_for("Resumed session")
+        d.wait_idle()
+        assert d.repl.session.session_id == first
+        assert [m.text for m in d.repl.session.messages] == ["remember 42", "Noted: 42."]
+    assert f"Resumed session {first} (2 messages).\n" in d.out
+
+
 def test_slash_completion():
     found = [c.text for c in SlashCompleter().get_completions(Document("/co"), None)]
     assert found == ["/compact", "/context", "/cost"]

@@ -213,3 +213,13 @@ def test_an_instruction_after_a_trailing_user_message_keeps_the_request_valid(tm
     body = api.message_requests[-1].body
     assert validate(body) == []
     assert body["messages"][-1]["content"][0]["type"] == "tool_result"
+
+
+def test_output_room_overflow_retries_with_a_smaller_max_tokens(tmp_path: Path, api: FakeAPI) -> None:
+    session, _ = make_session(tmp_path, api)
+    conversation(session, ["a.py"])
+    api.error(400, message="input length and `max_tokens` exceed context limit: 190000 + 20000 > 200000")
+    api.reply_text(SUMMARY_REPLY)
+    result = summary.summarize(session, view(session).tagged)
+    assert [r.body["max_tokens"] for r in api.message_requests] == [20_000, 9_000]
+    assert result.summary.startswith("1. Primary Request")

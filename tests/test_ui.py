@@ -110,12 +110,15 @@ def test_compaction_line_manual_and_auto_with_hook_messages_and_failure():
         CompactFinished("reactive", 9_500, 850, 3.0, "session-memory"),
         CompactStarted("auto"),
         CompactFailed("auto", "the summary came back empty"),
+        CompactStarted("manual"),
+        CompactFailed("manual", "cancelled"),
     )
     assert out == (
         "Compacted · manual · 154k → 18k tokens · 21s\n"
         "  ⎿  PreCompact hook output added to the summary instructions\n"
         "Compacted · auto · 9.5k → 850 tokens · 3s\n"
         "Compaction failed: the summary came back empty\n"
+        "Compaction cancelled · the conversation is unchanged\n"
     )
 
 

@@ -86,6 +86,7 @@ class ReadTool:
 def record_read(ctx: ToolContext, path: Path) -> None:
     """Remember that the model has seen ``path`` as it is on disk now."""
     resolved = path.resolve()
+    ctx.read_files.pop(str(resolved), None)  # re-insert so the dict's order is the order of recency
     ctx.read_files[str(resolved)] = resolved.stat().st_mtime
 
 

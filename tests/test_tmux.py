@@ -1,0 +1,233 @@
+"""End to end in a real terminal: the `compact-agent` REPL in tmux, against the fake Messages API.
+
+Each test starts the real CLI in a private tmux server (its own socket), types with send-keys and reads
+the screen with capture-pane, polling with a deadline. The fake runs in this process, so the test can
+script replies and inspect every request the agent sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.fakeapi import Reply, last_user_text
+
+ROOT = Path(__file__).resolve().parent.parent
+TMUX = shutil.which("tmux") or "/usr/bin/tmux"
+CLI = ROOT / ".venv" / "bin" / "compact-agent"
+
+pytestmark = pytest.mark.skipif(not Path(TMUX).exists(), reason="tmux is not installed")
+
+LONG_REPLY = "".join(f"Reply line {i:03d}: the quick brown fox jumps over the lazy dog again.\n"
+                     for i in range(560)) + "END-OF-LONG-REPLY"
+
+
+def is_compaction(body: dict) -> bool:
+    return "<summary>" in last_user_text(body)
+
+
+class Pane:
+    """One agent process in a private tmux server."""
+
+    def __init__(self, home: Path, project: Path, env: dict[str, str], args: list[str]) -> None:
+        self.socket = f"ca-test-{uuid.uuid4().hex[:10]}"
+        command = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "agent"]
+        full_env = {"HOME": str(home), "COMPACT_AGENT_HOME": str(home / ".compact-agent"),
+                    "PYTHONPATH": str(ROOT), "TERM": "xterm-256color", "LANG": "C.UTF-8", **env}
+        self.home = home
+        shell = " ".join(["env", *(f"{k}={v}" for k, v in full_env.items()), *command, *args])
+        self.tmux("new-session", "-d", "-s", "main", "-x", "120", "-y", "40", "-c", str(project), shell)
+
+    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([TMUX, "-L", self.socket, "-f", "/dev/null", *args], capture_output=True,
+                              text=True, timeout=10)
+
+    def screen(self) -> str:
+        """The visible screen and the scrollback."""
+        return self.tmux("capture-pane", "-p", "-J", "-t", "main", "-S", "-2000").stdout
+
+    def visible(self) -> str:
+        return self.tmux("capture-pane", "-p", "-J", "-t", "main").stdout
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", "main", *keys)
+
+    def type(self, text: str) -> None:
+        self.tmux("send-keys", "-t", "main", "-l", text)
+        self.keys("Enter")
+
+    def wait_for(self, pattern: str, *, count: int = 1, timeout: float = 15, visible: bool = False) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.visible() if visible else self.screen()
+            if len(re.findall(pattern, text)) >= count:
+                return text
+            assert time.monotonic() < deadline, f"{pattern!r} (x{count}) never appeared:\n{text.rstrip()}"
+            time.sleep(0.05)
+
+    def wait_prompt(self, timeout: float = 15) -> None:
+        """Until the input prompt is drawn on the last non-empty line of the screen."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = [ln for ln in self.visible().splitlines() if ln.strip()]
+            if lines and lines[-1].startswith(">") or (len(lines) > 1 and lines[-2].startswith(">")):
+                return
+            assert time.monotonic() < deadline, f"no prompt:\n{self.visible().rstrip()}"
+            time.sleep(0.05)
+
+    def alive(self) -> bool:
+        return self.tmux("has-session", "-t", "main").returncode == 0
+
+    def wait_exit(self, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while self.alive():
+            assert time.monotonic() < deadline, f"the agent did not exit:\n{self.screen()}"
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self.tmux("kill-server")
+        folder = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+        (folder / self.socket).unlink(missing_ok=True)
+
+
+@pytest.fixture
+def agent_in_tmux(fake_api, project, isolated_env):
+    panes: list[Pane] = []
+
+    def start(*args: str, **env: str) -> Pane:
+        pane = Pane(isolated_env, project, {**fake_api.env(), "COMPACT_AGENT_SESSION_MEMORY": "0", **env},
+                    list(args))
+        panes.append(pane)
+        pane.wait_for(r"/help for commands")
+        pane.wait_prompt()
+        return pane
+
+    yield start
+    for pane in panes:
+        pane.close()
+
+
+def transcript_records(home: Path) -> list[dict]:
+    [path] = sorted((home / ".compact-agent" / "projects").glob("*/*.jsonl"))
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_reply_warning_compact_context_and_exit(agent_in_tmux, fake_api):
+    pane = agent_in_tmux(CLAUDE_CODE_AUTO_COMPACT_WINDOW="60000")
+    fake_api.reply_text(LONG_REPLY)  # ~10K output tokens
+    pane.type("hello, please write a lot")
+    pane.wait_for("END-OF-LONG-REPLY")
+    # window 60,000: T = 27,000 and the warning starts at 7,000 tokens; the bar sits under the prompt
+    screen = pane.wait_for(r"\d+% until auto-compact", visible=True)
+    assert "Reply line 559" in screen
+
+    fake_api.reply_text("<analysis>Reviewing.</analysis>\n<summary>The user said hello and got a long reply."
+                        "</summary>")
+    pane.type("/compact keep the greeting")
+    screen = pane.wait_for(r"Compacted · manual · \d+(\.\d)?k → \d+(\.\d)?k? tokens · \d+s")
+    compaction = [r.body for r in fake_api.message_requests if is_compaction(r.body)]
+    assert len(compaction) == 1 and "keep the greeting" in last_user_text(compaction[0])
+    pane.wait_prompt()
+    assert "until auto-compact" not in pane.visible()  # back under the warning level
+
+    pane.type("/context")
+    screen = pane.wait_for("Autocompact buffer")
+    for name in ("Context usage", "System prompt", "System tools", "Memory files", "Messages", "Free space"):
+        assert name in screen
+    pane.wait_prompt()
+    pane.type("/exit")
+    pane.wait_exit()
+    assert fake_api.violations == []
+    fake_api.check()
+
+
+def test_ctrl_c_interrupts_a_reply_a_bash_call_and_a_compaction(agent_in_tmux, fake_api):
+    pane = agent_in_tmux("--dangerously-skip-permissions")
+    arrived = threading.Event()
+
+    def slow_reply(body: dict) -> Reply:
+        arrived.set()
+        time.sleep(2)
+        return Reply.text(LONG_REPLY)
+
+    def slow_summary(body: dict) -> Reply:
+        arrived.set()
+        time.sleep(3)
+        return Reply.text("<summary>too late</summary>")
+
+    # 1. while the model is answering
+    fake_api.on(lambda b: "answer slowly" in last_user_text(b), slow_reply, once=True)
+    fake_api.reply_text("Still here after the first interruption.")
+    pane.type("answer slowly")
+    assert arrived.wait(10)
+    started = time.monotonic()
+    pane.keys("C-c")
+    pane.wait_for("Interrupted by user")
+    assert time.monotonic() - started < 5
+    pane.wait_prompt()
+    pane.type("are you there?")
+    pane.wait_for("Still here after the first interruption.")
+    pane.wait_prompt()
+
+    # 2. while Bash runs `sleep 30`
+    fake_api.reply_tool("Bash", {"command": "sleep 30"})
+    fake_api.reply_text("Still here after the second interruption.")
+    pane.type("run the long command")
+    pane.wait_for(r"Bash\(sleep 30\)")
+    time.sleep(0.3)
+    started = time.monotonic()
+    pane.keys("C-c")
+    pane.wait_for("Interrupted by user", count=2)
+    assert time.monotonic() - started < 5
+    pane.wait_prompt()
+    pane.type("and now?")
+    pane.wait_for("Still here after the second interruption.")
+    pane.wait_prompt()
+
+    # 3. while compacting
+    arrived.clear()
+    fake_api.on(is_compaction, slow_summary, once=True)
+    pane.type("/compact")
+    assert arrived.wait(10)
+    pane.wait_for("Compacting conversation")
+    pane.keys("C-c")
+    pane.wait_for("Compaction cancelled")
+    pane.wait_prompt()
+    fake_api.reply_text("Still here after the third interruption.")
+    pane.type("last one")
+    pane.wait_for("Still here after the third interruption.")
+    pane.wait_prompt()
+
+    assert fake_api.violations == []
+    last = fake_api.message_requests[-1].body
+    texts = json.dumps(last["messages"])
+    assert "run the long command" in texts and "answer slowly" in texts  # the compaction changed nothing
+    assert texts.count("[Request interrupted by user]") == 2
+    markers = [r for r in transcript_records(pane.home) if r.get("isMeta") and "interrupted by user" in
+               json.dumps(r.get("message", {})).lower()]
+    assert len(markers) == 2
+    pane.keys("C-d")
+    pane.wait_exit()
+    fake_api.check()
+
+
+def test_second_ctrl_c_at_an_empty_prompt_exits(agent_in_tmux):
+    pane = agent_in_tmux()
+    pane.tmux("send-keys", "-t", "main", "-l", "some draft")
+    pane.keys("C-c")  # clears the draft
+    pane.keys("C-c")
+    pane.wait_for("Press Ctrl-C again to exit")
+    assert pane.alive()
+    pane.keys("C-c")
+    pane.wait_exit()
+
