@@ -196,9 +196,9 @@ class Repl:
         from agent.printmode import start_hooks
         from agent.session import open_session
 
-        self.renderer.banner(__version__, self.settings.model, str(self.settings.cwd))
         self.session = open_session(self.settings, emit=self.renderer, ask=self.ask, resume=resume,
                                     continue_last=continue_last, environ=self.environ)
+        self.renderer.banner(__version__, self.session.model, str(self.settings.cwd))
         start_hooks(self.session, "resume" if (resume or continue_last) else "startup")
         if self.session.messages:  # a resumed conversation may already be over the warning level
             self.when_drawn(lambda: threading.Thread(target=self._refresh_tokens_bg, daemon=True).start())

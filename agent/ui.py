@@ -282,7 +282,7 @@ class Renderer:
     def status_text(self) -> str:
         now = self.clock()
         if self._compact_since is not None:
-            return f"{self._label} {int(now - self._compact_since)}s"
+            return f"{self._label} {int(now - self._compact_since)}s · esc to interrupt"
         since = self._turn_since if self._turn_since is not None else self._since
         parts = [f"{self._label} {int(now - since)}s"]
         if self._out_chars:

@@ -22,18 +22,19 @@ from rich.console import Console
 from agent.repl import Repl, SlashCompleter, history_file
 from agent.settings import load_settings
 from tests.fakeapi import Reply, last_user_text
+from tests.test_commands import chat, new_session
 
 ESC, CTRL_C, CTRL_D = "\x1b", "\x03", "\x04"
 
 
 class Driver:
-    def __init__(self, repl: Repl, pipe, buf: io.StringIO) -> None:
-        self.repl, self.pipe, self.buf = repl, pipe, buf
+    def __init__(self, repl: Repl, pipe, buf: io.StringIO, first: str | None = None) -> None:
+        self.repl, self.pipe, self.buf, self.first = repl, pipe, buf, first
         self.code: int | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        self.code = self.repl.run()
+        self.code = self.repl.run(self.first)
 
     @property
     def out(self) -> str:
@@ -63,15 +64,15 @@ class Driver:
 
 
 @contextmanager
-def repl_for(api, project: Path, **env: str):
+def repl_for(api, project: Path, first: str | None = None, resume: str | None = None, **env: str):
     environ = {"HOME": os.environ["HOME"], "COMPACT_AGENT_HOME": os.environ["COMPACT_AGENT_HOME"], **api.env(), **env}
     settings = load_settings(cwd=project, environ=environ, cli={})
     buf = io.StringIO()
     console = Console(file=buf, width=100, force_terminal=False, color_system=None)
     with create_pipe_input() as pipe:
         repl = Repl(settings, console, environ=environ, input=pipe, output=DummyOutput())
-        repl.open()
-        driver = Driver(repl, pipe, buf)
+        repl.open(resume=resume)
+        driver = Driver(repl, pipe, buf, first)
         driver.thread.start()
         yield driver
         if driver.thread.is_alive():
@@ -227,6 +228,28 @@ def test_clear_then_resume_by_number(fake_api, project):
         assert d.repl.session.session_id == first
         assert [m.text for m in d.repl.session.messages] == ["remember 42", "Noted: 42."]
     assert f"Resumed session {first} (2 messages).\n" in d.out
+
+
+def test_first_prompt_from_the_command_line(fake_api, project):
+    fake_api.reply_text("Answering the first prompt.")
+    with repl_for(fake_api, project, first="what is here?") as d:
+        d.wait_for("Answering the first prompt.")
+        d.type("/exit\r")
+        assert d.finish() == 0
+    assert d.out == banner(d.repl, project) + "● Answering the first prompt.\n"
+    assert last_user_text(fake_api.message_requests[0].body).startswith("what is here?")
+
+
+def test_a_resumed_session_shows_its_warning_at_once(fake_api, project):
+    earlier = new_session(fake_api, project)
+    chat(earlier, "read the whole repository", "Done reading.", tokens=150_000)
+    with repl_for(fake_api, project, resume=earlier.session_id) as d:
+        deadline = time.monotonic() + 15
+        while d.repl._toolbar() == "":
+            assert time.monotonic() < deadline, "no warning bar"
+            time.sleep(0.02)
+        # 150,030 tokens: round((167,000 − 150,030) / 167,000 × 100) = 10
+        assert d.repl._toolbar() == [("class:warning", "10% until auto-compact")]
 
 
 def test_slash_completion():

@@ -203,4 +203,4 @@ def test_status_text_counts_seconds_and_streamed_tokens():
     assert r.status_text() == "Working… 12s · ↓ 1.2k tokens · esc to interrupt"
     r(CompactStarted("auto"))
     now[0] = 121.0
-    assert r.status_text() == "Compacting conversation… 9s"
+    assert r.status_text() == "Compacting conversation… 9s · esc to interrupt"
