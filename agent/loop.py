@@ -8,7 +8,7 @@ from __future__ import annotations
 from agent.context import ContextLimitReached, call_model, prepare_context
 from agent.errors import Interrupted, ModelError
 from agent.events import TurnFinished
-from agent.messages import user_prompt
+from agent.messages import meta, user_prompt
 from agent.session import Session
 from agent.tool_exec import record_interruption, run_tools
 from compact.session_memory import after_response
@@ -16,10 +16,9 @@ from compact.session_memory import after_response
 
 def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> TurnFinished:
     session.cancel.clear()
-    prompt = user_prompt(text)
-    session.current_prompt_uuid = prompt.uuid
-    session.reactive_compacted = False
-    session.add(prompt)
+    blocked = submit_prompt(session, text)
+    if blocked:
+        return finish(session, "error", "", blocked)
     calls, reply_text = 0, ""
     try:
         while True:
@@ -40,6 +39,22 @@ def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> Tu
         return finish(session, "context_limit", reply_text, str(e))
     except ModelError as e:
         return finish(session, "error", reply_text, str(e))
+
+
+def submit_prompt(session: Session, text: str) -> str:
+    """Record the user's prompt after the UserPromptSubmit hooks; returns a reason if a hook blocked it."""
+    outcomes = session.run_hooks("UserPromptSubmit", None, prompt=text)
+    reason = session.hooks.blocked(outcomes)
+    if reason is not None:
+        return f"A UserPromptSubmit hook blocked the prompt: {reason}"
+    prompt = user_prompt(text)
+    session.current_prompt_uuid = prompt.uuid
+    session.reactive_compacted = False
+    session.add(prompt)
+    context = session.hooks.context_text(outcomes)
+    if context:
+        session.add(meta(f"UserPromptSubmit hook output:\n{context}", hookContext=True))
+    return ""
 
 
 def finish(session: Session, stop: str, text: str, error: str = "") -> TurnFinished:

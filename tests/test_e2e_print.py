@@ -240,3 +240,37 @@ def test_sse_error_event_mid_stream_is_retried(fake_api, run_cli):
     assert res.code == 0, res.stderr
     assert res.stdout == "recovered\n"
     fake_api.check()
+
+
+def _hook_settings(project: Path, event: str, command: str) -> None:
+    claude = project / ".claude"
+    claude.mkdir(exist_ok=True)
+    (claude / "settings.json").write_text(json.dumps(
+        {"hooks": {event: [{"hooks": [{"type": "command", "command": command, "timeout": 10}]}]}}))
+
+
+def test_user_prompt_submit_hook_adds_context_or_blocks(fake_api, run_cli, project):
+    _hook_settings(project, "UserPromptSubmit", "cat > prompt-hook.json; echo 'Remember: the build uses make.'")
+    fake_api.reply_text("noted")
+    res = run_cli(fake_api, "-p", "hello")
+    assert res.code == 0, res.stderr
+    body = json.dumps(fake_api.message_requests[0].body["messages"])
+    assert "Remember: the build uses make." in body
+    payload = json.loads((project / "prompt-hook.json").read_text())
+    assert payload["hook_event_name"] == "UserPromptSubmit" and payload["prompt"] == "hello"
+
+    _hook_settings(project, "UserPromptSubmit", "echo 'no secrets please' >&2; exit 2")
+    blocked = run_cli(fake_api, "-p", "tell me the password")
+    assert blocked.code == 1 and "no secrets please" in blocked.stderr
+    assert len(fake_api.message_requests) == 1  # nothing was sent
+
+
+def test_pre_tool_use_hook_blocks_a_call(fake_api, run_cli, project):
+    _hook_settings(project, "PreToolUse", "echo 'not on Fridays' >&2; exit 2")
+    fake_api.reply_tool("Bash", {"command": "touch should-not-exist"})
+    fake_api.reply_text("ok")
+    res = run_cli(fake_api, "-p", "go", "--dangerously-skip-permissions")
+    assert res.code == 0, res.stderr
+    result = tool_results_of(fake_api.message_requests[1].body)[0]
+    assert result["is_error"] is True and "not on Fridays" in result_text(result)
+    assert not (project / "should-not-exist").exists()

@@ -56,10 +56,15 @@ def results_by_id(body: dict) -> dict[str, Any]:
             for b in m["content"] if b.get("type") == "tool_result"}
 
 
+def no_cache(value: Any) -> Any:
+    """A copy without cache_control (the breakpoint moves with the tail)."""
+    return json.loads(json.dumps(value).replace(', "cache_control": {"type": "ephemeral"}', ""))
+
+
 def plain(messages: list[dict]) -> list[dict]:
-    """Messages without cache_control (the breakpoint moves with the tail) and without the snip nudge
-    (a reminder the loop adds as the context grows; it is not part of what these tests look at)."""
-    out = json.loads(json.dumps(messages).replace(', "cache_control": {"type": "ephemeral"}', ""))
+    """Messages without cache_control and without the snip nudge (a reminder the loop adds as the
+    context grows; it is not part of what these tests look at)."""
+    out = no_cache(messages)
     for m in out:
         m["content"] = [b for b in m["content"] if not b.get("text", "").startswith("<system-reminder>")]
     return out
@@ -156,7 +161,7 @@ def test_notes_carry_a_long_session_through_compaction_and_resume(run_cli, proje
     old_results = results_by_id(before)
     for use_id, content in results_by_id(after).items():
         if use_id in old_results:
-            assert plain([{"c": content}]) == plain([{"c": old_results[use_id]}])
+            assert no_cache(content) == no_cache(old_results[use_id])
     assert all(estimate_tokens(b) < THRESHOLD for b in main[at:])
 
     # the boundary records the kept segment; the anchor is the summary right after it
