@@ -202,7 +202,8 @@ def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskF
     if path is None:
         return Session(settings, new_uuid(), emit, ask, environ=environ)
     try:
-        loaded = load_transcript(path, model=settings.model)
+        # the model this session will use (Session picks the same): thinking of any other is dropped
+        loaded = load_transcript(path, model=settings.model if settings.model_explicit else default_model())
     except OSError as e:
         raise SessionError(f"Can't read session {path}: {e.strerror or e}") from None
     for warning in loaded.warnings:

@@ -615,7 +615,8 @@ def _clean(messages: list[Message | None], model: str | None) -> list[Message]:
         if m.role == "assistant":
             if m.model == "<synthetic>" or m.extra.get("isApiErrorMessage"):
                 continue  # an API error Claude Code displayed as a reply; the model never said it
-            if model is not None and m.model != model and any(b.get("type") in THINKING_TYPES for b in m.content):
+            if model is not None and not same_model(m.model, model) and any(b.get("type") in THINKING_TYPES
+                                                                           for b in m.content):
                 m = m.replace(content=[b for b in m.content if b.get("type") not in THINKING_TYPES])
         out.append(m)
     # tool results need a tool_use before them; tool_uses need a result somewhere after them
@@ -642,6 +643,24 @@ def _clean(messages: list[Message | None], model: str | None) -> list[Message]:
             continue
         final.append(m)
     return final
+
+
+_DATED = re.compile(r"-\d{8}$")
+
+
+def same_model(produced: str | None, resumed: str) -> bool:
+    """Whether a response of ``produced`` counts as the resumed model's own (its thinking signatures verify).
+
+    A dated id and its alias name one model (``claude-opus-4-1-20250805`` and ``claude-opus-4-1``), and the
+    ``[1m]`` window suffix is ours, not the model's.
+    """
+    if not produced:
+        return False
+
+    def base(name: str) -> str:
+        return _DATED.sub("", name.replace("[1m]", "").strip())
+
+    return base(produced) == base(resumed)
 
 
 def _has_content(m: Message) -> bool:

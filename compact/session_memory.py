@@ -4,7 +4,8 @@ Triggers
   update   ``after_response``, after every main-conversation response: first once the context reaches
            10,000 tokens, then whenever it has grown 5,000 tokens since the last update *and* either 3
            tool calls happened since or the response made no tool call. One update at a time, in a
-           background thread; the user never waits for it.
+           background thread (one that falls due meanwhile runs right after it); the user never waits,
+           except at process exit, for at most 20 s, so a print-mode run keeps its last update.
   compact  ``compact_with_notes``, tried first by auto-compact and by ``/compact`` without instructions.
 Drops      (compaction) every message before the kept tail; the notes stand in for them.
 Keeps      the messages after "summarized up to here", extended backwards to ≥10,000 tokens and ≥5

@@ -270,3 +270,24 @@ REGISTRY: list[StageCase] = [
     StageCase("tag_prompts", _tags, grows=True),
     StageCase("prepare", _pipeline),
 ]
+
+
+def _collapse(tmp: Path) -> Stage:
+    """Commit every old span the selection offers (keeping only the last turn), each with a short summary."""
+    from compact.collapse import apply_collapses, candidate_spans, placeholder
+
+    collapses: list[dict] = []
+
+    def run(ms: list[Message]) -> list[Message]:
+        if not collapses:
+            for n, span in enumerate(candidate_spans(ms, keep_turns=1)):
+                c = {"collapsedUuids": [m.uuid for m in span], "summary": f"Span {n}: files read, tests run.",
+                     "placeholderUuid": str(_uuid.UUID(int=n + 1, version=4))}
+                if placeholder(c).tokens < sum(m.tokens for m in span):  # as the stage: commit only a saving
+                    collapses.append(c)
+        return apply_collapses(ms, collapses)
+
+    return run
+
+
+REGISTRY.append(StageCase("collapse", _collapse))

@@ -273,15 +273,9 @@ def test_an_edit_that_removes_a_header_is_undone(tmp_path, api):
     assert "header" in warnings(events)[0]
 
 
-def main_reply(session: Session) -> Message:
-    """One main-conversation round as the loop runs it: request, record, then after_response."""
-    reply = session.client.stream(session.request(view(session).api), cancel=session.cancel, emit_text=False)
-    session.add(reply)
-    sm.after_response(session)
-    return reply
-
-
 def test_api_errors_are_reported_once_and_the_conversation_goes_on(tmp_path, api):
+    from agent.loop import run_turn
+
     session, events = make_session(tmp_path, api)
     notes_route = api.on(is_notes_request, Error(500, "api_error", "notes backend down"))
     session.add(user_prompt("read the sources"))
@@ -289,11 +283,13 @@ def test_api_errors_are_reported_once_and_the_conversation_goes_on(tmp_path, api
     api.reply_text("Here is what I found.")
     api.reply_text("And here is more.")
 
-    assert main_reply(session).text == "Here is what I found."  # its update starts and fails
+    # the loop calls after_response after each reply: the update starts, fails, and the turn is unaffected
+    assert run_turn(session, "what did you find?").text == "Here is what I found."
     assert sm.wait_for_update(session, 30)
-    session.add(user_prompt("more?"))
-    assert main_reply(session).text == "And here is more."
-    assert sm.update_notes(session) is False  # a second failure is not reported again
+    finished = run_turn(session, "more?")
+    assert finished.stop_reason == "end_turn" and finished.text == "And here is more."
+    assert sm.wait_for_update(session, 30)
+    assert sm.update_notes(session) is False  # failures after the first are not reported again
     assert len(notes_route.hits) >= 2
     [warning] = warnings(events)
     assert "Session notes were not updated" in warning and "500" in warning

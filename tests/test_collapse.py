@@ -1,0 +1,394 @@
+"""compact.collapse: the pure span replacement, span selection, and the stage in a live session against
+the loopback fake API (staging, commits at 90%, the wait at 95%, failures, resume), then the real CLI.
+
+Sessions here use a 60,000-token window cap: E = 40,000, so the worker starts at 28,000 tokens, commits
+from 36,000 and the wait level is the blocking limit, 37,000. Messages carry no usage, so the counts are
+plain estimates and the tests can steer them exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent.context import view
+from agent.errors import Interrupted
+from agent.events import Notice
+from agent.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
+from agent.session import Session, open_session
+from agent.settings import Settings
+from agent.transcript import load_transcript
+from compact import collapse
+from compact.collapse import apply_collapses, candidate_spans, placeholder
+from compact.snip import turns
+from compact.tokens import count_tokens
+from tests.conftest import records, transcripts
+from tests.fakeapi import Error, FakeAPI, Reply, last_user_text, request_text
+from tests.histories import EXAMPLES, Builder, histories
+
+WORDS = "alpha beta gamma delta parser token stream buffer index value".split()
+
+
+def is_collapse_request(body: dict) -> bool:
+    return collapse.INSTRUCTION.splitlines()[0] in last_user_text(body)
+
+
+@pytest.fixture
+def api(fake_api: FakeAPI):
+    yield fake_api
+    assert fake_api.violations == []
+
+
+def make_session(tmp: Path, api: FakeAPI, **kw: Any) -> tuple[Session, list[Any]]:
+    (tmp / "project").mkdir(exist_ok=True)
+    s = Settings(cwd=tmp / "project", home=tmp / "home", base_url=api.url, api_key="test-key",
+                 context_collapse=True, context_window=60_000, session_memory=False, **kw)
+    events: list[Any] = []
+    return Session(s, "0c0a1a5e-1111-4222-8333-444455556666", events.append, ask=None), events
+
+
+def text_of(tokens: int, seed: int) -> str:
+    return " ".join(WORDS[(seed + i * 3) % 10] for i in range(tokens))
+
+
+def add_turn(session: Session, n: int, size: int = 3_000) -> list[Message]:
+    """A prompt, one Read call, its result (about ``size`` tokens) and a closing reply."""
+    call = f"toolu_turn{n:03d}"
+    ms = [user_prompt(f"Turn {n}: check module_{n}.py"),
+          assistant([{"type": "tool_use", "id": call, "name": "Read", "input": {"file_path": f"module_{n}.py"}}],
+                    stop_reason="tool_use"),
+          tool_results([tool_result_block(call, text_of(size, n))]),
+          assistant([{"type": "text", "text": f"module_{n}.py is fine."}])]
+    for m in ms:
+        session.add(m)
+    return ms
+
+
+def fill(session: Session, tokens: int, start: int = 0, size: int = 3_000) -> list[list[Message]]:
+    """Add turns until the live list holds at least ``tokens``."""
+    out = []
+    while count_tokens(session.messages) < tokens:
+        out.append(add_turn(session, start + len(out), size))
+    return out
+
+
+def summaries() -> Any:
+    n = iter(range(1, 1000))
+    return lambda body: Reply.text(f"SUMMARY-{next(n)}: read a module, it was fine.")
+
+
+def placeholders(messages: list[Message]) -> list[Message]:
+    return [m for m in messages if collapse.is_placeholder(m)]
+
+
+def notices(events: list[Any]) -> list[str]:
+    return [e.text for e in events if isinstance(e, Notice)]
+
+
+# --- apply_collapses (pure) ---------------------------------------------------------------------------
+
+
+def history() -> tuple[list[Message], list[list[Message]]]:
+    b = Builder(7)
+    ts = []
+    for n in range(4):
+        t = [b.prompt(f"task {n}"), *b.round("Read", f"contents {n} " * 50),
+             b.assistant([{"type": "text", "text": f"done {n}"}])]
+        ts.append(t)
+    return [b.summary("Earlier: set up."), *[m for t in ts for m in t]], ts
+
+
+def commit(span: list[Message], summary: str = "read two files", ph: str = "ph-1") -> dict:
+    return {"collapsedUuids": [m.uuid for m in span], "summary": summary, "placeholderUuid": ph}
+
+
+def test_a_span_becomes_one_placeholder_where_it_was() -> None:
+    messages, ts = history()
+    before = copy.deepcopy(messages)
+    c = commit(ts[1] + ts[2])
+    out = apply_collapses(messages, [c])
+    assert messages == before
+    assert [m.uuid for m in out] == [m.uuid for m in [messages[0], *ts[0]]] + ["ph-1"] + [m.uuid for m in ts[3]]
+    [ph] = placeholders(out)
+    assert (ph.role, ph.kind, ph.text) == ("user", "meta", "[Collapsed: 8 messages] read two files")
+    assert ph.timestamp == ts[1][0].timestamp
+    assert tool_pairs_ok(out)
+    assert apply_collapses(out, [c]) == out  # idempotent
+    assert apply_collapses(messages, [c]) == out  # deterministic: a resume builds the same view
+
+
+def test_spans_gone_or_broken_are_left_alone() -> None:
+    messages, ts = history()
+    gone = commit([Message("user", [{"type": "text", "text": "x"}])], ph="ph-gone")
+    half = commit(ts[1][:2], ph="ph-half")  # the call without its result: applying it would break the pair
+    assert apply_collapses(messages, [gone, half]) == messages
+    partly = commit(ts[1], ph="ph-partly")
+    snipped = [m for m in messages if m.uuid not in {ts[1][0].uuid}]  # the prompt was snipped since
+    out = apply_collapses(snipped, [partly])
+    assert [m.uuid for m in out].count("ph-partly") == 1 and not {m.uuid for m in ts[1]} & {m.uuid for m in out}
+
+
+def test_several_commits_apply_together_in_order() -> None:
+    messages, ts = history()
+    out = apply_collapses(messages, [commit(ts[0], "first", "ph-a"), commit(ts[2], "third", "ph-c")])
+    assert [m.uuid for m in out] == [messages[0].uuid, "ph-a", *[m.uuid for m in ts[1]], "ph-c",
+                                     *[m.uuid for m in ts[3]]]
+    assert [m.text for m in placeholders(out)] == ["[Collapsed: 4 messages] first", "[Collapsed: 4 messages] third"]
+
+
+# --- span selection -----------------------------------------------------------------------------------
+
+
+def test_spans_are_old_closed_turns_grouped_up_to_the_size_cap() -> None:
+    messages, ts = history()
+    spans = candidate_spans(messages, keep_turns=1, max_tokens=10_000)
+    assert [[m.uuid for m in s] for s in spans] == [[m.uuid for t in ts[:3] for m in t]]
+    one_each = candidate_spans(messages, keep_turns=1, max_tokens=1)
+    assert [[m.uuid for m in s] for s in one_each] == [[m.uuid for m in t] for t in ts[:3]]
+    assert candidate_spans(messages) == [ts[0]]  # the last 3 turns stay
+    assert candidate_spans(messages, keep_turns=0, max_tokens=1)[-1] == ts[2]  # never the last turn, whatever is asked
+    assert candidate_spans(messages, keep_turns=1, exclude={ts[1][2].uuid}, max_tokens=10_000) == [ts[0], ts[2]]
+
+
+def test_a_turn_left_with_an_open_call_or_a_placeholder_ends_a_span() -> None:
+    messages, ts = history()
+    b = Builder(8)
+    call, _ = b.calls("Bash")  # interrupted: no result ever came
+    open_turn = [b.prompt("run it"), call]
+    messages = messages[:1] + ts[0] + open_turn + [m for t in ts[1:] for m in t]
+    spans = candidate_spans(messages, keep_turns=1, max_tokens=100_000)
+    assert spans == [ts[0], ts[1] + ts[2]]
+    collapsed = apply_collapses(messages, [commit(ts[1])])
+    assert candidate_spans(collapsed, keep_turns=1, max_tokens=100_000) == [ts[0], ts[2]]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                       HealthCheck.data_too_large])
+@given(messages=histories(max_turns=7), keep=st.integers(0, 4), cap=st.sampled_from([1, 2_000, 50_000]))
+def test_spans_never_touch_recent_turns_nor_split_a_pair(messages: list[Message], keep: int, cap: int) -> None:
+    index = {m.uuid: i for i, m in enumerate(messages)}
+    recent = {m.uuid for t in turns(messages)[len(turns(messages)) - max(1, keep):] for m in t}
+    for span in candidate_spans(messages, keep_turns=keep, max_tokens=cap):
+        at = [index[m.uuid] for m in span]
+        assert at == list(range(at[0], at[0] + len(span)))  # contiguous
+        assert span[0].is_typed_prompt and not {m.uuid for m in span} & recent
+        assert tool_pairs_ok(apply_collapses(messages, [commit(span)]))
+        assert collapse._pairs_closed(span)
+
+
+def test_the_worker_sees_the_span_as_text_with_long_blocks_cut() -> None:
+    messages, ts = history()
+    big = ts[0][:2] + [tool_results([tool_result_block(ts[0][1].tool_uses[0]["id"], "x" * 9_000)])] + ts[0][3:]
+    text = collapse.render_span(big)
+    assert text.splitlines()[:2] == ["User: task 0", 'Assistant called Read: {"arg": "read"}']
+    assert "Tool result: " + "x" * collapse.BLOCK_CHARS + " […7,000 more characters]" in text
+    assert text.splitlines()[-1] == "Assistant: done 0"
+
+
+# --- the stage in a live session ----------------------------------------------------------------------
+
+
+def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api: FakeAPI) -> None:
+    session, events = make_session(tmp_path, api, compaction_model="claude-haiku-4-5")
+    route = api.on(is_collapse_request, summaries())
+    ts = fill(session, 30_000)  # over 70%: the worker starts; under 90%: nothing is committed yet
+    first = view(session)
+    assert placeholders(first.messages) == [] and first.tokens >= 30_000
+    c = collapse.collapser(session)
+    assert c.join(10)
+    # two turns fit in one span (8,000 tokens); two spans are needed to reach 60% once committed
+    assert [s.uuids for s in c.staged] == [[m.uuid for m in ts[0] + ts[1]], [m.uuid for m in ts[2] + ts[3]]]
+    body = route.hits[0]
+    assert body["model"] == "claude-haiku-4-5" and body["max_tokens"] == collapse.SUMMARY_MAX_TOKENS
+    assert "tools" not in body and body["system"][0]["text"] == collapse.SYSTEM
+    assert "User: Turn 0: check module_0.py" in last_user_text(body)
+    assert "Turn 2:" not in last_user_text(body)
+    assert session.state.collapses == [] and not [r for r in records(session.transcript_path)
+                                                  if r["type"] == "collapse-commit"]
+
+    ts += fill(session, 36_500, start=len(ts))  # over 90%: commit, oldest first, until under 90%
+    now = view(session)
+    [ph] = placeholders(now.messages)
+    assert ph.text == "[Collapsed: 8 messages] SUMMARY-1: read a module, it was fine."
+    assert now.messages[0] is ph and now.messages[1] is ts[2][0]
+    assert now.tokens < 36_000 and now.tokens == count_tokens(now.messages)
+    assert "SUMMARY-1" in json.dumps(now.api[0]) and "module_0.py" not in json.dumps(now.api)
+    [rec] = [r for r in records(session.transcript_path) if r["type"] == "collapse-commit"]
+    assert rec["collapsedUuids"] == [m.uuid for m in ts[0] + ts[1]] and rec["placeholderUuid"] == ph.uuid
+    assert session.state.collapses == [{k: rec[k] for k in ("collapsedUuids", "summary", "placeholderUuid")}]
+    assert session.messages[:4] == ts[0]  # the live list keeps everything
+    assert [s.uuids[0] for s in c.staged] == [ts[2][0].uuid]  # the second span waits for the next need
+    assert any("Collapsed an earlier span (8 messages" in n for n in notices(events))
+
+    # resume: the loader replays the commit, and the view is the very same
+    c.join(10)
+    loaded = load_transcript(session.transcript_path)
+    assert loaded.state.collapses == session.state.collapses
+    again = open_session(session.settings, emit=lambda e: None, ask=None, resume=session.session_id)
+    assert again.state.collapses == session.state.collapses
+    assert view(again).api == view(session).api
+
+
+def test_usage_measured_before_a_commit_is_lowered_by_what_it_saved(tmp_path: Path, api: FakeAPI) -> None:
+    session, _ = make_session(tmp_path, api)
+    api.on(is_collapse_request, summaries())
+    ts = fill(session, 30_000)
+    view(session)
+    assert collapse.collapser(session).join(10)
+    session.add(user_prompt("next"))
+    real = count_tokens(session.messages) + 6_000
+    session.add(assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": real, "output_tokens": 0}))
+    now = view(session)  # the usage says 36,000+: commit; the copy handed on counts the saving
+    assert placeholders(now.messages)
+    saved = sum(m.tokens for m in ts[0] + ts[1]) - placeholders(now.messages)[0].tokens
+    assert now.tokens == real - saved
+    assert session.messages[-1].usage == {"input_tokens": real, "output_tokens": 0}  # live list untouched
+
+
+def test_95_percent_waits_for_the_worker_then_proceeds(tmp_path: Path, api: FakeAPI) -> None:
+    session, events = make_session(tmp_path, api)
+
+    def slow(body: dict) -> Reply:
+        time.sleep(0.4)
+        return Reply.text("SLOW SUMMARY of the first turns.")
+
+    api.on(is_collapse_request, slow)
+    fill(session, 37_200)  # past the wait level (the blocking limit, 37,000) with nothing staged
+    t0 = time.monotonic()
+    now = view(session)
+    assert time.monotonic() - t0 >= 0.4
+    assert [m.text.split("] ")[1] for m in placeholders(now.messages)] == ["SLOW SUMMARY of the first turns."]
+    assert now.tokens < 36_000
+    assert session.token_state(now.tokens).blocking is False
+
+
+def test_the_wait_ends_on_ctrl_c_and_after_its_time_limit(tmp_path: Path, api: FakeAPI) -> None:
+    session, _ = make_session(tmp_path, api)
+    release = threading.Event()
+    api.on(is_collapse_request, lambda body: (release.wait(20), Reply.text("late"))[1])
+    fill(session, 37_200)
+    c = collapse.collapser(session)
+    try:
+        threading.Timer(0.2, session.cancel.set).start()
+        t0 = time.monotonic()
+        with pytest.raises(Interrupted):
+            view(session)
+        assert time.monotonic() - t0 < 5
+        session.cancel.clear()
+        c.wait_seconds = 0.3
+        t0 = time.monotonic()
+        now = view(session)  # still busy after the time limit: the request goes out as it is
+        assert 0.3 <= time.monotonic() - t0 < 5 and placeholders(now.messages) == []
+    finally:
+        release.set()
+    assert c.join(10)
+
+
+def test_worker_failures_are_reported_once_and_never_break_the_turn(tmp_path: Path, api: FakeAPI) -> None:
+    session, events = make_session(tmp_path, api)
+    route = api.on(is_collapse_request, Error(400, "invalid_request_error", "model not available here"))
+    fill(session, 30_000)
+    c = collapse.collapser(session)
+    for _ in range(5):
+        assert placeholders(view(session).messages) == []
+        assert c.join(10)
+    assert len(route.hits) == collapse.MAX_FAILURES  # then the worker is no longer started
+    [said] = [n for n in notices(events) if "Context collapse" in n]
+    assert "model not available here" in said and "Later failures are not reported" in said
+
+
+def test_a_staged_span_that_changed_is_not_committed(tmp_path: Path, api: FakeAPI) -> None:
+    session, _ = make_session(tmp_path, api)
+    api.on(is_collapse_request, summaries())
+    ts = fill(session, 30_000)
+    view(session)
+    c = collapse.collapser(session)
+    assert c.join(10)
+    session.state.snipped.add(ts[0][0].uuid)  # the model snipped the first turn meanwhile
+    session.state.snipped.update(m.uuid for m in ts[0][1:])
+    fill(session, 37_200, start=len(ts))
+    now = view(session)
+    assert [p.text.split("]")[0] for p in placeholders(now.messages)] == ["[Collapsed: 8 messages"]
+    assert session.state.collapses[0]["collapsedUuids"][0] == ts[2][0].uuid
+
+
+def test_nothing_is_committed_or_started_while_a_compaction_reads_the_view(tmp_path: Path, api: FakeAPI) -> None:
+    session, _ = make_session(tmp_path, api)
+    fill(session, 37_200)
+    session.compacting = True
+    assert placeholders(view(session).messages) == []
+    assert api.message_requests == [] and collapse.collapser(session).thread is None
+
+
+def test_placeholder_counts_its_messages() -> None:
+    ph = placeholder({"collapsedUuids": ["a", "b", "c"], "summary": " s ", "placeholderUuid": "p"})
+    assert (ph.uuid, ph.text, ph.kind) == ("p", "[Collapsed: 3 messages] s", "meta")
+
+
+# --- end to end: the CLI ------------------------------------------------------------------------------
+
+
+def make_files(project: Path, count: int, lines: int = 120) -> list[Path]:
+    """Source files of about 2,600 tokens each as Read shows them."""
+    paths = []
+    for n in range(count):
+        body = [f"def f{n}_{i}(x): return {' '.join(WORDS[(i * 7 + j + n) % 10] for j in range(9))!r}"
+                for i in range(lines)]
+        path = project / "src" / f"module_{n:02d}.py"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("\n".join(body) + "\n")
+        paths.append(path)
+    return paths
+
+
+class Model:
+    """Each turn reads its batch of files, one Read per reply, then says it is done."""
+
+    def __init__(self, batches: list[list[Path]]):
+        self.batches, self.turn, self.pos = batches, 0, 0
+
+    def __call__(self, body: dict) -> Reply:
+        batch = self.batches[self.turn]
+        if self.pos < len(batch):
+            self.pos += 1
+            return Reply.tool("Read", {"file_path": str(batch[self.pos - 1])})
+        self.turn, self.pos = self.turn + 1, 0
+        return Reply.text(f"Batch {self.turn} read.")
+
+
+def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(run_cli, project: Path,
+                                                                      isolated_env: Path) -> None:
+    paths = make_files(project, 14)
+    batches = [[p] for p in paths[:6]] + [paths[6:]]  # six short turns, then one long tool loop
+    env = {"CLAUDE_CONTEXT_COLLAPSE": "1", "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "60000",
+           "COMPACT_AGENT_SESSION_MEMORY": "0"}
+    with FakeAPI(context_window=60_000) as api:
+        api.on(is_collapse_request, summaries())
+        api.on(lambda body: True, Model(batches))
+        for k, _ in enumerate(batches):
+            res = run_cli(api, "-p", f"Read batch {k + 1}.", *(["--continue"] if k else []), env=env, timeout=180)
+            assert res.code == 0, res.stderr
+            assert res.stdout == f"Batch {k + 1} read.\n"
+    assert api.violations == []
+    assert all(r.status == 200 for r in api.message_requests)
+    sent = [r.body for r in api.message_requests]
+    main = [b for b in sent if not is_collapse_request(b)]
+    assert [b for b in sent if is_collapse_request(b)]
+    assert not any("<summary>" in last_user_text(b) for b in sent)  # no compaction request, ever
+    [path] = transcripts(isolated_env)
+    recs = records(path)
+    assert not [r for r in recs if r.get("subtype") == "compact_boundary"]
+    commits = [r for r in recs if r["type"] == "collapse-commit"]
+    assert commits
+    first = next(i for i, b in enumerate(main) if "[Collapsed: " in request_text(b))
+    assert "Read batch 1." in request_text(main[first - 1]) and "Read batch 1." not in request_text(main[first])
+    assert all("Read batch 7." in request_text(b) for b in main[first:])  # it happened in the long loop
+    assert "Read batch 1." in json.dumps(recs)  # the transcript keeps everything
