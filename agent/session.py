@@ -214,8 +214,11 @@ def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskF
                           state=loaded.state, last_uuid=loaded.last_uuid, environ=environ)
     else:
         session = Session(settings, new_uuid(), emit, ask, environ=environ)
-        for m in loaded.messages:  # seed our own store; the foreign file is only read
-            session.add(m)
+        # seed our own store; the foreign file is only read. Not through add(): the imported replies
+        # are no turns of this run and their usage was paid for back then (num_turns, cost)
+        for m in loaded.messages:
+            session.messages.append(m)
+            session.writer.append_message(m)
         session.state = loaded.state
         for tool_use_id, text in loaded.state.replacements.items():
             session.record({"type": "content-replacement", "replacements": [{"toolUseId": tool_use_id, "content": text}]})

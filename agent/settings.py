@@ -404,14 +404,14 @@ def _apply_files(s: Settings, layer: dict[str, Any]) -> None:
     s.microcompact_keep = micro.get("keepRecent", s.microcompact_keep)
 
     editing = layer.get("contextEditing", {})
-    if editing.get("enabled", False):
+    if editing.get("enabled", bool(editing)):  # an object turns it on unless it says "enabled": false
         s.context_editing = {
             "keep_tool_uses": editing.get("keepToolUses"),
             "trigger_tokens": editing.get("triggerTokens"),
             "clear_at_least_tokens": editing.get("clearAtLeastTokens"),
             "clear_thinking": editing.get("clearThinking", False),
         }
-        s.sources["context_editing"] = src["contextEditing.enabled"]
+        s.sources["context_editing"] = src.get("contextEditing.enabled", "settings")
 
 
 def _expand_dir(raw: str, s: Settings) -> Path:

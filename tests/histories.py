@@ -34,8 +34,9 @@ SIZES = [0, 12, 80, 400, 2_500] * 4 + [21_000, 31_000, 55_000]
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 OUTPUT = "".join(f"{i:06d}  src/module_{i % 97}.py: result line with some words\n" for i in range(4_000))
 
-# how many examples each property runs: HYPOTHESIS_PROFILE=quick|ci|thorough (default ci)
-EXAMPLES = {"quick": 25, "ci": 250, "thorough": 3_000}.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"), 250)
+# how many examples each property runs: HYPOTHESIS_PROFILE=quick|ci|thorough (default ci). With the
+# eight generated-history properties of test_invariants.py, "ci" checks 3,200 histories (~45 s on 2 cores).
+EXAMPLES = {"quick": 25, "ci": 400, "thorough": 3_000}.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"), 400)
 
 
 def ts(t: datetime) -> str:
@@ -105,18 +106,33 @@ class Builder:
 # --- the strategy ---------------------------------------------------------------------------------
 
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+# strategies built once: building one per draw costs hypothesis a validation each time, and the
+# invariant tests draw thousands of histories
+_AGE = st.sampled_from([timedelta(days=2), timedelta(hours=3), timedelta(minutes=40), timedelta(minutes=2)])
+_SEED = st.integers(0, 2**32)
+_BOOL = st.booleans()
+_TURNS = {n: st.integers(1, n) for n in range(1, 9)}
+_ONE_IN = {n: st.integers(0, n - 1) for n in (4, 5, 6, 10)}
+_ROUNDS = st.integers(0, 3)
+_NAMES = st.lists(st.sampled_from(TOOLS), min_size=1, max_size=4)
+_USAGE_INPUT = st.integers(1, 50_000)
+_MINUTES = st.sampled_from([0.5, 5, 90])
+# a tool's input matters to no stage beyond its size, so a cheap pick instead of free text
+_TOOL_INPUT = st.sampled_from(["", "src/app.py", "grep -rn TODO .", "**/*.ts", "naïve 🐍 input"])
+_KIND = st.sampled_from(["text"] * 6 + ["empty", "error", "blocks", "image"])
+_EMPTY = st.sampled_from(["", []])
+_SIZE = st.sampled_from(SIZES)
 
 
-@st.composite
-def _result(draw: st.DrawFn, tool: str) -> tuple[str | list[dict], bool]:
-    kind = draw(st.sampled_from(["text"] * 6 + ["empty", "error", "blocks", "image"]))
+def _result(draw: st.DrawFn) -> tuple[str | list[dict], bool]:
+    kind = draw(_KIND)
     if kind == "empty":
-        return draw(st.sampled_from(["", []])), False
+        return draw(_EMPTY), False
     if kind == "error":
         return "Error: " + draw(_text), True
     if kind == "image":
         return [{"type": "text", "text": "an image"}, image_block()], False
-    size = draw(st.sampled_from(SIZES))
+    size = draw(_SIZE)
     if kind == "blocks":
         return [{"type": "text", "text": output(size // 2)}, {"type": "text", "text": output(size - size // 2)}], False
     return output(size), False
@@ -125,44 +141,42 @@ def _result(draw: st.DrawFn, tool: str) -> tuple[str | list[dict], bool]:
 @st.composite
 def histories(draw: st.DrawFn, max_turns: int = 5) -> list[Message]:
     """A valid conversation as the query loop would hold it (after the last compaction boundary)."""
-    age = draw(st.sampled_from([timedelta(days=2), timedelta(hours=3), timedelta(minutes=40),
-                                timedelta(minutes=2)]))
-    b = Builder(draw(st.integers(0, 2**32)), NOW - age)
+    age = draw(_AGE)
+    b = Builder(draw(_SEED), NOW - age)
     out: list[Message] = []
-    if draw(st.booleans()):
+    if draw(_BOOL):
         out.append(b.summary("This session continues an earlier conversation. Summary: " + draw(_text)))
-        if draw(st.booleans()):  # a kept segment that starts mid-turn
+        if draw(_BOOL):  # a kept segment that starts mid-turn
             out.append(b.assistant([{"type": "text", "text": "Kept reply " + draw(_text)}]))
-    n_turns = draw(st.integers(1, max_turns))
+    n_turns = draw(_TURNS[max_turns] if max_turns in _TURNS else st.integers(1, max_turns))
     for t in range(n_turns):
-        if draw(st.integers(0, 4)) == 0:
+        if draw(_ONE_IN[5]) == 0:
             out.append(b.meta("<system-reminder>" + draw(_text) + "</system-reminder>"))
         text = draw(_text).strip() or "go on"
-        out.append(b.prompt(text, image_block()) if draw(st.integers(0, 9)) == 0 else b.prompt(text))
+        out.append(b.prompt(text, image_block()) if draw(_ONE_IN[10]) == 0 else b.prompt(text))
         last_turn = t == n_turns - 1
-        for _ in range(draw(st.integers(0, 3))):
-            names = draw(st.lists(st.sampled_from(TOOLS), min_size=1, max_size=4))
+        for _ in range(draw(_ROUNDS)):
+            names = draw(_NAMES)
             blocks: list[dict] = []
-            if draw(st.integers(0, 3)) == 0:
+            if draw(_ONE_IN[4]) == 0:
                 blocks.append({"type": "thinking", "thinking": draw(_text) or "hmm", "signature": "sig"})
-            if draw(st.booleans()):
+            if draw(_BOOL):
                 blocks.append({"type": "text", "text": draw(_text) or "Let me look."})
             ids = [b.tool_id() for _ in names]
-            blocks += [{"type": "tool_use", "id": i, "name": n, "input": {"q": draw(_text)}}
+            blocks += [{"type": "tool_use", "id": i, "name": n, "input": {"q": draw(_TOOL_INPUT)}}
                        for i, n in zip(ids, names, strict=True)]
-            usage = {"input_tokens": draw(st.integers(1, 50_000)), "output_tokens": 50} if draw(
-                st.booleans()) else None
-            out.append(b.assistant(blocks, usage, minutes=draw(st.sampled_from([0.5, 5, 90]))))
+            usage = {"input_tokens": draw(_USAGE_INPUT), "output_tokens": 50} if draw(_BOOL) else None
+            out.append(b.assistant(blocks, usage, minutes=draw(_MINUTES)))
             pairs, errors = [], set()
-            for i, n in zip(ids, names, strict=True):
-                content, is_error = draw(_result(n))
+            for i in ids:
+                content, is_error = _result(draw)
                 pairs.append((i, content))
                 if is_error:
                     errors.add(i)
             out.append(b.results(pairs, errors))
-            if draw(st.integers(0, 5)) == 0:
+            if draw(_ONE_IN[6]) == 0:
                 out.append(b.meta("<system-reminder>File changed on disk.</system-reminder>"))
-        if not (last_turn and draw(st.booleans())):  # the last turn may stop mid tool loop
+        if not (last_turn and draw(_BOOL)):  # the last turn may stop mid tool loop
             out.append(b.assistant([{"type": "text", "text": draw(_text) or "Done."}]))
     return out
 

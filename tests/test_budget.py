@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import stat
 from pathlib import Path
 
@@ -41,6 +42,19 @@ def test_a_huge_bash_output_goes_to_disk_with_a_preview(tmp_path: Path) -> None:
     assert out.new_replacements == {tid: sent} and state.replacements == {tid: sent}
     assert state.inline == set()
     assert tool_pairs_ok(out.messages)
+
+
+def test_missing_parent_directories_are_created_private_whatever_the_umask(tmp_path: Path) -> None:
+    results_dir = tmp_path / "session" / "tool-results"
+    tmp_mode = stat.S_IMODE(tmp_path.stat().st_mode)
+    old = os.umask(0o022)
+    try:
+        apply_budget(seq_history(), ContextState(), None, results_dir)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(results_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(results_dir.parent.stat().st_mode) == 0o700  # the session directory too
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == tmp_mode  # an existing parent is left alone
 
 
 def test_parallel_results_are_held_to_the_round_budget(tmp_path: Path) -> None:

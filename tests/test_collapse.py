@@ -349,6 +349,15 @@ def make_files(project: Path, count: int, lines: int = 120) -> list[Path]:
     return paths
 
 
+def plain(value: Any) -> Any:
+    """A request's messages without cache breakpoints (they move from request to request)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
 class Model:
     """Each turn reads its batch of files, one Read per reply, then says it is done."""
 
@@ -356,6 +365,8 @@ class Model:
         self.batches, self.turn, self.pos = batches, 0, 0
 
     def __call__(self, body: dict) -> Reply:
+        if self.turn >= len(self.batches):
+            return Reply.text("All read.")
         batch = self.batches[self.turn]
         if self.pos < len(batch):
             self.pos += 1
@@ -377,6 +388,8 @@ def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(run_cli, p
             res = run_cli(api, "-p", f"Read batch {k + 1}.", *(["--continue"] if k else []), env=env, timeout=180)
             assert res.code == 0, res.stderr
             assert res.stdout == f"Batch {k + 1} read.\n"
+        res = run_cli(api, "-p", "Anything left?", "--continue", env=env)
+        assert (res.code, res.stdout) == (0, "All read.\n"), res.stderr
     assert api.violations == []
     assert all(r.status == 200 for r in api.message_requests)
     sent = [r.body for r in api.message_requests]
@@ -390,5 +403,9 @@ def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(run_cli, p
     assert commits
     first = next(i for i, b in enumerate(main) if "[Collapsed: " in request_text(b))
     assert "Read batch 1." in request_text(main[first - 1]) and "Read batch 1." not in request_text(main[first])
-    assert all("Read batch 7." in request_text(b) for b in main[first:])  # it happened in the long loop
+    assert all("Read batch 7." in request_text(b) for b in main[first:-1])  # it happened in the long loop
+    # --continue replays the commit: the resumed request extends the last one of the live session
+    previous, resumed = plain(main[-2]["messages"]), plain(main[-1]["messages"])
+    assert resumed[:len(previous)] == previous and "[Collapsed: " in json.dumps(resumed[0])
+    assert [m["role"] for m in resumed[len(previous):]] == ["assistant", "user"]
     assert "Read batch 1." in json.dumps(recs)  # the transcript keeps everything

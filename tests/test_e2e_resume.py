@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from agent.client import default_model
 from agent.messages import assistant, tool_result_block, tool_results, user_prompt
 from agent.transcript import TranscriptWriter
 from compact.tokens import MEDIA_TOKENS, estimate_blocks
@@ -257,6 +258,16 @@ def test_real_claude_code_transcript_resumes_into_a_new_session(name: str, run_c
     assert ours.stem != path.stem and "NEW-PROMPT-AFTER-IMPORT" in ours.read_text()
 
 
+def test_imported_history_counts_no_turns_and_no_cost(run_cli) -> None:
+    path = FIXTURES / "moredip__session-share__0ccf1a04-1b4c-43b6-8aa5-79e41db43a68.jsonl"
+    res, api, _, _ = resume_foreign(run_cli, path, "one more poem", "--output-format", "json")
+    assert res.code == 0, res.stderr
+    result = res.json()
+    assert result["num_turns"] == 1  # the imported replies are no turns of this run ...
+    # ... and their usage was paid for back then: only this run's requests count
+    assert result["usage"]["output_tokens"] == 7 * len(api.message_requests)  # "Picked up where we left off."
+
+
 def test_real_transcript_after_its_compaction_starts_with_the_summary(run_cli) -> None:
     path = FIXTURES / "marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
     summary = next(json.loads(line) for line in path.read_text().splitlines() if '"isCompactSummary":true' in line)
@@ -294,16 +305,18 @@ def write_thinking_session(path: Path, model: str) -> None:
                                    model=model, usage={"input_tokens": 960, "output_tokens": 5}))
 
 
-@pytest.mark.parametrize(("resume_model", "kept"), [("claude-opus-4-1", True), ("claude-sonnet-4-6", False)])
-def test_thinking_blocks_resume_only_for_the_model_that_wrote_them(resume_model: str, kept: bool, run_cli,
+@pytest.mark.parametrize(("resume_model", "kept"), [("claude-opus-4-1", True), ("claude-sonnet-4-6", False),
+                                                    (None, True)])
+def test_thinking_blocks_resume_only_for_the_model_that_wrote_them(resume_model: str | None, kept: bool, run_cli,
                                                                    tmp_path: Path) -> None:
+    """``None``: no --model, so the default model resumes a session that same default wrote."""
     path = tmp_path / "thinking.jsonl"
-    write_thinking_session(path, "claude-opus-4-1")
-    res, api, _, _ = resume_foreign(run_cli, path, "and the host?", "--model", resume_model)
+    write_thinking_session(path, "claude-opus-4-1" if resume_model else default_model())
+    res, api, _, _ = resume_foreign(run_cli, path, "and the host?", *(["--model", resume_model] if resume_model else []))
     assert res.code == 0, res.stderr
     assert api.violations == []
     body = main_bodies(api)[0]
-    assert body["model"] == resume_model
+    assert body["model"] == (resume_model or default_model())
     blocks = [b for m in body["messages"] if m["role"] == "assistant" for b in m["content"]]
     thinking = [b for b in blocks if b["type"] == "thinking"]
     assert thinking == ([{"type": "thinking", "thinking": "THINKING-MARK the config says 4000",

@@ -8,7 +8,11 @@ the output is no larger than the input (a few tokens of slack per empty result, 
 from __future__ import annotations
 
 import copy
+import functools
+import itertools
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.messages import Message, to_api, tool_pairs_ok
+from compact import tokens
 from compact.micro import CLEARED
 from compact.pipeline import PrepareContext, prepare
 from compact.snip import snip_id
@@ -33,6 +38,36 @@ from tests.histories import (
 )
 
 EMPTY_RESULT_SLACK = 12  # tokens a "(Tool completed with no output)" placeholder may add
+
+_scratch_root: Path | None = None
+_scratch_n = itertools.count()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def fast_examples() -> Iterator[None]:
+    """Keep thousands of examples affordable, without changing any answer.
+
+    The generated histories reuse a few big tool outputs, and re-tokenizing them for every example
+    was most of this file's run time: ``estimate_text`` is pure, so it is memoised here. Each example
+    gets a fresh scratch directory that only exists once a stage writes to it (most never do).
+    """
+    global _scratch_root
+    _scratch_root = Path(tempfile.mkdtemp(prefix="invariants-"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tokens, "estimate_text", functools.lru_cache(maxsize=4096)(tokens.estimate_text))
+        yield
+    shutil.rmtree(_scratch_root, ignore_errors=True)
+
+
+def scratch_dir() -> Path:
+    """A path not created yet (stages create what they write); removed by ``fast_examples``."""
+    assert _scratch_root is not None
+    return _scratch_root / str(next(_scratch_n))
+
+
+def drop(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
 
 
 def size(messages: list[Message]) -> int:
@@ -64,8 +99,9 @@ def api_problems(messages: list[Message]) -> list[str]:
 
 
 def check_stage(case: StageCase, messages: list[Message]) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        stage = case.make(Path(tmp))
+    tmp = scratch_dir()
+    try:
+        stage = case.make(tmp)
         before = copy.deepcopy(messages)
         once = stage(messages)
         assert messages == before, f"{case.name} mutated its input"
@@ -76,6 +112,8 @@ def check_stage(case: StageCase, messages: list[Message]) -> None:
         twice = stage(once)
         assert once == frozen, f"{case.name} mutated its own output"
         assert twice == once, f"{case.name} is not idempotent"
+    finally:
+        drop(tmp)
 
 
 @pytest.mark.parametrize("case", REGISTRY, ids=lambda c: c.name)
@@ -121,8 +159,11 @@ def run_session(messages: list[Message], cuts: list[int], tmp: Path, incremental
 @given(messages=histories(), data=st.data())
 def test_reusing_the_previous_call_changes_nothing(messages: list[Message], data: st.DataObject) -> None:
     cuts = sorted(data.draw(st.lists(st.integers(0, len(messages)), max_size=4)))
-    with tempfile.TemporaryDirectory() as tmp:
-        assert run_session(messages, cuts, Path(tmp), True) == run_session(messages, cuts, Path(tmp), False)
+    tmp = scratch_dir()
+    try:
+        assert run_session(messages, cuts, tmp, True) == run_session(messages, cuts, tmp, False)
+    finally:
+        drop(tmp)
 
 
 def test_prepare_records_its_decisions_and_tags_only_the_api_copy(tmp_path: Path) -> None:

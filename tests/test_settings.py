@@ -289,3 +289,17 @@ def test_truthy_and_falsy():
 def test_api_key_is_not_in_repr(dirs):
     s = load(dirs, ANTHROPIC_API_KEY="sk-secret")
     assert "sk-secret" not in repr(s)
+
+
+def test_context_editing_object_turns_it_on_unless_disabled(tmp_path):
+    from agent.settings import load_settings
+
+    project = tmp_path / "p"
+    (project / ".claude").mkdir(parents=True)
+    env = {"HOME": str(tmp_path), "COMPACT_AGENT_HOME": str(tmp_path / "h")}
+    (project / ".claude" / "settings.json").write_text('{"contextEditing": {"keepToolUses": 2}}')
+    s = load_settings(cwd=project, environ=env, cli={})
+    assert s.context_editing == {"keep_tool_uses": 2, "trigger_tokens": None, "clear_at_least_tokens": None,
+                                 "clear_thinking": False}
+    (project / ".claude" / "settings.json").write_text('{"contextEditing": {"enabled": false, "keepToolUses": 2}}')
+    assert load_settings(cwd=project, environ=env, cli={}).context_editing is None

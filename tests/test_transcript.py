@@ -26,6 +26,7 @@ from agent.transcript import (
     latest_session,
     list_sessions,
     load_transcript,
+    same_model,
 )
 
 FIXTURES = Path("/work/shared/transcripts")
@@ -329,6 +330,15 @@ def test_thinking_of_another_model_is_dropped(tmp_path):
     assert [m.content for m in other.messages[1:]] == [[{"type": "text", "text": "answer"}]]
     for model in ("claude-old", None):
         assert [m.content for m in load_transcript(path, model=model).messages[1:]] == [[thought], both.content]
+
+
+def test_a_dated_model_id_and_its_alias_are_the_same_model():
+    assert same_model("claude-opus-4-1-20250805", "claude-opus-4-1")
+    assert same_model("claude-sonnet-4-5", "claude-sonnet-4-5-20250929")
+    assert same_model("claude-sonnet-4-5", "claude-sonnet-4-5[1m]")
+    assert not same_model("claude-sonnet-4-5-20250929", "claude-sonnet-4-6")
+    assert not same_model("claude-opus-4-1", "claude-opus-4")
+    assert not same_model(None, "claude-opus-4-1")
 
 
 def test_empty_file_and_missing_file(tmp_path):
