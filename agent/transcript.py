@@ -39,6 +39,7 @@ from typing import Any, Iterator
 
 from agent.errors import SessionError
 from agent.messages import Message, from_record, new_uuid, now_iso, to_record
+from agent.private import open_private
 from compact.state import ContextState
 
 STATE_TYPES = ("content-replacement", "snip", "microcompact", "session-memory", "collapse-commit",
@@ -65,21 +66,6 @@ def _dumps(rec: dict[str, Any]) -> str:
     except UnicodeEncodeError:  # a lone surrogate from undecodable tool output: escape it instead
         line = json.dumps(rec, ensure_ascii=True, separators=(",", ":"))
     return line + "\n"
-
-
-def _make_private_dirs(directory: Path) -> None:
-    """Create the missing directories of ``directory``, each 0700 whatever the umask."""
-    missing = []
-    d = directory
-    while not d.exists():
-        missing.append(d)
-        d = d.parent
-    for d in reversed(missing):
-        try:
-            d.mkdir(mode=0o700)
-        except FileExistsError:
-            continue
-        os.chmod(d, 0o700)
 
 
 def _ends_torn(path: Path) -> bool:
@@ -113,9 +99,7 @@ class TranscriptWriter:
 
     def _open(self) -> int:
         if self._fd is None:
-            _make_private_dirs(self.path.parent)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            os.fchmod(fd, 0o600)
+            fd = open_private(self.path, os.O_WRONLY | os.O_APPEND)
             if _ends_torn(self.path):  # end a line torn by a crash, so our first record stays whole
                 os.write(fd, b"\n")
             self._fd = fd

@@ -19,12 +19,12 @@ remembered in ``ContextState.inline`` and never revisited.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent.messages import Block, Message
+from agent.private import write_private
 from compact.state import ContextState
 
 DEFAULT_THRESHOLD = 50_000
@@ -84,32 +84,7 @@ def result_path(results_dir: Path, tool_use_id: str) -> Path:
 
 def write_result(results_dir: Path, tool_use_id: str, text: str) -> Path:
     """Write a full result to disk (owner-only permissions) and return its path."""
-    _private_dirs(results_dir)
-    path = result_path(results_dir, tool_use_id)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(path, 0o600)
-    return path
-
-
-def _private_dirs(directory: Path) -> None:
-    """Create ``directory`` and its missing parents (the session directory too), each 0700.
-
-    ``mkdir(parents=True)`` would give the parents the umask's mode (often 0755) and even the leaf
-    only ``mode & ~umask``, so each directory this creates is chmod-ed explicitly.
-    """
-    missing = []
-    d = directory
-    while not d.exists():
-        missing.append(d)
-        d = d.parent
-    for d in reversed(missing):
-        try:
-            d.mkdir(mode=0o700)
-        except FileExistsError:
-            continue
-        os.chmod(d, 0o700)
+    return write_private(result_path(results_dir, tool_use_id), text)
 
 
 def apply_budget(messages: list[Message], state: ContextState, tool_names: dict[str, str] | None,
