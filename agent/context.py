@@ -53,7 +53,8 @@ def prepare_context(session: Session) -> Prepared:
     current = view(session)
     if autocompact.maybe_autocompact(session, current.tokens):
         current = view(session)
-    maybe_nudge(session, current.tokens)
+    if maybe_nudge(session, current.tokens):
+        current = view(session)
     state = session.token_state(current.tokens)
     session.emit(state)
     if state.blocking:
@@ -61,12 +62,13 @@ def prepare_context(session: Session) -> Prepared:
     return current
 
 
-def maybe_nudge(session: Session, tokens: int) -> None:
-    """Remind the model, now and then, that old turns can be snipped (SPEC §3)."""
+def maybe_nudge(session: Session, tokens: int) -> bool:
+    """Remind the model, now and then, that old turns can be snipped (SPEC §3); True if it did."""
     if session.settings.disable_compact or not snip.nudge_needed(tokens, session.state):
-        return
+        return False
     session.state.tokens_at_last_nudge = tokens
     session.add(snip.nudge_message())
+    return True
 
 
 def request_for(session: Session, current: Prepared) -> Any:

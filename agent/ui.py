@@ -2,8 +2,14 @@
 
 ``Renderer`` is the session's ``emit`` callback. It only ever appends to the console (scrollback is kept;
 the screen is never cleared). A transient spinner line — "Working… 12s · ↓ 1.2k tokens" while the model
-works, "Compacting conversation… 12s" during a compaction — is shown only on a real terminal and is
-stopped before streamed text is printed, so partial lines never fight with it.
+works, "Compacting conversation… 12s" during a compaction — is shown only on a real terminal; Rich's
+Live keeps it under whatever is printed meanwhile.
+
+Assistant text is Markdown. It is buffered as it streams and printed one finished block at a time
+(``complete_blocks`` decides when a block can no longer change), so only whole lines are ever printed and
+the spinner can keep running under them. Whatever is left is printed when the message ends: the recorded
+assistant message, a tool call, the end of the turn (an interruption included). A retried stream starts
+over: its unprinted text is dropped, never shown twice.
 
 Events may arrive from the worker thread that runs the turn while the main thread reads keys, so every
 public method takes the renderer's lock. Tests render onto ``Console(file=io.StringIO(), ...)`` and
@@ -13,6 +19,8 @@ compare whole strings; there the spinner is off.
 from __future__ import annotations
 
 import difflib
+import functools
+import re
 import threading
 import time
 from typing import Any, Callable
@@ -20,7 +28,9 @@ from typing import Any, Callable
 from rich.console import Console
 from rich.live import Live
 from rich.panel import Panel
+from rich.segment import Segment, Segments
 from rich.spinner import Spinner
+from rich.style import Style
 from rich.text import Text
 
 from agent import commands
@@ -40,6 +50,7 @@ from agent.events import (
 )
 
 BULLET = "● "
+REPLY_INDENT = "  "
 RESULT = "  ⎿  "
 INDENT = "     "
 RESULT_LINES = 3
@@ -52,6 +63,142 @@ KEY_ARGS = {"Read": "file_path", "Write": "file_path", "Edit": "file_path", "Bas
 # /context: (style, glyph) per category; glyphs keep the grid readable without colour
 CATEGORY_LOOK = {"system": ("grey62", "■"), "tools": ("cyan", "■"), "memory": ("yellow", "■"),
                  "messages": ("magenta", "■"), "free": ("grey39", "□"), "buffer": ("grey50", "▨")}
+
+
+# fences and list items as CommonMark writes them; only what decides where a streamed block ends
+FENCE_OPEN = re.compile(r"( *)(`{3,}(?!.*`)|~{3,})")
+FENCE_CLOSE = re.compile(r" *(`{3,}|~{3,})[ \t]*")
+LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+
+
+def complete_blocks(text: str) -> tuple[list[str], str]:
+    """Split streamed Markdown into the blocks later text can no longer change, and the rest.
+
+    A block ends at a blank line; a list only once the next line starts unindented and is not another
+    item (an indented line continues an item). A fenced code block ends with its closing fence line, and
+    a fence that starts at the margin ends the block before it. Only whole lines are looked at, so text
+    cut inside ``**`` or inside a fence line simply waits for the rest.
+    """
+    blocks: list[str] = []
+    start = pos = 0
+    fence: tuple[str, int, bool] | None = None  # (character, length, at top level) of the open fence
+    in_list = False
+    blank_at = -1  # in a list: where the blank line that may end it starts
+
+    def cut(at: int, resume: int) -> None:
+        nonlocal start, in_list
+        if text[start:at].strip():
+            blocks.append(text[start:at])
+        start, in_list = resume, False
+
+    for line in text.splitlines(keepends=True):
+        if not line.endswith("\n"):
+            break
+        body, after = line[:-1], pos + len(line)
+        if fence is not None:
+            closing = FENCE_CLOSE.fullmatch(body)
+            if closing and closing[1][0] == fence[0] and len(closing[1]) >= fence[1]:
+                if fence[2]:
+                    cut(after, after)
+                fence = None
+        elif not body.strip():
+            if not text[start:pos].strip():
+                start = after
+            elif not in_list:
+                cut(pos, after)
+            elif blank_at < 0:
+                blank_at = pos
+        else:
+            if blank_at >= 0 and body[0] not in " \t" and not LIST_ITEM.match(body):
+                cut(blank_at, pos)
+            blank_at = -1
+            opening = FENCE_OPEN.match(body)
+            if opening:
+                indent = len(opening[1])
+                top = indent == 0 or (not in_list and indent <= 3)
+                if top:
+                    cut(pos, pos)
+                fence = (opening[2][0], len(opening[2]), top)
+            elif LIST_ITEM.match(body):
+                in_list = True
+        pos = after
+    return blocks, text[start:]
+
+
+@functools.cache
+def _reply_markdown() -> type:
+    """Rich's Markdown with headings at the margin and code blocks without a box (imported when first used)."""
+    from rich.markdown import CodeBlock, Heading, Markdown
+    from rich.syntax import Syntax
+
+    class LeftHeading(Heading):
+        LEVEL_ALIGN = dict.fromkeys(Heading.LEVEL_ALIGN, "left")
+
+    class PlainCodeBlock(CodeBlock):
+        def __rich_console__(self, console: Console, options: Any) -> Any:
+            # the terminal's own colours for plain text, so it reads on dark and light backgrounds
+            yield Syntax(str(self.text).rstrip(), self.lexer_name, theme="ansi_dark", word_wrap=True,
+                         background_color="default", padding=(0, 0, 0, 2))
+
+    class ReplyMarkdown(Markdown):
+        elements = {**Markdown.elements, "heading_open": LeftHeading, "fence": PlainCodeBlock,
+                    "code_block": PlainCodeBlock}
+
+        def __init__(self, markup: str, **kw: Any) -> None:
+            super().__init__(markup, **kw)
+            self.parsed = _html_as_text(self.parsed)
+
+    return ReplyMarkdown
+
+
+def _html_as_text(tokens: list[Any]) -> list[Any]:
+    """Rich drops HTML; in a coding agent's reply ``<div>`` or ``<summary>`` is text to show as written."""
+    from markdown_it.token import Token
+
+    out = []
+    for token in tokens:
+        if token.type == "html_block":
+            text = Token("text", "", 0, content=token.content.rstrip("\n"))
+            out += [Token("paragraph_open", "p", 1), Token("inline", "", 0, children=[text]),
+                    Token("paragraph_close", "p", -1)]
+            continue
+        if token.children:
+            token.children = [c.copy(type="text") if c.type == "html_inline" else c for c in token.children]
+        out.append(token)
+    return out
+
+
+def markdown_lines(console: Console, text: str, first: bool) -> Segments:
+    """A block of reply text rendered as Markdown, indented under the reply's bullet (shown when first)."""
+    options = console.options.update(width=max(console.width - len(BULLET), 20))
+    lines = [_without_trailing_blanks(line)
+             for line in console.render_lines(_reply_markdown()(text), options, pad=False)]
+    while lines and not lines[0]:  # Rich opens a document that starts with a list with an empty line
+        lines.pop(0)
+    while lines and not lines[-1]:
+        lines.pop()
+    out: list[Segment] = []
+    for i, line in enumerate(lines):
+        out.append(Segment(BULLET, Style(bold=True)) if first and i == 0 else Segment(REPLY_INDENT))
+        out += line
+        out.append(Segment.line())
+    return Segments(out)
+
+
+def _without_trailing_blanks(line: list[Segment]) -> list[Segment]:
+    """Rich pads rendered lines to the width; drop the padding unless it paints a background."""
+    line = list(line)
+    while line:
+        seg = line[-1]
+        bg = seg.style.bgcolor if seg.style else None
+        if seg.control or (bg is not None and not bg.is_default):
+            break
+        text = seg.text.rstrip(" ")
+        if text:
+            line[-1] = Segment(text, seg.style)
+            break
+        line.pop()
+    return line
 
 
 def warning_of(state: TokenState | None) -> tuple[str, str] | None:
@@ -143,7 +290,8 @@ class Renderer:
         self._turn_since: float | None = None
         self._compact_since: float | None = None
         self._out_chars = 0
-        self._in_text = False
+        self._pending = ""  # reply text not printed yet (its block is not finished)
+        self._blocks_shown = 0  # blocks of the current reply already printed
         self._paused = False
         self._inputs: dict[str, tuple[str, dict[str, Any]]] = {}
 
@@ -155,14 +303,10 @@ class Renderer:
                 handler(event)
 
     def _on_TextDelta(self, event: TextDelta) -> None:
-        if not event.text:
-            return
-        self._stop_status()
-        if not self._in_text:
-            self.console.print(BULLET, end="", style="bold", highlight=False)
-            self._in_text = True
         self._out_chars += len(event.text)
-        self.console.print(event.text, end="", soft_wrap=True, markup=False, highlight=False)
+        blocks, self._pending = complete_blocks(self._pending + event.text)
+        for block in blocks:
+            self._print_block(block)
 
     def _on_ThinkingDelta(self, event: ThinkingDelta) -> None:
         self._out_chars += len(event.text)
@@ -200,10 +344,14 @@ class Renderer:
             self._show_status("Working…")
 
     def _on_Retrying(self, event: Retrying) -> None:
-        self._end_text()
+        # the next attempt streams the whole reply again: what was held back would be shown twice
+        restarts = self._blocks_shown > 0 or bool(self._pending.strip())
+        self._pending, self._blocks_shown = "", 0
         line = Text(f"Retrying in {event.delay:g}s… (attempt {event.attempt + 1})", style="yellow")
         if event.reason:
             line.append(f" · {event.reason}", style="dim")
+        if restarts:
+            line.append(" · the reply starts again", style="yellow")
         self.console.print(line, highlight=False, soft_wrap=True)
 
     def _on_Notice(self, event: Notice) -> None:
@@ -339,10 +487,17 @@ class Renderer:
             self.console.print(Text(f"{INDENT}… +{len(lines) - RESULT_LINES} lines", style="dim"),
                                highlight=False)
 
+    def _print_block(self, block: str) -> None:
+        if self._blocks_shown:
+            self.console.print()
+        self.console.print(markdown_lines(self.console, block, first=not self._blocks_shown))
+        self._blocks_shown += 1
+
     def _end_text(self) -> None:
-        if self._in_text:
-            self._in_text = False
-            self.console.print(highlight=False)
+        """The reply's message ended: print what is left of it."""
+        if self._pending.strip():
+            self._print_block(self._pending)
+        self._pending, self._blocks_shown = "", 0
 
     def _resume_turn_status(self) -> None:
         if self._turn_since is not None:
@@ -352,7 +507,7 @@ class Renderer:
         self._label = label
         if self._live is None:
             self._since = self.clock()
-        if not self.spinner_enabled or self._paused or self._in_text:
+        if not self.spinner_enabled or self._paused:
             return
         if self._live is None:
             self._live = Live(_Status(self), console=self.console, transient=True, refresh_per_second=8,

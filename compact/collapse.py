@@ -395,9 +395,13 @@ class Collapser:
         """Over the wait level with nothing committable: let the worker finish, then commit."""
         deadline = time.monotonic() + self.wait_seconds
         cancel = self.session.cancel
+        said = False
         while tokens >= lv.wait and time.monotonic() < deadline:
             if not self.busy and not self._has_staged() and not self.kick(view, tokens, lv.target, cal):
                 break  # nothing left to summarise
+            if not said and not self._has_staged():
+                said = True  # the user sees why nothing happens for a while
+                self.session.notice("The context is nearly full: waiting for older turns to be summarised…")
             while self.busy and not self._has_staged():
                 if cancel.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
                     raise Interrupted("interrupted")

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import Interrupted
 from agent.messages import Message, meta, to_api
+from agent.private import open_private
 from compact import context_editing
 from compact.notes_template import SECTION_TOKENS, TEMPLATE, update_instruction
 from compact.result import Compaction
@@ -78,24 +79,13 @@ def template_for(session: Session) -> str:
 def ensure_notes(session: Session) -> Path:
     """The notes file, created from the template (private: file 0600, directories 0700) if missing."""
     path = session.notes_path
-    _private_dirs(path.parent)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = open_private(path, os.O_WRONLY | os.O_EXCL)
     except FileExistsError:
         return path
     with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
         f.write(template_for(session))
     return path
-
-
-def _private_dirs(path: Path) -> None:
-    missing = []
-    while not path.exists():
-        missing.append(path)
-        path = path.parent
-    for d in reversed(missing):
-        d.mkdir(mode=0o700, exist_ok=True)
-        os.chmod(d, 0o700)
 
 
 def notes_text(session: Session) -> str | None:

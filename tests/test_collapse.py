@@ -268,6 +268,8 @@ def test_95_percent_waits_for_the_worker_then_proceeds(tmp_path: Path, api: Fake
     assert [m.text.split("] ")[1] for m in placeholders(now.messages)] == ["SLOW SUMMARY of the first turns."]
     assert now.tokens < 36_000
     assert session.token_state(now.tokens).blocking is False
+    assert [n for n in notices(events) if "waiting" in n] == [
+        "The context is nearly full: waiting for older turns to be summarised…"]
 
 
 def test_the_wait_ends_on_ctrl_c_and_after_its_time_limit(tmp_path: Path, api: FakeAPI) -> None:

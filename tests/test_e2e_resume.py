@@ -227,24 +227,32 @@ REAL = {
 }
 
 
-def resume_foreign(run_cli, path: Path, prompt: str, *args: str) -> tuple[Any, FakeAPI, str, str]:
+def resume_foreign(run_cli, path: Path, prompt: str, *args: str, then: str | None = None) -> tuple[Any, FakeAPI, str, str]:
+    """Resume ``path`` with ``prompt``; with ``then``, also ``--continue`` the new session with it."""
     before = sha256(path)
     with FakeAPI() as api:
         api.on(is_compaction, Reply.text(SUMMARY))
         api.on(lambda body: True, Reply.text("Picked up where we left off."))
         res = run_cli(api, "-p", prompt, "--resume", str(path), *args, timeout=180)
+        if then and res.code == 0:
+            again = run_cli(api, "-p", then, "--continue", timeout=180)
+            assert again.code == 0, again.stderr
     return res, api, before, sha256(path)
 
 
 @pytest.mark.parametrize("name", sorted(REAL))
 def test_real_claude_code_transcript_resumes_into_a_new_session(name: str, run_cli, isolated_env: Path) -> None:
     path = FIXTURES / name
-    res, api, before, after = resume_foreign(run_cli, path, "NEW-PROMPT-AFTER-IMPORT")
+    res, api, before, after = resume_foreign(run_cli, path, "NEW-PROMPT-AFTER-IMPORT", then="AND-ONCE-MORE")
     assert res.code == 0, res.stderr
     assert res.stdout == "Picked up where we left off.\n"
     assert before == after  # the foreign file is only read
     assert api.violations == []
     first = main_bodies(api)[0]
+    # the imported copy in our store resumes to the very same conversation
+    again = next(b for b in main_bodies(api) if "AND-ONCE-MORE" in last_user_text(b))
+    assert_resumed_like_live(main_bodies(api)[main_bodies(api).index(again) - 1], again,
+                             "Picked up where we left off.", "AND-ONCE-MORE")
     present, absent = REAL[name]
     text = request_text(first)
     assert present in text

@@ -121,6 +121,18 @@ def test_is_template_tells_bare_notes_from_notes_with_content():
     assert not sm.is_template(TEMPLATE.replace(guide("Workflow"), guide("Workflow") + "\nrun `make test`"))
 
 
+def test_the_instruction_names_the_sections_to_condense_when_the_notes_are_too_long():
+    from compact.notes_template import update_instruction
+
+    notes = TEMPLATE.replace(guide("Worklog"), guide("Worklog") + "\n" + filler(2_500))
+    over = sm.oversized_sections(notes, sm.headers(TEMPLATE))
+    assert over == ["Worklog"]
+    text = update_instruction("/s/summary.md", notes, over, 13_000)
+    assert 'Condense these sections, each over about 2,000 tokens: "Worklog".' in text
+    assert "about 13,000 tokens now, over the 12,000 limit" in text
+    assert "Condense" not in update_instruction("/s/summary.md", TEMPLATE, [], 300)
+
+
 # --- when updates run ------------------------------------------------------------------------------
 
 

@@ -21,7 +21,7 @@ from agent.events import (
     TurnFinished,
 )
 from agent.messages import assistant
-from agent.ui import Renderer, context_grid, warning_of
+from agent.ui import Renderer, complete_blocks, context_grid, warning_of
 from compact import thresholds
 
 
@@ -204,3 +204,100 @@ def test_status_text_counts_seconds_and_streamed_tokens():
     r(CompactStarted("auto"))
     now[0] = 121.0
     assert r.status_text() == "Compacting conversation… 9s · esc to interrupt"
+
+
+REPLY = ("Here is the **plan**: read `app.py`, then fix it.\n"
+         "\n"
+         "- first *item*\n"
+         "- second item\n"
+         "  continues here\n"
+         "\n"
+         "```python\n"
+         "def add(a, b):\n"
+         "    return a + b\n"
+         "```\n"
+         "That is all.")
+REPLY_RENDERED = (
+    "● Here is the plan: read app.py, then fix it.\n"
+    "\n"
+    "   • first item\n"
+    "   • second item continues here\n"
+    "\n"
+    "    def add(a, b):\n"
+    "        return a + b\n"
+    "\n"
+    "  That is all.\n"
+)
+
+
+def test_markdown_is_rendered_block_by_block_while_it_streams():
+    # cuts inside "**", inside the fence line "```python" and inside the closing fence
+    cuts = ["Here is the *", "*pla", "n**: read `app", ".py`, then fix it.\n", "\n- first *it", "em*\n- sec",
+            "ond item\n  continues here\n\n`", "``pyt", "hon\ndef add(a, b):\n    return a + b\n`", "``",
+            "\nThat is", " all."]
+    assert "".join(cuts) == REPLY
+    con, buf = console()
+    r = Renderer(con)
+    seen = []
+    for cut in cuts:
+        r(TextDelta(cut))
+        seen.append(buf.getvalue())
+    r(MessageRecorded(assistant([{"type": "text", "text": REPLY}])))
+    paragraph = "● Here is the plan: read app.py, then fix it.\n"
+    the_list = paragraph + "\n   • first item\n   • second item continues here\n"
+    # the paragraph once its blank line is in; the list once the fence line after it is whole;
+    # the code once its closing fence line is whole; the last line when the message is recorded
+    assert seen == ["", "", "", "", paragraph, paragraph, paragraph, paragraph, the_list, the_list,
+                    REPLY_RENDERED[:-len("\n  That is all.\n")], REPLY_RENDERED[:-len("\n  That is all.\n")]]
+    assert buf.getvalue() == REPLY_RENDERED
+
+
+def test_markdown_in_one_delta_renders_the_same_and_each_reply_gets_its_bullet():
+    out = render(TextDelta(REPLY), ToolStarted("t1", "Read", {"file_path": "/p/app.py"}),
+                 ToolFinished("t1", "Read", "x", False, "Read 1 line"),
+                 TextDelta("# Result\n\nAll **good**; see <b>app.py</b>."), TurnFinished("", "end_turn"))
+    assert out == REPLY_RENDERED + (
+        "● Read(/p/app.py)\n"
+        "  ⎿  Read 1 line\n"
+        "● Result\n"
+        "\n"
+        "  All good; see <b>app.py</b>.\n"
+    )
+
+
+def test_an_interrupted_reply_keeps_its_unfinished_text():
+    out = render(TextDelta("Half a **sentence"), TurnFinished("", "interrupted", "Interrupted by user"))
+    assert out == "● Half a **sentence\n  ⎿  Interrupted by user\n"
+
+
+def test_a_retried_stream_drops_its_partial_text_and_says_so():
+    out = render(TextDelta("First paragraph.\n\nSecond, cut"), Retrying(1, "the connection broke", 0.5),
+                 TextDelta("First paragraph.\n\nSecond, whole."),
+                 MessageRecorded(assistant([{"type": "text", "text": "First paragraph.\n\nSecond, whole."}])))
+    assert out == (
+        "● First paragraph.\n"
+        "Retrying in 0.5s… (attempt 2) · the connection broke · the reply starts again\n"
+        "● First paragraph.\n"
+        "\n"
+        "  Second, whole.\n"
+    )
+
+
+def test_code_blocks_are_highlighted_unless_no_color():
+    events = (TextDelta("```python\ndef f():\n    return 1\n```\n"), TurnFinished("", "end_turn"))
+    coloured = render(*events, force_terminal=True, color_system="standard")
+    assert "\x1b[94;49mdef\x1b[0m" in coloured  # keywords in bright blue, on the terminal's background
+    plain = render(*events, force_terminal=True, color_system="standard", no_color=True)
+    assert "\x1b[9" not in plain and "def" in plain and "return 1" in plain
+
+
+def test_complete_blocks_waits_for_whole_lines_and_for_lists_to_end():
+    assert complete_blocks("One.\n\nTwo") == (["One.\n"], "Two")
+    assert complete_blocks("```py\nx = 1\n``") == ([], "```py\nx = 1\n``")
+    assert complete_blocks("```py\n\nx = 1\n```\nafter") == (["```py\n\nx = 1\n```\n"], "after")
+    assert complete_blocks("Intro:\n~~~\ncode\n~~~~\n") == (["Intro:\n", "~~~\ncode\n~~~~\n"], "")
+    # a list may go on after a blank line: another item, or an indented line (here a nested fence)
+    loose = "1. one\n\n2. two\n\n   ```sh\n   ls\n\n   ```\n\n"
+    assert complete_blocks(loose) == ([], loose)
+    assert complete_blocks(loose + "Done") == ([], loose + "Done")
+    assert complete_blocks(loose + "Done\n") == ([loose[:-1]], "Done\n")
