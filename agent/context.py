@@ -53,6 +53,8 @@ def prepare_context(session: Session) -> Prepared:
     current = view(session)
     if autocompact.maybe_autocompact(session, current.tokens):
         current = view(session)
+    elif _collapse_cannot_help(session, current.tokens) and compactor.compact(session, "auto"):
+        current = view(session)
     if maybe_nudge(session, current.tokens):
         current = view(session)
     state = session.token_state(current.tokens)
@@ -60,6 +62,13 @@ def prepare_context(session: Session) -> Prepared:
     if state.blocking:
         raise ContextLimitReached(CONTEXT_LIMIT)
     return current
+
+
+def _collapse_cannot_help(session: Session, tokens: int) -> bool:
+    """Collapse is on (so auto-compact is off) and the view still reaches the blocking limit: one long
+    turn has no old spans to collapse, and compacting beats stopping."""
+    s = session.settings
+    return s.context_collapse and not s.disable_compact and session.token_state(tokens).blocking
 
 
 def maybe_nudge(session: Session, tokens: int) -> bool:

@@ -344,10 +344,10 @@ class Repl:
         except queue.Empty:
             return
         self.renderer.pause()
-        self.renderer.permission(question.tool, question.description)
+        self.renderer.permission(question.tool, question.args, question.description)
         question.answer = self._read_answer(reader)
         label = {"yes": "Yes", "no": "No", "always": "Yes, and don't ask again this session"}[question.answer]
-        self.renderer.line(f"  → {label}", "dim")
+        self.renderer.answered(question.tool, question.args, label)
         question.done.set()
         self.renderer.resume()
 

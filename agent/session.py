@@ -220,10 +220,8 @@ def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskF
             session.messages.append(m)
             session.writer.append_message(m)
         session.state = loaded.state
-        for tool_use_id, text in loaded.state.replacements.items():
-            session.record({"type": "content-replacement", "replacements": [{"toolUseId": tool_use_id, "content": text}]})
-        if loaded.state.snipped:
-            session.record({"type": "snip", "removedUuids": sorted(loaded.state.snipped), "reason": "imported"})
+        for rec in state_records(loaded.state):
+            session.record(rec)
     session.resumed_from = path  # type: ignore[attr-defined]
     return session
 
@@ -244,3 +242,19 @@ def _find_transcript(settings: Settings, ref: str) -> Path:
         for p in projects.glob(f"*/{ref}.jsonl"):
             return p
     raise SessionError(f"No session with id {ref} (looked in {settings.project_dir})")
+
+
+def state_records(state: ContextState) -> list[dict[str, Any]]:
+    """The transcript records that replay ``state`` (for a session seeded from another file)."""
+    recs: list[dict[str, Any]] = []
+    if state.replacements:
+        recs.append({"type": "content-replacement", "replacements": [
+            {"toolUseId": k, "content": v} for k, v in state.replacements.items()]})
+    if state.snipped:
+        recs.append({"type": "snip", "removedUuids": sorted(state.snipped), "reason": "imported"})
+    if state.cleared:
+        recs.append({"type": "microcompact", "clearedToolUseIds": sorted(state.cleared)})
+    recs += [{"type": "collapse-commit", **c} for c in state.collapses]
+    if state.last_summarized_uuid:
+        recs.append({"type": "session-memory", "lastSummarizedUuid": state.last_summarized_uuid})
+    return recs

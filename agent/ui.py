@@ -55,6 +55,7 @@ RESULT = "  ⎿  "
 INDENT = "     "
 RESULT_LINES = 3
 DIFF_LINES = 10
+DIFF_STYLES = {"+": "green", "-": "red"}
 # tools whose output is the file itself (or a confirmation): their one-line summary says more
 SUMMARY_TOOLS = ("Read", "Write", "Edit", "Snip")
 NOTICE_STYLES = {"info": "dim", "warning": "yellow", "error": "red"}
@@ -170,18 +171,22 @@ def _html_as_text(tokens: list[Any]) -> list[Any]:
 
 def markdown_lines(console: Console, text: str, first: bool) -> Segments:
     """A block of reply text rendered as Markdown, indented under the reply's bullet (shown when first)."""
-    options = console.options.update(width=max(console.width - len(BULLET), 20))
-    lines = [_without_trailing_blanks(line)
-             for line in console.render_lines(_reply_markdown()(text), options, pad=False)]
+    return indented(console, _reply_markdown()(text), BULLET if first else REPLY_INDENT, REPLY_INDENT,
+                    Style(bold=True))
+
+
+def indented(console: Console, renderable: Any, first: str, rest: str, prefix_style: Style | None = None
+             ) -> Segments:
+    """renderable wrapped to the width left after a prefix: ``first`` on its first line, ``rest`` below."""
+    options = console.options.update(width=max(console.width - len(first), 20))
+    lines = [_without_trailing_blanks(line) for line in console.render_lines(renderable, options, pad=False)]
     while lines and not lines[0]:  # Rich opens a document that starts with a list with an empty line
         lines.pop(0)
     while lines and not lines[-1]:
         lines.pop()
     out: list[Segment] = []
     for i, line in enumerate(lines):
-        out.append(Segment(BULLET, Style(bold=True)) if first and i == 0 else Segment(REPLY_INDENT))
-        out += line
-        out.append(Segment.line())
+        out += [Segment(rest if i else first, prefix_style), *line, Segment.line()]
     return Segments(out)
 
 
@@ -254,8 +259,7 @@ def diff_lines(name: str, args: dict[str, Any]) -> list[tuple[str, str]]:
         body = ["+" + ln for ln in str(args.get("content", "")).splitlines()]
     else:
         return []
-    styles = {"+": "green", "-": "red"}
-    out = [(styles.get(ln[:1], "dim"), ln) for ln in body[:DIFF_LINES]]
+    out = [(DIFF_STYLES.get(ln[:1], "dim"), ln) for ln in body[:DIFF_LINES]]
     if len(body) > DIFF_LINES:
         out.append(("dim", f"… +{len(body) - DIFF_LINES} lines"))
     return out
@@ -294,6 +298,10 @@ class Renderer:
         self._blocks_shown = 0  # blocks of the current reply already printed
         self._paused = False
         self._inputs: dict[str, tuple[str, dict[str, Any]]] = {}
+        # a permission question shows the call's header (and diff); the call that follows right after
+        # the answer does not repeat them
+        self._just_asked: tuple[str, dict[str, Any]] | None = None
+        self._in_question: set[str] = set()
 
     # --- events --------------------------------------------------------------------------------------
     def __call__(self, event: Any) -> None:
@@ -321,11 +329,13 @@ class Renderer:
 
     def _on_ToolStarted(self, event: ToolStarted) -> None:
         self._end_text()
-        self._inputs[event.tool_use_id] = (event.name, dict(event.input))
-        line = Text(BULLET, style="bold")
-        line.append(event.name, style="bold")
-        line.append(f"({key_argument(event.name, event.input)})")
-        self.console.print(line, highlight=False)
+        call = (event.name, dict(event.input))
+        if call == self._just_asked:
+            self._in_question.add(event.tool_use_id)  # its header and diff are on screen just above
+        else:
+            self.console.print(tool_header(event.name, event.input), highlight=False)
+        self._just_asked = None
+        self._inputs[event.tool_use_id] = call
         if self._turn_since is not None:
             self._show_status(f"Running {event.name}…")
 
@@ -338,8 +348,10 @@ class Renderer:
             prefer_summary = name in SUMMARY_TOOLS or not output
             shown = (event.summary or output) if prefer_summary else output
             self._result_lines(shown.splitlines() or ["(no output)"], "dim")
-            for style, line in diff_lines(name, args):
-                self.console.print(Text(INDENT + line, style=style), highlight=False, soft_wrap=True)
+            if event.tool_use_id not in self._in_question:
+                for style, line in diff_lines(name, args):
+                    self.console.print(Text(INDENT + line, style=style), highlight=False, soft_wrap=True)
+        self._in_question.discard(event.tool_use_id)
         if self._turn_since is not None:
             self._show_status("Working…")
 
@@ -356,6 +368,7 @@ class Renderer:
 
     def _on_Notice(self, event: Notice) -> None:
         self._end_text()
+        self._just_asked = None
         self.compact_events += 1
         self.console.print(Text(event.text, style=NOTICE_STYLES.get(event.level, "")), highlight=False)
 
@@ -449,19 +462,30 @@ class Renderer:
     def line(self, text: str, style: str = "") -> None:
         with self._lock:
             self._end_text()
+            self._just_asked = None
             self.console.print(Text(text, style=style), highlight=False, soft_wrap=True)
 
-    def permission(self, tool: str, description: str) -> None:
+    def permission(self, tool: str, args: dict[str, Any], description: str) -> None:
+        """The call's header, what it will do (unless the header already says it all) and the question."""
         with self._lock:
-            body = Text()
-            for i, ln in enumerate(description.splitlines() or [""]):
-                style = "green" if ln.startswith("+") and not ln.startswith("+++") else \
-                    "red" if ln.startswith("-") and not ln.startswith("---") else ""
-                body.append(("\n" if i else "") + ln, style=style)
-            self.console.print(Panel(body, title=tool, title_align="left", border_style="yellow",
-                                     expand=False), highlight=False)
-            self.console.print(Text("Allow? [y]es / [n]o / [a]lways for this session", style="bold"),
-                               highlight=False)
+            self._end_text()
+            self._just_asked = None
+            self.console.print(tool_header(tool, args), highlight=False)
+            details = question_details(tool, args, description)
+            if details:
+                body = Text()
+                for i, ln in enumerate(details):
+                    style = DIFF_STYLES.get(ln[:1], "dim" if ln.startswith("@@") else "")
+                    body.append(("\n" if i else "") + ln, style=style)
+                self.console.print(indented(self.console, Panel(body, border_style="yellow", expand=False),
+                                            REPLY_INDENT, REPLY_INDENT))
+            self.console.print(Text(REPLY_INDENT + "Allow? [y]es / [n]o / [a]lways for this session",
+                                    style="bold"), highlight=False)
+
+    def answered(self, tool: str, args: dict[str, Any], label: str) -> None:
+        with self._lock:
+            self.console.print(Text(f"{REPLY_INDENT}→ {label}", style="dim"), highlight=False)
+            self._just_asked = (tool, dict(args))
 
     def result(self, result: commands.Result) -> None:
         """Show a command's result (the REPL's view; print mode prints ``result.text``)."""
@@ -479,15 +503,14 @@ class Renderer:
 
     # --- internals -----------------------------------------------------------------------------------
     def _result_lines(self, lines: list[str], style: str) -> None:
-        shown = lines[:RESULT_LINES]
-        for i, ln in enumerate(shown):
-            self.console.print(Text((RESULT if i == 0 else INDENT) + ln, style=style), highlight=False,
-                               soft_wrap=True)
+        shown = Text("\n".join(lines[:RESULT_LINES]), style=style, overflow="fold")
+        self.console.print(indented(self.console, shown, RESULT, INDENT))
         if len(lines) > RESULT_LINES:
             self.console.print(Text(f"{INDENT}… +{len(lines) - RESULT_LINES} lines", style="dim"),
                                highlight=False)
 
     def _print_block(self, block: str) -> None:
+        self._just_asked = None
         if self._blocks_shown:
             self.console.print()
         self.console.print(markdown_lines(self.console, block, first=not self._blocks_shown))
@@ -520,6 +543,29 @@ class Renderer:
             live.stop()
         if not keep_label:
             self._label = ""
+
+
+def tool_header(name: str, args: dict[str, Any]) -> Text:
+    line = Text(BULLET, style="bold")
+    line.append(name, style="bold")
+    line.append(f"({key_argument(name, args)})")
+    return line
+
+
+def question_details(tool: str, args: dict[str, Any], description: str) -> list[str]:
+    """The lines of a permission description that the call's header does not already show.
+
+    Dropped: a first line naming the tool and its target ("Edit /p/app.py") and the two file-name lines
+    that open a diff; nothing at all is left when it would only repeat the header's own argument.
+    """
+    lines = description.splitlines()
+    if lines and lines[0].startswith(f"{tool} "):
+        lines = lines[1:]
+    if len(lines) > 1 and lines[0].startswith("--- ") and lines[1].startswith("+++ "):
+        lines = lines[2:]
+    if "\n".join(lines).strip() == key_argument(tool, args):
+        return []
+    return lines
 
 
 def compaction_line(event: CompactFinished) -> str:

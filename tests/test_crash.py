@@ -206,7 +206,7 @@ def test_a_boundary_without_its_summary_still_resumes(run_cli, fake_api: FakeAPI
     assert res.code == 0, res.stderr
     assert fake_api.violations == []
     body = fake_api.message_requests[-1].body
-    assert body["messages"][0]["role"] == "user"
+    assert "PRE-BOUNDARY-PROMPT" in request_text(body) and "First answer." in request_text(body)
     assert last_user_text(body).split("\n")[-1].startswith("go on")
     assert path.read_bytes().startswith(before)
 

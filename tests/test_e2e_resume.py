@@ -227,7 +227,8 @@ REAL = {
 }
 
 
-def resume_foreign(run_cli, path: Path, prompt: str, *args: str, then: str | None = None) -> tuple[Any, FakeAPI, str, str]:
+def resume_foreign(run_cli, path: Path, prompt: str, *args: str,
+                   then: str | None = None) -> tuple[Any, FakeAPI, str, str]:
     """Resume ``path`` with ``prompt``; with ``then``, also ``--continue`` the new session with it."""
     before = sha256(path)
     with FakeAPI() as api:
@@ -274,6 +275,20 @@ def test_imported_history_counts_no_turns_and_no_cost(run_cli) -> None:
     assert result["num_turns"] == 1  # the imported replies are no turns of this run ...
     # ... and their usage was paid for back then: only this run's requests count
     assert result["usage"]["output_tokens"] == 7 * len(api.message_requests)  # "Picked up where we left off."
+
+
+def test_resume_by_the_path_of_our_own_transcript_continues_that_session(run_cli, fake_api: FakeAPI,
+                                                                         isolated_env: Path) -> None:
+    fake_api.reply_text("First.")
+    first = run_cli(fake_api, "-p", "one", "--output-format", "json")
+    [path] = transcripts(isolated_env)
+    fake_api.reply_text("Second.")
+    second = run_cli(fake_api, "-p", "two", "--resume", str(path), "--output-format", "json")
+    assert second.code == 0, second.stderr
+    assert second.json()["session_id"] == first.json()["session_id"] == path.stem
+    assert transcripts(isolated_env) == [path]
+    assert "one" in request_text(fake_api.message_requests[-1].body)
+    fake_api.check()
 
 
 def test_real_transcript_after_its_compaction_starts_with_the_summary(run_cli) -> None:
