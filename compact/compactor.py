@@ -34,7 +34,7 @@ from agent.errors import Interrupted
 from agent.events import CompactFailed, CompactFinished, CompactStarted, MessageRecorded, Notice
 from agent.messages import Message, meta
 from agent.system_prompt import compact_instructions
-from compact import restore, summary
+from compact import restore, session_memory, summary
 from compact.result import Compaction, CompactionError
 
 if TYPE_CHECKING:
@@ -129,17 +129,13 @@ def _pre_compact(session: Session, trigger: str, instructions: str | None) -> tu
 
 
 def _notes(session: Session, trigger: str) -> Compaction | None:
-    """The session-memory compaction, when that module is present and its notes are usable."""
+    """The session-memory compaction, when its notes are usable (None: use the LLM summary)."""
     if not session.settings.session_memory:
         return None
     try:
-        from compact.session_memory import compact_with_notes
-    except ImportError:
-        return None
-    try:
-        return compact_with_notes(session, trigger)
+        return session_memory.compact_with_notes(session, trigger)
     except (CompactionError, OSError):
-        return None  # unusable notes: the LLM summary is the fallback
+        return None
 
 
 # --- the common finishing steps ---------------------------------------------------------------------

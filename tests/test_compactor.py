@@ -310,9 +310,10 @@ def test_notes_compaction_keeps_a_tail_and_records_the_segment(tmp_path: Path, a
     conversation(session, ["a.py", "b.py"])
     session.add(assistant([{"type": "text", "text": "done"}], usage={"input_tokens": 90_000, "output_tokens": 5}))
     tail = session.messages[-3:]
-    fake = types.ModuleType("compact.session_memory")
-    fake.compact_with_notes = lambda s, trigger: Compaction("session-memory", "# Current State\nparsing", kept=tail)
-    monkeypatch.setitem(sys.modules, "compact.session_memory", fake)
+    from compact import session_memory
+
+    monkeypatch.setattr(session_memory, "compact_with_notes",
+                        lambda s, trigger: Compaction("session-memory", "# Current State\nparsing", kept=tail))
 
     assert compactor.compact(session, "auto")
 

@@ -120,7 +120,7 @@ def test_help_context_and_an_unknown_command(fake_api, project):
 def test_permission_question_yes_and_no(fake_api, project):
     fake_api.reply_tool("Bash", {"command": "echo hi"})
     fake_api.reply_text("Ran it.")
-    fake_api.reply_tool("Bash", {"command": "rm -rf build"})
+    fake_api.reply_tool("Bash", {"command": "rm -rf build", "description": "Remove the build"})
     fake_api.reply_text("Fine, I left it.")
     with repl_for(fake_api, project) as d:
         d.type("say hi\r")
@@ -134,15 +134,19 @@ def test_permission_question_yes_and_no(fake_api, project):
         d.wait_for("Fine, I left it.")
         d.type("/exit\r")
         assert d.finish() == 0
-    box = "╭─ Bash ──╮\n│ echo hi │\n╰─────────╯\n"
-    box2 = "╭─ Bash ───────╮\n│ rm -rf build │\n╰──────────────╯\n"
-    question = "Allow? [y]es / [n]o / [a]lways for this session\n"
+    # the call's header once, above the question; a box only when it says more than the header
+    question = "  Allow? [y]es / [n]o / [a]lways for this session\n"
     assert d.out == banner(d.repl, project) + (
-        box + question + "  → Yes\n"
         "● Bash(echo hi)\n"
+        + question + "  → Yes\n"
         "  ⎿  hi\n"
         "● Ran it.\n"
-        + box2 + question + "  → No\n"
+        "● Bash(rm -rf build)\n"
+        "  ╭────────────────────╮\n"
+        "  │ rm -rf build       │\n"
+        "  │ # Remove the build │\n"
+        "  ╰────────────────────╯\n"
+        + question + "  → No\n"
         "● Fine, I left it.\n"
     )
     declined = fake_api.message_requests[3].body["messages"][-1]["content"][0]

@@ -180,15 +180,54 @@ def test_context_grid_and_legend():
     )
 
 
-def test_permission_question_shows_exactly_what_will_run():
+def test_permission_question_shows_exactly_what_will_run_and_the_call_does_not_repeat_it():
     con, buf = console()
-    Renderer(con).permission("Bash", "rm -rf build\n# clean the build")
+    r = Renderer(con)
+    edit = {"file_path": "/p/app.py", "old_string": "x = 1", "new_string": "x = 2"}
+    r.permission("Edit", edit, "Edit /p/app.py\n--- app.py before\n+++ app.py after\n@@ -1 +1 @@\n-x = 1\n+x = 2")
+    r.answered("Edit", edit, "Yes")
+    r(ToolStarted("t1", "Edit", edit))
+    r(ToolFinished("t1", "Edit", "The file was edited.", False, "Updated /p/app.py"))
+    bash = {"command": "rm -rf build", "description": "clean the build"}
+    r.permission("Bash", bash, "rm -rf build\n# clean the build")
+    r.answered("Bash", bash, "No")
+    r.permission("Bash", {"command": "ls"}, "ls")
+    r.answered("Bash", {"command": "ls"}, "Yes")
+    r(Notice("PreToolUse hook said hi"))
+    r(ToolStarted("t2", "Bash", {"command": "ls"}))
     assert buf.getvalue() == (
-        "╭─ Bash ────────────╮\n"
-        "│ rm -rf build      │\n"
-        "│ # clean the build │\n"
-        "╰───────────────────╯\n"
-        "Allow? [y]es / [n]o / [a]lways for this session\n"
+        "● Edit(/p/app.py)\n"
+        "  ╭─────────────╮\n"
+        "  │ @@ -1 +1 @@ │\n"
+        "  │ -x = 1      │\n"
+        "  │ +x = 2      │\n"
+        "  ╰─────────────╯\n"
+        "  Allow? [y]es / [n]o / [a]lways for this session\n"
+        "  → Yes\n"
+        "  ⎿  Updated /p/app.py\n"
+        "● Bash(rm -rf build)\n"
+        "  ╭───────────────────╮\n"
+        "  │ rm -rf build      │\n"
+        "  │ # clean the build │\n"
+        "  ╰───────────────────╯\n"
+        "  Allow? [y]es / [n]o / [a]lways for this session\n"
+        "  → No\n"
+        "● Bash(ls)\n"
+        "  Allow? [y]es / [n]o / [a]lways for this session\n"
+        "  → Yes\n"
+        "PreToolUse hook said hi\n"
+        "● Bash(ls)\n"  # something came in between: the header again
+    )
+
+
+def test_long_result_lines_wrap_under_their_indent():
+    out = render(ToolStarted("t1", "Bash", {"command": "cat notes"}),
+                 ToolFinished("t1", "Bash", "word " * 20, False), width=40)
+    assert out == (
+        "● Bash(cat notes)\n"
+        "  ⎿  word word word word word word word\n"
+        "     word word word word word word word\n"
+        "     word word word word word word\n"
     )
 
 
