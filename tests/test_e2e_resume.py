@@ -54,7 +54,9 @@ def plain(messages: list[dict]) -> list[dict]:
 
 
 def user_texts(message: dict) -> list[str]:
-    return [b["text"] for b in message["content"] if b.get("type") == "text"]
+    """The text blocks of a message, without the reminders the agent attaches (the snip nudge)."""
+    return [b["text"] for b in message["content"]
+            if b.get("type") == "text" and not b["text"].startswith("<system-reminder>")]
 
 
 class Reader:

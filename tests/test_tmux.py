@@ -117,6 +117,35 @@ def agent_in_tmux(fake_api, project, isolated_env):
         pane.close()
 
 
+def slow_streams(fake_api, monkeypatch, predicate, pause: float) -> tuple[threading.Event, threading.Event]:
+    """Streams of requests matching predicate wait ``pause`` seconds before each text delta but the first.
+
+    Returns (slowed, release): ``slowed`` is set once such a stream has sent its first delta; setting
+    ``release`` ends the pauses.
+    """
+    slowed, release = threading.Event(), threading.Event()
+    render = fake_api._render
+
+    def paced(events):
+        deltas = 0
+        for event in events:
+            if event[0] == "content_block_delta":
+                deltas += 1
+                if deltas > 1:
+                    slowed.set()
+                    release.wait(pause)
+            yield event
+
+    def rendered(request, step):
+        answer = render(request, step)
+        if answer.events is not None and predicate(request.body):
+            answer.events = paced(answer.events)
+        return answer
+
+    monkeypatch.setattr(fake_api, "_render", rendered)
+    return slowed, release
+
+
 def transcript_records(home: Path) -> list[dict]:
     [path] = sorted((home / ".compact-agent" / "projects").glob("*/*.jsonl"))
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -231,3 +260,43 @@ def test_second_ctrl_c_at_an_empty_prompt_exits(agent_in_tmux):
     pane.keys("C-c")
     pane.wait_exit()
 
+
+
+def test_esc_during_a_streamed_reply_returns_to_the_prompt(agent_in_tmux, fake_api, monkeypatch):
+    # A pause, not a stall: the client notices the cancel when the next bytes arrive (closing the
+    # stream from another thread does not wake a read that is blocked on the socket).
+    slowed, release = slow_streams(fake_api, monkeypatch, lambda b: "stream slowly" in last_user_text(b), 2.0)
+    pane = agent_in_tmux()
+    # the fake streams a text in three pieces: the first holds the whole first paragraph
+    fake_api.reply_text("The first paragraph, in **bold** at once.\n\nThe second paragraph never ends "
+                        + "slowly " * 25)
+    fake_api.reply_text("Back after Esc.")
+    try:
+        pane.type("stream slowly")
+        assert slowed.wait(10)
+        screen = pane.wait_for("The first paragraph, in bold at once.")
+        assert "**" not in screen  # rendered as Markdown, not raw
+        started = time.monotonic()
+        pane.keys("Escape")
+        screen = pane.wait_for("Interrupted by user")
+        assert time.monotonic() - started < 5
+        # the unfinished paragraph is shown once, before the interruption line
+        assert screen.count("The second paragraph never ends") == 1
+        assert screen.index("The second paragraph never ends") < screen.index("Interrupted by user")
+        pane.wait_prompt()
+    finally:
+        release.set()
+    pane.type("still there?")
+    pane.wait_for("Back after Esc.")
+    pane.wait_prompt()
+
+    assert fake_api.violations == []
+    last = fake_api.message_requests[-1].body
+    assert "still there?" in last_user_text(last)
+    assert json.dumps(last["messages"]).count("[Request interrupted by user]") == 1
+    markers = [r for r in transcript_records(pane.home) if r.get("isMeta") and "interrupted by user" in
+               json.dumps(r.get("message", {})).lower()]
+    assert len(markers) == 1
+    pane.keys("C-d")
+    pane.wait_exit()
+    fake_api.check()
