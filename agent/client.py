@@ -218,17 +218,38 @@ class ModelClient:
         raise ModelError(f"API request failed after {STREAM_RETRIES + 1} attempts: {last_error}", retryable=True)
 
     def _stream_once(self, req: Request, cancel: threading.Event | None, emit_text: bool) -> Message | None:
+        """One attempt. With a cancel event the reading happens in a daemon thread, so Ctrl-C returns at
+        once even while the socket is stalled (a blocked read can't be woken from outside); the
+        abandoned reader stops at its next event."""
+        if cancel is None:
+            return self._read(req, None, emit_text)
+        box: dict[str, Any] = {}
+
+        def read() -> None:
+            try:
+                box["message"] = self._read(req, cancel, emit_text)
+            except BaseException as e:  # noqa: BLE001 - handed to the waiting thread as is
+                box["error"] = e
+
+        reader = threading.Thread(target=read, name="model-stream", daemon=True)
+        reader.start()
+        while reader.is_alive():
+            if cancel.wait(0.05):
+                raise Interrupted("interrupted")
+        if "error" in box:
+            raise box["error"]
+        return box["message"]
+
+    def _read(self, req: Request, cancel: threading.Event | None, emit_text: bool) -> Message | None:
         params = req.params()
         api = self.client.beta.messages if req.betas else self.client.messages
         if req.betas:
             params["betas"] = req.betas
+        cancelled = cancel.is_set if cancel is not None else (lambda: False)
         with api.stream(**params) as stream:
-            done = threading.Event()
-            if cancel is not None:
-                threading.Thread(target=_close_on_cancel, args=(stream, cancel, done), daemon=True).start()
             try:
                 for event in stream:
-                    if cancel is not None and cancel.is_set():
+                    if cancelled():
                         raise Interrupted("interrupted")
                     if emit_text and event.type == "text":
                         self.on_event(TextDelta(event.text))
@@ -236,13 +257,10 @@ class ModelClient:
                         self.on_event(ThinkingDelta(event.thinking))
                 final = stream.get_final_message()
             except Exception:
-                # closing the stream from the cancel watcher makes the reader fail in various ways
-                if cancel is not None and cancel.is_set():
+                if cancelled():
                     raise Interrupted("interrupted") from None
                 raise
-            finally:
-                done.set()
-        if cancel is not None and cancel.is_set():
+        if cancelled():
             raise Interrupted("interrupted")
         if final.stop_reason is None:
             return None
@@ -266,16 +284,6 @@ def _transport_error() -> type[Exception]:
         import httpx
 
         return httpx.TransportError
-
-
-def _close_on_cancel(stream: Any, cancel: threading.Event, done: threading.Event) -> None:
-    while not done.is_set():
-        if cancel.wait(0.05):
-            try:
-                stream.close()
-            except Exception:  # noqa: BLE001 - closing a dying stream may fail; the reader stops anyway
-                pass
-            return
 
 
 def _mid_stream_failure(e: Any) -> bool:

@@ -1,0 +1,68 @@
+"""The Messages API client against the loopback fake: cancel, typed errors, cache breakpoints."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from agent.client import ModelClient, Request
+from agent.errors import Interrupted, MaxTokensOverflow, PromptTooLong
+from tests.fakeapi import Reply
+
+
+def request(text: str = "hi") -> Request:
+    return Request(model="claude-sonnet-4-6", system=[{"type": "text", "text": "sys"}],
+                   tools=[{"name": "T", "description": "d", "input_schema": {"type": "object"}}],
+                   messages=[{"role": "user", "content": [{"type": "text", "text": text}]}], max_tokens=1000)
+
+
+def test_cancel_returns_at_once_while_the_server_stalls(fake_api):
+    release = threading.Event()
+
+    def stall(body):
+        release.wait(30)
+        return Reply.text("too late")
+
+    fake_api.add(stall)
+    client = ModelClient(api_key="test-key", auth_token=None, base_url=fake_api.url)
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(Interrupted):
+            client.stream(request(), cancel=cancel)
+        assert time.monotonic() - started < 2.0
+    finally:
+        release.set()
+
+
+def test_context_size_errors_are_typed(fake_api):
+    client = ModelClient(api_key="test-key", auth_token=None, base_url=fake_api.url)
+    fake_api.prompt_too_long(actual=210_000, maximum=200_000)
+    with pytest.raises(PromptTooLong) as ptl:
+        client.stream(request())
+    assert (ptl.value.actual, ptl.value.maximum, ptl.value.gap) == (210_000, 200_000, 10_000)
+    fake_api.error(400, "invalid_request_error",
+                   "input length and `max_tokens` exceed context limit: 195000 + 20000 > 200000")
+    with pytest.raises(MaxTokensOverflow) as overflow:
+        client.stream(request())
+    assert overflow.value.smaller_max_tokens() == 4_000
+
+
+def test_breakpoints_on_tools_system_and_tail_and_input_not_mutated(fake_api):
+    client = ModelClient(api_key="test-key", auth_token=None, base_url=fake_api.url)
+    req = request()
+    before = repr(req)
+    fake_api.reply_text("one")
+    fake_api.reply_text("two")
+    client.stream(req)
+    reply = client.stream(req)
+    assert repr(req) == before
+    body = fake_api.message_requests[-1].body
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert reply.usage["cache_read_input_tokens"] > 0
+    assert reply.text == "two" and reply.stop_reason == "end_turn"
