@@ -23,7 +23,7 @@ from tests.conftest import records, transcripts
 from tests.fakeapi import FakeAPI, Reply, last_user_text, request_text
 from tests.test_e2e_compaction import make_files
 
-FIXTURES = Path("/work/shared/transcripts")
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "transcripts"
 SUMMARY = ("<analysis>PRIVATE-ANALYSIS of the reads</analysis>\n"
            "<summary>1. Primary Request and Intent: SUMMARY-MARK read the project files.</summary>")
 EARLY = "EARLY-HISTORY-4q7z"

@@ -29,7 +29,7 @@ from agent.transcript import (
     same_model,
 )
 
-FIXTURES = Path("/work/shared/transcripts")
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "transcripts"
 FIXTURE_FILES = sorted(FIXTURES.glob("*.jsonl"))
 SIDECHAIN_ONLY = "marot__spotter__agent-a2898e3.jsonl"
 COMPACTED = "marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
