@@ -309,7 +309,8 @@ def _history(session: Session, args: str) -> Result:
     last = session.last_compaction
     if not last:
         return Result(NO_COMPACTION)
-    messages = list(last.get("pre_messages") or [])
+    pre = last.get("pre_messages") or []
+    messages = list(pre() if callable(pre) else pre)  # a resumed session reads them from the transcript
     lines = [f"Before the last compaction ({len(messages)} messages):"]
     lines += [f"{i:>4}. {brief(m)}" for i, m in enumerate(messages, 1)]
     return Result("\n".join(lines))

@@ -78,7 +78,7 @@ class PrintRenderer:
         is_error = finished.stop_reason != "end_turn"
         text = finished.text if not is_error or not finished.error else (finished.text or finished.error)
         if self.fmt == "text":
-            if finished.text:
+            if finished.text and finished.text != finished.error:  # an error goes to stderr, once
                 self.out.write(finished.text.rstrip("\n") + "\n")
         else:
             self._line({

@@ -21,7 +21,7 @@ from agent.hooks import HookRunner
 from agent.messages import Message, new_uuid
 from agent.settings import Settings
 from agent.system_prompt import build_system
-from agent.transcript import TranscriptWriter, latest_session, load_transcript
+from agent.transcript import TranscriptWriter, latest_session, load_transcript, messages_before
 from compact import thresholds
 from compact.state import ContextState
 from compact.tokens import Calibration
@@ -223,7 +223,19 @@ def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskF
         for rec in state_records(loaded.state):
             session.record(rec)
     session.resumed_from = path  # type: ignore[attr-defined]
+    session.last_compaction = _last_compaction(loaded)
     return session
+
+
+def _last_compaction(loaded: Any) -> dict[str, Any] | None:
+    """What /summary and /history show after a resume: the recorded boundary and its summary."""
+    first = loaded.messages[0] if loaded.messages else None
+    if not loaded.boundary or first is None or first.kind != "summary":
+        return None
+    meta_ = loaded.boundary.get("compactMetadata") or {}
+    return {"summary": first.text, "trigger": meta_.get("trigger", "?"), "pre_tokens": meta_.get("preTokens", 0),
+            "post_tokens": sum(m.tokens for m in loaded.messages), "method": "resumed", "tail_uuid": None,
+            "pre_messages": lambda: messages_before(loaded.path, loaded.boundary_offset)}
 
 
 def _find_transcript(settings: Settings, ref: str) -> Path:

@@ -199,6 +199,20 @@ class LoadedSession:
         return sum(1 for line in data.split(b"\n") if line.strip())
 
 
+def messages_before(path: Path, offset: int) -> list[Message]:
+    """The main-conversation messages recorded before byte ``offset`` (what a compaction replaced), in
+    file order; read only when a user asks to see them (/history after a resume)."""
+    with open(path, "rb") as f:
+        data = f.read(offset)
+    out = []
+    for line in data.split(b"\n"):
+        if _is_message_line(line):
+            m = from_record(json.loads(line))
+            if m is not None:
+                out.append(m)
+    return out
+
+
 def _is_message_line(line: bytes) -> bool:
     """A user/assistant record of the main conversation (cheap bytes test first, then JSON)."""
     if b'"type":"user"' not in line and b'"type":"assistant"' not in line:

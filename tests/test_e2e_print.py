@@ -274,3 +274,22 @@ def test_pre_tool_use_hook_blocks_a_call(fake_api, run_cli, project):
     result = tool_results_of(fake_api.message_requests[1].body)[0]
     assert result["is_error"] is True and "not on Fridays" in result_text(result)
     assert not (project / "should-not-exist").exists()
+
+
+def test_summary_and_history_after_a_resume(fake_api, run_cli):
+    env = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
+    fake_api.reply_text("the answer is 42")
+    assert run_cli(fake_api, "-p", "what is the answer?", env=env).code == 0
+    fake_api.reply_text("<analysis>private</analysis><summary>The user asked for the answer: 42.</summary>")
+    compacted = run_cli(fake_api, "-p", "/compact", "--continue", env=env)
+    assert compacted.code == 0, compacted.stderr
+
+    summary = run_cli(fake_api, "-p", "/summary", "--continue", env=env)
+    assert summary.code == 0 and "The user asked for the answer: 42." in summary.stdout
+    assert "private" not in summary.stdout
+    history = run_cli(fake_api, "-p", "/history", "--continue", env=env)
+    assert history.code == 0, history.stderr
+    assert "user: what is the answer?" in history.stdout and "assistant: the answer is 42" in history.stdout
+    unknown = run_cli(fake_api, "-p", "/histroy", "--continue", env=env)
+    assert unknown.code == 1 and unknown.stdout == "" and "/history" in unknown.stderr
+    fake_api.check()
