@@ -88,7 +88,7 @@ class PrintRenderer:
                 "usage": dict(session.usage_total), "total_cost_usd": round(session.cost, 6)})
         if is_error:
             self.err.write(f"compact-agent: {finished.error or finished.stop_reason}\n")
-            return 1
+            return 130 if finished.stop_reason == "interrupted" else 1
         return 0
 
 
@@ -108,20 +108,24 @@ def run_print(settings: Settings, prompt: str, fmt: str, *, resume: str | None, 
     if prompt.startswith("/"):
         return run_command(session, prompt, renderer, started)
     outcome: dict[str, Any] = {}
-    worker = threading.Thread(target=_turn, args=(session, prompt, max_turns, outcome), daemon=True)
-    worker.start()
+    done = threading.Event()
+    threading.Thread(target=_turn, args=(session, prompt, max_turns, outcome, done), daemon=True).start()
     try:
-        while worker.is_alive():
-            worker.join(0.1)
+        # an Event, not Thread.join: on 3.11 a Ctrl-C inside join() leaves the thread looking finished
+        while not done.wait(0.1):
+            pass
     except KeyboardInterrupt:
         session.cancel.set()
-        worker.join(30)
+        done.wait(30)
+    if "finished" not in outcome and "error" not in outcome:
+        return 130  # the turn did not wind down in time; the transcript is valid up to here
     if "error" in outcome:
         raise outcome["error"]
     return renderer.result(outcome["finished"], session, started)
 
 
-def _turn(session: Session, prompt: str, max_turns: int | None, outcome: dict[str, Any]) -> None:
+def _turn(session: Session, prompt: str, max_turns: int | None, outcome: dict[str, Any],
+          done: threading.Event) -> None:
     from agent.loop import run_turn
 
     try:
@@ -130,6 +134,8 @@ def _turn(session: Session, prompt: str, max_turns: int | None, outcome: dict[st
         outcome["error"] = e
     except Exception as e:  # noqa: BLE001 - reported as one line by the CLI, never a traceback
         outcome["error"] = AgentError(f"internal error: {type(e).__name__}: {e}")
+    finally:
+        done.set()
 
 
 def start_hooks(session: Session, source: str) -> None:

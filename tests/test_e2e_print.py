@@ -293,3 +293,31 @@ def test_summary_and_history_after_a_resume(fake_api, run_cli):
     unknown = run_cli(fake_api, "-p", "/histroy", "--continue", env=env)
     assert unknown.code == 1 and unknown.stdout == "" and "/history" in unknown.stderr
     fake_api.check()
+
+
+def test_ctrl_c_in_print_mode_leaves_a_valid_session(fake_api, run_cli, project, isolated_env):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    fake_api.reply_tool("Bash", {"command": "sleep 30"})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
+    env.update(fake_api.env(), HOME=str(isolated_env), COMPACT_AGENT_HOME=str(isolated_env / ".compact-agent"),
+               PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "-p", "wait", "--dangerously-skip-permissions"],
+                            cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not any(
+            '"tool_use"' in p.read_text() for p in transcripts(isolated_env)):
+        time.sleep(0.1)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 130 and "Interrupted" in err, err
+    fake_api.reply_text("resumed fine")
+    res = run_cli(fake_api, "-p", "go on", "--continue")
+    assert res.code == 0 and res.stdout == "resumed fine\n"
+    fake_api.check()
