@@ -126,4 +126,15 @@ def main() -> None:
     if sys.argv[1:] in (["--version"], ["-v"]):  # the fast path: no typer, no SDK
         sys.stdout.write(f"{__version__} (Compact Agent)\n")
         return
-    app()
+    # typer answers a bad flag with a usage block; the contract wants one line, so its errors come here
+    click_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    try:
+        code = app(standalone_mode=False, prog_name="compact-agent")
+    except click_error as e:
+        message = " ".join(e.format_message().split())  # type: ignore[attr-defined]
+        sys.stderr.write(f"compact-agent: {message} (see --help)\n")
+        sys.exit(e.exit_code)  # type: ignore[attr-defined]
+    except typer.Abort:
+        sys.stderr.write("compact-agent: Interrupted\n")
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -107,7 +107,8 @@ def call_model(session: Session, current: Prepared) -> Message:
         except PromptTooLong as e:
             if not _reactive_compact(session, e):
                 raise ContextLimitReached(CONTEXT_LIMIT) from None
-            req = request_for(session, view(session))
+            current = view(session)  # what is sent now, and what the reply's usage measures
+            req = request_for(session, current)
             continue
         _after_reply(session, current, reply)
         return reply

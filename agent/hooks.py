@@ -11,6 +11,7 @@ events without a match value (UserPromptSubmit, Stop) run every group.
 
 Each command runs under ``bash -c`` in the project directory, in a process group of its own, with the JSON
 payload on stdin and ``CLAUDE_PROJECT_DIR`` in its environment. On timeout the whole group is killed.
+The API key is redacted from what a hook prints (its output becomes context and is recorded).
 Hooks of one event run one after another, in the order the settings list them.
 """
 
@@ -26,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from agent.private import redact, secrets_of
 
 DEFAULT_TIMEOUT = 600.0
 # after a kill, how long to wait for the pipes to close before giving up on the output
@@ -63,6 +66,9 @@ class HookRunner:
         self.config = hooks_config or {}
         self.project_dir = Path(project_dir)
         self.environ = dict(environ)
+        # hooks get the environment as it is (a hook may call the API), but what they print is context
+        # for the model and the transcript, so the credentials are redacted from it
+        self.secrets = secrets_of(self.environ.get("ANTHROPIC_API_KEY"), self.environ.get("ANTHROPIC_AUTH_TOKEN"))
 
     def has_hooks(self, event: str, match_value: str | None = None) -> bool:
         """Whether ``run`` would start anything, so callers can skip building a payload."""
@@ -90,8 +96,8 @@ class HookRunner:
 
         def outcome(code: int | None, out: bytes, err: bytes | str, timed_out: bool = False) -> HookOutcome:
             err_text = err if isinstance(err, str) else err.decode("utf-8", "replace")
-            return HookOutcome(event, command, code, out.decode("utf-8", "replace"), err_text, timed_out,
-                               time.monotonic() - started, timeout)
+            return HookOutcome(event, command, code, redact(out.decode("utf-8", "replace"), self.secrets),
+                               redact(err_text, self.secrets), timed_out, time.monotonic() - started, timeout)
 
         try:
             proc = subprocess.Popen(

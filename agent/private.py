@@ -1,4 +1,5 @@
-"""Files and directories the agent creates for itself: readable by their owner only (CONTRACT §4).
+"""What the agent keeps private: files and directories readable by their owner only (CONTRACT §4), and
+the API key kept out of anything recorded (``redact``).
 
 ``mkdir(parents=True)`` gives parents the umask's mode (often 0755), so every directory made here is
 chmod-ed explicitly; files are created 0600 and chmod-ed too (the umask can only remove bits).
@@ -39,3 +40,22 @@ def write_private(path: Path, text: str) -> Path:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     return path
+
+
+REDACTED = "[redacted API key]"
+# shorter "secrets" would redact ordinary words; real keys and tokens are long (the transcript agrees)
+MIN_SECRET_CHARS = 8
+
+
+def secrets_of(*values: str | None) -> tuple[str, ...]:
+    """The credentials worth redacting among ``values`` (unset and too-short ones dropped)."""
+    return tuple(v for v in values if v and len(v) >= MIN_SECRET_CHARS)
+
+
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` with every occurrence of each secret replaced, so command output that happens to hold
+    the API key (a dotfile, ``env`` in a hook) can be recorded and shown without the key."""
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text

@@ -67,7 +67,8 @@ class Session:
         self.client = ModelClient(api_key=s.api_key, auth_token=s.auth_token, base_url=s.base_url,
                                   on_event=self.emit)
         self.tools = builtin_tools() + [SnipTool()]
-        self.tool_ctx = ToolContext(project_dir=s.cwd, session_dir=self.session_dir, cwd=s.cwd, cancel=self.cancel)
+        self.tool_ctx = ToolContext(project_dir=s.cwd, session_dir=self.session_dir, cwd=s.cwd, cancel=self.cancel,
+                                    environ=s.environ or None)
         self.permissions = Permissions(s, session_dir=self.session_dir)
         self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ)
         self.tool_ctx.services["snip"] = self._snip

@@ -3,16 +3,23 @@
 Permission questions are asked one at a time, in order; then the approved calls run, consecutive
 read-only ones concurrently. Every call gets exactly one tool_result, so the conversation stays valid
 even when the user interrupts half-way (calls not run are answered with an error saying so).
+
+Two things happen before anything is decided: a relative ``file_path``/``path`` is made absolute against
+the working directory Bash has left the tools in, so the permission check, the hooks and the tool all
+judge the same file; and after a tool runs, the API key is redacted from its output, so a dotfile or an
+``env`` listing can be shown to the model and recorded without the key ever reaching the transcript.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from agent.errors import Interrupted
 from agent.events import ToolFinished, ToolStarted
 from agent.messages import Message, meta, tool_result_block, tool_results
+from agent.private import redact, secrets_of
 from agent.session import Session
 from tools.base import ToolResult
 from tools.registry import get
@@ -23,7 +30,12 @@ NOT_RUN = "Interrupted by user: this tool call was not run."
 INTERRUPT_MARKER = "[Request interrupted by user]"
 
 
+# the argument of each file tool that names a path (Grep/Glob: the search root)
+_PATH_ARGS = {"Read": "file_path", "Write": "file_path", "Edit": "file_path", "Grep": "path", "Glob": "path"}
+
+
 def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
+    uses = [_with_absolute_path(session, use) for use in uses]
     verdicts = [_permit(session, use) for use in uses]
     results: list[ToolResult | None] = [v if isinstance(v, ToolResult) else None for v in verdicts]
     i = 0
@@ -48,6 +60,26 @@ def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
     return message
 
 
+def _with_absolute_path(session: Session, use: dict[str, Any]) -> dict[str, Any]:
+    """The call with its path argument made absolute where the tool would resolve it (the Bash cwd)."""
+    key, args = _PATH_ARGS.get(use.get("name", "")), use.get("input")
+    if key is None or not isinstance(args, dict) or not isinstance(args.get(key), str) or not args[key]:
+        return use
+    resolved = str(session.tool_ctx.resolve(args[key]))
+    return use if resolved == args[key] else {**use, "input": {**args, key: resolved}}
+
+
+def _redacted(session: Session, result: ToolResult) -> ToolResult:
+    secrets = secrets_of(session.settings.api_key, session.settings.auth_token)
+    if not secrets:
+        return result
+    if isinstance(result.content, str):
+        return replace(result, content=redact(result.content, secrets), summary=redact(result.summary, secrets))
+    blocks = [{**b, "text": redact(b["text"], secrets)} if isinstance(b.get("text"), str) else b
+              for b in result.content]
+    return replace(result, content=blocks, summary=redact(result.summary, secrets))
+
+
 def _read_only(session: Session, use: dict[str, Any]) -> bool:
     tool = get(session.tools, use["name"])
     return bool(tool and tool.read_only)
@@ -65,7 +97,7 @@ def _permit(session: Session, use: dict[str, Any]) -> ToolResult | None:
                           "choose another approach or ask the user.", is_error=True)
     if decision.behavior == "ask":
         if session.ask is None or session.cancel.is_set():
-            return ToolResult(f"{name} needs the user's approval, and nobody can approve it in this "
+            return ToolResult(f"{name} needs the user's approval ({decision.reason}), and nobody can approve it in this "
                               "non-interactive session, so it was not run. Continue without it or tell the "
                               "user which permission to grant (for example with --allowedTools).", is_error=True)
         answer = session.ask(name, args, session.permissions.describe(name, args))
@@ -87,7 +119,7 @@ def _execute(session: Session, use: dict[str, Any]) -> ToolResult:
     name, args = use["name"], use.get("input") or {}
     tool = get(session.tools, name)
     session.emit(ToolStarted(use["id"], name, args))
-    result = run_tool(tool, args, session.tool_ctx)
+    result = _redacted(session, run_tool(tool, args, session.tool_ctx))
     if session.cancel.is_set() and not result.is_error:
         result = ToolResult(f"{INTERRUPTED}\n\nPartial output:\n{result.content}" if isinstance(result.content, str)
                             else INTERRUPTED, is_error=True)

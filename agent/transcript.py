@@ -414,9 +414,29 @@ class _Loader:
             index.setdefault(uuid, rec)
             if uuid == head:
                 break
-            uuid = rec.data.get("parentUuid")
+            uuid = self._live_parent(rec, end, index)
         out.reverse()
         return out
+
+    def _live_parent(self, rec: _Rec, end: int, index: dict[str, _Rec]) -> str | None:
+        """The message before ``rec`` in the live list of its time.
+
+        That is its ``parentUuid``, except for a message written right after an earlier compaction that
+        kept a segment: it hangs off that compaction's summary (the anchor) in the file but followed the
+        kept tail in the conversation. A later kept segment reaching back into the earlier one needs
+        the conversation's order, so the earlier boundary's relink is applied here too.
+        """
+        parent = rec.data.get("parentUuid")
+        anchor = (index.get(parent) or self._find_uuid(parent, end)) if parent else None
+        if anchor is None or not anchor.data.get("isCompactSummary"):
+            return parent
+        found = self._find_uuid(anchor.data.get("parentUuid") or "", anchor.offset)
+        if found is None or not _is_boundary(found.data):
+            return parent
+        seg = (found.data.get("compactMetadata") or {}).get("preservedSegment") or {}
+        if seg.get("anchorUuid") == parent and seg.get("tailUuid") and rec.uuid != seg.get("headUuid"):
+            return seg["tailUuid"]
+        return parent
 
     def _kept_start(self, kept: list[_Rec], boundary_offset: int) -> int:
         """Where the kept messages were first written: state records about them lie after that."""
@@ -436,6 +456,8 @@ class _Loader:
             seg = ((boundary or {}).get("compactMetadata") or {}).get("preservedSegment") or {}
             head, anchor, tail = kept[0].uuid, seg.get("anchorUuid"), kept[-1].uuid
             kept_set = {r.uuid for r in kept}
+            # inside the segment, the order _kept_segment found (it may differ from the file's links)
+            relink.update((later.uuid, earlier.uuid) for earlier, later in zip(kept, kept[1:]))
             if anchor:
                 relink[head] = anchor
                 for r in index.values():

@@ -137,7 +137,7 @@ def _prepare(messages: list[Message], ctx: PrepareContext, reuse: bool) -> Prepa
         tagged = memo.tagged[:kept] + tag_prompts(view[kept:], cache=ctx.cache("tags"))
     if ctx.incremental:
         ctx._memo = _Memo(list(messages), view, src, tagged, _fingerprint(ctx))
-    return Prepared(late, tagged, count_tokens(late, ctx.calibration))
+    return Prepared(late, tagged, count_tokens(late, ctx.calibration, state.freed_since_usage))
 
 
 @dataclass

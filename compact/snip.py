@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from agent.messages import Message, meta
 from compact.state import ContextState
+from compact.tokens import count_tokens
 
 NUDGE_GROWTH = 10_000
 NUDGE_TEXT = (
@@ -159,11 +160,17 @@ def perform_snip(messages: list[Message], state: ContextState, ids: list[str], r
 
     This is the body of the ``snip`` service the query loop hands to the Snip tool.
     """
-    plan = plan_snip(apply_snips(messages, state), ids, current_turn_uuid)
+    visible = apply_snips(messages, state)
+    plan = plan_snip(visible, ids, current_turn_uuid)
+    if tokens_now is None:
+        tokens_now = count_tokens(visible, freed=state.freed_since_usage)
     record({"type": "snip", "removedUuids": plan.removed_uuids, "reason": reason or ""})
     state.snipped.update(plan.removed_uuids)
-    if tokens_now is not None:
-        state.tokens_at_last_nudge = max(0, tokens_now - plan.freed_tokens)
+    # the last reported usage still counts what was just removed: take it off until the next response
+    measured = next((m for m in reversed(visible) if m.role == "assistant" and m.usage), None)
+    if measured is not None and measured.uuid not in plan.removed_uuids:
+        state.freed_since_usage[measured.uuid] = state.freed_since_usage.get(measured.uuid, 0) + plan.freed_tokens
+    state.tokens_at_last_nudge = max(0, tokens_now - plan.freed_tokens)
     return snip_sentence(plan)
 
 

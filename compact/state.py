@@ -36,8 +36,11 @@ class ContextState:
     collapses: list[dict[str, Any]] = field(default_factory=list)
     # token count when the last snip / nudge / compaction happened (for the snip nudge)
     tokens_at_last_nudge: int = 0
+    # uuid of a response -> tokens snipped after its usage was measured (that usage counts them still)
+    freed_since_usage: dict[str, int] = field(default_factory=dict)
 
     def reset_after_compaction(self, tokens: int) -> None:
         """A compaction replaces the history; decisions about dropped messages no longer matter."""
         self.tokens_at_last_nudge = tokens
         self.collapses = []
+        self.freed_since_usage = {}

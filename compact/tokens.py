@@ -108,18 +108,22 @@ class Calibration:
         return round(n * self.ratio)
 
 
-def count_tokens(messages: list[Message], calibration: Calibration | None = None) -> int:
+def count_tokens(messages: list[Message], calibration: Calibration | None = None,
+                 freed: dict[str, int] | None = None) -> int:
     """Tokens of this conversation: last reported usage + estimates of the messages after it.
 
     Walks backwards only as far as the last assistant message with usage. The caller passes messages
     whose usage is current: after a compaction, kept messages should carry ``usage=None`` until the
-    next response, since their stored usage measured the old, longer context.
+    next response, since their stored usage measured the old, longer context. ``freed`` maps a
+    response's uuid to the tokens removed (snipped) after its usage was measured; they are taken off
+    until a newer response reports a fresh usage.
     """
     tail = 0
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if m.role == "assistant" and m.usage:
             estimate = calibration.scale(tail) if calibration else tail
-            return usage_total(m.usage) + estimate
+            stale = freed.get(m.uuid, 0) if freed else 0
+            return max(0, usage_total(m.usage) - stale) + estimate
         tail += m.tokens
     return calibration.scale(tail) if calibration else tail

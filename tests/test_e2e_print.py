@@ -321,3 +321,14 @@ def test_ctrl_c_in_print_mode_leaves_a_valid_session(fake_api, run_cli, project,
     res = run_cli(fake_api, "-p", "go on", "--continue")
     assert res.code == 0 and res.stdout == "resumed fine\n"
     fake_api.check()
+
+
+def test_settings_env_reaches_bash_but_the_key_does_not(fake_api, run_cli, project):
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(json.dumps({"env": {"PROJECT_FLAVOUR": "mint"}}))
+    fake_api.reply_tool("Bash", {"command": "echo flavour=$PROJECT_FLAVOUR key=${ANTHROPIC_API_KEY:-none}"})
+    fake_api.reply_text("ok")
+    res = run_cli(fake_api, "-p", "go", "--dangerously-skip-permissions")
+    assert res.code == 0, res.stderr
+    out = result_text(tool_results_of(fake_api.message_requests[1].body)[0])
+    assert "flavour=mint key=none" in out

@@ -36,6 +36,8 @@ class ToolContext:
     # absolute path -> mtime when the model last read it (Read / Write / Edit keep it)
     read_files: dict[str, float] = field(default_factory=dict)
     cancel: threading.Event = field(default_factory=threading.Event)
+    # the environment for commands (the process's overlaid with settings "env" maps); None = os.environ
+    environ: dict[str, str] | None = None
     # set by the loop: callables the Snip tool needs (kept generic so tools/ never imports the loop)
     services: dict[str, Any] = field(default_factory=dict)
 

@@ -84,7 +84,7 @@ class BashTool:
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         timeout_ms = int(args.get("timeout", DEFAULT_TIMEOUT_MS))
         notes = _ensure_cwd(ctx)
-        outcome = run_shell(args["command"], ctx.cwd, timeout_ms / 1000, ctx.cancel)
+        outcome = run_shell(args["command"], ctx.cwd, timeout_ms / 1000, ctx.cancel, ctx.environ)
         if outcome.final_cwd is not None and outcome.final_cwd.is_dir():
             ctx.cwd = outcome.final_cwd
         return _to_result(outcome, timeout_ms, notes)
@@ -104,15 +104,18 @@ class ShellOutcome:
         return b"".join(self.chunks)
 
 
-def run_shell(command: str, cwd: Path, timeout_s: float, cancel: threading.Event) -> ShellOutcome:
-    """Run ``command`` with bash in ``cwd``; stop its whole process group on timeout or cancel."""
+def run_shell(command: str, cwd: Path, timeout_s: float, cancel: threading.Event,
+              environ: Any = None) -> ShellOutcome:
+    """Run ``command`` with bash in ``cwd``; stop its whole process group on timeout or cancel.
+
+    ``environ`` is the session's environment (settings "env" maps included); the process's by default."""
     handle, cwd_file = tempfile.mkstemp(prefix="compact-agent-cwd-")
     os.close(handle)
     try:
         proc = subprocess.Popen(
             ["bash", "-c", _WRAPPER, "bash", command, cwd_file],
             cwd=cwd,
-            env=child_env(os.environ),
+            env=child_env(os.environ if environ is None else environ),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -16,7 +16,10 @@ Order of evaluation for one call::
 Rules: ``Tool`` matches every call of the tool; ``Bash(npm test:*)`` matches commands starting with the
 words ``npm test``, ``Bash(make)`` only that exact command, and ``*`` elsewhere in a Bash rule is a
 wildcard. A compound command (``&&``, ``||``, ``;``, ``|``, ``&``, newlines, ``$(...)``) is allowed by
-rules only when every part is, and denied when any part is. Path rules (``Edit(src/**)``) are
+rules only when every part is, and denied when any part is. Deny and ask rules also see through the ways a
+part can hide the program it runs: ``(rm x)``, ``{ rm x; }``, ``then rm x``, ``! rm x``, ``\\rm``,
+``r"m"``, ``/bin/rm``, wrappers such as ``sudo``, ``env``, ``timeout 5``, ``nice -n 5``, ``xargs``, and the
+script of ``bash -c "..."`` or ``eval "..."``. Allow rules never do: a wrapped command asks. Path rules (``Edit(src/**)``) are
 gitignore-like globs: relative to the project directory, ``/x`` from the project root, ``//x`` from the
 filesystem root, ``~/x`` from the home directory; a pattern without a slash matches a name at any depth.
 ``Edit`` rules cover every editing tool (Edit, Write) and ``Read`` rules every reading tool (Read, Grep,
@@ -30,6 +33,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -203,9 +207,10 @@ class Permissions:
                 used.append(hit)
             return used[0] if used else None
         for part in parts:
-            for rule in rules:
-                if _command_matches(rule.content or "", part):
-                    return rule.text
+            for form in run_forms(part):
+                for rule in rules:
+                    if _command_matches(rule.content or "", form):
+                        return rule.text
         return None
 
     def _path_patterns(self, pattern: str) -> list[re.Pattern[str]]:
@@ -395,6 +400,71 @@ def _command_matches(pattern: str, command: str) -> bool:
         regex = ".*".join(re.escape(piece) for piece in pattern.split("*"))
         return any(re.fullmatch(regex, f, re.DOTALL) for f in forms)
     return pattern.strip() in forms
+
+
+# commands that run the command that follows them, with the options of each that take a separate value
+_WRAPPERS: dict[str, frozenset[str]] = {
+    "sudo": frozenset({"-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T"}), "doas": frozenset({"-u", "-C"}),
+    "env": frozenset({"-u", "-C", "--unset", "--chdir"}), "nice": frozenset({"-n", "--adjustment"}),
+    "ionice": frozenset({"-c", "-n", "-p"}), "timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
+    "stdbuf": frozenset({"-i", "-o", "-e"}), "xargs": frozenset({"-I", "-n", "-P", "-L", "-s", "-d", "-E", "-a"}),
+    "nohup": frozenset(), "setsid": frozenset(), "time": frozenset({"-f", "-o"}), "exec": frozenset({"-a"}),
+    "command": frozenset(), "builtin": frozenset(), "then": frozenset(), "else": frozenset(), "elif": frozenset(),
+    "do": frozenset(), "if": frozenset(), "while": frozenset(), "until": frozenset(), "!": frozenset(),
+}
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
+_ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
+_DURATION = re.compile(r"\d+(?:\.\d+)?[smhd]?")
+_MAX_NESTING = 4
+
+
+def run_forms(part: str, depth: int = 0) -> list[str]:
+    """The simple command ``part`` as written plus each form naming the program it really runs (see the
+    module docstring); deny and ask rules are matched against all of them."""
+    forms = [part]
+    text = part.strip().lstrip("({! \t").rstrip(")} \t").strip()
+    try:
+        words = shlex.split(text)
+    except ValueError:  # an unbalanced quote: bash would refuse it too, but judge the plain words anyway
+        words = text.split()
+    i = 0
+    while i < len(words):
+        if _ASSIGNMENT_WORD.fullmatch(words[i]):
+            i += 1
+            continue
+        name, rest = words[i].rsplit("/", 1)[-1], words[i + 1 :]
+        forms.append(" ".join([name, *rest]))
+        if depth < _MAX_NESTING and (script := _shell_script(name, rest)) is not None:
+            forms += [f for sub in split_command(script) for f in run_forms(sub, depth + 1)]
+            break
+        if name not in _WRAPPERS:
+            break
+        i += 1 + _wrapper_options(name, rest)
+    return list(dict.fromkeys(forms))
+
+
+def _shell_script(name: str, rest: list[str]) -> str | None:
+    """The script ``bash -c SCRIPT`` or ``eval WORDS...`` runs, or None for any other command."""
+    if name == "eval":
+        return " ".join(rest)
+    if name not in _SHELLS:
+        return None
+    for j, word in enumerate(rest):
+        if not word.startswith("-") or word == "--":
+            return None
+        if not word.startswith("--") and "c" in word[1:]:
+            return rest[j + 1] if j + 1 < len(rest) else None
+    return None
+
+
+def _wrapper_options(name: str, rest: list[str]) -> int:
+    """How many words after the wrapper ``name`` are its own options (and a timeout's duration)."""
+    j = 0
+    while j < len(rest) and (rest[j].startswith("-") or _ASSIGNMENT_WORD.fullmatch(rest[j])):
+        j += 2 if rest[j] in _WRAPPERS[name] else 1
+    if name == "timeout" and j < len(rest) and _DURATION.fullmatch(rest[j]):
+        j += 1
+    return min(j, len(rest))
 
 
 def _strip_assignments(command: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import difflib
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,17 @@ def _check_readable(path: Path) -> None:
         )
     if not path.exists():
         raise ToolError(_missing_file_message(path))
+    if not path.is_file():
+        # opening a FIFO blocks until someone writes to it, a device may never end: neither is a file
+        raise ToolError(f"{path} is not a regular file ({_kind(path)}), so Read cannot show it. "
+                        "Inspect it with a Bash command instead.")
+
+
+def _kind(path: Path) -> str:
+    mode = path.stat().st_mode
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a file")
 
 
 def _missing_file_message(path: Path) -> str:
