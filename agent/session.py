@@ -63,7 +63,7 @@ class Session:
         self.cancel = threading.Event()
         self.lock = threading.RLock()
         self.writer = TranscriptWriter(self.transcript_path, self.session_id, str(s.cwd), __version__,
-                                       last_uuid=self.last_uuid, secret=s.api_key or s.auth_token)
+                                       last_uuid=self.last_uuid, secret=(s.api_key, s.auth_token))
         self.client = ModelClient(api_key=s.api_key, auth_token=s.auth_token, base_url=s.base_url,
                                   on_event=self.emit)
         self.tools = builtin_tools() + [SnipTool()]

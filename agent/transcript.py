@@ -37,9 +37,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator
 
-from agent.errors import SessionError
 from agent.messages import Message, from_record, new_uuid, now_iso, to_record
-from agent.private import open_private
+from agent.private import open_private, redact, secrets_of
 from compact.state import ContextState
 
 STATE_TYPES = ("content-replacement", "snip", "microcompact", "session-memory", "collapse-commit",
@@ -50,10 +49,6 @@ QUIET_TYPES = frozenset({"progress", "file-history-snapshot", "queue-operation",
 MESSAGE_TYPES = ("user", "assistant")
 THINKING_TYPES = ("thinking", "redacted_thinking")
 BOUNDARY_NEEDLE = b'"compact_boundary"'
-
-
-class TranscriptSecretError(SessionError):
-    """A record about to be written contains the API key (or another secret): it is refused."""
 
 
 # --- writing ----------------------------------------------------------------------------------------------
@@ -81,11 +76,12 @@ class TranscriptWriter:
 
     The file is created on the first append (a session that never says anything leaves no file, so
     ``--continue`` never lands on an empty one). ``sync`` fsyncs every append; boundaries are fsynced
-    unless ``sync_boundaries`` is off. ``secret`` (the API key) must never appear in a written line.
+    unless ``sync_boundaries`` is off. ``secret`` (the API key, or several credentials as a tuple) never appears in a written line: it is
+    replaced by a marker, so a prompt or output that holds it is recorded without it and nothing is lost.
     """
 
     def __init__(self, path: Path, session_id: str, cwd: str, version: str, *, last_uuid: str | None = None,
-                 secret: str | None = None, sync: bool = False, sync_boundaries: bool = True) -> None:
+                 secret: str | tuple[str | None, ...] | None = None, sync: bool = False, sync_boundaries: bool = True) -> None:
         self.path = Path(path)
         self.session_id = session_id
         self.cwd = cwd
@@ -93,8 +89,7 @@ class TranscriptWriter:
         self.last_uuid = last_uuid  # the parent of the next message record
         self.sync = sync
         self.sync_boundaries = sync_boundaries
-        # a very short "secret" would refuse ordinary text; real keys are long
-        self._secret = secret if secret and len(secret) >= 8 else None
+        self._secrets = secrets_of(*(secret if isinstance(secret, tuple) else (secret,)))
         self._fd: int | None = None
 
     def _open(self) -> int:
@@ -106,11 +101,7 @@ class TranscriptWriter:
         return self._fd
 
     def _write(self, rec: dict[str, Any], *, sync: bool) -> None:
-        line = _dumps(rec)
-        if self._secret and self._secret in line:
-            raise TranscriptSecretError(
-                f"Refusing to write a {rec.get('type')} record ({rec.get('uuid')}) to {self.path}: "
-                "it contains the API key")
+        line = redact(_dumps(rec), self._secrets)
         view = memoryview(line.encode("utf-8"))
         fd = self._open()
         while view:  # a regular file takes the whole line at once; loop only in case it does not

@@ -332,3 +332,12 @@ def test_settings_env_reaches_bash_but_the_key_does_not(fake_api, run_cli, proje
     assert res.code == 0, res.stderr
     out = result_text(tool_results_of(fake_api.message_requests[1].body)[0])
     assert "flavour=mint key=none" in out
+
+
+def test_a_prompt_holding_the_key_is_recorded_without_it(fake_api, run_cli, isolated_env):
+    fake_api.reply_text("I will not repeat it.")
+    res = run_cli(fake_api, "-p", f"my key is {SECRET}, keep it safe", env={"ANTHROPIC_API_KEY": SECRET})
+    assert res.code == 0, res.stderr
+    [path] = transcripts(isolated_env)
+    text = path.read_text()
+    assert SECRET not in text and "my key is [redacted API key], keep it safe" in text
