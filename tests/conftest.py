@@ -72,6 +72,20 @@ def run_cli(project: Path, isolated_env: Path):
     return run
 
 
+def make_session(tmp: Path, api: Any, *, session_id: str = "0b5e3c1e-1111-4222-8333-444455556666",
+                 environ: dict[str, str] | None = None, **settings: Any) -> tuple[Any, list[Any]]:
+    """An in-process Session in ``tmp``/project talking to the fake API; returns it and its event list."""
+    from agent.session import Session
+    from agent.settings import Settings
+
+    project = tmp / "project"
+    project.mkdir(exist_ok=True)
+    settings.setdefault("home", tmp / "home")
+    events: list[Any] = []
+    s = Settings(cwd=project, base_url=api.url, api_key="test-key", **settings)
+    return Session(s, session_id, events.append, None, environ=environ or {}), events
+
+
 def transcripts(home: Path) -> list[Path]:
     return sorted((home / ".compact-agent" / "projects").glob("*/*.jsonl"))
 

@@ -24,12 +24,12 @@ from agent.errors import Interrupted
 from agent.events import Notice
 from agent.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
 from agent.session import Session, open_session
-from agent.settings import Settings
 from agent.transcript import load_transcript
 from compact import collapse
 from compact.collapse import apply_collapses, candidate_spans, placeholder
 from compact.snip import turns
 from compact.tokens import count_tokens
+from tests import conftest
 from tests.conftest import records, transcripts
 from tests.fakeapi import Error, FakeAPI, Reply, last_user_text, request_text
 from tests.histories import EXAMPLES, Builder, histories
@@ -48,11 +48,8 @@ def api(fake_api: FakeAPI):
 
 
 def make_session(tmp: Path, api: FakeAPI, **kw: Any) -> tuple[Session, list[Any]]:
-    (tmp / "project").mkdir(exist_ok=True)
-    s = Settings(cwd=tmp / "project", home=tmp / "home", base_url=api.url, api_key="test-key",
-                 context_collapse=True, context_window=60_000, session_memory=False, **kw)
-    events: list[Any] = []
-    return Session(s, "0c0a1a5e-1111-4222-8333-444455556666", events.append, ask=None), events
+    return conftest.make_session(tmp, api, session_id="0c0a1a5e-1111-4222-8333-444455556666",
+                                 context_collapse=True, context_window=60_000, session_memory=False, **kw)
 
 
 def text_of(tokens: int, seed: int) -> str:

@@ -21,9 +21,9 @@ from agent.errors import Interrupted
 from agent.events import CompactFailed, CompactFinished, CompactStarted, Notice
 from agent.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from agent.session import Session
-from agent.settings import Settings
 from compact import compactor, restore
 from compact.result import Compaction
+from tests import conftest
 from tests.fakeapi import FakeAPI, Reply, last_user_text, request_text
 from tools.read import number_lines, record_read
 
@@ -35,14 +35,9 @@ SUMMARY_REPLY = ("<analysis>private walk through the conversation</analysis>\n"
 
 
 def make_session(tmp_path: Path, api: FakeAPI, **settings: Any) -> tuple[Session, list[Any]]:
-    project = tmp_path / "project"
-    project.mkdir(exist_ok=True)
     settings.setdefault("session_memory", False)
-    s = Settings(cwd=project, home=tmp_path / "agent-home", base_url=api.url, api_key="test-key",
-                 permission_mode="bypassPermissions", **settings)
-    events: list[Any] = []
-    session = Session(s, "0b5e3c1e-1111-4222-8333-444455556666", events.append, None, environ=dict(os.environ))
-    return session, events
+    return conftest.make_session(tmp_path, api, home=tmp_path / "agent-home", permission_mode="bypassPermissions",
+                                 environ=dict(os.environ), **settings)
 
 
 def write_file(session: Session, name: str, lines: int = 20, width: int = 6) -> Path:

@@ -15,11 +15,11 @@ from agent.context import view
 from agent.events import Notice
 from agent.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
 from agent.session import Session
-from agent.settings import Settings
 from compact import compactor
 from compact import session_memory as sm
 from compact.notes_template import SECTIONS, TEMPLATE
 from compact.tokens import estimate_text
+from tests import conftest
 from tests.fakeapi import Error, FakeAPI, Reply, last_user_text, request_text
 
 
@@ -30,11 +30,7 @@ def api():
 
 
 def make_session(tmp_path: Path, api: FakeAPI, **settings: Any) -> tuple[Session, list[Any]]:
-    project = tmp_path / "project"
-    project.mkdir(exist_ok=True)
-    events: list[Any] = []
-    s = Settings(cwd=project, home=tmp_path / "home", base_url=api.url, api_key="test-key", **settings)
-    return Session(s, "sid", emit=events.append, ask=None), events
+    return conftest.make_session(tmp_path, api, session_id="sid", **settings)
 
 
 def filler(tokens: int) -> str:
