@@ -341,3 +341,15 @@ def test_a_prompt_holding_the_key_is_recorded_without_it(fake_api, run_cli, isol
     [path] = transcripts(isolated_env)
     text = path.read_text()
     assert SECRET not in text and "my key is [redacted API key], keep it safe" in text
+
+
+def test_installed_console_script_answers_version_and_help():
+    import subprocess
+    import sys
+
+    script = Path(sys.executable).parent / "compact-agent"
+    assert script.exists(), "pip install -e . puts compact-agent next to the interpreter"
+    version = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and "Compact Agent" in version.stdout
+    help_ = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert help_.returncode == 0 and "--dangerously-skip-permissions" in help_.stdout
