@@ -1,7 +1,6 @@
 """The agent's own exceptions. The CLI turns each into one clear line; tool failures never come here.
 
     AgentError
-    ├── ConfigError            bad flags, settings, missing API key (exit 2)
     ├── SessionError           a session that can't be found or read
     ├── Interrupted            the user pressed Ctrl-C / Esc
     └── ModelError             the Messages API failed after retries
@@ -16,10 +15,6 @@ import re
 
 class AgentError(Exception):
     exit_code = 1
-
-
-class ConfigError(AgentError):
-    exit_code = 2
 
 
 class SessionError(AgentError):

@@ -26,7 +26,6 @@ from typing import Any, Iterable
 
 Block = dict[str, Any]
 
-USER_KINDS = ("prompt", "tool_results", "meta", "summary")
 START_MARKER = "(Earlier conversation continues here.)"
 
 

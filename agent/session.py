@@ -17,7 +17,7 @@ from agent import __version__
 from agent.client import ModelClient, Request, context_window_for, cost_usd, default_model, max_output_tokens
 from agent.errors import SessionError
 from agent.events import Event, MessageRecorded, Notice, TokenState
-from agent.hooks import HookRunner
+from agent.hooks import HookRunner, base_payload
 from agent.messages import Message, new_uuid
 from agent.settings import Settings
 from agent.system_prompt import build_system
@@ -180,8 +180,7 @@ class Session:
         self.emit(Notice(text, level))
 
     def hook_payload(self, event: str, **fields: Any) -> dict[str, Any]:
-        return {"session_id": self.session_id, "transcript_path": str(self.transcript_path),
-                "cwd": str(self.settings.cwd), "hook_event_name": event, **fields}
+        return {**base_payload(self.session_id, self.transcript_path, self.settings.cwd, event), **fields}
 
     def run_hooks(self, event: str, match_value: str | None, **fields: Any) -> list[Any]:
         outcomes = self.hooks.run(event, self.hook_payload(event, **fields), match_value)
@@ -223,7 +222,6 @@ def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskF
         session.state = loaded.state
         for rec in state_records(loaded.state):
             session.record(rec)
-    session.resumed_from = path  # type: ignore[attr-defined]
     session.last_compaction = _last_compaction(loaded)
     return session
 
