@@ -76,8 +76,8 @@ def run(
     if version:
         typer.echo(f"{__version__} (Compact Agent)")
         raise typer.Exit(0)
-    from agent.errors import AgentError
-    from agent.settings import SettingsError, load_settings
+    from agent.settings import load_settings
+    from core.errors import AgentError, SettingsError
 
     environ = dict(os.environ)
     try:

@@ -12,17 +12,16 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from agent.errors import Interrupted, ModelError, classify_bad_request
-from agent.events import Retrying, TextDelta, ThinkingDelta
-from agent.messages import Message, assistant
+from core.errors import Interrupted, ModelError, classify_bad_request
+from core.events import Retrying, TextDelta, ThinkingDelta
+from core.messages import Message, assistant
+from core.model import Request, api_model_name
 
 STREAM_RETRIES = 3
 SDK_RETRIES = 3
-CACHE = {"type": "ephemeral"}
 
 _import_lock = threading.Lock()
 _sdk: Any = None
@@ -47,16 +46,6 @@ def import_in_background() -> threading.Thread:
 
 # --- models ---------------------------------------------------------------------------------------
 
-_MAX_OUTPUT = [  # (prefix, max output tokens)
-    ("claude-opus-4-1", 32_000), ("claude-opus-4-2", 32_000), ("claude-opus-4-0", 32_000),
-    ("claude-opus-4-20", 32_000), ("claude-3-5", 8_192), ("claude-3", 4_096),
-]
-_PRICES = [  # (substring, input, output) USD per million tokens
-    ("opus-4-1", 15.0, 75.0), ("opus-4-0", 15.0, 75.0), ("opus-4-2", 15.0, 75.0), ("opus", 5.0, 25.0),
-    ("haiku-3", 0.25, 1.25), ("haiku", 1.0, 5.0), ("sonnet", 3.0, 15.0),
-]
-
-
 def default_model() -> str:
     """The newest plain Sonnet alias the installed SDK lists (claude-sonnet-4-5 retires 2026-11-30).
 
@@ -74,79 +63,6 @@ def default_model() -> str:
     except Exception:  # noqa: BLE001 - a missing list just means the fallback
         pass
     return "claude-sonnet-4-6"
-
-
-def max_output_tokens(model: str) -> int:
-    for prefix, n in _MAX_OUTPUT:
-        if model.startswith(prefix):
-            return n
-    return 64_000
-
-
-def context_window_for(model: str) -> int:
-    return 1_000_000 if "[1m]" in model or model.endswith("-1m") else 200_000
-
-
-def api_model_name(model: str) -> str:
-    return model.replace("[1m]", "")
-
-
-def cost_usd(model: str, usage: dict[str, Any]) -> float:
-    price_in, price_out = 3.0, 15.0
-    for key, i, o in _PRICES:
-        if key in model:
-            price_in, price_out = i, o
-            break
-    tokens_in = usage.get("input_tokens", 0) or 0
-    write = usage.get("cache_creation_input_tokens", 0) or 0
-    read = usage.get("cache_read_input_tokens", 0) or 0
-    out = usage.get("output_tokens", 0) or 0
-    return (tokens_in * price_in + write * price_in * 1.25 + read * price_in * 0.1 + out * price_out) / 1e6
-
-
-# --- requests -------------------------------------------------------------------------------------
-
-
-@dataclass
-class Request:
-    model: str
-    system: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
-    messages: list[dict[str, Any]]
-    max_tokens: int
-    betas: list[str] = field(default_factory=list)
-    extra_body: dict[str, Any] = field(default_factory=dict)
-    tool_choice: dict[str, Any] | None = None
-    thinking: dict[str, Any] | None = None
-
-    def params(self) -> dict[str, Any]:
-        """Keyword arguments for the SDK, with cache breakpoints on tools, system and the tail."""
-        p: dict[str, Any] = {"model": api_model_name(self.model), "max_tokens": self.max_tokens,
-                             "messages": _mark_tail(self.messages)}
-        if self.system:
-            p["system"] = self.system[:-1] + [{**self.system[-1], "cache_control": CACHE}]
-        if self.tools:
-            p["tools"] = self.tools[:-1] + [{**self.tools[-1], "cache_control": CACHE}]
-        if self.tool_choice:
-            p["tool_choice"] = self.tool_choice
-        if self.thinking:
-            p["thinking"] = self.thinking
-        if self.extra_body:
-            p["extra_body"] = self.extra_body
-        return p
-
-
-def _mark_tail(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Put a cache breakpoint on the last cacheable block of the last message (copying, not mutating)."""
-    if not messages:
-        return messages
-    last = messages[-1]
-    blocks = list(last["content"])
-    for i in range(len(blocks) - 1, -1, -1):
-        if blocks[i].get("type") not in ("thinking", "redacted_thinking"):
-            blocks[i] = {**blocks[i], "cache_control": CACHE}
-            break
-    return messages[:-1] + [{**last, "content": blocks}]
 
 
 def _block_dict(block: Any) -> dict[str, Any]:

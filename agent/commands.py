@@ -109,7 +109,7 @@ def names() -> list[str]:
 
 
 def run(session: Session, line: str) -> Result:
-    from agent.errors import AgentError
+    from core.errors import AgentError
 
     match = COMMAND_LINE.match(line.strip())
     if match is None:
@@ -162,8 +162,8 @@ def _help(session: Session, args: str) -> Result:
 @command("compact", "Summarize the conversation to free context, optionally focused by INSTRUCTIONS",
          usage="[instructions]")
 def _compact(session: Session, args: str) -> Result:
-    from agent.errors import Interrupted
     from compact import compactor
+    from core.errors import Interrupted
 
     try:
         ok = compactor.compact(session, "manual", args or None)
@@ -187,7 +187,7 @@ def context_usage(session: Session) -> ContextUsage:
     """The /context breakdown; ``used`` is the number the auto-compact trigger uses."""
     from agent.context import view
     from agent.system_prompt import read_memory
-    from compact.tokens import estimate_text
+    from core.tokens import estimate_text
 
     prepared = view(session)
     th = session.thresholds()

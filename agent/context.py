@@ -10,17 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.errors import MaxTokensOverflow, PromptTooLong
-from agent.messages import Message
 from agent.session import Session
 from compact import autocompact, compactor, context_editing, snip, thresholds
 from compact.pipeline import PrepareContext, Prepared, prepare
-
-CONTEXT_LIMIT = "Context limit reached · /compact or /clear to continue"
-
-
-class ContextLimitReached(Exception):
-    pass
+from core.errors import CONTEXT_LIMIT, ContextLimitReached, MaxTokensOverflow, PromptTooLong
+from core.messages import Message
 
 
 def pipeline_context(session: Session) -> PrepareContext:

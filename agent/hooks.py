@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.private import redact, secrets_of
+from core.private import redact, secrets_of
 
 DEFAULT_TIMEOUT = 600.0
 # after a kill, how long to wait for the pipes to close before giving up on the output

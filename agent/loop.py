@@ -5,13 +5,13 @@ Everything else (compaction, retries, permissions, rendering) lives in the named
 
 from __future__ import annotations
 
-from agent.context import ContextLimitReached, call_model, prepare_context
-from agent.errors import Interrupted, ModelError
-from agent.events import TurnFinished
-from agent.messages import meta, user_prompt
+from agent.context import call_model, prepare_context
 from agent.session import Session
 from agent.tool_exec import record_interruption, run_tools
 from compact.session_memory import after_response
+from core.errors import ContextLimitReached, Interrupted, ModelError
+from core.events import TurnFinished
+from core.messages import meta, user_prompt
 
 
 def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> TurnFinished:

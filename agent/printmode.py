@@ -13,8 +13,10 @@ import time
 from typing import IO, Any
 
 from agent import __version__
-from agent.errors import AgentError
-from agent.events import (
+from agent.session import Session, open_session
+from agent.settings import Settings
+from core.errors import AgentError
+from core.events import (
     CompactFailed,
     CompactFinished,
     CompactStarted,
@@ -24,9 +26,7 @@ from agent.events import (
     Retrying,
     TurnFinished,
 )
-from agent.messages import meta, to_record
-from agent.session import Session, open_session
-from agent.settings import Settings
+from core.messages import meta, to_record
 
 SUBTYPES = {"end_turn": "success", "max_turns": "error_max_turns"}
 

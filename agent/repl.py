@@ -301,7 +301,7 @@ class Repl:
         self.renderer.end_work()
         error = box.get("error")
         if error is not None:
-            from agent.errors import AgentError
+            from core.errors import AgentError
 
             text = str(error) if isinstance(error, AgentError) else f"Internal error: {type(error).__name__}: {error}"
             self.renderer.line(text, "red")

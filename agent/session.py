@@ -14,17 +14,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agent import __version__
-from agent.client import ModelClient, Request, context_window_for, cost_usd, default_model, max_output_tokens
-from agent.errors import SessionError
-from agent.events import Event, MessageRecorded, Notice, TokenState
+from agent.client import ModelClient, default_model
 from agent.hooks import HookRunner, base_payload
-from agent.messages import Message, new_uuid
 from agent.settings import Settings
 from agent.system_prompt import build_system
 from agent.transcript import TranscriptWriter, latest_session, load_transcript, messages_before
 from compact import thresholds
 from compact.state import ContextState
 from compact.tokens import Calibration
+from core.errors import SessionError
+from core.events import Event, MessageRecorded, Notice, TokenState
+from core.messages import Message, new_uuid
+from core.model import Request, context_window_for, cost_usd, max_output_tokens
 from tools.base import ToolContext
 from tools.permissions import Permissions
 from tools.registry import builtin_tools, tool_schemas
@@ -131,7 +132,7 @@ class Session:
         """Estimated tokens of the system prompt and tool definitions (cached until they change)."""
         import json
 
-        from compact.tokens import estimate_text
+        from core.tokens import estimate_text
 
         key = json.dumps([self.system_blocks(), self.tool_schemas()], sort_keys=True)
         if getattr(self, "_overhead_key", None) != key:

@@ -32,16 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.errors import SettingsError
+
 DEFAULT_MODEL = "claude-sonnet-4-5"
 PERMISSION_MODES = ("default", "acceptEdits", "bypassPermissions", "plan")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 _RULE = re.compile(r"^[A-Za-z_][\w.-]*(\(.*\))?$", re.DOTALL)
-
-
-class SettingsError(Exception):
-    """A settings file or value is wrong; the message names the file and the key."""
 
 
 @dataclass

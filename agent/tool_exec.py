@@ -16,11 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from agent.errors import Interrupted
-from agent.events import ToolFinished, ToolStarted
-from agent.messages import Message, meta, tool_result_block, tool_results
-from agent.private import redact, secrets_of
 from agent.session import Session
+from core.errors import Interrupted
+from core.events import ToolFinished, ToolStarted
+from core.messages import Message, meta, tool_result_block, tool_results
+from core.private import redact, secrets_of
 from tools.base import ToolResult
 from tools.registry import get
 from tools.runner import run_tool

@@ -37,9 +37,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator
 
-from agent.messages import Message, from_record, new_uuid, now_iso, to_record
-from agent.private import open_private, redact, secrets_of
 from compact.state import ContextState
+from core.messages import Message, from_record, new_uuid, now_iso, to_record
+from core.private import open_private, redact, secrets_of
 
 STATE_TYPES = ("content-replacement", "snip", "microcompact", "session-memory", "collapse-commit",
                "context-edit")

@@ -34,7 +34,7 @@ from rich.style import Style
 from rich.text import Text
 
 from agent import commands
-from agent.events import (
+from core.events import (
     CompactFailed,
     CompactFinished,
     CompactStarted,

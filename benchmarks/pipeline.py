@@ -27,10 +27,10 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.messages import Message  # noqa: E402
 from compact.pipeline import PrepareContext, prepare  # noqa: E402
 from compact.state import ContextState  # noqa: E402
-from compact.tokens import estimate_text  # noqa: E402
+from core.messages import Message  # noqa: E402
+from core.tokens import estimate_text  # noqa: E402
 
 SIZES = (500, 1_000, 2_000, 4_000)
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.events import Notice
 from compact import compactor
+from core.events import Notice
 
 if TYPE_CHECKING:
     from agent.session import Session

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.messages import Block, Message
-from agent.private import write_private
 from compact.state import ContextState
+from core.messages import Block, Message
+from core.private import write_private
 
 DEFAULT_THRESHOLD = 50_000
 THRESHOLDS: dict[str, float] = {"Bash": 30_000, "Grep": 20_000, "Read": float("inf")}

@@ -36,10 +36,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from agent.errors import Interrupted
-from agent.messages import Message, new_uuid
 from compact.snip import is_typed_prompt
 from compact.tokens import Calibration, count_tokens
+from core.errors import CollapseError, Interrupted
+from core.messages import Message, new_uuid
+from core.model import Request
 
 if TYPE_CHECKING:
     from agent.session import Session
@@ -246,10 +247,6 @@ def levels(th: Thresholds) -> Levels:
 class Staged:
     uuids: list[str]
     summary: str
-
-
-class CollapseError(Exception):
-    """A span could not be summarised."""
 
 
 @dataclass(eq=False)
@@ -460,8 +457,6 @@ def _k(n: int) -> str:
 
 def summarise(session: Session, span: list[Message], timeout: float = REQUEST_TIMEOUT) -> str:
     """A few dense lines about ``span``, from the cheap model. Raises on any failure."""
-    from agent.client import Request
-
     prompt = INSTRUCTION + render_span(span)
     req = Request(model=session.settings.compaction_model or session.model,
                   system=[{"type": "text", "text": SYSTEM}], tools=[],

@@ -30,12 +30,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import Interrupted
-from agent.events import CompactFailed, CompactFinished, CompactStarted, MessageRecorded, Notice
-from agent.messages import Message, meta
 from agent.system_prompt import compact_instructions
 from compact import restore, session_memory, summary
-from compact.result import Compaction, CompactionError
+from compact.result import Compaction
+from core.errors import CompactionError, Interrupted
+from core.events import CompactFailed, CompactFinished, CompactStarted, MessageRecorded, Notice
+from core.messages import Message, meta
 
 if TYPE_CHECKING:
     from agent.session import Session

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from agent.messages import Block, Message
 from compact.state import ContextState
-from compact.tokens import estimate_text
+from core.messages import Block, Message
+from core.tokens import estimate_text
 
 CLEARED = "[Old tool result content cleared]"
 COMPACTABLE = frozenset({"Read", "Bash", "Grep", "Glob", "Edit", "Write", "WebFetch", "WebSearch"})

@@ -43,12 +43,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
-from agent.messages import Message, to_api
 from compact.budget import apply_budget
 from compact.micro import cache_expired, microcompact
 from compact.snip import apply_snips, tag_prompts
 from compact.state import ContextState
 from compact.tokens import Calibration, count_tokens
+from core.messages import Message, to_api
 
 LateStage = Callable[[list[Message], "PrepareContext"], list[Message]]
 

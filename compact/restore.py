@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.messages import Message, meta
 from agent.system_prompt import memory_files
-from compact.tokens import estimate_text
+from core.messages import Message, meta
+from core.tokens import estimate_text
 from tools.read import IMAGE_TYPES, number_lines
 
 if TYPE_CHECKING:

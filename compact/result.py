@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.messages import Message
+from core.messages import Message
 
 
 @dataclass
@@ -21,7 +21,3 @@ class Compaction:
     # {"headUuid", "anchorUuid", "tailUuid"} when messages are kept (anchor = the summary message)
     preserved_segment: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None  # usage of the summary request, if one was made
-
-
-class CompactionError(Exception):
-    """A compaction could not be made; the conversation is left exactly as it was."""

@@ -32,13 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import Interrupted
-from agent.messages import Message, meta, to_api
-from agent.private import open_private
 from compact import context_editing
 from compact.notes_template import SECTION_TOKENS, TEMPLATE, update_instruction
 from compact.result import Compaction
-from compact.tokens import count_tokens, estimate_text
+from compact.tokens import count_tokens
+from core.errors import Interrupted
+from core.messages import Message, meta, to_api
+from core.private import open_private
+from core.tokens import estimate_text
 
 if TYPE_CHECKING:
     from agent.session import Session

@@ -20,9 +20,10 @@ import string
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from agent.messages import Message, meta
 from compact.state import ContextState
 from compact.tokens import count_tokens
+from core.errors import SnipError
+from core.messages import Message, meta
 
 NUDGE_GROWTH = 10_000
 NUDGE_TEXT = (
@@ -32,10 +33,6 @@ NUDGE_TEXT = (
 )
 
 _DIGITS = string.digits + string.ascii_lowercase
-
-
-class SnipError(Exception):
-    """A snip request that can't be carried out; the message tells the model why."""
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from agent.client import max_output_tokens
-from agent.errors import MaxTokensOverflow, PromptTooLong
-from agent.messages import Message, meta, to_api
-from compact.result import Compaction, CompactionError
+from compact.result import Compaction
+from core.errors import CompactionError, MaxTokensOverflow, PromptTooLong
+from core.messages import Message, meta, to_api
+from core.model import max_output_tokens
 
 if TYPE_CHECKING:
     from agent.session import Session

@@ -20,12 +20,12 @@ from typing import Callable
 
 from hypothesis import strategies as st
 
-from agent.messages import Message
 from compact.budget import apply_budget
 from compact.micro import microcompact
 from compact.pipeline import PrepareContext, prepare
 from compact.snip import apply_snips, plan_snip, snip_id, tag_prompts, turns
 from compact.state import ContextState
+from core.messages import Message
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
 TOOLS = ["Bash", "Read", "Grep", "Glob", "Edit", "Write", "WebFetch", "TodoWrite", "mcp__docs__search"]

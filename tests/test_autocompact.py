@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.events import CompactFailed, CompactFinished, Notice
-from agent.messages import assistant, user_prompt
 from compact import autocompact, compactor
+from core.events import CompactFailed, CompactFinished, Notice
+from core.messages import assistant, user_prompt
 from tests.fakeapi import FakeAPI, Reply
 from tests.test_compactor import SUMMARY_REPLY, conversation, make_session, of_type
 

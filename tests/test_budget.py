@@ -5,7 +5,6 @@ import os
 import stat
 from pathlib import Path
 
-from agent.messages import Message, tool_pairs_ok
 from compact.budget import (
     PREVIEW_CHARS,
     ROUND_BUDGET,
@@ -17,6 +16,7 @@ from compact.budget import (
 )
 from compact.pipeline import replay
 from compact.state import ContextState
+from core.messages import Message, tool_pairs_ok
 from tests.histories import Builder, image_block, output, parallel_history, seq_history
 
 

@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from agent.client import ModelClient, Request
-from agent.errors import Interrupted, MaxTokensOverflow, PromptTooLong
+from agent.client import ModelClient
+from core.errors import Interrupted, MaxTokensOverflow, PromptTooLong
+from core.model import Request
 from tests.fakeapi import Reply
 
 

@@ -20,15 +20,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.context import view
-from agent.errors import Interrupted
-from agent.events import Notice
-from agent.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
 from agent.session import Session, open_session
 from agent.transcript import load_transcript
 from compact import collapse
 from compact.collapse import apply_collapses, candidate_spans, placeholder
 from compact.snip import turns
 from compact.tokens import count_tokens
+from core.errors import Interrupted
+from core.events import Notice
+from core.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
 from tests import conftest
 from tests.conftest import records, transcripts
 from tests.fakeapi import Error, FakeAPI, Reply, last_user_text, request_text

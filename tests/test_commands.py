@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 
 from agent import commands
-from agent.events import CompactFinished, Notice
-from agent.messages import assistant, user_prompt
 from agent.session import Session, open_session
 from agent.settings import load_settings
+from core.events import CompactFinished, Notice
+from core.messages import assistant, user_prompt
 from tests.fakeapi import last_user_text
 
 
@@ -104,7 +104,7 @@ def test_summary_and_history_before_and_after_a_compaction(fake_api, project):
 
 
 def session_messages_tool_result():
-    from agent.messages import tool_result_block, tool_results
+    from core.messages import tool_result_block, tool_results
 
     return tool_results([tool_result_block("t1", "No such file", is_error=True)])
 

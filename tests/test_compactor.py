@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from agent.context import view
-from agent.errors import Interrupted
-from agent.events import CompactFailed, CompactFinished, CompactStarted, Notice
-from agent.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from agent.session import Session
 from compact import compactor, restore
 from compact.result import Compaction
+from core.errors import Interrupted
+from core.events import CompactFailed, CompactFinished, CompactStarted, Notice
+from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from tests import conftest
 from tests.fakeapi import FakeAPI, Reply, last_user_text, request_text
 from tools.read import number_lines, record_read

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from agent.client import default_model
-from agent.messages import assistant, tool_result_block, tool_results, user_prompt
 from agent.transcript import TranscriptWriter
-from compact.tokens import MEDIA_TOKENS, estimate_blocks
+from core.messages import assistant, tool_result_block, tool_results, user_prompt
+from core.tokens import MEDIA_TOKENS, estimate_blocks
 from tests.conftest import records, transcripts
 from tests.fakeapi import FakeAPI, Reply, last_user_text, request_text
 from tests.test_e2e_compaction import make_files

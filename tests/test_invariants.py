@@ -19,13 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.messages import Message, to_api, tool_pairs_ok
-from compact import tokens
 from compact.micro import CLEARED
 from compact.pipeline import PrepareContext, prepare
 from compact.snip import snip_id
 from compact.state import ContextState
 from compact.tokens import count_tokens
+from core import tokens
+from core.messages import Message, to_api, tool_pairs_ok
 from tests.histories import (
     EXAMPLES,
     HAND_WRITTEN,

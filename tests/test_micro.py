@@ -3,9 +3,9 @@ from __future__ import annotations
 import copy
 from datetime import timedelta
 
-from agent.messages import Message, tool_pairs_ok
 from compact.micro import CLEARED, cache_expired, microcompact
 from compact.state import ContextState
+from core.messages import Message, tool_pairs_ok
 from tests.histories import NOW, Builder, image_block, old_bash_history, output
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.context import view
-from agent.messages import assistant, tool_result_block, tool_results, user_prompt
 from agent.transcript import load_transcript
 from compact import compactor
 from compact import session_memory as sm
 from compact.notes_template import TEMPLATE
+from core.messages import assistant, tool_result_block, tool_results, user_prompt
 from tests.fakeapi import FakeAPI
 from tests.test_session_memory import answer, guide, make_session, read_round
 from tools.read import number_lines, record_read

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from agent.context import view
-from agent.events import Notice
-from agent.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
 from agent.session import Session
 from compact import compactor
 from compact import session_memory as sm
 from compact.notes_template import SECTIONS, TEMPLATE
-from compact.tokens import estimate_text
+from core.events import Notice
+from core.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
+from core.tokens import estimate_text
 from tests import conftest
 from tests.fakeapi import Error, FakeAPI, Reply, last_user_text, request_text
 

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from agent.messages import Message, to_api, tool_pairs_ok
 from compact.snip import (
     NUDGE_TEXT,
     SnipError,
@@ -19,6 +18,7 @@ from compact.snip import (
     turns,
 )
 from compact.state import ContextState
+from core.messages import Message, to_api, tool_pairs_ok
 from tests.histories import Builder, image_block, output
 from tools.base import ToolContext, ToolError
 from tools.snip import SnipTool

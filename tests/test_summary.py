@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from agent.context import view
-from agent.messages import (
+from compact import summary
+from core.errors import CompactionError
+from core.messages import (
     Message,
     assistant,
     meta,
@@ -20,8 +22,6 @@ from agent.messages import (
     tool_results,
     user_prompt,
 )
-from compact import summary
-from compact.result import CompactionError
 from tests.fakeapi import FakeAPI, Reply, last_user_text, validate
 from tests.fakeapi import PromptTooLong as TooLong
 from tests.test_compactor import SUMMARY_REPLY, conversation, main_request, make_session

@@ -4,17 +4,10 @@ import socket
 
 import pytest
 
-import compact.tokens as tokens
-from agent.messages import Message, assistant, tool_result_block, tool_results, user_prompt
-from compact.tokens import (
-    BLOCK_OVERHEAD,
-    MEDIA_TOKENS,
-    MESSAGE_OVERHEAD,
-    Calibration,
-    count_tokens,
-    estimate_blocks,
-    estimate_text,
-)
+import core.tokens as tokens
+from compact.tokens import Calibration, count_tokens
+from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
+from core.tokens import BLOCK_OVERHEAD, MEDIA_TOKENS, MESSAGE_OVERHEAD, estimate_blocks, estimate_text
 
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "x" * 100_000}}
 

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.messages import (
+from agent.transcript import (
+    TranscriptWriter,
+    latest_session,
+    list_sessions,
+    load_transcript,
+    same_model,
+)
+from core.messages import (
     Message,
     assistant,
     meta,
@@ -19,13 +26,6 @@ from agent.messages import (
     tool_result_block,
     tool_results,
     user_prompt,
-)
-from agent.transcript import (
-    TranscriptWriter,
-    latest_session,
-    list_sessions,
-    load_transcript,
-    same_model,
 )
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "transcripts"

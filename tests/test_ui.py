@@ -7,7 +7,9 @@ import io
 from rich.console import Console
 
 from agent import commands
-from agent.events import (
+from agent.ui import Renderer, complete_blocks, context_grid, warning_of
+from compact import thresholds
+from core.events import (
     CompactFailed,
     CompactFinished,
     CompactStarted,
@@ -20,9 +22,7 @@ from agent.events import (
     ToolStarted,
     TurnFinished,
 )
-from agent.messages import assistant
-from agent.ui import Renderer, complete_blocks, context_grid, warning_of
-from compact import thresholds
+from core.messages import assistant
 
 
 def console(**kw) -> tuple[Console, io.StringIO]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from compact.snip import SnipError
+from core.errors import SnipError
 from tools.base import ToolContext, ToolError, ToolResult
 
 DESCRIPTION = """\

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.messages import Message
+from core.messages import Message
 
 
 @dataclass(frozen=True)

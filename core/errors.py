@@ -1,8 +1,14 @@
-"""The agent's own exceptions. The CLI turns each into one clear line; tool failures never come here.
+"""The agent's own exceptions. The CLI turns each into one clear line; tool failures never come here
+(tools raise tools.base.ToolError, which the tool runner turns into an ``is_error`` tool result).
 
     AgentError
+    ├── SettingsError          a settings file or value is wrong (names the file and the key)
     ├── SessionError           a session that can't be found or read
     ├── Interrupted            the user pressed Ctrl-C / Esc
+    ├── ContextLimitReached    the context is at the blocking limit and compaction can't help
+    ├── CompactionError        a compaction could not be made (the conversation is left as it was)
+    ├── CollapseError          context collapse could not summarise a span
+    ├── SnipError              a Snip call that can't be carried out (the message tells the model why)
     └── ModelError             the Messages API failed after retries
         ├── PromptTooLong      "prompt is too long: A tokens > B maximum"
         └── MaxTokensOverflow  "input length and max_tokens exceed context limit: A + B > C"
@@ -21,8 +27,32 @@ class SessionError(AgentError):
     exit_code = 1
 
 
+class SettingsError(AgentError):
+    exit_code = 2
+
+
 class Interrupted(AgentError):
     exit_code = 130
+
+
+CONTEXT_LIMIT = "Context limit reached · /compact or /clear to continue"
+
+
+class ContextLimitReached(AgentError):
+    def __init__(self, message: str = CONTEXT_LIMIT) -> None:
+        super().__init__(message)
+
+
+class CompactionError(AgentError):
+    """A compaction could not be made; the conversation is left exactly as it was."""
+
+
+class CollapseError(AgentError):
+    """A span could not be summarised."""
+
+
+class SnipError(AgentError):
+    """A snip request that can't be carried out; the message tells the model why."""
 
 
 class ModelError(AgentError):

@@ -24,6 +24,8 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any, Iterable
 
+from core import tokens as _tokens
+
 Block = dict[str, Any]
 
 START_MARKER = "(Earlier conversation continues here.)"
@@ -54,10 +56,8 @@ class Message:
 
     @cached_property
     def tokens(self) -> int:
-        """Estimated tokens of this message (cached on the object; see compact.tokens)."""
-        from compact.tokens import estimate_blocks
-
-        return estimate_blocks(self.content)
+        """Estimated tokens of this message (cached on the object; see core.tokens)."""
+        return _tokens.estimate_blocks(self.content)
 
     def replace(self, **changes: Any) -> Message:
         return dataclasses.replace(self, **changes)

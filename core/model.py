@@ -1,0 +1,107 @@
+"""The model seam: what a request is, what a model does with it, and the facts we know about models.
+
+``Request`` is everything one Messages API call sends. ``Model`` is the one-method protocol the rest of
+the program talks to: ``agent.client.ModelClient`` implements it with the official SDK, and a test can
+implement it with anything that returns a complete assistant ``Message``. Model facts (output limits,
+window, prices) are plain tables here so that every floor can use them without the SDK.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from core.messages import Message
+
+CACHE = {"type": "ephemeral"}
+
+
+@dataclass
+class Request:
+    model: str
+    system: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    max_tokens: int
+    betas: list[str] = field(default_factory=list)
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    tool_choice: dict[str, Any] | None = None
+    thinking: dict[str, Any] | None = None
+
+    def params(self) -> dict[str, Any]:
+        """Keyword arguments for the SDK, with cache breakpoints on tools, system and the tail."""
+        p: dict[str, Any] = {"model": api_model_name(self.model), "max_tokens": self.max_tokens,
+                             "messages": _mark_tail(self.messages)}
+        if self.system:
+            p["system"] = self.system[:-1] + [{**self.system[-1], "cache_control": CACHE}]
+        if self.tools:
+            p["tools"] = self.tools[:-1] + [{**self.tools[-1], "cache_control": CACHE}]
+        if self.tool_choice:
+            p["tool_choice"] = self.tool_choice
+        if self.thinking:
+            p["thinking"] = self.thinking
+        if self.extra_body:
+            p["extra_body"] = self.extra_body
+        return p
+
+
+def _mark_tail(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Put a cache breakpoint on the last cacheable block of the last message (copying, not mutating)."""
+    if not messages:
+        return messages
+    last = messages[-1]
+    blocks = list(last["content"])
+    for i in range(len(blocks) - 1, -1, -1):
+        if blocks[i].get("type") not in ("thinking", "redacted_thinking"):
+            blocks[i] = {**blocks[i], "cache_control": CACHE}
+            break
+    return messages[:-1] + [{**last, "content": blocks}]
+
+
+class Model(Protocol):
+    """Sends a request and returns the complete assistant message, or raises a core.errors.ModelError
+    (Interrupted when ``cancel`` is set). ``emit_text`` streams text deltas to the user as events."""
+
+    def stream(self, req: Request, *, cancel: threading.Event | None = None,
+               emit_text: bool = True) -> Message: ...
+
+
+# --- facts about models ------------------------------------------------------------------------------
+
+_MAX_OUTPUT = [  # (prefix, max output tokens)
+    ("claude-opus-4-1", 32_000), ("claude-opus-4-2", 32_000), ("claude-opus-4-0", 32_000),
+    ("claude-opus-4-20", 32_000), ("claude-3-5", 8_192), ("claude-3", 4_096),
+]
+_PRICES = [  # (substring, input, output) USD per million tokens
+    ("opus-4-1", 15.0, 75.0), ("opus-4-0", 15.0, 75.0), ("opus-4-2", 15.0, 75.0), ("opus", 5.0, 25.0),
+    ("haiku-3", 0.25, 1.25), ("haiku", 1.0, 5.0), ("sonnet", 3.0, 15.0),
+]
+
+
+def max_output_tokens(model: str) -> int:
+    for prefix, n in _MAX_OUTPUT:
+        if model.startswith(prefix):
+            return n
+    return 64_000
+
+
+def context_window_for(model: str) -> int:
+    return 1_000_000 if "[1m]" in model or model.endswith("-1m") else 200_000
+
+
+def api_model_name(model: str) -> str:
+    return model.replace("[1m]", "")
+
+
+def cost_usd(model: str, usage: dict[str, Any]) -> float:
+    price_in, price_out = 3.0, 15.0
+    for key, i, o in _PRICES:
+        if key in model:
+            price_in, price_out = i, o
+            break
+    tokens_in = usage.get("input_tokens", 0) or 0
+    write = usage.get("cache_creation_input_tokens", 0) or 0
+    read = usage.get("cache_read_input_tokens", 0) or 0
+    out = usage.get("output_tokens", 0) or 0
+    return (tokens_in * price_in + write * price_in * 1.25 + read * price_in * 0.1 + out * price_out) / 1e6

