@@ -166,7 +166,7 @@ def _compact(session: Session, args: str) -> Result:
     from core.errors import Interrupted
 
     try:
-        ok = compactor.compact(session, "manual", args or None)
+        ok = compactor.compact(session.conv, session.ports, "manual", args or None)
     except Interrupted:
         return Compacted("Compaction cancelled; the conversation is unchanged.", ok=False)
     if session.settings.disable_compact:
@@ -185,11 +185,10 @@ def _context(session: Session, args: str) -> Result:
 
 def context_usage(session: Session) -> ContextUsage:
     """The /context breakdown; ``used`` is the number the auto-compact trigger uses."""
-    from agent.context import view
     from agent.system_prompt import read_memory
     from core.tokens import estimate_text
 
-    prepared = view(session)
+    prepared = session.conv.view()
     th = session.thresholds()
     s = session.settings
     memory = [(str(path), estimate_text(text)) for path, text in read_memory(s.cwd, s.home)]
@@ -237,17 +236,14 @@ def _cells(tokens: list[int], window: int, total: int = 100) -> list[int]:
 
 @command("clear", "Start a new session (the current one stays saved)")
 def _clear(session: Session, args: str) -> Result:
-    from agent.session import open_session
+    from agent import lifecycle
 
-    new = open_session(session.settings, emit=session.emit, ask=session.ask, environ=session.environ)
-    _close(session)
-    _start_hooks(new, "clear")
-    return Switched("Started a new session.", session=new)
+    return Switched("Started a new session.", session=lifecycle.clear(session))
 
 
 @command("resume", "List this directory's sessions, or resume one by number or id", usage="[N | ID]")
 def _resume(session: Session, args: str) -> Result:
-    from agent.session import open_session
+    from agent import lifecycle
     from agent.transcript import list_sessions
 
     sessions = list_sessions(session.settings.project_dir)
@@ -269,10 +265,7 @@ def _resume(session: Session, args: str) -> Result:
         ref = str(sessions[n - 1].path)
     if ref in (session.session_id, str(session.transcript_path)):
         return Result("That is the current session.", ok=False)
-    new = open_session(session.settings, emit=session.emit, ask=session.ask, resume=ref,
-                       environ=session.environ)
-    _close(session)
-    _start_hooks(new, "resume")
+    new = lifecycle.resume(session, ref)
     return Switched(f"Resumed session {new.session_id} ({len(new.messages)} messages).", session=new)
 
 
@@ -280,8 +273,7 @@ def _resume(session: Session, args: str) -> Result:
 def _model(session: Session, args: str) -> Result:
     if not args:
         return Result(f"Model: {session.model}")
-    session.model = args
-    session._window = None  # the window depends on the model
+    session.set_model(args)
     return Result(f"Model set to {args}")
 
 
@@ -334,9 +326,9 @@ def brief(m: Any) -> str:
 def _memory(session: Session, args: str) -> Result:
     if not session.settings.session_memory:
         return Result("Session memory is off (COMPACT_AGENT_SESSION_MEMORY=0).")
-    from compact.session_memory import notes_text
+    from compact.notes import notes_text
 
-    text = notes_text(session)
+    text = notes_text(session.notes_path)
     if not text or not text.strip():
         return Result("No session notes yet; they start once the conversation reaches about 10k tokens.")
     return Result(f"Session notes ({session.notes_path}):\n\n{text}", markdown=True)
@@ -370,16 +362,3 @@ def _when(mtime: Any) -> str:
             mtime = mtime.astimezone()
         return mtime.strftime("%Y-%m-%d %H:%M")
     return str(mtime)
-
-
-def _close(session: Session) -> None:
-    try:
-        session.writer.close()
-    except Exception:  # noqa: BLE001 - a writer that never opened its file has nothing to close
-        pass
-
-
-def _start_hooks(session: Session, source: str) -> None:
-    from agent.printmode import start_hooks
-
-    start_hooks(session, source)

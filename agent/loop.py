@@ -5,27 +5,28 @@ Everything else (compaction, retries, permissions, rendering) lives in the named
 
 from __future__ import annotations
 
-from agent.context import call_model, prepare_context
 from agent.session import Session
 from agent.tool_exec import record_interruption, run_tools
-from compact.session_memory import after_response
+from compact.notes_updater import after_response
+from compact.prepare import prepare_request, send
 from core.errors import ContextLimitReached, Interrupted, ModelError
 from core.events import TurnFinished
 from core.messages import meta, user_prompt
 
 
 def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> TurnFinished:
-    session.cancel.clear()
+    conv, ports = session.conv, session.ports
+    conv.cancel.clear()
     blocked = submit_prompt(session, text)
     if blocked:
         return finish(session, "error", "", blocked)
     calls, reply_text = 0, ""
     try:
         while True:
-            view = prepare_context(session)
-            reply = call_model(session, view)
+            view = prepare_request(conv, ports)
+            reply = send(conv, ports, view)
             session.add(reply)
-            after_response(session)
+            after_response(conv, ports)
             calls, reply_text = calls + 1, reply.text
             if not reply.tool_uses:
                 return finish(session, "end_turn", reply_text)
@@ -48,8 +49,8 @@ def submit_prompt(session: Session, text: str) -> str:
     if reason is not None:
         return f"A UserPromptSubmit hook blocked the prompt: {reason}"
     prompt = user_prompt(text)
-    session.current_prompt_uuid = prompt.uuid
-    session.reactive_compacted = False
+    session.conv.current_prompt_uuid = prompt.uuid
+    session.conv.reactive_compacted = False
     session.add(prompt)
     context = session.hooks.context_text(outcomes)
     if context:

@@ -12,8 +12,9 @@ import threading
 import time
 from typing import IO, Any
 
-from agent import __version__
-from agent.session import Session, open_session
+from agent import __version__, commands, lifecycle
+from agent.loop import run_turn
+from agent.session import Session
 from agent.settings import Settings
 from core.errors import AgentError
 from core.events import (
@@ -26,7 +27,7 @@ from core.events import (
     Retrying,
     TurnFinished,
 )
-from core.messages import meta, to_record
+from core.messages import to_record
 
 SUBTYPES = {"end_turn": "success", "max_turns": "error_max_turns"}
 
@@ -97,14 +98,14 @@ def run_print(settings: Settings, prompt: str, fmt: str, *, resume: str | None, 
               err: IO[str] | None = None) -> int:
     started = time.monotonic()
     renderer = PrintRenderer(fmt, out or sys.stdout, err or sys.stderr)
-    session = open_session(settings, emit=renderer, ask=None, resume=resume, continue_last=continue_last,
+    session = lifecycle.open_session(settings, emit=renderer, ask=None, resume=resume, continue_last=continue_last,
                            environ=environ)
     renderer.session = session
     if fmt == "stream-json":
         renderer._line({"type": "system", "subtype": "init", "session_id": session.session_id,
                         "model": session.model, "cwd": str(settings.cwd),
                         "tools": [t.name for t in session.tools], "permissionMode": settings.permission_mode})
-    start_hooks(session, "resume" if (resume or continue_last) else "startup")
+    lifecycle.start(session, "resume" if (resume or continue_last) else "startup")
     if prompt.startswith("/"):
         return run_command(session, prompt, renderer, started)
     outcome: dict[str, Any] = {}
@@ -126,8 +127,6 @@ def run_print(settings: Settings, prompt: str, fmt: str, *, resume: str | None, 
 
 def _turn(session: Session, prompt: str, max_turns: int | None, outcome: dict[str, Any],
           done: threading.Event) -> None:
-    from agent.loop import run_turn
-
     try:
         outcome["finished"] = run_turn(session, prompt, max_turns=max_turns)
     except AgentError as e:
@@ -138,17 +137,7 @@ def _turn(session: Session, prompt: str, max_turns: int | None, outcome: dict[st
         done.set()
 
 
-def start_hooks(session: Session, source: str) -> None:
-    """SessionStart hooks; their stdout becomes context for the model."""
-    outcomes = session.run_hooks("SessionStart", source, source=source)
-    context = session.hooks.context_text(outcomes)
-    if context:
-        session.add(meta(f"SessionStart hook output ({source}):\n{context}", hookContext=True))
-
-
 def run_command(session: Session, line: str, renderer: PrintRenderer, started: float) -> int:
-    from agent import commands
-
     result = commands.run(session, line)
     ok = getattr(result, "ok", True)
     text = getattr(result, "text", "") or ""

@@ -193,13 +193,12 @@ class Repl:
 
     # --- session -----------------------------------------------------------------------------------
     def open(self, *, resume: str | None = None, continue_last: bool = False) -> None:
-        from agent.printmode import start_hooks
-        from agent.session import open_session
+        from agent import lifecycle
 
-        self.session = open_session(self.settings, emit=self.renderer, ask=self.ask, resume=resume,
+        self.session = lifecycle.open_session(self.settings, emit=self.renderer, ask=self.ask, resume=resume,
                                     continue_last=continue_last, environ=self.environ)
         self.renderer.banner(__version__, self.session.model, str(self.settings.cwd))
-        start_hooks(self.session, "resume" if (resume or continue_last) else "startup")
+        lifecycle.start(self.session, "resume" if (resume or continue_last) else "startup")
         if self.session.messages:  # a resumed conversation may already be over the warning level
             self.when_drawn(lambda: threading.Thread(target=self._refresh_tokens_bg, daemon=True).start())
 
@@ -374,9 +373,9 @@ class Repl:
             self.token_state = None
             return
         try:
-            from agent.context import view
+            from compact.prepare import token_state
 
-            self.token_state = self.session.token_state(view(self.session).tokens)
+            self.token_state = token_state(self.session.ports, self.session.conv.view().tokens)
         except Exception:  # noqa: BLE001 - no bar is better than a crashed prompt
             self.token_state = self.renderer.token_state
 

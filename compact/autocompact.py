@@ -10,13 +10,9 @@ Drops / keeps / writes: as compact.compactor. Model calls: those of one compacti
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from compact import compactor
+from compact.conversation import Conversation, Ports
 from core.events import Notice
-
-if TYPE_CHECKING:
-    from agent.session import Session
 
 MAX_FAILURES = 3
 BREAKER_NOTICE = ("Auto-compact failed {n} times in a row, so it is off for the rest of this session. "
@@ -29,19 +25,19 @@ def should_compact(tokens: int, threshold: int, *, enabled: bool = True, failure
     return enabled and tokens >= threshold and failures < max_failures and new_content
 
 
-def maybe_autocompact(session: Session, tokens: int) -> bool:
+def maybe_autocompact(conv: Conversation, ports: Ports, tokens: int) -> bool:
     """Compact when the policy says so; True when the conversation was replaced."""
-    if not session.auto_compact_enabled or session.compacting:
+    if not ports.config.auto_enabled or conv.compacting:
         return False
-    threshold = session.thresholds().auto_compact
+    threshold = ports.thresholds().auto_compact
     if tokens < threshold:
         return False
-    if session.compact_failures >= MAX_FAILURES:
-        if not session.compact_failures_reported:
-            session.compact_failures_reported = True
-            session.emit(Notice(BREAKER_NOTICE.format(n=session.compact_failures), "warning"))
+    if conv.compact_failures >= MAX_FAILURES:
+        if not conv.compact_failures_reported:
+            conv.compact_failures_reported = True
+            ports.emit(Notice(BREAKER_NOTICE.format(n=conv.compact_failures), "warning"))
         return False
-    if not should_compact(tokens, threshold, failures=session.compact_failures,
-                          new_content=not compactor.nothing_new_since_compaction(session)):
+    if not should_compact(tokens, threshold, failures=conv.compact_failures,
+                          new_content=not compactor.nothing_new_since_compaction(conv)):
         return False
-    return compactor.compact(session, "auto")
+    return compactor.compact(conv, ports, "auto")

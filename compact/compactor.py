@@ -8,7 +8,7 @@ Writes to disk: nothing until a summary is in hand; then the boundary, the summa
 messages are appended to the transcript (nothing before is touched).
 Model calls: none on the notes path; one (plus up to 3 prompt-too-long retries) for the LLM summary.
 
-    compact(session, trigger)
+    compact(conv, ports, trigger)
       ├─ DISABLE_COMPACT? ───────────────► notice, False
       ├─ PreCompact hooks (matcher = trigger; stdout → extra instructions)
       ├─ method: session-memory notes (no /compact instructions) ─► else LLM summary
@@ -21,24 +21,20 @@ exactly as they were and emits CompactFailed. Ctrl-C (errors.Interrupted) is the
 turn (or the REPL command) ends as "interrupted"; every other failure returns False.
 
 Failures of automatic compactions (auto and reactive) count toward the circuit breaker in
-``session.compact_failures`` (compact.autocompact); any success resets it. A compaction whose result is
+``conv.compact_failures`` (compact.autocompact); any success resets it. A compaction whose result is
 still over the auto-compact threshold is kept (it did shrink the context) but counted as a failure.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
 
-from agent.system_prompt import compact_instructions
-from compact import restore, session_memory, summary
+from compact import notes_compaction, restore, summary
+from compact.conversation import Conversation, Ports
 from compact.result import Compaction
 from core.errors import CompactionError, Interrupted
 from core.events import CompactFailed, CompactFinished, CompactStarted, MessageRecorded, Notice
 from core.messages import Message, meta
-
-if TYPE_CHECKING:
-    from agent.session import Session
 
 DISABLED = "Compaction is disabled (DISABLE_COMPACT is set)"
 STILL_OVER = "still over the threshold after compacting"
@@ -48,62 +44,58 @@ NOTHING = "there is nothing to compact yet"
 RESTORE_SHARE = 0.5
 
 
-def compact(session: Session, trigger: str, instructions: str | None = None, reactive: bool = False) -> bool:
-    """Compact the session's conversation; True when the conversation was replaced."""
-    if session.settings.disable_compact:
-        session.emit(Notice(DISABLED, "warning"))
+def compact(conv: Conversation, ports: Ports, trigger: str, instructions: str | None = None,
+            reactive: bool = False) -> bool:
+    """Compact the conversation; True when it was replaced."""
+    if ports.config.disable_compact:
+        ports.emit(Notice(DISABLED, "warning"))
         return False
-    if session.compacting:
+    if conv.compacting:
         return False  # never from inside another compaction (a hook, a side request)
     if trigger == "manual":
-        session.cancel.clear()  # a command of its own: an earlier Ctrl-C must not cancel it
-    session.compacting = True
+        conv.cancel.clear()  # a command of its own: an earlier Ctrl-C must not cancel it
+    conv.compacting = True
     try:
-        return _attempt(session, trigger, instructions, "reactive" if reactive else trigger)
+        return _attempt(conv, ports, trigger, instructions, "reactive" if reactive else trigger)
     finally:
-        session.compacting = False
+        conv.compacting = False
 
 
-def _attempt(session: Session, trigger: str, instructions: str | None, shown: str) -> bool:
+def _attempt(conv: Conversation, ports: Ports, trigger: str, instructions: str | None, shown: str) -> bool:
     """One compaction, every failure turned into CompactFailed (Ctrl-C raised again afterwards)."""
     started = time.monotonic()
-    session.emit(CompactStarted(shown))
+    ports.emit(CompactStarted(shown))
     try:
-        made = _make(session, trigger, instructions)
+        made = _make(conv, ports, trigger, instructions)
         if made is None:
-            session.emit(CompactFailed(shown, NOTHING))
+            ports.emit(CompactFailed(shown, NOTHING))
             return False
         compaction, pre_tokens, hook_lines = made
-        return finish(session, compaction, trigger, pre_tokens, started, shown=shown, hook_lines=hook_lines)
+        return finish(conv, ports, compaction, trigger, pre_tokens, started, shown=shown, hook_lines=hook_lines)
     except Interrupted:
-        session.emit(CompactFailed(shown, CANCELLED))
+        ports.emit(CompactFailed(shown, CANCELLED))
         raise
     except CompactionError as e:
-        return _failed(session, trigger, shown, str(e))
+        return _failed(conv, ports, trigger, shown, str(e))
     except Exception as e:  # noqa: BLE001 - API errors, hook or disk trouble: the conversation stays as it was
-        if session.cancel.is_set():  # a stream closed by Ctrl-C can surface as a transport error
-            session.emit(CompactFailed(shown, CANCELLED))
+        if conv.cancel.is_set():  # a stream closed by Ctrl-C can surface as a transport error
+            ports.emit(CompactFailed(shown, CANCELLED))
             raise Interrupted("interrupted") from None
-        return _failed(session, trigger, shown, _describe(e))
+        return _failed(conv, ports, trigger, shown, _describe(e))
 
 
-def _make(session: Session, trigger: str, instructions: str | None) -> tuple[Compaction, int, list[str]] | None:
+def _make(conv: Conversation, ports: Ports, trigger: str,
+          instructions: str | None) -> tuple[Compaction, int, list[str]] | None:
     """The compaction (notes first unless instructions were given, else the LLM summary), the tokens
     before it and the hook lines to show; None when there is nothing to compact."""
-    pre = _view(session)
+    pre = conv.view()
     if not pre.messages:
         return None
-    custom, hook_lines = _pre_compact(session, trigger, instructions)
-    compaction = None if instructions and instructions.strip() else _notes(session, trigger)
+    custom, hook_lines = _pre_compact(ports, trigger, instructions)
+    compaction = None if instructions and instructions.strip() else _notes(conv, ports, trigger)
     if compaction is None:
-        compaction = summary.summarize(session, pre.tagged, custom)
+        compaction = summary.summarize(conv, ports, pre.tagged, custom)
     return compaction, pre.tokens, hook_lines
-
-
-def _view(session: Session) -> Any:
-    from agent.context import view  # agent.context imports this module
-
-    return view(session)
 
 
 def _describe(e: Exception) -> str:
@@ -111,29 +103,27 @@ def _describe(e: Exception) -> str:
     return text if text else type(e).__name__
 
 
-def _failed(session: Session, trigger: str, shown: str, reason: str) -> bool:
+def _failed(conv: Conversation, ports: Ports, trigger: str, shown: str, reason: str) -> bool:
     if trigger == "auto":
-        session.compact_failures += 1
-    session.emit(CompactFailed(shown, reason))
+        conv.compact_failures += 1
+    ports.emit(CompactFailed(shown, reason))
     return False
 
 
-def _pre_compact(session: Session, trigger: str, instructions: str | None) -> tuple[list[str], list[str]]:
+def _pre_compact(ports: Ports, trigger: str, instructions: str | None) -> tuple[list[str], list[str]]:
     """Run PreCompact hooks; the custom instructions in order: /compact args, hook output, CLAUDE.md."""
-    outcomes = session.run_hooks("PreCompact", trigger, trigger=trigger, custom_instructions=instructions or None)
-    hook_text = session.hooks.context_text(outcomes)
-    s = session.settings
-    custom = [t for t in (instructions, hook_text, compact_instructions(s.cwd, s.home)) if t and t.strip()]
+    hook_text = ports.hooks("PreCompact", trigger, trigger=trigger, custom_instructions=instructions or None)
+    custom = [t for t in (instructions, hook_text, ports.instructions()) if t and t.strip()]
     lines = ["PreCompact hook output added to the summary instructions"] if hook_text else []
     return custom, lines
 
 
-def _notes(session: Session, trigger: str) -> Compaction | None:
+def _notes(conv: Conversation, ports: Ports, trigger: str) -> Compaction | None:
     """The session-memory compaction, when its notes are usable (None: use the LLM summary)."""
-    if not session.settings.session_memory:
+    if not ports.config.notes_enabled:
         return None
     try:
-        return session_memory.compact_with_notes(session, trigger)
+        return notes_compaction.compact_with_notes(conv, ports, trigger)
     except (CompactionError, OSError):
         return None
 
@@ -141,7 +131,7 @@ def _notes(session: Session, trigger: str) -> Compaction | None:
 # --- the common finishing steps ---------------------------------------------------------------------
 
 
-def summary_text(session: Session, compaction: Compaction, trigger: str) -> str:
+def summary_text(conv: Conversation, compaction: Compaction, trigger: str) -> str:
     """The user message that stands in for the compacted history."""
     parts = [
         "This session continues an earlier conversation that grew too long for the context window. "
@@ -150,7 +140,7 @@ def summary_text(session: Session, compaction: Compaction, trigger: str) -> str:
     ]
     if compaction.kept:
         parts.append("The most recent messages of that conversation follow this summary word for word.")
-    parts.append(f"Every message of the earlier conversation is in the transcript {session.transcript_path}; "
+    parts.append(f"Every message of the earlier conversation is in the transcript {conv.transcript_path}; "
                  "read it when you need an exact detail the summary leaves out.")
     if trigger == "auto":
         parts.append("Carry on with the task from where it stopped. Do not recap what was done and do not "
@@ -158,8 +148,8 @@ def summary_text(session: Session, compaction: Compaction, trigger: str) -> str:
     return "\n\n".join(parts)
 
 
-def _summary_message(session: Session, compaction: Compaction, trigger: str) -> Message:
-    return Message("user", [{"type": "text", "text": summary_text(session, compaction, trigger)}], kind="summary")
+def _summary_message(conv: Conversation, compaction: Compaction, trigger: str) -> Message:
+    return Message("user", [{"type": "text", "text": summary_text(conv, compaction, trigger)}], kind="summary")
 
 
 def _segment(compaction: Compaction, kept: list[Message], anchor: str) -> dict[str, str] | None:
@@ -172,72 +162,70 @@ def _segment(compaction: Compaction, kept: list[Message], anchor: str) -> dict[s
     return seg
 
 
-def _session_start(session: Session) -> tuple[list[Message], list[str]]:
-    outcomes = session.run_hooks("SessionStart", "compact", source="compact")
-    context = session.hooks.context_text(outcomes)
+def _session_start(ports: Ports) -> tuple[list[Message], list[str]]:
+    context = ports.hooks("SessionStart", "compact", source="compact")
     if not context:
         return [], []
     message = meta(f"Output of the SessionStart hook after the compaction:\n{context}", hookContext=True)
     return [message], ["SessionStart hook output added to the context"]
 
 
-def finish(session: Session, compaction: Compaction, trigger: str, pre_tokens: int, started: float, *,
-           shown: str | None = None, hook_lines: list[str] | None = None) -> bool:
+def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: str, pre_tokens: int,
+           started: float, *, shown: str | None = None, hook_lines: list[str] | None = None) -> bool:
     """Write the compaction and swap the live list (the steps every method shares); True on success.
 
     Everything is computed before the first write, so a failure up to the commit changes nothing.
     """
     shown = shown or trigger
-    old = list(session.messages)
+    old = list(conv.messages)
     kept = [m.replace(usage=None) if m.usage is not None else m for m in compaction.kept]  # stale now
-    summary_msg = _summary_message(session, compaction, trigger)
-    th = session.thresholds()
+    summary_msg = _summary_message(conv, compaction, trigger)
+    th = ports.thresholds()
     room = int(th.auto_compact * RESTORE_SHARE) - summary_msg.tokens - sum(m.tokens for m in kept)
-    restored = restore.plan_restore(session, kept, old, room=room)
-    hook_msgs, start_lines = _session_start(session)
+    restored = restore.plan_restore(conv, ports, kept, old, room=room)
+    hook_msgs, start_lines = _session_start(ports)
     added = [*restored.messages, *hook_msgs]
 
-    _commit(session, trigger, pre_tokens, old, compaction, summary_msg, kept, added)
-    restore.apply_read_state(session, restored, kept)
-    post = session.run_hooks("PostCompact", trigger, trigger=trigger, compact_summary=compaction.summary)
-    post_text = session.hooks.context_text(post)
-    post_tokens = _view(session).tokens
-    session.state.reset_after_compaction(post_tokens)
-    session.last_compaction = {"summary": compaction.summary, "pre_messages": old, "trigger": trigger,
-                               "pre_tokens": pre_tokens, "post_tokens": post_tokens, "method": compaction.method,
-                               "tail_uuid": session.messages[-1].uuid}
+    _commit(conv, ports, trigger, pre_tokens, old, compaction, summary_msg, kept, added)
+    restore.apply_read_state(conv, restored, kept)
+    post_text = ports.hooks("PostCompact", trigger, trigger=trigger, compact_summary=compaction.summary)
+    post_tokens = conv.view().tokens
+    conv.state.reset_after_compaction(post_tokens)
+    conv.last_compaction = {"summary": compaction.summary, "pre_messages": old, "trigger": trigger,
+                            "pre_tokens": pre_tokens, "post_tokens": post_tokens, "method": compaction.method,
+                            "tail_uuid": conv.messages[-1].uuid}
     lines = [*(hook_lines or []), *start_lines, *([f"PostCompact hook: {post_text}"] if post_text else [])]
-    session.emit(CompactFinished(shown, pre_tokens, post_tokens, time.monotonic() - started, compaction.method,
-                                 compaction.summary, tuple(lines)))
-    _guard(session, trigger, shown, post_tokens, th.auto_compact)
+    ports.emit(CompactFinished(shown, pre_tokens, post_tokens, time.monotonic() - started, compaction.method,
+                               compaction.summary, tuple(lines)))
+    _guard(conv, ports, trigger, shown, post_tokens, th.auto_compact)
     return True
 
 
-def _commit(session: Session, trigger: str, pre_tokens: int, old: list[Message], compaction: Compaction,
-            summary_msg: Message, kept: list[Message], added: list[Message]) -> None:
+def _commit(conv: Conversation, ports: Ports, trigger: str, pre_tokens: int, old: list[Message],
+            compaction: Compaction, summary_msg: Message, kept: list[Message], added: list[Message]) -> None:
     """Append the boundary, the summary and the new messages; swap the live list."""
-    with session.lock:
-        session.writer.append_boundary(trigger, pre_tokens, logical_parent_uuid=old[-1].uuid if old else None,
-                                       preserved_segment=_segment(compaction, kept, summary_msg.uuid))
+    with conv.lock:
+        conv.writer.append_boundary(trigger, pre_tokens, logical_parent_uuid=old[-1].uuid if old else None,
+                                    preserved_segment=_segment(compaction, kept, summary_msg.uuid))
         for m in [summary_msg, *added]:  # kept messages are in the transcript already
-            session.writer.append_message(m)
-        session.messages = [summary_msg, *kept, *added]
+            conv.writer.append_message(m)
+        conv.messages = [summary_msg, *kept, *added]
     for m in [summary_msg, *added]:
-        session.emit(MessageRecorded(m))
+        ports.emit(MessageRecorded(m))
 
 
-def _guard(session: Session, trigger: str, shown: str, post_tokens: int, threshold: int) -> None:
+def _guard(conv: Conversation, ports: Ports, trigger: str, shown: str, post_tokens: int, threshold: int) -> None:
     """A result still over T did not help: a failure for the breaker. Anything else resets it."""
     if post_tokens >= threshold:
         if trigger == "auto":
-            session.compact_failures += 1
-        session.emit(CompactFailed(shown, STILL_OVER))
+            conv.compact_failures += 1
+        ports.emit(CompactFailed(shown, STILL_OVER))
     else:
-        session.compact_failures = 0
-        session.compact_failures_reported = False
+        conv.compact_failures = 0
+        conv.compact_failures_reported = False
 
 
-def nothing_new_since_compaction(session: Session) -> bool:
+def nothing_new_since_compaction(conv: Conversation) -> bool:
     """True when nothing was added since the last compaction (compacting again would change nothing)."""
-    last = session.last_compaction
-    return bool(last and session.messages and session.messages[-1].uuid == last.get("tail_uuid"))
+    last = conv.last_compaction
+    return bool(last and conv.messages and conv.messages[-1].uuid == last.get("tail_uuid"))

@@ -17,15 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from agent.system_prompt import memory_files
+from compact.conversation import Conversation, Ports
 from core.messages import Message, meta
 from core.tokens import estimate_text
 from tools.read import IMAGE_TYPES, number_lines
-
-if TYPE_CHECKING:
-    from agent.session import Session
 
 MAX_FILES = 5
 FILE_TOKENS = 5_000
@@ -47,35 +43,34 @@ def budget_scale(threshold: int) -> float:
     return max(0.0, min(1.0, threshold / REFERENCE_THRESHOLD))
 
 
-def _paths_in(messages: list[Message], session: Session, tools: tuple[str, ...]) -> list[str]:
+def _paths_in(messages: list[Message], conv: Conversation, tools: tuple[str, ...]) -> list[str]:
     """Resolved file_path inputs of these tools' calls, most recent first, each once."""
     out: list[str] = []
     for m in reversed(messages):
         for b in reversed(m.tool_uses):
             path = (b.get("input") or {}).get("file_path")
             if b.get("name") in tools and isinstance(path, str) and path:
-                resolved = str(session.tool_ctx.resolve(path).resolve())
+                resolved = str(conv.tools.resolve(path).resolve())
                 if resolved not in out:
                     out.append(resolved)
     return out
 
 
-def recent_files(session: Session, history: list[Message]) -> list[str]:
+def recent_files(conv: Conversation, history: list[Message]) -> list[str]:
     """Files the model has seen, most recently read or written first.
 
     The order comes from the Read/Write/Edit calls in ``history`` (a resumed session starts with an
     empty read state, but its history still shows what was read); files known only from the read state
     (restored by an earlier compaction) follow, latest recorded first.
     """
-    ordered = _paths_in(history, session, FILE_TOOLS)
-    ordered += [p for p in reversed(list(session.tool_ctx.read_files)) if p not in ordered]
+    ordered = _paths_in(history, conv, FILE_TOOLS)
+    ordered += [p for p in reversed(list(conv.tools.read_files)) if p not in ordered]
     return ordered
 
 
-def _excluded(session: Session) -> tuple[set[str], Path]:
-    s = session.settings
-    instructions = {str(p.resolve()) for p in memory_files(s.cwd, s.home)}
-    return instructions, session.session_dir.resolve()
+def _excluded(conv: Conversation, ports: Ports) -> tuple[set[str], Path]:
+    instructions = {str(p.resolve()) for p in ports.instruction_files()}
+    return instructions, conv.session_dir.resolve()
 
 
 def _numbered(path: Path, budget: int) -> tuple[str, int] | None:
@@ -123,18 +118,18 @@ def _plan_message(path: Path, budget: int) -> tuple[Message, int] | None:
                 f"content:\n\n{body}"), used
 
 
-def plan_restore(session: Session, kept: list[Message], history: list[Message], *,
+def plan_restore(conv: Conversation, ports: Ports, kept: list[Message], history: list[Message], *,
                  room: int | None = None) -> Restored:
     """What to restore after a compaction (no side effects)."""
-    scale = budget_scale(session.thresholds().auto_compact)
+    scale = budget_scale(ports.thresholds().auto_compact)
     per_file = int(FILE_TOKENS * scale)
     total = int(TOTAL_TOKENS * scale)
     if room is not None:
         total = min(total, max(0, room))
-    visible = set(_paths_in(kept, session, ("Read",)))
-    instructions, own_dir = _excluded(session)
+    visible = set(_paths_in(kept, conv, ("Read",)))
+    instructions, own_dir = _excluded(conv, ports)
     out = Restored()
-    for name in recent_files(session, history):
+    for name in recent_files(conv, history):
         if len(out.files) >= MAX_FILES:
             break
         path = Path(name)
@@ -151,26 +146,18 @@ def plan_restore(session: Session, kept: list[Message], history: list[Message], 
         out.messages.append(_file_message(name, body))
         out.files[name] = path.stat().st_mtime
         out.tokens += used
-    plan = _plan_message(session.session_dir / "plan.md", max(0, min(per_file, total - out.tokens)))
+    plan = _plan_message(conv.session_dir / "plan.md", max(0, min(per_file, total - out.tokens)))
     if plan is not None:
         out.messages.append(plan[0])
         out.tokens += plan[1]
     return out
 
 
-def apply_read_state(session: Session, restored: Restored, kept: list[Message]) -> None:
+def apply_read_state(conv: Conversation, restored: Restored, kept: list[Message]) -> None:
     """Only what the model can see now counts as read: restored files and those visible in kept messages."""
-    visible = set(_paths_in(kept, session, ("Read",)))
-    state = session.tool_ctx.read_files
+    visible = set(_paths_in(kept, conv, ("Read",)))
+    state = conv.tools.read_files
     still = {p: t for p, t in state.items() if p in visible}
     state.clear()
     state.update(still)
     state.update(restored.files)
-
-
-def restored_messages(session: Session, kept: list[Message], history: list[Message] | None = None, *,
-                      room: int | None = None) -> list[Message]:
-    """Plan the restoration and reset the "files read" state to match; returns the messages to add."""
-    restored = plan_restore(session, kept, session.messages if history is None else history, room=room)
-    apply_read_state(session, restored, kept)
-    return restored.messages

@@ -22,15 +22,13 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from compact.conversation import Conversation, Ports
 from compact.result import Compaction
 from core.errors import CompactionError, MaxTokensOverflow, PromptTooLong
 from core.messages import Message, meta, to_api
 from core.model import max_output_tokens
-
-if TYPE_CHECKING:
-    from agent.session import Session
 
 SUMMARY_MAX_TOKENS = 20_000
 PTL_RETRIES = 3
@@ -163,13 +161,13 @@ def drop_oldest_rounds(messages: list[Message], gap: int | None) -> list[Message
     return remaining
 
 
-def summary_request(session: Session, messages: list[Message], instruction: str, max_tokens: int | None = None) -> Any:
+def summary_request(ports: Ports, messages: list[Message], instruction: str, max_tokens: int | None = None) -> Any:
     """The side request: main system + tools + these messages + the instruction, tool use off."""
     api = to_api([*strip_media(messages), meta(instruction)])
-    max_tokens = max_tokens or min(SUMMARY_MAX_TOKENS, max_output_tokens(session.model))
-    req = session.request(api, max_tokens=max_tokens, tool_choice={"type": "none"})
-    if session.settings.compaction_model:
-        req.model = session.settings.compaction_model
+    req = ports.request(api, tool_choice={"type": "none"})
+    req.max_tokens = max_tokens or min(SUMMARY_MAX_TOKENS, max_output_tokens(req.model))
+    if ports.config.compaction_model:
+        req.model = ports.config.compaction_model
     return req
 
 
@@ -200,7 +198,8 @@ def check_reply(reply: Message) -> str:
     return body
 
 
-def summarize(session: Session, messages: list[Message], instructions: list[str] | str | None = None) -> Compaction:
+def summarize(conv: Conversation, ports: Ports, messages: list[Message],
+              instructions: list[str] | str | None = None) -> Compaction:
     """Ask the model for a summary of ``messages`` (the model's current view, tagged).
 
     Raises CompactionError when no usable summary comes back, errors.Interrupted on Ctrl-C, and lets
@@ -212,9 +211,9 @@ def summarize(session: Session, messages: list[Message], instructions: list[str]
     max_tokens: int | None = None
     attempt = 0
     while True:
-        req = summary_request(session, current, instruction, max_tokens)
+        req = summary_request(ports, current, instruction, max_tokens)
         try:
-            reply = session.client.stream(req, cancel=session.cancel, emit_text=False)
+            reply = ports.model.stream(req, cancel=conv.cancel, emit_text=False)
         except MaxTokensOverflow as e:
             if max_tokens is not None:
                 raise CompactionError("no room is left for the summary in the context window") from None
@@ -227,5 +226,5 @@ def summarize(session: Session, messages: list[Message], instructions: list[str]
                 raise CompactionError("the conversation is too long even for the summary request") from None
             current, max_tokens = shorter, None
             continue
-        session.account_side_request(reply)
+        ports.account(reply)
         return Compaction(method="summary", summary=check_reply(reply), usage=reply.usage)

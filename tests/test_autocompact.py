@@ -34,38 +34,38 @@ def test_should_compact(tokens: int, kw: dict, expected: bool) -> None:
 
 
 def test_below_the_threshold_nothing_happens(tmp_path: Path, api: FakeAPI) -> None:
-    session, events = make_session(tmp_path, api)
-    conversation(session, ["a.py"])
-    assert session.thresholds().auto_compact == T
-    assert autocompact.maybe_autocompact(session, T - 1) is False
+    bench, events = make_session(tmp_path, api)
+    conversation(bench, ["a.py"])
+    assert bench.thresholds().auto_compact == T
+    assert autocompact.maybe_autocompact(bench.conv, bench.ports, T - 1) is False
     assert api.message_requests == [] and events[-1].__class__.__name__ == "MessageRecorded"
 
 
 def test_over_the_threshold_compacts(tmp_path: Path, api: FakeAPI) -> None:
-    session, events = make_session(tmp_path, api)
-    conversation(session, ["a.py"])
+    bench, events = make_session(tmp_path, api)
+    conversation(bench, ["a.py"])
     api.reply_text(SUMMARY_REPLY)
-    assert autocompact.maybe_autocompact(session, T) is True
+    assert autocompact.maybe_autocompact(bench.conv, bench.ports, T) is True
     assert of_type(events, CompactFinished)[0].trigger == "auto"
 
 
 @pytest.mark.parametrize("settings", [{"auto_compact": False}, {"disable_compact": True},
                                       {"context_collapse": True}])
 def test_switched_off(tmp_path: Path, api: FakeAPI, settings: dict) -> None:
-    session, _ = make_session(tmp_path, api, **settings)
-    conversation(session, ["a.py"])
-    assert autocompact.maybe_autocompact(session, 199_000) is False
+    bench, _ = make_session(tmp_path, api, **settings)
+    conversation(bench, ["a.py"])
+    assert autocompact.maybe_autocompact(bench.conv, bench.ports, 199_000) is False
     assert api.message_requests == []
 
 
 def test_circuit_breaker_stops_after_three_failures_and_says_so_once(tmp_path: Path, api: FakeAPI) -> None:
-    session, events = make_session(tmp_path, api)
-    conversation(session, ["a.py"])
+    bench, events = make_session(tmp_path, api)
+    conversation(bench, ["a.py"])
     api.on(lambda body: True, Reply([]))  # every summary comes back empty
     for i in range(6):
-        session.add(user_prompt(f"turn {i}"))
-        session.add(assistant([{"type": "text", "text": "ok"}]))
-        assert autocompact.maybe_autocompact(session, T + 1_000) is False
+        bench.add(user_prompt(f"turn {i}"))
+        bench.add(assistant([{"type": "text", "text": "ok"}]))
+        assert autocompact.maybe_autocompact(bench.conv, bench.ports, T + 1_000) is False
     assert len(api.message_requests) == 3
     assert len(of_type(events, CompactFailed)) == 3
     breaker = [e for e in of_type(events, Notice) if "Auto-compact failed 3 times" in e.text]
@@ -73,26 +73,26 @@ def test_circuit_breaker_stops_after_three_failures_and_says_so_once(tmp_path: P
 
 
 def test_a_success_resets_the_count(tmp_path: Path, api: FakeAPI) -> None:
-    session, _ = make_session(tmp_path, api)
-    conversation(session, ["a.py"])
+    bench, _ = make_session(tmp_path, api)
+    conversation(bench, ["a.py"])
     api.add(Reply([]))
     api.add(Reply([]))
     api.reply_text(SUMMARY_REPLY)
     for _ in range(3):
-        session.add(user_prompt("more"))
-        autocompact.maybe_autocompact(session, T)
-    assert session.compact_failures == 0
-    assert session.messages[0].kind == "summary"
+        bench.add(user_prompt("more"))
+        autocompact.maybe_autocompact(bench.conv, bench.ports, T)
+    assert bench.conv.compact_failures == 0
+    assert bench.messages[0].kind == "summary"
 
 
 def test_never_twice_in_a_row_for_the_same_content(tmp_path: Path, api: FakeAPI) -> None:
-    session, events = make_session(tmp_path, api, autocompact_pct=1)  # anything is over T = 1,800
-    conversation(session, ["a.py"])
+    bench, events = make_session(tmp_path, api, autocompact_pct=1)  # anything is over T = 1,800
+    conversation(bench, ["a.py"])
     api.reply_text("<summary>" + "every detail kept " * 600 + "</summary>")
-    assert autocompact.maybe_autocompact(session, 5_000) is True
+    assert autocompact.maybe_autocompact(bench.conv, bench.ports, 5_000) is True
     assert of_type(events, CompactFailed)[-1].reason == compactor.STILL_OVER
-    assert autocompact.maybe_autocompact(session, 5_000) is False  # nothing new since: not again
+    assert autocompact.maybe_autocompact(bench.conv, bench.ports, 5_000) is False  # nothing new since: not again
     assert len(api.message_requests) == 1
-    session.add(user_prompt("next"))
+    bench.add(user_prompt("next"))
     api.reply_text(SUMMARY_REPLY)
-    assert autocompact.maybe_autocompact(session, 5_000) is True
+    assert autocompact.maybe_autocompact(bench.conv, bench.ports, 5_000) is True

@@ -19,26 +19,27 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.context import view
-from agent.session import Session, open_session
+from agent.lifecycle import open_session
+from agent.settings import Settings
 from agent.transcript import load_transcript
-from compact import collapse
+from compact import collapse, collapse_worker
 from compact.collapse import apply_collapses, candidate_spans, placeholder
+from compact.prepare import token_state
 from compact.snip import turns
 from compact.tokens import count_tokens
 from core.errors import Interrupted
 from core.events import Notice
 from core.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
-from tests import conftest
 from tests.conftest import records, transcripts
 from tests.fakeapi import Error, FakeAPI, Reply, last_user_text, request_text
+from tests.harness import Bench, make_bench
 from tests.histories import EXAMPLES, Builder, histories
 
 WORDS = "alpha beta gamma delta parser token stream buffer index value".split()
 
 
 def is_collapse_request(body: dict) -> bool:
-    return collapse.INSTRUCTION.splitlines()[0] in last_user_text(body)
+    return collapse_worker.INSTRUCTION.splitlines()[0] in last_user_text(body)
 
 
 @pytest.fixture
@@ -47,16 +48,19 @@ def api(fake_api: FakeAPI):
     assert fake_api.violations == []
 
 
-def make_session(tmp: Path, api: FakeAPI, **kw: Any) -> tuple[Session, list[Any]]:
-    return conftest.make_session(tmp, api, session_id="0c0a1a5e-1111-4222-8333-444455556666",
-                                 context_collapse=True, context_window=60_000, session_memory=False, **kw)
+SESSION_ID = "0c0a1a5e-1111-4222-8333-444455556666"
+
+
+def make_session(tmp: Path, api: FakeAPI, **kw: Any) -> tuple[Bench, list[Any]]:
+    bench = make_bench(tmp, api, session_id=SESSION_ID, context_collapse=True, context_window=60_000, **kw)
+    return bench, bench.events
 
 
 def text_of(tokens: int, seed: int) -> str:
     return " ".join(WORDS[(seed + i * 3) % 10] for i in range(tokens))
 
 
-def add_turn(session: Session, n: int, size: int = 3_000) -> list[Message]:
+def add_turn(bench: Bench, n: int, size: int = 3_000) -> list[Message]:
     """A prompt, one Read call, its result (about ``size`` tokens) and a closing reply."""
     call = f"toolu_turn{n:03d}"
     ms = [user_prompt(f"Turn {n}: check module_{n}.py"),
@@ -65,15 +69,15 @@ def add_turn(session: Session, n: int, size: int = 3_000) -> list[Message]:
           tool_results([tool_result_block(call, text_of(size, n))]),
           assistant([{"type": "text", "text": f"module_{n}.py is fine."}])]
     for m in ms:
-        session.add(m)
+        bench.add(m)
     return ms
 
 
-def fill(session: Session, tokens: int, start: int = 0, size: int = 3_000) -> list[list[Message]]:
+def fill(bench: Bench, tokens: int, start: int = 0, size: int = 3_000) -> list[list[Message]]:
     """Add turns until the live list holds at least ``tokens``."""
     out = []
-    while count_tokens(session.messages) < tokens:
-        out.append(add_turn(session, start + len(out), size))
+    while count_tokens(bench.messages) < tokens:
+        out.append(add_turn(bench, start + len(out), size))
     return out
 
 
@@ -194,97 +198,100 @@ def test_the_worker_sees_the_span_as_text_with_long_blocks_cut() -> None:
 
 
 def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api: FakeAPI) -> None:
-    session, events = make_session(tmp_path, api, compaction_model="claude-haiku-4-5")
+    bench, events = make_session(tmp_path, api, compaction_model="claude-haiku-4-5")
     route = api.on(is_collapse_request, summaries())
-    ts = fill(session, 30_000)  # over 70%: the worker starts; under 90%: nothing is committed yet
-    first = view(session)
+    ts = fill(bench, 30_000)  # over 70%: the worker starts; under 90%: nothing is committed yet
+    first = bench.view()
     assert placeholders(first.messages) == [] and first.tokens >= 30_000
-    c = collapse.collapser(session)
+    c = bench.conv.collapser
     assert c.join(10)
     # two turns fit in one span (8,000 tokens); two spans are needed to reach 60% once committed
     assert [s.uuids for s in c.staged] == [[m.uuid for m in ts[0] + ts[1]], [m.uuid for m in ts[2] + ts[3]]]
     body = route.hits[0]
-    assert body["model"] == "claude-haiku-4-5" and body["max_tokens"] == collapse.SUMMARY_MAX_TOKENS
-    assert "tools" not in body and body["system"][0]["text"] == collapse.SYSTEM
+    assert body["model"] == "claude-haiku-4-5" and body["max_tokens"] == collapse_worker.SUMMARY_MAX_TOKENS
+    assert "tools" not in body and body["system"][0]["text"] == collapse_worker.SYSTEM
     assert "User: Turn 0: check module_0.py" in last_user_text(body)
     assert "Turn 2:" not in last_user_text(body)
-    assert session.state.collapses == [] and not [r for r in records(session.transcript_path)
+    assert bench.state.collapses == [] and not [r for r in records(bench.transcript_path)
                                                   if r["type"] == "collapse-commit"]
 
-    ts += fill(session, 36_500, start=len(ts))  # over 90%: commit, oldest first, until under 90%
-    now = view(session)
+    ts += fill(bench, 36_500, start=len(ts))  # over 90%: commit, oldest first, until under 90%
+    now = bench.view()
     [ph] = placeholders(now.messages)
     assert ph.text == "[Collapsed: 8 messages] SUMMARY-1: read a module, it was fine."
     assert now.messages[0] is ph and now.messages[1] is ts[2][0]
     assert now.tokens < 36_000 and now.tokens == count_tokens(now.messages)
     assert "SUMMARY-1" in json.dumps(now.api[0]) and "module_0.py" not in json.dumps(now.api)
-    [rec] = [r for r in records(session.transcript_path) if r["type"] == "collapse-commit"]
+    [rec] = [r for r in records(bench.transcript_path) if r["type"] == "collapse-commit"]
     assert rec["collapsedUuids"] == [m.uuid for m in ts[0] + ts[1]] and rec["placeholderUuid"] == ph.uuid
-    assert session.state.collapses == [{k: rec[k] for k in ("collapsedUuids", "summary", "placeholderUuid")}]
-    assert session.messages[:4] == ts[0]  # the live list keeps everything
+    assert bench.state.collapses == [{k: rec[k] for k in ("collapsedUuids", "summary", "placeholderUuid")}]
+    assert bench.messages[:4] == ts[0]  # the live list keeps everything
     assert [s.uuids[0] for s in c.staged] == [ts[2][0].uuid]  # the second span waits for the next need
     assert any("Collapsed an earlier span (8 messages" in n for n in notices(events))
 
     # resume: the loader replays the commit, and the view is the very same
     c.join(10)
-    loaded = load_transcript(session.transcript_path)
-    assert loaded.state.collapses == session.state.collapses
-    again = open_session(session.settings, emit=lambda e: None, ask=None, resume=session.session_id)
-    assert again.state.collapses == session.state.collapses
-    assert view(again).api == view(session).api
+    loaded = load_transcript(bench.transcript_path)
+    assert loaded.state.collapses == bench.state.collapses
+    settings = Settings(cwd=bench.cwd, home=bench.home, base_url=api.url, api_key="test-key",
+                        model=bench.model, model_explicit=True, context_collapse=True, context_window=60_000,
+                        session_memory=False)
+    again = open_session(settings, emit=lambda e: None, ask=None, resume=SESSION_ID)
+    assert again.state.collapses == bench.state.collapses
+    assert again.conv.view().api == bench.view().api
 
 
 def test_usage_measured_before_a_commit_is_lowered_by_what_it_saved(tmp_path: Path, api: FakeAPI) -> None:
-    session, _ = make_session(tmp_path, api)
+    bench, _ = make_session(tmp_path, api)
     api.on(is_collapse_request, summaries())
-    ts = fill(session, 30_000)
-    view(session)
-    assert collapse.collapser(session).join(10)
-    session.add(user_prompt("next"))
-    real = count_tokens(session.messages) + 6_000
-    session.add(assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": real, "output_tokens": 0}))
-    now = view(session)  # the usage says 36,000+: commit; the copy handed on counts the saving
+    ts = fill(bench, 30_000)
+    bench.view()
+    assert bench.conv.collapser.join(10)
+    bench.add(user_prompt("next"))
+    real = count_tokens(bench.messages) + 6_000
+    bench.add(assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": real, "output_tokens": 0}))
+    now = bench.view()  # the usage says 36,000+: commit; the copy handed on counts the saving
     assert placeholders(now.messages)
     saved = sum(m.tokens for m in ts[0] + ts[1]) - placeholders(now.messages)[0].tokens
     assert now.tokens == real - saved
-    assert session.messages[-1].usage == {"input_tokens": real, "output_tokens": 0}  # live list untouched
+    assert bench.messages[-1].usage == {"input_tokens": real, "output_tokens": 0}  # live list untouched
 
 
 def test_95_percent_waits_for_the_worker_then_proceeds(tmp_path: Path, api: FakeAPI) -> None:
-    session, events = make_session(tmp_path, api)
+    bench, events = make_session(tmp_path, api)
 
     def slow(body: dict) -> Reply:
         time.sleep(0.4)
         return Reply.text("SLOW SUMMARY of the first turns.")
 
     api.on(is_collapse_request, slow)
-    fill(session, 37_200)  # past the wait level (the blocking limit, 37,000) with nothing staged
+    fill(bench, 37_200)  # past the wait level (the blocking limit, 37,000) with nothing staged
     t0 = time.monotonic()
-    now = view(session)
+    now = bench.view()
     assert time.monotonic() - t0 >= 0.4
     assert [m.text.split("] ")[1] for m in placeholders(now.messages)] == ["SLOW SUMMARY of the first turns."]
     assert now.tokens < 36_000
-    assert session.token_state(now.tokens).blocking is False
+    assert token_state(bench.ports, now.tokens).blocking is False
     assert [n for n in notices(events) if "waiting" in n] == [
         "The context is nearly full: waiting for older turns to be summarised…"]
 
 
 def test_the_wait_ends_on_ctrl_c_and_after_its_time_limit(tmp_path: Path, api: FakeAPI) -> None:
-    session, _ = make_session(tmp_path, api)
+    bench, _ = make_session(tmp_path, api)
     release = threading.Event()
     api.on(is_collapse_request, lambda body: (release.wait(20), Reply.text("late"))[1])
-    fill(session, 37_200)
-    c = collapse.collapser(session)
+    fill(bench, 37_200)
+    c = bench.conv.collapser
     try:
-        threading.Timer(0.2, session.cancel.set).start()
+        threading.Timer(0.2, bench.cancel.set).start()
         t0 = time.monotonic()
         with pytest.raises(Interrupted):
-            view(session)
+            bench.view()
         assert time.monotonic() - t0 < 5
-        session.cancel.clear()
+        bench.cancel.clear()
         c.wait_seconds = 0.3
         t0 = time.monotonic()
-        now = view(session)  # still busy after the time limit: the request goes out as it is
+        now = bench.view()  # still busy after the time limit: the request goes out as it is
         assert 0.3 <= time.monotonic() - t0 < 5 and placeholders(now.messages) == []
     finally:
         release.set()
@@ -292,39 +299,39 @@ def test_the_wait_ends_on_ctrl_c_and_after_its_time_limit(tmp_path: Path, api: F
 
 
 def test_worker_failures_are_reported_once_and_never_break_the_turn(tmp_path: Path, api: FakeAPI) -> None:
-    session, events = make_session(tmp_path, api)
+    bench, events = make_session(tmp_path, api)
     route = api.on(is_collapse_request, Error(400, "invalid_request_error", "model not available here"))
-    fill(session, 30_000)
-    c = collapse.collapser(session)
+    fill(bench, 30_000)
+    c = bench.conv.collapser
     for _ in range(5):
-        assert placeholders(view(session).messages) == []
+        assert placeholders(bench.view().messages) == []
         assert c.join(10)
-    assert len(route.hits) == collapse.MAX_FAILURES  # then the worker is no longer started
+    assert len(route.hits) == collapse_worker.MAX_FAILURES  # then the worker is no longer started
     [said] = [n for n in notices(events) if "Context collapse" in n]
     assert "model not available here" in said and "Later failures are not reported" in said
 
 
 def test_a_staged_span_that_changed_is_not_committed(tmp_path: Path, api: FakeAPI) -> None:
-    session, _ = make_session(tmp_path, api)
+    bench, _ = make_session(tmp_path, api)
     api.on(is_collapse_request, summaries())
-    ts = fill(session, 30_000)
-    view(session)
-    c = collapse.collapser(session)
+    ts = fill(bench, 30_000)
+    bench.view()
+    c = bench.conv.collapser
     assert c.join(10)
-    session.state.snipped.add(ts[0][0].uuid)  # the model snipped the first turn meanwhile
-    session.state.snipped.update(m.uuid for m in ts[0][1:])
-    fill(session, 37_200, start=len(ts))
-    now = view(session)
+    bench.state.snipped.add(ts[0][0].uuid)  # the model snipped the first turn meanwhile
+    bench.state.snipped.update(m.uuid for m in ts[0][1:])
+    fill(bench, 37_200, start=len(ts))
+    now = bench.view()
     assert [p.text.split("]")[0] for p in placeholders(now.messages)] == ["[Collapsed: 8 messages"]
-    assert session.state.collapses[0]["collapsedUuids"][0] == ts[2][0].uuid
+    assert bench.state.collapses[0]["collapsedUuids"][0] == ts[2][0].uuid
 
 
 def test_nothing_is_committed_or_started_while_a_compaction_reads_the_view(tmp_path: Path, api: FakeAPI) -> None:
-    session, _ = make_session(tmp_path, api)
-    fill(session, 37_200)
-    session.compacting = True
-    assert placeholders(view(session).messages) == []
-    assert api.message_requests == [] and collapse.collapser(session).thread is None
+    bench, _ = make_session(tmp_path, api)
+    fill(bench, 37_200)
+    bench.conv.compacting = True
+    assert placeholders(bench.view().messages) == []
+    assert api.message_requests == [] and bench.conv.collapser.thread is None
 
 
 def test_placeholder_counts_its_messages() -> None:

@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 from agent import commands
-from agent.session import Session, open_session
+from agent.lifecycle import open_session
+from agent.session import Session
 from agent.settings import load_settings
 from core.events import CompactFinished, Notice
 from core.messages import assistant, user_prompt
@@ -90,8 +91,8 @@ def test_summary_and_history_before_and_after_a_compaction(fake_api, project):
            assistant([{"type": "text", "text": "Looking."},
                       {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/p/auth.py"}}]),
            session_messages_tool_result()]
-    session.last_compaction = {"summary": "The user wants the login bug fixed.", "pre_messages": old,
-                               "trigger": "manual", "pre_tokens": 154_000, "post_tokens": 18_000}
+    session.conv.last_compaction = {"summary": "The user wants the login bug fixed.", "pre_messages": old,
+                                    "trigger": "manual", "pre_tokens": 154_000, "post_tokens": 18_000}
     summary = commands.run(session, "/summary")
     assert summary.markdown
     assert summary.text == ("Summary from the last compaction (manual · 154k → 18k tokens):\n\n"

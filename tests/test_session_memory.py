@@ -11,16 +11,14 @@ from typing import Any
 
 import pytest
 
-from agent.context import view
-from agent.session import Session
-from compact import compactor
-from compact import session_memory as sm
+from compact import compactor, notes_compaction, notes_updater
+from compact import notes as notes_doc
 from compact.notes_template import SECTIONS, TEMPLATE
 from core.events import Notice
 from core.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
 from core.tokens import estimate_text
-from tests import conftest
 from tests.fakeapi import Error, FakeAPI, Reply, last_user_text, request_text
+from tests.harness import Bench, make_bench
 
 
 @pytest.fixture
@@ -29,26 +27,28 @@ def api():
         yield fake
 
 
-def make_session(tmp_path: Path, api: FakeAPI, **settings: Any) -> tuple[Session, list[Any]]:
-    return conftest.make_session(tmp_path, api, session_id="sid", **settings)
+def make_session(tmp_path: Path, api: FakeAPI, **settings: Any) -> tuple[Bench, list[Any]]:
+    settings.setdefault("session_memory", True)
+    bench = make_bench(tmp_path, api, session_id="sid", **settings)
+    return bench, bench.events
 
 
 def filler(tokens: int) -> str:
     return "alpha " * tokens  # one token a word
 
 
-def read_round(session: Session, tokens: int, text: str | None = "Reading the next file.") -> None:
+def read_round(bench: Bench, tokens: int, text: str | None = "Reading the next file.") -> None:
     """An assistant Read call and its result of about ``tokens`` tokens."""
-    use_id = f"toolu_{len(session.messages):04d}"
+    use_id = f"toolu_{len(bench.messages):04d}"
     content = [{"type": "text", "text": text}] if text else []
-    session.add(assistant([*content, {"type": "tool_use", "id": use_id, "name": "Read",
+    bench.add(assistant([*content, {"type": "tool_use", "id": use_id, "name": "Read",
                                       "input": {"file_path": "/src/f.py"}}], stop_reason="tool_use"))
-    session.add(tool_results([tool_result_block(use_id, filler(tokens))]))
+    bench.add(tool_results([tool_result_block(use_id, filler(tokens))]))
 
 
-def answer(session: Session, text: str = "Done for now.") -> Message:
+def answer(bench: Bench, text: str = "Done for now.") -> Message:
     reply = assistant([{"type": "text", "text": text}])
-    session.add(reply)
+    bench.add(reply)
     return reply
 
 
@@ -60,9 +60,9 @@ def notes_requests(api: FakeAPI) -> list[dict]:
     return [r.body for r in api.message_requests if is_notes_request(r.body)]
 
 
-def edit(session: Session, old: str, new: str, path: str | None = None) -> dict:
+def edit(bench: Bench, old: str, new: str, path: str | None = None) -> dict:
     return {"type": "tool_use", "id": f"toolu_edit{abs(hash(old)) % 10_000}", "name": "Edit",
-            "input": {"file_path": path or str(session.notes_path), "old_string": old, "new_string": new}}
+            "input": {"file_path": path or str(bench.notes_path), "old_string": old, "new_string": new}}
 
 
 def guide(name: str) -> str:
@@ -73,8 +73,8 @@ def warnings(events: list[Any]) -> list[str]:
     return [e.text for e in events if isinstance(e, Notice) and e.level == "warning"]
 
 
-def transcript_records(session: Session) -> list[dict]:
-    return [json.loads(line) for line in session.transcript_path.read_text().splitlines()]
+def transcript_records(bench: Bench) -> list[dict]:
+    return [json.loads(line) for line in bench.transcript_path.read_text().splitlines()]
 
 
 # --- the template and the notes file -----------------------------------------------------------------
@@ -90,38 +90,38 @@ def test_template_has_the_ten_sections_each_with_one_italic_guidance_line():
 
 
 def test_ensure_notes_creates_a_private_file_from_the_template_and_never_overwrites(tmp_path, api):
-    session, _ = make_session(tmp_path, api)
-    assert sm.notes_text(session) is None
-    path = sm.ensure_notes(session)
-    assert path == session.notes_path and path.name == "summary.md"
+    bench, _ = make_session(tmp_path, api)
+    assert notes_doc.notes_text(bench.notes_path) is None
+    path = notes_doc.ensure_notes(bench.conv, bench.ports)
+    assert path == bench.notes_path and path.name == "summary.md"
     assert path.read_text() == TEMPLATE
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert oct(path.parent.stat().st_mode & 0o777) == "0o700"
-    assert oct(session.session_dir.stat().st_mode & 0o777) == "0o700"
+    assert oct(bench.session_dir.stat().st_mode & 0o777) == "0o700"
     path.write_text(TEMPLATE + "\nkept\n")
-    sm.ensure_notes(session)
-    assert sm.notes_text(session) == TEMPLATE + "\nkept\n"
+    notes_doc.ensure_notes(bench.conv, bench.ports)
+    assert notes_doc.notes_text(bench.notes_path) == TEMPLATE + "\nkept\n"
 
 
 def test_a_template_in_the_agent_home_replaces_ours(tmp_path, api):
-    session, _ = make_session(tmp_path, api)
-    session.settings.home.mkdir(parents=True)
-    (session.settings.home / "session-memory-template.md").write_text("# Goal\n_what we want_\n")
-    assert sm.ensure_notes(session).read_text() == "# Goal\n_what we want_\n"
-    assert sm.is_template("# Goal\n_what we want_\n\n", sm.template_for(session))
+    bench, _ = make_session(tmp_path, api)
+    bench.home.mkdir(parents=True)
+    (bench.home / "session-memory-template.md").write_text("# Goal\n_what we want_\n")
+    assert notes_doc.ensure_notes(bench.conv, bench.ports).read_text() == "# Goal\n_what we want_\n"
+    assert notes_doc.is_template("# Goal\n_what we want_\n\n", notes_doc.template_for(bench.ports))
 
 
 def test_is_template_tells_bare_notes_from_notes_with_content():
-    assert sm.is_template(TEMPLATE)
-    assert sm.is_template(TEMPLATE.replace("\n\n", "\n") + "\n  \n")
-    assert not sm.is_template(TEMPLATE.replace(guide("Workflow"), guide("Workflow") + "\nrun `make test`"))
+    assert notes_doc.is_template(TEMPLATE)
+    assert notes_doc.is_template(TEMPLATE.replace("\n\n", "\n") + "\n  \n")
+    assert not notes_doc.is_template(TEMPLATE.replace(guide("Workflow"), guide("Workflow") + "\nrun `make test`"))
 
 
 def test_the_instruction_names_the_sections_to_condense_when_the_notes_are_too_long():
     from compact.notes_template import update_instruction
 
     notes = TEMPLATE.replace(guide("Worklog"), guide("Worklog") + "\n" + filler(2_500))
-    over = sm.oversized_sections(notes, sm.headers(TEMPLATE))
+    over = notes_doc.oversized_sections(notes, notes_doc.headers(TEMPLATE))
     assert over == ["Worklog"]
     text = update_instruction("/s/summary.md", notes, over, 13_000)
     assert 'Condense these sections, each over about 2,000 tokens: "Worklog".' in text
@@ -133,7 +133,7 @@ def test_the_instruction_names_the_sections_to_condense_when_the_notes_are_too_l
 
 
 def test_trigger_first_at_10k_then_5k_growth_with_3_tool_calls_or_a_reply_without_tools():
-    t = sm.Trigger()
+    t = notes_updater.Trigger()
     assert not t.observe(9_999, 1)
     assert t.observe(10_000, 1)
     t.updating(10_000)
@@ -150,53 +150,53 @@ def test_trigger_first_at_10k_then_5k_growth_with_3_tool_calls_or_a_reply_withou
 
 
 def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, api):
-    session, _ = make_session(tmp_path, api)
+    bench, _ = make_session(tmp_path, api)
     release = threading.Event()
     seen: list[Any] = []
 
     def slow(body):
-        seen.append(sm.worker(session).thread)
+        seen.append(bench.conv.notes.thread)
         release.wait(10)
         return Reply.text("Nothing new to note.")
 
     api.on(is_notes_request, slow)
-    session.add(user_prompt("read the sources"))
-    read_round(session, 4_000)
-    answer(session)
-    sm.after_response(session)  # ~4K tokens: too early
-    assert not sm.worker(session).busy and api.message_requests == []
+    bench.add(user_prompt("read the sources"))
+    read_round(bench, 4_000)
+    answer(bench)
+    notes_updater.after_response(bench.conv, bench.ports)  # ~4K tokens: too early
+    assert not bench.conv.notes.busy and api.message_requests == []
 
-    read_round(session, 7_000)
+    read_round(bench, 7_000)
     started = time.monotonic()
-    answer(session)
-    sm.after_response(session)  # over 10K: an update starts, and after_response returns at once
+    answer(bench)
+    notes_updater.after_response(bench.conv, bench.ports)  # over 10K: an update starts, and after_response returns at once
     assert time.monotonic() - started < 0.5
-    assert sm.worker(session).busy
+    assert bench.conv.notes.busy
 
     for n in range(2):  # due again (+6K, no tool call) while one runs: it waits; only the newest waits
-        read_round(session, 6_000)
-        reply = answer(session, f"Summary {n}.")
-        sm.after_response(session)
-    assert sm.worker(session).pending is not None
+        read_round(bench, 6_000)
+        reply = answer(bench, f"Summary {n}.")
+        notes_updater.after_response(bench.conv, bench.ports)
+    assert bench.conv.notes.pending is not None
     release.set()
-    assert sm.wait_for_update(session, 10)
-    assert not sm.worker(session).busy
+    assert notes_updater.wait_for_update(bench.conv, 10)
+    assert not bench.conv.notes.busy
     bodies = notes_requests(api)
     assert len(bodies) == 2 and seen[0] is seen[1]  # the waiting update ran on the same thread, after
     assert "Summary 1." in request_text(bodies[1]) and "Summary 0." in request_text(bodies[1])
-    assert session.state.last_summarized_uuid == reply.uuid
+    assert bench.state.last_summarized_uuid == reply.uuid
     assert api.violations == []
 
 
 def test_no_update_when_session_memory_or_compaction_is_off(tmp_path, api):
     for settings in ({"session_memory": False}, {"disable_compact": True}):
-        session, _ = make_session(tmp_path, api, **settings)
-        session.add(user_prompt("go"))
-        read_round(session, 12_000)
-        answer(session)
-        sm.after_response(session)
-        assert sm.update_notes(session) is False
-        assert sm.compact_with_notes(session, "auto") is None
+        bench, _ = make_session(tmp_path, api, **settings)
+        bench.add(user_prompt("go"))
+        read_round(bench, 12_000)
+        answer(bench)
+        notes_updater.after_response(bench.conv, bench.ports)
+        assert notes_updater.update_notes(bench.conv, bench.ports) is False
+        assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
     assert api.message_requests == []
 
 
@@ -204,17 +204,17 @@ def test_no_update_when_session_memory_or_compaction_is_off(tmp_path, api):
 
 
 def test_update_request_shares_the_prefix_names_the_notes_and_allows_only_edit(tmp_path, api):
-    session, _ = make_session(tmp_path, api)
+    bench, _ = make_session(tmp_path, api)
     api.on(is_notes_request, Reply.text("Nothing new."))
-    session.add(user_prompt("read the sources"))
-    read_round(session, 11_000)
-    answer(session)
-    main_view = view(session).api
+    bench.add(user_prompt("read the sources"))
+    read_round(bench, 11_000)
+    answer(bench)
+    main_view = bench.view().api
 
-    assert sm.update_notes(session)
+    assert notes_updater.update_notes(bench.conv, bench.ports)
     [body] = notes_requests(api)
     last = last_user_text(body)
-    path = str(session.notes_path)
+    path = str(bench.notes_path)
     assert path.endswith("/session-memory/summary.md") and Path(path).is_absolute()
     assert path in last and "Edit" in last and "only" in last.lower()
     assert "one reply" in last and "Current State" in last
@@ -222,69 +222,70 @@ def test_update_request_shares_the_prefix_names_the_notes_and_allows_only_edit(t
     assert TEMPLATE.strip() in last  # the current notes are shown
     # same system, tools and conversation as the main request: the cache prefix is shared
     assert body["messages"][:-1] == main_view
-    assert [t["name"] for t in body["tools"]] == [t["name"] for t in session.tool_schemas()]
-    assert body["system"][0]["text"] == session.system_blocks()[0]["text"]
+    assert [t["name"] for t in body["tools"]] == [t["name"] for t in bench.tool_schemas()]
+    assert body["system"][0]["text"] == bench.system_blocks()[0]["text"]
     assert api.violations == []
 
 
 def test_the_models_edits_are_applied_and_nothing_joins_the_conversation(tmp_path, api):
-    session, _ = make_session(tmp_path, api)
-    session.add(user_prompt("fix the parser"))
-    read_round(session, 11_000)
-    answer(session)
-    before = list(session.messages)
+    bench, _ = make_session(tmp_path, api)
+    bench.add(user_prompt("fix the parser"))
+    read_round(bench, 11_000)
+    answer(bench)
+    before = list(bench.messages)
     api.on(is_notes_request, Reply([
-        edit(session, guide("Current State"), guide("Current State") + "\nParser fix in src/parse.py; next: tests."),
-        edit(session, guide("Worklog"), guide("Worklog") + "\n- read src/f.py"),
+        edit(bench, guide("Current State"), guide("Current State") + "\nParser fix in src/parse.py; next: tests."),
+        edit(bench, guide("Worklog"), guide("Worklog") + "\n- read src/f.py"),
     ]))
 
-    assert sm.update_notes(session)
-    notes = sm.notes_text(session)
+    assert notes_updater.update_notes(bench.conv, bench.ports)
+    notes = notes_doc.notes_text(bench.notes_path)
     assert "Parser fix in src/parse.py; next: tests." in notes and "- read src/f.py" in notes
     assert all(f"# {name}" in notes for name, _ in SECTIONS)
-    assert session.messages == before  # the side request is not part of the conversation
-    assert session.usage_total["output_tokens"] > 0  # but its usage counts
-    assert oct(session.notes_path.stat().st_mode & 0o777) == "0o600"
+    assert bench.messages == before  # the side request is not part of the conversation
+    assert bench.usage_total["output_tokens"] > 0  # but its usage counts
+    assert oct(bench.notes_path.stat().st_mode & 0o777) == "0o600"
 
 
 def test_edits_on_other_files_and_other_tools_are_refused_and_reported_once(tmp_path, api):
-    session, events = make_session(tmp_path, api)
-    other = session.settings.cwd / "app.py"
+    bench, events = make_session(tmp_path, api)
+    other = bench.cwd / "app.py"
     other.write_text("x = 1\n")
-    session.add(user_prompt("go"))
-    read_round(session, 11_000)
-    answer(session)
+    bench.add(user_prompt("go"))
+    read_round(bench, 11_000)
+    answer(bench)
     api.on(is_notes_request, Reply([
-        edit(session, "x = 1", "x = 2", path=str(other)),
+        edit(bench, "x = 1", "x = 2", path=str(other)),
         {"type": "tool_use", "id": "toolu_bash1", "name": "Bash", "input": {"command": "touch owned"}},
-        edit(session, guide("Learnings"), guide("Learnings") + "\nparser is recursive descent"),
+        edit(bench, guide("Learnings"), guide("Learnings") + "\nparser is recursive descent"),
     ]))
 
-    assert sm.update_notes(session) is False
-    assert sm.update_notes(session) is False
+    assert notes_updater.update_notes(bench.conv, bench.ports) is False
+    assert notes_updater.update_notes(bench.conv, bench.ports) is False
     assert other.read_text() == "x = 1\n"
-    assert not (session.settings.cwd / "owned").exists()
-    assert "parser is recursive descent" in sm.notes_text(session)  # the allowed edit still applied
+    assert not (bench.cwd / "owned").exists()
+    assert "parser is recursive descent" in notes_doc.notes_text(bench.notes_path)  # the allowed edit still applied
     [warning] = warnings(events)
     assert "refused" in warning and str(other) in warning
-    assert session.state.last_summarized_uuid is None  # an update with problems moves no marker
+    assert bench.state.last_summarized_uuid is None  # an update with problems moves no marker
 
 
 def test_an_edit_that_removes_a_header_is_undone(tmp_path, api):
-    session, events = make_session(tmp_path, api)
-    session.add(user_prompt("go"))
-    read_round(session, 11_000)
-    answer(session)
-    api.on(is_notes_request, Reply([edit(session, "# Learnings\n", "")]))
-    assert sm.update_notes(session) is False
-    assert sm.notes_text(session) == TEMPLATE
+    bench, events = make_session(tmp_path, api)
+    bench.add(user_prompt("go"))
+    read_round(bench, 11_000)
+    answer(bench)
+    api.on(is_notes_request, Reply([edit(bench, "# Learnings\n", "")]))
+    assert notes_updater.update_notes(bench.conv, bench.ports) is False
+    assert notes_doc.notes_text(bench.notes_path) == TEMPLATE
     assert "header" in warnings(events)[0]
 
 
 def test_api_errors_are_reported_once_and_the_conversation_goes_on(tmp_path, api):
     from agent.loop import run_turn
+    from tests.conftest import make_session as make_real_session
 
-    session, events = make_session(tmp_path, api)
+    session, events = make_real_session(tmp_path, api, session_id="sid")  # the whole loop runs here
     notes_route = api.on(is_notes_request, Error(500, "api_error", "notes backend down"))
     session.add(user_prompt("read the sources"))
     read_round(session, 12_000)
@@ -293,55 +294,55 @@ def test_api_errors_are_reported_once_and_the_conversation_goes_on(tmp_path, api
 
     # the loop calls after_response after each reply: the update starts, fails, and the turn is unaffected
     assert run_turn(session, "what did you find?").text == "Here is what I found."
-    assert sm.wait_for_update(session, 30)
+    assert notes_updater.wait_for_update(session.conv, 30)
     finished = run_turn(session, "more?")
     assert finished.stop_reason == "end_turn" and finished.text == "And here is more."
-    assert sm.wait_for_update(session, 30)
-    assert sm.update_notes(session) is False  # failures after the first are not reported again
+    assert notes_updater.wait_for_update(session.conv, 30)
+    assert notes_updater.update_notes(session.conv, session.ports) is False  # later failures are not reported
     assert len(notes_route.hits) >= 2
     [warning] = warnings(events)
     assert "Session notes were not updated" in warning and "500" in warning
-    assert sm.notes_text(session) == TEMPLATE
+    assert notes_doc.notes_text(session.notes_path) == TEMPLATE
     assert session.state.last_summarized_uuid is None
     api.check()
 
 
 def test_a_slow_update_times_out_without_applying_anything(tmp_path, api):
-    session, events = make_session(tmp_path, api)
-    session.add(user_prompt("go"))
-    read_round(session, 11_000)
-    answer(session)
+    bench, events = make_session(tmp_path, api)
+    bench.add(user_prompt("go"))
+    read_round(bench, 11_000)
+    answer(bench)
 
     def slow(body):
         time.sleep(1.0)
-        return Reply([edit(session, guide("Worklog"), guide("Worklog") + "\n- late")])
+        return Reply([edit(bench, guide("Worklog"), guide("Worklog") + "\n- late")])
 
     api.on(is_notes_request, slow)
-    assert sm.update_notes(session, timeout=0.2) is False
-    assert sm.notes_text(session) == TEMPLATE
+    assert notes_updater.update_notes(bench.conv, bench.ports, timeout=0.2) is False
+    assert notes_doc.notes_text(bench.notes_path) == TEMPLATE
     assert "longer than" in warnings(events)[0]
 
 
 def test_marker_moves_only_after_a_reply_without_tool_calls_and_is_recorded(tmp_path, api):
-    session, _ = make_session(tmp_path, api)
+    bench, _ = make_session(tmp_path, api)
     api.on(is_notes_request, Reply.text("Nothing new."))
-    session.add(user_prompt("go"))
-    read_round(session, 11_000)
+    bench.add(user_prompt("go"))
+    read_round(bench, 11_000)
     # the last message is a tool call waiting for its result: no marker, and the request stays valid
-    session.add(assistant([{"type": "text", "text": "One more."},
+    bench.add(assistant([{"type": "text", "text": "One more."},
                            {"type": "tool_use", "id": "toolu_open", "name": "Read", "input": {"file_path": "/x"}}],
                           stop_reason="tool_use"))
-    assert sm.update_notes(session)
-    assert session.state.last_summarized_uuid is None
+    assert notes_updater.update_notes(bench.conv, bench.ports)
+    assert bench.state.last_summarized_uuid is None
     body = notes_requests(api)[-1]
     assert "toolu_open" not in json.dumps(body) and "One more." in request_text(body)
-    assert not [r for r in transcript_records(session) if r.get("type") == "session-memory"]
+    assert not [r for r in transcript_records(bench) if r.get("type") == "session-memory"]
 
-    session.add(tool_results([tool_result_block("toolu_open", "contents")]))
-    reply = answer(session)
-    assert sm.update_notes(session)
-    assert session.state.last_summarized_uuid == reply.uuid
-    [rec] = [r for r in transcript_records(session) if r.get("type") == "session-memory"]
+    bench.add(tool_results([tool_result_block("toolu_open", "contents")]))
+    reply = answer(bench)
+    assert notes_updater.update_notes(bench.conv, bench.ports)
+    assert bench.state.last_summarized_uuid == reply.uuid
+    [rec] = [r for r in transcript_records(bench) if r.get("type") == "session-memory"]
     assert rec["lastSummarizedUuid"] == reply.uuid
     assert api.violations == []
 
@@ -376,7 +377,7 @@ def tokens(ms: list[Message]) -> int:
 
 def test_kept_tail_reaches_10k_tokens_and_5_text_messages_without_splitting_pairs():
     ms = rounds(30, 1_000)
-    start = sm.kept_start(ms, len(ms))
+    start = notes_compaction.kept_start(ms, len(ms))
     kept = ms[start:]
     assert tokens(kept) >= 10_000 and tokens(kept) < 10_000 + 1_100
     assert sum(1 for m in kept if m.text.strip()) >= 5
@@ -386,13 +387,13 @@ def test_kept_tail_reaches_10k_tokens_and_5_text_messages_without_splitting_pair
 def test_kept_tail_needs_five_text_messages_even_past_10k():
     ms = rounds(4, 6_000) + [msg("user", 5), msg("assistant", 5), msg("user", 5), msg("assistant", 5)]
     ms = rounds(0, 0)[:1] + ms
-    kept = ms[sm.kept_start(ms, len(ms)):]
+    kept = ms[notes_compaction.kept_start(ms, len(ms)):]
     assert sum(1 for m in kept if m.text.strip()) >= 5
 
 
 def test_kept_tail_stops_before_40k_tokens():
     ms = rounds(10, 15_000, with_text=False)
-    start = sm.kept_start(ms, len(ms))
+    start = notes_compaction.kept_start(ms, len(ms))
     kept = ms[start:]
     assert 10_000 <= tokens(kept) <= 40_000
     assert start > 1 and tool_pairs_ok(kept)
@@ -401,15 +402,15 @@ def test_kept_tail_stops_before_40k_tokens():
 def test_everything_after_the_marker_is_kept_whatever_its_size():
     ms = rounds(5, 15_000)
     marker = 2  # the first tool result; everything after it is not in the notes
-    start = sm.kept_start(ms, marker + 1)
+    start = notes_compaction.kept_start(ms, marker + 1)
     assert start <= marker + 1 and tool_pairs_ok(ms[start:])
 
 
 def test_kept_tail_never_crosses_the_start_or_the_previous_summary():
     ms = rounds(2, 500)
-    assert sm.kept_start(ms, len(ms)) == 0
+    assert notes_compaction.kept_start(ms, len(ms)) == 0
     with_summary = [msg("user", 100, kind="summary"), *ms[1:]]
-    assert sm.kept_start(with_summary, len(with_summary)) == 1
+    assert notes_compaction.kept_start(with_summary, len(with_summary)) == 1
 
 
 def test_kept_tail_keeps_the_blocks_of_one_streamed_response_together():
@@ -418,82 +419,82 @@ def test_kept_tail_keeps_the_blocks_of_one_streamed_response_together():
     ms = [msg("user", 10), msg("assistant", 10, message_id="msg_1"),
           msg("assistant", 20_000, use="t1", message_id="msg_1"), msg("user", 5_000, result="t1"),
           msg("assistant", 10)]
-    assert sm.kept_start(ms, len(ms), min_text=2) == 1
+    assert notes_compaction.kept_start(ms, len(ms), min_text=2) == 1
 
 
 # --- compaction with the notes ---------------------------------------------------------------------
 
 
-def notes_session(tmp_path: Path, api: FakeAPI, n_rounds: int = 30, **settings: Any) -> Session:
-    session, _ = make_session(tmp_path, api, **settings)
-    session.add(user_prompt("Please fix the parser."))
+def notes_session(tmp_path: Path, api: FakeAPI, n_rounds: int = 30, **settings: Any) -> Bench:
+    bench, _ = make_session(tmp_path, api, **settings)
+    bench.add(user_prompt("Please fix the parser."))
     for _ in range(n_rounds):
-        read_round(session, 1_500)
-    reply = answer(session, "The parser is fixed.")
-    sm.ensure_notes(session).write_text(TEMPLATE.replace(guide("Current State"),
+        read_round(bench, 1_500)
+    reply = answer(bench, "The parser is fixed.")
+    notes_doc.ensure_notes(bench.conv, bench.ports).write_text(TEMPLATE.replace(guide("Current State"),
                                                          guide("Current State") + "\nParser fixed; tests pass."))
-    session.state.last_summarized_uuid = reply.uuid
-    session.add(user_prompt("Now add a test."))
-    read_round(session, 800)
-    return session
+    bench.state.last_summarized_uuid = reply.uuid
+    bench.add(user_prompt("Now add a test."))
+    read_round(bench, 800)
+    return bench
 
 
 def test_compact_with_notes_keeps_a_tail_and_uses_the_notes(tmp_path, api):
-    session = notes_session(tmp_path, api)
-    result = sm.compact_with_notes(session, "auto")
+    bench = notes_session(tmp_path, api)
+    result = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
     assert result is not None and result.method == "session-memory"
     assert "Parser fixed; tests pass." in result.summary and "# Worklog" in result.summary
-    assert result.kept == session.messages[-len(result.kept):]
+    assert result.kept == bench.messages[-len(result.kept):]
     assert "The parser is fixed." in [m.text for m in result.kept]  # extended back past the marker
     assert tokens(result.kept) >= 10_000 and tool_pairs_ok(result.kept)
     assert result.preserved_segment == {"headUuid": result.kept[0].uuid, "anchorUuid": "",
-                                        "tailUuid": session.messages[-1].uuid}
+                                        "tailUuid": bench.messages[-1].uuid}
     assert api.message_requests == []  # no model call
 
 
 def test_compact_with_notes_declines_without_usable_notes_or_marker(tmp_path, api):
-    session = notes_session(tmp_path, api)
-    session.state.last_summarized_uuid = "not-in-the-list"
-    assert sm.compact_with_notes(session, "auto") is None
-    session.state.last_summarized_uuid = None
-    assert sm.compact_with_notes(session, "auto") is None
-    session.state.last_summarized_uuid = session.messages[-3].uuid
-    assert sm.compact_with_notes(session, "auto") is not None
-    session.notes_path.write_text(TEMPLATE)
-    assert sm.compact_with_notes(session, "auto") is None
-    session.notes_path.unlink()
-    assert sm.compact_with_notes(session, "auto") is None
+    bench = notes_session(tmp_path, api)
+    bench.state.last_summarized_uuid = "not-in-the-list"
+    assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
+    bench.state.last_summarized_uuid = None
+    assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
+    bench.state.last_summarized_uuid = bench.messages[-3].uuid
+    assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is not None
+    bench.notes_path.write_text(TEMPLATE)
+    assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
+    bench.notes_path.unlink()
+    assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
 
 
 def test_long_sections_are_trimmed_in_the_summary_only(tmp_path, api):
-    session = notes_session(tmp_path, api)
+    bench = notes_session(tmp_path, api)
     long_log = "\n".join(f"- step {i}: " + "detail " * 20 for i in range(400))
     full = TEMPLATE.replace(guide("Worklog"), guide("Worklog") + "\n" + long_log)
-    session.notes_path.write_text(full)
-    result = sm.compact_with_notes(session, "auto")
+    bench.notes_path.write_text(full)
+    result = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
     worklog = result.summary.split("# Worklog")[1]
-    assert len(worklog) < sm.SECTION_CHARS + 300
-    assert str(session.notes_path) in worklog and "cut here" in worklog
+    assert len(worklog) < notes_doc.SECTION_CHARS + 300
+    assert str(bench.notes_path) in worklog and "cut here" in worklog
     assert "- step 0:" in worklog and "- step 399:" not in worklog
-    assert session.notes_path.read_text() == full
+    assert bench.notes_path.read_text() == full
 
 
 def test_compact_with_notes_falls_back_when_the_result_would_stay_over_the_threshold(tmp_path, api):
     # window capped at 40K: E = 20K, T = 7K, and the kept tail alone holds 10K
-    session = notes_session(tmp_path, api, context_window=40_000)
-    assert session.thresholds().auto_compact == 7_000
-    assert sm.compact_with_notes(session, "auto") is None
+    bench = notes_session(tmp_path, api, context_window=40_000)
+    assert bench.thresholds().auto_compact == 7_000
+    assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
 
 
 def test_compactor_uses_the_notes_without_a_summary_request(tmp_path, api):
-    session = notes_session(tmp_path, api)
-    kept_uuids = [m.uuid for m in sm.compact_with_notes(session, "auto").kept]
-    assert compactor.compact(session, "auto")
+    bench = notes_session(tmp_path, api)
+    kept_uuids = [m.uuid for m in notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto").kept]
+    assert compactor.compact(bench.conv, bench.ports, "auto")
     assert not [r for r in api.message_requests if "<analysis>" in last_user_text(r.body)]
-    summary = session.messages[0]
+    summary = bench.messages[0]
     assert summary.kind == "summary" and "Parser fixed; tests pass." in summary.text
-    assert [m.uuid for m in session.messages[1:1 + len(kept_uuids)]] == kept_uuids
-    [boundary] = [r for r in transcript_records(session) if r.get("subtype") == "compact_boundary"]
+    assert [m.uuid for m in bench.messages[1:1 + len(kept_uuids)]] == kept_uuids
+    [boundary] = [r for r in transcript_records(bench) if r.get("subtype") == "compact_boundary"]
     assert boundary["compactMetadata"]["preservedSegment"] == {
         "headUuid": kept_uuids[0], "anchorUuid": summary.uuid, "tailUuid": kept_uuids[-1]}
     assert estimate_text(summary.text) < 12_000

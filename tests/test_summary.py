@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from agent.context import view
 from compact import summary
 from core.errors import CompactionError
 from core.messages import (
@@ -150,17 +149,17 @@ def test_drop_without_gap_takes_a_fifth_and_always_keeps_one_round() -> None:
 
 
 def test_summary_request_shares_the_main_prefix_and_reads_the_cache(tmp_path: Path, api: FakeAPI) -> None:
-    session, _ = make_session(tmp_path, api)
-    conversation(session, ["a.py", "b.py"])
-    session.add(Message("user", [{"type": "text", "text": "here is a screenshot"}, IMAGE]))
+    bench, _ = make_session(tmp_path, api)
+    conversation(bench, ["a.py", "b.py"])
+    bench.add(Message("user", [{"type": "text", "text": "here is a screenshot"}, IMAGE]))
     api.reply_text("I see it.")
-    session.add(main_request(session))
-    session.add(user_prompt("now summarize please"))
+    bench.add(main_request(bench))
+    bench.add(user_prompt("now summarize please"))
     api.reply_text("Sure.")
-    session.add(main_request(session))  # primes the cache with everything but the last reply
+    bench.add(main_request(bench))  # primes the cache with everything but the last reply
     api.reply_text(SUMMARY_REPLY)
 
-    result = summary.summarize(session, view(session).tagged, ["keep the file names"])
+    result = summary.summarize(bench.conv, bench.ports, bench.view().tagged, ["keep the file names"])
 
     main, side = api.message_requests[-2].body, api.message_requests[-1].body
     assert side["system"] == main["system"] and side["tools"] == main["tools"]
@@ -173,17 +172,17 @@ def test_summary_request_shares_the_main_prefix_and_reads_the_cache(tmp_path: Pa
     assert side["messages"][-1]["role"] == "user"
     assert result.usage["cache_read_input_tokens"] > 0
     assert result.summary.startswith("1. Primary Request") and "private walk" not in result.summary
-    assert session.usage_total["cache_read_input_tokens"] >= result.usage["cache_read_input_tokens"]
+    assert bench.usage_total["cache_read_input_tokens"] >= result.usage["cache_read_input_tokens"]
 
 
 def test_prompt_too_long_drops_oldest_rounds_and_retries(tmp_path: Path, api: FakeAPI) -> None:
-    session, _ = make_session(tmp_path, api)
-    conversation(session, [f"f{i}.py" for i in range(10)])
+    bench, _ = make_session(tmp_path, api)
+    conversation(bench, [f"f{i}.py" for i in range(10)])
     api.prompt_too_long(actual=200_500, maximum=200_000)  # a gap of 500 tokens: two rounds of ~300
     api.prompt_too_long()
     api.reply_text(SUMMARY_REPLY)
 
-    result = summary.summarize(session, view(session).tagged)
+    result = summary.summarize(bench.conv, bench.ports, bench.view().tagged)
 
     bodies = [r.body for r in api.message_requests]
     sizes = [len(b["messages"]) for b in bodies]
@@ -196,30 +195,30 @@ def test_prompt_too_long_drops_oldest_rounds_and_retries(tmp_path: Path, api: Fa
 
 
 def test_prompt_too_long_gives_up_after_three_retries(tmp_path: Path, api: FakeAPI) -> None:
-    session, _ = make_session(tmp_path, api)
-    conversation(session, [f"f{i}.py" for i in range(10)])
+    bench, _ = make_session(tmp_path, api)
+    conversation(bench, [f"f{i}.py" for i in range(10)])
     api.on(lambda body: True, TooLong())
     with pytest.raises(CompactionError):
-        summary.summarize(session, view(session).tagged)
+        summary.summarize(bench.conv, bench.ports, bench.view().tagged)
     assert len(api.message_requests) == 4
 
 
 def test_an_instruction_after_a_trailing_user_message_keeps_the_request_valid(tmp_path: Path, api: FakeAPI) -> None:
-    session, _ = make_session(tmp_path, api)
-    conversation(session, ["a.py"])  # ends with tool results: the instruction joins that user message
-    session.add(meta("a reminder the agent injected"))
+    bench, _ = make_session(tmp_path, api)
+    conversation(bench, ["a.py"])  # ends with tool results: the instruction joins that user message
+    bench.add(meta("a reminder the agent injected"))
     api.add(Reply.text(SUMMARY_REPLY))
-    summary.summarize(session, view(session).tagged)
+    summary.summarize(bench.conv, bench.ports, bench.view().tagged)
     body = api.message_requests[-1].body
     assert validate(body) == []
     assert body["messages"][-1]["content"][0]["type"] == "tool_result"
 
 
 def test_output_room_overflow_retries_with_a_smaller_max_tokens(tmp_path: Path, api: FakeAPI) -> None:
-    session, _ = make_session(tmp_path, api)
-    conversation(session, ["a.py"])
+    bench, _ = make_session(tmp_path, api)
+    conversation(bench, ["a.py"])
     api.error(400, message="input length and `max_tokens` exceed context limit: 190000 + 20000 > 200000")
     api.reply_text(SUMMARY_REPLY)
-    result = summary.summarize(session, view(session).tagged)
+    result = summary.summarize(bench.conv, bench.ports, bench.view().tagged)
     assert [r.body["max_tokens"] for r in api.message_requests] == [20_000, 9_000]
     assert result.summary.startswith("1. Primary Request")

@@ -1,0 +1,131 @@
+"""How a session starts, and how the REPL and print mode switch to another one (CONTRACT §2, §5).
+
+``open_session`` makes a new session or resumes one (``--resume``, ``--continue``): ours are continued in
+place, a foreign (Claude Code) transcript seeds a new session in our store and is never written.
+``start`` runs the SessionStart hooks; ``clear`` and ``resume`` are /clear and /resume. Both front
+ends (agent.repl, agent.printmode) and the commands call these, and nothing else starts a session.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from agent.client import default_model
+from agent.session import AskFn, Session
+from agent.settings import Settings
+from agent.transcript import latest_session, load_transcript, messages_before
+from compact.state import ContextState
+from core.errors import SessionError
+from core.events import Event, Notice
+from core.messages import meta, new_uuid
+
+
+def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskFn | None,
+                 resume: str | None = None, continue_last: bool = False,
+                 environ: dict[str, str] | None = None) -> Session:
+    """A new session, or one continued from a transcript (ours, or a foreign Claude Code file)."""
+    environ = dict(environ or {})
+    path = _find_transcript(settings, resume) if resume else None
+    if continue_last:
+        path = latest_session(settings.project_dir)
+        if path is None:
+            raise SessionError(f"No earlier session to continue in {settings.cwd}")
+    if path is None:
+        return Session(settings, new_uuid(), emit, ask, environ=environ)
+    try:
+        # the model this session will use (Session picks the same): thinking of any other is dropped
+        loaded = load_transcript(path, model=settings.model if settings.model_explicit else default_model())
+    except OSError as e:
+        raise SessionError(f"Can't read session {path}: {e.strerror or e}") from None
+    for warning in loaded.warnings:
+        emit(Notice(warning, "warning"))
+    ours = path.parent == settings.project_dir and path.suffix == ".jsonl"
+    if ours:
+        session = Session(settings, loaded.session_id, emit, ask, history=list(loaded.messages),
+                          replayed=loaded.state, last_uuid=loaded.last_uuid, environ=environ)
+    else:
+        session = Session(settings, new_uuid(), emit, ask, replayed=loaded.state, environ=environ)
+        # seed our own store; the foreign file is only read. Not through add(): the imported replies
+        # are no turns of this run and their usage was paid for back then (num_turns, cost)
+        for m in loaded.messages:
+            session.conv.append(m)
+        for rec in state_records(loaded.state):
+            session.record(rec)
+    session.conv.last_compaction = _last_compaction(loaded)
+    return session
+
+
+def _last_compaction(loaded: Any) -> dict[str, Any] | None:
+    """What /summary and /history show after a resume: the recorded boundary and its summary."""
+    first = loaded.messages[0] if loaded.messages else None
+    if not loaded.boundary or first is None or first.kind != "summary":
+        return None
+    meta_ = loaded.boundary.get("compactMetadata") or {}
+    return {"summary": first.text, "trigger": meta_.get("trigger", "?"), "pre_tokens": meta_.get("preTokens", 0),
+            "post_tokens": sum(m.tokens for m in loaded.messages), "method": "resumed", "tail_uuid": None,
+            "pre_messages": lambda: messages_before(loaded.path, loaded.boundary_offset)}
+
+
+def _find_transcript(settings: Settings, ref: str) -> Path:
+    candidate = Path(ref).expanduser()
+    if candidate.suffix == ".jsonl" or "/" in ref:
+        if not candidate.is_absolute():
+            candidate = settings.cwd / candidate
+        if candidate.is_file():
+            return candidate
+        raise SessionError(f"No transcript file at {candidate}")
+    own = settings.project_dir / f"{ref}.jsonl"
+    if own.is_file():
+        return own
+    projects = settings.home / "projects"
+    if projects.is_dir():
+        for p in projects.glob(f"*/{ref}.jsonl"):
+            return p
+    raise SessionError(f"No session with id {ref} (looked in {settings.project_dir})")
+
+
+def state_records(state: ContextState) -> list[dict[str, Any]]:
+    """The transcript records that replay ``state`` (for a session seeded from another file)."""
+    recs: list[dict[str, Any]] = []
+    if state.replacements:
+        recs.append({"type": "content-replacement", "replacements": [
+            {"toolUseId": k, "content": v} for k, v in state.replacements.items()]})
+    if state.snipped:
+        recs.append({"type": "snip", "removedUuids": sorted(state.snipped), "reason": "imported"})
+    if state.cleared:
+        recs.append({"type": "microcompact", "clearedToolUseIds": sorted(state.cleared)})
+    recs += [{"type": "collapse-commit", **c} for c in state.collapses]
+    if state.last_summarized_uuid:
+        recs.append({"type": "session-memory", "lastSummarizedUuid": state.last_summarized_uuid})
+    return recs
+
+
+def start(session: Session, source: str) -> None:
+    """SessionStart hooks (source startup / resume / clear); their stdout becomes context for the model."""
+    context = session.hook_context("SessionStart", source, source=source)
+    if context:
+        session.add(meta(f"SessionStart hook output ({source}):\n{context}", hookContext=True))
+
+
+def clear(session: Session) -> Session:
+    """/clear: a new session with the same settings and front end; the old one stays saved."""
+    new = open_session(session.settings, emit=session.emit, ask=session.ask, environ=session.environ)
+    close(session)
+    start(new, "clear")
+    return new
+
+
+def resume(session: Session, ref: str) -> Session:
+    """/resume REF: continue another session (by id or path) with the same settings and front end."""
+    new = open_session(session.settings, emit=session.emit, ask=session.ask, resume=ref, environ=session.environ)
+    close(session)
+    start(new, "resume")
+    return new
+
+
+def close(session: Session) -> None:
+    try:
+        session.writer.close()
+    except Exception:  # noqa: BLE001 - a writer that never opened its file has nothing to close
+        pass

@@ -1,0 +1,98 @@
+"""The session notes document: a Markdown file of ten sections kept beside the transcript (SPEC §7).
+
+``<session dir>/session-memory/summary.md`` is created from the template (compact.notes_template, or
+the user's own ``$COMPACT_AGENT_HOME/session-memory-template.md``), private to the user (file 0600,
+dirs 0700). This module only reads, creates and measures it; compact.notes_updater keeps it current
+in the background and compact.notes_compaction puts it in place of old history. No model calls.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from compact.conversation import Conversation, Ports
+from compact.notes_template import SECTION_TOKENS, TEMPLATE
+from core.private import open_private
+from core.tokens import estimate_text
+
+SECTION_CHARS = 8_000  # per section, in the summary that replaces the history
+TEMPLATE_OVERRIDE = "session-memory-template.md"  # in COMPACT_AGENT_HOME
+
+
+def template_for(ports: Ports) -> str:
+    """The user's template (``$COMPACT_AGENT_HOME/session-memory-template.md``) if any, else ours."""
+    override = ports.config.notes_template
+    if override is None:
+        return TEMPLATE
+    try:
+        text = override.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return TEMPLATE
+    return text if text.strip() else TEMPLATE
+
+
+def ensure_notes(conv: Conversation, ports: Ports) -> Path:
+    """The notes file, created from the template (private: file 0600, directories 0700) if missing."""
+    path = conv.notes_path
+    try:
+        fd = open_private(path, os.O_WRONLY | os.O_EXCL)
+    except FileExistsError:
+        return path
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        f.write(template_for(ports))
+    return path
+
+
+def notes_text(path: Path) -> str | None:
+    """The notes as they are on disk (for ``/memory``); None when there are none yet."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def is_template(text: str, template: str = TEMPLATE) -> bool:
+    """True when the notes hold nothing beyond the template's headers and guidance lines."""
+    known = {line.strip() for line in f"{template}\n{TEMPLATE}".splitlines()}
+    return all(not line.strip() or line.strip() in known for line in text.splitlines())
+
+
+def headers(template: str) -> list[str]:
+    return [line.rstrip() for line in template.splitlines() if line.startswith("# ")]
+
+
+def split_sections(text: str, header_lines: list[str]) -> list[tuple[str, str]]:
+    """(header line, body) pairs in order; text before the first header comes with header "".
+
+    Only the template's header lines start a section, so a "# comment" inside a code block doesn't.
+    """
+    known = {h.strip() for h in header_lines}
+    parts: list[tuple[str, list[str]]] = [("", [])]
+    for line in text.splitlines(keepends=True):
+        if line.strip() in known and line.startswith("# "):
+            parts.append((line, []))
+        else:
+            parts[-1][1].append(line)
+    return [(h, "".join(body)) for h, body in parts if h or body]
+
+
+def section_name(header_line: str) -> str:
+    return header_line.strip().removeprefix("# ").strip()
+
+
+def trim_sections(text: str, header_lines: list[str], path: Path, limit: int = SECTION_CHARS) -> str:
+    """The notes with each section cut to about ``limit`` characters, saying where and why."""
+    out = []
+    for header, body in split_sections(text, header_lines):
+        if len(body) > limit:
+            cut = body.rfind("\n", limit // 2, limit)
+            body = body[: cut if cut > 0 else limit].rstrip() + (
+                f"\n[… this section is cut here to save space; the whole of it is in {path}]\n\n")
+        out.append(header + body)
+    return "".join(out)
+
+
+def oversized_sections(text: str, header_lines: list[str]) -> list[str]:
+    return [section_name(h) for h, body in split_sections(text, header_lines)
+            if h and estimate_text(body) > SECTION_TOKENS]

@@ -1,0 +1,101 @@
+"""Compaction from the session notes: no model call, a verbatim tail, the notes in place of the rest.
+
+Triggers  tried first by auto-compact, reactive compaction and ``/compact`` without instructions.
+Drops     every message before the kept tail; the notes (each section trimmed to ~8,000 characters)
+          stand in for them.
+Keeps     the messages after "summarized up to here", extended backwards to ≥10,000 tokens and ≥5
+          messages with text, ≤40,000 tokens, never past the previous boundary's summary, never
+          splitting a tool_use from its tool_result or the blocks of one streamed response.
+Gives up  (None: the caller falls back to the LLM summary) when session memory is off, the notes are
+          missing or still the bare template, no marker lies in the live list, or the result would
+          still reach the auto-compact threshold.
+Model calls none; it waits (at most 15 s) for an update in flight so the notes are current.
+"""
+
+from __future__ import annotations
+
+from compact.conversation import Conversation, Ports
+from compact.notes import headers, is_template, notes_text, template_for, trim_sections
+from compact.notes_updater import wait_for_update
+from compact.result import Compaction
+from core.messages import Message
+from core.tokens import estimate_text
+
+KEEP_MIN_TOKENS = 10_000
+KEEP_MIN_TEXT_MESSAGES = 5
+KEEP_MAX_TOKENS = 40_000
+COMPACT_WAIT = 15.0  # seconds a compaction waits for an update in flight
+METHOD = "session-memory"
+
+
+def compact_with_notes(conv: Conversation, ports: Ports, trigger: str) -> Compaction | None:
+    """A compaction that keeps a recent tail verbatim and puts the notes before it; None to fall back.
+
+    None when session memory is off, there are no notes or they are still the bare template, no
+    "summarized up to here" lies in the live list, or the result would still reach the auto-compact
+    threshold. No model call; the compactor writes the boundary and swaps the list.
+    """
+    if not ports.config.notes_enabled:
+        return None
+    wait_for_update(conv, COMPACT_WAIT)
+    text = notes_text(conv.notes_path)
+    template = template_for(ports)
+    if text is None or is_template(text, template):
+        return None
+    with conv.lock:
+        messages = list(conv.messages)
+    marker = conv.state.last_summarized_uuid
+    index = next((i for i, m in enumerate(messages) if m.uuid == marker), None) if marker else None
+    if index is None:
+        return None
+    kept = messages[kept_start(messages, index + 1):]
+    summary = trim_sections(text, headers(template), conv.notes_path).strip()
+    if estimate_text(summary) + sum(m.tokens for m in kept) >= ports.thresholds().auto_compact:
+        return None
+    segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid} if kept else None
+    return Compaction(method=METHOD, summary=summary, kept=kept, preserved_segment=segment)
+
+
+def kept_start(messages: list[Message], first_uncovered: int, *, min_tokens: int = KEEP_MIN_TOKENS,
+               min_text: int = KEEP_MIN_TEXT_MESSAGES, max_tokens: int = KEEP_MAX_TOKENS) -> int:
+    """Index of the first message kept verbatim (see the module docstring for the rules).
+
+    Everything from ``first_uncovered`` on is kept whatever its size (the notes don't cover it). Going
+    backwards from there, whole units are added (a cut never lands on a tool_results message or inside
+    one streamed response) until both minimums are met; a unit that would pass ``max_tokens`` is not
+    added; a previous compaction's summary is never crossed.
+    """
+    floor = max((i + 1 for i, m in enumerate(messages) if m.kind == "summary"), default=0)
+    start = _safe_cut(messages, min(max(first_uncovered, floor), len(messages)), floor)
+    tokens = sum(m.tokens for m in messages[start:])
+    texts = sum(1 for m in messages[start:] if _has_text(m))
+    while start > floor and not (tokens >= min_tokens and texts >= min_text):
+        prev = _safe_cut(messages, start - 1, floor)
+        unit = messages[prev:start]
+        extra = sum(m.tokens for m in unit)
+        if tokens + extra > max_tokens:
+            break
+        start, tokens, texts = prev, tokens + extra, texts + sum(1 for m in unit if _has_text(m))
+    return start
+
+
+def _safe_cut(messages: list[Message], i: int, floor: int) -> int:
+    """The nearest index at or before ``i`` where the kept tail may start."""
+    while i > floor and not _cut_ok(messages, i):
+        i -= 1
+    return i
+
+
+def _cut_ok(messages: list[Message], i: int) -> bool:
+    if i >= len(messages):
+        return True
+    m, prev = messages[i], messages[i - 1] if i > 0 else None
+    if m.role == "user" and m.tool_results:
+        return False
+    same_response = (m.role == "assistant" and prev is not None and prev.role == "assistant"
+                     and m.message_id is not None and m.message_id == prev.message_id)
+    return not same_response
+
+
+def _has_text(m: Message) -> bool:
+    return any(b.get("type") == "text" and b.get("text", "").strip() for b in m.content)

@@ -1,0 +1,308 @@
+"""Session notes kept up to date in the background (SPEC §7).
+
+Triggers  ``after_response``, after every main-conversation response: first once the context reaches
+          10,000 tokens, then whenever it has grown 5,000 tokens since the last update *and* either 3
+          tool calls happened since or the response made no tool call. One update at a time, in a
+          background thread (one that falls due meanwhile runs right after it); the user never waits,
+          except at process exit, for at most 20 s, so a print-mode run keeps its last update.
+Writes    the notes file (compact.notes), changed only with the Edit tool's own semantics; a
+          ``{"type": "session-memory", "lastSummarizedUuid"}`` record whenever "summarized up to here" moves.
+Model calls one side request per update (same system, tools and message prefix as the main
+          conversation, so it reads the prompt cache).
+
+An update is never part of the conversation: its request and reply are not added to the messages, only
+its usage is counted (``ports.account``). Its failures (API errors, a timeout, edits that don't apply)
+are reported once per session as a warning and never raised.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from compact import context_editing
+from compact.conversation import Conversation, Ports
+from compact.notes import ensure_notes, headers, oversized_sections, template_for
+from compact.notes_template import update_instruction
+from compact.tokens import count_tokens
+from core.errors import Interrupted
+from core.messages import Message, meta, to_api
+from core.tokens import estimate_text
+from tools.base import ToolContext, ToolError
+from tools.edit import EditTool
+from tools.read import record_read
+
+INIT_TOKENS = 10_000  # first update once the context is this big
+UPDATE_GROWTH = 5_000  # later updates: context growth since the last one ...
+TOOL_CALLS_BETWEEN = 3  # ... and this many tool calls since (or a reply without any)
+UPDATE_TIMEOUT = 120.0  # seconds before an update is abandoned
+UPDATE_MAX_TOKENS = 16_000
+EXIT_WAIT = 20.0  # seconds the process waits, when it ends, for updates still in flight
+
+
+@dataclass
+class Trigger:
+    """The update policy's counters (pure; ``observe`` is called once per main response)."""
+
+    started: bool = False
+    tokens_at_update: int = 0
+    tool_calls: int = 0
+
+    def observe(self, tokens: int, tool_calls: int) -> bool:
+        """Count one response; True when an update is due now."""
+        self.tool_calls += tool_calls
+        # a compaction shrank the context: growth counts from the new, smaller size
+        self.tokens_at_update = min(self.tokens_at_update, tokens)
+        if not self.started:
+            return tokens >= INIT_TOKENS
+        grown = tokens - self.tokens_at_update >= UPDATE_GROWTH
+        return grown and (self.tool_calls >= TOOL_CALLS_BETWEEN or tool_calls == 0)
+
+    def updating(self, tokens: int) -> None:
+        self.started = True
+        self.tokens_at_update = tokens
+        self.tool_calls = 0
+
+
+@dataclass(frozen=True)
+class _Job:
+    view: list[Message]  # what the model saw at the trigger, calls still waiting for results removed
+    marker: str | None  # "summarized up to here" once the update succeeds (only at a safe point)
+
+
+@dataclass
+class NotesWorker:
+    """Per-session state: the trigger, the update running and the one waiting, whether a failure was said."""
+
+    trigger: Trigger = field(default_factory=Trigger)
+    thread: threading.Thread | None = None
+    running: bool = False
+    pending: _Job | None = None
+    reported: bool = False
+    timeout: float = UPDATE_TIMEOUT
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def busy(self) -> bool:
+        return self.running
+
+
+def _worker(conv: Conversation) -> NotesWorker:
+    with conv.lock:
+        if conv.notes is None:
+            conv.notes = NotesWorker()
+        return conv.notes
+
+
+def after_response(conv: Conversation, ports: Ports) -> None:
+    """Called after each main-conversation response; starts a background update when one is due.
+
+    Returns at once. While an update runs, a newly due one waits and runs right after it (only the
+    newest waits), so the update after a turn's last reply — the one that can mark "summarized up to
+    here" — is never lost, and two updates never run together.
+    """
+    if not ports.config.notes_enabled or not conv.messages:
+        return
+    last = conv.messages[-1]
+    if last.role != "assistant":
+        return
+    w = _worker(conv)
+    try:
+        tokens = count_tokens(conv.messages, conv.calibration)
+        if not w.trigger.observe(tokens, len(last.tool_uses)):
+            return
+        job = _job(conv)
+        w.trigger.updating(tokens)
+    except Exception as e:  # noqa: BLE001 - the notes must never disturb the conversation
+        _report(conv, ports, f"could not prepare the update ({_describe(e)})")
+        return
+    with w.lock:
+        if w.running:
+            # the newer snapshot covers more; an older safe marker stays true for it
+            older = w.pending.marker if w.pending else None
+            w.pending = job if job.marker or not older else _Job(job.view, older)
+            return
+        w.running = True
+        w.thread = threading.Thread(target=_work, args=(conv, ports, w, job), name="session-memory", daemon=True)
+    _started(w.thread)
+
+
+def _work(conv: Conversation, ports: Ports, w: NotesWorker, job: _Job | None) -> None:
+    while job is not None:
+        _run(conv, ports, job, w.timeout)  # never raises
+        with w.lock:
+            job, w.pending = w.pending, None
+            w.running = job is not None
+
+
+_in_flight: list[threading.Thread] = []
+_exit_wait_registered = False
+_exit_lock = threading.Lock()
+
+
+def _started(thread: threading.Thread) -> None:
+    """Start an update thread; the first one registers the wait at process exit.
+
+    A print-mode run ends right after its last reply, which is just when an update starts; without
+    this wait the update, and the "summarized up to here" it would record, would be lost.
+    """
+    global _exit_wait_registered
+    with _exit_lock:
+        if not _exit_wait_registered:
+            atexit.register(_wait_at_exit)
+            _exit_wait_registered = True
+        _in_flight[:] = [t for t in _in_flight if t.is_alive()] + [thread]
+    thread.start()
+
+
+def _wait_at_exit() -> None:
+    deadline = time.monotonic() + EXIT_WAIT
+    for thread in list(_in_flight):
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def wait_for_update(conv: Conversation, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for an update in flight; True when none is running any more."""
+    thread = conv.notes.thread if conv.notes is not None else None
+    if thread is None:
+        return True
+    thread.join(timeout)
+    return not thread.is_alive()
+
+
+def update_notes(conv: Conversation, ports: Ports, timeout: float | None = None) -> bool:
+    """Run one update now, in this thread (after any update in flight); True when it succeeded."""
+    if not ports.config.notes_enabled or not conv.messages:
+        return False
+    w = _worker(conv)
+    wait_for_update(conv, timeout or w.timeout)
+    try:
+        job = _job(conv)
+        w.trigger.updating(count_tokens(conv.messages, conv.calibration))
+    except Exception as e:  # noqa: BLE001
+        _report(conv, ports, f"could not prepare the update ({_describe(e)})")
+        return False
+    return _run(conv, ports, job, timeout or w.timeout)
+
+
+# --- one update -------------------------------------------------------------------------------------
+
+
+def _job(conv: Conversation) -> _Job:
+    """Snapshot, on the caller's thread, what the update will send."""
+    with conv.lock:
+        prepared = conv.view()
+        last = conv.messages[-1]
+    safe = last.role == "assistant" and not last.tool_uses
+    return _Job(_without_open_calls(list(prepared.tagged)), last.uuid if safe else None)
+
+
+def _without_open_calls(messages: list[Message]) -> list[Message]:
+    """Drop tool_use blocks still waiting for their results (the request must be valid as it stands)."""
+    start = len(messages)
+    while start > 0 and messages[start - 1].role == "assistant":
+        start -= 1
+    tail = []
+    for m in messages[start:]:
+        if m.tool_uses:
+            m = m.replace(content=[b for b in m.content if b.get("type") == "text" and b.get("text", "").strip()])
+        if m.content:
+            tail.append(m)
+    return messages[:start] + tail
+
+
+def _run(conv: Conversation, ports: Ports, job: _Job, timeout: float) -> bool:
+    """Send the update and apply its edits; never raises. True when the notes are up to date."""
+    cancel = threading.Event()
+    timer = threading.Timer(timeout, cancel.set)
+    timer.daemon = True
+    timer.start()
+    try:
+        problems = _update(conv, ports, job, cancel)
+    except Exception as e:  # noqa: BLE001 - API errors, disk trouble: reported, never raised
+        # the timer closes the stream: whatever the client then raises, the cause is the timeout
+        timed_out = cancel.is_set() or isinstance(e, Interrupted)
+        problems = [f"the update took longer than {timeout:g} s and was abandoned" if timed_out else _describe(e)]
+    finally:
+        timer.cancel()
+    if problems:
+        _report(conv, ports, problems[0])
+        return False
+    if job.marker:
+        conv.state.last_summarized_uuid = job.marker
+        conv.record({"type": "session-memory", "lastSummarizedUuid": job.marker})
+    return True
+
+
+def _update(conv: Conversation, ports: Ports, job: _Job, cancel: threading.Event) -> list[str]:
+    path = ensure_notes(conv, ports)
+    notes = path.read_text(encoding="utf-8")
+    header_lines = headers(template_for(ports))
+    instruction = update_instruction(str(path), notes, oversized_sections(notes, header_lines),
+                                     estimate_text(notes))
+    extra, betas = context_editing.request_params(ports.config.context_editing, thinking_enabled=False)
+    req = ports.request(to_api([*job.view, meta(instruction)]), extra_body=extra, betas=betas)
+    req.max_tokens = min(req.max_tokens, UPDATE_MAX_TOKENS)
+    reply = ports.model.stream(req, cancel=cancel, emit_text=False)
+    ports.account(reply)
+    return apply_edits(conv, path, reply.tool_uses, header_lines)
+
+
+def apply_edits(conv: Conversation, path: Path, uses: list[dict[str, Any]], header_lines: list[str]) -> list[str]:
+    """Apply the reply's Edit calls on the notes file, in order; the problems met (empty when all went well).
+
+    Any other tool, or an Edit on any other path, is refused. An edit that would remove a section
+    header is undone.
+    """
+    target = path.resolve()
+    project = conv.tools.project_dir
+    ctx = ToolContext(project_dir=project, session_dir=conv.session_dir, cwd=project)
+    record_read(ctx, target)
+    problems = []
+    for use in uses:
+        args = use.get("input") if isinstance(use.get("input"), dict) else {}
+        file_path = str(args.get("file_path", ""))
+        if use.get("name") != "Edit" or not file_path or ctx.resolve(file_path).resolve() != target:
+            problems.append(f"refused a {use.get('name')} call on {file_path or 'no file'} "
+                            "(only Edit on the notes file is allowed)")
+            continue
+        before = target.read_text(encoding="utf-8")
+        try:
+            EditTool().run(args, ctx)
+        except (ToolError, KeyError, TypeError) as e:
+            problems.append(f"an edit did not apply: {e}")
+            continue
+        after = target.read_text(encoding="utf-8")
+        lost = [h for h in header_lines if h.strip() not in {line.strip() for line in after.splitlines()}]
+        if lost:
+            _write_back(target, before)
+            record_read(ctx, target)
+            problems.append(f"undid an edit that removed the header {lost[0]!r}")
+    return problems
+
+
+def _write_back(path: Path, text: str) -> None:
+    with path.open("w", encoding="utf-8", newline="") as f:
+        f.write(text)
+
+
+def _report(conv: Conversation, ports: Ports, problem: str) -> None:
+    """Say once per session that the notes could not be updated."""
+    w = _worker(conv)
+    if w.reported:
+        return
+    w.reported = True
+    try:
+        ports.notice(f"Session notes were not updated: {problem.rstrip('.')}. Later failures are not reported.",
+                       "warning")
+    except Exception:  # noqa: BLE001 - a broken renderer must not kill the worker thread
+        pass
+
+
+def _describe(e: BaseException) -> str:
+    text = str(e).strip()
+    return text if text else type(e).__name__

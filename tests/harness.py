@@ -1,0 +1,169 @@
+"""A Conversation and its Ports on the loopback fake API, wired the way a session wires them — without one.
+
+Compaction code takes ``(conversation, ports)``; these tests build both here, from real parts: the SDK
+client (agent.client.ModelClient) pointed at the fake server, a real transcript writer in a temp
+directory, the built-in tools' schemas and context, and (when a test gives hooks) the real hook runner.
+
+    bench = make_bench(tmp_path, api, session_memory=True, hooks={...})
+    bench.add(user_prompt("hi"))                  # live list + transcript + MessageRecorded event
+    compactor.compact(bench.conv, bench.ports, "manual")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+from agent.client import ModelClient
+from agent.hooks import HookRunner, base_payload
+from agent.system_prompt import build_system, compact_instructions, memory_files
+from agent.transcript import TranscriptWriter
+from compact import thresholds
+from compact.conversation import CompactConfig, Conversation, Ports
+from compact.prepare import wire
+from compact.snip import perform_snip
+from core.events import MessageRecorded, Notice
+from core.messages import Message
+from core.model import Request, cost_usd, max_output_tokens
+from tools.base import ToolContext
+from tools.registry import builtin_tools, tool_schemas
+from tools.snip import SnipTool
+
+MODEL = "claude-sonnet-4-5"
+SESSION_ID = "0b5e3c1e-1111-4222-8333-444455556666"
+_CONFIG = {f.name for f in dataclasses.fields(CompactConfig)}
+
+
+@dataclass
+class Limits:
+    window: int = 200_000
+    context_window: int | None = None  # CLAUDE_CODE_AUTO_COMPACT_WINDOW
+    autocompact_pct: float | None = None
+    blocking_limit: int | None = None
+    max_output_tokens: int | None = None
+
+
+@dataclass(eq=False)
+class Bench:
+    conv: Conversation
+    ports: Ports
+    client: ModelClient
+    cwd: Path
+    home: Path
+    model: str
+    limits: Limits
+    events: list[Any] = field(default_factory=list)
+    usage_total: dict[str, int] = field(default_factory=dict)
+    cost: float = 0.0
+
+    # --- what the loop would do ------------------------------------------------------------------
+    def add(self, message: Message) -> None:
+        self.conv.append(message)
+        if message.role == "assistant" and message.usage:
+            self.account(message)
+        self.events.append(MessageRecorded(message))
+
+    def account(self, message: Message) -> None:
+        for key, value in (message.usage or {}).items():
+            if isinstance(value, int):
+                self.usage_total[key] = self.usage_total.get(key, 0) + value
+        self.cost += cost_usd(message.model or self.model, message.usage or {})
+
+    def view(self) -> Any:
+        return self.conv.view()
+
+    def request(self, api_messages: list[dict[str, Any]], *, max_tokens: int | None = None, tools: bool = True,
+                **kw: Any) -> Request:
+        default = self.limits.max_output_tokens or min(max_output_tokens(self.model), 32_000)
+        return Request(model=self.model, system=self.system_blocks(),
+                       tools=self.tool_schemas() if tools else [], messages=api_messages,
+                       max_tokens=max_tokens or default, **kw)
+
+    def system_blocks(self) -> list[dict[str, Any]]:
+        return build_system(self.cwd, self.home, self.model)
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        return tool_schemas(builtin_tools() + [SnipTool()])
+
+    def thresholds(self) -> thresholds.Thresholds:
+        lim = self.limits
+        window = min(lim.window, self.conv.window_limit) if self.conv.window_limit else lim.window
+        return thresholds.compute(window, max_output_tokens(self.model), window_cap=lim.context_window,
+                                  pct=lim.autocompact_pct, blocking_override=lim.blocking_limit,
+                                  auto_enabled=self.ports.config.auto_enabled)
+
+    def snip(self, ids: list[str], reason: str | None = None) -> str:
+        conv = self.conv
+        return perform_snip(conv.messages, conv.state, ids, reason, conv.current_prompt_uuid, conv.record)
+
+    # --- shortcuts to the conversation -----------------------------------------------------------
+    @property
+    def messages(self) -> list[Message]:
+        return self.conv.messages
+
+    @property
+    def state(self) -> Any:
+        return self.conv.state
+
+    @property
+    def transcript_path(self) -> Path:
+        return self.conv.transcript_path
+
+    @property
+    def session_dir(self) -> Path:
+        return self.conv.session_dir
+
+    @property
+    def notes_path(self) -> Path:
+        return self.conv.notes_path
+
+    @property
+    def tool_ctx(self) -> ToolContext:
+        return self.conv.tools
+
+    @property
+    def cancel(self) -> Any:
+        return self.conv.cancel
+
+
+def make_bench(tmp: Path, api: Any, *, session_id: str = SESSION_ID, model: str = MODEL,
+               hooks: dict[str, Any] | None = None, home: Path | None = None,
+               clock: Callable[[], datetime] | None = None, **options: Any) -> Bench:
+    """A Bench in ``tmp``/project, its transcript under ``home``/projects; ``options`` are CompactConfig
+    fields (session_memory defaults to off) and Limits fields."""
+    cwd = tmp / "project"
+    cwd.mkdir(exist_ok=True)
+    home = home or tmp / "agent-home"
+    store = home / "projects" / "".join(c if c.isalnum() else "-" for c in str(cwd))
+    config = {k: options.pop(k) for k in list(options) if k in _CONFIG}
+    config.setdefault("session_memory", False)
+    config.setdefault("notes_template", home / "session-memory-template.md")
+    limits = Limits(**options)
+    events: list[Any] = []
+    client = ModelClient(api_key="test-key", auth_token=None, base_url=api.url, on_event=events.append)
+    tools = ToolContext(project_dir=cwd, session_dir=store / session_id, cwd=cwd)
+    writer = TranscriptWriter(store / f"{session_id}.jsonl", session_id, str(cwd), "test")
+    conv = Conversation(writer=writer, session_dir=store / session_id, tools=tools)
+    tools.cancel = conv.cancel
+    runner = HookRunner(hooks or {}, cwd, dict(os.environ))
+
+    def run_hooks(event: str, match_value: str | None, **fields: Any) -> str:
+        payload = {**base_payload(session_id, writer.path, cwd, event), **fields}
+        outcomes = runner.run(event, payload, match_value)
+        for line in runner.report_lines(outcomes):
+            events.append(Notice(line, "warning"))
+        return runner.context_text(outcomes)
+
+    bench = Bench(conv=conv, ports=None, client=client, cwd=cwd, home=home, model=model,  # type: ignore[arg-type]
+                  limits=limits, events=events)
+    bench.ports = Ports(model=client, emit=events.append, request=bench.request, thresholds=bench.thresholds,
+                        account=bench.account, hooks=run_hooks,
+                        instructions=lambda: compact_instructions(cwd, home),
+                        instruction_files=lambda: memory_files(cwd, home), config=CompactConfig(**config))
+    tools.services["snip"] = bench.snip
+    wire(conv, bench.ports, clock=clock)
+    return bench
