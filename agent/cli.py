@@ -10,7 +10,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, cast
 
 import typer
 
@@ -76,6 +76,7 @@ def run(
     if version:
         typer.echo(f"{__version__} (Compact Agent)")
         raise typer.Exit(0)
+    # imported here, not at the top: --version and --help must not pay for them (start-up speed)
     from agent.settings import load_settings
     from core.errors import AgentError, SettingsError
 
@@ -93,7 +94,7 @@ def run(
         _fail("No API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment", 2)
     try:
         if print_mode:
-            from agent.printmode import run_print
+            from agent.printmode import run_print  # start-up speed: only the mode in use is imported
 
             text = prompt if prompt is not None else _stdin_prompt()
             if not text:
@@ -101,7 +102,7 @@ def run(
             code = run_print(settings, text, output_format.value, resume=resume, continue_last=continue_,
                              max_turns=max_turns, environ=environ)
         else:
-            from agent.repl import run_repl
+            from agent.repl import run_repl  # start-up speed: only the mode in use is imported
 
             code = run_repl(settings, prompt, resume=resume, continue_last=continue_, environ=environ)
     except AgentError as e:
@@ -127,7 +128,7 @@ def main() -> None:
         sys.stdout.write(f"{__version__} (Compact Agent)\n")
         return
     # typer answers a bad flag with a usage block; the contract wants one line, so its errors come here
-    click_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    click_error = cast(type[Exception], next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"))
     try:
         code = app(standalone_mode=False, prog_name="compact-agent")
     except click_error as e:

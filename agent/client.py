@@ -197,7 +197,7 @@ def _transport_error() -> type[Exception]:
 
         return httpx2.TransportError
     except ImportError:  # older SDKs use httpx
-        import httpx
+        import httpx  # type: ignore[import-not-found]
 
         return httpx.TransportError
 

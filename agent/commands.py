@@ -4,7 +4,7 @@
 ``Result``. Every result carries ``text`` (plain text or Markdown) — what print mode prints — and
 ``ok``; some subclasses carry data the REPL renders richer (``ContextUsage`` as a coloured grid) or acts on
 (``Exit``, ``Switched`` replaces the REPL's session). Handlers never print and never add anything to
-the conversation. Heavy modules are imported inside the handlers so that importing this one is cheap.
+the conversation.
 """
 
 from __future__ import annotations
@@ -14,10 +14,16 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-if TYPE_CHECKING:
-    from agent.session import Session
+from agent import lifecycle
+from agent.session import Session
+from agent.sessions import list_sessions
+from agent.system_prompt import read_memory
+from compact import compactor
+from compact.notes import notes_text
+from core.errors import AgentError, Interrupted
+from core.tokens import estimate_text
 
 NO_COMPACTION = "No compaction in this session yet."
 COMMAND_LINE = re.compile(r"^/([A-Za-z][\w-]*)(?:\s+(.*))?$", re.DOTALL)
@@ -109,8 +115,6 @@ def names() -> list[str]:
 
 
 def run(session: Session, line: str) -> Result:
-    from core.errors import AgentError
-
     match = COMMAND_LINE.match(line.strip())
     if match is None:
         return Result(f"Not a command: {line.strip()}", ok=False)
@@ -162,9 +166,6 @@ def _help(session: Session, args: str) -> Result:
 @command("compact", "Summarize the conversation to free context, optionally focused by INSTRUCTIONS",
          usage="[instructions]")
 def _compact(session: Session, args: str) -> Result:
-    from compact import compactor
-    from core.errors import Interrupted
-
     try:
         ok = compactor.compact(session.conv, session.ports, "manual", args or None)
     except Interrupted:
@@ -185,9 +186,6 @@ def _context(session: Session, args: str) -> Result:
 
 def context_usage(session: Session) -> ContextUsage:
     """The /context breakdown; ``used`` is the number the auto-compact trigger uses."""
-    from agent.system_prompt import read_memory
-    from core.tokens import estimate_text
-
     prepared = session.conv.view()
     th = session.thresholds()
     s = session.settings
@@ -236,16 +234,11 @@ def _cells(tokens: list[int], window: int, total: int = 100) -> list[int]:
 
 @command("clear", "Start a new session (the current one stays saved)")
 def _clear(session: Session, args: str) -> Result:
-    from agent import lifecycle
-
     return Switched("Started a new session.", session=lifecycle.clear(session))
 
 
 @command("resume", "List this directory's sessions, or resume one by number or id", usage="[N | ID]")
 def _resume(session: Session, args: str) -> Result:
-    from agent import lifecycle
-    from agent.transcript import list_sessions
-
     sessions = list_sessions(session.settings.project_dir)
     if not args:
         if not sessions:
@@ -326,8 +319,6 @@ def brief(m: Any) -> str:
 def _memory(session: Session, args: str) -> Result:
     if not session.settings.session_memory:
         return Result("Session memory is off (COMPACT_AGENT_SESSION_MEMORY=0).")
-    from compact.notes import notes_text
-
     text = notes_text(session.notes_path)
     if not text or not text.strip():
         return Result("No session notes yet; they start once the conversation reaches about 10k tokens.")

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agent.client import default_model
+from agent.loader import load_transcript, messages_before
 from agent.session import AskFn, Session
+from agent.sessions import latest_session
 from agent.settings import Settings
-from agent.transcript import latest_session, load_transcript, messages_before
-from compact.state import ContextState
+from compact.state import state_records
 from core.errors import SessionError
 from core.events import Event, Notice
 from core.messages import meta, new_uuid
@@ -83,22 +84,6 @@ def _find_transcript(settings: Settings, ref: str) -> Path:
         for p in projects.glob(f"*/{ref}.jsonl"):
             return p
     raise SessionError(f"No session with id {ref} (looked in {settings.project_dir})")
-
-
-def state_records(state: ContextState) -> list[dict[str, Any]]:
-    """The transcript records that replay ``state`` (for a session seeded from another file)."""
-    recs: list[dict[str, Any]] = []
-    if state.replacements:
-        recs.append({"type": "content-replacement", "replacements": [
-            {"toolUseId": k, "content": v} for k, v in state.replacements.items()]})
-    if state.snipped:
-        recs.append({"type": "snip", "removedUuids": sorted(state.snipped), "reason": "imported"})
-    if state.cleared:
-        recs.append({"type": "microcompact", "clearedToolUseIds": sorted(state.cleared)})
-    recs += [{"type": "collapse-commit", **c} for c in state.collapses]
-    if state.last_summarized_uuid:
-        recs.append({"type": "session-memory", "lastSummarizedUuid": state.last_summarized_uuid})
-    return recs
 
 
 def start(session: Session, source: str) -> None:

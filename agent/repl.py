@@ -39,8 +39,12 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 from rich.console import Console
 
-from agent import __version__, commands
+from agent import __version__, commands, lifecycle
+from agent.client import import_in_background
+from agent.loop import run_turn
 from agent.ui import Renderer, warning_of
+from compact.prepare import token_state
+from core.errors import AgentError
 
 PROMPT = "> "
 STYLE = Style.from_dict({
@@ -57,8 +61,6 @@ ANSWERS = {"y": "yes", "n": "no", "a": "always"}
 def run_repl(settings: Any, initial_prompt: str | None, resume: str | None = None, continue_last: bool = False,
              environ: dict[str, str] | None = None) -> int:
     """The interactive session; returns the exit code."""
-    from agent.client import import_in_background
-
     console = Console(no_color=settings.no_color, highlight=False)
     repl = Repl(settings, console, environ=dict(environ or {}))
     if initial_prompt:
@@ -167,7 +169,7 @@ class Repl:
         self.token_state: Any = None
         self._questions: queue.Queue[_Question] = queue.Queue()
         self._ctrl_c_armed = False
-        self.prompt = PromptSession(
+        self.prompt: PromptSession[str] = PromptSession(
             history=history if history is not None else self._history(), input=self.input, output=output,
             completer=SlashCompleter(), complete_while_typing=True, key_bindings=key_bindings(),
             multiline=False, enable_history_search=False, style=STYLE, include_default_pygments_style=False,
@@ -193,8 +195,6 @@ class Repl:
 
     # --- session -----------------------------------------------------------------------------------
     def open(self, *, resume: str | None = None, continue_last: bool = False) -> None:
-        from agent import lifecycle
-
         self.session = lifecycle.open_session(self.settings, emit=self.renderer, ask=self.ask, resume=resume,
                                     continue_last=continue_last, environ=self.environ)
         self.renderer.banner(__version__, self.session.model, str(self.settings.cwd))
@@ -247,8 +247,6 @@ class Repl:
         return True
 
     def turn(self, text: str) -> None:
-        from agent.loop import run_turn
-
         self.renderer.begin_turn()
         self.in_worker(lambda: run_turn(self.session, text))
         self.refresh_tokens()
@@ -272,7 +270,7 @@ class Repl:
     def _pick_session(self, count: int) -> None:
         try:
             with patch_stdout(raw=True) if self.real_terminal else nullcontext():
-                answer = PromptSession(input=self.input, output=self.output).prompt(
+                answer = PromptSession[str](input=self.input, output=self.output).prompt(
                     f"Resume which session? (1-{count}, Enter to stay here) ")
         except (KeyboardInterrupt, EOFError):
             return
@@ -300,8 +298,6 @@ class Repl:
         self.renderer.end_work()
         error = box.get("error")
         if error is not None:
-            from core.errors import AgentError
-
             text = str(error) if isinstance(error, AgentError) else f"Internal error: {type(error).__name__}: {error}"
             self.renderer.line(text, "red")
         return box.get("value")
@@ -373,8 +369,6 @@ class Repl:
             self.token_state = None
             return
         try:
-            from compact.prepare import token_state
-
             self.token_state = token_state(self.session.ports, self.session.conv.view().tokens)
         except Exception:  # noqa: BLE001 - no bar is better than a crashed prompt
             self.token_state = self.renderer.token_state

@@ -511,7 +511,9 @@ def _apply_cli(s: Settings, cli: Mapping[str, Any]) -> None:
 
 def split_rules(text: str) -> list[str]:
     """Split a flag value like ``"Bash(git log:*) Edit,Read"`` into rules (commas/blanks inside () kept)."""
-    rules, current, depth = [], [], 0
+    rules: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1

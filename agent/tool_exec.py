@@ -118,6 +118,7 @@ def _execute(session: Session, use: dict[str, Any]) -> ToolResult:
         return ToolResult(NOT_RUN, is_error=True)
     name, args = use["name"], use.get("input") or {}
     tool = get(session.tools, name)
+    assert tool is not None  # _permit answered calls of unknown tools already
     session.emit(ToolStarted(use["id"], name, args))
     result = _redacted(session, run_tool(tool, args, session.tool_ctx))
     if session.cancel.is_set() and not result.is_error:

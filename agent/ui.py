@@ -34,6 +34,7 @@ from rich.style import Style
 from rich.text import Text
 
 from agent import commands
+from compact import thresholds
 from core.events import (
     CompactFailed,
     CompactFinished,
@@ -214,8 +215,6 @@ def warning_of(state: TokenState | None) -> tuple[str, str] | None:
     """
     if state is None or not (state.warning or state.blocking):
         return None
-    from compact import thresholds
-
     lv = thresholds.Level(tokens=state.tokens, percent_left=state.percent_left, warning=state.warning,
                           error=state.error, blocking=state.blocking, over_auto=False)
     th = thresholds.Thresholds(window=state.window, effective=state.window, auto_compact=state.threshold,

@@ -87,14 +87,14 @@ def apply_collapses(messages: list[Message], collapses: list[dict[str, Any]]) ->
     out: list[Message] = []
     placed: set[int] = set()
     for m in messages:
-        i = owner.get(m.uuid)
-        if i is None or i not in usable:
+        owned = owner.get(m.uuid)
+        if owned is None or owned not in usable:
             out.append(m)
             continue
-        if i not in placed:
-            placed.add(i)
-            if collapses[i]["placeholderUuid"] not in present:
-                out.append(placeholder(collapses[i], m.timestamp))
+        if owned not in placed:
+            placed.add(owned)
+            if collapses[owned]["placeholderUuid"] not in present:
+                out.append(placeholder(collapses[owned], m.timestamp))
     return out
 
 

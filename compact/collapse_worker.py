@@ -29,6 +29,7 @@ from compact.collapse import (
 )
 from compact.conversation import Conversation, Ports
 from compact.pipeline import PrepareContext
+from compact.state import collapse_record
 from compact.tokens import Calibration, count_tokens
 from core.errors import CollapseError, Interrupted
 from core.messages import Message, new_uuid
@@ -187,7 +188,7 @@ class Collapser:
             saved = sum(m.tokens for m in span) - placeholder(commit).tokens
             if saved <= 0:
                 continue  # the summary is no smaller than what it would replace
-            self.conv.record({"type": "collapse-commit", **commit})
+            self.conv.record(collapse_record(commit))
             self.conv.state.collapses.append(commit)
             for m in view:  # their usage measured the view before this commit
                 if m.role == "assistant" and m.usage:

@@ -28,6 +28,7 @@ from compact import context_editing
 from compact.conversation import Conversation, Ports
 from compact.notes import ensure_notes, headers, oversized_sections, template_for
 from compact.notes_template import update_instruction
+from compact.state import notes_record
 from compact.tokens import count_tokens
 from core.errors import Interrupted
 from core.messages import Message, meta, to_api
@@ -234,7 +235,7 @@ def _run(conv: Conversation, ports: Ports, job: _Job, timeout: float) -> bool:
         return False
     if job.marker:
         conv.state.last_summarized_uuid = job.marker
-        conv.record({"type": "session-memory", "lastSummarizedUuid": job.marker})
+        conv.record(notes_record(job.marker))
     return True
 
 
@@ -264,7 +265,8 @@ def apply_edits(conv: Conversation, path: Path, uses: list[dict[str, Any]], head
     record_read(ctx, target)
     problems = []
     for use in uses:
-        args = use.get("input") if isinstance(use.get("input"), dict) else {}
+        given = use.get("input")
+        args: dict[str, Any] = given if isinstance(given, dict) else {}
         file_path = str(args.get("file_path", ""))
         if use.get("name") != "Edit" or not file_path or ctx.resolve(file_path).resolve() != target:
             problems.append(f"refused a {use.get('name')} call on {file_path or 'no file'} "

@@ -46,7 +46,7 @@ from typing import Any, Callable
 from compact.budget import apply_budget
 from compact.micro import cache_expired, microcompact
 from compact.snip import apply_snips, tag_prompts
-from compact.state import ContextState
+from compact.state import ContextState, microcompact_record, replacement_record
 from compact.tokens import Calibration, count_tokens
 from core.messages import Message, to_api
 
@@ -70,7 +70,7 @@ class PrepareContext:
     gap_minutes: float = 60.0
     keep_recent: int = 5
     # appends one transcript record ({"type": ..., payload}); the caller adds uuid/timestamp/sessionId
-    record: Callable[[dict], None] = _no_record
+    record: Callable[[dict[str, Any]], Any] = _no_record
     late_stages: list[LateStage] = field(default_factory=list)
     calibration: Calibration | None = None
     # reuse the previous call's work when the list only grew (the live list is append-only)
@@ -104,15 +104,14 @@ def prepare(messages: list[Message], ctx: PrepareContext) -> Prepared:
 
 
 def _prepare(messages: list[Message], ctx: PrepareContext, reuse: bool) -> Prepared:
-    memo = ctx._memo if reuse else None
-    start = memo.reusable(messages, ctx) if memo else None
-    if start is None:
-        start, memo = 0, _Memo()
+    previous: _Memo | None = ctx._memo if reuse else None
+    start = previous.reusable(messages, ctx) if previous else None
+    memo = previous if previous is not None and start is not None else _Memo()
+    start = start or 0
     state = ctx.state
     budget = apply_budget(messages[start:], state, None, ctx.results_dir, cache=ctx.cache("budget"))
     if budget.new_replacements:
-        ctx.record({"type": "content-replacement", "replacements": [
-            {"toolUseId": k, "content": v} for k, v in budget.new_replacements.items()]})
+        ctx.record(replacement_record(budget.new_replacements))
     kept = bisect_left(memo.view_src, start)
     tail = apply_snips(budget.messages, state)
     tail_src = [start + i for i, m in enumerate(budget.messages) if m.uuid not in state.snipped] \
@@ -124,7 +123,7 @@ def _prepare(messages: list[Message], ctx: PrepareContext, reuse: bool) -> Prepa
     micro = microcompact(view if not start else tail, state, now, ctx.gap_minutes, ctx.keep_recent,
                          ctx.microcompact_enabled and not start, cache=ctx.cache("micro"))
     if micro.newly_cleared:
-        ctx.record({"type": "microcompact", "clearedToolUseIds": micro.newly_cleared})
+        ctx.record(microcompact_record(micro.newly_cleared))
     view = memo.view[:kept] + micro.messages if start else micro.messages
     src = memo.view_src[:kept] + tail_src
     if ctx.late_stages:
@@ -168,15 +167,3 @@ def _fingerprint(ctx: PrepareContext) -> tuple:
     s = ctx.state
     return (id(s), len(s.replacements), len(s.inline), len(s.snipped), len(s.cleared), str(ctx.results_dir),
             ctx.microcompact_enabled, ctx.gap_minutes, ctx.keep_recent, len(ctx.late_stages))
-
-
-def replay(state: ContextState, record: dict) -> None:
-    """Apply one content-replacement / snip / microcompact transcript record to a state (on resume)."""
-    kind = record.get("type")
-    if kind == "content-replacement":
-        for r in record.get("replacements", []):
-            state.replacements[r["toolUseId"]] = r["content"]
-    elif kind == "snip":
-        state.snipped.update(record.get("removedUuids", []))
-    elif kind == "microcompact":
-        state.cleared.update(record.get("clearedToolUseIds", []))

@@ -46,6 +46,7 @@ from compact.collapse_worker import Collapser
 from compact.conversation import Conversation, Ports
 from compact.notes_updater import NotesWorker
 from compact.pipeline import PrepareContext, Prepared
+from compact.state import context_edit_record
 from core.errors import CONTEXT_LIMIT, ContextLimitReached, MaxTokensOverflow, PromptTooLong
 from core.events import MessageRecorded, TokenState
 from core.messages import Message
@@ -63,11 +64,12 @@ def wire(conv: Conversation, ports: Ports, *, clock: Callable[[], datetime] | No
     if c.context_collapse and not c.disable_compact:
         conv.collapser = conv.collapser or Collapser(conv, ports)
         late.append(conv.collapser)
-    extra = {"now": clock} if clock is not None else {}
     conv.pipeline = PrepareContext(state=conv.state, results_dir=conv.results_dir,
                                    microcompact_enabled=c.microcompact and not c.disable_compact,
                                    gap_minutes=c.gap_minutes, keep_recent=c.keep_recent, record=conv.record,
-                                   late_stages=late, calibration=conv.calibration, **extra)
+                                   late_stages=late, calibration=conv.calibration)
+    if clock is not None:
+        conv.pipeline.now = clock
     return conv
 
 
@@ -164,7 +166,7 @@ def after_reply(conv: Conversation, ports: Ports, current: Prepared, reply: Mess
                                  max(1, sum(m.tokens for m in current.messages)))
     applied = context_editing.applied_edits({"context_management": reply.extra.get("contextManagement")})
     if applied:
-        conv.record({"type": "context-edit", "applied": applied})
+        conv.record(context_edit_record(applied))
     if thresholds.level(real, ports.thresholds()).blocking:
         ports.notice(NEAR_FULL, "warning")
 

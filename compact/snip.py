@@ -20,7 +20,7 @@ import string
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from compact.state import ContextState
+from compact.state import ContextState, snip_record
 from compact.tokens import count_tokens
 from core.errors import SnipError
 from core.messages import Message, meta
@@ -151,7 +151,7 @@ def snip_sentence(plan: SnipPlan) -> str:
 
 
 def perform_snip(messages: list[Message], state: ContextState, ids: list[str], reason: str | None,
-                 current_turn_uuid: str | None, record: Callable[[dict], None],
+                 current_turn_uuid: str | None, record: Callable[[dict[str, Any]], Any],
                  tokens_now: int | None = None) -> str:
     """Plan, record and apply a snip; returns the sentence for the model. Raises SnipError.
 
@@ -161,7 +161,7 @@ def perform_snip(messages: list[Message], state: ContextState, ids: list[str], r
     plan = plan_snip(visible, ids, current_turn_uuid)
     if tokens_now is None:
         tokens_now = count_tokens(visible, freed=state.freed_since_usage)
-    record({"type": "snip", "removedUuids": plan.removed_uuids, "reason": reason or ""})
+    record(snip_record(plan.removed_uuids, reason or ""))
     state.snipped.update(plan.removed_uuids)
     # the last reported usage still counts what was just removed: take it off until the next response
     measured = next((m for m in reversed(visible) if m.role == "assistant" and m.usage), None)

@@ -1,23 +1,31 @@
-"""The sticky decisions the cheap stages take, kept per session and replayed from the transcript.
+"""The sticky decisions the stages take, and the transcript records that carry them (the only place either
+is read or written).
 
 The live message list always holds the messages as they happened; what the model sees is derived by
-``compact.pipeline.prepare`` from that list plus this state. Each decision is made once, recorded in the
-transcript as its own record (types below), and replayed on resume, so a resumed session sends the very
-same bytes.
+``compact.pipeline.prepare`` from that list plus this state. Each decision is made once, appended to
+the transcript as its own record, and replayed on resume, so a resumed session sends the very same
+bytes.
 
-Transcript record types (one JSON line each, plus "uuid", "timestamp", "sessionId"):
+Transcript record types (one JSON line each; the writer adds "uuid", "timestamp", "sessionId"):
   {"type": "content-replacement", "replacements": [{"toolUseId": str, "content": str}]}
   {"type": "snip", "removedUuids": [str, ...], "reason": str}
   {"type": "microcompact", "clearedToolUseIds": [str, ...]}
   {"type": "session-memory", "lastSummarizedUuid": str}
   {"type": "collapse-commit", "collapsedUuids": [str, ...], "summary": str, "placeholderUuid": str}
-  {"type": "context-edit", "applied": [...]}          (server-side context editing report)
+  {"type": "context-edit", "applied": [...]}          (server-side context editing report; not replayed)
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from core.messages import Message
+
+STATE_TYPES = ("content-replacement", "snip", "microcompact", "session-memory", "collapse-commit",
+               "context-edit")
+COLLAPSE_KEYS = ("collapsedUuids", "summary", "placeholderUuid")
 
 
 @dataclass
@@ -44,3 +52,77 @@ class ContextState:
         self.tokens_at_last_nudge = tokens
         self.collapses = []
         self.freed_since_usage = {}
+
+
+# --- writing -----------------------------------------------------------------------------------------
+
+
+def replacement_record(replacements: dict[str, str]) -> dict[str, Any]:
+    return {"type": "content-replacement",
+            "replacements": [{"toolUseId": k, "content": v} for k, v in replacements.items()]}
+
+
+def snip_record(uuids: Iterable[str], reason: str) -> dict[str, Any]:
+    return {"type": "snip", "removedUuids": list(uuids), "reason": reason}
+
+
+def microcompact_record(tool_use_ids: Iterable[str]) -> dict[str, Any]:
+    return {"type": "microcompact", "clearedToolUseIds": list(tool_use_ids)}
+
+
+def notes_record(last_summarized_uuid: str) -> dict[str, Any]:
+    return {"type": "session-memory", "lastSummarizedUuid": last_summarized_uuid}
+
+
+def collapse_record(commit: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "collapse-commit", **{k: commit[k] for k in COLLAPSE_KEYS}}
+
+
+def context_edit_record(applied: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "context-edit", "applied": applied}
+
+
+def state_records(state: ContextState) -> list[dict[str, Any]]:
+    """The records that replay ``state`` (for a session seeded from another file)."""
+    recs: list[dict[str, Any]] = []
+    if state.replacements:
+        recs.append(replacement_record(state.replacements))
+    if state.snipped:
+        recs.append(snip_record(sorted(state.snipped), "imported"))
+    if state.cleared:
+        recs.append(microcompact_record(sorted(state.cleared)))
+    recs += [collapse_record(c) for c in state.collapses]
+    if state.last_summarized_uuid:
+        recs.append(notes_record(state.last_summarized_uuid))
+    return recs
+
+
+# --- replaying ---------------------------------------------------------------------------------------
+
+
+def replay(records: Iterable[dict[str, Any]], live: list[Message], *, collapses_from: int = 0,
+           last_summarized: str | None = None) -> ContextState:
+    """The state the records describe, for the live list a resume rebuilt.
+
+    Only decisions about messages still live are kept. ``records`` are in file order; the collapse
+    commits among the first ``collapses_from`` of them predate the last compaction, which reset them.
+    The notes marker is the newest anywhere in the file (``last_summarized``), not only among these.
+    """
+    live_uuids = {m.uuid for m in live}
+    tool_ids = {b.get("id") for m in live for b in m.content if b.get("type") == "tool_use"}
+    state = ContextState()
+    for i, rec in enumerate(records):
+        kind = rec.get("type")
+        if kind == "content-replacement":
+            for rep in rec.get("replacements") or []:
+                if isinstance(rep, dict) and rep.get("toolUseId") in tool_ids:
+                    state.replacements[rep["toolUseId"]] = rep.get("content", "")
+        elif kind == "snip":
+            state.snipped |= set(rec.get("removedUuids") or []) & live_uuids
+        elif kind == "microcompact":
+            state.cleared |= set(rec.get("clearedToolUseIds") or []) & tool_ids
+        elif kind == "collapse-commit" and i >= collapses_from:
+            if set(rec.get("collapsedUuids") or []) & live_uuids:
+                state.collapses.append({k: rec.get(k) for k in COLLAPSE_KEYS})
+    state.last_summarized_uuid = last_summarized
+    return state

@@ -208,11 +208,11 @@ def from_record(rec: dict) -> Message | None:
         return None
     content = [b for b in content if isinstance(b, dict) and "type" in b]
     extra = {k: v for k, v in rec.items() if k not in _KNOWN_KEYS}
-    common = dict(uuid=rec.get("uuid") or new_uuid(), timestamp=rec.get("timestamp") or now_iso(), extra=extra)
+    uuid, timestamp = str(rec.get("uuid") or new_uuid()), str(rec.get("timestamp") or now_iso())
     if role == "assistant":
         return Message("assistant", content, kind="response", message_id=msg.get("id"),
                        model=msg.get("model"), stop_reason=msg.get("stop_reason"), usage=msg.get("usage"),
-                       **common)
+                       uuid=uuid, timestamp=timestamp, extra=extra)
     if rec.get("isCompactSummary"):
         kind = "summary"
     elif rec.get("isMeta"):
@@ -221,4 +221,4 @@ def from_record(rec: dict) -> Message | None:
         kind = "tool_results"
     else:
         kind = "prompt"
-    return Message("user", content, kind=kind, **common)
+    return Message("user", content, kind=kind, uuid=uuid, timestamp=timestamp, extra=extra)

@@ -14,8 +14,7 @@ from compact.budget import (
     result_text,
     tool_names_of,
 )
-from compact.pipeline import replay
-from compact.state import ContextState
+from compact.state import ContextState, replacement_record, replay
 from core.messages import Message, tool_pairs_ok
 from tests.histories import Builder, image_block, output, parallel_history, seq_history
 
@@ -128,13 +127,10 @@ def test_decisions_are_sticky_and_replay_byte_identical(tmp_path: Path) -> None:
     state = ContextState()
     first = apply_budget(messages, state, None, tmp_path)
     assert messages == before
-    records = [{"type": "content-replacement",
-                "replacements": [{"toolUseId": k, "content": v} for k, v in first.new_replacements.items()]}]
+    records = [replacement_record(first.new_replacements)]
     for f in tmp_path.iterdir():
         f.unlink()
-    resumed = ContextState()
-    for r in records:
-        replay(resumed, r)
+    resumed = replay(records, messages)
     second = apply_budget(messages, resumed, tool_names_of(messages), tmp_path)
     assert second.messages == first.messages
     assert second.new_replacements == {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.transcript import load_transcript
+from agent.loader import load_transcript
 from compact import compactor
 from compact.notes import ensure_notes
 from compact.notes_template import TEMPLATE

@@ -10,13 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.transcript import (
-    TranscriptWriter,
-    latest_session,
-    list_sessions,
-    load_transcript,
-    same_model,
-)
+from agent.claude_code import same_model
+from agent.loader import load_transcript
+from agent.sessions import latest_session, list_sessions
+from agent.transcript import TranscriptWriter
 from core.messages import (
     Message,
     assistant,

@@ -1,0 +1,137 @@
+"""The floors hold: each package imports only those below it, there is no import circle, the project's own
+modules are imported at the top of a module (start-up exceptions are named here), and the terminal
+libraries stay in the front end that owns them.
+
+    agent/    session wiring, the loop, the SDK adapter, transcripts; the front ends on top
+    compact/  every stage, prepare(), Conversation
+    tools/    tools, permissions, shell parsing
+    core/     messages, token estimate, events, errors, private files, the model protocol
+
+The imports are read from the source (every ``import`` statement, wherever it is, those under
+``if TYPE_CHECKING:`` included for the floors but not for circles), then every module is imported in a
+fresh interpreter to be sure the static picture is the real one.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+FLOORS = ["core", "tools", "compact", "agent"]
+# function-local imports of the project's own modules allowed, each for start-up speed
+LOCAL_IMPORTS_ALLOWED = {"agent.cli"}
+# third-party packages that belong to one module (or a few)
+OWNERS = {"rich": {"agent.ui", "agent.repl"}, "prompt_toolkit": {"agent.repl"}, "anthropic": {"agent.client"}}
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module
+    target: str  # the imported module (dotted)
+    line: int
+    local: bool  # inside a function
+    type_only: bool  # under ``if TYPE_CHECKING:``
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for floor in FLOORS for p in sorted((ROOT / floor).rglob("*.py"))}
+
+
+def imports_of(name: str, path: Path) -> list[Import]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: list[Import] = []
+
+    def visit(node: ast.AST, local: bool, type_only: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for sub in child.body:
+                    visit_one(sub, local, True)
+                for sub in child.orelse:
+                    visit_one(sub, local, type_only)
+                continue
+            visit_one(child, local, type_only)
+
+    def visit_one(node: ast.AST, local: bool, type_only: bool) -> None:
+        if isinstance(node, ast.Import):
+            found.extend(Import(name, a.name, node.lineno, local, type_only) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            base = node.module
+            # "from compact import notes" imports the module compact.notes
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+            found.extend(Import(name, t, node.lineno, local, type_only) for t in targets)
+        inner = local or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        visit(node, inner, type_only)
+
+    visit(tree, False, False)
+    return found
+
+
+MODULES = modules()
+IMPORTS = [i for name, path in MODULES.items() for i in imports_of(name, path)]
+
+
+def floor_of(module: str) -> int | None:
+    top = module.split(".")[0]
+    return FLOORS.index(top) if top in FLOORS else None
+
+
+def test_each_floor_imports_only_floors_below_it() -> None:
+    upward = [f"{i.module}:{i.line} imports {i.target}" for i in IMPORTS
+              if floor_of(i.target) is not None and floor_of(i.target) > floor_of(i.module)]  # type: ignore[operator]
+    assert upward == []
+
+
+def test_there_is_no_import_circle() -> None:
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for i in IMPORTS:
+        if not i.type_only and i.target in MODULES and i.target != i.module:
+            graph[i.module].add(i.target)
+    circles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def walk(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                circles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                walk(nxt, path + [nxt])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            walk(name, [name])
+    assert circles == []
+
+
+def test_the_projects_own_modules_are_imported_at_the_top() -> None:
+    local = [f"{i.module}:{i.line} imports {i.target} inside a function" for i in IMPORTS
+             if i.local and floor_of(i.target) is not None and i.module not in LOCAL_IMPORTS_ALLOWED]
+    assert local == []
+
+
+def test_terminal_libraries_and_the_sdk_stay_with_their_owner() -> None:
+    strays = [f"{i.module}:{i.line} imports {i.target}" for i in IMPORTS
+              for lib, owners in OWNERS.items()
+              if (i.target == lib or i.target.startswith(lib + ".")) and i.module not in owners]
+    assert strays == []
+
+
+def test_every_module_imports_in_a_fresh_interpreter() -> None:
+    """Static analysis aside, importing any module first must work (a circle would show here)."""
+    names = sorted(n for n in MODULES if not n.endswith("__main__"))  # __main__ would run the program
+    procs = {n: subprocess.Popen([sys.executable, "-c", f"import {n}"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True) for n in names}
+    failed = {n: p.communicate(timeout=300)[1].strip().splitlines()[-1:] for n, p in procs.items()}
+    assert {n: err for n, err in failed.items() if procs[n].returncode} == {}
