@@ -72,6 +72,13 @@ class SpillingOutput:
             self._file.close()
             self._file = None
 
+    def discard(self) -> None:
+        """Close and delete the spill file, if any (for a tool that ends in an error instead)."""
+        self.close()
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+            self.path = None
+
     def text(self) -> str:
         """The head as text: all of the output when it fit; when it spilled, its whole lines (or, if the
         first line alone is longer than the head, the head's part of it)."""
