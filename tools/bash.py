@@ -1,7 +1,8 @@
 """The Bash tool: run a shell command in the session's working directory and return its output.
 
 Each call starts a fresh ``bash`` in its own process group (so a timeout or Ctrl-C can stop everything
-the command started), with stdin closed and stderr merged into stdout. Output beyond a few hundred KB
+the command started, and tools.watchdog kills what is left of it if the agent dies), with stdin closed
+and stderr merged into stdout. Output beyond a few hundred KB
 is not held in memory: all of it goes to a file in the session's tool-results directory, which the
 result names (tools.output). The directory the command ends in is written to a temp file by an EXIT
 trap and becomes ``ctx.cwd``, which is how ``cd`` persists from one call to the next. The API key
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tools import watchdog
 from tools.base import ToolContext, ToolError, ToolResult
 from tools.output import SpillingOutput
 
@@ -118,8 +120,12 @@ def run_shell(command: str, cwd: Path, timeout_s: float, cancel: threading.Event
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        watchdog.watch(proc.pid)
         outcome = ShellOutcome(output)
-        _collect(proc, outcome, time.monotonic() + timeout_s, cancel)
+        try:
+            _collect(proc, outcome, time.monotonic() + timeout_s, cancel)
+        finally:
+            watchdog.done(proc.pid)
         outcome.final_cwd = _read_cwd_file(cwd_file)
         return outcome
     finally:
