@@ -69,7 +69,7 @@ def test_bash_result_stays_small_whatever_the_command_prints(tmp_path: Path) -> 
     assert spilled.stat().st_size == 40_000_000
     first_line = result.content.split("\n", 1)[0]
     assert first_line == (
-        f"(Output too large to show in full: 40,000,000 bytes in 400,000 lines; the first 2,621 lines are "
+        f"(Output too large to show in full: 40,000,000 bytes in 400,000 lines; the first 10,485 lines are "
         f"shown. All of it is saved in {spilled} - Read that file with offset and limit to see the rest.)"
     )
     assert result.summary == "400000 lines of output"

@@ -2,11 +2,11 @@
 
 Each call starts a fresh ``bash`` in its own process group (so a timeout or Ctrl-C can stop everything
 the command started, and tools.watchdog kills what is left of it if the agent dies), with stdin closed
-and stderr merged into stdout. Output beyond a few hundred KB
-is not held in memory: all of it goes to a file in the session's tool-results directory, which the
-result names (tools.output). The directory the command ends in is written to a temp file by an EXIT
-trap and becomes ``ctx.cwd``, which is how ``cd`` persists from one call to the next. The API key
-variables are removed from the child's environment so that no command can print or send them.
+and stderr merged into stdout. Output beyond 1 MB is not held in memory: all of it goes to a file in
+the session's tool-results directory, which the result names (tools.output). The directory the
+command ends in is written to a temp file by an EXIT trap and becomes ``ctx.cwd``, which is how ``cd``
+persists from one call to the next. The API key variables are removed from the child's environment so
+that no command can print or send them.
 """
 
 from __future__ import annotations

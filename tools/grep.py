@@ -6,7 +6,7 @@ output is absolute too. ``rg`` is looked up when the tool runs, not at import.
 
 rg's output is read as it comes (``RgLines``: NUL-separated paths, so each line's file is known even
 when a path holds ":" or a newline), the lines of files ``ctx.hidden`` rejects are dropped, and the
-rest goes into a ``SpillingOutput``: a result shows at most ~256 KB of it, and a larger output is saved
+rest goes into a ``SpillingOutput``: a result shows at most ~1 MB of it, and a larger output is saved
 whole in the session's tool-results directory, named in the result. files_with_matches lists are
 ordered newest first (for a list too long to show, the part shown is ordered).
 """

@@ -22,8 +22,8 @@ from typing import IO
 from tools.private import open_private
 
 # Well above what a useful result holds (the budget stage moves results over 20-50,000 characters to
-# disk anyway), well below what would make a transcript line heavy.
-HEAD_BYTES = 256 * 1024
+# disk anyway, keeping all of what it is given), well below what would make a transcript line heavy.
+HEAD_BYTES = 1024 * 1024
 
 
 class SpillingOutput:
