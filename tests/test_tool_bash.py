@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import bash as bash_module
+from tools import output as output_module
 from tools.base import ToolContext, ToolError, ToolResult
 from tools.bash import BashTool
 from tools.runner import run_tool
@@ -168,10 +168,44 @@ def test_syntax_errors_report_the_line_of_the_command(tmp_path: Path) -> None:
     assert result.content.endswith("Exit code 2")
 
 
-def test_huge_output_is_capped_with_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bash_module, "MAX_OUTPUT_BYTES", 1000)
-    result = bash(make_ctx(tmp_path), "head -c 5000 /dev/zero | tr '\\0' 'a'")
-    assert result.content == "a" * 1000 + "\n\n(Output cut: 4,000 more bytes were not kept.)"
+def test_huge_output_shows_a_head_and_spills_all_of_it_to_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(output_module, "HEAD_BYTES", 1000)
+    ctx = make_ctx(tmp_path)
+    result = bash(ctx, "seq 1 2000")  # 8,893 bytes, of which lines 1-277 are exactly the first 1,000
+    [spilled] = (tmp_path / ".session" / "tool-results").iterdir()
+    assert spilled.name.startswith("bash-")
+    assert spilled.read_text() == "".join(f"{n}\n" for n in range(1, 2001))
+    assert result == ToolResult(
+        content=(
+            "(Output too large to show in full: 8,893 bytes in 2,000 lines; the first 277 lines are shown. "
+            f"All of it is saved in {spilled} - Read that file with offset and limit to see the rest.)\n"
+            + "\n".join(str(n) for n in range(1, 278))
+        ),
+        summary="2000 lines of output",
+    )
+
+
+def test_a_huge_single_line_shows_its_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(output_module, "HEAD_BYTES", 1000)
+    result = bash(make_ctx(tmp_path), "head -c 5000 /dev/zero | tr '\\0' 'a'; exit 1")
+    [spilled] = (tmp_path / ".session" / "tool-results").iterdir()
+    assert spilled.read_text() == "a" * 5000
+    assert result == ToolResult(
+        content=(
+            "(Output too large to show in full: 5,000 bytes in 1 line; the first 1,000 bytes of its first "
+            f"line are shown. All of it is saved in {spilled} - Read that file with offset and limit to see "
+            "the rest.)\n" + "a" * 1000 + "\nExit code 1"
+        ),
+        is_error=True,
+        summary="Exit code 1",
+    )
+
+
+def test_output_that_fits_writes_no_file(tmp_path: Path) -> None:
+    assert bash(make_ctx(tmp_path), "seq 1 20000").summary == "20000 lines of output"  # 108,894 bytes
+    assert not (tmp_path / ".session").exists()
 
 
 def test_timeout_above_the_maximum_is_rejected_by_the_runner(tmp_path: Path) -> None:

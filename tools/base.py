@@ -9,6 +9,7 @@ Tools are synchronous; the query loop runs read-only ones concurrently in thread
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,7 +29,9 @@ class ToolResult:
 
 @dataclass
 class ToolContext:
-    """What tools may touch. One per session; Bash's working directory lives here and persists."""
+    """What tools may touch. One per session; Bash's working directory lives here and persists.
+
+    ``session_dir`` is also where tools put whole outputs too large for a result (``tool-results/``)."""
 
     project_dir: Path
     session_dir: Path
@@ -40,6 +43,9 @@ class ToolContext:
     environ: dict[str, str] | None = None
     # set by the loop: callables the Snip tool needs (kept generic so tools/ never imports the loop)
     services: dict[str, Any] = field(default_factory=dict)
+    # files the model may not see (the user's Read deny rules): Grep and Glob leave out every file this
+    # returns True for. Called with absolute paths as found (not resolved); None hides nothing.
+    hidden: Callable[[Path], bool] | None = None
 
     @property
     def cancelled(self) -> bool:

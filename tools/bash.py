@@ -1,10 +1,12 @@
 """The Bash tool: run a shell command in the session's working directory and return its output.
 
 Each call starts a fresh ``bash`` in its own process group (so a timeout or Ctrl-C can stop everything
-the command started), with stdin closed and stderr merged into stdout. The directory the command ends
-in is written to a temp file by an EXIT trap and becomes ``ctx.cwd``, which is how ``cd`` persists from
-one call to the next. The API key variables are removed from the child's environment so that no
-command can print or send them.
+the command started, and tools.watchdog kills what is left of it if the agent dies), with stdin closed
+and stderr merged into stdout. Output beyond 1 MB is not held in memory: all of it goes to a file in
+the session's tool-results directory, which the result names (tools.output). The directory the
+command ends in is written to a temp file by an EXIT trap and becomes ``ctx.cwd``, which is how ``cd``
+persists from one call to the next. The API key variables are removed from the child's environment so
+that no command can print or send them.
 """
 
 from __future__ import annotations
@@ -16,16 +18,16 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tools import watchdog
 from tools.base import ToolContext, ToolError, ToolResult
+from tools.output import SpillingOutput
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
-# Keep memory bounded for runaway output; later stages move big results to disk anyway.
-MAX_OUTPUT_BYTES = 5 * 1024 * 1024
 POLL_SECONDS = 0.05
 KILL_GRACE_SECONDS = 0.5
 DRAIN_SECONDS = 0.2
@@ -84,7 +86,8 @@ class BashTool:
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         timeout_ms = int(args.get("timeout", DEFAULT_TIMEOUT_MS))
         notes = _ensure_cwd(ctx)
-        outcome = run_shell(args["command"], ctx.cwd, timeout_ms / 1000, ctx.cancel, ctx.environ)
+        spill_dir = ctx.session_dir / "tool-results"
+        outcome = run_shell(args["command"], ctx.cwd, timeout_ms / 1000, ctx.cancel, ctx.environ, spill_dir)
         if outcome.final_cwd is not None and outcome.final_cwd.is_dir():
             ctx.cwd = outcome.final_cwd
         return _to_result(outcome, timeout_ms, notes)
@@ -92,25 +95,21 @@ class BashTool:
 
 @dataclass
 class ShellOutcome:
-    chunks: list[bytes] = field(default_factory=list, repr=False)
-    kept_bytes: int = 0
-    dropped_bytes: int = 0
+    output: SpillingOutput
     exit_code: int | None = None
     stopped: str | None = None  # "timeout" or "cancelled" when we killed it
     final_cwd: Path | None = None
 
-    @property
-    def output(self) -> bytes:
-        return b"".join(self.chunks)
 
-
-def run_shell(command: str, cwd: Path, timeout_s: float, cancel: threading.Event,
-              environ: Any = None) -> ShellOutcome:
+def run_shell(command: str, cwd: Path, timeout_s: float, cancel: threading.Event, environ: Any,
+              spill_dir: Path) -> ShellOutcome:
     """Run ``command`` with bash in ``cwd``; stop its whole process group on timeout or cancel.
 
-    ``environ`` is the session's environment (settings "env" maps included); the process's by default."""
+    ``environ`` is the session's environment (settings "env" maps included); None means the process's.
+    Output too large to keep in memory is written whole to a file in ``spill_dir`` (see tools.output)."""
     handle, cwd_file = tempfile.mkstemp(prefix="compact-agent-cwd-")
     os.close(handle)
+    output = SpillingOutput(spill_dir, "bash")
     try:
         proc = subprocess.Popen(
             ["bash", "-c", _WRAPPER, "bash", command, cwd_file],
@@ -121,11 +120,16 @@ def run_shell(command: str, cwd: Path, timeout_s: float, cancel: threading.Event
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        outcome = ShellOutcome()
-        _collect(proc, outcome, time.monotonic() + timeout_s, cancel)
+        watchdog.watch(proc.pid)
+        outcome = ShellOutcome(output)
+        try:
+            _collect(proc, outcome, time.monotonic() + timeout_s, cancel)
+        finally:
+            watchdog.done(proc.pid)
         outcome.final_cwd = _read_cwd_file(cwd_file)
         return outcome
     finally:
+        output.close()
         Path(cwd_file).unlink(missing_ok=True)
 
 
@@ -174,7 +178,7 @@ def _read_available(fd: int, outcome: ShellOutcome) -> bool:
             return True
         if not chunk:
             return False
-        _keep(outcome, chunk)
+        outcome.output.write(chunk)
 
 
 def _drain(fd: int, outcome: ShellOutcome) -> None:
@@ -186,15 +190,7 @@ def _drain(fd: int, outcome: ShellOutcome) -> None:
             return
         if not chunk:
             return
-        _keep(outcome, chunk)
-
-
-def _keep(outcome: ShellOutcome, chunk: bytes) -> None:
-    room = max(0, MAX_OUTPUT_BYTES - outcome.kept_bytes)
-    if room:
-        outcome.chunks.append(chunk[:room])
-        outcome.kept_bytes += min(room, len(chunk))
-    outcome.dropped_bytes += max(0, len(chunk) - room)
+        outcome.output.write(chunk)
 
 
 def _sleep_until_exit(proc: subprocess.Popen[bytes]) -> None:
@@ -240,9 +236,12 @@ def _ensure_cwd(ctx: ToolContext) -> str:
 
 
 def _to_result(outcome: ShellOutcome, timeout_ms: int, notes: str) -> ToolResult:
-    text = outcome.output.decode("utf-8", errors="replace").rstrip("\n")
-    if outcome.dropped_bytes:
-        text += f"\n\n(Output cut: {outcome.dropped_bytes:,} more bytes were not kept.)"
+    output = outcome.output
+    head = output.text()
+    text = head.rstrip("\n")
+    if output.spilled:
+        # first, so that it survives when the budget stage shows only the start of a big result
+        text = output.spill_note(head.count("\n")) + "\n" + text
     if outcome.stopped == "timeout":
         raise ToolError(_stopped_message(f"Command timed out after {timeout_ms} ms and was stopped.", text))
     if outcome.stopped == "cancelled":
@@ -254,7 +253,7 @@ def _to_result(outcome: ShellOutcome, timeout_ms: int, notes: str) -> ToolResult
         body = f"{notes}{text}\nExit code {code}" if text else f"{notes}Exit code {code}"
         return ToolResult(content=body, is_error=True, summary=f"Exit code {code}")
     body = notes + text if text else notes + "(Bash completed with no output)"
-    lines = text.count("\n") + 1 if text else 0
+    lines = output.total_lines if output.spilled else (text.count("\n") + 1 if text else 0)
     return ToolResult(content=body, summary=f"{lines} line{'' if lines == 1 else 's'} of output")
 
 

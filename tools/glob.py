@@ -3,6 +3,7 @@
 Patterns are matched against paths relative to the search directory with our own small translator
 (``**`` spans directories, ``*`` and ``?`` stay within one, ``[...]`` and ``{a,b}`` work as in shells).
 The walk skips .git only and does not follow directory symlinks; it does not consult .gitignore.
+Files ``ctx.hidden`` rejects (the user's Read deny rules) are left out, as if they did not exist.
 """
 
 from __future__ import annotations
@@ -86,7 +87,9 @@ def find_files(base: Path, pattern: str, ctx: ToolContext) -> list[str]:
         for name in files:
             relative = (rel_root / name).as_posix()
             if regex.fullmatch(relative):
-                found.append(os.path.join(root, name))
+                path = os.path.join(root, name)
+                if ctx.hidden is None or not ctx.hidden(Path(path)):
+                    found.append(path)
     return found
 
 

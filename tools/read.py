@@ -1,5 +1,9 @@
 """The Read tool: show a file to the model as numbered lines, or an image as an image block.
 
+Text is streamed: the file is read and decoded in chunks of ``READ_CHUNK_BYTES``, lines are counted as
+they pass, and only the wanted lines (each cut to ``MAX_LINE_CHARS``) are kept, so memory stays small
+for a file of any size, even one made of a single 1 GB line.
+
 It also owns the "read before you write" bookkeeping that Write and Edit rely on:
 ``record_read`` notes a file's mtime in ``ctx.read_files`` and ``check_fresh`` refuses to touch a file
 the model has not read, or one that changed on disk since it was read.
@@ -8,8 +12,11 @@ the model has not read, or one that changed on disk since it was read.
 from __future__ import annotations
 
 import base64
+import codecs
 import difflib
+import re
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +28,9 @@ MAX_LINE_CHARS = 2000
 MAX_OUTPUT_CHARS = 100_000
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 BINARY_SNIFF_BYTES = 8192
+# Text is read and decoded this much at a time, so memory stays small however long the file or a line.
+READ_CHUNK_BYTES = 256 * 1024
+_LINE_END = re.compile("\r\n|\r|\n")
 IMAGE_TYPES = {
     ".png": "image/png",
     ".jpg": "image/jpeg",
@@ -77,7 +87,7 @@ class ReadTool:
             else:
                 # models sometimes count from 0; both 0 and 1 mean "from the top"
                 offset = max(1, int(args.get("offset", 1)))
-                result = _read_text(path, offset, int(args.get("limit", DEFAULT_LIMIT)))
+                result = _read_text(path, offset, int(args.get("limit", DEFAULT_LIMIT)), ctx.cancel)
         except PermissionError as exc:
             raise ToolError(f"Permission denied: {path} cannot be read by this user.") from exc
         record_read(ctx, path)
@@ -156,46 +166,132 @@ def _read_image(path: Path, media_type: str) -> ToolResult:
     return ToolResult(content=[block], summary=f"Read image {path.name} ({size} bytes)")
 
 
-def _read_text(path: Path, offset: int, limit: int) -> ToolResult:
+def _read_text(path: Path, offset: int, limit: int, cancel: threading.Event) -> ToolResult:
+    lines = _LineWindow(offset, limit)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     with path.open("rb") as handle:
-        if b"\0" in handle.read(BINARY_SNIFF_BYTES):
+        chunk = handle.read(BINARY_SNIFF_BYTES)
+        if b"\0" in chunk:
             raise ToolError(
                 f"{path} is a binary file and cannot be shown as text. "
                 "Inspect it with a Bash command (for example `file`, `xxd | head` or `strings`) instead."
             )
-    shown, total = _slice_lines(path, offset, limit)
+        while chunk:
+            if cancel.is_set():
+                raise ToolError(f"Reading {path} was interrupted.")
+            lines.feed(decoder.decode(chunk))
+            chunk = handle.read(READ_CHUNK_BYTES)
+    lines.feed(decoder.decode(b"", final=True))
+    lines.finish()
+    total = lines.total
     if total == 0:
         return ToolResult(content=f"(The file {path} exists but is empty.)", summary="Read empty file")
-    if not shown:
+    if not lines.shown_count:
         return ToolResult(
             content=f"(The file {path} has {total} lines; offset {offset} is past its end.)",
             summary="Read 0 lines",
         )
-    text = number_lines([_cut_long_line(line) for line in shown], offset)
-    last = offset + len(shown) - 1
+    last = offset + lines.shown_count - 1
+    note = ""
     if last < total:
-        text += f"\n\n(Showing lines {offset}-{last} of {total}. Read on with offset={last + 1} to see more.)"
-    if len(text) > MAX_OUTPUT_CHARS:
+        note = f"\n\n(Showing lines {offset}-{last} of {total}. Read on with offset={last + 1} to see more.)"
+    size = lines.chars + len(note)
+    if size > MAX_OUTPUT_CHARS:
         raise ToolError(
-            f"That part of {path} is too large to show at once ({len(text):,} characters, the limit is "
+            f"That part of {path} is too large to show at once ({size:,} characters, the limit is "
             f"{MAX_OUTPUT_CHARS:,}). Read a smaller section with offset and limit, or search it with Grep."
         )
-    return ToolResult(content=text, summary=f"Read {len(shown)} lines")
+    return ToolResult(content=number_lines(lines.shown, offset) + note, summary=f"Read {lines.shown_count} lines")
 
 
-def _slice_lines(path: Path, offset: int, limit: int) -> tuple[list[str], int]:
-    """Return lines offset..offset+limit-1 (1-based) and the file's total line count."""
-    shown: list[str] = []
-    total = 0
-    # Stream rather than read the whole file: it may be far larger than the part wanted.
-    with path.open("r", encoding="utf-8", errors="replace", newline="") as handle:
-        for total, raw in enumerate(handle, start=1):
-            if offset <= total < offset + limit:
-                shown.append(raw.rstrip("\n").rstrip("\r"))
-    return shown, total
+class _LineWindow:
+    """Lines ``first .. first+limit-1`` (1-based) of a text that arrives in pieces, already cut to
+    ``MAX_LINE_CHARS``, and the count of all its lines.
+
+    Lines end at "\\n", "\\r\\n" or a lone "\\r" (what Python's universal newlines split on). Only the
+    first ``MAX_LINE_CHARS`` characters of a wanted line are kept, and only while the numbered output
+    stays under ``MAX_OUTPUT_CHARS`` (past that the call fails anyway; its size is still counted, for
+    the error message). Pieces holding no wanted line are only counted, with ``str.count``.
+    """
+
+    def __init__(self, first: int, limit: int) -> None:
+        self.first, self.end = first, first + limit
+        self.number = 1  # the line now being read
+        self.started = False  # it has at least one character
+        self.head: list[str] = []  # its first MAX_LINE_CHARS characters, when it is wanted
+        self.head_chars = 0
+        self.length = 0  # its length so far, when it is wanted
+        self.after_cr = False  # the last piece ended in "\r", so a "\n" starting the next one is part of it
+        self.shown: list[str] = []
+        self.shown_count = 0
+        self.chars = 0  # len(number_lines(all wanted lines, first))
+        self.total = 0
+
+    def feed(self, text: str) -> None:
+        if not text:
+            return
+        if self.after_cr and text[0] == "\n":
+            text = text[1:]
+        self.after_cr = text.endswith("\r")
+        ends = _count_line_ends(text)
+        if self.number + ends < self.first or self.number >= self.end:
+            self._count(text, ends)
+        elif ends:
+            self._scan(text)
+        else:
+            self._add(text, 0, len(text))
+
+    def finish(self) -> None:
+        if self.started:
+            self._end_line()
+        self.total = self.number - 1
+
+    def _count(self, text: str, ends: int) -> None:
+        if not ends:
+            self.started = self.started or bool(text)
+            return
+        self.number += ends
+        self.started = max(text.rfind("\n"), text.rfind("\r")) < len(text) - 1
+
+    def _scan(self, text: str) -> None:
+        start = 0
+        for match in _LINE_END.finditer(text):
+            self._add(text, start, match.start())
+            self._end_line()
+            start = match.end()
+        self._add(text, start, len(text))
+
+    def _add(self, text: str, start: int, stop: int) -> None:
+        if start == stop:
+            return
+        self.started = True
+        if not self.first <= self.number < self.end:
+            return
+        take = min(stop - start, MAX_LINE_CHARS - self.head_chars)
+        if take > 0:
+            self.head.append(text[start : start + take])
+            self.head_chars += take
+        self.length += stop - start
+
+    def _end_line(self) -> None:
+        if self.first <= self.number < self.end:
+            self._show("".join(self.head), self.length)
+        self.number += 1
+        self.started = False
+        self.head, self.head_chars, self.length = [], 0, 0
+
+    def _show(self, head: str, length: int) -> None:
+        line = head if length <= MAX_LINE_CHARS else head + f"... [line cut: {length:,} characters in all]"
+        self.chars += len(f"{self.number:>6}\t") + len(line) + (1 if self.shown_count else 0)
+        self.shown_count += 1
+        if self.chars <= MAX_OUTPUT_CHARS:
+            self.shown.append(line)
+        else:
+            self.shown = []  # the call will fail: no need to hold what cannot be shown
 
 
-def _cut_long_line(line: str) -> str:
-    if len(line) <= MAX_LINE_CHARS:
-        return line
-    return line[:MAX_LINE_CHARS] + f"... [line cut: {len(line):,} characters in all]"
+def _count_line_ends(text: str) -> int:
+    # "in" is a memchr, far faster than count: most chunks have no "\r", and a long line's none at all
+    if "\r" in text:
+        return text.count("\n") + text.count("\r") - text.count("\r\n")
+    return text.count("\n") if "\n" in text else 0

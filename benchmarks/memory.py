@@ -1,0 +1,125 @@
+"""Peak memory of the tools on huge inputs, next to a bare `python -c "import tools.read"`.
+
+    Read of a 1 GB file that is one single line                          target < 50 MB
+    Read of a 1 GB file of short lines, offset near its end              target < 50 MB
+    Grep, content mode, over a 200 MB tree where most lines match        target < 100 MB
+
+Each figure is the peak resident set (VmHWM) of a fresh Python process that makes one tool call;
+rg's own memory is not counted. The files are made in a temp directory (deleted after each case):
+a repeated 1 MiB block, not a sparse file, since a file of NUL bytes is refused as binary.
+Run: .venv/bin/python benchmarks/memory.py [--dir DIR]. Exits 1 if a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GB = 1 << 30
+MB = 1 << 20
+
+PEAK = """
+from pathlib import Path
+status = Path("/proc/self/status").read_text()
+print(next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), size)
+"""
+BARE = "import tools.read\nsize = 0\n" + PEAK
+# One tool call: argv = case ("read" or "grep"), path, [offset]. Prints peak kB and the result's length.
+CALL = """
+import sys
+from pathlib import Path
+from tools.base import ToolContext
+from tools.grep import GrepTool
+from tools.read import ReadTool
+
+case, path = sys.argv[1], Path(sys.argv[2])
+ctx = ToolContext(project_dir=path.parent, session_dir=path.parent / "session", cwd=path.parent)
+if case == "read":
+    args = {"file_path": str(path)}
+    if len(sys.argv) > 3:
+        args.update(offset=int(sys.argv[3]), limit=100)
+    result = ReadTool().run(args, ctx)
+else:
+    result = GrepTool().run({"pattern": "match", "output_mode": "content", "path": str(path)}, ctx)
+size = len(result.content)
+""" + PEAK
+
+
+def measure(*args: str) -> tuple[float, float, int]:
+    """(peak MB, seconds, result characters) of one tool call in a fresh process."""
+    code = BARE if args[0] == "bare" else CALL
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if done.returncode:
+        raise SystemExit(f"{args[0]} failed:\n{done.stderr}")
+    peak_kb, size = map(int, done.stdout.split())
+    return peak_kb / 1024, elapsed, size
+
+
+def write_repeated(path: Path, block: bytes, size: int) -> None:
+    with path.open("wb") as out:
+        for _ in range(size // len(block)):
+            out.write(block)
+
+
+def one_line_file(path: Path) -> Path:
+    write_repeated(path, b"0123456789abcdef" * (MB // 16), GB)
+    return path
+
+
+def many_line_file(path: Path) -> tuple[Path, int]:
+    """1 GB of 64-byte lines; returns the path and an offset 100 lines before the end."""
+    block = b"".join(b"line %08d of a file with many short lines, 64 bytes each.\n" % n for n in range(16_384))
+    write_repeated(path, block, GB)
+    return path, GB // 64 - 99
+
+
+def tree(root: Path) -> Path:
+    """200 MB: 40 directories of 20 files of 256 KB, where 7 lines in 8 match."""
+    lines = [b"line %05d: %s\n" % (n, (b"match here" if n % 8 else b"nothing to see").ljust(40, b"."))
+             for n in range(4_854)]
+    body = b"".join(lines)
+    for d in range(40):
+        (root / f"dir{d:02}").mkdir(parents=True)
+        for f in range(20):
+            (root / f"dir{d:02}" / f"file{f:02}.txt").write_bytes(body)
+    return root
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dir", help="where to make the temp files (default: the system temp directory)")
+    options = parser.parse_args()
+    rows: list[tuple[str, float, float, int, int | None]] = []
+    with tempfile.TemporaryDirectory(dir=options.dir) as tmp:
+        base = Path(tmp)
+        rows.append(("python -c 'import tools.read'", *measure("bare", str(base)), None))
+
+        path = one_line_file(base / "one-line.txt")
+        rows.append(("Read, 1 GB in one line", *measure("read", str(path)), 50))
+        path.unlink()
+
+        path, offset = many_line_file(base / "many-lines.txt")
+        rows.append((f"Read, 1 GB of lines, offset {offset:,}", *measure("read", str(path), str(offset)), 50))
+        path.unlink()
+
+        root = tree(base / "tree")
+        rows.append(("Grep content, 200 MB tree, most lines", *measure("grep", str(root)), 100))
+
+    print(f"{'what':42} {'peak MB':>8} {'seconds':>8} {'result chars':>13} {'target':>8}")
+    ok = True
+    for name, peak, seconds, size, target in rows:
+        mark = "" if target is None else ("ok" if peak < target else "OVER")
+        ok &= target is None or peak < target
+        print(f"{name:42} {peak:8.1f} {seconds:8.2f} {size:13,} {('< %d MB' % target) if target else '':>8} {mark}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
