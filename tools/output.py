@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 from typing import IO
 
-from tools.private import open_private
+from core.private import open_private
 
 # Well above what a useful result holds (the budget stage moves results over 20-50,000 characters to
 # disk anyway, keeping all of what it is given), well below what would make a transcript line heavy.
