@@ -1,9 +1,11 @@
+import ast
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from agent.settings import Settings, load_settings
+from agent.settings import load_settings
 from tools.permissions import Decision, Permissions, split_command
 
 
@@ -22,9 +24,27 @@ def home(tmp_path):
     return path
 
 
+@dataclass
+class RuleSettings:
+    """Just what tools.permissions.PermissionSettings asks for (the agent's Settings has it too)."""
+
+    cwd: Path
+    home: Path
+    user_home: Path | None = None
+    permission_mode: str = "default"
+    allow: list[str] = field(default_factory=list)
+    deny: list[str] = field(default_factory=list)
+    ask: list[str] = field(default_factory=list)
+    additional_dirs: list[Path] = field(default_factory=list)
+
+    @property
+    def project_dir(self) -> Path:
+        return self.home / "projects" / "this-project"
+
+
 def perms(project, home=None, *, mode="default", allow=(), deny=(), ask=(), session_dir=None):
-    settings = Settings(cwd=project, home=project.parent / "agent-home", user_home=home, permission_mode=mode,
-                        allow=list(allow), deny=list(deny), ask=list(ask))
+    settings = RuleSettings(cwd=project, home=project.parent / "agent-home", user_home=home, permission_mode=mode,
+                            allow=list(allow), deny=list(deny), ask=list(ask))
     return Permissions(settings, session_dir=session_dir)
 
 
@@ -249,7 +269,7 @@ def test_reads_inside_and_outside_the_project(project, tmp_path):
 
 
 def test_reads_of_the_session_store_never_ask(project, tmp_path):
-    store = Settings(cwd=project, home=tmp_path / "agent-home").project_dir
+    store = RuleSettings(cwd=project, home=tmp_path / "agent-home").project_dir
     session = store / "1234"
     p = perms(project, session_dir=session)
     assert p.store_dir == store
@@ -370,3 +390,13 @@ def test_paths_are_compared_after_normalising(project):
     assert behavior(p, "Edit", file_path=str(project / "docs" / ".." / "src" / "secret.py")) == "deny"
     assert behavior(p, "Edit", file_path=os.path.join(str(project), "src", ".", "secret.py")) == "deny"
     assert Path(project).is_dir()
+
+
+def test_tools_never_import_the_agent():
+    """tools/ stays below agent/: Permissions takes any object with the settings it reads."""
+    tools = Path(__file__).resolve().parent.parent / "tools"
+    for path in tools.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n == "agent" or n.startswith("agent.") for n in names), path

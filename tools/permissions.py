@@ -36,10 +36,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from agent.settings import Settings
+from typing import Any, Literal, Protocol
 
 READ_ONLY_TOOLS = frozenset({"Read", "Grep", "Glob"})
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
@@ -49,6 +46,27 @@ _RULE_FAMILY = {"Edit": EDIT_TOOLS, "Read": READ_ONLY_TOOLS}
 _PREVIEW_LINES = 40
 
 Behavior = Literal["allow", "deny", "ask"]
+
+
+class PermissionSettings(Protocol):
+    """What Permissions reads from the settings; ``agent.settings.Settings`` has all of it."""
+
+    @property
+    def permission_mode(self) -> str: ...
+    @property
+    def allow(self) -> list[str]: ...
+    @property
+    def deny(self) -> list[str]: ...
+    @property
+    def ask(self) -> list[str]: ...
+    @property
+    def cwd(self) -> Path: ...  # the project directory
+    @property
+    def project_dir(self) -> Path: ...  # the agent's store for this project
+    @property
+    def additional_dirs(self) -> list[Path]: ...
+    @property
+    def user_home(self) -> Path | None: ...
 
 
 @dataclass(frozen=True)
@@ -83,7 +101,7 @@ class Rule:
 class Permissions:
     """Decides tool calls for one session. Paths are made absolute before anything is compared."""
 
-    def __init__(self, settings: Settings, session_dir: Path | None = None) -> None:
+    def __init__(self, settings: PermissionSettings, session_dir: Path | None = None) -> None:
         self.mode = settings.permission_mode
         self.allow, self.deny, self.ask = list(settings.allow), list(settings.deny), list(settings.ask)
         self.project_dir = Path(settings.cwd)
