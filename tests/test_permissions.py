@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from agent.settings import load_settings
-from tools.permissions import Decision, Permissions, split_command
+from tools.permissions import Decision, Permissions
+from tools.shell import analyze
 
 
 @pytest.fixture
@@ -189,12 +190,15 @@ def test_exact_rule_may_name_a_compound_line(project):
     assert behavior(p, "Bash", command="make && make install && rm x") == "ask"
 
 
-def test_split_command():
-    assert split_command("a && b || c; d | e & f") == ["a", "b", "c", "d", "e", "f"]
-    assert split_command("echo 'x && y' \"; z\"") == ["echo 'x && y' \"; z\""]
-    assert split_command("echo $(git rev-parse HEAD) && ls 2>&1 >/dev/null") == [
-        "git rev-parse HEAD", "echo $(git rev-parse HEAD)", "ls 2>&1 >/dev/null"]
-    assert split_command("diff <(ls a) <(ls b)") == ["ls a", "ls b", "diff <(ls a) <(ls b)"]
+def test_every_simple_command_is_found():
+    def lines(command):
+        return [c.line() for c in analyze(command, Path("/p")).commands]
+
+    assert lines("a && b || c; d | e & f") == ["a", "b", "c", "d", "e", "f"]
+    assert lines("echo 'x && y' \"; z\"") == ["echo x && y ; z"]
+    assert lines("echo $(git rev-parse HEAD) && ls 2>&1 >/dev/null") == [
+        "git rev-parse HEAD", "echo $(git rev-parse HEAD)", "ls"]
+    assert lines("diff <(ls a) <(ls b)") == ["ls a", "ls b", "diff <(ls a) <(ls b)"]
 
 
 # ---- path rules ------------------------------------------------------------------------------------
@@ -390,6 +394,64 @@ def test_paths_are_compared_after_normalising(project):
     assert behavior(p, "Edit", file_path=str(project / "docs" / ".." / "src" / "secret.py")) == "deny"
     assert behavior(p, "Edit", file_path=os.path.join(str(project), "src", ".", "secret.py")) == "deny"
     assert Path(project).is_dir()
+
+
+# ---- Bash redirections meet Edit rules, and the directory the command runs in ------------------------
+
+
+def test_edit_rules_govern_bash_redirections(project):
+    assert perms(project, allow=["Bash"], deny=["Edit(.env)"]).check("Bash", {"command": "echo x > .env"}) == Decision(
+        "deny", f'the command writes {project / ".env"}, and the rule "Edit(.env)" in the settings denies changing it',
+        "Edit(.env)")
+    assert behavior(perms(project, allow=["Bash"], ask=["Write(docs/**)"]), "Bash", command="echo x > docs/a") == "ask"
+    assert behavior(perms(project, allow=["Bash"], deny=["Edit(.env)"]), "Bash", command='echo x > "$F"') == "ask"
+
+
+def test_a_write_rule_lets_bash_write_outside_as_it_lets_write(project, tmp_path):
+    p = perms(project, allow=["Bash(echo:*)", f"Write(/{tmp_path}/out/**)"])
+    assert behavior(p, "Bash", command=f"echo x > {tmp_path}/out/log") == "allow"
+    assert behavior(p, "Bash", command=f"echo x > {tmp_path}/other") == "ask"
+
+
+def test_redirections_resolve_where_the_command_runs(project, tmp_path):
+    p = perms(project, allow=["Bash(echo:*)"])
+    assert p.check("Bash", {"command": "echo x > out"}, cwd=project / "src").behavior == "allow"
+    assert p.check("Bash", {"command": "echo x > out"}, cwd=tmp_path).behavior == "ask"
+    assert p.check("Bash", {"command": "echo x > ../out"}, cwd=project / "src").behavior == "allow"
+
+
+@pytest.mark.parametrize("target", ["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/fd/3"])
+def test_harmless_device_writes(project, target):
+    assert behavior(perms(project, allow=["Bash(echo:*)"]), "Bash", command=f"echo x > {target}") == "allow"
+
+
+def test_deny_rule_in_force_turns_doubt_into_a_question_the_model_can_act_on(project):
+    p = perms(project, mode="bypassPermissions", deny=["Bash(git push:*)"])
+    assert p.check("Bash", {"command": "$'git' push"}) == Decision(
+        "ask", "the command's program can't be determined statically ($'git' push: the program name uses $'...' "
+               "quoting); a deny rule is in force, so it needs the user's approval")
+    assert p.check("Bash", {"command": "git $WHAT origin"}) == Decision(
+        "ask", '"git $WHAT origin" has a word known only when it runs, so the deny rule "Bash(git push:*)" might '
+               "match it; it needs the user's approval")
+    assert behavior(p, "Bash", command="git commit -m \"$MSG\"") == "allow"
+    assert behavior(p, "Bash", command="git push") == "deny"
+
+
+def test_ask_rules_also_catch_what_might_match(project):
+    p = perms(project, allow=["Bash(git:*)"], ask=["Bash(git push:*)"])
+    assert behavior(p, "Bash", command="git $X") == "ask"
+    assert behavior(p, "Bash", command="git log $X") == "allow"
+
+
+def test_a_bare_bash_rule_allows_what_cannot_be_resolved_but_not_risky_variables(project):
+    p = perms(project, allow=["Bash"])
+    assert behavior(p, "Bash", command="$CMD x") == "allow"
+    assert behavior(p, "Bash", command="PATH=. ls") == "ask"
+    assert behavior(p, "Bash", command="echo x > ../out") == "ask"
+
+
+def test_a_line_with_no_program_still_asks_without_rules(project):
+    assert behavior(perms(project, allow=["Bash(ls:*)"]), "Bash", command="X=1") == "ask"
 
 
 def test_tools_never_import_the_agent():

@@ -16,13 +16,16 @@ def lines(command):
     return [c.line() for c in analyze(command, CWD).commands]
 
 
-def test_the_grammar_loads_on_the_first_analysis_not_at_import():
+def test_the_grammar_loads_on_the_first_bash_check_not_at_import():
     script = (
         "import sys\n"
-        "import agent.session, tools.shell\n"
+        "import agent.session, tools.permissions\n"
         "from pathlib import Path\n"
+        "from agent.settings import Settings\n"
+        "p = tools.permissions.Permissions(Settings(cwd=Path('/tmp'), home=Path('/tmp/h')))\n"
+        "p.check('Read', {'file_path': '/tmp/x'})\n"
         "print('tree_sitter' in sys.modules, end=' ')\n"
-        "tools.shell.analyze('ls', Path('/tmp'))\n"
+        "p.check('Bash', {'command': 'ls'})\n"
         "print('tree_sitter' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
