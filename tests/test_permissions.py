@@ -396,6 +396,80 @@ def test_paths_are_compared_after_normalising(project):
     assert Path(project).is_dir()
 
 
+# ---- every rule reaches every tool that touches the same thing -----------------------------------
+
+
+@pytest.mark.parametrize("rule_tool", ["Write", "Edit"])
+@pytest.mark.parametrize("tool", ["Write", "Edit"])
+def test_edit_and_write_rules_govern_each_other(project, rule_tool, tool):
+    target = str(project / "src" / "a.py")
+    assert behavior(perms(project, mode="acceptEdits", deny=[f"{rule_tool}(src/**)"]), tool, file_path=target) == "deny"
+    assert behavior(perms(project, mode="acceptEdits", ask=[f"{rule_tool}(src/**)"]), tool, file_path=target) == "ask"
+    assert behavior(perms(project, allow=[f"{rule_tool}(src/**)"]), tool, file_path=target) == "allow"
+
+
+@pytest.mark.parametrize(("kind", "expected"), [("deny", "deny"), ("ask", "ask"), ("allow", "allow")])
+def test_read_rules_govern_grep_and_glob(project, tmp_path, kind, expected):
+    data = tmp_path / "data"
+    p = perms(project, **{kind: [f"Read(/{data}/**)"]})
+    assert behavior(p, "Grep", pattern="x", path=str(data / "sub")) == expected
+    assert behavior(p, "Glob", pattern="*.csv", path=str(data / "sub")) == expected
+    assert behavior(p, "Glob", pattern="data/sub/*.csv", path=str(tmp_path)) == expected
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path"),
+    [
+        ("../home/.ssh/*", None),
+        ("../../home/.ssh/*", "src"),  # relative to the path argument
+        ("src/../../home/.ssh/id_rsa", None),
+        ("./../home/.ssh/*", None),
+        ("/etc/*.conf", None),
+        ("*", "../home/.ssh"),
+    ],
+)
+def test_glob_climbing_out_of_the_project_asks(project, home, pattern, path):
+    args = {"pattern": pattern} | ({"path": str(project / path) if path else ""} if path else {})
+    assert behavior(perms(project, home), "Glob", **args) == "ask"
+    assert behavior(perms(project, home, deny=["Read(~/.ssh/**)"]), "Glob", **args) == (
+        "ask" if pattern.startswith("/") else "deny")
+
+
+@pytest.mark.parametrize("pattern", ["**/*.py", "src/*.py", "src/../docs/*", "*/../*"])
+def test_glob_inside_the_project_stays_allowed(project, pattern):
+    assert behavior(perms(project), "Glob", pattern=pattern) == "allow"
+
+
+def test_glob_and_grep_without_a_path_search_where_the_call_acts(project, tmp_path):
+    p = perms(project)
+    assert p.check("Glob", {"pattern": "*"}, cwd=project / "src").behavior == "allow"
+    assert p.check("Glob", {"pattern": "*"}, cwd=tmp_path).behavior == "ask"
+    assert p.check("Grep", {"pattern": "x"}, cwd=tmp_path).behavior == "ask"
+
+
+def test_read_denied(project, home):
+    p = perms(project, home, deny=["Read(~/.ssh/**)", "Read(.env)", "Edit(src/**)"])
+    assert [p.read_denied(path) for path in [
+        home / ".ssh" / "id_rsa", project / ".env", project / "sub" / ".env", project / "src" / "a.py",
+        home / "notes.txt"]] == [True, True, True, False, False]
+    assert perms(project, deny=["Read"]).read_denied(project / "anything")
+    assert not perms(project).read_denied(project / "anything")
+
+
+def test_read_denied_sees_through_symlinks(project, home):
+    (project / "keys").symlink_to(home / ".ssh")
+    assert perms(project, home, deny=["Read(~/.ssh/**)"]).read_denied(project / "keys" / "id_rsa")
+
+
+def test_dot_dot_after_a_symlink_is_judged_where_it_lands(project, tmp_path):
+    (tmp_path / "away" / "deep").mkdir(parents=True)
+    (project / "link").symlink_to(tmp_path / "away" / "deep")
+    p = perms(project, mode="acceptEdits", allow=["Bash(echo:*)"])
+    escaped = str(project / "link" / ".." / "x.txt")  # the kernel writes tmp_path/away/x.txt
+    assert behavior(p, "Write", file_path=escaped, content="") == "ask"
+    assert behavior(p, "Bash", command="echo x > link/../x.txt") == "ask"
+
+
 # ---- Bash redirections meet Edit rules, and the directory the command runs in ------------------------
 
 

@@ -26,8 +26,10 @@ skip the asks for PATH-like variables and writes outside the project.
 
 Path rules (``Edit(src/**)``) are gitignore-like globs: relative to the project directory, ``/x`` from the
 project root, ``//x`` from the filesystem root, ``~/x`` from the home directory; a pattern without a slash
-matches a name at any depth. ``Edit`` rules cover every editing tool (Edit, Write) and the files Bash
-redirects to, ``Read`` rules every reading tool (Read, Grep, Glob), as in Claude Code.
+matches a name at any depth. ``Edit`` and ``Write`` rules cover every editing tool (and the files Bash
+redirects to), ``Read`` rules every reading tool (Read, Grep, Glob), as in Claude Code. A path is compared
+as written (normalised) and with symlinks resolved; a Glob is judged by its path plus the pattern's literal
+leading directories, so ``../.ssh/*`` is outside the project.
 
 Asking is the caller's job (print mode turns "ask" into a denial); this module only decides.
 """
@@ -49,7 +51,7 @@ READ_ONLY_TOOLS = frozenset({"Read", "Grep", "Glob"})
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 MUTATING_TOOLS = EDIT_TOOLS | {"Bash"}
 # a rule naming the key covers these tools too
-_RULE_FAMILY = {"Edit": EDIT_TOOLS, "Read": READ_ONLY_TOOLS}
+_RULE_FAMILY = {**dict.fromkeys(EDIT_TOOLS, EDIT_TOOLS), "Read": READ_ONLY_TOOLS}
 _PREVIEW_LINES = 40
 _HARMLESS_WRITES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 
@@ -130,6 +132,10 @@ class Permissions:
         if tool_name == "Bash":
             return self._check_bash(str(args.get("command", "")), here)
         return self._check_file_tool(tool_name, args, here)
+
+    def read_denied(self, path: Path) -> bool:
+        """True when a Read deny rule matches the absolute ``path`` (to keep it out of search results)."""
+        return self._path_rule(self.deny, "Read", Path(path), every=False) is not None
 
     def allow_for_session(self, rule: str) -> None:
         """Remember an "always" answer until the session ends."""
@@ -331,15 +337,21 @@ class Permissions:
         return out
 
     def _target(self, tool_name: str, args: dict[str, Any], here: Path) -> Path:
-        """The absolute path a file tool touches (the search root for Grep/Glob)."""
-        raw = args.get("file_path") if tool_name not in ("Grep", "Glob") else args.get("path")
-        if tool_name == "Glob" and not raw:
-            pattern = str(args.get("pattern", ""))
-            if pattern.startswith(("/", "~")):
-                raw = _static_prefix(pattern)
-        if not isinstance(raw, str) or not raw:
-            return here
-        return _normal(self._absolute(raw, here))
+        """The absolute path a file tool touches (the search root for Grep, path plus the pattern's literal
+        leading directories for Glob). Not normalised: ``link/..`` must be resolved through the link."""
+        raw = args.get("path") if tool_name in ("Grep", "Glob") else args.get("file_path")
+        base = self._absolute(raw, here) if isinstance(raw, str) and raw else here
+        if tool_name != "Glob":
+            return base
+        pattern = str(args.get("pattern", ""))
+        if pattern.startswith("/"):
+            base = Path("/")
+        for part in pattern.split("/"):
+            if any(ch in part for ch in "*?[{\\"):
+                break
+            if part:
+                base = base / part
+        return base
 
     def _absolute(self, raw: str, here: Path) -> Path:
         if (raw == "~" or raw.startswith("~/")) and self.user_home is not None:
@@ -400,19 +412,10 @@ def _normal(path: Path) -> Path:
 
 
 def _path_forms(path: Path) -> list[Path]:
-    """The path as written and with symlinks resolved (one entry when they agree)."""
+    """The path normalised as written and with symlinks resolved (one entry when they agree)."""
     plain = _normal(path)
-    real = Path(os.path.realpath(plain))
+    real = Path(os.path.realpath(path))
     return [plain] if real == plain else [plain, real]
-
-
-def _static_prefix(pattern: str) -> str:
-    parts = []
-    for part in pattern.split("/"):
-        if any(ch in part for ch in "*?[{"):
-            break
-        parts.append(part)
-    return "/".join(parts) or "/"
 
 
 def _glob_regex(pattern: str) -> str:
