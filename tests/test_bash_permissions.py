@@ -151,7 +151,7 @@ BYPASSES = [
     ("x=$(cat f); echo $((x))", "ask", ("Bash(cat:*)", "Bash(echo:*)"), "ask"),
     ("printf -v 'a[$(rm f)]' x", "ask", "Bash(printf:*)", "ask"),
     ("let x=1", "ask", "Bash(let:*)", "ask"),
-    # redirections writing outside the project
+    # redirections writing outside the project or into the agent's own controls
     ("echo x > ../P", "allow", "Bash(echo:*)", "ask"),
     ("echo x >> /tmp/P", "allow", "Bash(echo:*)", "ask"),
     ("echo x &> ../P", "allow", "Bash(echo:*)", "ask"),
@@ -163,6 +163,10 @@ BYPASSES = [
     ("cd .. && echo x > P", "allow", ("Bash(cd:*)", "Bash(echo:*)"), "ask"),
     ("cd /tmp; echo x > P", "allow", ("Bash(cd:*)", "Bash(echo:*)"), "ask"),
     ("cd $D; echo x > P", "allow", ("Bash(cd:*)", "Bash(echo:*)"), "ask"),
+    ("echo x > .claude/settings.json", "allow", "Bash(echo:*)", "ask"),
+    ("echo x > .claude/hooks/pre.sh", "allow", "Bash(echo:*)", "ask"),
+    ("echo x > .git/hooks/pre-commit", "allow", "Bash(echo:*)", "ask"),
+    ("echo x >> .git/config", "allow", "Bash(echo:*)", "ask"),
     # only mentioning the word
     ("echo rm f", "allow", "Bash(echo:*)", "allow"),
     ("git rm f", "allow", "Bash(git rm:*)", "allow"),

@@ -461,6 +461,88 @@ def test_read_denied_sees_through_symlinks(project, home):
     assert perms(project, home, deny=["Read(~/.ssh/**)"]).read_denied(project / "keys" / "id_rsa")
 
 
+# ---- files that steer the agent --------------------------------------------------------------------
+
+
+@pytest.fixture
+def steering(project, home, tmp_path):
+    """Paths whose change alters what the agent does next, each with the word its reason names."""
+    agent_home = project.parent / "agent-home"
+    return {
+        project / ".claude" / "settings.json": "hooks/settings",
+        project / ".claude" / "settings.local.json": "hooks/settings",
+        project / ".claude" / "hooks" / "pre.sh": "hooks/settings",
+        project / "sub" / ".claude" / "settings.json": "hooks/settings",
+        home / ".claude" / "settings.json": "hooks/settings",
+        tmp_path / "elsewhere" / "CLAUDE.md": "CLAUDE.md",
+        project / ".git" / "hooks" / "pre-commit": "git hooks/config",
+        project / ".git" / "config": "git hooks/config",
+        project / ".git" / "worktrees" / "w" / "config.worktree": "git hooks/config",
+        project / ".git" / "modules" / "m" / "hooks" / "post-checkout": "git hooks/config",
+        home / ".gitconfig": "git hooks/config",
+        home / ".bashrc": "shell start-up",
+        home / ".bash_profile": "shell start-up",
+        home / ".profile": "shell start-up",
+        home / ".zshrc": "shell start-up",
+        home / ".zshenv": "shell start-up",
+        home / ".config" / "fish" / "config.fish": "shell start-up",
+        agent_home / "settings.json": "agent's home",
+        agent_home / "CLAUDE.md": "CLAUDE.md",
+        agent_home / "projects" / "x" / "other-session" / "notes.md": "agent's home",
+    }
+
+
+@pytest.mark.parametrize("tool", ["Write", "Edit"])
+def test_files_that_steer_the_agent_always_ask(project, home, steering, tool):
+    for mode, rules in [("acceptEdits", ["Edit"]), ("default", ["Edit", "Write(//**)"])]:
+        p = perms(project, home, mode=mode, allow=rules)
+        for path, what in steering.items():
+            d = p.check(tool, {"file_path": str(path), "content": ""})
+            assert d.behavior == "ask", path
+            assert "controls the agent's own behaviour" in d.reason and what in d.reason, d.reason
+
+
+def test_steering_files_allow_in_bypass_and_deny_still_wins(project, home, steering):
+    for path in steering:
+        assert behavior(perms(project, home, mode="bypassPermissions"), "Edit", file_path=str(path)) == "allow"
+        assert behavior(perms(project, home, mode="bypassPermissions", deny=[f"Edit(/{path})"]), "Edit",
+                        file_path=str(path)) == "deny"
+
+
+def test_steering_files_through_bash_redirections(project, home, steering):
+    p = perms(project, home, allow=["Bash"])
+    for path in steering:
+        d = p.check("Bash", {"command": f"echo x >> {path}"})
+        assert d.behavior == "ask" and "controls the agent's own behaviour" in d.reason, (path, d)
+
+
+def test_ordinary_files_near_steering_ones_do_not_ask(project, home):
+    p = perms(project, home, mode="acceptEdits")
+    for path in [project / "CLAUDE.md", project / ".claude" / "commands" / "x.md", project / "git" / "config",
+                 project / "src" / ".bashrc", project / ".github" / "hooks" / "x"]:
+        assert behavior(p, "Write", file_path=str(path)) == "allow", path
+
+
+def test_the_sessions_own_directory_is_not_protected(project):
+    session = project.parent / "agent-home" / "projects" / "key" / "abcd"
+    note = str(session / "session-memory" / "summary.md")
+    assert behavior(perms(project, session_dir=session), "Edit", file_path=note) == "ask"
+    assert behavior(perms(project, session_dir=session, allow=["Edit"]), "Edit", file_path=note) == "allow"
+
+
+def test_a_hard_linked_file_asks(project, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("x")
+    os.link(outside, project / "linked.txt")
+    (project / "plain.txt").write_text("x")
+    p = perms(project, mode="acceptEdits", allow=["Bash(echo:*)"])
+    d = p.check("Edit", {"file_path": str(project / "linked.txt")})
+    assert d.behavior == "ask" and "2 hard links" in d.reason
+    assert behavior(p, "Edit", file_path=str(project / "plain.txt")) == "allow"
+    assert behavior(p, "Bash", command="echo y > linked.txt") == "ask"
+    assert behavior(p, "Bash", command="echo y > plain.txt") == "allow"
+
+
 def test_dot_dot_after_a_symlink_is_judged_where_it_lands(project, tmp_path):
     (tmp_path / "away" / "deep").mkdir(parents=True)
     (project / "link").symlink_to(tmp_path / "away" / "deep")

@@ -10,6 +10,9 @@ Order of evaluation for one call::
                                             expansion where the rule looks
     ask rule matches (or could)  -> ask    (allow in bypassPermissions)
     bypassPermissions            -> allow
+    a file that steers the agent -> ask    (Write/Edit targets and Bash redirections: hooks, settings, CLAUDE.md
+                                            outside the project, git hooks/config, shell start-up files, the
+                                            agent's home; and files with several hard links)
     Bash, anything unjudgeable   -> ask    (PATH-like variable, write outside the project or to a path that
                                             can't be told, unresolved program, parse error)
     allow rule matches           -> allow  (rules given at startup or "always" answers this session)
@@ -22,7 +25,7 @@ Order of evaluation for one call::
 Bash lines are read by ``tools.shell`` (a real parser) and rules are matched per simple command by
 ``tools.bash_rules``: a line is allowed only when every program it runs is allowed by some rule, and denied
 when any is denied. A bare ``Bash`` allow rule allows every command, unresolved ones included; it does not
-skip the asks for PATH-like variables and writes outside the project.
+skip the asks for steering files, PATH-like variables and writes outside the project.
 
 Path rules (``Edit(src/**)``) are gitignore-like globs: relative to the project directory, ``/x`` from the
 project root, ``//x`` from the filesystem root, ``~/x`` from the home directory; a pattern without a slash
@@ -39,6 +42,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -54,6 +58,10 @@ MUTATING_TOOLS = EDIT_TOOLS | {"Bash"}
 _RULE_FAMILY = {**dict.fromkeys(EDIT_TOOLS, EDIT_TOOLS), "Read": READ_ONLY_TOOLS}
 _PREVIEW_LINES = 40
 _HARMLESS_WRITES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+# files under the user's home that run code in every shell, or configure git for every repository
+_SHELL_STARTUP = (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zprofile",
+                  ".zshenv", ".zlogin", ".zlogout", ".kshrc", ".mkshrc", ".config/fish")
+_GIT_USER_CONFIG = (".gitconfig", ".config/git")
 
 Behavior = Literal["allow", "deny", "ask"]
 
@@ -77,6 +85,8 @@ class PermissionSettings(Protocol):
     def additional_dirs(self) -> list[Path]: ...
     @property
     def user_home(self) -> Path | None: ...
+    @property
+    def home(self) -> Path: ...  # the agent's home (COMPACT_AGENT_HOME)
 
 
 @dataclass(frozen=True)
@@ -118,6 +128,7 @@ class Permissions:
         self.session_dir = session_dir
         # the agent's own store for this project (P of CONTRACT §4): saved tool results, notes
         self.store_dir: Path | None = settings.project_dir
+        self.agent_home = Path(settings.home)
         self.additional_dirs = list(settings.additional_dirs)
         self.user_home = settings.user_home
         # rules added by "always" answers; they live as long as this object
@@ -190,6 +201,8 @@ class Permissions:
             return Decision("ask", f'the rule "{rule}" asks before running {tool_name}', rule)
         if self.mode == "bypassPermissions":
             return Decision("allow", "bypassPermissions mode")
+        if tool_name in EDIT_TOOLS and (why := self._needs_approval(target)):
+            return Decision("ask", f"{tool_name} of {shown}: {why}")
         if rule := self._path_rule(self.allow + self.session_allow, tool_name, target, every=True):
             return Decision("allow", f'allowed by the rule "{rule}"', rule)
         if tool_name in READ_ONLY_TOOLS:
@@ -202,6 +215,40 @@ class Permissions:
                 return Decision("allow", "acceptEdits mode: edits inside the project are allowed")
             return Decision("ask", f"{tool_name} of {shown}{'' if inside else ' (outside the project)'} needs approval")
         return Decision("allow", f"{tool_name} only changes the conversation")
+
+    def _needs_approval(self, path: Path) -> str | None:
+        """Why writing ``path`` always asks (outside bypassPermissions), or None."""
+        if what := self._steers_agent(path):
+            return f"it controls the agent's own behaviour ({what}), so it always needs the user's approval"
+        links = _hard_links(path)
+        if links > 1:
+            return (f"it has {links} hard links, so changing it changes the same file elsewhere too (perhaps "
+                    "outside the project); that needs the user's approval")
+        return None
+
+    def _steers_agent(self, path: Path) -> str | None:
+        """What ``path`` is when it changes what the agent itself will do: hooks, settings, instructions,
+        git hooks/config, shell start-up files, the agent's home (the session's own directory excepted)."""
+        for form in _path_forms(path):
+            parts = form.parts
+            for i, part in enumerate(parts[:-1]):
+                below = parts[i + 1 :]
+                if part == ".claude" and (below[0] == "hooks" or below in (("settings.json",),
+                                                                           ("settings.local.json",))):
+                    return "hooks/settings"
+                if part == ".git" and ("hooks" in below[:-1] or below[-1] in ("config", "config.worktree")):
+                    return "git hooks/config"  # also .git/worktrees/<name>/config
+            if form.name in ("CLAUDE.md", "CLAUDE.local.md") and not self._inside(form, [self.project_dir]):
+                return "instructions: a CLAUDE.md outside the project"
+            if self.user_home is not None and (home_part := _relative(form, self.user_home)) is not None:
+                if _under_any(home_part, _SHELL_STARTUP):
+                    return "shell start-up files"
+                if _under_any(home_part, _GIT_USER_CONFIG):
+                    return "git hooks/config"
+            own = self.session_dir is not None and _relative(form, self.session_dir) is not None
+            if not own and _relative(form, self.agent_home) is not None:
+                return "hooks/settings: the agent's home"
+        return None
 
     # ---- Bash ----------------------------------------------------------------------------------
 
@@ -272,8 +319,8 @@ class Permissions:
         return None
 
     def _bash_needs_approval(self, a: Analysis) -> str | None:
-        """Why a line asks whatever the allow rules say: it writes outside the project or somewhere unknown,
-        or sets a variable that changes which program runs."""
+        """Why a line asks whatever the allow rules say: it writes a file that steers the agent, outside
+        the project or somewhere unknown, or sets a variable that changes which program runs."""
         for write in a.writes:
             if not write.paths:
                 return (f"the command writes to {write.target}, a path that can't be determined statically (an "
@@ -281,6 +328,8 @@ class Permissions:
             for path in write.paths:
                 if _harmless_write(path):
                     continue
+                if why := self._needs_approval(path):
+                    return f"the command writes {_normal(path)}: {why}"
                 if not self._inside(path, self._editable_dirs()) and not self._path_rule(
                         self.allow + self.session_allow, "Write", path, every=True):
                     return (f"the command writes {_normal(path)}, outside the project; like a Write there, that "
@@ -407,6 +456,15 @@ def _harmless_write(path: Path) -> bool:
     return text in _HARMLESS_WRITES or re.fullmatch(r"/dev/fd/\d+", text) is not None
 
 
+def _hard_links(path: Path) -> int:
+    """How many names an existing regular file has (0 when it doesn't exist or isn't one)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return 0
+    return st.st_nlink if stat.S_ISREG(st.st_mode) else 0
+
+
 def _normal(path: Path) -> Path:
     return Path(os.path.normpath(path))
 
@@ -416,6 +474,19 @@ def _path_forms(path: Path) -> list[Path]:
     plain = _normal(path)
     real = Path(os.path.realpath(path))
     return [plain] if real == plain else [plain, real]
+
+
+def _relative(path: Path, base: Path) -> Path | None:
+    """``path`` below ``base`` (as written or resolved), or None."""
+    for b in {_normal(base), Path(os.path.realpath(base))}:
+        if path.is_relative_to(b):
+            return path.relative_to(b)
+    return None
+
+
+def _under_any(relative: Path, names: tuple[str, ...]) -> bool:
+    text = relative.as_posix()
+    return any(text == name or text.startswith(name + "/") for name in names)
 
 
 def _glob_regex(pattern: str) -> str:
