@@ -114,6 +114,10 @@ BYPASSES = [
     ("timeout --bogus 5 rm f", "ask", "Bash(timeout:*)", "ask"),
     ("nohup rm f &", "deny", "Bash(nohup:*)", "ask"),
     ("time rm f", "deny", "Bash(time:*)", "ask"),
+    ("time ! rm f", "deny", "Bash(time:*)", "ask"),  # the keyword times a pipeline, negated or not
+    ("time -p rm f | cat", "deny", ("Bash(time:*)", "Bash(cat:*)"), "ask"),
+    ("time { rm f; }", "ask", "Bash(time:*)", "ask"),  # the grammar splits the group at its ";"
+    ("'time' rm f", "deny", "Bash(time:*)", "ask"),  # /usr/bin/time
     ("stdbuf -o0 rm f", "deny", "Bash(stdbuf:*)", "ask"),
     ("setsid rm f", "deny", "Bash(setsid:*)", "ask"),
     ("sudo rm f", "deny", "Bash(rm:*)", "ask"),  # sudo needs a rule of its own
@@ -163,6 +167,7 @@ BYPASSES = [
     ("cd .. && echo x > P", "allow", ("Bash(cd:*)", "Bash(echo:*)"), "ask"),
     ("cd /tmp; echo x > P", "allow", ("Bash(cd:*)", "Bash(echo:*)"), "ask"),
     ("cd $D; echo x > P", "allow", ("Bash(cd:*)", "Bash(echo:*)"), "ask"),
+    ("cd -P up/.. && echo x > P", "allow", ("Bash(cd:*)", "Bash(echo:*)"), "ask"),  # up -> outside
     ("echo x > .claude/settings.json", "allow", "Bash(echo:*)", "ask"),
     ("echo x > .claude/hooks/pre.sh", "allow", "Bash(echo:*)", "ask"),
     ("echo x > .git/hooks/pre-commit", "allow", "Bash(echo:*)", "ask"),
@@ -194,6 +199,7 @@ def test_the_bypass_table_is_large():
 
 @pytest.mark.parametrize(("command", "under_deny", "rules", "under_allow"), BYPASSES)
 def test_bypass_forms(project, command, under_deny, rules, under_allow):
+    (project / "up").symlink_to(project.parent)
     rules = [rules] if isinstance(rules, str) else list(rules)
     denying = perms(project, deny=DENY_RM, permission_mode="bypassPermissions")
     allowing = perms(project, allow=rules)

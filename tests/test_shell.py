@@ -122,6 +122,18 @@ def test_writes_are_resolved_in_every_directory_the_line_may_be_in():
     ]
 
 
+def test_a_cd_is_followed_both_textually_and_through_symlinks():
+    # plain cd takes "up/.." as the current directory; cd -P as the parent of wherever up points
+    assert analyze("cd -P up/.. && echo > out", CWD).writes[0].paths == (
+        CWD / "out", CWD / "up" / ".." / "out")
+
+
+def test_time_is_the_keyword_timing_a_pipeline():
+    assert lines("time ! rm f") == ["time ! rm f", "rm f"]
+    assert analyze("time { rm f; }", CWD).unresolved == (
+        "time { rm f: time runs a compound command that the parser splits apart",)
+
+
 def test_writes_that_cannot_be_placed_have_no_paths():
     assert [w.paths for w in analyze('echo > "$F"; cd "$D"; echo > x', CWD).writes] == [(), ()]
     assert [w.paths for w in analyze("for d in a b; do cd $d; done; echo > x", CWD).writes] == [()]

@@ -45,6 +45,8 @@ _RISKY = frozenset({
     "CLASSPATH", "GCONV_PATH", "MAKEFLAGS", "MFLAGS", "GOFLAGS", "RUSTC_WRAPPER", "CARGO_BUILD_RUSTC_WRAPPER",
 })
 _RISKY_PREFIXES = ("LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_", "NPM_CONFIG_", "npm_config_")
+_RESERVED = frozenset({"{", "}", "(", "if", "then", "else", "elif", "fi", "while", "until", "for", "do", "done",
+                       "case", "esac", "select", "function", "coproc", "time", "[[", "((", "!"})
 _WRITE_OPERATORS = frozenset({">", ">>", "&>", "&>>", ">|", "<>"})
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _NUMBER = re.compile(r"[+-]?\d+")
@@ -144,7 +146,7 @@ class _Reader:
     dirs_known: bool = True
     loops: int = 0
     arithmetic_on_variables: bool = False
-    data_in_variables: bool = False  # a variable gets a value that is not a plain number
+    data_in_variables: bool = False  # a variable gets a value not known statically, or holding a "["
 
     def __post_init__(self) -> None:
         self.dirs = [self.cwd]
@@ -207,6 +209,9 @@ class _Reader:
         if words[0].value is None:
             self.unresolved.append(f"{_short(text)}: {_why_not_literal(words[0])}")
             return
+        if words[0].text == "time":
+            self.time_keyword(words, depth)
+            return
         values = [w.value for w in words]
         name = words[0].value.rsplit("/", 1)[-1]
         if name in ("cd", "pushd", "popd"):
@@ -231,6 +236,19 @@ class _Reader:
         if name in ("test", "[") and any(v in ("-v", "-R") for v in values):
             self.unresolved.append(f"{_short(text)}: -v names a variable whose subscript bash may evaluate")
 
+    def time_keyword(self, words: list[Word], depth: int) -> None:
+        """Unquoted ``time`` is bash's keyword timing a whole pipeline (``time ! rm x``, ``time { rm x; }``);
+        the grammar reads it as a command, and splits a following group at its ``;``."""
+        self.commands.append(Command(tuple(words), wrapper=len(words) > 1))
+        rest = words[1:]
+        while rest and rest[0].text in ("-p", "--", "!"):
+            rest = rest[1:]
+        if rest and rest[0].text in _RESERVED:
+            self.unresolved.append(f"{_short(' '.join(w.text for w in words))}: time runs a compound command "
+                                   "that the parser splits apart")
+        elif rest:
+            self.program(rest, " ".join(w.text for w in rest), depth + 1)
+
     def change_directory(self, name: str, values: list[str | None]) -> None:
         """Follow ``cd``/``pushd`` so redirections are judged in every directory the line may be in."""
         args = [v for v in values[1:] if v not in ("-L", "-P", "-e", "-@", "--")]
@@ -240,7 +258,8 @@ class _Reader:
         if self.loops or target is None or target.startswith(("-", "+")):
             self.dirs_known = False  # "cd", "cd -", "cd $X", or a cd repeated by a loop
             return
-        moved = (Path(os.path.normpath(d / target)) for d in self.dirs)  # cd -L: ".." is textual
+        # plain cd takes ".." textually, cd -P through symlinks: keep both (the check resolves the second)
+        moved = [form for d in self.dirs for form in (Path(os.path.normpath(d / target)), d / target)]
         self.dirs = list(dict.fromkeys([*self.dirs, *moved]))
         if len(self.dirs) > _MAX_DIRS:
             self.dirs_known = False
@@ -324,7 +343,7 @@ class _Reader:
     # -- functions, substitutions, redirections
 
     def function(self, node: Any, depth: int) -> bool:
-        self.unresolved.append(f"{_text(node).split('{', 1)[0].strip()}: defines a shell function, so a later "
+        self.unresolved.append(f"{_short(_text(node).split('{', 1)[0])}: defines a shell function, so a later "
                                "word may run it instead of a program")
         return False
 
