@@ -213,7 +213,7 @@ WORKING_DAY_RULES = [
     "Bash(git status:*)", "Bash(git diff:*)", "Bash(git log:*)", "Bash(pytest:*)", "Bash(npm test)",
     "Bash(ls:*)", "Bash(grep:*)", "Bash(head:*)", "Bash(tail:*)", "Bash(cd:*)", "Bash(make)",
     "Bash(python -m pytest:*)", "Bash(echo:*)", "Bash(cat:*)", "Bash(wc:*)", "Bash(find:*)", "Bash(sort:*)",
-    "Bash(mkdir:*)",
+    "Bash(mkdir:*)", "Bash(read:*)",
 ]
 
 WORKING_DAY = [
@@ -259,6 +259,7 @@ WORKING_DAY = [
     "git diff | head -50",
     "ls -la && git status",
     "git status && git diff --stat && pytest -q",
+    'grep -l TODO -r src | while IFS= read -r f; do wc -l "$f"; done',
 ]
 
 

@@ -102,6 +102,9 @@ def test_unresolved_reasons_name_the_command():
         ("env GIT_SSH_COMMAND=x git fetch", ("sets GIT_SSH_COMMAND",)),
         ("git -c core.pager=less log", ("sets git configuration with -c",)),
         ("for IFS in a; do :; done", ("sets IFS",)),
+        ("IFS=, read -r a b < f", ()),  # only read's own splitting
+        ("IFS=, ls", ("sets IFS",)),
+        ('IFS=$(cat f) read -r a', ("sets IFS",)),
     ],
 )
 def test_variables_that_change_what_runs(command, variables):

@@ -47,6 +47,7 @@ _RISKY = frozenset({
 _RISKY_PREFIXES = ("LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_", "NPM_CONFIG_", "npm_config_")
 _RESERVED = frozenset({"{", "}", "(", "if", "then", "else", "elif", "fi", "while", "until", "for", "do", "done",
                        "case", "esac", "select", "function", "coproc", "time", "[[", "((", "!"})
+_READERS = frozenset({"read", "mapfile", "readarray"})
 _WRITE_OPERATORS = frozenset({">", ">>", "&>", "&>>", ">|", "<>"})
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _NUMBER = re.compile(r"[+-]?\d+")
@@ -193,12 +194,14 @@ class _Reader:
     # -- simple commands
 
     def command(self, node: Any, depth: int) -> bool:
-        for child in node.children:  # prefix assignments, redirections, substitutions inside words
-            self.visit(child, depth)
         name = node.child_by_field_name("name")
-        if name is None:
+        words = [_word(name), *(_word(a) for a in node.children_by_field_name("argument"))] if name else []
+        for child in node.children:  # prefix assignments, redirections, substitutions inside words
+            if words and words[0].text in _READERS and _assigns(child, "IFS"):
+                continue  # "IFS= read -r line" only changes how read splits its input
+            self.visit(child, depth)
+        if not words:
             return True
-        words = [_word(name), *(_word(a) for a in node.children_by_field_name("argument"))]
         self.program(words, _text(node), depth)
         return True
 
@@ -393,6 +396,14 @@ _HANDLERS = {
     "command_substitution": _Reader.substitution,
     "file_redirect": _Reader.redirect,
 }
+
+
+def _assigns(node: Any, name: str) -> bool:
+    """``node`` is ``name=<literal>``."""
+    if node.type != "variable_assignment":
+        return False
+    target, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+    return target is not None and _text(target) == name and (value is None or _literal(value)[0] is not None)
 
 
 # ---- words -------------------------------------------------------------------------------------
