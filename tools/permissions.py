@@ -254,22 +254,13 @@ class Permissions:
 
     def _check_bash(self, command: str, here: Path) -> Decision:
         a = analyze(command, here)
-        deny = _bash_patterns(self.deny)
-        if rule := _bash_hit(deny, command, a, by_base_name=True):
-            return Decision("deny", f'Bash is denied by the rule "{rule}" in the settings', rule)
-        for path in (p for w in a.writes for p in w.paths):
-            if rule := self._path_rule(self.deny, "Write", path, every=False):
-                return Decision("deny", f'the command writes {_normal(path)}, and the rule "{rule}" in the '
-                                "settings denies changing it", rule)
+        if denial := self._bash_denial(command, a):
+            return denial
         if self.mode == "plan":
             return _plan_denial("Bash")
-        if doubt := self._deny_doubt(deny, a):
+        if doubt := self._deny_doubt(a):
             return Decision("ask", doubt)
-        ask = _bash_patterns(self.ask)
-        rule = _bash_hit(ask, command, a, by_base_name=True) or _bash_could(ask, a) or next(
-            (r for p in (p for w in a.writes for p in w.paths) if (r := self._path_rule(self.ask, "Write", p,
-                                                                                         every=False))), None)
-        if rule:
+        if rule := self._bash_ask_rule(command, a):
             if self.mode == "bypassPermissions":
                 return Decision("allow", "bypassPermissions mode", rule)
             return Decision("ask", f'the rule "{rule}" asks before running Bash', rule)
@@ -277,6 +268,28 @@ class Permissions:
             return Decision("allow", "bypassPermissions mode")
         if why := self._bash_needs_approval(a):
             return Decision("ask", why)
+        return self._bash_allowed(command, a)
+
+    def _bash_denial(self, command: str, a: Analysis) -> Decision | None:
+        """A deny rule on a program the line runs, or an Edit/Write deny rule on a file it writes."""
+        if rule := _bash_hit(_bash_patterns(self.deny), command, a, by_base_name=True):
+            return Decision("deny", f'Bash is denied by the rule "{rule}" in the settings', rule)
+        for path in _written(a):
+            if rule := self._path_rule(self.deny, "Write", path, every=False):
+                return Decision("deny", f'the command writes {_normal(path)}, and the rule "{rule}" in the '
+                                "settings denies changing it", rule)
+        return None
+
+    def _bash_ask_rule(self, command: str, a: Analysis) -> str | None:
+        """An ask rule that matches, or could once expansions are known, or covers a file the line writes."""
+        ask = _bash_patterns(self.ask)
+        if rule := _bash_hit(ask, command, a, by_base_name=True) or _bash_could(ask, a):
+            return rule
+        return next((r for p in _written(a) if (r := self._path_rule(self.ask, "Write", p, every=False))), None)
+
+    def _bash_allowed(self, command: str, a: Analysis) -> Decision:
+        """Allowed when a bare Bash rule is given, the line is exactly an allow rule, or every program it
+        runs (wrappers that only change how aside) is allowed by some rule; otherwise ask."""
         allow = _bash_patterns(self.allow + self.session_allow)
         if rule := next((text for text, pattern in allow if pattern is None), None):
             return Decision("allow", f'allowed by the rule "{rule}"', rule)
@@ -297,8 +310,9 @@ class Permissions:
             return Decision("ask", f'no allow rule covers "{missing}", so the command needs approval')
         return Decision("ask", "shell commands need approval")
 
-    def _deny_doubt(self, deny: list[tuple[str, BashPattern | None]], a: Analysis) -> str | None:
+    def _deny_doubt(self, a: Analysis) -> str | None:
         """With a deny rule in force, why the line might still be denied: then it asks, in every mode."""
+        deny = _bash_patterns(self.deny)
         tail = "a deny rule is in force, so it needs the user's approval"
         if any(not w.paths for w in a.writes) and any(Rule.parse(r).covers("Write") for r in self.deny):
             target = next(w.target for w in a.writes if not w.paths)
@@ -449,6 +463,11 @@ def _bash_hit(patterns: list[tuple[str, BashPattern | None]], command: str, a: A
 
 def _bash_could(patterns: list[tuple[str, BashPattern | None]], a: Analysis) -> str | None:
     return next((text for text, p in patterns for c in a.commands if p and bash_rules.could_match(p, c)), None)
+
+
+def _written(a: Analysis) -> list[Path]:
+    """Every place the line's redirections may write (targets that can't be told are left out)."""
+    return [path for write in a.writes for path in write.paths]
 
 
 def _harmless_write(path: Path) -> bool:
