@@ -27,12 +27,13 @@ Bash lines are read by ``tools.shell`` (a real parser) and rules are matched per
 when any is denied. A bare ``Bash`` allow rule allows every command, unresolved ones included; it does not
 skip the asks for steering files, PATH-like variables and writes outside the project.
 
-Path rules (``Edit(src/**)``) are gitignore-like globs: relative to the project directory, ``/x`` from the
-project root, ``//x`` from the filesystem root, ``~/x`` from the home directory; a pattern without a slash
-matches a name at any depth. ``Edit`` and ``Write`` rules cover every editing tool (and the files Bash
-redirects to), ``Read`` rules every reading tool (Read, Grep, Glob), as in Claude Code. A path is compared
-as written (normalised) and with symlinks resolved; a Glob is judged by its path plus the pattern's literal
-leading directories, so ``../.ssh/*`` is outside the project.
+Path rules (``Edit(src/**)``) are gitignore-like globs (``tools.path_rules``): relative to the project
+directory, ``/x`` from the project root, ``//x`` from the filesystem root, ``~/x`` from the home directory; a
+pattern without a slash matches a name at any depth. ``Edit`` and ``Write`` rules cover every editing tool
+(and the files Bash redirects to), ``Read`` rules every reading tool (Read, Grep, Glob), as in Claude Code.
+A path is compared as written (normalised) and with symlinks resolved; a Glob is judged by its path plus
+the pattern's literal leading directories, so ``../.ssh/*`` is outside the project. The files that always
+ask are listed in ``tools.protected``.
 
 Asking is the caller's job (print mode turns "ask" into a denial); this module only decides.
 """
@@ -42,13 +43,14 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from tools import bash_rules
 from tools.bash_rules import BashPattern
+from tools.path_rules import inside, normal, path_forms, pattern_regexes
+from tools.protected import Places, why_protected
 from tools.shell import Analysis, analyze
 
 READ_ONLY_TOOLS = frozenset({"Read", "Grep", "Glob"})
@@ -58,10 +60,6 @@ MUTATING_TOOLS = EDIT_TOOLS | {"Bash"}
 _RULE_FAMILY = {**dict.fromkeys(EDIT_TOOLS, EDIT_TOOLS), "Read": READ_ONLY_TOOLS}
 _PREVIEW_LINES = 40
 _HARMLESS_WRITES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
-# files under the user's home that run code in every shell, or configure git for every repository
-_SHELL_STARTUP = (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zprofile",
-                  ".zshenv", ".zlogin", ".zlogout", ".kshrc", ".mkshrc", ".config/fish")
-_GIT_USER_CONFIG = (".gitconfig", ".config/git")
 
 Behavior = Literal["allow", "deny", "ask"]
 
@@ -128,7 +126,7 @@ class Permissions:
         self.session_dir = session_dir
         # the agent's own store for this project (P of CONTRACT §4): saved tool results, notes
         self.store_dir: Path | None = settings.project_dir
-        self.agent_home = Path(settings.home)
+        self.places = Places(self.project_dir, Path(settings.home), session_dir, settings.user_home)
         self.additional_dirs = list(settings.additional_dirs)
         self.user_home = settings.user_home
         # rules added by "always" answers; they live as long as this object
@@ -164,8 +162,8 @@ class Permissions:
             return "Edit"
         if tool_name in READ_ONLY_TOOLS:
             target = self._target(tool_name, args, self.project_dir)
-            if not self._inside(target, self._readable_dirs()):
-                folder = _normal(target if tool_name != "Read" else target.parent)
+            if not inside(target, self._readable_dirs()):
+                folder = normal(target if tool_name != "Read" else target.parent)
                 return f"Read(/{folder.as_posix().rstrip('/')}/**)"
             return "Read"
         return tool_name
@@ -176,7 +174,7 @@ class Permissions:
             command = str(args.get("command", ""))
             note = args.get("description")
             return f"{command}\n# {note}" if note else command
-        target = _normal(self._target(tool_name, args, self.project_dir))
+        target = normal(self._target(tool_name, args, self.project_dir))
         if tool_name in ("Write", "Edit"):
             return f"{tool_name} {target}\n{_edit_preview(tool_name, target, args)}".rstrip("\n")
         if tool_name == "Read":
@@ -190,7 +188,7 @@ class Permissions:
 
     def _check_file_tool(self, tool_name: str, args: dict[str, Any], here: Path) -> Decision:
         target = self._target(tool_name, args, here)
-        shown = _normal(target)
+        shown = normal(target)
         if rule := self._path_rule(self.deny, tool_name, target, every=False):
             return Decision("deny", f'{tool_name} is denied by the rule "{rule}" in the settings', rule)
         if self.mode == "plan" and tool_name in MUTATING_TOOLS:
@@ -201,54 +199,20 @@ class Permissions:
             return Decision("ask", f'the rule "{rule}" asks before running {tool_name}', rule)
         if self.mode == "bypassPermissions":
             return Decision("allow", "bypassPermissions mode")
-        if tool_name in EDIT_TOOLS and (why := self._needs_approval(target)):
+        if tool_name in EDIT_TOOLS and (why := why_protected(target, self.places)):
             return Decision("ask", f"{tool_name} of {shown}: {why}")
         if rule := self._path_rule(self.allow + self.session_allow, tool_name, target, every=True):
             return Decision("allow", f'allowed by the rule "{rule}"', rule)
         if tool_name in READ_ONLY_TOOLS:
-            if self._inside(target, self._readable_dirs()):
+            if inside(target, self._readable_dirs()):
                 return Decision("allow", "reading inside the project")
             return Decision("ask", f"{tool_name} of {shown} is outside the project")
         if tool_name in EDIT_TOOLS:
-            inside = self._inside(target, self._editable_dirs())
-            if self.mode == "acceptEdits" and inside:
+            ours = inside(target, self._editable_dirs())
+            if self.mode == "acceptEdits" and ours:
                 return Decision("allow", "acceptEdits mode: edits inside the project are allowed")
-            return Decision("ask", f"{tool_name} of {shown}{'' if inside else ' (outside the project)'} needs approval")
+            return Decision("ask", f"{tool_name} of {shown}{'' if ours else ' (outside the project)'} needs approval")
         return Decision("allow", f"{tool_name} only changes the conversation")
-
-    def _needs_approval(self, path: Path) -> str | None:
-        """Why writing ``path`` always asks (outside bypassPermissions), or None."""
-        if what := self._steers_agent(path):
-            return f"it controls the agent's own behaviour ({what}), so it always needs the user's approval"
-        links = _hard_links(path)
-        if links > 1:
-            return (f"it has {links} hard links, so changing it changes the same file elsewhere too (perhaps "
-                    "outside the project); that needs the user's approval")
-        return None
-
-    def _steers_agent(self, path: Path) -> str | None:
-        """What ``path`` is when it changes what the agent itself will do: hooks, settings, instructions,
-        git hooks/config, shell start-up files, the agent's home (the session's own directory excepted)."""
-        for form in _path_forms(path):
-            parts = form.parts
-            for i, part in enumerate(parts[:-1]):
-                below = parts[i + 1 :]
-                if part == ".claude" and (below[0] == "hooks" or below in (("settings.json",),
-                                                                           ("settings.local.json",))):
-                    return "hooks/settings"
-                if part == ".git" and ("hooks" in below[:-1] or below[-1] in ("config", "config.worktree")):
-                    return "git hooks/config"  # also .git/worktrees/<name>/config
-            if form.name in ("CLAUDE.md", "CLAUDE.local.md") and not self._inside(form, [self.project_dir]):
-                return "instructions: a CLAUDE.md outside the project"
-            if self.user_home is not None and (home_part := _relative(form, self.user_home)) is not None:
-                if _under_any(home_part, _SHELL_STARTUP):
-                    return "shell start-up files"
-                if _under_any(home_part, _GIT_USER_CONFIG):
-                    return "git hooks/config"
-            own = self.session_dir is not None and _relative(form, self.session_dir) is not None
-            if not own and _relative(form, self.agent_home) is not None:
-                return "hooks/settings: the agent's home"
-        return None
 
     # ---- Bash ----------------------------------------------------------------------------------
 
@@ -276,7 +240,7 @@ class Permissions:
             return Decision("deny", f'Bash is denied by the rule "{rule}" in the settings', rule)
         for path in _written(a):
             if rule := self._path_rule(self.deny, "Write", path, every=False):
-                return Decision("deny", f'the command writes {_normal(path)}, and the rule "{rule}" in the '
+                return Decision("deny", f'the command writes {normal(path)}, and the rule "{rule}" in the '
                                 "settings denies changing it", rule)
         return None
 
@@ -342,11 +306,11 @@ class Permissions:
             for path in write.paths:
                 if _harmless_write(path):
                     continue
-                if why := self._needs_approval(path):
-                    return f"the command writes {_normal(path)}: {why}"
-                if not self._inside(path, self._editable_dirs()) and not self._path_rule(
+                if why := why_protected(path, self.places):
+                    return f"the command writes {normal(path)}: {why}"
+                if not inside(path, self._editable_dirs()) and not self._path_rule(
                         self.allow + self.session_allow, "Write", path, every=True):
-                    return (f"the command writes {_normal(path)}, outside the project; like a Write there, that "
+                    return (f"the command writes {normal(path)}, outside the project; like a Write there, that "
                             "needs the user's approval")
         if a.variables:
             return (f"the command {a.variables[0]}, which can change which program actually runs or what it "
@@ -361,7 +325,7 @@ class Permissions:
         parsed = [r for r in map(Rule.parse, rules) if r.covers(tool_name)]
         if not parsed:
             return None
-        candidates = _path_forms(target)
+        candidates = path_forms(target)
         if not every and tool_name in ("Grep", "Glob"):
             # a search reads what is inside its root, so "dir/**" must stop a search of dir itself
             candidates += [c / "\x00" for c in candidates]
@@ -370,34 +334,11 @@ class Permissions:
                 return rule.text
             if tool_name not in READ_ONLY_TOOLS | EDIT_TOOLS:
                 continue  # a specifier on a tool without a path: nothing here can interpret it
-            patterns = self._path_patterns(rule.content)
+            patterns = pattern_regexes(rule.content, self.project_dir, self.user_home)
             hits = [any(p.fullmatch(c.as_posix()) for p in patterns) for c in candidates]
             if all(hits) if every else any(hits):
                 return rule.text
         return None
-
-    def _path_patterns(self, pattern: str) -> list[re.Pattern[str]]:
-        """Absolute-path regexes for one gitignore-like pattern (one per spelling of its base dir)."""
-        if pattern.startswith("//"):
-            bases, rest = [Path("/")], pattern[2:]
-        elif pattern == "~" or pattern.startswith("~/"):
-            if self.user_home is None:
-                return []  # no home directory known: "~/" rules cannot match anything
-            bases, rest = _path_forms(self.user_home), pattern[2:]
-        elif pattern.startswith("/"):
-            bases, rest = _path_forms(self.project_dir), pattern[1:]
-        else:
-            bases, rest = _path_forms(self.project_dir), pattern.removeprefix("./")
-        rest = rest.rstrip("/")
-        if "/" not in rest and not pattern.startswith(("/", "~")):
-            rest = "**/" + rest  # like .gitignore: a bare name matches at any depth
-        body = _glob_regex(rest) if rest else ""
-        out = []
-        for base in bases:
-            prefix = re.escape(base.as_posix().rstrip("/"))
-            # the pattern matches the path itself or any directory above it (a denied folder covers its files)
-            out.append(re.compile(f"{prefix}/{body}(?:/.*)?" if body else f"{prefix}(?:/.*)?"))
-        return out
 
     def _target(self, tool_name: str, args: dict[str, Any], here: Path) -> Path:
         """The absolute path a file tool touches (the search root for Grep, path plus the pattern's literal
@@ -428,12 +369,6 @@ class Permissions:
 
     def _editable_dirs(self) -> list[Path]:
         return [self.project_dir, *self.additional_dirs]
-
-    @staticmethod
-    def _inside(target: Path, dirs: list[Path]) -> bool:
-        """Inside one of ``dirs`` once symlinks are resolved, so a link cannot lead out of the project."""
-        real = Path(os.path.realpath(target))
-        return any(real.is_relative_to(os.path.realpath(d)) for d in dirs)
 
 
 def _plan_denial(tool_name: str) -> Decision:
@@ -473,67 +408,6 @@ def _written(a: Analysis) -> list[Path]:
 def _harmless_write(path: Path) -> bool:
     text = os.path.normpath(path)
     return text in _HARMLESS_WRITES or re.fullmatch(r"/dev/fd/\d+", text) is not None
-
-
-def _hard_links(path: Path) -> int:
-    """How many names an existing regular file has (0 when it doesn't exist or isn't one)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return 0
-    return st.st_nlink if stat.S_ISREG(st.st_mode) else 0
-
-
-def _normal(path: Path) -> Path:
-    return Path(os.path.normpath(path))
-
-
-def _path_forms(path: Path) -> list[Path]:
-    """The path normalised as written and with symlinks resolved (one entry when they agree)."""
-    plain = _normal(path)
-    real = Path(os.path.realpath(path))
-    return [plain] if real == plain else [plain, real]
-
-
-def _relative(path: Path, base: Path) -> Path | None:
-    """``path`` below ``base`` (as written or resolved), or None."""
-    for b in {_normal(base), Path(os.path.realpath(base))}:
-        if path.is_relative_to(b):
-            return path.relative_to(b)
-    return None
-
-
-def _under_any(relative: Path, names: tuple[str, ...]) -> bool:
-    text = relative.as_posix()
-    return any(text == name or text.startswith(name + "/") for name in names)
-
-
-def _glob_regex(pattern: str) -> str:
-    """Translate a gitignore-style glob (``**``, ``*``, ``?``, ``[...]``) to a regex over posix paths."""
-    out, i, n = [], 0, len(pattern)
-    while i < n:
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) != -1:
-            inner = pattern[i + 1 : end]
-            if inner.startswith("!"):
-                inner = "^" + inner[1:]
-            out.append("[" + inner.replace("\\", "\\\\") + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return "".join(out)
 
 
 # ---- previews ----------------------------------------------------------------------------------
