@@ -91,6 +91,8 @@ class Session:
         self.tool_ctx.cancel = self.conv.cancel
         self.tool_ctx.services["snip"] = self._snip
         self.permissions = Permissions(s, session_dir=self.session_dir)
+        if s.deny:  # a file the Read rules deny never shows up in Grep or Glob output either
+            self.tool_ctx.hidden = self.permissions.read_denied
         self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ)
         self.ports = Ports(model=self.client, emit=self._emit, request=self.request, thresholds=self.thresholds,
                            account=self.account_side_request, hooks=self.hook_context,

@@ -91,7 +91,7 @@ def _permit(session: Session, use: dict[str, Any]) -> ToolResult | None:
     if get(session.tools, name) is None:
         names = ", ".join(t.name for t in session.tools)
         return ToolResult(f"There is no tool named {name}. Available tools: {names}.", is_error=True)
-    decision = session.permissions.check(name, args)
+    decision = session.permissions.check(name, args, cwd=session.tool_ctx.cwd)
     if decision.behavior == "deny":
         return ToolResult(f"Permission to use {name} was denied: {decision.reason}. Do not retry this call; "
                           "choose another approach or ask the user.", is_error=True)

@@ -1,10 +1,13 @@
+import ast
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from agent.settings import Settings, load_settings
-from tools.permissions import Decision, Permissions, split_command
+from agent.settings import load_settings
+from tools.permissions import Decision, Permissions
+from tools.shell import analyze
 
 
 @pytest.fixture
@@ -22,9 +25,27 @@ def home(tmp_path):
     return path
 
 
+@dataclass
+class RuleSettings:
+    """Just what tools.permissions.PermissionSettings asks for (the agent's Settings has it too)."""
+
+    cwd: Path
+    home: Path
+    user_home: Path | None = None
+    permission_mode: str = "default"
+    allow: list[str] = field(default_factory=list)
+    deny: list[str] = field(default_factory=list)
+    ask: list[str] = field(default_factory=list)
+    additional_dirs: list[Path] = field(default_factory=list)
+
+    @property
+    def project_dir(self) -> Path:
+        return self.home / "projects" / "this-project"
+
+
 def perms(project, home=None, *, mode="default", allow=(), deny=(), ask=(), session_dir=None):
-    settings = Settings(cwd=project, home=project.parent / "agent-home", user_home=home, permission_mode=mode,
-                        allow=list(allow), deny=list(deny), ask=list(ask))
+    settings = RuleSettings(cwd=project, home=project.parent / "agent-home", user_home=home, permission_mode=mode,
+                            allow=list(allow), deny=list(deny), ask=list(ask))
     return Permissions(settings, session_dir=session_dir)
 
 
@@ -169,12 +190,15 @@ def test_exact_rule_may_name_a_compound_line(project):
     assert behavior(p, "Bash", command="make && make install && rm x") == "ask"
 
 
-def test_split_command():
-    assert split_command("a && b || c; d | e & f") == ["a", "b", "c", "d", "e", "f"]
-    assert split_command("echo 'x && y' \"; z\"") == ["echo 'x && y' \"; z\""]
-    assert split_command("echo $(git rev-parse HEAD) && ls 2>&1 >/dev/null") == [
-        "git rev-parse HEAD", "echo $(git rev-parse HEAD)", "ls 2>&1 >/dev/null"]
-    assert split_command("diff <(ls a) <(ls b)") == ["ls a", "ls b", "diff <(ls a) <(ls b)"]
+def test_every_simple_command_is_found():
+    def lines(command):
+        return [c.line() for c in analyze(command, Path("/p")).commands]
+
+    assert lines("a && b || c; d | e & f") == ["a", "b", "c", "d", "e", "f"]
+    assert lines("echo 'x && y' \"; z\"") == ["echo x && y ; z"]
+    assert lines("echo $(git rev-parse HEAD) && ls 2>&1 >/dev/null") == [
+        "git rev-parse HEAD", "echo $(git rev-parse HEAD)", "ls"]
+    assert lines("diff <(ls a) <(ls b)") == ["ls a", "ls b", "diff <(ls a) <(ls b)"]
 
 
 # ---- path rules ------------------------------------------------------------------------------------
@@ -249,7 +273,7 @@ def test_reads_inside_and_outside_the_project(project, tmp_path):
 
 
 def test_reads_of_the_session_store_never_ask(project, tmp_path):
-    store = Settings(cwd=project, home=tmp_path / "agent-home").project_dir
+    store = RuleSettings(cwd=project, home=tmp_path / "agent-home").project_dir
     session = store / "1234"
     p = perms(project, session_dir=session)
     assert p.store_dir == store
@@ -370,3 +394,227 @@ def test_paths_are_compared_after_normalising(project):
     assert behavior(p, "Edit", file_path=str(project / "docs" / ".." / "src" / "secret.py")) == "deny"
     assert behavior(p, "Edit", file_path=os.path.join(str(project), "src", ".", "secret.py")) == "deny"
     assert Path(project).is_dir()
+
+
+# ---- every rule reaches every tool that touches the same thing -----------------------------------
+
+
+@pytest.mark.parametrize("rule_tool", ["Write", "Edit"])
+@pytest.mark.parametrize("tool", ["Write", "Edit"])
+def test_edit_and_write_rules_govern_each_other(project, rule_tool, tool):
+    target = str(project / "src" / "a.py")
+    assert behavior(perms(project, mode="acceptEdits", deny=[f"{rule_tool}(src/**)"]), tool, file_path=target) == "deny"
+    assert behavior(perms(project, mode="acceptEdits", ask=[f"{rule_tool}(src/**)"]), tool, file_path=target) == "ask"
+    assert behavior(perms(project, allow=[f"{rule_tool}(src/**)"]), tool, file_path=target) == "allow"
+
+
+@pytest.mark.parametrize(("kind", "expected"), [("deny", "deny"), ("ask", "ask"), ("allow", "allow")])
+def test_read_rules_govern_grep_and_glob(project, tmp_path, kind, expected):
+    data = tmp_path / "data"
+    p = perms(project, **{kind: [f"Read(/{data}/**)"]})
+    assert behavior(p, "Grep", pattern="x", path=str(data / "sub")) == expected
+    assert behavior(p, "Glob", pattern="*.csv", path=str(data / "sub")) == expected
+    assert behavior(p, "Glob", pattern="data/sub/*.csv", path=str(tmp_path)) == expected
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path"),
+    [
+        ("../home/.ssh/*", None),
+        ("../../home/.ssh/*", "src"),  # relative to the path argument
+        ("src/../../home/.ssh/id_rsa", None),
+        ("./../home/.ssh/*", None),
+        ("/etc/*.conf", None),
+        ("*", "../home/.ssh"),
+    ],
+)
+def test_glob_climbing_out_of_the_project_asks(project, home, pattern, path):
+    args = {"pattern": pattern} | ({"path": str(project / path) if path else ""} if path else {})
+    assert behavior(perms(project, home), "Glob", **args) == "ask"
+    assert behavior(perms(project, home, deny=["Read(~/.ssh/**)"]), "Glob", **args) == (
+        "ask" if pattern.startswith("/") else "deny")
+
+
+@pytest.mark.parametrize("pattern", ["**/*.py", "src/*.py", "src/../docs/*", "*/../*"])
+def test_glob_inside_the_project_stays_allowed(project, pattern):
+    assert behavior(perms(project), "Glob", pattern=pattern) == "allow"
+
+
+def test_glob_and_grep_without_a_path_search_where_the_call_acts(project, tmp_path):
+    p = perms(project)
+    assert p.check("Glob", {"pattern": "*"}, cwd=project / "src").behavior == "allow"
+    assert p.check("Glob", {"pattern": "*"}, cwd=tmp_path).behavior == "ask"
+    assert p.check("Grep", {"pattern": "x"}, cwd=tmp_path).behavior == "ask"
+
+
+def test_read_denied(project, home):
+    p = perms(project, home, deny=["Read(~/.ssh/**)", "Read(.env)", "Edit(src/**)"])
+    assert [p.read_denied(path) for path in [
+        home / ".ssh" / "id_rsa", project / ".env", project / "sub" / ".env", project / "src" / "a.py",
+        home / "notes.txt"]] == [True, True, True, False, False]
+    assert perms(project, deny=["Read"]).read_denied(project / "anything")
+    assert not perms(project).read_denied(project / "anything")
+
+
+def test_read_denied_sees_through_symlinks(project, home):
+    (project / "keys").symlink_to(home / ".ssh")
+    assert perms(project, home, deny=["Read(~/.ssh/**)"]).read_denied(project / "keys" / "id_rsa")
+
+
+# ---- files that steer the agent --------------------------------------------------------------------
+
+
+@pytest.fixture
+def steering(project, home, tmp_path):
+    """Paths whose change alters what the agent does next, each with the word its reason names."""
+    agent_home = project.parent / "agent-home"
+    return {
+        project / ".claude" / "settings.json": "hooks/settings",
+        project / ".claude" / "settings.local.json": "hooks/settings",
+        project / ".claude" / "hooks" / "pre.sh": "hooks/settings",
+        project / "sub" / ".claude" / "settings.json": "hooks/settings",
+        home / ".claude" / "settings.json": "hooks/settings",
+        tmp_path / "elsewhere" / "CLAUDE.md": "CLAUDE.md",
+        project / ".git" / "hooks" / "pre-commit": "git hooks/config",
+        project / ".git" / "config": "git hooks/config",
+        project / ".git" / "worktrees" / "w" / "config.worktree": "git hooks/config",
+        project / ".git" / "modules" / "m" / "hooks" / "post-checkout": "git hooks/config",
+        home / ".gitconfig": "git hooks/config",
+        home / ".bashrc": "shell start-up",
+        home / ".bash_profile": "shell start-up",
+        home / ".profile": "shell start-up",
+        home / ".zshrc": "shell start-up",
+        home / ".zshenv": "shell start-up",
+        home / ".config" / "fish" / "config.fish": "shell start-up",
+        agent_home / "settings.json": "agent's home",
+        agent_home / "CLAUDE.md": "CLAUDE.md",
+        agent_home / "projects" / "x" / "other-session" / "notes.md": "agent's home",
+    }
+
+
+@pytest.mark.parametrize("tool", ["Write", "Edit"])
+def test_files_that_steer_the_agent_always_ask(project, home, steering, tool):
+    for mode, rules in [("acceptEdits", ["Edit"]), ("default", ["Edit", "Write(//**)"])]:
+        p = perms(project, home, mode=mode, allow=rules)
+        for path, what in steering.items():
+            d = p.check(tool, {"file_path": str(path), "content": ""})
+            assert d.behavior == "ask", path
+            assert "controls the agent's own behaviour" in d.reason and what in d.reason, d.reason
+
+
+def test_steering_files_allow_in_bypass_and_deny_still_wins(project, home, steering):
+    for path in steering:
+        assert behavior(perms(project, home, mode="bypassPermissions"), "Edit", file_path=str(path)) == "allow"
+        assert behavior(perms(project, home, mode="bypassPermissions", deny=[f"Edit(/{path})"]), "Edit",
+                        file_path=str(path)) == "deny"
+
+
+def test_steering_files_through_bash_redirections(project, home, steering):
+    p = perms(project, home, allow=["Bash"])
+    for path in steering:
+        d = p.check("Bash", {"command": f"echo x >> {path}"})
+        assert d.behavior == "ask" and "controls the agent's own behaviour" in d.reason, (path, d)
+
+
+def test_ordinary_files_near_steering_ones_do_not_ask(project, home):
+    p = perms(project, home, mode="acceptEdits")
+    for path in [project / "CLAUDE.md", project / ".claude" / "commands" / "x.md", project / "git" / "config",
+                 project / "src" / ".bashrc", project / ".github" / "hooks" / "x"]:
+        assert behavior(p, "Write", file_path=str(path)) == "allow", path
+
+
+def test_the_sessions_own_directory_is_not_protected(project):
+    session = project.parent / "agent-home" / "projects" / "key" / "abcd"
+    note = str(session / "session-memory" / "summary.md")
+    assert behavior(perms(project, session_dir=session), "Edit", file_path=note) == "ask"
+    assert behavior(perms(project, session_dir=session, allow=["Edit"]), "Edit", file_path=note) == "allow"
+
+
+def test_a_hard_linked_file_asks(project, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("x")
+    os.link(outside, project / "linked.txt")
+    (project / "plain.txt").write_text("x")
+    p = perms(project, mode="acceptEdits", allow=["Bash(echo:*)"])
+    d = p.check("Edit", {"file_path": str(project / "linked.txt")})
+    assert d.behavior == "ask" and "2 hard links" in d.reason
+    assert behavior(p, "Edit", file_path=str(project / "plain.txt")) == "allow"
+    assert behavior(p, "Bash", command="echo y > linked.txt") == "ask"
+    assert behavior(p, "Bash", command="echo y > plain.txt") == "allow"
+
+
+def test_dot_dot_after_a_symlink_is_judged_where_it_lands(project, tmp_path):
+    (tmp_path / "away" / "deep").mkdir(parents=True)
+    (project / "link").symlink_to(tmp_path / "away" / "deep")
+    p = perms(project, mode="acceptEdits", allow=["Bash(echo:*)"])
+    escaped = str(project / "link" / ".." / "x.txt")  # the kernel writes tmp_path/away/x.txt
+    assert behavior(p, "Write", file_path=escaped, content="") == "ask"
+    assert behavior(p, "Bash", command="echo x > link/../x.txt") == "ask"
+
+
+# ---- Bash redirections meet Edit rules, and the directory the command runs in ------------------------
+
+
+def test_edit_rules_govern_bash_redirections(project):
+    assert perms(project, allow=["Bash"], deny=["Edit(.env)"]).check("Bash", {"command": "echo x > .env"}) == Decision(
+        "deny", f'the command writes {project / ".env"}, and the rule "Edit(.env)" in the settings denies changing it',
+        "Edit(.env)")
+    assert behavior(perms(project, allow=["Bash"], ask=["Write(docs/**)"]), "Bash", command="echo x > docs/a") == "ask"
+    assert behavior(perms(project, allow=["Bash"], deny=["Edit(.env)"]), "Bash", command='echo x > "$F"') == "ask"
+
+
+def test_a_write_rule_lets_bash_write_outside_as_it_lets_write(project, tmp_path):
+    p = perms(project, allow=["Bash(echo:*)", f"Write(/{tmp_path}/out/**)"])
+    assert behavior(p, "Bash", command=f"echo x > {tmp_path}/out/log") == "allow"
+    assert behavior(p, "Bash", command=f"echo x > {tmp_path}/other") == "ask"
+
+
+def test_redirections_resolve_where_the_command_runs(project, tmp_path):
+    p = perms(project, allow=["Bash(echo:*)"])
+    assert p.check("Bash", {"command": "echo x > out"}, cwd=project / "src").behavior == "allow"
+    assert p.check("Bash", {"command": "echo x > out"}, cwd=tmp_path).behavior == "ask"
+    assert p.check("Bash", {"command": "echo x > ../out"}, cwd=project / "src").behavior == "allow"
+
+
+@pytest.mark.parametrize("target", ["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/fd/3"])
+def test_harmless_device_writes(project, target):
+    assert behavior(perms(project, allow=["Bash(echo:*)"]), "Bash", command=f"echo x > {target}") == "allow"
+
+
+def test_deny_rule_in_force_turns_doubt_into_a_question_the_model_can_act_on(project):
+    p = perms(project, mode="bypassPermissions", deny=["Bash(git push:*)"])
+    assert p.check("Bash", {"command": "$'git' push"}) == Decision(
+        "ask", "the command's program can't be determined statically ($'git' push: the program name uses $'...' "
+               "quoting); a deny rule is in force, so it needs the user's approval")
+    assert p.check("Bash", {"command": "git $WHAT origin"}) == Decision(
+        "ask", '"git $WHAT origin" has a word known only when it runs, so the deny rule "Bash(git push:*)" might '
+               "match it; it needs the user's approval")
+    assert behavior(p, "Bash", command="git commit -m \"$MSG\"") == "allow"
+    assert behavior(p, "Bash", command="git push") == "deny"
+
+
+def test_ask_rules_also_catch_what_might_match(project):
+    p = perms(project, allow=["Bash(git:*)"], ask=["Bash(git push:*)"])
+    assert behavior(p, "Bash", command="git $X") == "ask"
+    assert behavior(p, "Bash", command="git log $X") == "allow"
+
+
+def test_a_bare_bash_rule_allows_what_cannot_be_resolved_but_not_risky_variables(project):
+    p = perms(project, allow=["Bash"])
+    assert behavior(p, "Bash", command="$CMD x") == "allow"
+    assert behavior(p, "Bash", command="PATH=. ls") == "ask"
+    assert behavior(p, "Bash", command="echo x > ../out") == "ask"
+
+
+def test_a_line_with_no_program_still_asks_without_rules(project):
+    assert behavior(perms(project, allow=["Bash(ls:*)"]), "Bash", command="X=1") == "ask"
+
+
+def test_tools_never_import_the_agent():
+    """tools/ stays below agent/: Permissions takes any object with the settings it reads."""
+    tools = Path(__file__).resolve().parent.parent / "tools"
+    for path in tools.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n == "agent" or n.startswith("agent.") for n in names), path

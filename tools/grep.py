@@ -275,12 +275,14 @@ def _run_rg(command: list[str], ctx: ToolContext, sink: Callable[[bytes], None])
                     raise ToolError(f"The search {reason} and was stopped. Narrow it with path, glob or type.")
                 for key, _ in selector.select(POLL_SECONDS):
                     data = _read(key.fd)
+                    if data is None:
+                        continue
                     if data == b"":
                         selector.unregister(key.fileobj)
                     elif key.fileobj is proc.stdout:
                         printed = printed or bool(data.strip())
                         sink(data)
-                    elif data:
+                    else:
                         errors += data[: max(0, MAX_ERROR_BYTES - len(errors))]
         proc.wait()
     finally:

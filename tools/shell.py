@@ -1,0 +1,528 @@
+"""Shell command lines read with a real parser (tree-sitter-bash): the programs a line runs, the files its
+redirections write, and whatever keeps it from being judged by program name. Parsing only; the rules that
+use it live in ``tools.permissions``.
+
+``analyze(command, cwd)`` walks the whole syntax tree — lists, pipelines, subshells, command and process
+substitutions, conditionals, loops, case, functions, heredocs, redirections — and reports:
+
+- ``commands``: every simple command whose program is a literal word after quote removal (``git``,
+  ``'git'``, ``\\rm``, ``/bin/rm``), with wrapped ones peeled out of their wrappers (``timeout 5 rm x`` lists
+  ``timeout 5 rm x`` and ``rm x``) and the scripts of ``bash -c '...'``/``eval`` parsed in turn;
+- ``unresolved``: why some program can't be told statically — a name from an expansion, glob, brace or
+  ``$'..'``; a function, alias, ``source``, ``exec``, ``trap``, ``coproc``; a shell reading a file or stdin;
+  ``python -c``; arithmetic that bash could turn into a command substitution;
+- ``variables``: what the line does that changes which program runs, as clauses: "sets PATH" (also
+  ``LD_PRELOAD``, ``BASH_ENV``…), "sets git configuration with -c";
+- ``writes``: files redirections write, made absolute against every directory the line may ``cd`` to;
+- ``error``: set when the line doesn't parse (the tree has ERROR or MISSING nodes).
+
+The grammar is loaded on the first call, never at import, so start-up doesn't pay for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tools.shell_programs import Unwrapped, unwrap
+
+_MAX_DEPTH = 8  # nested scripts and wrappers (bash -c "eval 'sudo env ...'")
+_MAX_DIRS = 32  # directories a line may cd to before we stop counting
+_PLACEHOLDER = "\x00"  # stands for a quoted or escaped character when looking for globs and braces
+
+# variables that change which program runs or what it runs on start-up
+_RISKY = frozenset({
+    "PATH", "BASH_ENV", "ENV", "PROMPT_COMMAND", "IFS", "CDPATH", "SHELLOPTS", "BASHOPTS", "PS4", "HOME", "SHELL",
+    "XDG_CONFIG_HOME", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONINSPECT",
+    "NODE_OPTIONS", "NODE_PATH", "PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB", "RUBYOPT", "RUBYLIB",
+    "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXEC_PATH", "GIT_DIR", "GIT_PAGER", "GIT_EDITOR", "GIT_ASKPASS",
+    "GIT_EXTERNAL_DIFF", "GIT_TEMPLATE_DIR", "GIT_PROXY_COMMAND", "PAGER", "EDITOR", "VISUAL", "MANPAGER",
+    "LESSOPEN", "LESSCLOSE", "SSH_ASKPASS", "BROWSER", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
+    "CLASSPATH", "GCONV_PATH", "MAKEFLAGS", "MFLAGS", "GOFLAGS", "RUSTC_WRAPPER", "CARGO_BUILD_RUSTC_WRAPPER",
+})
+_RISKY_PREFIXES = ("LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_", "NPM_CONFIG_", "npm_config_")
+_RESERVED = frozenset({"{", "}", "(", "if", "then", "else", "elif", "fi", "while", "until", "for", "do", "done",
+                       "case", "esac", "select", "function", "coproc", "time", "[[", "((", "!"})
+_READERS = frozenset({"read", "mapfile", "readarray"})
+_WRITE_OPERATORS = frozenset({">", ">>", "&>", "&>>", ">|", "<>"})
+_ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+_NUMBER = re.compile(r"[+-]?\d+")
+_GLOB = re.compile(r"[*?]|\[[^\]]*\]")
+_BRACE = re.compile(r"\{[^{}]*(?:,|\.\.)[^{}]*\}")
+_SUBSCRIPT_SUBSTITUTION = re.compile(r"\[.*(?:\$\(|`)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Word:
+    """One word as written and, when it has no expansion, glob or brace, its value after quote removal."""
+
+    text: str
+    value: str | None
+
+
+@dataclass(frozen=True)
+class Command:
+    """A simple command run by a literal program name; assignments and redirections left out."""
+
+    words: tuple[Word, ...]
+    # a wrapper whose wrapped command is listed too (timeout, nice, env, xargs, bash -c): allow rules
+    # judge what it runs, deny and ask rules judge both
+    wrapper: bool = False
+
+    @property
+    def program(self) -> str:
+        return self.words[0].value or ""
+
+    def line(self) -> str:
+        """The words joined by spaces: values where known, text as written where not."""
+        return " ".join(w.value if w.value is not None else w.text for w in self.words)
+
+    def known_head(self) -> str | None:
+        """The words before the first one with an expansion, joined; None when every word is known."""
+        for i, w in enumerate(self.words):
+            if w.value is None:
+                return " ".join(x.value or "" for x in self.words[:i])
+        return None
+
+
+@dataclass(frozen=True)
+class Write:
+    """A file a redirection writes: the target as written and where it may land (empty: can't be told)."""
+
+    target: str
+    paths: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    commands: tuple[Command, ...] = ()
+    unresolved: tuple[str, ...] = ()
+    variables: tuple[str, ...] = ()
+    writes: tuple[Write, ...] = ()
+    error: str | None = None
+
+
+def analyze(command: str, cwd: Path) -> Analysis:
+    """Everything the permission check needs to know about one Bash command line run in ``cwd``."""
+    reader = _Reader(Path(os.path.normpath(cwd)))
+    reader.script(command, 0)
+    return reader.result()
+
+
+def risky_variable(name: str) -> bool:
+    """True for a variable whose value changes which program runs, or what runs at start-up."""
+    return name in _RISKY or name.startswith(_RISKY_PREFIXES)
+
+
+@functools.cache
+def _language() -> Any:
+    import tree_sitter
+    import tree_sitter_bash
+
+    return tree_sitter.Language(tree_sitter_bash.language())
+
+
+def _parse(text: str) -> Any:
+    import tree_sitter
+
+    return tree_sitter.Parser(_language()).parse(text.encode("utf-8")).root_node
+
+
+# ---- the walk ----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Reader:
+    cwd: Path
+    commands: list[Command] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)
+    variables: list[str] = field(default_factory=list)
+    writes: list[tuple[str, tuple[Path, ...] | None]] = field(default_factory=list)  # None: relative
+    error: str | None = None
+    dirs: list[Path] = field(default_factory=list)  # every directory the line may have cd'ed to so far
+    dirs_known: bool = True
+    loops: int = 0
+    arithmetic_on_variables: bool = False
+    data_in_variables: bool = False  # a variable gets a value not known statically, or holding a "["
+
+    def __post_init__(self) -> None:
+        self.dirs = [self.cwd]
+
+    def result(self) -> Analysis:
+        if self.arithmetic_on_variables and self.data_in_variables:
+            self.unresolved.append("bash evaluates a variable's value as arithmetic here, and a value holding an "
+                                   "array subscript like a[$(cmd)] would run cmd")
+        writes = []
+        for target, paths in self.writes:
+            if paths is None:  # not normalised: "link/../x" lands next to the link's target, not here
+                paths = tuple(d / target for d in self.dirs) if self.dirs_known else ()
+            writes.append(Write(target, paths))
+        return Analysis(tuple(self.commands), tuple(dict.fromkeys(self.unresolved)),
+                        tuple(dict.fromkeys(self.variables)), tuple(writes), self.error)
+
+    def script(self, text: str, depth: int) -> None:
+        if depth > _MAX_DEPTH:
+            self.unresolved.append("scripts are nested too deeply to follow")
+            return
+        root = _parse(text)
+        if root.has_error:
+            bad = _first_error(root)
+            self.error = self.error or f"bash can't parse it (near {bad!r})"
+        if _joined_by_continuation(root, text):
+            self.error = self.error or "a backslash-newline joins two words that the parser sees apart"
+        self.visit(root, depth)
+
+    def visit(self, node: Any, depth: int) -> None:
+        kind = node.type
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            if handler(self, node, depth):
+                return
+        if kind in ("for_statement", "while_statement", "c_style_for_statement"):
+            self.loops += 1
+            for child in node.children:
+                self.visit(child, depth)
+            self.loops -= 1
+            return
+        for child in node.children:
+            self.visit(child, depth)
+
+    # -- simple commands
+
+    def command(self, node: Any, depth: int) -> bool:
+        name = node.child_by_field_name("name")
+        words = [_word(name), *(_word(a) for a in node.children_by_field_name("argument"))] if name else []
+        for child in node.children:  # prefix assignments, redirections, substitutions inside words
+            if words and words[0].text in _READERS and _assigns(child, "IFS"):
+                continue  # "IFS= read -r line" only changes how read splits its input
+            self.visit(child, depth)
+        if not words:
+            return True
+        self.program(words, _text(node), depth)
+        return True
+
+    def program(self, words: list[Word], text: str, depth: int) -> None:
+        if depth > _MAX_DEPTH:
+            self.unresolved.append(f"{_short(text)}: wrappers are nested too deeply to follow")
+            return
+        if words[0].value is None:
+            self.unresolved.append(f"{_short(text)}: {_why_not_literal(words[0])}")
+            return
+        if words[0].text == "time":
+            self.time_keyword(words, depth)
+            return
+        values = [w.value for w in words]
+        name = words[0].value.rsplit("/", 1)[-1]
+        if name in ("cd", "pushd", "popd"):
+            self.change_directory(name, values)
+        how: Unwrapped = unwrap(values)
+        wraps = bool(how.runs or how.scripts)
+        self.commands.append(Command(tuple(words), wrapper=how.transparent and wraps))
+        if how.unresolved:
+            self.unresolved.append(f"{_short(text)}: {how.unresolved}")
+        self.variables.extend(how.settings)
+        for variable in how.variables:
+            self.assigned(variable, None if name in ("read", "mapfile", "readarray", "printf") else "")
+        for run in how.runs:
+            inner = words[run.start : run.stop]
+            if run.appends_input:
+                inner.append(Word("<input>", None))
+            self.program(inner, " ".join(w.text for w in inner), depth + 1)
+        for script in how.scripts:
+            self.script(script, depth + 1)
+        if name in _DECLARATIONS:  # reached through "builtin export ..." or "command declare ..."
+            self.declared(values, text)
+        if name in ("test", "[") and any(v in ("-v", "-R") for v in values):
+            self.unresolved.append(f"{_short(text)}: -v names a variable whose subscript bash may evaluate")
+
+    def time_keyword(self, words: list[Word], depth: int) -> None:
+        """Unquoted ``time`` is bash's keyword timing a whole pipeline (``time ! rm x``, ``time { rm x; }``);
+        the grammar reads it as a command, and splits a following group at its ``;``."""
+        self.commands.append(Command(tuple(words), wrapper=len(words) > 1))
+        rest = words[1:]
+        while rest and rest[0].text in ("-p", "--", "!"):
+            rest = rest[1:]
+        if rest and rest[0].text in _RESERVED:
+            self.unresolved.append(f"{_short(' '.join(w.text for w in words))}: time runs a compound command "
+                                   "that the parser splits apart")
+        elif rest:
+            self.program(rest, " ".join(w.text for w in rest), depth + 1)
+
+    def change_directory(self, name: str, values: list[str | None]) -> None:
+        """Follow ``cd``/``pushd`` so redirections are judged in every directory the line may be in."""
+        args = [v for v in values[1:] if v not in ("-L", "-P", "-e", "-@", "--")]
+        if name == "popd" or (name == "pushd" and not args):
+            return  # back to a directory already counted
+        target = args[0] if len(args) == 1 else None
+        if self.loops or target is None or target.startswith(("-", "+")):
+            self.dirs_known = False  # "cd", "cd -", "cd $X", or a cd repeated by a loop
+            return
+        # plain cd takes ".." textually, cd -P through symlinks: keep both (the check resolves the second)
+        moved = [form for d in self.dirs for form in (Path(os.path.normpath(d / target)), d / target)]
+        self.dirs = list(dict.fromkeys([*self.dirs, *moved]))
+        if len(self.dirs) > _MAX_DIRS:
+            self.dirs_known = False
+
+    # -- variables
+
+    def assignment(self, node: Any, depth: int) -> bool:
+        name_node = node.child_by_field_name("name")
+        value = node.child_by_field_name("value")
+        name = _text(name_node) if name_node is not None and name_node.type == "variable_name" else None
+        literal = _literal(value)[0] if value is not None else ""
+        if name is None:  # a[...]=x: the subscript is arithmetic
+            self.arithmetic_on_variables = True
+            if name_node is not None and _SUBSCRIPT_SUBSTITUTION.search(_text(name_node)):
+                self.unresolved.append(f"{_text(node)}: an array subscript runs a command substitution")
+        else:
+            self.assigned(name, literal)
+        return False  # the value may hold substitutions: visit it
+
+    def assigned(self, name: str, value: str | None) -> None:
+        """Note a variable set to ``value`` (None: not known statically)."""
+        if risky_variable(name):
+            self.variables.append(f"sets {name}")
+        if _SUBSCRIPT_SUBSTITUTION.search(name):
+            self.unresolved.append(f"the variable name {name} has an array subscript that runs a command")
+        # a plain word is harmless as arithmetic (it names another variable); a subscript may run a command
+        if value is None or "[" in value:
+            self.data_in_variables = True
+
+    def declaration(self, node: Any, depth: int) -> bool:
+        """export/declare/local/readonly/typeset/unset: assignments are visited; other words must be literal."""
+        words = [c for c in node.named_children if c.type not in ("variable_assignment", "variable_name")]
+        self.declared([node.children[0].type, *(_literal(w)[0] for w in words)], _text(node))
+        return False
+
+    def declared(self, values: list[str | None], text: str) -> None:
+        for value in values[1:]:
+            if value is None:
+                self.unresolved.append(f"{_short(text)}: a variable name comes from an expansion")
+            elif value.startswith("-"):
+                if "n" in value[1:]:  # declare -n r=PATH: assigning r assigns PATH
+                    self.variables.append(f"makes a variable a reference to another ({values[0]} {value})")
+                if "i" in value[1:]:  # declare -i: every assignment is arithmetic
+                    self.arithmetic_on_variables = True
+            else:
+                name, _, assigned = value.partition("=")
+                self.assigned(name, assigned)
+
+    def for_loop(self, node: Any, depth: int) -> bool:
+        variable = node.child_by_field_name("variable")
+        if variable is not None:
+            values = [_literal(v)[0] for v in node.children_by_field_name("value")]
+            self.assigned(_text(variable), None if any(v is None or "[" in v for v in values) else "")
+        return False
+
+    # -- arithmetic, tests
+
+    def arithmetic(self, node: Any, depth: int) -> bool:
+        if _mentions_variable(node):
+            self.arithmetic_on_variables = True
+        return False
+
+    def compound(self, node: Any, depth: int) -> bool:
+        if node.children and node.children[0].type == "((":
+            self.arithmetic(node, depth)
+        return False
+
+    def test(self, node: Any, depth: int) -> bool:
+        operators = {_text(n) for n in _descendants(node) if n.type == "test_operator"}
+        if operators & _ARITHMETIC_TESTS and _text(node).startswith("[[") and _mentions_variable(node):
+            self.arithmetic_on_variables = True
+        if operators & {"-v", "-R"}:
+            for n in _descendants(node):
+                if n.type in ("word", "string", "raw_string", "concatenation", "simple_expansion", "expansion"):
+                    literal = _literal(n)[0]
+                    if literal is None or _SUBSCRIPT_SUBSTITUTION.search(literal):
+                        self.unresolved.append(f"{_text(node)}: -v names a variable bash may evaluate")
+                        break
+        return False
+
+    # -- functions, substitutions, redirections
+
+    def function(self, node: Any, depth: int) -> bool:
+        self.unresolved.append(f"{_short(_text(node).split('{', 1)[0])}: defines a shell function, so a later "
+                               "word may run it instead of a program")
+        return False
+
+    def substitution(self, node: Any, depth: int) -> bool:
+        """Backquotes unescape \\`, \\$ and \\\\ before their inside is parsed: parse that text instead."""
+        text = _text(node)
+        if not text.startswith("`"):
+            return False
+        inner = text[1:-1] if text.endswith("`") and len(text) > 1 else text[1:]
+        unescaped = re.sub(r"\\([\\`$])", r"\1", inner)
+        if unescaped == inner:
+            return False
+        self.script(unescaped, depth + 1)
+        return True
+
+    def redirect(self, node: Any, depth: int) -> bool:
+        operator = next((c.type for c in node.children if not c.is_named), "")
+        destination = node.child_by_field_name("destination")
+        if destination is None or destination.type == "process_substitution":
+            return False
+        value = _literal(destination)[0]
+        writes = operator in _WRITE_OPERATORS or (operator == ">&" and not (value or "").isdigit()
+                                                  and value != "-")
+        if not writes:
+            return False
+        if value is None:
+            self.writes.append((_text(destination), ()))
+        elif value.startswith("/"):
+            self.writes.append((value, (Path(value),)))
+        else:
+            self.writes.append((value, None))
+        return False
+
+
+_DECLARATIONS = frozenset({"export", "declare", "typeset", "local", "readonly", "unset"})
+_HANDLERS = {
+    "command": _Reader.command,
+    "variable_assignment": _Reader.assignment,
+    "declaration_command": _Reader.declaration,
+    "unset_command": _Reader.declaration,
+    "for_statement": _Reader.for_loop,
+    "arithmetic_expansion": _Reader.arithmetic,
+    "c_style_for_statement": _Reader.arithmetic,
+    "compound_statement": _Reader.compound,
+    "test_command": _Reader.test,
+    "function_definition": _Reader.function,
+    "command_substitution": _Reader.substitution,
+    "file_redirect": _Reader.redirect,
+}
+
+
+def _assigns(node: Any, name: str) -> bool:
+    """``node`` is ``name=<literal>``."""
+    if node.type != "variable_assignment":
+        return False
+    target, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+    return target is not None and _text(target) == name and (value is None or _literal(value)[0] is not None)
+
+
+# ---- words -------------------------------------------------------------------------------------
+
+
+def _word(node: Any) -> Word:
+    if node.type == "command_name" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return Word(_text(node), _literal(node)[0])
+
+
+def _literal(node: Any) -> tuple[str | None, str]:
+    """(value after quote removal or None, the value with quoted characters masked) for one word node.
+    None when the word has an expansion, a glob, a brace expansion or a leading ``~``."""
+    value, mask = _pieces(node)
+    if value is None:
+        return None, ""
+    if node.type in ("word", "concatenation") and (_GLOB.search(mask) or _BRACE.search(mask)
+                                                   or mask.startswith("~")):
+        return None, mask
+    return value, mask
+
+
+def _pieces(node: Any) -> tuple[str | None, str]:
+    kind, text = node.type, _text(node)
+    if kind == "word":
+        return _unescape(text)
+    if kind == "number":
+        return text, text
+    if kind == "raw_string":
+        return text[1:-1], _PLACEHOLDER * (len(text) - 2)
+    if kind == "string":
+        parts = [c for c in node.children if c.type not in ('"',)]
+        if any(c.type != "string_content" for c in parts):
+            return None, ""
+        value = "".join(re.sub(r'\\([\\$`"])|\\\n', lambda m: m.group(1) or "", _text(c)) for c in parts)
+        return value, _PLACEHOLDER * len(value)
+    if kind == "concatenation":
+        values, masks = zip(*(_pieces(c) for c in node.children), strict=True) if node.children else ((), ())
+        if any(v is None for v in values):
+            return None, ""
+        return "".join(v for v in values if v is not None), "".join(masks)
+    return None, ""
+
+
+def _unescape(text: str) -> tuple[str, str]:
+    """Quote removal in an unquoted word: ``\\x`` is x (masked), backslash-newline disappears."""
+    value, mask, i = [], [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text):
+            if text[i + 1] != "\n":
+                value.append(text[i + 1])
+                mask.append(_PLACEHOLDER)
+            i += 2
+            continue
+        value.append(text[i])
+        mask.append(text[i])
+        i += 1
+    return "".join(value), "".join(mask)
+
+
+def _why_not_literal(word: Word) -> str:
+    text = word.text
+    if text.startswith("$'"):
+        return "the program name uses $'...' quoting"
+    if "$(" in text or "`" in text or "<(" in text:
+        return "the program name comes from a command substitution"
+    if "$" in text:
+        return "the program name comes from a variable expansion"
+    if text.startswith("~"):
+        return "the program name starts with ~"
+    if _BRACE.search(text):
+        return "the program name is a brace expansion"
+    return "the program name is a glob pattern"
+
+
+# ---- tree helpers ------------------------------------------------------------------------------
+
+
+def _short(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= 60 else line[:57] + "..."
+
+
+def _text(node: Any) -> str:
+    return node.text.decode("utf-8", errors="replace")
+
+
+def _descendants(node: Any) -> list[Any]:
+    out, stack = [], list(node.children)
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(n.children)
+    return out
+
+
+def _mentions_variable(node: Any) -> bool:
+    return any(n.type in ("variable_name", "simple_expansion", "expansion", "word", "subscript",
+                          "command_substitution") for n in _descendants(node))
+
+
+def _first_error(root: Any) -> str:
+    for n in [root, *_descendants(root)]:
+        if n.is_error or n.is_missing:
+            return _text(n)[:40] or n.type
+    return ""
+
+
+def _joined_by_continuation(root: Any, text: str) -> bool:
+    """bash joins ``r\\<newline>m`` into one word ``rm``; the grammar sees two. True when that happens
+    outside quotes, heredocs and comments."""
+    data = text.encode("utf-8")
+    for m in re.finditer(rb"(?<=\S)\\\n(?=\S)", data):
+        inside = root.descendant_for_byte_range(m.start(), m.end())
+        kinds = set()
+        while inside is not None:
+            kinds.add(inside.type)
+            inside = inside.parent
+        if not kinds & {"raw_string", "string", "heredoc_body", "comment", "ansi_c_string"}:
+            return True
+    return False
