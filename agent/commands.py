@@ -189,15 +189,15 @@ def context_usage(session: Session) -> ContextUsage:
     prepared = session.conv.view()
     th = session.thresholds()
     s = session.settings
-    memory = [(str(path), estimate_text(text)) for path, text in read_memory(s.cwd, s.home)]
+    scale = session.conv.calibration.scale  # every figure as the server counts, like prepared.tokens
+    memory = [(str(path), scale(estimate_text(text))) for path, text in read_memory(s.cwd, s.home)]
     memory_tokens = sum(t for _, t in memory)
     system_text = "\n\n".join(b.get("text", "") for b in session.system_blocks())
-    system = max(0, estimate_text(system_text) - memory_tokens)
-    tools = estimate_text(json.dumps(session.tool_schemas(), ensure_ascii=False))
+    system = max(0, scale(estimate_text(system_text)) - memory_tokens)
+    tools = scale(estimate_text(json.dumps(session.tool_schemas(), ensure_ascii=False)))
     overhead = system + tools + memory_tokens
-    # Once a response reported usage, the count includes system and tools; before that it is messages only.
-    measured = any(m.role == "assistant" and m.usage for m in prepared.messages)
-    messages = max(0, prepared.tokens - overhead) if measured else prepared.tokens
+    # the count includes the system prompt and tools (reported, or estimated when nothing was reported yet)
+    messages = max(0, prepared.tokens - overhead)
     used = overhead + messages
     window = th.window
     buffer = max(0, window - th.reference)

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from agent.session import Session
 from agent.tool_exec import record_interruption, run_tools
-from compact.notes_updater import after_response
-from compact.prepare import prepare_request, send
+from compact.prepare import after_response, prepare_request, send
 from core.errors import ContextLimitReached, Interrupted, ModelError
 from core.events import TurnFinished
 from core.messages import meta, user_prompt

@@ -7,6 +7,7 @@ permission questions here, so calls that would ask are denied and the model is t
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import threading
 import time
@@ -111,18 +112,32 @@ def run_print(settings: Settings, prompt: str, fmt: str, *, resume: str | None, 
     outcome: dict[str, Any] = {}
     done = threading.Event()
     threading.Thread(target=_turn, args=(session, prompt, max_turns, outcome, done), daemon=True).start()
-    try:
-        # an Event, not Thread.join: on 3.11 a Ctrl-C inside join() leaves the thread looking finished
-        while not done.wait(0.1):
-            pass
-    except KeyboardInterrupt:
-        session.cancel.set()
-        done.wait(30)
+    _wait(done, session.cancel)
     if "finished" not in outcome and "error" not in outcome:
         return 130  # the turn did not wind down in time; the transcript is valid up to here
     if "error" in outcome:
         raise outcome["error"]
     return renderer.result(outcome["finished"], session, started)
+
+
+def _wait(done: threading.Event, cancel: threading.Event, grace: float = 30.0) -> None:
+    """Wait for the turn; Ctrl-C cancels it and waits at most ``grace`` seconds for it to wind down.
+
+    Ctrl-C only raises a flag here: a KeyboardInterrupt raised wherever the main thread happens to be
+    can land inside a lock's acquire/release and leave it held, and the turn could then never finish.
+    """
+    interrupted = threading.Event()
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set()) if main else None
+    try:
+        while not done.wait(0.1):
+            if interrupted.is_set():
+                cancel.set()
+                done.wait(grace)
+                return
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _turn(session: Session, prompt: str, max_turns: int | None, outcome: dict[str, Any],

@@ -181,7 +181,9 @@ def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: st
     kept = [m.replace(usage=None) if m.usage is not None else m for m in compaction.kept]  # stale now
     summary_msg = _summary_message(conv, compaction, trigger)
     th = ports.thresholds()
-    room = int(th.auto_compact * RESTORE_SHARE) - summary_msg.tokens - sum(m.tokens for m in kept)
+    cal = conv.calibration
+    base = cal.scale(cal.overhead + summary_msg.tokens + sum(m.tokens for m in kept))  # as the server counts
+    room = round((th.auto_compact * RESTORE_SHARE - base) / cal.ratio)  # in estimated tokens, like the files
     restored = restore.plan_restore(conv, ports, kept, old, room=room)
     hook_msgs, start_lines = _session_start(ports)
     added = [*restored.messages, *hook_msgs]

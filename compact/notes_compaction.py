@@ -3,27 +3,32 @@
 Triggers  tried first by auto-compact, reactive compaction and ``/compact`` without instructions.
 Drops     every message before the kept tail; the notes (each section trimmed to ~8,000 characters)
           stand in for them.
-Keeps     the messages after "summarized up to here", extended backwards to ≥10,000 tokens and ≥5
-          messages with text, ≤40,000 tokens, never past the previous boundary's summary, never
-          splitting a tool_use from its tool_result or the blocks of one streamed response.
+Keeps     the messages after "summarized up to here" (or, with no marker, none to begin with), extended
+          backwards to ≥10,000 tokens and ≥5 messages with text, ≤40,000 tokens — a range scaled by
+          T / 167,000 for smaller windows, as is the notes' per-section cut — never past the previous
+          boundary's summary, never splitting a tool_use from its tool_result or the blocks of one
+          streamed response.
 Gives up  (None: the caller falls back to the LLM summary) when session memory is off, the notes are
-          missing or still the bare template, no marker lies in the live list, or the result would
-          still reach the auto-compact threshold.
+          missing or still the bare template, or notes and tail would take more than 45% of the
+          threshold (no room left for the restored files).
 Model calls none; it waits (at most 15 s) for an update in flight so the notes are current.
 """
 
 from __future__ import annotations
 
 from compact.conversation import Conversation, Ports
-from compact.notes import headers, is_template, notes_text, template_for, trim_sections
+from compact.notes import SECTION_CHARS, headers, is_template, notes_text, template_for, trim_sections
 from compact.notes_updater import wait_for_update
 from compact.result import Compaction
 from core.messages import Message
 from core.tokens import estimate_text
 
-KEEP_MIN_TOKENS = 10_000
+KEEP_MIN_TOKENS = 10_000  # the tail's range at the 200K reference window (T = 167,000) ...
 KEEP_MIN_TEXT_MESSAGES = 5
 KEEP_MAX_TOKENS = 40_000
+REFERENCE_THRESHOLD = 167_000  # ... scaled by T / 167,000 for smaller windows
+MIN_SECTION_CHARS = 1_000  # the notes' per-section cut (SECTION_CHARS at the reference) never goes below
+RESULT_SHARE = 0.45  # notes + tail (+ system and tools) at most this share of T: room for restored files
 COMPACT_WAIT = 15.0  # seconds a compaction waits for an update in flight
 METHOD = "session-memory"
 
@@ -31,29 +36,46 @@ METHOD = "session-memory"
 def compact_with_notes(conv: Conversation, ports: Ports, trigger: str) -> Compaction | None:
     """A compaction that keeps a recent tail verbatim and puts the notes before it; None to fall back.
 
-    None when session memory is off, there are no notes or they are still the bare template, no
-    "summarized up to here" lies in the live list, or the result would still reach the auto-compact
-    threshold. No model call; the compactor writes the boundary and swaps the list.
+    Waits (at most 15 s) for an update in flight first; see ``plan`` for the rest. No model call; the
+    compactor writes the boundary and swaps the list.
     """
     if not ports.config.notes_enabled:
         return None
     wait_for_update(conv, COMPACT_WAIT)
+    return plan(conv, ports)
+
+
+def plan(conv: Conversation, ports: Ports) -> Compaction | None:
+    """The notes compaction the notes as they are now allow; None when session memory is off, there are
+    no notes or only the bare template, or notes and tail would not leave room for the restored files."""
+    if not ports.config.notes_enabled:
+        return None
     text = notes_text(conv.notes_path)
     template = template_for(ports)
     if text is None or is_template(text, template):
         return None
     with conv.lock:
         messages = list(conv.messages)
+    threshold = ports.thresholds().auto_compact
+    scale = window_scale(threshold)
     marker = conv.state.last_summarized_uuid
     index = next((i for i, m in enumerate(messages) if m.uuid == marker), None) if marker else None
-    if index is None:
-        return None
-    kept = messages[kept_start(messages, index + 1):]
-    summary = trim_sections(text, headers(template), conv.notes_path).strip()
-    if estimate_text(summary) + sum(m.tokens for m in kept) >= ports.thresholds().auto_compact:
-        return None
+    # no marker (a resumed session, older notes): the notes stand for everything before the kept tail
+    covered = len(messages) if index is None else index + 1
+    kept = messages[kept_start(messages, covered, min_tokens=int(KEEP_MIN_TOKENS * scale),
+                               max_tokens=int(KEEP_MAX_TOKENS * scale)):]
+    limit = max(MIN_SECTION_CHARS, int(SECTION_CHARS * scale))
+    summary = trim_sections(text, headers(template), conv.notes_path, limit).strip()
+    cal = conv.calibration
+    if cal.scale(cal.overhead + estimate_text(summary) + sum(m.tokens for m in kept)) > threshold * RESULT_SHARE:
+        return None  # it would leave no room for the restored files (or not free enough): summarize instead
     segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid} if kept else None
     return Compaction(method=METHOD, summary=summary, kept=kept, preserved_segment=segment)
+
+
+def window_scale(threshold: int) -> float:
+    """How the tail's range and the notes' size shrink with the window (never grow past the reference)."""
+    return max(0.0, min(1.0, threshold / REFERENCE_THRESHOLD))
 
 
 def kept_start(messages: list[Message], first_uncovered: int, *, min_tokens: int = KEEP_MIN_TOKENS,

@@ -197,9 +197,22 @@ def _job(conv: Conversation) -> _Job:
     """Snapshot, on the caller's thread, what the update will send."""
     with conv.lock:
         prepared = conv.view()
-        last = conv.messages[-1]
-    safe = last.role == "assistant" and not last.tool_uses
-    return _Job(_without_open_calls(list(prepared.tagged)), last.uuid if safe else None)
+        marker = safe_marker(conv.messages)
+    return _Job(_without_open_calls(list(prepared.tagged)), marker)
+
+
+def safe_marker(messages: list[Message]) -> str | None:
+    """The last message an update covers that the conversation may be cut after: every tool call up to
+    it answered. After a text reply that is the reply; in a tool chain, the results before the calls
+    still waiting for theirs (SPEC §7)."""
+    end = len(messages)
+    while end > 0 and messages[end - 1].role == "assistant" and messages[end - 1].tool_uses:
+        end -= 1  # calls not answered yet
+    if end == 0:
+        return None
+    called = {b.get("id") for m in messages[:end] for b in m.tool_uses}
+    answered = {b.get("tool_use_id") for m in messages[:end] for b in m.tool_results}
+    return messages[end - 1].uuid if called <= answered else None
 
 
 def _without_open_calls(messages: list[Message]) -> list[Message]:

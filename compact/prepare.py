@@ -28,7 +28,11 @@
           │
           ▼
     send                the request; prompt too long → reactive compaction once per turn, then again;
-                        max_tokens overflow → once more with a smaller max_tokens
+          │             max_tokens overflow → once more with a smaller max_tokens; the reply's usage
+          │             calibrates the estimate (the server's count of the whole request against ours)
+          ▼
+    after_response      session notes updated in the background (compact.notes_updater), unless a
+                        compaction is due next and the notes as they are already serve it
 
 Every stage before auto-compact is a function from messages to messages that never mutates its input
 and never separates a tool_use from its tool_result. ``wire`` gives a conversation its pipeline context
@@ -41,7 +45,7 @@ import json
 from datetime import datetime
 from typing import Any, Callable
 
-from compact import autocompact, compactor, context_editing, snip, thresholds
+from compact import autocompact, compactor, context_editing, notes_compaction, notes_updater, snip, thresholds
 from compact.collapse_worker import Collapser
 from compact.conversation import Conversation, Ports
 from compact.notes_updater import NotesWorker
@@ -70,11 +74,13 @@ def wire(conv: Conversation, ports: Ports, *, clock: Callable[[], datetime] | No
                                    late_stages=late, calibration=conv.calibration)
     if clock is not None:
         conv.pipeline.now = clock
+    conv.calibration.overhead = overhead_tokens(ports.request([]))
     return conv
 
 
 def prepare_request(conv: Conversation, ports: Ports) -> Prepared:
     """The view to send next, after whatever compaction it needs; ContextLimitReached at the blocking limit."""
+    conv.calibration.overhead = overhead_tokens(ports.request([]))
     current = conv.view()
     if autocompact.maybe_autocompact(conv, ports, current.tokens):
         current = conv.view()
@@ -114,6 +120,16 @@ def maybe_nudge(conv: Conversation, ports: Ports, tokens: int) -> bool:
     conv.append(message)
     ports.emit(MessageRecorded(message))
     return True
+
+
+def after_response(conv: Conversation, ports: Ports) -> None:
+    """After each main response: keep the session notes current in the background — unless a compaction
+    is due at the next request and can use the notes as they are, which would throw the update away."""
+    if ports.config.auto_enabled and not conv.compacting:
+        due = conv.view().tokens >= ports.thresholds().auto_compact
+        if due and notes_compaction.plan(conv, ports) is not None:
+            return
+    notes_updater.after_response(conv, ports)
 
 
 # --- the call ----------------------------------------------------------------------------------------
@@ -161,9 +177,8 @@ def after_reply(conv: Conversation, ports: Ports, current: Prepared, reply: Mess
     """Learn from the reply's usage (calibration), record applied context edits, warn when nearly full."""
     usage = reply.usage or {}
     real = usage_total({**usage, "output_tokens": 0})
-    if real:  # keep the estimate honest: compare it with what the API counted for the same messages
-        conv.calibration.observe(max(1, real - overhead_tokens(req)),
-                                 max(1, sum(m.tokens for m in current.messages)))
+    if real:  # keep the estimate honest: the server's count of this whole request against ours
+        conv.calibration.observe(real, overhead_tokens(req) + sum(m.tokens for m in current.tagged))
     applied = context_editing.applied_edits({"context_management": reply.extra.get("contextManagement")})
     if applied:
         conv.record(context_edit_record(applied))

@@ -2,8 +2,15 @@
 
 The authoritative number is the API's: the usage the last real assistant response reported (input +
 cache creation + cache read + output), plus an estimate (core.tokens) of each message that came after
-it, scaled by the calibration. A count costs O(messages after the last usage), never a walk over the
-whole history, since each message caches its own estimate.
+it, scaled by the calibration. With no reported usage to stand on (a new session, right after a
+compaction) the estimate covers the whole request: the system prompt and tool definitions
+(``Calibration.overhead``) as well as the messages. A count costs O(messages after the last usage),
+never a walk over the whole history, since each message caches its own estimate.
+
+Calibration compares like with like: the server's count of a whole request against our estimate of
+that same whole request (system, tools, messages). The ratio is the quotient of size-weighted sums that
+fade with each new request, so a tiny request (a first prompt, almost all system prompt) moves it
+little and a large one a lot; it starts at 1 and is clamped to [0.25, 4].
 """
 
 from __future__ import annotations
@@ -16,25 +23,30 @@ from core.tokens import usage_total
 
 @dataclass
 class Calibration:
-    """How far our estimate is from the API's real count, learnt over recent requests.
+    """How the server counts compared with our estimate, learnt from whole requests (module docstring)."""
 
-    ``ratio`` is an exponential moving average of real / estimated input tokens, clamped to
-    [0.5, 2.0] so one odd request (a cache quirk, a huge image) can't throw every threshold off.
-    """
-
-    ratio: float = 1.0
-    alpha: float = 0.3
+    fade: float = 0.7  # weight of the past at each new request
+    low: float = 0.25
+    high: float = 4.0
     samples: int = 0
-    low: float = 0.5
-    high: float = 2.0
+    # estimated tokens of the system prompt and tool definitions of the current request
+    overhead: int = 0
+    _real: float = 0.0
+    _estimated: float = 0.0
 
     def observe(self, real: int, estimated: int) -> None:
+        """One request: the server counted ``real`` input tokens where we estimated ``estimated``."""
         if real <= 0 or estimated <= 0:
             return
-        sample = min(self.high, max(self.low, real / estimated))
-        self.ratio = sample if self.samples == 0 else self.ratio + self.alpha * (sample - self.ratio)
-        self.ratio = min(self.high, max(self.low, self.ratio))
+        self._real = self._real * self.fade + real
+        self._estimated = self._estimated * self.fade + estimated
         self.samples += 1
+
+    @property
+    def ratio(self) -> float:
+        if not self._estimated:
+            return 1.0
+        return min(self.high, max(self.low, self._real / self._estimated))
 
     def scale(self, n: int) -> int:
         return round(n * self.ratio)
@@ -58,4 +70,4 @@ def count_tokens(messages: list[Message], calibration: Calibration | None = None
             stale = freed.get(m.uuid, 0) if freed else 0
             return max(0, usage_total(m.usage) - stale) + estimate
         tail += m.tokens
-    return calibration.scale(tail) if calibration else tail
+    return calibration.scale(calibration.overhead + tail) if calibration else tail

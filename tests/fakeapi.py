@@ -26,7 +26,8 @@ How a ``POST /v1/messages`` is answered, in order:
 Token estimate (``estimate_tokens``): each tool, system block and message content block is serialised
 as compact JSON with sorted keys, ``cache_control`` and null fields removed, tagged with its role and
 message index; the estimate is ceil(total characters / 4). It is deterministic, so a test can compute
-it for a body and set a limit just below or above it.
+it for a body and set a limit just below or above it. ``FakeAPI(tokenizer=...)`` replaces it with a
+server-side tokenizer of the test's choosing (tokens of each cleaned block), for the calibration tests.
 
 Prompt caching (``PromptCache``): blocks are taken in the API's order tools -> system -> messages. At each
 ``cache_control`` breakpoint the hash of the prefix up to it is stored. A later request reads the cache
@@ -228,46 +229,60 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _units(body: dict) -> list[tuple[str, bool]]:
-    """(canonical text, carries a cache breakpoint) for every cacheable block, in cache order."""
-    tagged: list[tuple[list, dict]] = [(["tool"], tool) for tool in body.get("tools") or []]
+def _tagged_blocks(body: dict) -> list[tuple[list, Any]]:
+    tagged: list[tuple[list, Any]] = [(["tool"], tool) for tool in body.get("tools") or []]
     tagged += [(["system"], block) for block in _blocks(body.get("system"))]
     for index, message in enumerate(body.get("messages") or []):
         tagged += [([message.get("role"), index], block) for block in _blocks(message.get("content"))]
+    return tagged
+
+
+def _units(body: dict) -> list[tuple[str, bool]]:
+    """(canonical text, carries a cache breakpoint) for every cacheable block, in cache order."""
     return [
         (
             json.dumps([*tag, _clean(block)], separators=(",", ":"), sort_keys=True, ensure_ascii=False),
             isinstance(block, dict) and block.get("cache_control") is not None,
         )
-        for tag, block in tagged
+        for tag, block in _tagged_blocks(body)
     ]
+
+
+# a server's own tokenizer: the tokens of one block (a tool definition, a system or content block)
+Tokenizer = Callable[[Any], int]
 
 
 def _tokens(chars: int) -> int:
     return math.ceil(chars / 4)
 
 
-def estimate_tokens(body: dict) -> int:
-    """The fake's input-token count for a request (see the module docstring)."""
+def estimate_tokens(body: dict, tokenizer: Tokenizer | None = None) -> int:
+    """The fake's input-token count for a request (see the module docstring), or ``tokenizer``'s."""
+    if tokenizer is not None:
+        return sum(tokenizer(_clean(block)) for _, block in _tagged_blocks(body))
     return _tokens(sum(len(text) for text, _ in _units(body)))
 
 
 class PromptCache:
     """Prefix hashes written at cache breakpoints, and the usage split they imply."""
 
-    def __init__(self, min_tokens: int = 0) -> None:
+    def __init__(self, min_tokens: int = 0, tokenizer: Tokenizer | None = None) -> None:
         self.min_tokens = min_tokens
+        self.tokenizer = tokenizer
         self._stored: set[str] = set()
 
     def account(self, body: dict) -> dict:
         units = _units(body)
+        blocks = [block for _, block in _tagged_blocks(body)]
         digest = hashlib.sha256(str(body.get("model")).encode())
-        hashes, tokens, chars = [digest.hexdigest()], [0], 0
-        for text, _ in units:
+        hashes, tokens, chars, counted = [digest.hexdigest()], [0], 0, 0
+        for (text, _), block in zip(units, blocks, strict=True):
             digest.update(text.encode())
             chars += len(text)
+            if self.tokenizer is not None:
+                counted += self.tokenizer(_clean(block))
             hashes.append(digest.hexdigest())
-            tokens.append(_tokens(chars))
+            tokens.append(counted if self.tokenizer is not None else _tokens(chars))
         # Boundary k is the end of block k-1; a breakpoint on block k-1 caches the prefix up to k.
         breakpoints = [k for k, (_, marked) in enumerate(units, 1) if marked and tokens[k] >= self.min_tokens]
         candidates = {k for b in breakpoints for k in range(max(1, b - CACHE_LOOKBACK), b + 1)}
@@ -640,14 +655,16 @@ class FakeAPI:
         context_window: int | None = None,
         models: list[dict] | None = None,
         cache_min_tokens: int = 0,
+        tokenizer: Tokenizer | None = None,
     ) -> None:
         self.context_window = context_window
+        self.tokenizer = tokenizer
         self.models: dict[str, dict] = {m["id"]: m for m in models or [model_info(i) for i in DEFAULT_MODELS]}
         self.script: list[Step] = []
         self.routes: list[Route] = []
         self.requests: list[Request] = []
         self.violations: list[str] = []
-        self.cache = PromptCache(cache_min_tokens)
+        self.cache = PromptCache(cache_min_tokens, tokenizer)
         self._lock = threading.RLock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -832,7 +849,7 @@ class FakeAPI:
             problems = validate(request.body, count_only=True) + self._beta_problems(request)
             if problems:
                 return self._refuse(request, 400, "invalid_request_error", problems[0])
-            return _Answer(200, {"input_tokens": estimate_tokens(request.body)})
+            return _Answer(200, {"input_tokens": estimate_tokens(request.body, self.tokenizer)})
         if route == ("POST", "/v1/messages"):
             return self._messages(request)
         return self._refuse(
@@ -867,7 +884,7 @@ class FakeAPI:
             for problem in problems:
                 self._violation(request, problem)
             return _error_answer(400, "invalid_request_error", problems[0])
-        tokens = estimate_tokens(body)
+        tokens = estimate_tokens(body, self.tokenizer)
         if self.context_window is not None and tokens > self.context_window:
             return PromptTooLong(tokens, self.context_window)
         step = self._next_step(body)
@@ -887,7 +904,7 @@ class FakeAPI:
         while callable(step) and not isinstance(step, Reply | Error | PromptTooLong):
             step = step(body)
         if isinstance(step, PromptTooLong):
-            actual = step.actual if step.actual is not None else estimate_tokens(body)
+            actual = step.actual if step.actual is not None else estimate_tokens(body, self.tokenizer)
             maximum = step.maximum or self.context_window or self._max_input(body)
             return _error_answer(
                 400, "invalid_request_error", f"prompt is too long: {actual} tokens > {maximum} maximum"

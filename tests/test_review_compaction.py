@@ -77,9 +77,9 @@ def test_reactive_compaction_calibrates_against_the_view_actually_sent(tmp_path)
         assert run_turn(session, "go on").stop_reason == "end_turn"
 
         reply = session.messages[-1]
-        sent = session.conv.view().messages[:-1]  # the compacted view the retry carried
+        sent = session.conv.view().tagged[:-1]  # the compacted view the retry carried
         real = sum(reply.usage[k] for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
-        expected = (real - overhead_tokens(session.request([]))) / sum(m.tokens for m in sent)
+        expected = real / (overhead_tokens(session.request([])) + sum(m.tokens for m in sent))
         assert 0.5 < expected < 2.0
         assert session.conv.calibration.samples == 1
         assert abs(session.conv.calibration.ratio - expected) < 1e-9

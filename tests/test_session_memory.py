@@ -323,28 +323,42 @@ def test_a_slow_update_times_out_without_applying_anything(tmp_path, api):
     assert "longer than" in warnings(events)[0]
 
 
-def test_marker_moves_only_after_a_reply_without_tool_calls_and_is_recorded(tmp_path, api):
+def test_marker_lands_on_the_last_safe_point_the_update_covered_and_is_recorded(tmp_path, api):
     bench, _ = make_session(tmp_path, api)
     api.on(is_notes_request, Reply.text("Nothing new."))
     bench.add(user_prompt("go"))
     read_round(bench, 11_000)
-    # the last message is a tool call waiting for its result: no marker, and the request stays valid
+    results = bench.messages[-1]
+    # the last message is a tool call waiting for its result: the marker is the results before it (a
+    # tool chain writes no text, and the notes must still be usable), and the request stays valid
     bench.add(assistant([{"type": "text", "text": "One more."},
                            {"type": "tool_use", "id": "toolu_open", "name": "Read", "input": {"file_path": "/x"}}],
                           stop_reason="tool_use"))
     assert notes_updater.update_notes(bench.conv, bench.ports)
-    assert bench.state.last_summarized_uuid is None
+    assert bench.state.last_summarized_uuid == results.uuid
     body = notes_requests(api)[-1]
     assert "toolu_open" not in json.dumps(body) and "One more." in request_text(body)
-    assert not [r for r in transcript_records(bench) if r.get("type") == "session-memory"]
 
     bench.add(tool_results([tool_result_block("toolu_open", "contents")]))
     reply = answer(bench)
     assert notes_updater.update_notes(bench.conv, bench.ports)
     assert bench.state.last_summarized_uuid == reply.uuid
-    [rec] = [r for r in transcript_records(bench) if r.get("type") == "session-memory"]
-    assert rec["lastSummarizedUuid"] == reply.uuid
+    recs = [r["lastSummarizedUuid"] for r in transcript_records(bench) if r.get("type") == "session-memory"]
+    assert recs == [results.uuid, reply.uuid]
     assert api.violations == []
+
+
+def test_safe_marker_never_leaves_a_call_unanswered_before_it() -> None:
+    call = assistant([{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/a"}}],
+                     stop_reason="tool_use")
+    done = tool_results([tool_result_block("t1", "a")])
+    prompt = user_prompt("go")
+    assert notes_updater.safe_marker([prompt]) == prompt.uuid
+    assert notes_updater.safe_marker([prompt, call]) == prompt.uuid
+    assert notes_updater.safe_marker([prompt, call, done]) == done.uuid
+    assert notes_updater.safe_marker([prompt, call, done, call.replace(uuid="x")]) == done.uuid
+    assert notes_updater.safe_marker([call]) is None
+    assert notes_updater.safe_marker([prompt, call, user_prompt("interrupting")]) is None
 
 
 # --- the kept tail ---------------------------------------------------------------------------------
@@ -452,13 +466,20 @@ def test_compact_with_notes_keeps_a_tail_and_uses_the_notes(tmp_path, api):
     assert api.message_requests == []  # no model call
 
 
-def test_compact_with_notes_declines_without_usable_notes_or_marker(tmp_path, api):
+def test_without_a_marker_the_notes_stand_for_everything_before_the_tail(tmp_path, api):
     bench = notes_session(tmp_path, api)
-    bench.state.last_summarized_uuid = "not-in-the-list"
-    assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
-    bench.state.last_summarized_uuid = None
-    assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
-    bench.state.last_summarized_uuid = bench.messages[-3].uuid
+    with_marker = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
+    for lost in ("not-in-the-list", None):  # a marker from elsewhere, or none (resumed, older notes)
+        bench.state.last_summarized_uuid = lost
+        result = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
+        expected = bench.messages[notes_compaction.kept_start(bench.messages, len(bench.messages)):]
+        assert result is not None and [m.uuid for m in result.kept] == [m.uuid for m in expected]
+        assert result.summary == with_marker.summary
+        assert notes_compaction.KEEP_MIN_TOKENS <= sum(m.tokens for m in result.kept) <= notes_compaction.KEEP_MAX_TOKENS
+
+
+def test_compact_with_notes_declines_without_usable_notes(tmp_path, api):
+    bench = notes_session(tmp_path, api)
     assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is not None
     bench.notes_path.write_text(TEMPLATE)
     assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None

@@ -7,7 +7,14 @@ import pytest
 import core.tokens as tokens
 from compact.tokens import Calibration, count_tokens
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
-from core.tokens import BLOCK_OVERHEAD, MEDIA_TOKENS, MESSAGE_OVERHEAD, estimate_blocks, estimate_text
+from core.tokens import (
+    BLOCK_OVERHEAD,
+    MEDIA_TOKENS,
+    MESSAGE_OVERHEAD,
+    estimate_blocks,
+    estimate_text,
+    usage_total,
+)
 
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "x" * 100_000}}
 
@@ -126,21 +133,31 @@ def test_each_message_is_tokenized_once(monkeypatch: pytest.MonkeyPatch) -> None
     assert len(calls) == 5
 
 
-def test_calibration_is_a_clamped_moving_average() -> None:
-    cal = Calibration(alpha=0.5)
-    assert cal.scale(1000) == 1000
-    cal.observe(1200, 1000)
+def test_calibration_is_a_size_weighted_fading_ratio() -> None:
+    cal = Calibration(fade=0.5)
+    assert cal.scale(1000) == 1000  # nothing learnt yet
+    cal.observe(12_000, 10_000)
     assert cal.ratio == pytest.approx(1.2)
-    cal.observe(1000, 1000)
-    assert cal.ratio == pytest.approx(1.1)
-    cal.observe(10_000, 1000)  # an outlier counts as 2.0 at most
-    assert cal.ratio == pytest.approx(1.55)
+    cal.observe(30, 10)  # a tiny request barely moves it: (0.5·12,000 + 30) / (0.5·10,000 + 10)
+    assert cal.ratio == pytest.approx(6030 / 5010)
+    cal.observe(20_000, 20_000)  # a large one weighs as much as its size
+    assert cal.ratio == pytest.approx((3015 + 20_000) / (2505 + 20_000))
     cal.observe(0, 1000)  # nothing to learn from
     cal.observe(1000, 0)
     assert cal.samples == 3
-    low = Calibration()
+    low, high = Calibration(), Calibration()
     low.observe(1, 1000)
-    assert low.ratio == 0.5 and low.scale(1000) == 500
+    high.observe(1_000_000, 10)
+    assert (low.ratio, high.ratio) == (0.25, 4.0) and low.scale(1000) == 250
+
+
+def test_without_reported_usage_the_count_includes_system_and_tools() -> None:
+    messages = [user_prompt("hello there")]
+    cal = Calibration(overhead=3_000)
+    cal.observe(7_000, 3_500)  # the server counts twice what we estimate
+    assert count_tokens(messages, cal) == round(2 * (3_000 + messages[0].tokens))
+    anchored = [*messages, assistant([{"type": "text", "text": "hi"}], usage=USAGE), user_prompt("next")]
+    assert count_tokens(anchored, cal) == usage_total(USAGE) + 2 * anchored[-1].tokens
 
 
 def test_a_message_caches_its_estimate_on_itself() -> None:
