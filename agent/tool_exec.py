@@ -17,8 +17,9 @@ from dataclasses import replace
 from typing import Any
 
 from agent.session import Session
+from compact import ledger, restore
 from core.errors import Interrupted
-from core.events import ToolFinished, ToolStarted
+from core.events import TodosChanged, ToolFinished, ToolStarted
 from core.messages import Message, meta, tool_result_block, tool_results
 from core.private import redact, secrets_of
 from tools.base import ToolResult
@@ -54,6 +55,9 @@ def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
         i += 1
     blocks = [tool_result_block(u["id"], r.content, r.is_error) for u, r in zip(uses, results)]  # type: ignore[union-attr]
     message = tool_results(blocks)
+    facts = {u["id"]: r.facts for u, r in zip(uses, results) if r is not None and r.facts}
+    if facts:  # the ledger's record of what the calls did (compact.ledger); never sent to the model
+        message = message.replace(extra={ledger.FACTS_KEY: facts})
     if session.cancel.is_set():
         session.add(message)
         raise Interrupted("interrupted")
@@ -120,6 +124,10 @@ def _execute(session: Session, use: dict[str, Any]) -> ToolResult:
     tool = get(session.tools, name)
     assert tool is not None  # _permit answered calls of unknown tools already
     session.emit(ToolStarted(use["id"], name, args))
+    unchanged = restore.unchanged_since_restore(session.conv, args) if name == "Read" else None
+    if unchanged is not None:
+        session.emit(ToolFinished(use["id"], name, unchanged, False, "unchanged since restored"))
+        return ToolResult(unchanged, summary="unchanged since restored")
     result = _redacted(session, run_tool(tool, args, session.tool_ctx))
     if session.cancel.is_set() and not result.is_error:
         result = ToolResult(f"{INTERRUPTED}\n\nPartial output:\n{result.content}" if isinstance(result.content, str)
@@ -127,6 +135,8 @@ def _execute(session: Session, use: dict[str, Any]) -> ToolResult:
     elif session.cancel.is_set():
         result = ToolResult(INTERRUPTED, is_error=True)
     session.emit(ToolFinished(use["id"], name, result.content, result.is_error, result.summary))
+    if name == "TodoWrite" and not result.is_error:
+        session.emit(TodosChanged(tuple(dict(t) for t in args.get("todos") or [])))
     session.run_hooks("PostToolUse", name, tool_name=name, tool_input=args,
                       tool_response={"content": result.content if isinstance(result.content, str) else "[blocks]",
                                      "is_error": result.is_error})

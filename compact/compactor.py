@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import time
 
-from compact import notes_compaction, restore, summary
+from compact import ledger, notes_compaction, restore, summary, usage
 from compact.conversation import Conversation, Ports
 from compact.result import Compaction
+from compact.thresholds import Thresholds
 from core.errors import CompactionError, Interrupted
 from core.events import CompactFailed, CompactFinished, CompactStarted, MessageRecorded, Notice
 from core.messages import Message, meta
@@ -39,6 +40,7 @@ from core.messages import Message, meta
 DISABLED = "Compaction is disabled (DISABLE_COMPACT is set)"
 STILL_OVER = "still over the threshold after compacting"
 CANCELLED = "cancelled"
+MIN_FREED = 0.2  # an automatic compaction freeing less than this share of the context did not help
 NOTHING = "there is nothing to compact yet"
 # the restored files may use at most this share of T, so the result lands well under it
 RESTORE_SHARE = 0.5
@@ -181,12 +183,14 @@ def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: st
     kept = [m.replace(usage=None) if m.usage is not None else m for m in compaction.kept]  # stale now
     summary_msg = _summary_message(conv, compaction, trigger)
     th = ports.thresholds()
+    state = ledger.attachment(old, kept, str(conv.tools.project_dir), th.auto_compact)
     cal = conv.calibration
-    base = cal.scale(cal.overhead + summary_msg.tokens + sum(m.tokens for m in kept))  # as the server counts
+    base = cal.scale(cal.overhead + summary_msg.tokens + state.message.tokens
+                     + sum(m.tokens for m in kept))  # as the server counts
     room = round((th.auto_compact * RESTORE_SHARE - base) / cal.ratio)  # in estimated tokens, like the files
     restored = restore.plan_restore(conv, ports, kept, old, room=room)
     hook_msgs, start_lines = _session_start(ports)
-    added = [*restored.messages, *hook_msgs]
+    added = [state.message, *restored.messages, *hook_msgs]
 
     _commit(conv, ports, trigger, pre_tokens, old, compaction, summary_msg, kept, added)
     restore.apply_read_state(conv, restored, kept)
@@ -198,8 +202,8 @@ def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: st
                             "tail_uuid": conv.messages[-1].uuid}
     lines = [*(hook_lines or []), *start_lines, *([f"PostCompact hook: {post_text}"] if post_text else [])]
     ports.emit(CompactFinished(shown, pre_tokens, post_tokens, time.monotonic() - started, compaction.method,
-                               compaction.summary, tuple(lines)))
-    _guard(conv, ports, trigger, shown, post_tokens, th.auto_compact)
+                               compaction.summary, tuple(lines), state.summary))
+    _guard(conv, ports, trigger, shown, pre_tokens, post_tokens)
     return True
 
 
@@ -216,15 +220,43 @@ def _commit(conv: Conversation, ports: Ports, trigger: str, pre_tokens: int, old
         ports.emit(MessageRecorded(m))
 
 
-def _guard(conv: Conversation, ports: Ports, trigger: str, shown: str, post_tokens: int, threshold: int) -> None:
-    """A result still over T did not help: a failure for the breaker. Anything else resets it."""
-    if post_tokens >= threshold:
-        if trigger == "auto":
-            conv.compact_failures += 1
-        ports.emit(CompactFailed(shown, STILL_OVER))
-    else:
+def _guard(conv: Conversation, ports: Ports, trigger: str, shown: str, pre_tokens: int, post_tokens: int) -> None:
+    """A compaction that did not help counts as a failure for the breaker; anything else resets it.
+
+    Not helping: still over T (any trigger), or — for automatic ones that started from a full context (at
+    the warning level or above) — freeing less than MIN_FREED of it or leaving it at the warning level.
+    The user is told once (until a compaction helps again) what fills the context."""
+    th = ports.thresholds()
+    still_over = post_tokens >= th.auto_compact
+    level = warning_level(th)
+    weak = trigger == "auto" and pre_tokens >= level and (post_tokens > pre_tokens * (1 - MIN_FREED)
+                                                          or post_tokens >= level)
+    if not (still_over or weak):
         conv.compact_failures = 0
         conv.compact_failures_reported = False
+        conv.guard_warned = False
+        return
+    if trigger == "auto":
+        conv.compact_failures += 1
+    if still_over:
+        ports.emit(CompactFailed(shown, STILL_OVER))
+    if not conv.guard_warned:
+        conv.guard_warned = True
+        ports.emit(Notice(guard_text(pre_tokens, post_tokens, usage.categories(conv, ports)), "warning"))
+
+
+def warning_level(th: Thresholds) -> int:
+    """The warning level, or ¾ of T on a window so small that the warning level sits below it."""
+    return max(th.warning, th.auto_compact * 3 // 4)
+
+
+def guard_text(pre_tokens: int, post_tokens: int, parts: list[tuple[str, int]]) -> str:
+    freed = max(0, pre_tokens - post_tokens)
+    share = round(freed / pre_tokens * 100) if pre_tokens else 0
+    filled = ", ".join(f"{name} {tokens:,}" for name, tokens in parts)
+    return (f"Compaction did not free enough room ({pre_tokens:,} → {post_tokens:,} tokens, {share}% freed), so "
+            f"auto-compact will not run again on the same content. What fills the context (tokens): {filled}. "
+            "Run /context for details; remove large memory files or tools, or /clear to start afresh.")
 
 
 def nothing_new_since_compaction(conv: Conversation) -> bool:

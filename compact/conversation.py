@@ -132,6 +132,9 @@ class Conversation:
     window_limit: int | None = None  # a smaller window the server told us about (prompt too long)
     # what /summary and /history show: summary, trigger, pre/post tokens, method, replaced messages
     last_compaction: dict[str, Any] | None = None
+    # files restored by the last compaction: path -> (mtime, size, lines shown, lines) (compact.restore)
+    restored: dict[str, tuple[float, int, int, int]] = field(default_factory=dict)
+    guard_warned: bool = False  # the post-compaction guard said what fills the context (once until a success)
     notes: NotesWorker | None = None
     collapser: Collapser | None = None
     pipeline: PrepareContext | None = None

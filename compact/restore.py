@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from compact.conversation import Conversation, Ports
 from core.messages import Message, meta
 from core.tokens import estimate_text
-from tools.read import IMAGE_TYPES, number_lines
+from tools.read import DEFAULT_LIMIT, IMAGE_TYPES, number_lines
 
 MAX_FILES = 5
 FILE_TOKENS = 5_000
@@ -36,6 +37,8 @@ SNIFF_BYTES = 8_192
 class Restored:
     messages: list[Message] = field(default_factory=list)
     files: dict[str, float] = field(default_factory=dict)  # path -> mtime of each restored file
+    # path -> (mtime, size, lines shown, lines in the file): what a Read may be answered from
+    copies: dict[str, tuple[float, int, int, int]] = field(default_factory=dict)
     tokens: int = 0
 
 
@@ -73,7 +76,7 @@ def _excluded(conv: Conversation, ports: Ports) -> tuple[set[str], Path]:
     return instructions, conv.session_dir.resolve()
 
 
-def _numbered(path: Path, budget: int) -> tuple[str, int] | None:
+def _numbered(path: Path, budget: int) -> tuple[str, int, int, int] | None:
     """The file as numbered lines, cut to ``budget`` tokens; None if it can't be shown as text."""
     try:
         with path.open("rb") as f:
@@ -94,14 +97,14 @@ def _numbered(path: Path, budget: int) -> tuple[str, int] | None:
         shown.append(line)
         used += cost
     if not lines:
-        return "(the file is empty)", 5
+        return "(the file is empty)", 5, 0, 0
     if not shown:
         return None
     body = number_lines(shown, 1)
     if len(shown) < len(lines):
         body += (f"\n\n(Only lines 1-{len(shown)} of {len(lines)} are shown here. Read the file with "
                  f"offset={len(shown) + 1} for the rest.)")
-    return body, used
+    return body, used, len(shown), len(lines)
 
 
 def _file_message(path: str, body: str) -> Message:
@@ -113,7 +116,7 @@ def _plan_message(path: Path, budget: int) -> tuple[Message, int] | None:
     shown = _numbered(path, budget) if path.is_file() else None
     if shown is None:
         return None
-    body, used = shown
+    body, used = shown[0], shown[1]
     return meta(f"A plan was being followed before the compaction. It is kept at {path}; its current "
                 f"content:\n\n{body}"), used
 
@@ -142,9 +145,11 @@ def plan_restore(conv: Conversation, ports: Ports, kept: list[Message], history:
         shown = _numbered(path, room_left)
         if shown is None:
             continue
-        body, used = shown
+        body, used, lines_shown, lines_total = shown
         out.messages.append(_file_message(name, body))
-        out.files[name] = path.stat().st_mtime
+        stat = path.stat()
+        out.files[name] = stat.st_mtime
+        out.copies[name] = (stat.st_mtime, stat.st_size, lines_shown, lines_total)
         out.tokens += used
     plan = _plan_message(conv.session_dir / "plan.md", max(0, min(per_file, total - out.tokens)))
     if plan is not None:
@@ -161,3 +166,31 @@ def apply_read_state(conv: Conversation, restored: Restored, kept: list[Message]
     state.clear()
     state.update(still)
     state.update(restored.files)
+    conv.restored = dict(restored.copies)
+
+
+UNCHANGED = ("The file {path} is unchanged since it was restored after the compaction: its content (lines "
+             "{first}-{last}) is shown above, in the message that restored it. Use that copy instead of reading "
+             "it again.")
+
+
+def unchanged_since_restore(conv: Conversation, args: dict[str, Any]) -> str | None:
+    """The short answer to a Read of a restored copy still in the context, when the file has not changed
+    since and the Read asks for exactly the lines shown; None when the Read must run."""
+    path = args.get("file_path")
+    if not isinstance(path, str) or not conv.restored:
+        return None
+    try:
+        resolved = Path(path).resolve()
+        copy = conv.restored.get(str(resolved))
+        if copy is None:
+            return None
+        stat = resolved.stat()
+    except OSError:
+        return None
+    mtime, size, shown, total = copy
+    offset, limit = int(args.get("offset") or 1), int(args.get("limit") or DEFAULT_LIMIT)
+    whole = shown == total and limit >= total
+    if stat.st_mtime != mtime or stat.st_size != size or offset != 1 or not (whole or limit == shown) or not shown:
+        return None
+    return UNCHANGED.format(path=path, first=1, last=shown)

@@ -70,6 +70,11 @@ command — with snippets where they help.
 and the work in progress. Quote the latest request word for word so the task does not drift. If the \
 last task was finished, or the next step is unclear, leave this section empty rather than guess.
 
+A working-state record will be attached after the summary by the agent itself: the files modified \
+and read, the commands run with their exit codes, the todo list and the user's own messages word for word. \
+Do not spend words copying those lists; spend them on the reasoning, the decisions and why they were \
+taken, what was learnt, and the next steps.
+
 Any rule or security constraint the user stated (what must not be done, touched, run or shared) must \
 appear in the summary word for word.
 

@@ -42,6 +42,13 @@ class ToolFinished:
 
 
 @dataclass(frozen=True)
+class TodosChanged:
+    """The model updated its todo list (TodoWrite); the whole list, in order."""
+
+    todos: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
 class Retrying:
     attempt: int
     reason: str
@@ -62,6 +69,7 @@ class CompactFinished:
     method: str  # "summary" | "session-memory"
     summary: str = ""
     hook_messages: tuple[str, ...] = ()
+    state: str = ""  # how much of the working-state ledger was attached ("state: 3 modified files, ...")
 
 
 @dataclass(frozen=True)
@@ -98,5 +106,5 @@ class TurnFinished:
     usage: dict[str, Any] = field(default_factory=dict)
 
 
-Event = (TextDelta | ThinkingDelta | MessageRecorded | ToolStarted | ToolFinished | Retrying | CompactStarted
-         | CompactFinished | CompactFailed | Notice | TokenState | TurnFinished)
+Event = (TextDelta | ThinkingDelta | MessageRecorded | ToolStarted | ToolFinished | TodosChanged | Retrying
+         | CompactStarted | CompactFinished | CompactFailed | Notice | TokenState | TurnFinished)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from compact import compactor, notes_compaction, restore
+from compact import compactor, ledger, notes_compaction, restore
 from compact.result import Compaction
 from core.errors import Interrupted
 from core.events import CompactFailed, CompactFinished, CompactStarted, Notice
@@ -247,7 +247,7 @@ def test_restores_most_recent_files_first_and_resets_read_state(tmp_path: Path, 
 
     assert compactor.compact(bench.conv, bench.ports, "auto")
 
-    restored = [m for m in bench.messages[1:] if m.kind == "meta"]
+    restored = [m for m in bench.messages[1:] if m.kind == "meta" and ledger.SNAPSHOT_KEY not in m.extra]
     names = [next(p.name for p in paths if str(p.resolve()) + "." in m.text) for m in restored]
     assert names == ["f2.py", "f6.py", "f4.py", "f3.py", "f1.py"]  # f5 deleted, CLAUDE.md never
     assert "changed on disk after the read" in restored[1].text
@@ -312,8 +312,9 @@ def test_notes_compaction_keeps_a_tail_and_records_the_segment(tmp_path: Path, a
     assert boundary["compactMetadata"]["preservedSegment"] == {
         "headUuid": tail[0].uuid, "anchorUuid": bench.messages[0].uuid, "tailUuid": tail[-1].uuid}
     assert of_type(events, CompactFinished)[0].method == "session-memory"
-    # b.py is visible in the kept Read; a.py comes back from disk
-    restored = [m.text for m in bench.messages[4:]]
+    # the working-state attachment follows the kept tail; b.py is visible in the kept Read, a.py comes back
+    assert ledger.SNAPSHOT_KEY in bench.messages[4].extra
+    restored = [m.text for m in bench.messages[5:]]
     assert len(restored) == 1 and "a.py" in restored[0]
 
 

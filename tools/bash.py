@@ -90,7 +90,10 @@ class BashTool:
         outcome = run_shell(args["command"], ctx.cwd, timeout_ms / 1000, ctx.cancel, ctx.environ, spill_dir)
         if outcome.final_cwd is not None and outcome.final_cwd.is_dir():
             ctx.cwd = outcome.final_cwd
-        return _to_result(outcome, timeout_ms, notes)
+        result = _to_result(outcome, timeout_ms, notes)
+        code = outcome.exit_code if outcome.exit_code is not None else 0
+        result.facts = {"exitCode": 128 - code if code < 0 else code, "cwd": str(ctx.cwd)}
+        return result
 
 
 @dataclass

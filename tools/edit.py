@@ -7,7 +7,7 @@ from typing import Any
 
 from tools.base import ToolContext, ToolError, ToolResult
 from tools.read import check_fresh, number_lines, record_read
-from tools.write import write_text
+from tools.write import line_delta, write_text
 
 SNIPPET_CONTEXT_LINES = 4
 
@@ -48,6 +48,13 @@ class EditTool:
     }
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        result = self._edit(args, ctx)
+        added, removed = line_delta(args["old_string"], args["new_string"])
+        count = int(result.facts.pop("count", 1))
+        result.facts.update(added=added * count, removed=removed * count)
+        return result
+
+    def _edit(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = ctx.resolve(args["file_path"])
         old, new = args["old_string"], args["new_string"]
         if old == new:
@@ -114,7 +121,8 @@ def _finish(
         head = f"Edited {path} ({count} replacement{'s' if count != 1 else ''})."
     snippet = _snippet(text, position, length)
     body = f"{head} The edited region now reads:\n{snippet}" if snippet else head
-    return ToolResult(content=body, summary=f"Edited {path.name}" if not created else f"Created {path.name}")
+    return ToolResult(content=body, summary=f"Edited {path.name}" if not created else f"Created {path.name}",
+                      facts={"count": count})
 
 
 def _snippet(text: str, position: int, length: int) -> str:

@@ -15,12 +15,13 @@ from tools.edit import EditTool
 from tools.glob import GlobTool
 from tools.grep import GrepTool
 from tools.read import ReadTool
+from tools.todo import TodoWriteTool
 from tools.write import WriteTool
 
 
 def builtin_tools() -> list[Tool]:
-    """New instances of the six built-in tools, in the order they are offered to the model."""
-    return [BashTool(), GlobTool(), GrepTool(), ReadTool(), EditTool(), WriteTool()]
+    """New instances of the seven built-in tools, in the order they are offered to the model."""
+    return [BashTool(), GlobTool(), GrepTool(), ReadTool(), EditTool(), WriteTool(), TodoWriteTool()]
 
 
 def tool_schemas(tools: list[Tool]) -> list[dict[str, Any]]:

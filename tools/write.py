@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +39,18 @@ class WriteTool:
         if path.is_dir():
             raise ToolError(f"{path} is a directory; give the path of a file to write.")
         existed = path.exists()
+        before = ""
         if existed:
             check_fresh(ctx, path)
+            before = path.read_text(encoding="utf-8", errors="replace")
         write_text(path, content)
         record_read(ctx, path)
         lines = count_lines(content)
         amount = f"{lines} line{'' if lines == 1 else 's'}"
         verb = "Updated" if existed else "Created"
-        return ToolResult(content=f"{verb} {path} ({amount}).", summary=f"Wrote {amount} to {path}")
+        added, removed = line_delta(before, content)
+        return ToolResult(content=f"{verb} {path} ({amount}).", summary=f"Wrote {amount} to {path}",
+                          facts={"added": added, "removed": removed})
 
 
 def write_text(path: Path, content: str) -> None:
@@ -53,6 +58,17 @@ def write_text(path: Path, content: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8", newline="") as handle:
         handle.write(content)
+
+
+def line_delta(before: str, after: str) -> tuple[int, int]:
+    """Lines added and removed going from ``before`` to ``after`` (as a line diff counts them)."""
+    old, new = before.splitlines(), after.splitlines()
+    added = removed = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag != "equal":
+            removed += i2 - i1
+            added += j2 - j1
+    return added, removed
 
 
 def count_lines(content: str) -> int:
