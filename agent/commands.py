@@ -20,7 +20,7 @@ from agent import lifecycle
 from agent.session import Session
 from agent.sessions import list_sessions
 from agent.system_prompt import read_memory
-from compact import compactor
+from compact import compactor, ledger
 from compact.notes import notes_text
 from core.errors import AgentError, Interrupted
 from core.tokens import estimate_text
@@ -287,6 +287,14 @@ def _summary(session: Session, args: str) -> Result:
     head = (f"Summary from the last compaction ({last.get('trigger', '?')} · "
             f"{fmt_tokens(last.get('pre_tokens', 0))} → {fmt_tokens(last.get('post_tokens', 0))} tokens):")
     return Result(f"{head}\n\n{last.get('summary', '')}", markdown=True)
+
+
+@command("state", "Show the working-state ledger a compaction would attach (files, commands, todos)")
+def _state(session: Session, args: str) -> Result:
+    state = ledger.derive(session.messages, str(session.tool_ctx.project_dir))
+    users = ledger.user_messages(state.prompts, [], ledger.user_budget(session.thresholds().auto_compact))
+    parts = [ledger.render(state), ledger.render_user(users), state.counts(len(users))]
+    return Result("\n\n".join(p for p in parts if p))
 
 
 @command("history", "Show, in brief, the messages the last compaction replaced")

@@ -59,7 +59,7 @@ class PrintRenderer:
     def _compaction(self, event: Event) -> None:
         if isinstance(event, CompactFinished):
             text = (f"Compacted · {event.trigger} · {_k(event.pre_tokens)} → {_k(event.post_tokens)} tokens · "
-                    f"{event.duration:.0f}s")
+                    f"{event.duration:.0f}s" + (f" · {event.state}" if event.state else ""))
             for line in event.hook_messages:
                 self.err.write(f"{line}\n")
         elif isinstance(event, CompactFailed):

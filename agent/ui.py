@@ -44,6 +44,7 @@ from core.events import (
     Retrying,
     TextDelta,
     ThinkingDelta,
+    TodosChanged,
     TokenState,
     ToolFinished,
     ToolStarted,
@@ -354,6 +355,11 @@ class Renderer:
         if self._turn_since is not None:
             self._show_status("Working…")
 
+    def _on_TodosChanged(self, event: TodosChanged) -> None:
+        self._end_text()
+        for line, style in todo_lines(event.todos):
+            self.console.print(Text(line, style=style), highlight=False, soft_wrap=True)
+
     def _on_Retrying(self, event: Retrying) -> None:
         # the next attempt streams the whole reply again: what was held back would be shown twice
         restarts = self._blocks_shown > 0 or bool(self._pending.strip())
@@ -569,8 +575,22 @@ def question_details(tool: str, args: dict[str, Any], description: str) -> list[
 
 def compaction_line(event: CompactFinished) -> str:
     trigger = "manual" if event.trigger == "manual" else "auto"
+    state = f" · {event.state}" if event.state else ""
     return (f"Compacted · {trigger} · {commands.fmt_tokens(event.pre_tokens)} → "
-            f"{commands.fmt_tokens(event.post_tokens)} tokens · {event.duration:.0f}s")
+            f"{commands.fmt_tokens(event.post_tokens)} tokens · {event.duration:.0f}s{state}")
+
+
+TODO_MARKS = {"completed": ("☒", "dim strike"), "in_progress": ("☐", "bold"), "pending": ("☐", "")}
+
+
+def todo_lines(todos: tuple[dict[str, Any], ...]) -> list[tuple[str, str]]:
+    """The todo list as a compact checklist: (line, style) pairs, the task in progress by its activeForm."""
+    out = []
+    for i, t in enumerate(todos):
+        mark, style = TODO_MARKS.get(str(t.get("status")), ("☐", ""))
+        text = t.get("activeForm") if t.get("status") == "in_progress" else t.get("content")
+        out.append((f"{RESULT if i == 0 else INDENT}{mark} {text}", style))
+    return out
 
 
 def context_grid(usage: commands.ContextUsage) -> Text:

@@ -56,6 +56,8 @@ def placeholder(collapse: dict[str, Any], timestamp: str = "") -> Message:
     """The message that stands for one committed span in the model's view."""
     n = len(collapse.get("collapsedUuids") or [])
     text = f"[Collapsed: {n} messages] {str(collapse.get('summary') or '').strip() or '(no summary)'}"
+    if collapse.get("workingState"):  # what the span did, from its tool calls (compact.ledger.span_text)
+        text += "\n\n" + str(collapse["workingState"])
     return Message("user", [{"type": "text", "text": text}], kind="meta", uuid=collapse["placeholderUuid"],
                    timestamp=timestamp, extra={PLACEHOLDER_KEY: n})
 

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from compact import ledger
 from compact.collapse import (
     Levels,
     _pairs_closed,
@@ -185,6 +186,8 @@ class Collapser:
             if len(span) != len(item.uuids) or not _pairs_closed(span):
                 continue  # snipped, compacted away or otherwise changed since it was staged
             commit = {"collapsedUuids": list(item.uuids), "summary": item.summary, "placeholderUuid": new_uuid()}
+            if state := ledger.span_text(span):
+                commit["workingState"] = state
             saved = sum(m.tokens for m in span) - placeholder(commit).tokens
             if saved <= 0:
                 continue  # the summary is no smaller than what it would replace

@@ -38,6 +38,7 @@ OUTCOME_CHARS = 160
 COMMAND_CHARS = 1_000
 USER_BUDGET = 3_000  # tokens of the user's messages at the reference threshold
 REFERENCE_THRESHOLD = 167_000
+SPAN_PROMPT_TOKENS = 500  # of each user message in a collapsed span's placeholder
 CURRENT_FACTOR = 4  # the current request may use this many budgets before it is cut
 _EXIT = re.compile(r"\nExit code (-?\d+)\s*$|^Exit code (-?\d+)\s*$")
 _PATHISH = re.compile(r"^[\w.~/-]*[\w-](/[\w.-]+|\.[A-Za-z0-9]{1,8})$")  # a/b, x.py, ./x, ~/x.md
@@ -269,7 +270,15 @@ def user_messages(prompts: list[str], kept: list[Message], budget: int) -> list[
 
 def render(ledger: Ledger) -> str:
     """The ledger as text (stable, line-oriented: what /state shows and the attachment carries)."""
-    lines = [HEADER, f"Working directory: {ledger.cwd}"]
+    lines = [HEADER, f"Working directory: {ledger.cwd}", *_sections(ledger)]
+    if ledger.named:
+        lines.append("Files the user named: " + ", ".join(ledger.named))
+    lines.append("</working-state>")
+    return "\n".join(lines)
+
+
+def _sections(ledger: Ledger) -> list[str]:
+    lines = []
     if ledger.modified:
         lines.append(f"Files modified ({len(ledger.modified)}):")
         lines += [f"- {p}: {c.edits} edit{'' if c.edits == 1 else 's'}, +{c.added} -{c.removed} lines, "
@@ -286,12 +295,21 @@ def render(ledger: Ledger) -> str:
     if ledger.todos:
         lines.append("Todo list (TodoWrite):")
         marks = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
-        lines += [f"- {marks.get(t['status'], '[ ]')} {t['content']}" + (" (in progress)" if t["status"] == "in_progress"
-                                                                        else "") for t in ledger.todos]
-    if ledger.named:
-        lines.append("Files the user named: " + ", ".join(ledger.named))
-    lines.append("</working-state>")
-    return "\n".join(lines)
+        lines += [f"- {marks.get(t['status'], '[ ]')} {t['content']}"
+                  + (" (in progress)" if t["status"] == "in_progress" else "") for t in ledger.todos]
+    return lines
+
+
+def span_text(span: list[Message]) -> str:
+    """What a collapsed span did, from its own calls and prompts (the placeholder carries it); "" if nothing."""
+    ledger = derive(span, "")
+    lines = _sections(ledger)
+    users = [f"<user-message>\n{cut_middle(p, SPAN_PROMPT_TOKENS)}\n</user-message>" for p in ledger.prompts]
+    if users:
+        lines += ["The user's own messages in this span, word for word:", *users]
+    if not lines:
+        return ""
+    return "\n".join(["<working-state of-collapsed-span>", *lines, "</working-state>"])
 
 
 def render_user(messages: list[tuple[str, bool]]) -> str:

@@ -11,7 +11,8 @@ Transcript record types (one JSON line each; the writer adds "uuid", "timestamp"
   {"type": "snip", "removedUuids": [str, ...], "reason": str}
   {"type": "microcompact", "clearedToolUseIds": [str, ...]}
   {"type": "session-memory", "lastSummarizedUuid": str}
-  {"type": "collapse-commit", "collapsedUuids": [str, ...], "summary": str, "placeholderUuid": str}
+  {"type": "collapse-commit", "collapsedUuids": [str, ...], "summary": str, "placeholderUuid": str,
+   "workingState": str (optional)}
   {"type": "context-edit", "applied": [...]}          (server-side context editing report; not replayed)
 """
 
@@ -26,6 +27,7 @@ from core.messages import Message
 STATE_TYPES = ("content-replacement", "snip", "microcompact", "session-memory", "collapse-commit",
                "context-edit")
 COLLAPSE_KEYS = ("collapsedUuids", "summary", "placeholderUuid")
+COLLAPSE_STATE = "workingState"  # optional: the span's working state as text (compact.ledger.span_text)
 
 
 @dataclass
@@ -75,7 +77,10 @@ def notes_record(last_summarized_uuid: str) -> dict[str, Any]:
 
 
 def collapse_record(commit: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "collapse-commit", **{k: commit[k] for k in COLLAPSE_KEYS}}
+    rec = {"type": "collapse-commit", **{k: commit[k] for k in COLLAPSE_KEYS}}
+    if commit.get(COLLAPSE_STATE):
+        rec[COLLAPSE_STATE] = commit[COLLAPSE_STATE]
+    return rec
 
 
 def context_edit_record(applied: list[dict[str, Any]]) -> dict[str, Any]:
@@ -123,6 +128,9 @@ def replay(records: Iterable[dict[str, Any]], live: list[Message], *, collapses_
             state.cleared |= set(rec.get("clearedToolUseIds") or []) & tool_ids
         elif kind == "collapse-commit" and i >= collapses_from:
             if set(rec.get("collapsedUuids") or []) & live_uuids:
-                state.collapses.append({k: rec.get(k) for k in COLLAPSE_KEYS})
+                commit = {k: rec.get(k) for k in COLLAPSE_KEYS}
+                if rec.get(COLLAPSE_STATE):
+                    commit[COLLAPSE_STATE] = rec[COLLAPSE_STATE]
+                state.collapses.append(commit)
     state.last_summarized_uuid = last_summarized
     return state

@@ -218,13 +218,20 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
     ts += fill(bench, 36_500, start=len(ts))  # over 90%: commit, oldest first, until under 90%
     now = bench.view()
     [ph] = placeholders(now.messages)
-    assert ph.text == "[Collapsed: 8 messages] SUMMARY-1: read a module, it was fine."
+    # the summary, then what the span did, from its own calls: files read, the user's words verbatim
+    assert ph.text == ("[Collapsed: 8 messages] SUMMARY-1: read a module, it was fine.\n\n"
+                       "<working-state of-collapsed-span>\nFiles read (2, most recent last):\n"
+                       "- module_0.py (whole file)\n- module_1.py (whole file)\n"
+                       "The user's own messages in this span, word for word:\n"
+                       "<user-message>\nTurn 0: check module_0.py\n</user-message>\n"
+                       "<user-message>\nTurn 1: check module_1.py\n</user-message>\n</working-state>")
     assert now.messages[0] is ph and now.messages[1] is ts[2][0]
     assert now.tokens < 36_000 and now.tokens == count_tokens(now.messages, bench.conv.calibration)
-    assert "SUMMARY-1" in json.dumps(now.api[0]) and "module_0.py" not in json.dumps(now.api)
+    assert "SUMMARY-1" in json.dumps(now.api[0]) and "toolu_turn000" not in json.dumps(now.api)
     [rec] = [r for r in records(bench.transcript_path) if r["type"] == "collapse-commit"]
     assert rec["collapsedUuids"] == [m.uuid for m in ts[0] + ts[1]] and rec["placeholderUuid"] == ph.uuid
-    assert bench.state.collapses == [{k: rec[k] for k in ("collapsedUuids", "summary", "placeholderUuid")}]
+    assert bench.state.collapses == [{k: rec[k] for k in ("collapsedUuids", "summary", "placeholderUuid",
+                                                          "workingState")}]
     assert bench.messages[:4] == ts[0]  # the live list keeps everything
     assert [s.uuids[0] for s in c.staged] == [ts[2][0].uuid]  # the second span waits for the next need
     assert any("Collapsed an earlier span (8 messages" in n for n in notices(events))
@@ -269,7 +276,8 @@ def test_95_percent_waits_for_the_worker_then_proceeds(tmp_path: Path, api: Fake
     t0 = time.monotonic()
     now = bench.view()
     assert time.monotonic() - t0 >= 0.4
-    assert [m.text.split("] ")[1] for m in placeholders(now.messages)] == ["SLOW SUMMARY of the first turns."]
+    assert [m.text.split("] ")[1].split("\n\n")[0] for m in placeholders(now.messages)] == [
+        "SLOW SUMMARY of the first turns."]
     assert now.tokens < 36_000
     assert token_state(bench.ports, now.tokens).blocking is False
     assert [n for n in notices(events) if "waiting" in n] == [
@@ -408,7 +416,9 @@ def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(run_cli, p
     commits = [r for r in recs if r["type"] == "collapse-commit"]
     assert commits
     first = next(i for i, b in enumerate(main) if "[Collapsed: " in request_text(b))
-    assert "Read batch 1." in request_text(main[first - 1]) and "Read batch 1." not in request_text(main[first])
+    # the prompt itself is gone from the view; the placeholder quotes it as the user's words
+    assert "Read batch 1. [id:" in request_text(main[first - 1]) and "Read batch 1. [id:" not in request_text(main[first])
+    assert "<user-message>\nRead batch 1.\n</user-message>" in request_text(main[first])
     assert all("Read batch 7." in request_text(b) for b in main[first:-1])  # it happened in the long loop
     # --continue replays the commit: the resumed request extends the last one of the live session
     previous, resumed = plain(main[-2]["messages"]), plain(main[-1]["messages"])
