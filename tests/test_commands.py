@@ -43,6 +43,7 @@ def test_help_lists_every_command(fake_api, project):
         "  /model [name]            Show the model, or switch to NAME\n"
         "  /cost                    Tokens used and estimated cost of this session\n"
         "  /summary                 Show the summary written by the last compaction\n"
+        "  /state                   Show the working-state ledger a compaction would attach (files, commands, todos)\n"
         "  /history                 Show, in brief, the messages the last compaction replaced\n"
         "  /memory                  Show this session's background notes\n"
         "  /exit                    Leave the agent (or /quit)\n"

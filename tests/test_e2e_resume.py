@@ -107,7 +107,8 @@ def test_resume_and_continue_after_an_llm_summary_compaction(run_cli, project: P
     by_id, by_latest = main_bodies(api, n1)[0], main_bodies(api, n2)[0]
     for body in (by_id, by_latest):
         text = request_text(body)
-        assert EARLY not in text  # the history before the boundary stays behind
+        # the history before the boundary stays behind; only the working-state attachment quotes the prompt
+        assert text.count(EARLY) == 1 and f"Read every file. {EARLY}\n</user-message>" in text
         assert "SUMMARY-MARK" in text and "PRIVATE-ANALYSIS" not in text
         assert "SUMMARY-MARK" in user_texts(body["messages"][0])[0]  # the summary opens the request
     assert_resumed_like_live(live[-1], by_id, "All files read.", "RESUMED-BY-ID")
@@ -195,7 +196,8 @@ def test_resume_after_a_notes_compaction_sends_notes_then_kept_tail_then_prompt(
     by_id, by_latest = main_bodies(api, n1)[0], main_bodies(api, n2)[0]
     for body in (by_id, by_latest):
         messages = body["messages"]
-        assert EARLY not in request_text(body)
+        text = request_text(body)  # the early prompt only as the user's words in the working-state attachment
+        assert text.count(EARLY) == 1 and f"Read batch 1. {EARLY}\n</user-message>" in text
         assert "NOTES-MARK-1" in json.dumps(messages[0])  # notes first ...
         reads = [b["input"]["file_path"] for m in messages if m["role"] == "assistant"
                  for b in m["content"] if b.get("type") == "tool_use"]

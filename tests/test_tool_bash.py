@@ -42,8 +42,10 @@ def wait_until_gone(pid: int, seconds: float = 2.0) -> bool:
 
 
 def test_stdout_and_stderr_are_combined(tmp_path: Path) -> None:
-    result = bash(make_ctx(tmp_path), "echo out; echo err >&2; echo more")
-    assert result == ToolResult(content="out\nerr\nmore", summary="3 lines of output")
+    ctx = make_ctx(tmp_path)
+    result = bash(ctx, "echo out; echo err >&2; echo more")
+    assert result == ToolResult(content="out\nerr\nmore", summary="3 lines of output",
+                                facts={"exitCode": 0, "cwd": str(ctx.cwd)})
 
 
 def test_no_output_is_said_explicitly(tmp_path: Path) -> None:
@@ -51,8 +53,10 @@ def test_no_output_is_said_explicitly(tmp_path: Path) -> None:
 
 
 def test_non_zero_exit_is_reported_but_not_raised(tmp_path: Path) -> None:
-    result = bash(make_ctx(tmp_path), "echo failing; exit 3")
-    assert result == ToolResult(content="failing\nExit code 3", is_error=True, summary="Exit code 3")
+    ctx = make_ctx(tmp_path)
+    result = bash(ctx, "echo failing; exit 3")
+    assert result == ToolResult(content="failing\nExit code 3", is_error=True, summary="Exit code 3",
+                                facts={"exitCode": 3, "cwd": str(ctx.cwd)})
 
 
 def test_non_zero_exit_without_output(tmp_path: Path) -> None:
@@ -184,12 +188,14 @@ def test_huge_output_shows_a_head_and_spills_all_of_it_to_a_file(
             + "\n".join(str(n) for n in range(1, 278))
         ),
         summary="2000 lines of output",
+        facts={"exitCode": 0, "cwd": str(ctx.cwd)},
     )
 
 
 def test_a_huge_single_line_shows_its_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(output_module, "HEAD_BYTES", 1000)
-    result = bash(make_ctx(tmp_path), "head -c 5000 /dev/zero | tr '\\0' 'a'; exit 1")
+    ctx = make_ctx(tmp_path)
+    result = bash(ctx, "head -c 5000 /dev/zero | tr '\\0' 'a'; exit 1")
     [spilled] = (tmp_path / ".session" / "tool-results").iterdir()
     assert spilled.read_text() == "a" * 5000
     assert result == ToolResult(
@@ -200,6 +206,7 @@ def test_a_huge_single_line_shows_its_start(tmp_path: Path, monkeypatch: pytest.
         ),
         is_error=True,
         summary="Exit code 1",
+        facts={"exitCode": 1, "cwd": str(ctx.cwd)},
     )
 
 

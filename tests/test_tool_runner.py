@@ -152,7 +152,7 @@ def test_empty_content_is_never_sent(tmp_path: Path) -> None:
 def test_builtin_tools_and_their_schemas() -> None:
     tools = builtin_tools()
     schemas = tool_schemas(tools)
-    assert [s["name"] for s in schemas] == ["Bash", "Glob", "Grep", "Read", "Edit", "Write"]
+    assert [s["name"] for s in schemas] == ["Bash", "Glob", "Grep", "Read", "Edit", "Write", "TodoWrite"]
     assert {t.name: t.read_only for t in tools} == {
         "Bash": False,
         "Glob": True,
@@ -160,6 +160,7 @@ def test_builtin_tools_and_their_schemas() -> None:
         "Read": True,
         "Edit": False,
         "Write": False,
+        "TodoWrite": True,
     }
     for schema in schemas:
         assert set(schema) == {"name", "description", "input_schema"}
@@ -177,6 +178,7 @@ def test_required_fields_match_claude_code() -> None:
         "Read": ["file_path"],
         "Edit": ["file_path", "old_string", "new_string"],
         "Write": ["file_path", "content"],
+        "TodoWrite": ["todos"],
     }
     grep = get(builtin_tools(), "Grep")
     assert grep is not None
@@ -205,7 +207,7 @@ def test_get_finds_by_name() -> None:
 def test_builtin_tools_is_a_fresh_list_callers_may_extend() -> None:
     tools = builtin_tools()
     tools.append(FakeTool(ToolResult(content="x")))
-    assert len(builtin_tools()) == 6
+    assert len(builtin_tools()) == 7
 
 
 def test_importing_the_tools_starts_no_process() -> None:
