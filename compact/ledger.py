@@ -89,8 +89,12 @@ class Ledger:
     def counts(self, user_messages: int | None = None) -> str:
         """One line for the compaction notice: how much of the state was attached."""
         shown = len(self.prompts) if user_messages is None else user_messages
-        return (f"state: {len(self.modified)} modified files, {len(self.read)} read, {len(self.commands)} commands, "
-                f"{len(self.todos)} todos, {shown} user message{'' if shown == 1 else 's'}")
+        return (f"state: {_n(len(self.modified), 'modified file')}, {len(self.read)} read, "
+                f"{_n(len(self.commands), 'command')}, {_n(len(self.todos), 'todo')}, {_n(shown, 'user message')}")
+
+
+def _n(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 # --- folding the conversation into the ledger ------------------------------------------------------------
