@@ -39,7 +39,7 @@ COMMAND_CHARS = 1_000
 USER_BUDGET = 3_000  # tokens of the user's messages at the reference threshold
 REFERENCE_THRESHOLD = 167_000
 SPAN_PROMPT_TOKENS = 500  # of each user message in a collapsed span's placeholder
-CURRENT_FACTOR = 4  # the current request may use this many budgets before it is cut
+CURRENT_FACTOR = 4  # the current request is cut only beyond this many reference budgets (12,000 tokens)
 _EXIT = re.compile(r"\nExit code (-?\d+)\s*$|^Exit code (-?\d+)\s*$")
 _PATHISH = re.compile(r"^[\w.~/-]*[\w-](/[\w.-]+|\.[A-Za-z0-9]{1,8})$")  # a/b, x.py, ./x, ~/x.md
 _STRIP = "\"'`()[]{}<>,;:!?"
@@ -258,7 +258,7 @@ def user_messages(prompts: list[str], kept: list[Message], budget: int) -> list[
     out: list[tuple[str, bool]] = []
     current = prompts[-1]
     if current not in visible:
-        out.append((cut_middle(current, budget * CURRENT_FACTOR), True))
+        out.append((cut_middle(current, max(budget, USER_BUDGET) * CURRENT_FACTOR), True))
     left = budget
     per_message = max(200, budget // 3)
     for text in reversed(prompts[:-1]):

@@ -1,0 +1,206 @@
+"""compact.ledger from real tool runs; TodoWrite; the user's messages under a budget; the post-compaction
+guard; a Read of a restored, unchanged file answered short."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent import commands
+from agent.tool_exec import run_tools
+from compact import autocompact, compactor, ledger, restore
+from compact.ledger import Command, FileChange, Ledger
+from compact.prepare import overhead_tokens
+from core.events import CompactFailed, CompactFinished, Notice, TodosChanged
+from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
+from core.tokens import estimate_text
+from tests.conftest import make_session
+from tests.fakeapi import FakeAPI, Reply
+from tests.test_compactor import SUMMARY_REPLY, conversation, of_type
+from tests.test_compactor import make_session as make_bench_session
+from tests.test_tool_bash import make_ctx
+from tools.runner import run_tool
+from tools.todo import TodoWriteTool
+
+TODOS = [{"content": "Fix the parser", "status": "completed", "activeForm": "Fixing the parser"},
+         {"content": "Run the tests", "status": "in_progress", "activeForm": "Running the tests"}]
+
+
+def call(session: Any, name: str, args: dict[str, Any]) -> Message:
+    """One assistant tool call run for real, both messages recorded as the loop records them."""
+    use = {"type": "tool_use", "id": f"toolu_{len(session.messages):03d}", "name": name, "input": args}
+    session.add(assistant([use], stop_reason="tool_use"))
+    result = run_tools(session, [use])
+    session.add(result)
+    return result
+
+
+def test_the_ledger_follows_real_tool_runs(tmp_path: Path, fake_api: FakeAPI) -> None:
+    session, events = make_session(tmp_path, fake_api, permission_mode="bypassPermissions")
+    project = session.tool_ctx.project_dir
+    a, b = project / "a.py", project / "b.py"
+    b.write_text("".join(f"b{i}\n" for i in range(30)))
+    session.add(user_prompt("Fix a.py and keep b.py as it is. Never run rm."))
+    call(session, "Write", {"file_path": str(a), "content": "x = 1\ny = 2\n"})
+    call(session, "Read", {"file_path": str(a)})
+    call(session, "Edit", {"file_path": str(a), "old_string": "y = 2\n", "new_string": "y = 3\nz = 4\n"})
+    call(session, "Read", {"file_path": str(b), "offset": 10, "limit": 5})
+    call(session, "Bash", {"command": "echo nope; exit 2"})
+    call(session, "Bash", {"command": "mkdir -p sub && cd sub && echo moved"})
+    call(session, "Bash", {"command": "echo nope; exit 2"})
+    call(session, "TodoWrite", {"todos": TODOS})
+    times = [m.timestamp for m in session.messages if m.kind == "tool_results"]
+
+    state = ledger.derive(session.messages, str(project))
+
+    assert state == Ledger(
+        cwd=str(project / "sub"),
+        modified={str(a): FileChange(edits=2, added=4, removed=1, last=times[2])},
+        read={str(a): "whole file", str(b): "lines 10-14"},
+        commands=[Command("echo nope; exit 2", 2, "nope", times[4]),
+                  Command("mkdir -p sub && cd sub && echo moved", 0, "moved", times[5]),
+                  Command("echo nope; exit 2", 2, "nope", times[6])],
+        todos=TODOS,
+        prompts=["Fix a.py and keep b.py as it is. Never run rm."],
+        named=[str(a), str(b)])
+    assert of_type(events, TodosChanged) == [TodosChanged(tuple(TODOS))]
+    text = ledger.render(state)
+    assert f"- {a}: 2 edits, +4 -1 lines, last changed {times[2]}" in text
+    assert "- [exit 2] $ echo nope; exit 2\n    → nope" in text
+    assert "- [x] Fix the parser\n- [>] Run the tests (in progress)" in text
+    # /state shows the same, with the user's words
+    shown = commands.run(session, "/state").text
+    assert text in shown and "Fix a.py and keep b.py as it is. Never run rm." in shown
+    assert shown.endswith("state: 1 modified file, 2 read, 3 commands, 2 todos, 1 user message")
+
+
+def bash_round(n: int, command: str, code: int) -> list[Message]:
+    use = {"type": "tool_use", "id": f"toolu_{n}", "name": "Bash", "input": {"command": command}}
+    body = f"out {n}" + (f"\nExit code {code}" if code else "")
+    return [assistant([use], stop_reason="tool_use"), tool_results([tool_result_block(f"toolu_{n}", body, code != 0)])]
+
+
+def test_commands_keep_failures_since_their_last_success_and_the_last_ten() -> None:
+    messages = [*bash_round(0, "make lint", 1), *bash_round(1, "pytest", 1), *bash_round(2, "pytest", 0)]
+    for n in range(3, 15):
+        messages += bash_round(n, f"ls {n}", 0)
+    state = ledger.derive(messages, "/p")  # no facts: exit codes read back from the result text
+    assert [(c.command, c.exit_code) for c in state.commands] == (
+        [("make lint", 1)] + [(f"ls {n}", 0) for n in range(5, 15)])  # pytest failed, then passed: gone
+
+
+def test_todowrite_checks_its_input_and_says_the_list_was_updated(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    result = run_tool(TodoWriteTool(), {"todos": TODOS}, ctx)
+    assert not result.is_error and result.facts == {"todos": TODOS}
+    assert result.content.startswith("The todo list has been updated (2 tasks: 1 completed, 1 in progress, 0 pending).")
+    missing = run_tool(TodoWriteTool(), {"todos": [{"content": "x", "status": "pending"}]}, ctx)
+    assert missing.is_error and "activeForm" in missing.content
+    wrong = run_tool(TodoWriteTool(), {"todos": [{"content": "x", "status": "doing", "activeForm": "X"}]}, ctx)
+    assert wrong.is_error and "'in_progress'" in wrong.content
+    assert TodoWriteTool.input_schema["properties"]["todos"]["items"]["required"] == ["content", "status", "activeForm"]
+
+
+def test_todowrite_never_asks(tmp_path: Path, fake_api: FakeAPI) -> None:
+    session, _ = make_session(tmp_path, fake_api)  # default mode: edits and commands would ask
+    assert session.permissions.check("TodoWrite", {"todos": TODOS}).behavior == "allow"
+
+
+def test_user_messages_current_whole_earlier_newest_first_cut_in_the_middle() -> None:
+    long_old = "OLD-START " + "alpha beta " * 2_000 + " OLD-END"
+    prompts = ["first: never push to main", long_old, "kept verbatim already", "current: " + "x y " * 400]
+    kept = [user_prompt("kept verbatim already")]
+    out = ledger.user_messages(prompts, kept, budget=600)
+    assert out[0] == (prompts[-1], True)  # the current request whole, though over the per-message cut
+    assert [current for _, current in out] == [True, False, False]
+    cut = out[1][0]
+    assert cut.startswith("OLD-START") and cut.endswith("OLD-END") and "characters of the user's message left out" in cut
+    assert estimate_text(cut) < 300
+    assert out[2] == ("first: never push to main", False)
+    assert ledger.user_budget(167_000) == 3_000 and ledger.user_budget(27_000) == 485
+    # a budget too small for the older ones still keeps the current request
+    assert ledger.user_messages(prompts, [], budget=0) == [(prompts[-1], True)]
+
+
+# --- the post-compaction guard ----------------------------------------------------------------------------------
+
+
+def test_a_compaction_that_frees_too_little_is_a_failure_said_once(tmp_path: Path, fake_api: FakeAPI) -> None:
+    bench, events = make_bench_session(tmp_path, fake_api)
+    # a memory file of ~150K tokens: whatever the summary, the context stays above the warning level
+    (bench.cwd / "CLAUDE.md").write_text("# Notes\n" + "remember this word " * 49_000)
+    bench.conv.calibration.overhead = compactor_overhead(bench)
+    conversation(bench, ["a.py"])
+    bench.add(assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": 168_000, "output_tokens": 5}))
+    fake_api.on(lambda body: True, Reply.text(SUMMARY_REPLY))
+    th = bench.thresholds()
+
+    assert autocompact.maybe_autocompact(bench.conv, bench.ports, 168_000) is True
+    [done] = of_type(events, CompactFinished)
+    assert th.warning <= done.post_tokens < th.auto_compact  # kept, but it did not help
+    assert bench.conv.compact_failures == 1 and of_type(events, CompactFailed) == []
+    [warning] = [e for e in of_type(events, Notice) if "did not free enough room" in e.text]
+    assert warning.level == "warning" and "memory files 1" in warning.text and "/context" in warning.text
+    parts = dict(line.rsplit(" ", 1) for line in warning.text.split("(tokens): ")[1].split(". Run")[0].split(", "))
+    assert int(parts["memory files"].replace(",", "")) > 140_000  # the biggest, named first
+    assert list(parts)[0] == "memory files"
+    # the same content is not compacted again on the next request
+    requests = len(fake_api.message_requests)
+    assert autocompact.maybe_autocompact(bench.conv, bench.ports, 168_000) is False
+    assert len(fake_api.message_requests) == requests
+    # new content, another weak compaction: counted again, but not said again
+    bench.add(user_prompt("go on"))
+    bench.add(assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": 168_000, "output_tokens": 5}))
+    assert autocompact.maybe_autocompact(bench.conv, bench.ports, 168_000) is True
+    assert bench.conv.compact_failures == 2
+    assert len([e for e in of_type(events, Notice) if "did not free enough room" in e.text]) == 1
+
+
+def compactor_overhead(bench: Any) -> int:
+    return overhead_tokens(bench.ports.request([]))  # what prepare_request sets before each request
+
+
+def test_a_compaction_from_a_small_context_is_not_judged(tmp_path: Path, fake_api: FakeAPI) -> None:
+    bench, events = make_bench_session(tmp_path, fake_api)
+    conversation(bench, ["a.py"])
+    fake_api.reply_text(SUMMARY_REPLY)
+    assert compactor.compact(bench.conv, bench.ports, "auto")
+    assert bench.conv.compact_failures == 0 and not [e for e in of_type(events, Notice) if "room" in e.text]
+
+
+# --- a Read of a restored file --------------------------------------------------------------------------------
+
+
+def test_rereading_a_restored_unchanged_file_is_answered_from_the_restore(tmp_path: Path, fake_api: FakeAPI) -> None:
+    session, _ = make_session(tmp_path, fake_api, permission_mode="bypassPermissions", session_memory=False)
+    project = session.tool_ctx.project_dir
+    path = project / "m.py"
+    path.write_text("".join(f"line {i}\n" for i in range(40)))
+    session.add(user_prompt("look at m.py"))
+    call(session, "Read", {"file_path": str(path)})
+    fake_api.reply_text(SUMMARY_REPLY)
+    assert compactor.compact(session.conv, session.ports, "manual")
+    assert str(path) in session.conv.restored
+
+    short = call(session, "Read", {"file_path": str(path)}).tool_results[0]["content"]
+    assert short == restore.UNCHANGED.format(path=path, first=1, last=40)
+    part = call(session, "Read", {"file_path": str(path), "offset": 5, "limit": 3}).tool_results[0]["content"]
+    assert part.startswith("     5\tline 4")  # another range: read for real
+    path.write_text("changed\n")
+    again = call(session, "Read", {"file_path": str(path)}).tool_results[0]["content"]
+    assert again.startswith("     1\tchanged")  # changed on disk since: read for real
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("edit src/app.py and README.md, not docs/ (a bare folder name is not taken for a path)", ["src/app.py", "README.md"]),
+    ("nothing here. e.g. this", []),
+])
+def test_files_the_user_named_are_those_that_exist(tmp_path: Path, text: str, expected: list[str]) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("")
+    (tmp_path / "README.md").write_text("")
+    (tmp_path / "docs").mkdir()
+    state = ledger.derive([user_prompt(text)], str(tmp_path))
+    assert state.named == [str(tmp_path / p) for p in expected]
