@@ -3,7 +3,8 @@
 Triggers: ``/compact`` ("manual"), auto-compact over the threshold ("auto"), a prompt-too-long answer
 (reactive: recorded and hooked as "auto", shown as "reactive").
 Drops: the whole live history (or, on the session-memory path, all but a recent verbatim tail).
-Keeps: the summary, the kept tail, restored files and plan, SessionStart hook context.
+Keeps: the summary, the kept tail, the working-state ledger (compact.ledger), restored files and plan,
+SessionStart hook context — in that order.
 Writes to disk: nothing until a summary is in hand; then the boundary, the summary and the new
 messages are appended to the transcript (nothing before is touched).
 Model calls: none on the notes path; one (plus up to 3 prompt-too-long retries) for the LLM summary.
@@ -12,8 +13,8 @@ Model calls: none on the notes path; one (plus up to 3 prompt-too-long retries) 
       ├─ DISABLE_COMPACT? ───────────────► notice, False
       ├─ PreCompact hooks (matcher = trigger; stdout → extra instructions)
       ├─ method: session-memory notes (no /compact instructions) ─► else LLM summary
-      └─ finish(): restore + SessionStart(compact) hooks   (computed first, nothing written yet)
-                   → boundary, summary, restored, hook context appended; live list swapped
+      └─ finish(): ledger attachment + restore + SessionStart(compact) hooks   (computed first)
+                   → boundary, summary, ledger, restored, hook context appended; live list swapped
                    → PostCompact hooks, token state reset, post-compaction guard
 
 A failure of any kind — no summary, an API error, Ctrl-C — leaves the conversation and the transcript
@@ -22,7 +23,10 @@ turn (or the REPL command) ends as "interrupted"; every other failure returns Fa
 
 Failures of automatic compactions (auto and reactive) count toward the circuit breaker in
 ``conv.compact_failures`` (compact.autocompact); any success resets it. A compaction whose result is
-still over the auto-compact threshold is kept (it did shrink the context) but counted as a failure.
+still over the auto-compact threshold is kept (it did shrink the context) but counted as a failure; so is
+an automatic one from a full context that frees less than 20% of it or leaves it at the warning level
+(the post-compaction guard: the user is told once what fills the context, and the same content is not
+compacted again).
 """
 
 from __future__ import annotations

@@ -111,9 +111,10 @@ def derive(messages: list[Message], cwd: str) -> Ledger:
             continue
         if m.role == "assistant":
             uses.update({b["id"]: b for b in m.tool_uses if "id" in b})
-        elif m.kind == "prompt" and m.text.strip():
+            continue
+        if m.kind == "prompt" and m.text.strip():
             _add_prompt(ledger, m.text)
-        elif m.tool_results:
+        if m.tool_results:  # (a Claude Code user record may hold results and the user's text together)
             facts = m.extra.get(FACTS_KEY) or {}
             for r in m.tool_results:
                 use = uses.get(r.get("tool_use_id", ""))

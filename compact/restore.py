@@ -10,6 +10,8 @@ Budgets: scaled by min(1, T / 167,000) so a small window still ends well under t
 more than the room the compactor offers.
 Afterwards the "files read" state holds only what the model can now see (restored files and those
 visible in kept messages), so editing any other file requires reading it again.
+Until the next compaction, a Read of a restored file that is unchanged on disk and asks for exactly the
+lines shown is answered with a short "unchanged since it was restored" result (``unchanged_since_restore``).
 Writes to disk: no. Model calls: none.
 """
 

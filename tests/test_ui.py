@@ -17,6 +17,7 @@ from core.events import (
     Notice,
     Retrying,
     TextDelta,
+    TodosChanged,
     TokenState,
     ToolFinished,
     ToolStarted,
@@ -119,6 +120,26 @@ def test_compaction_line_manual_and_auto_with_hook_messages_and_failure():
         "Compacted · auto · 9.5k → 850 tokens · 3s\n"
         "Compaction failed: the summary came back empty\n"
         "Compaction cancelled · the conversation is unchanged\n"
+    )
+
+
+def test_compaction_line_says_how_much_state_was_attached_and_todos_render_as_a_checklist():
+    todos = ({"content": "Fix the parser", "status": "completed", "activeForm": "Fixing the parser"},
+             {"content": "Run the tests", "status": "in_progress", "activeForm": "Running the tests"},
+             {"content": "Update the docs", "status": "pending", "activeForm": "Updating the docs"})
+    out = render(
+        TodosChanged(todos),
+        CompactStarted("auto"),
+        CompactFinished("auto", 170_000, 20_000, 2.0, "summary", "S", (),
+                        "state: 3 modified files, 5 read, 8 commands, 3 todos, 2 user messages"),
+        width=160,
+    )
+    assert out == (
+        "  ⎿  ☒ Fix the parser\n"
+        "     ☐ Running the tests\n"
+        "     ☐ Update the docs\n"
+        "Compacted · auto · 170k → 20k tokens · 2s · state: 3 modified files, 5 read, 8 commands, 3 todos, "
+        "2 user messages\n"
     )
 
 
