@@ -12,6 +12,13 @@ attachment of the last compaction carries a snapshot of everything before it
 (``Message.extra["workingState"]``), so the fold starts there and a resume, which loads the same
 messages, rebuilds the same ledger.
 
+The text is line-oriented so a benchmark can check it (``render``, ``render_user``):
+    - {path}: {n} edit(s), +{added} -{removed} lines, last changed {ISO time}      (files modified)
+    - {path} (whole file | lines A-B | lines A-end)                               (files read)
+    - [exit N] $ {command, continuation lines indented}\n    → {outcome}        ([did not finish]: no code)
+    - [x] / [>] ... (in progress) / [ ] {content}                                  (todo list)
+    <user-message current-request="true">\n{text}\n</user-message>, then <user-message>… newest first
+
     live list ──► [snapshot of the last attachment] + tool calls / results / prompts after it ──► Ledger
     compaction ─► attachment(): the ledger as text + the user's messages (current request verbatim,
                   earlier ones newest first within a budget), one meta message after the summary
