@@ -59,10 +59,10 @@ ANSWERS = {"y": "yes", "n": "no", "a": "always"}
 
 
 def run_repl(settings: Any, initial_prompt: str | None, resume: str | None = None, continue_last: bool = False,
-             environ: dict[str, str] | None = None) -> int:
-    """The interactive session; returns the exit code."""
+             environ: dict[str, str] | None = None, driver: Any = None) -> int:
+    """The interactive session; returns the exit code. ``driver``: agent.demo.driver (--demo)."""
     console = Console(no_color=settings.no_color, highlight=False)
-    repl = Repl(settings, console, environ=dict(environ or {}))
+    repl = Repl(settings, console, environ=dict(environ or {}), driver=driver)
     if initial_prompt:
         import_in_background()  # the first request needs it at once
     else:
@@ -157,8 +157,9 @@ class _Question:
 
 class Repl:
     def __init__(self, settings: Any, console: Console, *, environ: dict[str, str], input: Input | None = None,
-                 output: Output | None = None, history: History | None = None) -> None:
+                 output: Output | None = None, history: History | None = None, driver: Any = None) -> None:
         self.settings = settings
+        self.driver = driver  # the demo's: fills (or, with --auto, submits) the input and answers questions
         self.environ = environ
         self.console = console
         self.renderer = Renderer(console)
@@ -229,8 +230,9 @@ class Repl:
                 return 0
 
     def read_line(self) -> str:
+        scripted = self.driver.prompt_args(self) if self.driver is not None else {}
         with patch_stdout(raw=True) if self.real_terminal else nullcontext():
-            return self.prompt.prompt([("class:prompt", PROMPT)], bottom_toolbar=self._toolbar)
+            return self.prompt.prompt([("class:prompt", PROMPT)], bottom_toolbar=self._toolbar, **scripted)
 
     def _toolbar(self) -> Any:
         shown = warning_of(self.token_state)
@@ -340,7 +342,8 @@ class Repl:
             return
         self.renderer.pause()
         self.renderer.permission(question.tool, question.args, question.description)
-        question.answer = self._read_answer(reader)
+        scripted = self.driver.answer(question.tool, question.args) if self.driver is not None else None
+        question.answer = scripted or self._read_answer(reader)
         label = {"yes": "Yes", "no": "No", "always": "Yes, and don't ask again this session"}[question.answer]
         self.renderer.answered(question.tool, question.args, label)
         question.done.set()
