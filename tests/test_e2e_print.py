@@ -206,7 +206,8 @@ def test_clear_one_line_errors(run_cli, project):
     assert bad_flag.code != 0
     no_key = run_cli(None, "-p", "hi", env={"ANTHROPIC_API_KEY": ""})
     assert no_key.code == 2 and no_key.stderr.strip().splitlines() == [
-        "compact-agent: No API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment"]
+        "compact-agent: No API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment, "
+        "or try `compact-agent --demo`, which needs none"]
     missing = run_cli(None, "-p", "hi", "--resume", "00000000-0000-4000-8000-000000000000")
     assert missing.code == 1 and len(missing.stderr.strip().splitlines()) == 1
     assert "No session with id" in missing.stderr

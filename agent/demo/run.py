@@ -18,7 +18,9 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent.demo.driver import Driver
@@ -26,7 +28,7 @@ from agent.demo.project import copy_project
 from agent.demo.server import ScriptedAPI, model_info
 from agent.demo.story import Story, tour
 from agent.repl import run_repl
-from agent.settings import load_settings
+from agent.settings import Settings, load_settings
 
 MODEL = "scripted-demo"
 WINDOW = 60_000  # auto-compact at 27k, warning from 7k, error colour from 17k (compact/thresholds.py)
@@ -41,8 +43,38 @@ INTERACTIVE_PACE = (0.4, 2.0, 12, 0.012, 0.0)
 AUTO_PACE = (0.05, 1.0, 48, 0.002, 0.4)
 
 
+@dataclass
+class Demo:
+    """A demo ready to run: the REPL's settings, environment and driver, and the story being played."""
+
+    root: Path
+    project: Path
+    settings: Settings
+    environ: dict[str, str]
+    story: Story
+    driver: Driver
+
+
 def run_demo(*, auto: bool, environ: Mapping[str, str]) -> int:
     root = Path(tempfile.mkdtemp(prefix="compact-agent-demo-"))
+    previous = Path.cwd()
+    try:
+        with demo(root, auto=auto, environ=environ) as d:
+            os.chdir(d.project)
+            code = run_repl(d.settings, None, environ=d.environ, driver=d.driver)
+    finally:
+        os.chdir(previous)
+        if auto:
+            shutil.rmtree(root, ignore_errors=True)
+    if auto and d.story.problems:
+        sys.stderr.write("compact-agent: the demo went off script: " + "; ".join(d.story.problems) + "\n")
+        return 1
+    return code
+
+
+@contextmanager
+def demo(root: Path, *, auto: bool, environ: Mapping[str, str]) -> Iterator[Demo]:
+    """The sample project and the agent's home in ``root``, the scripted server running meanwhile."""
     project, home = root / "tinyshop", root / "home"
     project.mkdir()
     home.mkdir(mode=0o700)
@@ -51,25 +83,14 @@ def run_demo(*, auto: bool, environ: Mapping[str, str]) -> int:
     latency, summary_latency, chunk, pace, pause = AUTO_PACE if auto else INTERACTIVE_PACE
     story = Story(tour(project, facts, auto=auto), latency=latency, summary_latency=summary_latency)
     models = [model_info(MODEL, max_input_tokens=WINDOW)]
-    previous = Path.cwd()
-    try:
-        with ScriptedAPI(story.respond, models=models, chunk=chunk, pace=pace) as api:
-            env = {k: v for k, v in environ.items() if not k.startswith(LEFT_OUT)}
-            env.update({"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "demo-key-not-a-secret",
-                        "ANTHROPIC_MODEL": MODEL, "COMPACT_AGENT_HOME": str(home)})
-            settings = load_settings(cwd=project, environ=env, cli={})
-            os.chdir(project)
-            driver = Driver(story, _intro(api.url, project, home, auto), _outro(project, auto),
-                            auto=auto, pause=pause)
-            code = run_repl(settings, None, environ=env, driver=driver)
-    finally:
-        os.chdir(previous)
-        if auto:
-            shutil.rmtree(root, ignore_errors=True)
-    if auto and story.problems:
-        sys.stderr.write("compact-agent: the demo went off script: " + "; ".join(story.problems) + "\n")
-        return 1
-    return code
+    with ScriptedAPI(story.respond, models=models, chunk=chunk, pace=pace) as api:
+        env = {k: v for k, v in environ.items() if not k.startswith(LEFT_OUT)}
+        env.update({"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "demo-key-not-a-secret",
+                    "ANTHROPIC_MODEL": MODEL, "COMPACT_AGENT_HOME": str(home)})
+        settings = load_settings(cwd=project, environ=env, cli={})
+        driver = Driver(story, _intro(api.url, project, home, auto), _outro(project, auto), auto=auto,
+                        pause=pause)
+        yield Demo(root, project, settings, env, story, driver)
 
 
 def _intro(url: str, project: Path, home: Path, auto: bool) -> list[str]:

@@ -282,4 +282,5 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
              "/summary"),
         Beat("/compact compacts by hand, and words after it steer the summary.",
              "/compact keep only what the refund team needs"),
+        Beat("/summary again: this time the summary followed the instructions.", "/summary"),
     ]
