@@ -29,6 +29,7 @@ from agent.demo.server import ScriptedAPI, model_info
 from agent.demo.story import Story, tour
 from agent.repl import run_repl
 from agent.settings import Settings, load_settings
+from core.private import write_private
 
 MODEL = "scripted-demo"
 WINDOW = 60_000  # auto-compact at 27k, warning from 7k, error colour from 17k (compact/thresholds.py)
@@ -79,7 +80,7 @@ def demo(root: Path, *, auto: bool, environ: Mapping[str, str]) -> Iterator[Demo
     project.mkdir()
     home.mkdir(mode=0o700)
     facts = copy_project(project)
-    (home / "settings.json").write_text(json.dumps(SETTINGS, indent=2) + "\n", encoding="utf-8")
+    write_private(home / "settings.json", json.dumps(SETTINGS, indent=2) + "\n")
     latency, summary_latency, chunk, pace, pause = AUTO_PACE if auto else INTERACTIVE_PACE
     story = Story(tour(project, facts, auto=auto), latency=latency, summary_latency=summary_latency)
     models = [model_info(MODEL, max_input_tokens=WINDOW)]
