@@ -21,7 +21,9 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
+from agent.demo.project import copy_project
 from agent.demo.run import demo
+from agent.demo.story import Story, tour
 from agent.repl import Repl
 from tests.conftest import ROOT
 from tests.test_tmux import Pane
@@ -103,8 +105,7 @@ def test_demo_offers_each_line_and_the_user_answers_the_question(tmp_path: Path)
         pipe.send_text("\r")
         wait_for("Allow? [y]es")
         pipe.send_text("n")
-        out = wait_for("That call did not go through")
-        assert "→ No" in out and "The user declined this Edit call" in out
+        wait_for("→ No")
         wait_for("demo ▸ This command prints")
         while not repl.prompt.app.is_running:  # back at the prompt, with the next line offered
             time.sleep(0.02)
@@ -113,8 +114,39 @@ def test_demo_offers_each_line_and_the_user_answers_the_question(tmp_path: Path)
         assert not thread.is_alive() and box["code"] == 0
         pricing = (d.project / "shop" / "pricing.py").read_text()
         assert "return round(total - percent, 2)" in pricing  # the "no" kept the file as it was
-        assert d.story.problems and "declined" in d.story.problems[0]
-        assert [b.line for b in d.story.played] == ["The tests fail. Find out why, but don't change anything yet."]
+        assert d.story.played == d.story.beats[:1]  # the fix was never made
+
+
+def test_the_scripted_model_follows_the_story_stops_on_a_refusal_and_summarises(tmp_path: Path) -> None:
+    project = tmp_path / "tinyshop"
+    project.mkdir()
+    story = Story(tour(project, copy_project(project), auto=True))
+    explore, fix = story.beats[0], story.beats[1]
+
+    def body(*blocks: dict, **extra: object) -> dict:
+        return {"model": "m", "messages": [{"role": "user", "content": list(blocks)}], **extra}
+
+    def typed(line: str) -> dict:
+        return body({"type": "text", "text": f"{line} [id:abc123]"})
+
+    first = story.respond(typed(explore.line))
+    assert [b["name"] for b in first.content if b["type"] == "tool_use"] == ["Glob"]
+    edit = story.respond(typed(fix.line))
+    [use] = [b for b in edit.content if b["type"] == "tool_use"]
+    assert use["name"] == "Edit" and use["input"]["file_path"] == str(project / "shop" / "pricing.py")
+    refused = story.respond(body({"type": "tool_result", "tool_use_id": use["id"], "is_error": True,
+                                  "content": "The user declined this Edit call; it was not run."}))
+    assert "That call did not go through (The user declined this Edit call" in refused.content[0]["text"]
+    assert story.problems == ["a tool call failed: The user declined this Edit call; it was not run."]
+    assert story.played == []  # neither beat went to its end
+
+    aside = story.respond(typed("tell me a joke"))
+    assert "scripted model" in aside.content[0]["text"] and len(story.problems) == 2
+    summary = story.respond(body({"type": "text", "text": "...<summary>...\n\nAdditional instructions:\nbe brief"},
+                                 tool_choice={"type": "none"}))
+    text = summary.content[0]["text"]
+    assert "<summary>" in text and "(Written as asked: be brief.)" in text
+    assert explore.line in text and fix.line in text and "tell me a joke" not in text
 
 
 def test_no_key_mentions_the_demo_and_help_lists_commands_and_variables(run_cli) -> None:

@@ -28,6 +28,7 @@ class Driver:
         self.intro, self.outro = intro, outro
         self.auto, self.pause = auto, pause
         self.next = 0  # the beat to offer
+        self._narrated = -1  # the last beat whose narration was printed (a beat offered again is not)
         self.offered: str | None = None
         self._started = False
         self._ended = False
@@ -44,7 +45,9 @@ class Driver:
         if self.next >= len(self.story.beats):
             return self._end(repl, say)
         beat: Beat = self.story.beats[self.next]
-        say(MARK + beat.say, "dim")
+        if self._narrated != self.next:
+            self._narrated = self.next
+            say(MARK + beat.say, "dim")
         self.offered = beat.line
         if beat.is_prompt:
             self.story.offered = beat

@@ -56,7 +56,8 @@ class Story:
         self.current: Beat | None = None
         self.index = 0  # the current beat's next reply
         self.offered: Beat | None = None  # the prompt the driver last put in the input line
-        self.played: list[Beat] = []
+        self.started: list[Beat] = []  # prompts the model has answered, in order
+        self.played: list[Beat] = []  # beats whose replies all went out
         self.problems: list[str] = []
         self._lock = threading.Lock()
 
@@ -74,18 +75,19 @@ class Story:
         beat = next((b for b in self.beats if b.is_prompt and b.line == typed), None)
         failed = failed_result(body)
         if beat is not None:
-            self.current, self.index = beat, 0
+            self._start(beat)
         elif failed is not None:
             self.problems.append(f"a tool call failed: {failed}")
             self.index = len(self.current.replies) if self.current else 0
-            return Reply.text(f"That call did not go through ({failed.splitlines()[0]}), so I'll stop here. "
+            first = (failed.splitlines() or ["no reason given"])[0]
+            return Reply.text(f"That call did not go through ({first}), so I'll stop here. "
                               "Tell me how you would like to go on.")
         elif typed is not None:
             self.problems.append(f"a prompt the story does not know: {typed!r}")
             return Reply.text(OUT_OF_STORY)
         elif not self._has_more() and self.offered is not None and self.offered not in self.played:
             # the compaction that ran before this request summarised the prompt away
-            self.current, self.index = self.offered, 0
+            self._start(self.offered)
         if not self._has_more():
             self.problems.append("a request after the story's replies ran out")
             return Reply.text(OUT_OF_STORY)
@@ -96,6 +98,10 @@ class Story:
             self.played.append(self.current)
         return reply
 
+    def _start(self, beat: Beat) -> None:
+        self.current, self.index = beat, 0
+        self.started.append(beat)
+
     def _has_more(self) -> bool:
         return self.current is not None and self.index < len(self.current.replies)
 
@@ -105,7 +111,7 @@ class Story:
         Instructions steer it as they would a real model: here they keep only the order findings.
         """
         done = [b.done for b in self.played if b.done and (not instructions or b.refunds)]
-        asked = [b.line for b in self.played if b.is_prompt]
+        asked = [b.line for b in self.started]
         current = self.current.line if self._has_more() and self.current else ""
         fixed = any(b.fix for b in self.played)
         parts = ["<analysis>The user is fixing a pricing bug in a toy shop and measuring what it cost "
