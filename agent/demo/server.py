@@ -18,6 +18,8 @@ body; ``tokenizer=`` replaces it with a per-block tokenizer.
 Streams: ``message_start``, ``ping``, then per block ``content_block_start`` / deltas /
 ``content_block_stop``, then ``message_delta`` and ``message_stop``. Text arrives in three pieces per
 block, or in pieces of about ``chunk`` characters with ``pace`` seconds between deltas (the demo).
+``Reply.raw_tool`` streams a tool input's JSON text as given (invalid JSON, a lone surrogate escape), and
+``Error(headers=...)`` sends headers of the caller's choosing (a ``retry-after`` alone, ``x-should-retry``).
 
 Subclasses add checks through four hooks: ``_problems`` (what the real API would refuse with a 400),
 ``_violation`` (called for each refusal), ``_next_step`` (where steps come from) and ``_usage``
@@ -106,6 +108,13 @@ class Reply:
     context_management: dict | None = None  # e.g. {"applied_edits": [...]}
     drop_after: int | None = None  # SSE events sent before the connection is cut
     stream_error: tuple[str, str] | None = None  # (type, message) sent as an SSE error at drop_after
+    raw_inputs: dict[str, str] | None = None  # tool_use id -> the input_json_delta text streamed, as is
+
+    @classmethod
+    def raw_tool(cls, name: str, raw_json: str, *, id: str | None = None, **kw: Any) -> Reply:
+        """A tool call whose streamed input is ``raw_json`` verbatim (invalid JSON, say)."""
+        block = tool_use_block(name, {}, id)
+        return cls([block], raw_inputs={block["id"]: raw_json}, **kw)
 
     @classmethod
     def text(cls, text: str, *, thinking: str | None = None, **kw: Any) -> Reply:
@@ -136,6 +145,7 @@ class Error:
     type: str
     message: str
     retry_after: float | None = None  # seconds; sent as retry-after and retry-after-ms
+    headers: dict[str, str] | None = None  # sent as well (e.g. only a retry-after)
 
 
 @dataclass
@@ -232,15 +242,18 @@ def _pieces(text: str, parts: int = 3) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
-def _block_events(index: int, block: dict, chunk: int | None) -> list[tuple[str, dict]]:
+def _block_events(index: int, block: dict, raw_inputs: dict[str, str] | None = None,
+                  chunk: int | None = None) -> list[tuple[str, dict]]:
     kind = block["type"]
     if kind == "text":
         parts = max(3, math.ceil(len(block["text"]) / chunk)) if chunk else 3
         start, deltas = text_block(""), [{"type": "text_delta", "text": p} for p in _pieces(block["text"], parts)]
     elif kind == "tool_use":
         start = {**block, "input": {}}
+        raw = (raw_inputs or {}).get(block["id"])
         deltas = [
-            {"type": "input_json_delta", "partial_json": p} for p in _pieces(json.dumps(block["input"]))
+            {"type": "input_json_delta", "partial_json": p}
+            for p in _pieces(raw if raw is not None else json.dumps(block["input"]))
         ]
     elif kind == "thinking":
         start = {"type": "thinking", "thinking": "", "signature": ""}
@@ -258,8 +271,10 @@ def _block_events(index: int, block: dict, chunk: int | None) -> list[tuple[str,
     ]
 
 
-def stream_events(message: dict, chunk: int | None = None) -> list[tuple[str, dict]]:
-    """The SSE events (name, data) that stream ``message``; text in pieces of about ``chunk`` chars."""
+def stream_events(message: dict, raw_inputs: dict[str, str] | None = None,
+                  chunk: int | None = None) -> list[tuple[str, dict]]:
+    """The SSE events (name, data) that stream ``message`` (tool inputs in ``raw_inputs`` as given, text
+    in pieces of about ``chunk`` characters)."""
     opening = {
         **message,
         "content": [],
@@ -277,7 +292,8 @@ def stream_events(message: dict, chunk: int | None = None) -> list[tuple[str, di
     return [
         ("message_start", {"type": "message_start", "message": opening}),
         ("ping", {"type": "ping"}),
-        *[event for i, block in enumerate(message["content"]) for event in _block_events(i, block, chunk)],
+        *[event for i, block in enumerate(message["content"])
+          for event in _block_events(i, block, raw_inputs, chunk)],
         ("message_delta", closing),
         ("message_stop", {"type": "message_stop"}),
     ]
@@ -567,14 +583,14 @@ class ScriptedAPI:
                     "retry-after-ms": str(max(1, round(step.retry_after * 1000))),  # the SDK ignores 0
                 }
             )
-            return error_answer(step.status, step.type, step.message, headers)
+            return error_answer(step.status, step.type, step.message, {**headers, **(step.headers or {})})
         if not isinstance(step, Reply):
             raise TypeError(f"not a script step: {step!r}")
         with self._lock:
             message = self._message(step, body)
         if not body.get("stream"):
             return Answer(200, hang_up=step.drop_after is not None, payload=message)
-        return Answer(200, events=stream_events(message, self.chunk), cut_after=step.drop_after,
+        return Answer(200, events=stream_events(message, step.raw_inputs, self.chunk), cut_after=step.drop_after,
                       stream_error=step.stream_error, pace=self.pace)
 
     def _max_input(self, body: dict) -> int:
