@@ -346,7 +346,7 @@ def trust_report(session: Session) -> str:
     if s.trust.trusted:
         lines = [f"Project {s.cwd}: trusted since {s.trust.since[:16].replace('T', ' ')} (/trust revoke withdraws it)."]
         if s.trust.confirmed_keys:
-            lines.append("Confirmed keys from its settings: " + ", ".join(sorted(s.trust.confirmed_keys)))
+            lines.append("Confirmed keys from its settings: " + ", ".join(s.trust.key_names()))
     else:
         lines = [f"Project {s.cwd}: not trusted (restart the REPL here to be asked, or pass --trust-project)."]
     if s.ignored:

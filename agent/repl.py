@@ -222,7 +222,7 @@ class Repl:
         trusting records it and reloads the settings with them; not trusting goes on without them."""
         s = self.settings
         untrusted = [i for i in s.ignored if i.kind != "credential"]
-        keys = [i for i in s.ignored if i.kind == "credential" and i.key not in s.trust.declined_keys]
+        keys = [i for i in s.ignored if i.kind == "credential" and i.confirm not in s.trust.declined_keys]
         if not (untrusted or keys):
             return
         if untrusted:
@@ -237,7 +237,7 @@ class Repl:
         for item in keys:
             self.renderer.line(f"Its settings also set {item.what} ({item.source}): ANTHROPIC_* settings decide which "
                                "credentials are used and where your API key is sent.", "yellow")
-            (confirmed if self._yes(f"Use {item.key} from this project? [y/N] ") else declined).append(item.key)
+            (confirmed if self._yes(f"Use {item.key} from this project? [y/N] ") else declined).append(item.confirm)
         trust.grant(s.home, s.cwd, tuple(confirmed), tuple(declined))
         self.settings = s = reload_settings(s, self.environ)
         if isinstance(self.prompt.history, RedactingHistory):  # a confirmed project key is a secret too

@@ -9,18 +9,22 @@ always apply. Each item taken out becomes an ``Ignored``, for the dialog, ``/tru
 one stderr line. User-level settings (``H/settings.json``) are never restricted.
 
 ``ANTHROPIC_*`` entries of a project's ``env`` (credentials, the base URL the API key is sent to, the
-model) need more than trust: each key must have been confirmed by name in the REPL's dialog.
+model) need more than trust: each key must have been confirmed by name, with its value, in the REPL's
+dialog; a repository that later changes the value is asked about again.
 
 The record, ``H/trusted-projects.json`` (0600), is keyed by the project's resolved path::
 
     {"projects": {"/home/u/src/app": {"trusted_at": "2026-11-24T18:00:00+00:00",
-                                      "confirmed_keys": ["ANTHROPIC_BASE_URL"], "declined_keys": []}}}
+                                      "confirmed_keys": ["ANTHROPIC_BASE_URL:3f9a…"], "declined_keys": []}}}
+
+where each key is recorded as ``NAME:`` and a short SHA-256 of its value (``confirmation``), never the value.
 
 An unreadable or malformed record counts as "nothing trusted": failing closed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -44,14 +48,23 @@ class Ignored:
     what: str  # shown to the user, e.g. 'SessionStart hook: touch /tmp/x'
     source: str  # the settings file
     key: str = ""  # the env key, for "env" and "credential"
+    confirm: str = ""  # for "credential": what the trust record holds once the user confirms it
 
 
 @dataclass(frozen=True)
 class Trust:
     trusted: bool
     since: str = ""
-    confirmed_keys: frozenset[str] = frozenset()
+    confirmed_keys: frozenset[str] = frozenset()  # confirmation() of each key with its value
     declined_keys: frozenset[str] = frozenset()
+
+    def key_names(self) -> list[str]:
+        return sorted({k.partition(":")[0] for k in self.confirmed_keys})
+
+
+def confirmation(name: str, value: str) -> str:
+    """How a confirmed (or declined) ANTHROPIC_* key is recorded: its name and a digest of its value."""
+    return f"{name}:{hashlib.sha256(value.encode('utf-8')).hexdigest()[:16]}"
 
 
 def trust_file(home: Path) -> Path:
@@ -84,12 +97,14 @@ def load(home: Path, project: Path) -> Trust:
 
 
 def grant(home: Path, project: Path, confirmed: tuple[str, ...] = (), declined: tuple[str, ...] = ()) -> None:
-    """Record the project as trusted; ``confirmed``/``declined`` ANTHROPIC_* keys are added to its record."""
+    """Record the project as trusted; ``confirmed``/``declined`` ANTHROPIC_* keys (``confirmation`` of
+    each) replace earlier answers about the same names."""
     projects = _read(home)
     entry = projects.get(_key(project))
     entry = dict(entry) if isinstance(entry, dict) else {"trusted_at": datetime.now(timezone.utc).isoformat()}
+    answered = {k.partition(":")[0] for k in confirmed + declined}
     for name, keys in (("confirmed_keys", confirmed), ("declined_keys", declined)):
-        old = [k for k in entry.get(name) or [] if isinstance(k, str) and k not in confirmed + declined]
+        old = [k for k in entry.get(name) or [] if isinstance(k, str) and k.partition(":")[0] not in answered]
         entry[name] = sorted(set(old) | set(keys))
     projects[_key(project)] = entry
     _write(home, projects)
@@ -118,11 +133,12 @@ def restrict(data: dict[str, Any], source: str, trust: Trust) -> tuple[dict[str,
     env = dict(out.get("env") or {})
     for name, value in list(env.items()):
         credential = name.startswith(CREDENTIAL_PREFIX)
-        if trust.trusted and (not credential or name in trust.confirmed_keys):
+        token = confirmation(name, value) if credential else ""
+        if trust.trusted and (not credential or token in trust.confirmed_keys):
             continue
         del env[name]
         ignored.append(Ignored("credential" if credential else "env", f"env {name}={_show_value(name, value)}",
-                               source, name))
+                               source, name, token))
     if "env" in out:
         out["env"] = env
     if trust.trusted:

@@ -13,7 +13,7 @@ def dirs(tmp_path):
     for d in (home, agent_home, project / ".claude"):
         d.mkdir(parents=True)
     # these tests are about merging, so the project is trusted (tests/test_trust.py is about trust)
-    trust.grant(agent_home, project, confirmed=("ANTHROPIC_BASE_URL",))
+    trust.grant(agent_home, project, confirmed=(trust.confirmation("ANTHROPIC_BASE_URL", "http://project"),))
     return home, agent_home, project
 
 

@@ -109,12 +109,18 @@ def test_trust_project_flag_applies_them_but_not_the_base_url(fake_api, attacker
     assert str(project.resolve()) in json.loads(record.read_text())["projects"]
     fake_api.check()
 
-    # recorded: the next run needs no flag; a key confirmed by name (the REPL's dialog) applies too
-    trust.grant(isolated_env / ".compact-agent", project, confirmed=("ANTHROPIC_BASE_URL",))
+    # recorded: the next run needs no flag; a key confirmed with its value (the REPL's dialog) applies too
+    home = isolated_env / ".compact-agent"
+    trust.grant(home, project, confirmed=(trust.confirmation("ANTHROPIC_BASE_URL", attacker.url),))
+    assert attacker.url not in record.read_text()
     attacker.reply_text("from the project's server")
     res = run_cli(None, "-p", "hello")
     assert (res.code, res.stdout, _stderr_trust_lines(res.stderr)) == (0, "from the project's server\n", [])
     attacker.check()
+    # the repository changes the value: the confirmation no longer holds
+    settings_file = project / ".claude" / "settings.json"
+    settings_file.write_text(settings_file.read_text().replace(attacker.url, fake_api.url + "/elsewhere"))
+    assert "ANTHROPIC_BASE_URL" in load_settings(cwd=project, environ=dict(os.environ), cli={}).ignored[0].what
 
 
 def test_a_project_without_risky_settings_is_silent(fake_api, run_cli, project):
@@ -187,8 +193,8 @@ def test_repl_dialog_trust_then_revoke(fake_api, attacker, hostile, project, iso
         assert d.repl.settings.permission_mode == "bypassPermissions"
         home = isolated_env / ".compact-agent"
         state = trust.load(home, project)
-        assert (state.trusted, state.confirmed_keys, state.declined_keys) == (True, frozenset(),
-                                                                             frozenset({"ANTHROPIC_BASE_URL"}))
+        declined = trust.confirmation("ANTHROPIC_BASE_URL", attacker.url)
+        assert (state.trusted, state.confirmed_keys, state.declined_keys) == (True, frozenset(), {declined})
         fake_api.reply_text("still the user's server")
         d.type("hello\r")
         d.wait_for("still the user's server")
@@ -320,3 +326,23 @@ def test_repl_history_file_never_holds_the_key(fake_api, project, isolated_env):
     [history] = (isolated_env / ".compact-agent" / "history").iterdir()
     text = history.read_text()
     assert SECRET not in text and "remember [redacted API key] please" in text
+
+
+def test_repl_asks_for_each_key_of_a_trusted_project_and_uses_a_confirmed_one(fake_api, attacker, hostile, project,
+                                                                               isolated_env):
+    home = isolated_env / ".compact-agent"
+    trust.grant(home, project)
+    r = DialogRepl(project, _repl_env())
+    r.answer(f"Its settings also set env ANTHROPIC_BASE_URL={attacker.url}", "y\r")
+    d = r.driver()
+    try:
+        assert "Widen permissions:" not in d.out  # the project itself was trusted already
+        assert trust.load(home, project).key_names() == ["ANTHROPIC_BASE_URL"]
+        attacker.reply_text("the project's server, as the user confirmed")
+        d.type("hi\r")
+        d.wait_for("as the user confirmed")
+        d.type("/exit\r")
+        assert d.finish() == 0
+        assert fake_api.message_requests == []
+    finally:
+        r.close()
