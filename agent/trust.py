@@ -147,7 +147,7 @@ def restrict(data: dict[str, Any], source: str, trust: Trust) -> tuple[dict[str,
         for group in groups:
             for hook in group.get("hooks") or []:
                 command = hook.get("command") if hook.get("type") == "command" else hook.get("type")
-                ignored.append(Ignored("hook", f"{event} hook: {command}", source))
+                ignored.append(Ignored("hook", f"{event} hook: {_one_line(str(command))}", source))
     perms = dict(out.get("permissions") or {})
     for rule in perms.pop("allow", []):
         ignored.append(Ignored("permission", f"allow rule {rule}", source))
@@ -163,7 +163,13 @@ def restrict(data: dict[str, Any], source: str, trust: Trust) -> tuple[dict[str,
 def _show_value(name: str, value: str) -> str:
     if _SECRET_NAME.search(name):
         return "(hidden)"
+    value = _one_line(value)
     return value if len(value) <= 80 else value[:79] + "…"
+
+
+def _one_line(text: str) -> str:
+    """Newlines and control characters escaped: what is shown is what would run, on one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 # ---- telling the user ------------------------------------------------------------------------------
