@@ -221,7 +221,7 @@ class _Loader:
         groups = recover_siblings(chain, main)
         merged = [m for m in map(merge, groups) if m is not None]
         pending = interrupted_answers(merged)
-        live = clean(merged + pending, self.model)
+        live = clean([*merged, *pending], self.model)
         if pending and live and live[-1].uuid == pending[0].uuid:
             live.pop()  # recorded by the session that resumes, so a second resume sends the same
         else:
