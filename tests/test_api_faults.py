@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
 import threading
 import time
@@ -18,6 +19,7 @@ from core.errors import Interrupted, ModelError
 from core.events import Retrying
 from core.model import Request
 from tests.fakeapi import Error, FakeAPI, Reply
+from tests.test_crash import spawn  # noqa: F401 - a fixture
 
 
 def request() -> Request:
@@ -185,3 +187,26 @@ def test_print_mode_shows_each_retry_on_stderr(run_cli, fake_api: FakeAPI) -> No
     assert res.code == 0, res.stderr
     assert res.json()["result"] == "made it"
     assert res.stderr == "Retrying in 1s (attempt 2) · API error 529: Overloaded\n"
+
+
+def test_ctrl_c_in_print_mode_ends_a_retry_wait_at_once(spawn) -> None:  # noqa: F811
+    with FakeAPI() as api:
+        api.on(lambda body: True, Error(529, "overloaded_error", "Overloaded", headers={"retry-after": "30"}))
+        proc = spawn(api, "-p", "hi")
+        assert proc.stderr is not None
+        line = proc.stderr.readline()  # printed just before the wait starts
+        assert line == "Retrying in 30s (attempt 2) · API error 529: Overloaded\n"
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+        assert time.monotonic() - started < 3.0
+        assert proc.returncode == 130
+        assert err.splitlines()[-1] == "compact-agent: Interrupted by user"
+        assert len(api.message_requests) == 1
+
+
+def test_the_repl_shows_the_wait_rounded_and_the_next_attempt() -> None:
+    from tests.test_ui import render
+
+    assert render(Retrying(2, "API error 529: Overloaded", 3.7412)) == \
+        "Retrying in 3.7s… (attempt 3) · API error 529: Overloaded\n"
