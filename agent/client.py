@@ -123,9 +123,10 @@ class ModelClient:
         attempt = 0
         while True:
             attempt += 1
-            failure = self._attempt(req, cancel, emit_text)
-            if isinstance(failure, Message):
-                return failure
+            outcome = self._attempt(req, cancel, emit_text)
+            if isinstance(outcome, Message):
+                return outcome
+            failure = outcome
             delay = failure.wait if failure.wait is not None else self.backoff(attempt)
             if not failure.retry or time.monotonic() - started + delay > self.retry_seconds:
                 raise failure.give_up(attempt, time.monotonic() - started, delay, self.retry_seconds)
@@ -163,7 +164,7 @@ class ModelClient:
                 raise Interrupted("interrupted") from None
             if _cannot_connect(e):
                 cause = e.__cause__ or e
-                return _Failure(f"cannot connect to {self.client.base_url} ({_errno_text(cause)})", connect=True)
+                return _Failure(f"cannot connect to {self.client.base_url} ({_errno_text(cause)})")
             return _Failure(f"the connection broke: {e}")
 
     def _stream_once(self, req: Request, cancel: threading.Event | None, emit_text: bool) -> Message | None:
@@ -295,9 +296,9 @@ def tool_input(raw: str) -> dict[str, Any]:
 class _Failure:
     """What went wrong in one attempt, and whether (and when) another may mend it."""
 
-    def __init__(self, reason: str, *, status: int | None = None, retry: bool = True, wait: float | None = None,
-                 connect: bool = False) -> None:
-        self.reason, self.status, self.retry, self.wait, self.connect = reason, status, retry, wait, connect
+    def __init__(self, reason: str, *, status: int | None = None, retry: bool = True,
+                 wait: float | None = None) -> None:
+        self.reason, self.status, self.retry, self.wait = reason, status, retry, wait
 
     def give_up(self, attempts: int, elapsed: float, delay: float, budget: float) -> ModelError:
         if not self.retry:
