@@ -6,6 +6,8 @@
          ──(walk parentUuid from the newest leaf back to the boundary)──> chain
          ──(merge streamed blocks, recover parallel tool results: agent.claude_code)──> messages
          ──(drop unanswered tool_use / orphan tool_result / foreign thinking)──> live list
+           (except the last response's open calls: ``pending`` error results answer them, for the
+            resuming session to record, so a crash mid-call is told to the model, once)
          + our own state records replayed (compact.state.replay)
 
 Nothing before the last boundary is parsed except the kept segment's lines and the state records that
