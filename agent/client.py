@@ -4,8 +4,8 @@ Retries are ours, not the SDK's (its ``max_retries`` is 0): a 408 / 409 / 429 / 
 connection that can't be made or breaks, or a stream that breaks mid-message (the whole request is sent
 again; no tool runs until a complete message has arrived, so no tool ever runs twice) are retried with
 capped exponential backoff and jitter, or after the server's ``retry-after(-ms)``, for up to
-``retry_seconds`` in all. Each wait is announced with a ``Retrying`` event and ends at once when the cancel
-event is set. The stream is read event by event here (not by the SDK's accumulator), so a tool input that
+``retry_seconds`` in all. Each wait of the main reply is announced with a ``Retrying`` event (side requests
+wait quietly), and every wait ends at once when the cancel event is set. The stream is read event by event here (not by the SDK's accumulator), so a tool input that
 is not valid JSON becomes an input the tool runner answers with an error instead of ending the turn.
 Context-size errors are turned into typed exceptions (errors.PromptTooLong, errors.MaxTokensOverflow) from
 the SDK's typed 400 error.
@@ -130,7 +130,8 @@ class ModelClient:
             delay = failure.wait if failure.wait is not None else self.backoff(attempt)
             if not failure.retry or time.monotonic() - started + delay > self.retry_seconds:
                 raise failure.give_up(attempt, time.monotonic() - started, delay, self.retry_seconds)
-            self.on_event(Retrying(attempt, failure.reason, delay))
+            if emit_text:  # a side request (summary, notes) waits quietly: it streams no reply to restart
+                self.on_event(Retrying(attempt, failure.reason, delay))
             if cancel is not None and cancel.wait(delay):
                 raise Interrupted("interrupted")
             elif cancel is None:

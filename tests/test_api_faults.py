@@ -210,3 +210,12 @@ def test_the_repl_shows_the_wait_rounded_and_the_next_attempt() -> None:
 
     assert render(Retrying(2, "API error 529: Overloaded", 3.7412)) == \
         "Retrying in 3.7s… (attempt 3) · API error 529: Overloaded\n"
+
+
+def test_a_side_request_retries_without_announcing_it(fake_api: FakeAPI) -> None:
+    """Notes and summaries stream no reply: a Retrying event would restart the main reply on screen."""
+    events: list[Any] = []
+    fake_api.error(529)
+    fake_api.reply_text("summary")
+    assert client_for(fake_api, events=events).stream(request(), emit_text=False).text == "summary"
+    assert events == [] and len(fake_api.message_requests) == 2
