@@ -78,7 +78,7 @@ def run(
         typer.echo(f"{__version__} (Compact Agent)")
         raise typer.Exit(0)
     # imported here, not at the top: --version and --help must not pay for them (start-up speed)
-    from agent.settings import load_settings
+    from agent.settings import ensure_home, load_settings
     from core.errors import AgentError, SettingsError
 
     environ = dict(os.environ)
@@ -87,6 +87,7 @@ def run(
             "model": model, "permission_mode": permission_mode.value if permission_mode else None,
             "allowed_tools": _rules(allowed_tools), "disallowed_tools": _rules(disallowed_tools),
             "dangerously_skip_permissions": skip_permissions, "trust_project": trust_project})
+        ensure_home(settings)
     except SettingsError as e:
         _fail(str(e), 2)
     if continue_ and resume:

@@ -56,8 +56,9 @@ class PrintRenderer:
             self._compaction(event)
         elif isinstance(event, Notice):
             self.err.write(f"{event.text}\n")
-        elif isinstance(event, Retrying) and self.fmt == "text":
-            self.err.write(f"Retrying after an API problem ({event.reason}), attempt {event.attempt}\n")
+        elif isinstance(event, Retrying):  # stderr in every format: stdout stays the result alone
+            self.err.write(f"Retrying in {round(event.delay, 1):g}s (attempt {event.attempt + 1}) · {event.reason}\n")
+            self.err.flush()
 
     def _compaction(self, event: Event) -> None:
         if isinstance(event, CompactFinished):

@@ -82,7 +82,7 @@ class Session:
         self.writer = writer = TranscriptWriter(self.transcript_path, self.session_id, str(s.cwd), __version__,
                                   last_uuid=self.last_uuid, secret=(s.api_key, s.auth_token))
         self.client = ModelClient(api_key=s.api_key, auth_token=s.auth_token, base_url=s.base_url,
-                                  on_event=self._emit)
+                                  on_event=self._emit, retry_seconds=s.retry_seconds)
         self.tools = builtin_tools() + [SnipTool()]
         self.tool_ctx = ToolContext(project_dir=s.cwd, session_dir=self.session_dir, cwd=s.cwd,
                                     environ=s.environ or None)

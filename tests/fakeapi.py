@@ -38,7 +38,9 @@ the rest is plain ``input_tokens``. The three always add up to the estimate.
 Streams: ``message_start``, ``ping``, then per block ``content_block_start`` / deltas /
 ``content_block_stop``, then ``message_delta`` and ``message_stop``. ``drop_after=N`` on a reply sends the
 first N of those events and closes the socket without ending the chunked body, as a dropped network
-connection looks; on a non-streaming request it hangs up without any response.
+connection looks; on a non-streaming request it hangs up without any response. ``Reply.raw_tool`` streams
+a tool input's JSON text as given (invalid JSON, a lone surrogate escape), and ``Error(headers=...)`` sends
+headers of the test's choosing (a ``retry-after`` alone, ``x-should-retry``).
 
 What the SDK (anthropic 2.12.0 on httpx2) makes of the failures, as the tests pin down:
 
@@ -137,6 +139,13 @@ class Reply:
     context_management: dict | None = None  # e.g. {"applied_edits": [...]}
     drop_after: int | None = None  # SSE events sent before the connection is cut
     stream_error: tuple[str, str] | None = None  # (type, message) sent as an SSE error at drop_after
+    raw_inputs: dict[str, str] | None = None  # tool_use id -> the input_json_delta text streamed, as is
+
+    @classmethod
+    def raw_tool(cls, name: str, raw_json: str, *, id: str | None = None, **kw: Any) -> Reply:
+        """A tool call whose streamed input is ``raw_json`` verbatim (invalid JSON, say)."""
+        block = tool_use_block(name, {}, id)
+        return cls([block], raw_inputs={block["id"]: raw_json}, **kw)
 
     @classmethod
     def text(cls, text: str, *, thinking: str | None = None, **kw: Any) -> Reply:
@@ -167,6 +176,7 @@ class Error:
     type: str
     message: str
     retry_after: float | None = None  # seconds; sent as retry-after and retry-after-ms
+    headers: dict[str, str] | None = None  # sent as well (e.g. only a retry-after)
 
 
 @dataclass
@@ -484,14 +494,16 @@ def _pieces(text: str, parts: int = 3) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
-def _block_events(index: int, block: dict) -> list[tuple[str, dict]]:
+def _block_events(index: int, block: dict, raw_inputs: dict[str, str] | None = None) -> list[tuple[str, dict]]:
     kind = block["type"]
     if kind == "text":
         start, deltas = text_block(""), [{"type": "text_delta", "text": p} for p in _pieces(block["text"])]
     elif kind == "tool_use":
         start = {**block, "input": {}}
+        raw = (raw_inputs or {}).get(block["id"])
         deltas = [
-            {"type": "input_json_delta", "partial_json": p} for p in _pieces(json.dumps(block["input"]))
+            {"type": "input_json_delta", "partial_json": p}
+            for p in _pieces(raw if raw is not None else json.dumps(block["input"]))
         ]
     elif kind == "thinking":
         start = {"type": "thinking", "thinking": "", "signature": ""}
@@ -509,8 +521,8 @@ def _block_events(index: int, block: dict) -> list[tuple[str, dict]]:
     ]
 
 
-def stream_events(message: dict) -> list[tuple[str, dict]]:
-    """The SSE events (name, data) that stream ``message``."""
+def stream_events(message: dict, raw_inputs: dict[str, str] | None = None) -> list[tuple[str, dict]]:
+    """The SSE events (name, data) that stream ``message`` (tool inputs in ``raw_inputs`` as given)."""
     opening = {
         **message,
         "content": [],
@@ -528,7 +540,7 @@ def stream_events(message: dict) -> list[tuple[str, dict]]:
     return [
         ("message_start", {"type": "message_start", "message": opening}),
         ("ping", {"type": "ping"}),
-        *[event for i, block in enumerate(message["content"]) for event in _block_events(i, block)],
+        *[event for i, block in enumerate(message["content"]) for event in _block_events(i, block, raw_inputs)],
         ("message_delta", closing),
         ("message_stop", {"type": "message_stop"}),
     ]
@@ -918,7 +930,7 @@ class FakeAPI:
                     "retry-after-ms": str(max(1, round(step.retry_after * 1000))),  # the SDK ignores 0
                 }
             )
-            return _error_answer(step.status, step.type, step.message, headers)
+            return _error_answer(step.status, step.type, step.message, {**headers, **(step.headers or {})})
         if not isinstance(step, Reply):
             raise TypeError(f"FakeAPI: not a script step: {step!r}")
         with self._lock:
@@ -926,7 +938,8 @@ class FakeAPI:
         if not body.get("stream"):
             return _Answer(200, hang_up=step.drop_after is not None, payload=message)
         return _Answer(
-            200, events=stream_events(message), cut_after=step.drop_after, stream_error=step.stream_error
+            200, events=stream_events(message, step.raw_inputs), cut_after=step.drop_after,
+            stream_error=step.stream_error,
         )
 
     def _max_input(self, body: dict) -> int:
