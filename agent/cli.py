@@ -95,6 +95,7 @@ def run(
     max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Stop after N model calls (print mode).")] = None,
     allowed_tools: Annotated[Optional[list[str]], typer.Option("--allowedTools", "--allowed-tools", help='Allow rules, e.g. "Bash(git status:*) Edit".')] = None,
     disallowed_tools: Annotated[Optional[list[str]], typer.Option("--disallowedTools", "--disallowed-tools", help='Deny rules, e.g. "Bash(rm:*)".')] = None,
+    trust_project: Annotated[bool, typer.Option("--trust-project", help="Trust this project (recorded): its settings files' hooks, env and widened permissions apply.")] = False,
     demo: Annotated[bool, typer.Option("--demo", help="No key needed: the real REPL against a scripted model, in a throwaway sample project.")] = False,
     auto: Annotated[bool, typer.Option("--auto", help="With --demo: play the demo by itself to the end, then exit.")] = False,
     version: Annotated[bool, typer.Option("--version", "-v", help="Print the version and exit.")] = False,
@@ -106,12 +107,12 @@ def run(
         _fail("--auto only goes with --demo", 2)
     if demo:
         others = (prompt, print_mode, continue_, resume, model, permission_mode, skip_permissions, max_turns,
-                  allowed_tools, disallowed_tools)
+                  allowed_tools, disallowed_tools, trust_project)
         if any(others):
             _fail("--demo takes no other options (only --auto)", 2)
         raise typer.Exit(_demo(auto))
     # imported here, not at the top: --version and --help must not pay for them (start-up speed)
-    from agent.settings import load_settings
+    from agent.settings import ensure_home, load_settings
     from core.errors import AgentError, SettingsError
 
     environ = dict(os.environ)
@@ -119,7 +120,8 @@ def run(
         settings = load_settings(cwd=Path.cwd().resolve(), environ=environ, cli={
             "model": model, "permission_mode": permission_mode.value if permission_mode else None,
             "allowed_tools": _rules(allowed_tools), "disallowed_tools": _rules(disallowed_tools),
-            "dangerously_skip_permissions": skip_permissions})
+            "dangerously_skip_permissions": skip_permissions, "trust_project": trust_project})
+        ensure_home(settings)
     except SettingsError as e:
         _fail(str(e), 2)
     if continue_ and resume:

@@ -39,6 +39,8 @@ def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskF
         loaded = load_transcript(path, model=settings.model if settings.model_explicit else default_model())
     except OSError as e:
         raise SessionError(f"Can't read session {path}: {e.strerror or e}") from None
+    if not loaded.readable:
+        raise SessionError(f"{path} holds no session records (not a transcript?); nothing to resume")
     for warning in loaded.warnings:
         emit(Notice(warning, "warning"))
     ours = path.parent == settings.project_dir and path.suffix == ".jsonl"
@@ -53,8 +55,20 @@ def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskF
             session.conv.append(m)
         for rec in state_records(loaded.state):
             session.record(rec)
+    _answer_interrupted(session, loaded.pending)
     session.conv.last_compaction = _last_compaction(loaded)
     return session
+
+
+def _answer_interrupted(session: Session, answers: list[Any]) -> None:
+    """Record error results for the calls the last run stopped in (appended, so a second resume sends
+    the same), and say so."""
+    for message in answers:
+        session.add(message)
+        ids = {b.get("tool_use_id") for b in message.tool_results}
+        names = [u.get("name", "?") for m in session.messages for u in m.tool_uses if u.get("id") in ids]
+        session.notice(f"The last run stopped during a tool call ({', '.join(names)}); the model is told "
+                       "it was interrupted and may have partly run", "warning")
 
 
 def _last_compaction(loaded: Any) -> dict[str, Any] | None:

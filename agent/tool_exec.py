@@ -4,7 +4,8 @@ Permission questions are asked one at a time, in order; then the approved calls 
 read-only ones concurrently. Every call gets exactly one tool_result, so the conversation stays valid
 even when the user interrupts half-way (calls not run are answered with an error saying so).
 
-Two things happen before anything is decided: a relative ``file_path``/``path`` is made absolute against
+A call whose input was not valid JSON (agent.client keeps it under ``INVALID_INPUT``) is answered with an
+error asking for it again, and nothing runs. Two things happen before anything is decided: a relative ``file_path``/``path`` is made absolute against
 the working directory Bash has left the tools in, so the permission check, the hooks and the tool all
 judge the same file; and after a tool runs, the API key is redacted from its output, so a dotfile or an
 ``env`` listing can be shown to the model and recorded without the key ever reaching the transcript.
@@ -16,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
+from agent.client import INVALID_INPUT
 from agent.session import Session
 from core.errors import Interrupted
 from core.events import ToolFinished, ToolStarted
@@ -88,6 +90,10 @@ def _read_only(session: Session, use: dict[str, Any]) -> bool:
 def _permit(session: Session, use: dict[str, Any]) -> ToolResult | None:
     """None when the call may run; otherwise the error result to send instead."""
     name, args = use["name"], use.get("input") or {}
+    if isinstance(args, dict) and isinstance(args.get(INVALID_INPUT), dict):
+        problem = str(args[INVALID_INPUT].get("error", ""))[:300]
+        return ToolResult(f"The tool input was not valid JSON ({problem}), so the {name} call was not run. "
+                          "Send the call again, with its input as one valid JSON object.", is_error=True)
     if get(session.tools, name) is None:
         names = ", ".join(t.name for t in session.tools)
         return ToolResult(f"There is no tool named {name}. Available tools: {names}.", is_error=True)

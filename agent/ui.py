@@ -358,7 +358,7 @@ class Renderer:
         # the next attempt streams the whole reply again: what was held back would be shown twice
         restarts = self._blocks_shown > 0 or bool(self._pending.strip())
         self._pending, self._blocks_shown = "", 0
-        line = Text(f"Retrying in {event.delay:g}s… (attempt {event.attempt + 1})", style="yellow")
+        line = Text(f"Retrying in {round(event.delay, 1):g}s… (attempt {event.attempt + 1})", style="yellow")
         if event.reason:
             line.append(f" · {event.reason}", style="dim")
         if restarts:

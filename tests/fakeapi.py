@@ -42,7 +42,9 @@ the rest is plain ``input_tokens``. The three always add up to the estimate.
 Streams: ``message_start``, ``ping``, then per block ``content_block_start`` / deltas /
 ``content_block_stop``, then ``message_delta`` and ``message_stop``. ``drop_after=N`` on a reply sends the
 first N of those events and closes the socket without ending the chunked body, as a dropped network
-connection looks; on a non-streaming request it hangs up without any response.
+connection looks; on a non-streaming request it hangs up without any response. ``Reply.raw_tool`` streams
+a tool input's JSON text as given (invalid JSON, a lone surrogate escape), and ``Error(headers=...)`` sends
+headers of the test's choosing (a ``retry-after`` alone, ``x-should-retry``).
 
 What the SDK (anthropic 2.12.0 on httpx2) makes of the failures, as the tests pin down:
 
