@@ -408,7 +408,7 @@ class Renderer:
             self.console.print(Text(RESULT + "Interrupted by user", style="red"), highlight=False)
         elif event.stop_reason == "max_turns":
             self.console.print(Text(event.error or "Stopped: maximum turns", style="yellow"), highlight=False)
-        elif event.stop_reason != "end_turn":
+        elif event.stop_reason not in ("end_turn", "declined"):  # a "no" was shown where it was answered
             self.console.print(Text(event.error or event.stop_reason, style="red"), highlight=False)
 
     # --- turn lifecycle (called by the REPL) --------------------------------------------------------
@@ -473,8 +473,7 @@ class Renderer:
             details = question_details(tool, args, description)
             if details:
                 body = Text()
-                for i, ln in enumerate(details):
-                    style = DIFF_STYLES.get(ln[:1], "dim" if ln.startswith("@@") else "")
+                for i, (style, ln) in enumerate(numbered_diff(details)):
                     body.append(("\n" if i else "") + ln, style=style)
                 self.console.print(indented(self.console, Panel(body, border_style="yellow", expand=False),
                                             REPLY_INDENT, REPLY_INDENT))
@@ -565,6 +564,32 @@ def question_details(tool: str, args: dict[str, Any], description: str) -> list[
     if "\n".join(lines).strip() == key_argument(tool, args):
         return []
     return lines
+
+
+HUNK = re.compile(r"@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+def numbered_diff(lines: list[str]) -> list[tuple[str, str]]:
+    """(style, line) pairs of a permission preview; a unified diff's lines get the file's line numbers.
+
+    A hunk header gives way to the numbers ("  12 -old", "  12 +new"); other lines are kept as written.
+    """
+    out: list[tuple[str, str]] = []
+    old = new = 0
+    in_hunk = False
+    for ln in lines:
+        hunk = HUNK.match(ln)
+        if hunk:
+            if in_hunk:
+                out.append(("dim", "   ⋮"))
+            old, new, in_hunk = int(hunk[1]), int(hunk[2]), True
+        elif in_hunk and ln[:1] in ("-", "+", " "):
+            number = old if ln[0] == "-" else new
+            old, new = old + (ln[0] != "+"), new + (ln[0] != "-")
+            out.append((DIFF_STYLES.get(ln[0], ""), f"{number:>4} {ln}"))
+        else:
+            out.append((DIFF_STYLES.get(ln[:1], "dim" if ln.startswith("@@") else ""), ln))
+    return out
 
 
 def compaction_line(event: CompactFinished) -> str:

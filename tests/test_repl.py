@@ -120,8 +120,8 @@ def test_help_context_and_an_unknown_command(fake_api, project):
 def test_permission_question_yes_and_no(fake_api, project):
     fake_api.reply_tool("Bash", {"command": "echo hi"})
     fake_api.reply_text("Ran it.")
-    fake_api.reply_tool("Bash", {"command": "rm -rf build", "description": "Remove the build"})
-    fake_api.reply_text("Fine, I left it.")
+    fake_api.reply_tools([("Bash", {"command": "rm -rf build", "description": "Remove the build"}),
+                          ("Bash", {"command": "rm -rf dist"})])
     with repl_for(fake_api, project) as d:
         d.type("say hi\r")
         d.wait_for("Allow?")
@@ -131,7 +131,8 @@ def test_permission_question_yes_and_no(fake_api, project):
         d.type("clean up\r")
         d.wait_for("rm -rf build")
         d.type("n")
-        d.wait_for("Fine, I left it.")
+        d.wait_for("→ No")
+        d.wait_idle()  # a "no" ends the turn: no further model call, the next step is the user's
         d.type("/exit\r")
         assert d.finish() == 0
     # the call's header once, above the question; a box only when it says more than the header
@@ -147,10 +148,33 @@ def test_permission_question_yes_and_no(fake_api, project):
         "  │ # Remove the build │\n"
         "  ╰────────────────────╯\n"
         + question + "  → No\n"
-        "● Fine, I left it.\n"
     )
-    declined = fake_api.message_requests[3].body["messages"][-1]["content"][0]
-    assert declined["is_error"] is True and "declined" in str(declined["content"])
+    assert len(fake_api.message_requests) == 3
+    # both calls of the message are answered (the second never asked), so the next request is valid
+    declined, skipped = d.repl.session.messages[-1].tool_results
+    assert declined["is_error"] and "wait for the user" in str(declined["content"])
+    assert skipped["is_error"] and "not run" in str(skipped["content"]).lower()
+    fake_api.check()
+
+
+def test_a_call_that_would_fail_anyway_fails_before_asking(fake_api, project):
+    (project / "app.py").write_text("x = 1\n")
+    fake_api.reply_tool("Write", {"file_path": str(project / "app.py"), "content": "z\n"})
+    fake_api.reply_tool("Edit", {"file_path": str(project / "app.py"), "old_string": "x = 1", "new_string": "x = 2"})
+    fake_api.reply_tool("Read", {"file_path": str(project / "app.py")})
+    fake_api.reply_tool("Edit", {"file_path": str(project / "app.py"), "old_string": "y = 1", "new_string": "y = 2"})
+    fake_api.reply_text("I could not change it.")
+    with repl_for(fake_api, project) as d:
+        d.type("change it\r")
+        d.wait_for("I could not change it.")
+        d.type("/exit\r")
+        assert d.finish() == 0
+    assert "Allow?" not in d.out  # the Write and Edit of a file not read, and the Edit of text not there
+    shown = " ".join(d.out.split())
+    assert shown.count("has not been read yet") == 2 and "old_string was not found" in shown
+    results = [r.body["messages"][-1]["content"][0] for r in fake_api.message_requests[1:]]
+    assert [r.get("is_error", False) for r in results] == [True, True, False, True]
+    assert (project / "app.py").read_text() == "x = 1\n"
     fake_api.check()
 
 

@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 from agent import commands
-from agent.ui import Renderer, complete_blocks, context_grid, warning_of
+from agent.ui import Renderer, complete_blocks, context_grid, numbered_diff, warning_of
 from compact import thresholds
 from core.events import (
     CompactFailed,
@@ -198,9 +198,8 @@ def test_permission_question_shows_exactly_what_will_run_and_the_call_does_not_r
     assert buf.getvalue() == (
         "● Edit(/p/app.py)\n"
         "  ╭─────────────╮\n"
-        "  │ @@ -1 +1 @@ │\n"
-        "  │ -x = 1      │\n"
-        "  │ +x = 2      │\n"
+        "  │    1 -x = 1 │\n"
+        "  │    1 +x = 2 │\n"
         "  ╰─────────────╯\n"
         "  Allow? [y]es / [n]o / [a]lways for this session\n"
         "  → Yes\n"
@@ -340,3 +339,12 @@ def test_complete_blocks_waits_for_whole_lines_and_for_lists_to_end():
     assert complete_blocks(loose) == ([], loose)
     assert complete_blocks(loose + "Done") == ([], loose + "Done")
     assert complete_blocks(loose + "Done\n") == ([loose[:-1]], "Done\n")
+
+
+def test_a_permission_diff_shows_the_files_own_line_numbers():
+    diff = ["@@ -12,3 +12,4 @@", " def add(a, b):", "-    return a - b", "+    # fixed", "+    return a + b",
+            " ", "@@ -40 +41 @@", "-x", "+y", "... (3 more diff lines)"]
+    assert [line for _, line in numbered_diff(diff)] == [
+        "  12  def add(a, b):", "  13 -    return a - b", "  13 +    # fixed", "  14 +    return a + b",
+        "  15  ", "   ⋮", "  40 -x", "  41 +y", "... (3 more diff lines)"]
+    assert [style for style, _ in numbered_diff(diff)][:3] == ["", "red", "green"]
