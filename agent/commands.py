@@ -143,6 +143,12 @@ def fmt_tokens(n: int) -> str:
     return f"{round(n / 1000)}k"
 
 
+def compaction_text(trigger: str, pre_tokens: int, post_tokens: int) -> str:
+    """The "a → b" line of a compaction, the same live, in /compact's result and in print mode."""
+    kind = "manual" if trigger == "manual" else "auto"
+    return f"Compacted · {kind} · {fmt_tokens(pre_tokens)} → {fmt_tokens(post_tokens)} tokens"
+
+
 # --- the commands ------------------------------------------------------------------------------------
 
 
@@ -175,8 +181,7 @@ def _compact(session: Session, args: str) -> Result:
     last = session.last_compaction
     if not ok or last is None:
         return Compacted("Compaction failed; the conversation is unchanged.", ok=False)
-    return Compacted(f"Compacted · manual · {fmt_tokens(last['pre_tokens'])} → "
-                     f"{fmt_tokens(last['post_tokens'])} tokens")
+    return Compacted(compaction_text("manual", last["pre_tokens"], last["post_tokens"]))
 
 
 @command("context", "Show how the context window is used")

@@ -8,6 +8,7 @@ ends (agent.repl, agent.printmode) and the commands call these, and nothing else
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,6 +17,7 @@ from agent.loader import load_transcript, messages_before
 from agent.session import AskFn, Session
 from agent.sessions import latest_session
 from agent.settings import Settings
+from compact.compactor import COMPACT_RESULT
 from compact.state import state_records
 from core.errors import SessionError
 from core.events import Event, Notice
@@ -63,9 +65,27 @@ def _last_compaction(loaded: Any) -> dict[str, Any] | None:
     if not loaded.boundary or first is None or first.kind != "summary":
         return None
     meta_ = loaded.boundary.get("compactMetadata") or {}
+    post = _recorded_post_tokens(loaded.path, loaded.boundary_offset)
     return {"summary": first.text, "trigger": meta_.get("trigger", "?"), "pre_tokens": meta_.get("preTokens", 0),
-            "post_tokens": sum(m.tokens for m in loaded.messages), "method": "resumed", "tail_uuid": None,
+            "post_tokens": post if post is not None else sum(m.tokens for m in loaded.messages),
+            "method": "resumed", "tail_uuid": None,
             "pre_messages": lambda: messages_before(loaded.path, loaded.boundary_offset)}
+
+
+def _recorded_post_tokens(path: Path, boundary_offset: int) -> int | None:
+    """The "→ b" the last compaction showed live (its compact_result record), None if none was written."""
+    needle = f'"{COMPACT_RESULT}"'.encode()
+    try:
+        with open(path, "rb") as f:
+            f.seek(boundary_offset)
+            for line in f:
+                if needle in line:
+                    rec = json.loads(line)
+                    if isinstance(rec, dict) and rec.get("subtype") == COMPACT_RESULT:
+                        return int(rec.get("postTokens", 0))
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _find_transcript(settings: Settings, ref: str) -> Path:

@@ -593,9 +593,7 @@ def numbered_diff(lines: list[str]) -> list[tuple[str, str]]:
 
 
 def compaction_line(event: CompactFinished) -> str:
-    trigger = "manual" if event.trigger == "manual" else "auto"
-    return (f"Compacted · {trigger} · {commands.fmt_tokens(event.pre_tokens)} → "
-            f"{commands.fmt_tokens(event.post_tokens)} tokens · {event.duration:.0f}s")
+    return f"{commands.compaction_text(event.trigger, event.pre_tokens, event.post_tokens)} · {event.duration:.0f}s"
 
 
 def context_grid(usage: commands.ContextUsage) -> Text:

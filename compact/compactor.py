@@ -28,6 +28,7 @@ still over the auto-compact threshold is kept (it did shrink the context) but co
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from compact import notes_compaction, restore, summary
 from compact.conversation import Conversation, Ports
@@ -192,6 +193,8 @@ def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: st
     restore.apply_read_state(conv, restored, kept)
     post_text = ports.hooks("PostCompact", trigger, trigger=trigger, compact_summary=compaction.summary)
     post_tokens = conv.view().tokens
+    # the "a → b" figure: recorded once, so /summary after a resume shows the same b as the live line
+    conv.record(compact_result_record(post_tokens))
     conv.state.reset_after_compaction(post_tokens)
     conv.last_compaction = {"summary": compaction.summary, "pre_messages": old, "trigger": trigger,
                             "pre_tokens": pre_tokens, "post_tokens": post_tokens, "method": compaction.method,
@@ -201,6 +204,14 @@ def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: st
                                compaction.summary, tuple(lines)))
     _guard(conv, ports, trigger, shown, post_tokens, th.auto_compact)
     return True
+
+
+COMPACT_RESULT = "compact_result"
+
+
+def compact_result_record(post_tokens: int) -> dict[str, Any]:
+    """What a compaction left, written right after its messages (the boundary can't know it yet)."""
+    return {"type": "system", "subtype": COMPACT_RESULT, "isMeta": True, "postTokens": int(post_tokens)}
 
 
 def _commit(conv: Conversation, ports: Ports, trigger: str, pre_tokens: int, old: list[Message],

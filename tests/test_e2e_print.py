@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from tests.conftest import records, transcripts
@@ -283,9 +284,13 @@ def test_summary_and_history_after_a_resume(fake_api, run_cli):
     fake_api.reply_text("<analysis>private</analysis><summary>The user asked for the answer: 42.</summary>")
     compacted = run_cli(fake_api, "-p", "/compact", "--continue", env=env)
     assert compacted.code == 0, compacted.stderr
+    # one "a → b": the same on stdout (the command's result), stderr (the event) and in /summary later
+    [figures] = re.findall(r"Compacted · manual · (\S+ → \S+) tokens\n", compacted.stdout)
+    assert f"Compacted · manual · {figures} tokens · " in compacted.stderr
 
     summary = run_cli(fake_api, "-p", "/summary", "--continue", env=env)
     assert summary.code == 0 and "The user asked for the answer: 42." in summary.stdout
+    assert f"(manual · {figures} tokens)" in summary.stdout
     assert "private" not in summary.stdout
     history = run_cli(fake_api, "-p", "/history", "--continue", env=env)
     assert history.code == 0, history.stderr
