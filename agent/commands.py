@@ -264,7 +264,7 @@ def _resume(session: Session, args: str) -> Result:
     if ref in (session.session_id, str(session.transcript_path)):
         return Result("That is the current session.", ok=False)
     new = lifecycle.resume(session, ref)
-    return Switched(f"Resumed session {new.session_id} ({len(new.messages)} messages).", session=new)
+    return Switched(lifecycle.resumed_line(new), session=new)
 
 
 @command("model", "Show the model, or switch to NAME", usage="[name]")
@@ -277,8 +277,9 @@ def _model(session: Session, args: str) -> Result:
 
 @command("cost", "Tokens used and estimated cost of this session")
 def _cost(session: Session, args: str) -> Result:
-    u = session.usage_total
-    return Result(f"Total cost: ${session.cost:.4f}\n"
+    earlier, cost = lifecycle.earlier_cost(session)  # a resumed session: what it used before this process
+    u = {k: earlier.get(k, 0) + session.usage_total.get(k, 0) for k in {*earlier, *session.usage_total}}
+    return Result(f"Total cost: ${cost + session.cost:.4f}\n"
                   f"Usage: {u.get('input_tokens', 0):,} input · {u.get('output_tokens', 0):,} output · "
                   f"{u.get('cache_read_input_tokens', 0):,} cache read · "
                   f"{u.get('cache_creation_input_tokens', 0):,} cache write")

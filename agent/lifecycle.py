@@ -15,13 +15,16 @@ from typing import Any, Callable
 from agent.client import default_model
 from agent.loader import load_transcript, messages_before
 from agent.session import AskFn, Session
-from agent.sessions import latest_session
+from agent.sessions import earlier_usage, latest_session, session_info
 from agent.settings import Settings
 from compact.compactor import COMPACT_RESULT
 from compact.state import state_records
 from core.errors import SessionError
 from core.events import Event, Notice
 from core.messages import meta, new_uuid
+from core.model import cost_usd
+
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskFn | None,
@@ -46,7 +49,8 @@ def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskF
     ours = path.parent == settings.project_dir and path.suffix == ".jsonl"
     if ours:
         session = Session(settings, loaded.session_id, emit, ask, history=list(loaded.messages),
-                          replayed=loaded.state, last_uuid=loaded.last_uuid, environ=environ)
+                          replayed=loaded.state, last_uuid=loaded.last_uuid, environ=environ,
+                          resumed_size=loaded.size)
     else:
         session = Session(settings, new_uuid(), emit, ask, replayed=loaded.state, environ=environ)
         # seed our own store; the foreign file is only read. Not through add(): the imported replies
@@ -104,6 +108,31 @@ def _find_transcript(settings: Settings, ref: str) -> Path:
         for p in projects.glob(f"*/{ref}.jsonl"):
             return p
     raise SessionError(f"No session with id {ref} (looked in {settings.project_dir})")
+
+
+def resumed_line(session: Session) -> str:
+    """ "Resumed session ID (N messages)." — N counted as /resume's list counts it."""
+    if not session.resumed_size:  # a foreign transcript seeded this session: its messages are all here
+        return f"Resumed session {session.session_id} ({len(session.messages)} messages)."
+    count = session_info(session.transcript_path, session.resumed_size).message_count
+    return f"Resumed session {session.session_id} ({count} messages)."
+
+
+def earlier_cost(session: Session) -> tuple[dict[str, int], float]:
+    """Usage and cost a resumed session recorded before this process (both empty for a new one)."""
+    usage: dict[str, int] = {}
+    cost = 0.0
+    if not session.resumed_size:
+        return usage, cost
+    try:
+        found = earlier_usage(session.transcript_path, session.resumed_size)
+    except OSError:
+        return usage, cost
+    for model, u in found:
+        for key in USAGE_KEYS:
+            usage[key] = usage.get(key, 0) + int(u.get(key) or 0)
+        cost += cost_usd(model or session.model, u)
+    return usage, cost
 
 
 def start(session: Session, source: str) -> None:

@@ -198,6 +198,9 @@ class Repl:
         self.session = lifecycle.open_session(self.settings, emit=self.renderer, ask=self.ask, resume=resume,
                                     continue_last=continue_last, environ=self.environ)
         self.renderer.banner(__version__, self.session.model, str(self.settings.cwd))
+        if resume or continue_last:
+            self.renderer.recap(self.session.messages)
+            self.renderer.line(lifecycle.resumed_line(self.session), "dim")
         lifecycle.start(self.session, "resume" if (resume or continue_last) else "startup")
         if self.session.messages:  # a resumed conversation may already be over the warning level
             self.when_drawn(lambda: threading.Thread(target=self._refresh_tokens_bg, daemon=True).start())
@@ -211,8 +214,10 @@ class Repl:
 
     # --- main loop ---------------------------------------------------------------------------------
     def run(self, initial_prompt: str | None = None) -> int:
-        if initial_prompt and initial_prompt.strip() and not self.handle(initial_prompt):
-            return 0
+        if initial_prompt and initial_prompt.strip():
+            self.renderer.echo(initial_prompt)  # the command line's prompt, shown as a typed one stays
+            if not self.handle(initial_prompt):
+                return 0
         while True:
             try:
                 line = self.read_line()
@@ -258,6 +263,8 @@ class Repl:
             return True
         if isinstance(result, commands.Exit):
             return False
+        if isinstance(result, commands.Switched):
+            self.renderer.recap(result.session.messages)  # /resume: where the conversation was
         if not isinstance(result, commands.Compacted) or self.renderer.compact_events == before:
             self.renderer.result(result)
         if isinstance(result, commands.Switched):

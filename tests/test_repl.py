@@ -264,8 +264,34 @@ def test_first_prompt_from_the_command_line(fake_api, project):
         d.wait_for("Answering the first prompt.")
         d.type("/exit\r")
         assert d.finish() == 0
-    assert d.out == banner(d.repl, project) + "● Answering the first prompt.\n"
+    assert d.out == banner(d.repl, project) + "> what is here?\n● Answering the first prompt.\n"
     assert last_user_text(fake_api.message_requests[0].body).startswith("what is here?")
+
+
+def test_resume_shows_the_last_exchanges_its_message_count_and_the_whole_cost(fake_api, project):
+    earlier = new_session(fake_api, project)
+    for n in range(1, 5):
+        chat(earlier, f"question {n}", f"answer {n}" + "\nmore" * (6 if n == 4 else 0), tokens=1000)
+    with repl_for(fake_api, project, resume=earlier.session_id) as d:
+        d.type("/cost\r")
+        d.wait_for("Usage:")
+        d.type("/resume\r")
+        d.wait_for("Resume one with")
+        time.sleep(0.2)
+        d.type("\r")  # stay here
+        d.wait_idle()
+        d.type("/exit\r")
+        assert d.finish() == 0
+    out = d.out.removeprefix(banner(d.repl, project))
+    # the last three exchanges, long replies clipped; then the count /resume's list gives too
+    assert out.startswith(
+        "> question 2\n● answer 2\n> question 3\n● answer 3\n> question 4\n● answer 4\n  more\n  more\n  more\n"
+        "  … +3 lines\n"
+        f"Resumed session {earlier.session_id} (8 messages).\n")
+    assert " · 8 messages · question 1 · " in out
+    # four replies of 1,000 input and 30 output tokens each, all recorded before this process
+    assert "Usage: 4,000 input · 120 output · " in out
+    assert fake_api.message_requests == []
 
 
 def test_a_resumed_session_shows_its_warning_at_once(fake_api, project):

@@ -259,7 +259,8 @@ REPLY_RENDERED = (
     "● Here is the plan: read app.py, then fix it.\n"
     "\n"
     "   • first item\n"
-    "   • second item continues here\n"
+    "   • second item\n"
+    "     continues here\n"
     "\n"
     "    def add(a, b):\n"
     "        return a + b\n"
@@ -282,12 +283,28 @@ def test_markdown_is_rendered_block_by_block_while_it_streams():
         seen.append(buf.getvalue())
     r(MessageRecorded(assistant([{"type": "text", "text": REPLY}])))
     paragraph = "● Here is the plan: read app.py, then fix it.\n"
-    the_list = paragraph + "\n   • first item\n   • second item continues here\n"
-    # the paragraph once its blank line is in; the list once the fence line after it is whole;
+    the_list = paragraph + "\n   • first item\n   • second item\n     continues here\n"
+    # the paragraph's line once it ends; the list once the fence line after it is whole;
     # the code once its closing fence line is whole; the last line when the message is recorded
-    assert seen == ["", "", "", "", paragraph, paragraph, paragraph, paragraph, the_list, the_list,
+    assert seen == ["", "", "", paragraph, paragraph, paragraph, paragraph, paragraph, the_list, the_list,
                     REPLY_RENDERED[:-len("\n  That is all.\n")], REPLY_RENDERED[:-len("\n  That is all.\n")]]
     assert buf.getvalue() == REPLY_RENDERED
+
+
+def test_a_paragraph_streams_line_by_line_and_keeps_its_single_newlines():
+    con, buf = console()
+    r = Renderer(con)
+    seen = []
+    for cut in ["First **line**", " ends here.\nSecond li", "ne.\n", "\nA new paragraph.\n", "- item\n", "\nEnd.\n"]:
+        r(TextDelta(cut))
+        seen.append(buf.getvalue())
+    r(TurnFinished("", "end_turn"))
+    first = "● First line ends here.\n"
+    two = first + "  Second line.\n"
+    three = two + "\n  A new paragraph.\n"
+    # a list item waits for its list to end
+    assert seen == ["", first, two, three, three, three + "   • item\n\n  End.\n"]
+    assert buf.getvalue() == seen[-1]
 
 
 def test_markdown_in_one_delta_renders_the_same_and_each_reply_gets_its_bullet():
