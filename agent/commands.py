@@ -205,11 +205,11 @@ def context_usage(session: Session) -> ContextUsage:
     messages = max(0, prepared.tokens - overhead)
     used = overhead + messages
     window = th.window
-    buffer = max(0, window - th.reference)
+    buffer = max(0, window - th.reference) if th.auto_enabled else 0  # no automatic compaction: no buffer
     free = max(0, window - used - buffer)
     parts = [("System prompt", "system", system), ("System tools", "tools", tools),
              ("Memory files", "memory", memory_tokens), ("Messages", "messages", messages),
-             ("Free space", "free", free), ("Autocompact buffer", "buffer", buffer)]
+             ("Free space", "free", free), ("Autocompact buffer", "buffer", buffer)][:None if th.auto_enabled else -1]
     cells = _cells([t for _, _, t in parts], window)
     categories = [Category(name, key, tokens, tokens / window * 100 if window else 0.0, n)
                   for (name, key, tokens), n in zip(parts, cells, strict=True)]

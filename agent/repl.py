@@ -56,6 +56,8 @@ STYLE = Style.from_dict({
 })
 INTERRUPT_KEYS = (Keys.Escape, Keys.ControlC)
 ANSWERS = {"y": "yes", "n": "no", "a": "always"}
+SHOW_SUMMARY = "/summary"
+DRAFT_MARK = "\0"  # ctrl+o's result: the command, this, then the text the user had typed
 
 
 def run_repl(settings: Any, initial_prompt: str | None, resume: str | None = None, continue_last: bool = False,
@@ -107,6 +109,10 @@ def key_bindings() -> KeyBindings:
     @kb.add("escape", "enter")
     def _newline(event: Any) -> None:  # Alt-Enter, or Esc then Enter
         event.current_buffer.insert_text("\n")
+
+    @kb.add("c-o")
+    def _show_summary(event: Any) -> None:  # as in Claude Code; what was typed comes back afterwards
+        event.app.exit(result=SHOW_SUMMARY + DRAFT_MARK + event.current_buffer.text)
 
     @kb.add("c-c")
     def _ctrl_c(event: Any) -> None:
@@ -169,6 +175,7 @@ class Repl:
         self.token_state: Any = None
         self._questions: queue.Queue[_Question] = queue.Queue()
         self._ctrl_c_armed = False
+        self._draft = ""  # text typed before ctrl+o, put back at the next prompt
         self.prompt: PromptSession[str] = PromptSession(
             history=history if history is not None else self._history(), input=self.input, output=output,
             completer=SlashCompleter(), complete_while_typing=True, key_bindings=key_bindings(),
@@ -234,8 +241,12 @@ class Repl:
                 return 0
 
     def read_line(self) -> str:
+        draft, self._draft = self._draft, ""
         with patch_stdout(raw=True) if self.real_terminal else nullcontext():
-            return self.prompt.prompt([("class:prompt", PROMPT)], bottom_toolbar=self._toolbar)
+            line = self.prompt.prompt([("class:prompt", PROMPT)], bottom_toolbar=self._toolbar, default=draft)
+        if DRAFT_MARK in line:  # ctrl+o
+            line, self._draft = line.split(DRAFT_MARK, 1)
+        return line
 
     def _toolbar(self) -> Any:
         shown = warning_of(self.token_state)

@@ -56,6 +56,7 @@ REPLY_INDENT = "  "
 RESULT = "  ⎿  "
 INDENT = "     "
 RESULT_LINES = 3
+SUMMARY_HINT = "/summary (or ctrl+o) shows the summary"
 PROMPT_ECHO = "> "  # a prompt as the REPL's input line shows it
 RECAP_EXCHANGES = 3  # a resumed session shows its last few exchanges
 RECAP_LINES = 4
@@ -421,6 +422,7 @@ class Renderer:
         self.console.print(Text(compaction_line(event), style="bold"), highlight=False)
         for line in event.hook_messages:
             self.console.print(Text(RESULT + line, style="dim"), highlight=False)
+        self.console.print(Text(RESULT + SUMMARY_HINT, style="dim"), highlight=False)
         self._resume_turn_status()
 
     def _on_CompactFailed(self, event: CompactFailed) -> None:

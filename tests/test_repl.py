@@ -233,7 +233,7 @@ def test_warning_bar_after_a_big_turn(fake_api, project):
         d.wait_for("That was a lot.")
         d.wait_idle()
         # 200K window: T = 167,000; 150,010 tokens leave round(16,990 / 167,000 × 100) = 10%
-        assert d.repl._toolbar() == [("class:warning", "10% until auto-compact")]
+        assert d.repl._toolbar() == [("class:warning", "Context left until auto-compact: 10%")]
 
 
 def test_clear_then_resume_by_number(fake_api, project):
@@ -303,7 +303,35 @@ def test_a_resumed_session_shows_its_warning_at_once(fake_api, project):
             assert time.monotonic() < deadline, "no warning bar"
             time.sleep(0.02)
         # 150,030 tokens: round((167,000 − 150,030) / 167,000 × 100) = 10
-        assert d.repl._toolbar() == [("class:warning", "10% until auto-compact")]
+        assert d.repl._toolbar() == [("class:warning", "Context left until auto-compact: 10%")]
+
+
+def test_with_auto_compact_off_the_bar_tells_how_close_the_limit_is_and_context_has_no_buffer(fake_api, project):
+    fake_api.reply_text("That was a lot.", usage={"input_tokens": 165_000, "cache_creation_input_tokens": 0,
+                                                  "cache_read_input_tokens": 0, "output_tokens": 10})
+    with repl_for(fake_api, project, DISABLE_AUTO_COMPACT="1") as d:
+        d.type("read everything\r")
+        d.wait_for("That was a lot.")
+        d.wait_idle()
+        # E = 180,000 takes T's place: round((180,000 − 165,010) / 180,000 × 100) = 8
+        assert d.repl._toolbar() == [("class:warning", "Context low (8% remaining) · Run /compact to compact & continue")]
+        d.type("/context\r")
+        d.wait_for("Free space")
+        d.wait_idle()
+    assert "Autocompact buffer" not in d.out and "Messages: " in d.out
+
+
+def test_ctrl_o_shows_the_last_summary_and_keeps_what_was_typed(fake_api, project):
+    fake_api.reply_text("Got the draft.")
+    with repl_for(fake_api, project) as d:
+        d.type("a draft\x0f")
+        d.wait_for("No compaction in this session yet.")
+        d.wait_idle()
+        d.type("\r")  # the draft is back in the input line
+        d.wait_for("Got the draft.")
+        d.type("/exit\r")
+        assert d.finish() == 0
+    assert last_user_text(fake_api.message_requests[0].body).startswith("a draft")
 
 
 def test_slash_completion():

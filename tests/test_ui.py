@@ -116,7 +116,9 @@ def test_compaction_line_manual_and_auto_with_hook_messages_and_failure():
     assert out == (
         "Compacted · manual · 154k → 18k tokens · 21s\n"
         "  ⎿  PreCompact hook output added to the summary instructions\n"
+        "  ⎿  /summary (or ctrl+o) shows the summary\n"
         "Compacted · auto · 9.5k → 850 tokens · 3s\n"
+        "  ⎿  /summary (or ctrl+o) shows the summary\n"
         "Compaction failed: the summary came back empty\n"
         "Compaction cancelled · the conversation is unchanged\n"
     )
@@ -133,8 +135,8 @@ def test_warning_states_at_the_three_thresholds():
     # 200K model: T 167,000; warning from 147,000; error from 157,000; blocking at 177,000
     assert warning_of(None) is None
     assert warning_of(state_at(146_999)) is None
-    assert warning_of(state_at(147_000)) == ("warning", "12% until auto-compact")
-    assert warning_of(state_at(157_000)) == ("error", "6% until auto-compact")
+    assert warning_of(state_at(147_000)) == ("warning", "Context left until auto-compact: 12%")
+    assert warning_of(state_at(157_000)) == ("error", "Context left until auto-compact: 6%")
     assert warning_of(state_at(177_000)) == ("blocking", "Context limit reached · /compact or /clear to continue")
 
 
