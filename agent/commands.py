@@ -172,12 +172,12 @@ def _help(session: Session, args: str) -> Result:
 @command("compact", "Summarize the conversation to free context, optionally focused by INSTRUCTIONS",
          usage="[instructions]")
 def _compact(session: Session, args: str) -> Result:
+    if session.settings.disable_compact:  # said here, once (the compactor would also say it as a notice)
+        return Compacted(compactor.DISABLED, ok=False)
     try:
         ok = compactor.compact(session.conv, session.ports, "manual", args or None)
     except Interrupted:
         return Compacted("Compaction cancelled; the conversation is unchanged.", ok=False)
-    if session.settings.disable_compact:
-        return Compacted(compactor.DISABLED, ok=False)
     last = session.last_compaction
     if not ok or last is None:
         return Compacted("Compaction failed; the conversation is unchanged.", ok=False)

@@ -32,11 +32,7 @@ def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskF
                  environ: dict[str, str] | None = None) -> Session:
     """A new session, or one continued from a transcript (ours, or a foreign Claude Code file)."""
     environ = dict(environ or {})
-    path = _find_transcript(settings, resume) if resume else None
-    if continue_last:
-        path = latest_session(settings.project_dir)
-        if path is None:
-            raise SessionError(f"No earlier session to continue in {settings.cwd}")
+    path = locate(settings, resume, continue_last)
     if path is None:
         return Session(settings, new_uuid(), emit, ask, environ=environ)
     try:
@@ -61,6 +57,16 @@ def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskF
             session.record(rec)
     session.conv.last_compaction = _last_compaction(loaded)
     return session
+
+
+def locate(settings: Settings, resume: str | None, continue_last: bool) -> Path | None:
+    """The transcript --resume / --continue names (None for a new session); SessionError if there is none."""
+    if continue_last:
+        path = latest_session(settings.project_dir)
+        if path is None:
+            raise SessionError(f"No earlier session to continue in {settings.cwd}")
+        return path
+    return _find_transcript(settings, resume) if resume else None
 
 
 def _last_compaction(loaded: Any) -> dict[str, Any] | None:

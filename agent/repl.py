@@ -63,6 +63,7 @@ DRAFT_MARK = "\0"  # ctrl+o's result: the command, this, then the text the user 
 def run_repl(settings: Any, initial_prompt: str | None, resume: str | None = None, continue_last: bool = False,
              environ: dict[str, str] | None = None) -> int:
     """The interactive session; returns the exit code."""
+    lifecycle.locate(settings, resume, continue_last)  # a bad --resume: its one error line, before the terminal is touched
     console = Console(no_color=settings.no_color, highlight=False)
     repl = Repl(settings, console, environ=dict(environ or {}))
     if initial_prompt:

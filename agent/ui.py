@@ -35,6 +35,7 @@ from rich.style import Style
 from rich.text import Text
 
 from agent import commands
+from agent.tool_exec import INTERRUPTED, NOT_RUN
 from compact import thresholds
 from core.events import (
     CompactFailed,
@@ -199,6 +200,14 @@ def _html_as_text(tokens: list[Any]) -> list[Any]:
                               for c in token.children]
         out.append(token)
     return out
+
+
+def markdown_head(text: str) -> tuple[str, str]:
+    """A command's Markdown result split into its plain first line ("Session notes (PATH):") and the rest."""
+    first, sep, rest = text.partition("\n\n")
+    if sep and "\n" not in first and first.endswith(":") and not first.startswith(("#", "|", "-", "*")):
+        return first, rest
+    return "", text
 
 
 def markdown_lines(console: Console, text: str, first: bool) -> Segments:
@@ -378,7 +387,9 @@ class Renderer:
 
     def _on_ToolFinished(self, event: ToolFinished) -> None:
         name, args = self._inputs.pop(event.tool_use_id, (event.name, {}))
-        if event.is_error:
+        if event.is_error and result_text(event.content).startswith((INTERRUPTED, NOT_RUN)):
+            pass  # the turn's end says "Interrupted by user", once; this text is for the model
+        elif event.is_error:
             self._result_lines(result_text(event.content).strip().splitlines(), "red")
         else:
             output = result_text(event.content).strip()
@@ -555,9 +566,11 @@ class Renderer:
             if isinstance(result, commands.ContextUsage):
                 self.console.print(context_grid(result), highlight=False)
             elif result.markdown:
-                from rich.markdown import Markdown  # ~0.1 s of imports: only when first needed
-
-                self.console.print(Markdown(result.text), highlight=False)
+                head, rest = markdown_head(result.text)
+                if head:  # a line naming a path: not wrapped by us, so the path is never cut mid-word
+                    self.console.print(Text(head, style="bold"), highlight=False, soft_wrap=True)
+                    self.console.print()
+                self.console.print(indented(self.console, _reply_markdown()(rest), "", ""))
             elif result.text:
                 self.console.print(Text(result.text, style="" if result.ok else "red"), highlight=False,
                                    soft_wrap=True)

@@ -213,6 +213,13 @@ def test_clear_one_line_errors(run_cli, project):
     assert "No session with id" in missing.stderr
     nothing = run_cli(None, "-p", "hi", "--continue")
     assert nothing.code == 1 and "No earlier session" in nothing.stderr
+    # the REPL with no terminal: only the real error, no warning about the terminal first
+    repl_missing = run_cli(None, "--resume", "bogus", stdin="")
+    [line] = repl_missing.stderr.splitlines()
+    assert repl_missing.code == 1 and line.startswith("compact-agent: No session with id bogus (looked in ")
+    mode = run_cli(None, "-p", "hi", "--permission-mode", "yolo")
+    assert mode.code == 2 and mode.stderr == ('compact-agent: --permission-mode must be one of default, '
+                                              'acceptEdits, bypassPermissions, plan (got "yolo")\n')
     (project / ".claude").mkdir()
     (project / ".claude" / "settings.json").write_text("{not json")
     broken = run_cli(None, "-p", "hi")
@@ -275,6 +282,14 @@ def test_pre_tool_use_hook_blocks_a_call(fake_api, run_cli, project):
     result = tool_results_of(fake_api.message_requests[1].body)[0]
     assert result["is_error"] is True and "not on Fridays" in result_text(result)
     assert not (project / "should-not-exist").exists()
+
+
+def test_compact_when_compaction_is_disabled_says_so_once(fake_api, run_cli):
+    fake_api.reply_text("hello")
+    assert run_cli(fake_api, "-p", "hi").code == 0
+    res = run_cli(fake_api, "-p", "/compact", "--continue", env={"DISABLE_COMPACT": "1"})
+    assert res.code == 1 and res.stdout == ""
+    assert res.stderr == "compact-agent: Compaction is disabled (DISABLE_COMPACT is set)\n"
 
 
 def test_summary_and_history_after_a_resume(fake_api, run_cli):

@@ -367,3 +367,20 @@ def test_a_permission_diff_shows_the_files_own_line_numbers():
         "  12  def add(a, b):", "  13 -    return a - b", "  13 +    # fixed", "  14 +    return a + b",
         "  15  ", "   ⋮", "  40 -x", "  41 +y", "... (3 more diff lines)"]
     assert [style for style, _ in numbered_diff(diff)][:3] == ["", "red", "green"]
+
+
+def test_an_interrupted_tool_prints_one_line():
+    from agent.tool_exec import INTERRUPTED
+
+    out = render(ToolStarted("t1", "Bash", {"command": "sleep 30"}),
+                 ToolFinished("t1", "Bash", f"{INTERRUPTED}\n\nPartial output:\nstarting", True),
+                 TurnFinished("", "interrupted", "Interrupted by user"))
+    assert out == "● Bash(sleep 30)\n  ⎿  Interrupted by user\n"
+
+
+def test_memory_notes_render_as_markdown_and_their_path_is_never_cut():
+    path = "/home/someone/.compact-agent/projects/-home-someone-work-project/0b6f0c2e/session-memory/summary.md"
+    con, buf = console(width=60)
+    Renderer(con).result(commands.Result(f"Session notes ({path}):\n\n# Current State\nFixing `ui.py`\n"
+                                         "then the tests", markdown=True))
+    assert buf.getvalue() == f"Session notes ({path}):\n\nCurrent State\n\nFixing ui.py\nthen the tests\n"
