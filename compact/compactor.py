@@ -5,7 +5,8 @@ Triggers: ``/compact`` ("manual"), auto-compact over the threshold ("auto"), a p
 Drops: the whole live history (or, on the session-memory path, all but a recent verbatim tail).
 Keeps: the summary, the kept tail, restored files and plan, SessionStart hook context.
 Writes to disk: nothing until a summary is in hand; then the boundary, the summary and the new
-messages are appended to the transcript (nothing before is touched).
+messages are appended to the transcript (nothing before is touched), then a compact_result record
+with the post-compaction count, so "a → b" reads the same after a resume.
 Model calls: none on the notes path; one (plus up to 3 prompt-too-long retries) for the LLM summary.
 
     compact(conv, ports, trigger)
@@ -14,7 +15,7 @@ Model calls: none on the notes path; one (plus up to 3 prompt-too-long retries) 
       ├─ method: session-memory notes (no /compact instructions) ─► else LLM summary
       └─ finish(): restore + SessionStart(compact) hooks   (computed first, nothing written yet)
                    → boundary, summary, restored, hook context appended; live list swapped
-                   → PostCompact hooks, token state reset, post-compaction guard
+                   → PostCompact hooks, post count recorded, token state reset, post-compaction guard
 
 A failure of any kind — no summary, an API error, Ctrl-C — leaves the conversation and the transcript
 exactly as they were and emits CompactFailed. Ctrl-C (errors.Interrupted) is then raised again, so the
