@@ -153,6 +153,28 @@ def complete_lines(text: str) -> tuple[str, str]:
     return text[:end], text[end:]
 
 
+def complete_items(text: str) -> tuple[str, str]:
+    """The finished items of a tight list still streaming, and the rest.
+
+    ``text`` is a block in progress that starts with a list item; an item is finished when the next
+    item starts at the margin. A blank line stops the look (the list may be loose or ending: that is
+    ``complete_blocks``' call), and nothing inside an open fence counts.
+    """
+    if not LIST_ITEM.match(text):
+        return "", text
+    end = pos = 0
+    fence = False
+    for line in text.splitlines(keepends=True):
+        if not line.endswith("\n") or not line.strip():
+            break
+        if FENCE_OPEN.match(line.lstrip()) or (fence and FENCE_CLOSE.fullmatch(line.strip())):
+            fence = not fence
+        elif pos and not fence and line[0] not in " \t" and LIST_ITEM.match(line):
+            end = pos
+        pos += len(line)
+    return text[:end], text[end:]
+
+
 @functools.cache
 def _reply_markdown() -> type:
     """Rich's Markdown with headings at the margin and code blocks without a box (imported when first used)."""
@@ -358,9 +380,11 @@ class Renderer:
         blocks, pending = complete_blocks(text)
         for block in blocks:
             self._print_block(block)
-        lines, self._pending = complete_lines(pending)
-        if lines:
-            self._print_block(lines, partial=True)
+        lines, pending = complete_lines(pending)
+        items, self._pending = complete_items(pending)
+        for part in (lines, items):
+            if part:
+                self._print_block(part, partial=True)
 
     def _on_ThinkingDelta(self, event: ThinkingDelta) -> None:
         self._out_chars += len(event.text)

@@ -285,10 +285,12 @@ def test_markdown_is_rendered_block_by_block_while_it_streams():
         seen.append(buf.getvalue())
     r(MessageRecorded(assistant([{"type": "text", "text": REPLY}])))
     paragraph = "● Here is the plan: read app.py, then fix it.\n"
-    the_list = paragraph + "\n   • first item\n   • second item\n     continues here\n"
-    # the paragraph's line once it ends; the list once the fence line after it is whole;
-    # the code once its closing fence line is whole; the last line when the message is recorded
-    assert seen == ["", "", "", paragraph, paragraph, paragraph, paragraph, paragraph, the_list, the_list,
+    first_item = paragraph + "\n   • first item\n"
+    the_list = first_item + "   • second item\n     continues here\n"
+    # the paragraph's line once it ends; an item once the next one's line is whole; the list's end once
+    # the fence line after it is whole; the code once its closing fence line is whole; the last line
+    # when the message is recorded
+    assert seen == ["", "", "", paragraph, paragraph, paragraph, first_item, first_item, the_list, the_list,
                     REPLY_RENDERED[:-len("\n  That is all.\n")], REPLY_RENDERED[:-len("\n  That is all.\n")]]
     assert buf.getvalue() == REPLY_RENDERED
 
@@ -307,6 +309,20 @@ def test_a_paragraph_streams_line_by_line_and_keeps_its_single_newlines():
     # a list item waits for its list to end
     assert seen == ["", first, two, three, three, three + "   • item\n\n  End.\n"]
     assert buf.getvalue() == seen[-1]
+
+
+def test_list_items_stream_one_by_one_and_a_fence_inside_an_item_holds_them():
+    con, buf = console()
+    r = Renderer(con)
+    seen = []
+    for cut in ["1. one\n", "2. two\n   more\n", "3. three\n   ```sh\n", "   4. inside the fence\n",
+                "   ```\n", "4. four\n", "\nDone.\n"]:
+        r(TextDelta(cut))
+        seen.append(buf.getvalue())
+    one = "●  1 one\n"
+    two = one + "   2 two\n     more\n"
+    three = two + "   3 three\n       4. inside the fence\n"
+    assert seen == ["", one, two, two, two, three, three + "   4 four\n\n  Done.\n"]
 
 
 def test_markdown_in_one_delta_renders_the_same_and_each_reply_gets_its_bullet():
