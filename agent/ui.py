@@ -7,7 +7,8 @@ Live keeps it under whatever is printed meanwhile.
 
 Assistant text is Markdown. It is buffered as it streams and printed one finished block at a time
 (``complete_blocks`` decides when a block can no longer change); a paragraph is printed line by line as
-its lines end (``complete_lines``), and a single newline stays a line break. Only whole lines are ever
+its lines end (``complete_lines``), a tight list item by item (``complete_items``), and a single newline
+stays a line break. Only whole lines are ever
 printed, so the spinner can keep running under them. Whatever is left is printed when the message ends: the recorded
 assistant message, a tool call, the end of the turn (an interruption included). A retried stream starts
 over: its unprinted text is dropped, never shown twice.
