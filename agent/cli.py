@@ -65,6 +65,7 @@ def run(
     max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Stop after N model calls (print mode).")] = None,
     allowed_tools: Annotated[Optional[list[str]], typer.Option("--allowedTools", "--allowed-tools", help='Allow rules, e.g. "Bash(git status:*) Edit".')] = None,
     disallowed_tools: Annotated[Optional[list[str]], typer.Option("--disallowedTools", "--disallowed-tools", help='Deny rules, e.g. "Bash(rm:*)".')] = None,
+    trust_project: Annotated[bool, typer.Option("--trust-project", help="Trust this project (recorded): its settings files' hooks, env and widened permissions apply.")] = False,
     version: Annotated[bool, typer.Option("--version", "-v", help="Print the version and exit.")] = False,
 ) -> None:
     if version:
@@ -79,7 +80,7 @@ def run(
         settings = load_settings(cwd=Path.cwd().resolve(), environ=environ, cli={
             "model": model, "permission_mode": permission_mode,
             "allowed_tools": _rules(allowed_tools), "disallowed_tools": _rules(disallowed_tools),
-            "dangerously_skip_permissions": skip_permissions})
+            "dangerously_skip_permissions": skip_permissions, "trust_project": trust_project})
     except SettingsError as e:
         _fail(str(e), 2)
     if continue_ and resume:

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
-from agent import lifecycle
+from agent import lifecycle, trust
 from agent.session import Session
 from agent.sessions import list_sessions
+from agent.settings import reload_settings
 from agent.system_prompt import read_memory
 from compact import compactor
 from compact.notes import notes_text
@@ -329,6 +330,39 @@ def _memory(session: Session, args: str) -> Result:
     if not text or not text.strip():
         return Result("No session notes yet; they start once the conversation reaches about 10k tokens.")
     return Result(f"Session notes ({session.notes_path}):\n\n{text}", markdown=True)
+
+
+@command("trust", "Show this project's trust and the permission rules, or revoke the trust",
+         usage="[revoke]", aliases=("permissions",))
+def _trust(session: Session, args: str) -> Result:
+    s = session.settings
+    if args == "revoke":
+        if not trust.revoke(s.home, s.cwd):
+            return Result(f"{s.cwd} is not trusted; nothing to revoke.")
+        session.use_settings(reload_settings(s, session.environ))
+        return Result(f"Trust in {s.cwd} revoked: its settings files' hooks, env and widened permissions no "
+                      "longer apply, from now on.")
+    if args:
+        return Result(f"Unknown argument {args!r}: use /trust, or /trust revoke.", ok=False)
+    return Result(trust_report(session))
+
+
+def trust_report(session: Session) -> str:
+    s = session.settings
+    if s.trust.trusted:
+        lines = [f"Project {s.cwd}: trusted since {s.trust.since[:16].replace('T', ' ')} (/trust revoke withdraws it)."]
+        if s.trust.confirmed_keys:
+            lines.append("Confirmed keys from its settings: " + ", ".join(s.trust.key_names()))
+    else:
+        lines = [f"Project {s.cwd}: not trusted (restart the REPL here to be asked, or pass --trust-project)."]
+    if s.ignored:
+        lines += ["Ignored from its settings files:"] + [f"  - {i.what}  ({i.source})" for i in s.ignored]
+    lines += [f"Permission mode: {s.permission_mode}"]
+    for name, rules in (("allow", s.allow + session.permissions.session_allow), ("ask", s.ask), ("deny", s.deny)):
+        lines.append(f"{name.capitalize()} rules: " + (", ".join(rules) if rules else "(none)"))
+    if s.additional_dirs:
+        lines.append("Additional directories: " + ", ".join(str(d) for d in s.additional_dirs))
+    return "\n".join(lines)
 
 
 @command("exit", "Leave the agent", aliases=("quit",))

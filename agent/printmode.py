@@ -17,6 +17,7 @@ from agent import __version__, commands, lifecycle
 from agent.loop import run_turn
 from agent.session import Session
 from agent.settings import Settings
+from agent.trust import print_mode_line
 from core.errors import AgentError
 from core.events import (
     CompactFailed,
@@ -29,13 +30,15 @@ from core.events import (
     TurnFinished,
 )
 from core.messages import to_record
+from core.private import redact, secrets_of
 
 SUBTYPES = {"end_turn": "success", "max_turns": "error_max_turns"}
 
 
 class PrintRenderer:
-    def __init__(self, fmt: str, out: IO[str], err: IO[str]):
+    def __init__(self, fmt: str, out: IO[str], err: IO[str], secrets: tuple[str, ...] = ()):
         self.fmt, self.out, self.err = fmt, out, err
+        self.secrets = secrets  # redacted from stdout, as the transcript redacts them
         self.session: Session | None = None
         self.num_turns = 0
 
@@ -72,7 +75,7 @@ class PrintRenderer:
             self.err.write(text + "\n")
 
     def _line(self, obj: dict[str, Any]) -> None:
-        self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        self.out.write(redact(json.dumps(obj, ensure_ascii=False), self.secrets) + "\n")
         self.out.flush()
 
     def result(self, finished: TurnFinished, session: Session, started: float) -> int:
@@ -80,7 +83,7 @@ class PrintRenderer:
         text = finished.text if not is_error or not finished.error else (finished.text or finished.error)
         if self.fmt == "text":
             if finished.text and finished.text != finished.error:  # an error goes to stderr, once
-                self.out.write(finished.text.rstrip("\n") + "\n")
+                self.out.write(redact(finished.text.rstrip("\n"), self.secrets) + "\n")
         else:
             self._line({
                 "type": "result", "subtype": SUBTYPES.get(finished.stop_reason, "error_during_execution"),
@@ -97,7 +100,9 @@ def run_print(settings: Settings, prompt: str, fmt: str, *, resume: str | None, 
               max_turns: int | None, environ: dict[str, str], out: IO[str] | None = None,
               err: IO[str] | None = None) -> int:
     started = time.monotonic()
-    renderer = PrintRenderer(fmt, out or sys.stdout, err or sys.stderr)
+    renderer = PrintRenderer(fmt, out or sys.stdout, err or sys.stderr, secrets_of(settings.api_key, settings.auth_token))
+    if ignored := print_mode_line(settings.ignored, settings.trust.trusted):  # never asks: says so, once
+        renderer.err.write(ignored + "\n")
     session = lifecycle.open_session(settings, emit=renderer, ask=None, resume=resume, continue_last=continue_last,
                            environ=environ)
     renderer.session = session

@@ -39,12 +39,14 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 from rich.console import Console
 
-from agent import __version__, commands, lifecycle
+from agent import __version__, commands, lifecycle, trust
 from agent.client import import_in_background
 from agent.loop import run_turn
+from agent.settings import reload_settings
 from agent.ui import Renderer, warning_of
 from compact.prepare import token_state
 from core.errors import AgentError
+from core.private import redact, secrets_of
 
 PROMPT = "> "
 STYLE = Style.from_dict({
@@ -102,6 +104,17 @@ def history_file(settings: Any) -> Path:
     os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
     os.chmod(path, 0o600)
     return path
+
+
+class RedactingHistory(FileHistory):
+    """Input history on disk without the API key (a pasted key stays in memory for Up, never on disk)."""
+
+    def __init__(self, filename: str, secrets: tuple[str, ...]) -> None:
+        super().__init__(filename)
+        self.secrets = secrets
+
+    def store_string(self, string: str) -> None:
+        super().store_string(redact(string, self.secrets))
 
 
 def key_bindings() -> KeyBindings:
@@ -197,12 +210,14 @@ class Repl:
 
     def _history(self) -> History:
         try:
-            return FileHistory(str(history_file(self.settings)))
+            s = self.settings
+            return RedactingHistory(str(history_file(s)), secrets_of(s.api_key, s.auth_token))
         except OSError:
             return InMemoryHistory()
 
     # --- session -----------------------------------------------------------------------------------
     def open(self, *, resume: str | None = None, continue_last: bool = False) -> None:
+        self.confirm_trust()  # before anything of the project's runs (SessionStart hooks)
         self.session = lifecycle.open_session(self.settings, emit=self.renderer, ask=self.ask, resume=resume,
                                     continue_last=continue_last, environ=self.environ)
         self.renderer.banner(__version__, self.session.model, str(self.settings.cwd))
@@ -212,6 +227,41 @@ class Repl:
         lifecycle.start(self.session, "resume" if (resume or continue_last) else "startup")
         if self.session.messages:  # a resumed conversation may already be over the warning level
             self.when_drawn(lambda: threading.Thread(target=self._refresh_tokens_bg, daemon=True).start())
+
+    def confirm_trust(self) -> None:
+        """The trust dialog, when the project's settings files ask for what needs trust (agent/trust.py):
+        trusting records it and reloads the settings with them; not trusting goes on without them."""
+        s = self.settings
+        untrusted = [i for i in s.ignored if i.kind != "credential"]
+        keys = [i for i in s.ignored if i.kind == "credential" and i.confirm not in s.trust.declined_keys]
+        if not (untrusted or keys):
+            return
+        if untrusted:
+            self.renderer.line(f"This project ({s.cwd}) is not trusted yet. Its settings files would:", "bold")
+            for line in trust.dialog_lines(untrusted):
+                self.renderer.line(line)
+            if not self._yes("Trust this project and apply them? [y/N] "):
+                self.renderer.line("Not trusted: going on without them (/trust shows them).", "dim")
+                return
+        confirmed: list[str] = []
+        declined: list[str] = []
+        for item in keys:
+            self.renderer.line(f"Its settings also set {item.what} ({item.source}): ANTHROPIC_* settings decide which "
+                               "credentials are used and where your API key is sent.", "yellow")
+            (confirmed if self._yes(f"Use {item.key} from this project? [y/N] ") else declined).append(item.confirm)
+        trust.grant(s.home, s.cwd, tuple(confirmed), tuple(declined))
+        self.settings = s = reload_settings(s, self.environ)
+        if isinstance(self.prompt.history, RedactingHistory):  # a confirmed project key is a secret too
+            self.prompt.history.secrets = secrets_of(s.api_key, s.auth_token)
+        self.renderer.line("Trusted: its settings apply (/trust revoke withdraws it).", "dim")
+
+    def _yes(self, question: str) -> bool:
+        try:
+            with patch_stdout(raw=True) if self.real_terminal else nullcontext():
+                answer = PromptSession[str](input=self.input, output=self.output).prompt(question)
+        except (KeyboardInterrupt, EOFError):
+            return False
+        return answer.strip().lower() in ("y", "yes")
 
     def use(self, session: Any) -> None:
         """Continue with another session (tests; /clear and /resume)."""

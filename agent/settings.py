@@ -2,6 +2,8 @@
 
 Precedence, lowest to highest: defaults < $COMPACT_AGENT_HOME/settings.json < .claude/settings.json <
 .claude/settings.local.json < environment (the process's, overlaid on the files' "env" maps) < command line.
+The two project files pass through ``agent.trust.restrict`` first: until the project is trusted their hooks,
+env entries and widening permission settings are left out and listed in ``Settings.ignored``.
 
 ``load_settings`` is the one place that merges them. Across files, permission lists and
 ``additionalDirectories`` are concatenated (duplicates dropped), hook groups are concatenated per event,
@@ -32,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent import trust as trust_store
+from agent.trust import Ignored, Trust
 from core.errors import SettingsError
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -82,6 +86,11 @@ class Settings:
     additional_dirs: list[Path] = field(default_factory=list)
     # the real environment overlaid on the files' "env" maps; what subprocesses (Bash, hooks) should get
     environ: dict[str, str] = field(default_factory=dict, repr=False)
+    # project trust (agent/trust.py): the record, and what the project files asked for and did not get
+    trust: Trust = field(default_factory=lambda: Trust(False))
+    ignored: list[Ignored] = field(default_factory=list)
+    # the command-line values these settings were built from, so they can be rebuilt (reload_settings)
+    cli: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def project_key(self) -> str:
@@ -115,9 +124,16 @@ def load_settings(*, cwd: Path, environ: Mapping[str, str], cli: dict[str, Any])
     s = Settings(cwd=cwd, home=home, user_home=user_home)
     s.sources["home"] = "env COMPACT_AGENT_HOME" if environ.get("COMPACT_AGENT_HOME") else "default"
 
+    if cli.get("trust_project"):
+        trust_store.grant(home, cwd)
+    s.trust, s.cli = trust_store.load(home, cwd), dict(cli)
+
     layer: dict[str, Any] = {}
-    for path in (home / "settings.json", cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"):
-        _merge_layer(layer, _read_file(path), str(path))
+    _merge_layer(layer, _read_file(home / "settings.json"), str(home / "settings.json"))
+    for path in (cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"):
+        data, ignored = trust_store.restrict(_read_file(path), str(path), s.trust)  # the user's file is trusted
+        s.ignored += ignored
+        _merge_layer(layer, data, str(path))
 
     env: dict[str, str] = dict(layer.get("env", {}))
     env_sources = {name: f'{layer["sources"]["env." + name]} "env"' for name in env}
@@ -129,6 +145,11 @@ def load_settings(*, cwd: Path, environ: Mapping[str, str], cli: dict[str, Any])
     _apply_env(s, env, env_sources)
     _apply_cli(s, cli)
     return s
+
+
+def reload_settings(s: Settings, environ: Mapping[str, str]) -> Settings:
+    """The same settings built again (after the project's trust changed)."""
+    return load_settings(cwd=s.cwd, environ=environ, cli={**s.cli, "trust_project": False})
 
 
 # ---- files -------------------------------------------------------------------------------------

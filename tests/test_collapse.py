@@ -74,9 +74,9 @@ def add_turn(bench: Bench, n: int, size: int = 3_000) -> list[Message]:
 
 
 def fill(bench: Bench, tokens: int, start: int = 0, size: int = 3_000) -> list[list[Message]]:
-    """Add turns until the live list holds at least ``tokens``."""
+    """Add turns until the request (system and tools included, as the view counts) holds ``tokens``."""
     out = []
-    while count_tokens(bench.messages) < tokens:
+    while count_tokens(bench.messages, bench.conv.calibration) < tokens:
         out.append(add_turn(bench, start + len(out), size))
     return out
 
@@ -220,7 +220,7 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
     [ph] = placeholders(now.messages)
     assert ph.text == "[Collapsed: 8 messages] SUMMARY-1: read a module, it was fine."
     assert now.messages[0] is ph and now.messages[1] is ts[2][0]
-    assert now.tokens < 36_000 and now.tokens == count_tokens(now.messages)
+    assert now.tokens < 36_000 and now.tokens == count_tokens(now.messages, bench.conv.calibration)
     assert "SUMMARY-1" in json.dumps(now.api[0]) and "module_0.py" not in json.dumps(now.api)
     [rec] = [r for r in records(bench.transcript_path) if r["type"] == "collapse-commit"]
     assert rec["collapsedUuids"] == [m.uuid for m in ts[0] + ts[1]] and rec["placeholderUuid"] == ph.uuid
@@ -248,7 +248,7 @@ def test_usage_measured_before_a_commit_is_lowered_by_what_it_saved(tmp_path: Pa
     bench.view()
     assert bench.conv.collapser.join(10)
     bench.add(user_prompt("next"))
-    real = count_tokens(bench.messages) + 6_000
+    real = count_tokens(bench.messages, bench.conv.calibration) + 6_000  # as the server counts: system and tools too
     bench.add(assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": real, "output_tokens": 0}))
     now = bench.view()  # the usage says 36,000+: commit; the copy handed on counts the saving
     assert placeholders(now.messages)

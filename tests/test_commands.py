@@ -45,6 +45,8 @@ def test_help_lists_every_command(fake_api, project):
         "  /summary                 Show the summary written by the last compaction\n"
         "  /history                 Show, in brief, the messages the last compaction replaced\n"
         "  /memory                  Show this session's background notes\n"
+        "  /trust [revoke]          Show this project's trust and the permission rules, or revoke the trust "
+        "(or /permissions)\n"
         "  /exit                    Leave the agent (or /quit)\n"
         "\n"
         "Enter sends · Alt-Enter (or Esc then Enter) adds a line · Esc or Ctrl-C interrupts · Ctrl-D exits"

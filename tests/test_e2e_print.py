@@ -7,6 +7,7 @@ import os
 import re
 from pathlib import Path
 
+from agent import trust
 from tests.conftest import records, transcripts
 from tests.fakeapi import last_user_text
 
@@ -255,6 +256,7 @@ def _hook_settings(project: Path, event: str, command: str) -> None:
     claude.mkdir(exist_ok=True)
     (claude / "settings.json").write_text(json.dumps(
         {"hooks": {event: [{"hooks": [{"type": "command", "command": command, "timeout": 10}]}]}}))
+    trust.grant(Path(os.environ["COMPACT_AGENT_HOME"]), project)  # a project's hooks run once it is trusted
 
 
 def test_user_prompt_submit_hook_adds_context_or_blocks(fake_api, run_cli, project):
@@ -348,7 +350,7 @@ def test_settings_env_reaches_bash_but_the_key_does_not(fake_api, run_cli, proje
     (project / ".claude" / "settings.json").write_text(json.dumps({"env": {"PROJECT_FLAVOUR": "mint"}}))
     fake_api.reply_tool("Bash", {"command": "echo flavour=$PROJECT_FLAVOUR key=${ANTHROPIC_API_KEY:-none}"})
     fake_api.reply_text("ok")
-    res = run_cli(fake_api, "-p", "go", "--dangerously-skip-permissions")
+    res = run_cli(fake_api, "-p", "go", "--dangerously-skip-permissions", "--trust-project")
     assert res.code == 0, res.stderr
     out = result_text(tool_results_of(fake_api.message_requests[1].body)[0])
     assert "flavour=mint key=none" in out

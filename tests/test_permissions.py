@@ -288,7 +288,7 @@ def test_from_settings(project, home, tmp_path):
     (project / ".claude" / "settings.json").write_text(
         '{"permissions": {"deny": ["Read(~/.ssh/**)"], "additionalDirectories": ["../shared"]}}')
     settings = load_settings(cwd=project, environ={"HOME": str(home), "COMPACT_AGENT_HOME": str(agent_home)},
-                             cli={"permission_mode": "acceptEdits"})
+                             cli={"permission_mode": "acceptEdits", "trust_project": True})
     session = settings.project_dir / "abc"
     p = Permissions(settings, session_dir=session)
     assert behavior(p, "Read", file_path=str(home / ".ssh" / "id_ed25519")) == "deny"
