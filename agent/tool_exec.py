@@ -47,9 +47,10 @@ _PATH_ARGS = {"Read": "file_path", "Write": "file_path", "Edit": "file_path", "G
 def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
     uses = [_with_absolute_path(session, use) for use in uses]
     verdicts: list[ToolResult | None] = []
-    for use in uses:  # after a "no", nothing more is asked or run
+    for i, use in enumerate(uses):  # after a "no", nothing more is asked or run
         declined = any(isinstance(v, ToolResult) and v.content == DECLINED for v in verdicts)
-        verdicts.append(ToolResult(NOT_RUN_DECLINED, is_error=True) if declined else _permit(session, use))
+        verdicts.append(ToolResult(NOT_RUN_DECLINED, is_error=True) if declined
+                        else _permit(session, use, _touched(uses[:i])))
     results: list[ToolResult | None] = [v if isinstance(v, ToolResult) else None for v in verdicts]
     i = 0
     while i < len(uses):
@@ -101,8 +102,17 @@ def _read_only(session: Session, use: dict[str, Any]) -> bool:
     return bool(tool and tool.read_only)
 
 
-def _permit(session: Session, use: dict[str, Any]) -> ToolResult | None:
-    """None when the call may run; otherwise the error result to send instead."""
+def _touched(uses: list[dict[str, Any]]) -> set[str]:
+    """The files earlier calls of the message name: they may be read or written before a later call runs."""
+    return {str(u["input"]["file_path"]) for u in uses if isinstance(u.get("input"), dict)
+            and isinstance(u["input"].get("file_path"), str)}
+
+
+def _permit(session: Session, use: dict[str, Any], touched: set[str] | None = None) -> ToolResult | None:
+    """None when the call may run; otherwise the error result to send instead.
+
+    ``touched``: files earlier calls of the same message name; a call on one of them is not checked
+    ahead (a Read just before it in the message has not run yet)."""
     name, args = use["name"], use.get("input") or {}
     tool = get(session.tools, name)
     if tool is None:
@@ -113,7 +123,7 @@ def _permit(session: Session, use: dict[str, Any]) -> ToolResult | None:
         return ToolResult(f"Permission to use {name} was denied: {decision.reason}. Do not retry this call; "
                           "choose another approach or ask the user.", is_error=True)
     if decision.behavior == "ask":
-        failure = precheck(tool, args, session.tool_ctx)
+        failure = None if args.get("file_path") in (touched or ()) else precheck(tool, args, session.tool_ctx)
         if failure is not None:  # it would fail anyway: nobody is asked to approve it
             session.emit(ToolStarted(use["id"], name, args))
             session.emit(ToolFinished(use["id"], name, failure.content, True, failure.summary))

@@ -294,6 +294,23 @@ def test_resume_shows_the_last_exchanges_its_message_count_and_the_whole_cost(fa
     assert fake_api.message_requests == []
 
 
+def test_an_edit_after_a_read_in_the_same_message_is_asked_not_failed_early(fake_api, project):
+    path = str(project / "app.py")
+    (project / "app.py").write_text("x = 1\n")
+    fake_api.reply_tools([("Read", {"file_path": path}),
+                          ("Edit", {"file_path": path, "old_string": "x = 1", "new_string": "x = 2"})])
+    fake_api.reply_text("Changed.")
+    with repl_for(fake_api, project) as d:
+        d.type("read and change it\r")
+        d.wait_for("Allow?")  # the Read runs before the Edit, so the Edit is not refused ahead
+        d.type("y")
+        d.wait_for("Changed.")
+        d.type("/exit\r")
+        assert d.finish() == 0
+    assert (project / "app.py").read_text() == "x = 2\n"
+    fake_api.check()
+
+
 def test_a_resumed_session_shows_its_warning_at_once(fake_api, project):
     earlier = new_session(fake_api, project)
     chat(earlier, "read the whole repository", "Done reading.", tokens=150_000)
