@@ -53,13 +53,6 @@ class OutputFormat(str, Enum):
     stream_json = "stream-json"
 
 
-class PermissionMode(str, Enum):
-    default = "default"
-    acceptEdits = "acceptEdits"
-    bypassPermissions = "bypassPermissions"
-    plan = "plan"
-
-
 app = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]},
                   rich_markup_mode=None, pretty_exceptions_enable=False)
 
@@ -90,7 +83,8 @@ def run(
     continue_: Annotated[bool, typer.Option("--continue", "-c", help="Continue the most recent session of this directory.")] = False,
     resume: Annotated[Optional[str], typer.Option("--resume", "-r", help="Resume a session by id, or from a transcript file path.")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Model id (default: settings, then ANTHROPIC_MODEL, then a current Sonnet).")] = None,
-    permission_mode: Annotated[Optional[PermissionMode], typer.Option("--permission-mode", help="default, acceptEdits, bypassPermissions or plan.")] = None,
+    # a plain str: a bad value gets load_settings' one line naming the valid ones, not click's enum error
+    permission_mode: Annotated[Optional[str], typer.Option("--permission-mode", help="default, acceptEdits, bypassPermissions or plan.")] = None,
     skip_permissions: Annotated[bool, typer.Option("--dangerously-skip-permissions", help="Same as --permission-mode bypassPermissions.")] = False,
     max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Stop after N model calls (print mode).")] = None,
     allowed_tools: Annotated[Optional[list[str]], typer.Option("--allowedTools", "--allowed-tools", help='Allow rules, e.g. "Bash(git status:*) Edit".')] = None,
@@ -118,7 +112,7 @@ def run(
     environ = dict(os.environ)
     try:
         settings = load_settings(cwd=Path.cwd().resolve(), environ=environ, cli={
-            "model": model, "permission_mode": permission_mode.value if permission_mode else None,
+            "model": model, "permission_mode": permission_mode,
             "allowed_tools": _rules(allowed_tools), "disallowed_tools": _rules(disallowed_tools),
             "dangerously_skip_permissions": skip_permissions, "trust_project": trust_project})
         ensure_home(settings)

@@ -6,7 +6,7 @@ Everything else (compaction, retries, permissions, rendering) lives in the named
 from __future__ import annotations
 
 from agent.session import Session
-from agent.tool_exec import record_interruption, run_tools
+from agent.tool_exec import Declined, record_interruption, run_tools
 from compact.prepare import after_response, prepare_request, send
 from core.errors import ContextLimitReached, Interrupted, ModelError
 from core.events import TurnFinished
@@ -37,6 +37,8 @@ def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> Tu
                 return finish(session, "end_turn", reply_text)
             if max_turns and calls >= max_turns:
                 return finish(session, "max_turns", reply_text, f"Reached the maximum of {max_turns} turns")
+    except Declined:  # the user said no to a tool call: the next step is theirs
+        return finish(session, "declined", reply_text)
     except Interrupted:
         record_interruption(session)
         return finish(session, "interrupted", reply_text, "Interrupted by user")

@@ -62,8 +62,7 @@ class PrintRenderer:
 
     def _compaction(self, event: Event) -> None:
         if isinstance(event, CompactFinished):
-            text = (f"Compacted · {event.trigger} · {_k(event.pre_tokens)} → {_k(event.post_tokens)} tokens · "
-                    f"{event.duration:.0f}s")
+            text = f"{commands.compaction_text(event.trigger, event.pre_tokens, event.post_tokens)} · {event.duration:.0f}s"
             for line in event.hook_messages:
                 self.err.write(f"{line}\n")
         elif isinstance(event, CompactFailed):
@@ -165,10 +164,6 @@ def run_command(session: Session, line: str, renderer: PrintRenderer, started: f
     finished = TurnFinished(text=text, stop_reason="end_turn" if ok else "error", error="" if ok else text,
                             usage=dict(session.usage_total))
     return renderer.result(finished, session, started)
-
-
-def _k(n: int) -> str:
-    return f"{n / 1000:.0f}k" if n >= 1000 else str(n)
 
 
 def _snake(name: str) -> str:

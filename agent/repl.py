@@ -58,11 +58,14 @@ STYLE = Style.from_dict({
 })
 INTERRUPT_KEYS = (Keys.Escape, Keys.ControlC)
 ANSWERS = {"y": "yes", "n": "no", "a": "always"}
+SHOW_SUMMARY = "/summary"
+DRAFT_MARK = "\0"  # ctrl+o's result: the command, this, then the text the user had typed
 
 
 def run_repl(settings: Any, initial_prompt: str | None, resume: str | None = None, continue_last: bool = False,
              environ: dict[str, str] | None = None, driver: Any = None) -> int:
     """The interactive session; returns the exit code. ``driver``: agent.demo.driver (--demo)."""
+    lifecycle.locate(settings, resume, continue_last)  # a bad --resume: its one error line, before the terminal is touched
     console = Console(no_color=settings.no_color, highlight=False)
     repl = Repl(settings, console, environ=dict(environ or {}), driver=driver)
     if initial_prompt:
@@ -120,6 +123,10 @@ def key_bindings() -> KeyBindings:
     @kb.add("escape", "enter")
     def _newline(event: Any) -> None:  # Alt-Enter, or Esc then Enter
         event.current_buffer.insert_text("\n")
+
+    @kb.add("c-o")
+    def _show_summary(event: Any) -> None:  # as in Claude Code; what was typed comes back afterwards
+        event.app.exit(result=SHOW_SUMMARY + DRAFT_MARK + event.current_buffer.text)
 
     @kb.add("c-c")
     def _ctrl_c(event: Any) -> None:
@@ -183,6 +190,7 @@ class Repl:
         self.token_state: Any = None
         self._questions: queue.Queue[_Question] = queue.Queue()
         self._ctrl_c_armed = False
+        self._draft = ""  # text typed before ctrl+o, put back at the next prompt
         self.prompt: PromptSession[str] = PromptSession(
             history=history if history is not None else self._history(), input=self.input, output=output,
             completer=SlashCompleter(), complete_while_typing=True, key_bindings=key_bindings(),
@@ -214,6 +222,9 @@ class Repl:
         self.session = lifecycle.open_session(self.settings, emit=self.renderer, ask=self.ask, resume=resume,
                                     continue_last=continue_last, environ=self.environ)
         self.renderer.banner(__version__, self.session.model, str(self.settings.cwd))
+        if resume or continue_last:
+            self.renderer.recap(self.session.messages)
+            self.renderer.line(lifecycle.resumed_line(self.session), "dim")
         lifecycle.start(self.session, "resume" if (resume or continue_last) else "startup")
         if self.session.messages:  # a resumed conversation may already be over the warning level
             self.when_drawn(lambda: threading.Thread(target=self._refresh_tokens_bg, daemon=True).start())
@@ -262,8 +273,10 @@ class Repl:
 
     # --- main loop ---------------------------------------------------------------------------------
     def run(self, initial_prompt: str | None = None) -> int:
-        if initial_prompt and initial_prompt.strip() and not self.handle(initial_prompt):
-            return 0
+        if initial_prompt and initial_prompt.strip():
+            self.renderer.echo(initial_prompt)  # the command line's prompt, shown as a typed one stays
+            if not self.handle(initial_prompt):
+                return 0
         while True:
             try:
                 line = self.read_line()
@@ -280,9 +293,15 @@ class Repl:
                 return 0
 
     def read_line(self) -> str:
-        scripted = self.driver.prompt_args(self) if self.driver is not None else {}
+        draft, self._draft = self._draft, ""
+        options: dict[str, Any] = {"default": draft}
+        if self.driver is not None and not draft:  # the demo's next line, unless ctrl+o kept the user's text
+            options.update(self.driver.prompt_args(self))
         with patch_stdout(raw=True) if self.real_terminal else nullcontext():
-            return self.prompt.prompt([("class:prompt", PROMPT)], bottom_toolbar=self._toolbar, **scripted)
+            line = self.prompt.prompt([("class:prompt", PROMPT)], bottom_toolbar=self._toolbar, **options)
+        if DRAFT_MARK in line:  # ctrl+o
+            line, self._draft = line.split(DRAFT_MARK, 1)
+        return line
 
     def _toolbar(self) -> Any:
         shown = warning_of(self.token_state)
@@ -310,6 +329,8 @@ class Repl:
             return True
         if isinstance(result, commands.Exit):
             return False
+        if isinstance(result, commands.Switched):
+            self.renderer.recap(result.session.messages)  # /resume: where the conversation was
         if not isinstance(result, commands.Compacted) or self.renderer.compact_events == before:
             self.renderer.result(result)
         if isinstance(result, commands.Switched):

@@ -72,6 +72,7 @@ class Session:
     model: str = ""
     last_uuid: str | None = None
     environ: dict[str, str] = field(default_factory=dict)
+    resumed_size: int = 0  # bytes of the transcript written before this process (resumed sessions)
 
     def __post_init__(self, history: list[Message] | None, replayed: ContextState | None) -> None:
         s = self.settings

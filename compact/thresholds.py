@@ -79,5 +79,5 @@ def warning_text(lv: Level, th: Thresholds) -> str:
     if not lv.warning:
         return ""
     if th.auto_enabled:
-        return f"{lv.percent_left}% until auto-compact"
+        return f"Context left until auto-compact: {lv.percent_left}%"
     return f"Context low ({lv.percent_left}% remaining) · Run /compact to compact & continue"

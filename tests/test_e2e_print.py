@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from agent import trust
@@ -214,6 +215,13 @@ def test_clear_one_line_errors(run_cli, project):
     assert "No session with id" in missing.stderr
     nothing = run_cli(None, "-p", "hi", "--continue")
     assert nothing.code == 1 and "No earlier session" in nothing.stderr
+    # the REPL with no terminal: only the real error, no warning about the terminal first
+    repl_missing = run_cli(None, "--resume", "bogus", stdin="")
+    [line] = repl_missing.stderr.splitlines()
+    assert repl_missing.code == 1 and line.startswith("compact-agent: No session with id bogus (looked in ")
+    mode = run_cli(None, "-p", "hi", "--permission-mode", "yolo")
+    assert mode.code == 2 and mode.stderr == ('compact-agent: --permission-mode must be one of default, '
+                                              'acceptEdits, bypassPermissions, plan (got "yolo")\n')
     (project / ".claude").mkdir()
     (project / ".claude" / "settings.json").write_text("{not json")
     broken = run_cli(None, "-p", "hi")
@@ -279,6 +287,14 @@ def test_pre_tool_use_hook_blocks_a_call(fake_api, run_cli, project):
     assert not (project / "should-not-exist").exists()
 
 
+def test_compact_when_compaction_is_disabled_says_so_once(fake_api, run_cli):
+    fake_api.reply_text("hello")
+    assert run_cli(fake_api, "-p", "hi").code == 0
+    res = run_cli(fake_api, "-p", "/compact", "--continue", env={"DISABLE_COMPACT": "1"})
+    assert res.code == 1 and res.stdout == ""
+    assert res.stderr == "compact-agent: Compaction is disabled (DISABLE_COMPACT is set)\n"
+
+
 def test_summary_and_history_after_a_resume(fake_api, run_cli):
     env = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
     fake_api.reply_text("the answer is 42")
@@ -286,9 +302,13 @@ def test_summary_and_history_after_a_resume(fake_api, run_cli):
     fake_api.reply_text("<analysis>private</analysis><summary>The user asked for the answer: 42.</summary>")
     compacted = run_cli(fake_api, "-p", "/compact", "--continue", env=env)
     assert compacted.code == 0, compacted.stderr
+    # one "a → b": the same on stdout (the command's result), stderr (the event) and in /summary later
+    [figures] = re.findall(r"Compacted · manual · (\S+ → \S+) tokens\n", compacted.stdout)
+    assert f"Compacted · manual · {figures} tokens · " in compacted.stderr
 
     summary = run_cli(fake_api, "-p", "/summary", "--continue", env=env)
     assert summary.code == 0 and "The user asked for the answer: 42." in summary.stdout
+    assert f"(manual · {figures} tokens)" in summary.stdout
     assert "private" not in summary.stdout
     history = run_cli(fake_api, "-p", "/history", "--continue", env=env)
     assert history.code == 0, history.stderr

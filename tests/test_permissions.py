@@ -377,6 +377,15 @@ def test_describe(project):
     assert p.describe("Snip", {"ids": ["a1"]}) == "Snip(ids=['a1'])"
 
 
+def test_describe_an_edit_with_the_files_line_numbers(project):
+    target = project / "big.py"
+    target.write_text("".join(f"line {n}\n" for n in range(1, 31)))
+    text = perms(project).describe("Edit", {"file_path": str(target), "old_string": "line 20\n",
+                                            "new_string": "line twenty\n"})
+    assert text.splitlines()[3:] == ["@@ -17,7 +17,7 @@", " line 17", " line 18", " line 19", "-line 20",
+                                     "+line twenty", " line 21", " line 22", " line 23"]
+
+
 def test_describe_caps_long_previews(project):
     content = "".join(f"line {i}\n" for i in range(100))
     text = perms(project).describe("Write", {"file_path": str(project / "big.txt"), "content": content})

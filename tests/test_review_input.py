@@ -172,7 +172,6 @@ def test_read_of_a_fifo_fails_at_once_instead_of_hanging(tmp_path):
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["--permission-mode", "bogus", "-p", "hi"], "--permission-mode"),
     (["--max-turns", "0", "-p", "hi"], "--max-turns"),
     (["--max-turns", "many", "-p", "hi"], "--max-turns"),
     (["--output-format", "xml", "-p", "hi"], "--output-format"),
