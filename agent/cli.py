@@ -20,20 +20,37 @@ HELP = """Compact Agent: a terminal coding agent that keeps working when the con
 model's context window.
 
 Start the REPL in the current directory, optionally with a first PROMPT; with -p, run the agent loop once
-and print the result."""
+and print the result. No API key yet? `compact-agent --demo` shows the whole product against a scripted
+model.
+
+\b
+REPL commands:
+  /compact [instructions]   compact the conversation now, optionally steering the summary
+  /context                  what fills the context window
+  /clear                    start a new conversation
+  /resume                   continue an earlier session
+  /model [NAME]             show or switch the model
+  /cost                     tokens and cost so far
+  /summary, /history        the last compaction's summary, and what it replaced
+  /memory                   the session's background notes
+  /help, /exit              list the commands; leave (Ctrl-D too)
+
+\b
+Environment:
+  ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN   credentials (required, except with --demo)
+  ANTHROPIC_BASE_URL    any Messages-API-compatible server
+  ANTHROPIC_MODEL       default model
+  COMPACT_AGENT_HOME    where the agent keeps its state (default ~/.compact-agent)
+  DISABLE_COMPACT, DISABLE_AUTO_COMPACT, CLAUDE_AUTOCOMPACT_PCT_OVERRIDE,
+  CLAUDE_CODE_AUTO_COMPACT_WINDOW: compaction; the README lists them all."""
+NO_KEY = ("No API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment, "
+          "or try `compact-agent --demo`, which needs none")
 
 
 class OutputFormat(str, Enum):
     text = "text"
     json = "json"
     stream_json = "stream-json"
-
-
-class PermissionMode(str, Enum):
-    default = "default"
-    acceptEdits = "acceptEdits"
-    bypassPermissions = "bypassPermissions"
-    plan = "plan"
 
 
 app = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]},
@@ -66,32 +83,45 @@ def run(
     continue_: Annotated[bool, typer.Option("--continue", "-c", help="Continue the most recent session of this directory.")] = False,
     resume: Annotated[Optional[str], typer.Option("--resume", "-r", help="Resume a session by id, or from a transcript file path.")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Model id (default: settings, then ANTHROPIC_MODEL, then a current Sonnet).")] = None,
-    permission_mode: Annotated[Optional[PermissionMode], typer.Option("--permission-mode", help="default, acceptEdits, bypassPermissions or plan.")] = None,
+    # a plain str: a bad value gets load_settings' one line naming the valid ones, not click's enum error
+    permission_mode: Annotated[Optional[str], typer.Option("--permission-mode", help="default, acceptEdits, bypassPermissions or plan.")] = None,
     skip_permissions: Annotated[bool, typer.Option("--dangerously-skip-permissions", help="Same as --permission-mode bypassPermissions.")] = False,
     max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Stop after N model calls (print mode).")] = None,
     allowed_tools: Annotated[Optional[list[str]], typer.Option("--allowedTools", "--allowed-tools", help='Allow rules, e.g. "Bash(git status:*) Edit".')] = None,
     disallowed_tools: Annotated[Optional[list[str]], typer.Option("--disallowedTools", "--disallowed-tools", help='Deny rules, e.g. "Bash(rm:*)".')] = None,
+    trust_project: Annotated[bool, typer.Option("--trust-project", help="Trust this project (recorded): its settings files' hooks, env and widened permissions apply.")] = False,
+    demo: Annotated[bool, typer.Option("--demo", help="No key needed: the real REPL against a scripted model, in a throwaway sample project.")] = False,
+    auto: Annotated[bool, typer.Option("--auto", help="With --demo: play the demo by itself to the end, then exit.")] = False,
     version: Annotated[bool, typer.Option("--version", "-v", help="Print the version and exit.")] = False,
 ) -> None:
     if version:
         typer.echo(f"{__version__} (Compact Agent)")
         raise typer.Exit(0)
+    if auto and not demo:
+        _fail("--auto only goes with --demo", 2)
+    if demo:
+        others = (prompt, print_mode, continue_, resume, model, permission_mode, skip_permissions, max_turns,
+                  allowed_tools, disallowed_tools, trust_project)
+        if any(others):
+            _fail("--demo takes no other options (only --auto)", 2)
+        raise typer.Exit(_demo(auto))
     # imported here, not at the top: --version and --help must not pay for them (start-up speed)
-    from agent.settings import load_settings
+    from agent.settings import ensure_home, load_settings
     from core.errors import AgentError, SettingsError
 
     environ = dict(os.environ)
     try:
         settings = load_settings(cwd=Path.cwd().resolve(), environ=environ, cli={
-            "model": model, "permission_mode": permission_mode.value if permission_mode else None,
+            "model": model, "permission_mode": permission_mode,
             "allowed_tools": _rules(allowed_tools), "disallowed_tools": _rules(disallowed_tools),
-            "dangerously_skip_permissions": skip_permissions})
+            "dangerously_skip_permissions": skip_permissions, "trust_project": trust_project})
+        ensure_home(settings)
     except SettingsError as e:
         _fail(str(e), 2)
     if continue_ and resume:
         _fail("--continue and --resume can't be used together", 2)
     if not (settings.api_key or settings.auth_token):
-        _fail("No API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment", 2)
+        _fail(NO_KEY, 2)
     try:
         if print_mode:
             from agent.printmode import run_print  # start-up speed: only the mode in use is imported
@@ -110,6 +140,20 @@ def run(
     except KeyboardInterrupt:
         _fail("Interrupted", 130)
     raise typer.Exit(code)
+
+
+def _demo(auto: bool) -> int:
+    from agent.demo.run import run_demo  # start-up speed: only --demo loads the demo
+    from core.errors import AgentError
+
+    try:
+        return run_demo(auto=auto, environ=dict(os.environ))
+    except AgentError as e:
+        message, code = str(e), e.exit_code
+    except KeyboardInterrupt:
+        message, code = "Interrupted", 130
+    _fail(message, code)
+    return code
 
 
 def _stdin_prompt() -> str:

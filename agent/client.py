@@ -1,14 +1,21 @@
-"""The Messages API client: the official SDK, imported lazily, streaming, with the retries we add.
+"""The Messages API client: the official SDK, imported lazily, streaming, with the retries we make.
 
-The SDK itself retries 429 / 5xx / 529 and connection failures before a response starts. On top of
-that we retry a stream that breaks mid-message (the SDK then hands back a partial message whose
-``stop_reason`` is None, or raises a connection error): the whole request is sent again, and no tool
-runs until a complete message has arrived, so no tool ever runs twice. Context-size errors are turned
-into typed exceptions (errors.PromptTooLong, errors.MaxTokensOverflow) from the SDK's typed 400 error.
+Retries are ours, not the SDK's (its ``max_retries`` is 0): a 408 / 409 / 429 / 5xx / 529 answer, a
+connection that can't be made or breaks, or a stream that breaks mid-message (the whole request is sent
+again; no tool runs until a complete message has arrived, so no tool ever runs twice) are retried with
+capped exponential backoff and jitter, or after the server's ``retry-after(-ms)``, for up to
+``retry_seconds`` in all. Each wait of the main reply is announced with a ``Retrying`` event (side requests
+wait quietly), and every wait ends at once when the cancel event is set. The stream is read event by event here (not by the SDK's accumulator), so a tool input that
+is not valid JSON becomes an input the tool runner answers with an error instead of ending the turn.
+Context-size errors are turned into typed exceptions (errors.PromptTooLong, errors.MaxTokensOverflow) from
+the SDK's typed 400 error.
 """
 
 from __future__ import annotations
 
+import email.utils
+import json
+import random
 import re
 import threading
 import time
@@ -20,8 +27,13 @@ from core.events import Retrying, TextDelta, ThinkingDelta
 from core.messages import Message, assistant
 from core.model import Request, api_model_name
 
-STREAM_RETRIES = 3
-SDK_RETRIES = 3
+RETRY_SECONDS = 120.0  # the default budget: how long, in all, to keep retrying one request
+BACKOFF_FIRST = 0.5  # seconds before the second attempt; doubled each time up to BACKOFF_CAP
+BACKOFF_CAP = 20.0
+JITTER = 0.25  # each backoff wait is shortened by up to this fraction, at random
+RETRY_STATUSES = frozenset({408, 409, 429})  # and every status >= 500 (529 overloaded included)
+# a tool_use input that was not valid JSON is kept under this key, so the runner can answer it
+INVALID_INPUT = "_invalid_json_input"
 
 _import_lock = threading.Lock()
 _sdk: Any = None
@@ -76,11 +88,14 @@ class ModelClient:
     """One SDK client per session. ``stream`` returns a complete assistant Message or raises."""
 
     def __init__(self, *, api_key: str | None, auth_token: str | None, base_url: str | None,
-                 on_event: Callable[[Any], None] | None = None):
+                 on_event: Callable[[Any], None] | None = None, retry_seconds: float = RETRY_SECONDS,
+                 jitter: Callable[[], float] = random.random):
         self._kwargs = {"api_key": api_key, "auth_token": auth_token, "base_url": base_url}
         self._client: Any = None
         self._lock = threading.Lock()
         self.on_event = on_event or (lambda e: None)
+        self.retry_seconds = retry_seconds
+        self._jitter = jitter
 
     @property
     def client(self) -> Any:
@@ -90,7 +105,7 @@ class ModelClient:
                 kwargs = {k: v for k, v in self._kwargs.items() if v}
                 if not kwargs.get("api_key") and not kwargs.get("auth_token"):
                     kwargs["api_key"] = "missing"  # the server answers 401; we report it clearly
-                self._client = anthropic.Anthropic(max_retries=SDK_RETRIES, timeout=600.0, **kwargs)
+                self._client = anthropic.Anthropic(max_retries=0, timeout=600.0, **kwargs)
             return self._client
 
     def context_window(self, model: str) -> int | None:
@@ -103,35 +118,55 @@ class ModelClient:
             return None
 
     def stream(self, req: Request, *, cancel: threading.Event | None = None, emit_text: bool = True) -> Message:
+        sdk()  # the first import takes seconds: not part of the retry budget
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            outcome = self._attempt(req, cancel, emit_text)
+            if isinstance(outcome, Message):
+                return outcome
+            failure = outcome
+            delay = failure.wait if failure.wait is not None else self.backoff(attempt)
+            if not failure.retry or time.monotonic() - started + delay > self.retry_seconds:
+                raise failure.give_up(attempt, time.monotonic() - started, delay, self.retry_seconds)
+            if emit_text:  # a side request (summary, notes) waits quietly: it streams no reply to restart
+                self.on_event(Retrying(attempt, failure.reason, delay))
+            if cancel is not None and cancel.wait(delay):
+                raise Interrupted("interrupted")
+            elif cancel is None:
+                time.sleep(delay)
+
+    def backoff(self, attempt: int) -> float:
+        """The wait after failed attempt ``attempt``: doubling from BACKOFF_FIRST, capped, with jitter."""
+        return min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (attempt - 1)) * (1 - JITTER * self._jitter())
+
+    def _attempt(self, req: Request, cancel: threading.Event | None, emit_text: bool) -> Message | _Failure:
+        """One attempt: the message, or what went wrong (raises what no retry can mend)."""
         anthropic = sdk()
-        last_error = ""
-        for attempt in range(1, STREAM_RETRIES + 2):
-            try:
-                message = self._stream_once(req, cancel, emit_text)
-                if message is not None:
-                    return message
-                last_error = "the response stream ended before the message was complete"
-            except Interrupted:
-                raise
-            except anthropic.BadRequestError as e:
-                typed = classify_bad_request(_error_text(e))
-                raise typed or ModelError(f"API error 400: {_error_text(e)}", status=400) from None
-            except anthropic.APIStatusError as e:
-                if not _mid_stream_failure(e):
-                    raise ModelError(f"API error {e.status_code}: {_error_text(e)}", status=e.status_code) from None
-                last_error = f"the stream failed part way ({_error_text(e)})"
-            except (anthropic.APIConnectionError, _transport_error()) as e:
-                if cancel is not None and cancel.is_set():
-                    raise Interrupted("interrupted") from None
-                last_error = f"the connection broke: {e}"
-            if attempt <= STREAM_RETRIES:
-                delay = min(0.5 * 2 ** (attempt - 1), 8.0)
-                self.on_event(Retrying(attempt, last_error, delay))
-                if cancel is not None and cancel.wait(delay):
-                    raise Interrupted("interrupted")
-                elif cancel is None:
-                    time.sleep(delay)
-        raise ModelError(f"API request failed after {STREAM_RETRIES + 1} attempts: {last_error}", retryable=True)
+        try:
+            message = self._stream_once(req, cancel, emit_text)
+            if message is not None:
+                return message
+            return _Failure("the response stream ended before the message was complete")
+        except Interrupted:
+            raise
+        except anthropic.BadRequestError as e:
+            typed = classify_bad_request(_error_text(e))
+            raise typed or ModelError(f"API error 400: {_error_text(e)}", status=400) from None
+        except anthropic.APIStatusError as e:
+            if _mid_stream_failure(e):
+                return _Failure(f"the stream failed part way ({_error_text(e)})")
+            headers = getattr(getattr(e, "response", None), "headers", None) or {}
+            return _Failure(f"API error {e.status_code}: {_error_text(e)}", status=e.status_code,
+                            retry=_should_retry(e.status_code, headers), wait=_retry_after(headers))
+        except (anthropic.APIConnectionError, _transport_error()) as e:
+            if cancel is not None and cancel.is_set():
+                raise Interrupted("interrupted") from None
+            if _cannot_connect(e):
+                cause = e.__cause__ or e
+                return _Failure(f"cannot connect to {self.client.base_url} ({_errno_text(cause)})")
+            return _Failure(f"the connection broke: {e}")
 
     def _stream_once(self, req: Request, cancel: threading.Event | None, emit_text: bool) -> Message | None:
         """One attempt. With a cancel event the reading happens in a daemon thread, so Ctrl-C returns at
@@ -162,32 +197,154 @@ class ModelClient:
         if req.betas:
             params["betas"] = req.betas
         cancelled = cancel.is_set if cancel is not None else (lambda: False)
-        with api.stream(**params) as stream:
+        reply = _Reply()
+        with api.create(**params, stream=True) as events:
             try:
-                for event in stream:
+                for event in events:
                     if cancelled():
                         raise Interrupted("interrupted")
-                    if emit_text and event.type == "text":
-                        self.on_event(TextDelta(event.text))
-                    elif emit_text and event.type == "thinking":
-                        self.on_event(ThinkingDelta(event.thinking))
-                final = stream.get_final_message()
+                    shown = reply.add(event)
+                    if emit_text and shown is not None:
+                        self.on_event(shown)
             except Exception:
                 if cancelled():
                     raise Interrupted("interrupted") from None
                 raise
         if cancelled():
             raise Interrupted("interrupted")
-        if final.stop_reason is None:
+        return reply.message()
+
+
+class _Reply:
+    """A streamed response put together event by event (what the SDK's accumulator does, except that a
+    tool input which is not valid JSON does not end the stream)."""
+
+    def __init__(self) -> None:
+        self.head: dict[str, Any] = {}
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.json: dict[int, str] = {}
+        self.usage: dict[str, Any] = {}
+        self.stop_reason: str | None = None
+        self.context_management: Any = None
+
+    def add(self, event: Any) -> TextDelta | ThinkingDelta | None:
+        kind = event.type
+        if kind == "message_start":
+            self.head = event.message.model_dump(exclude_none=True)
+            self.usage = dict(self.head.get("usage") or {})
+        elif kind == "content_block_start":
+            self.blocks[event.index] = event.content_block.model_dump(exclude_none=True)
+        elif kind == "content_block_delta":
+            return self._delta(self.blocks[event.index], event.index, event.delta)
+        elif kind == "message_delta":
+            self.stop_reason = event.delta.stop_reason
+            self.usage.update(event.usage.model_dump(exclude_none=True))
+            applied = getattr(event, "context_management", None)
+            if applied is not None:
+                self.context_management = applied.model_dump(exclude_none=True) if hasattr(applied, "model_dump") \
+                    else applied
+        return None
+
+    def _delta(self, block: dict[str, Any], index: int, delta: Any) -> TextDelta | ThinkingDelta | None:
+        kind = delta.type
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + delta.text
+            return TextDelta(delta.text)
+        if kind == "input_json_delta":
+            self.json[index] = self.json.get(index, "") + delta.partial_json
+        elif kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta.thinking
+            return ThinkingDelta(delta.thinking)
+        elif kind == "signature_delta":
+            block["signature"] = delta.signature
+        elif kind == "citations_delta":
+            block.setdefault("citations", []).append(delta.citation.model_dump(exclude_none=True))
+        return None
+
+    def message(self) -> Message | None:
+        """The complete message; None when the stream ended before its stop reason came."""
+        if self.stop_reason is None:
             return None
-        usage = final.usage.model_dump(exclude_none=True) if final.usage else None
-        msg = assistant([_block_dict(b) for b in final.content], message_id=final.id, model=final.model,
-                        stop_reason=final.stop_reason, usage=usage)
-        applied = getattr(final, "context_management", None)
-        if applied is not None:
-            dumped = applied.model_dump(exclude_none=True) if hasattr(applied, "model_dump") else applied
-            msg = msg.replace(extra={"contextManagement": dumped})
+        content = []
+        for index in sorted(self.blocks):
+            block = _block_dict(self.blocks[index])
+            if index in self.json:
+                block["input"] = tool_input(self.json[index])
+            content.append(block)
+        msg = assistant(content, message_id=self.head.get("id"), model=self.head.get("model"),
+                        stop_reason=self.stop_reason, usage=self.usage or None)
+        if self.context_management is not None:
+            msg = msg.replace(extra={"contextManagement": self.context_management})
         return msg
+
+
+def tool_input(raw: str) -> dict[str, Any]:
+    """A streamed tool input; one that is not a JSON object of valid Unicode is kept, as text that can be
+    sent and recorded, under INVALID_INPUT with the reason."""
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+        json.dumps(value, ensure_ascii=False).encode("utf-8")  # a lone surrogate can't be sent or recorded
+        problem = "" if isinstance(value, dict) else f"a JSON {type(value).__name__}, not an object"
+    except (ValueError, RecursionError) as e:  # UnicodeEncodeError is a ValueError
+        problem = str(e) or type(e).__name__
+    if not problem:
+        return value
+    return {INVALID_INPUT: {"text": raw.encode("utf-8", "backslashreplace").decode("utf-8"), "error": problem}}
+
+
+class _Failure:
+    """What went wrong in one attempt, and whether (and when) another may mend it."""
+
+    def __init__(self, reason: str, *, status: int | None = None, retry: bool = True,
+                 wait: float | None = None) -> None:
+        self.reason, self.status, self.retry, self.wait = reason, status, retry, wait
+
+    def give_up(self, attempts: int, elapsed: float, delay: float, budget: float) -> ModelError:
+        if not self.retry:
+            return ModelError(self.reason, status=self.status)
+        why = f"gave up after {attempts} attempt{'s' if attempts > 1 else ''} in {elapsed:.0f} s"
+        if self.wait is not None and delay > budget:
+            why += f"; the server asked to wait {delay:.0f} s, longer than the {budget:g} s retry budget"
+        reason = f"{self.reason[:-1]}; {why})" if self.reason.endswith(")") else f"{self.reason} ({why})"
+        return ModelError(reason, status=self.status, retryable=True)
+
+
+def _should_retry(status: int, headers: Any) -> bool:
+    hint = str(headers.get("x-should-retry", "")).lower()
+    if hint in ("true", "false"):
+        return hint == "true"
+    return status in RETRY_STATUSES or status >= 500
+
+
+def _retry_after(headers: Any) -> float | None:
+    """The wait the server asks for (retry-after-ms, else retry-after in seconds or as an HTTP date)."""
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _cannot_connect(e: BaseException) -> bool:
+    """No connection was made at all (refused, unknown host), as opposed to one that broke."""
+    cause = e.__cause__ or e
+    return type(cause).__name__ in ("ConnectError", "ConnectTimeout")
+
+
+def _errno_text(e: BaseException) -> str:
+    text = str(e)
+    return re.sub(r"^\[Errno -?\d+\]\s*", "", text).strip() or type(e).__name__
 
 
 def _transport_error() -> type[Exception]:

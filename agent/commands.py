@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
-from agent import lifecycle
+from agent import lifecycle, trust
 from agent.session import Session
 from agent.sessions import list_sessions
+from agent.settings import reload_settings
 from agent.system_prompt import read_memory
 from compact import compactor, ledger
 from compact.notes import notes_text
@@ -143,6 +144,12 @@ def fmt_tokens(n: int) -> str:
     return f"{round(n / 1000)}k"
 
 
+def compaction_text(trigger: str, pre_tokens: int, post_tokens: int) -> str:
+    """The "a → b" line of a compaction, the same live, in /compact's result and in print mode."""
+    kind = "manual" if trigger == "manual" else "auto"
+    return f"Compacted · {kind} · {fmt_tokens(pre_tokens)} → {fmt_tokens(post_tokens)} tokens"
+
+
 # --- the commands ------------------------------------------------------------------------------------
 
 
@@ -166,17 +173,16 @@ def _help(session: Session, args: str) -> Result:
 @command("compact", "Summarize the conversation to free context, optionally focused by INSTRUCTIONS",
          usage="[instructions]")
 def _compact(session: Session, args: str) -> Result:
+    if session.settings.disable_compact:  # said here, once (the compactor would also say it as a notice)
+        return Compacted(compactor.DISABLED, ok=False)
     try:
         ok = compactor.compact(session.conv, session.ports, "manual", args or None)
     except Interrupted:
         return Compacted("Compaction cancelled; the conversation is unchanged.", ok=False)
-    if session.settings.disable_compact:
-        return Compacted(compactor.DISABLED, ok=False)
     last = session.last_compaction
     if not ok or last is None:
         return Compacted("Compaction failed; the conversation is unchanged.", ok=False)
-    return Compacted(f"Compacted · manual · {fmt_tokens(last['pre_tokens'])} → "
-                     f"{fmt_tokens(last['post_tokens'])} tokens")
+    return Compacted(compaction_text("manual", last["pre_tokens"], last["post_tokens"]))
 
 
 @command("context", "Show how the context window is used")
@@ -200,11 +206,11 @@ def context_usage(session: Session) -> ContextUsage:
     messages = max(0, prepared.tokens - overhead)
     used = overhead + messages
     window = th.window
-    buffer = max(0, window - th.reference)
+    buffer = max(0, window - th.reference) if th.auto_enabled else 0  # no automatic compaction: no buffer
     free = max(0, window - used - buffer)
     parts = [("System prompt", "system", system), ("System tools", "tools", tools),
              ("Memory files", "memory", memory_tokens), ("Messages", "messages", messages),
-             ("Free space", "free", free), ("Autocompact buffer", "buffer", buffer)]
+             ("Free space", "free", free), ("Autocompact buffer", "buffer", buffer)][:None if th.auto_enabled else -1]
     cells = _cells([t for _, _, t in parts], window)
     categories = [Category(name, key, tokens, tokens / window * 100 if window else 0.0, n)
                   for (name, key, tokens), n in zip(parts, cells, strict=True)]
@@ -259,7 +265,7 @@ def _resume(session: Session, args: str) -> Result:
     if ref in (session.session_id, str(session.transcript_path)):
         return Result("That is the current session.", ok=False)
     new = lifecycle.resume(session, ref)
-    return Switched(f"Resumed session {new.session_id} ({len(new.messages)} messages).", session=new)
+    return Switched(lifecycle.resumed_line(new), session=new)
 
 
 @command("model", "Show the model, or switch to NAME", usage="[name]")
@@ -272,8 +278,9 @@ def _model(session: Session, args: str) -> Result:
 
 @command("cost", "Tokens used and estimated cost of this session")
 def _cost(session: Session, args: str) -> Result:
-    u = session.usage_total
-    return Result(f"Total cost: ${session.cost:.4f}\n"
+    earlier, cost = lifecycle.earlier_cost(session)  # a resumed session: what it used before this process
+    u = {k: earlier.get(k, 0) + session.usage_total.get(k, 0) for k in {*earlier, *session.usage_total}}
+    return Result(f"Total cost: ${cost + session.cost:.4f}\n"
                   f"Usage: {u.get('input_tokens', 0):,} input · {u.get('output_tokens', 0):,} output · "
                   f"{u.get('cache_read_input_tokens', 0):,} cache read · "
                   f"{u.get('cache_creation_input_tokens', 0):,} cache write")
@@ -331,6 +338,39 @@ def _memory(session: Session, args: str) -> Result:
     if not text or not text.strip():
         return Result("No session notes yet; they start once the conversation reaches about 10k tokens.")
     return Result(f"Session notes ({session.notes_path}):\n\n{text}", markdown=True)
+
+
+@command("trust", "Show this project's trust and the permission rules, or revoke the trust",
+         usage="[revoke]", aliases=("permissions",))
+def _trust(session: Session, args: str) -> Result:
+    s = session.settings
+    if args == "revoke":
+        if not trust.revoke(s.home, s.cwd):
+            return Result(f"{s.cwd} is not trusted; nothing to revoke.")
+        session.use_settings(reload_settings(s, session.environ))
+        return Result(f"Trust in {s.cwd} revoked: its settings files' hooks, env and widened permissions no "
+                      "longer apply, from now on.")
+    if args:
+        return Result(f"Unknown argument {args!r}: use /trust, or /trust revoke.", ok=False)
+    return Result(trust_report(session))
+
+
+def trust_report(session: Session) -> str:
+    s = session.settings
+    if s.trust.trusted:
+        lines = [f"Project {s.cwd}: trusted since {s.trust.since[:16].replace('T', ' ')} (/trust revoke withdraws it)."]
+        if s.trust.confirmed_keys:
+            lines.append("Confirmed keys from its settings: " + ", ".join(s.trust.key_names()))
+    else:
+        lines = [f"Project {s.cwd}: not trusted (restart the REPL here to be asked, or pass --trust-project)."]
+    if s.ignored:
+        lines += ["Ignored from its settings files:"] + [f"  - {i.what}  ({i.source})" for i in s.ignored]
+    lines += [f"Permission mode: {s.permission_mode}"]
+    for name, rules in (("allow", s.allow + session.permissions.session_allow), ("ask", s.ask), ("deny", s.deny)):
+        lines.append(f"{name.capitalize()} rules: " + (", ".join(rules) if rules else "(none)"))
+    if s.additional_dirs:
+        lines.append("Additional directories: " + ", ".join(str(d) for d in s.additional_dirs))
+    return "\n".join(lines)
 
 
 @command("exit", "Leave the agent", aliases=("quit",))

@@ -11,7 +11,10 @@ events without a match value (UserPromptSubmit, Stop) run every group.
 
 Each command runs under ``bash -c`` in the project directory, in a process group of its own, with the JSON
 payload on stdin and ``CLAUDE_PROJECT_DIR`` in its environment. On timeout the whole group is killed.
-The API key is redacted from what a hook prints (its output becomes context and is recorded).
+The API key is redacted from what a hook prints (its output becomes context and is recorded), and what
+reaches the model is capped: past ``OUTPUT_LIMIT`` characters, the whole output is saved to a private
+file in ``spill_dir`` and the outcome keeps the head after a note naming that file, as large tool output
+is (tools/output.py), so a hook printing megabytes can't make every later request too long.
 Hooks of one event run one after another, in the order the settings list them.
 """
 
@@ -23,16 +26,18 @@ import re
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.private import redact, secrets_of
+from core.private import redact, secrets_of, write_private
 
 DEFAULT_TIMEOUT = 600.0
 # after a kill, how long to wait for the pipes to close before giving up on the output
 _DRAIN_SECONDS = 2.0
+OUTPUT_LIMIT = 10_000  # characters of a hook's stdout (and of its stderr) kept for the model
 
 
 @dataclass(frozen=True)
@@ -62,8 +67,10 @@ def base_payload(session_id: str, transcript_path: str | Path, cwd: str | Path, 
 
 
 class HookRunner:
-    def __init__(self, hooks_config: Mapping[str, Any], project_dir: Path, environ: Mapping[str, str]) -> None:
+    def __init__(self, hooks_config: Mapping[str, Any], project_dir: Path, environ: Mapping[str, str],
+                 spill_dir: Path | None = None) -> None:
         self.config = hooks_config or {}
+        self.spill_dir = spill_dir  # where output over OUTPUT_LIMIT is saved (None: cut without saving)
         self.project_dir = Path(project_dir)
         self.environ = dict(environ)
         # hooks get the environment as it is (a hook may call the API), but what they print is context
@@ -96,8 +103,9 @@ class HookRunner:
 
         def outcome(code: int | None, out: bytes, err: bytes | str, timed_out: bool = False) -> HookOutcome:
             err_text = err if isinstance(err, str) else err.decode("utf-8", "replace")
-            return HookOutcome(event, command, code, redact(out.decode("utf-8", "replace"), self.secrets),
-                               redact(err_text, self.secrets), timed_out, time.monotonic() - started, timeout)
+            stdout = self._capped(event, "stdout", redact(out.decode("utf-8", "replace"), self.secrets))
+            stderr = self._capped(event, "stderr", redact(err_text, self.secrets))
+            return HookOutcome(event, command, code, stdout, stderr, timed_out, time.monotonic() - started, timeout)
 
         try:
             proc = subprocess.Popen(
@@ -127,6 +135,20 @@ class HookRunner:
             if finished:
                 return outcome(proc.returncode, out, err)
             return outcome(None, out, err, timed_out=True)
+
+    def _capped(self, event: str, stream: str, text: str) -> str:
+        """``text``, or past OUTPUT_LIMIT a note naming the file that holds all of it, then its head."""
+        if len(text) <= OUTPUT_LIMIT:
+            return text
+        where = "it was not saved"
+        if self.spill_dir is not None:
+            path = self.spill_dir / f"{event}-{stream}-{uuid.uuid4().hex[:12]}.txt"
+            try:
+                where = f"all of it is saved in {write_private(path, text)} - Read that file with offset and limit"
+            except OSError as exc:
+                where = f"it could not be saved ({exc.strerror or exc})"
+        return (f"(Hook {stream} too large to show in full: {len(text):,} characters; the first "
+                f"{OUTPUT_LIMIT:,} are shown, {where}.)\n{text[:OUTPUT_LIMIT]}")
 
     # ---- reading the outcomes ------------------------------------------------------------------
 

@@ -8,18 +8,23 @@ ends (agent.repl, agent.printmode) and the commands call these, and nothing else
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable
 
 from agent.client import default_model
 from agent.loader import load_transcript, messages_before
 from agent.session import AskFn, Session
-from agent.sessions import latest_session
+from agent.sessions import earlier_usage, latest_session, session_info
 from agent.settings import Settings
+from compact.compactor import COMPACT_RESULT
 from compact.state import state_records
 from core.errors import SessionError
 from core.events import Event, Notice
 from core.messages import meta, new_uuid
+from core.model import cost_usd
+
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskFn | None,
@@ -27,11 +32,7 @@ def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskF
                  environ: dict[str, str] | None = None) -> Session:
     """A new session, or one continued from a transcript (ours, or a foreign Claude Code file)."""
     environ = dict(environ or {})
-    path = _find_transcript(settings, resume) if resume else None
-    if continue_last:
-        path = latest_session(settings.project_dir)
-        if path is None:
-            raise SessionError(f"No earlier session to continue in {settings.cwd}")
+    path = locate(settings, resume, continue_last)
     if path is None:
         return Session(settings, new_uuid(), emit, ask, environ=environ)
     try:
@@ -39,12 +40,15 @@ def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskF
         loaded = load_transcript(path, model=settings.model if settings.model_explicit else default_model())
     except OSError as e:
         raise SessionError(f"Can't read session {path}: {e.strerror or e}") from None
+    if not loaded.readable:
+        raise SessionError(f"{path} holds no session records (not a transcript?); nothing to resume")
     for warning in loaded.warnings:
         emit(Notice(warning, "warning"))
     ours = path.parent == settings.project_dir and path.suffix == ".jsonl"
     if ours:
         session = Session(settings, loaded.session_id, emit, ask, history=list(loaded.messages),
-                          replayed=loaded.state, last_uuid=loaded.last_uuid, environ=environ)
+                          replayed=loaded.state, last_uuid=loaded.last_uuid, environ=environ,
+                          resumed_size=loaded.size)
     else:
         session = Session(settings, new_uuid(), emit, ask, replayed=loaded.state, environ=environ)
         # seed our own store; the foreign file is only read. Not through add(): the imported replies
@@ -53,8 +57,30 @@ def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskF
             session.conv.append(m)
         for rec in state_records(loaded.state):
             session.record(rec)
+    _answer_interrupted(session, loaded.pending)
     session.conv.last_compaction = _last_compaction(loaded)
     return session
+
+
+def _answer_interrupted(session: Session, answers: list[Any]) -> None:
+    """Record error results for the calls the last run stopped in (appended, so a second resume sends
+    the same), and say so."""
+    for message in answers:
+        session.add(message)
+        ids = {b.get("tool_use_id") for b in message.tool_results}
+        names = [u.get("name", "?") for m in session.messages for u in m.tool_uses if u.get("id") in ids]
+        session.notice(f"The last run stopped during a tool call ({', '.join(names)}); the model is told "
+                       "it was interrupted and may have partly run", "warning")
+
+
+def locate(settings: Settings, resume: str | None, continue_last: bool) -> Path | None:
+    """The transcript --resume / --continue names (None for a new session); SessionError if there is none."""
+    if continue_last:
+        path = latest_session(settings.project_dir)
+        if path is None:
+            raise SessionError(f"No earlier session to continue in {settings.cwd}")
+        return path
+    return _find_transcript(settings, resume) if resume else None
 
 
 def _last_compaction(loaded: Any) -> dict[str, Any] | None:
@@ -63,9 +89,27 @@ def _last_compaction(loaded: Any) -> dict[str, Any] | None:
     if not loaded.boundary or first is None or first.kind != "summary":
         return None
     meta_ = loaded.boundary.get("compactMetadata") or {}
+    post = _recorded_post_tokens(loaded.path, loaded.boundary_offset)
     return {"summary": first.text, "trigger": meta_.get("trigger", "?"), "pre_tokens": meta_.get("preTokens", 0),
-            "post_tokens": sum(m.tokens for m in loaded.messages), "method": "resumed", "tail_uuid": None,
+            "post_tokens": post if post is not None else sum(m.tokens for m in loaded.messages),
+            "method": "resumed", "tail_uuid": None,
             "pre_messages": lambda: messages_before(loaded.path, loaded.boundary_offset)}
+
+
+def _recorded_post_tokens(path: Path, boundary_offset: int) -> int | None:
+    """The "→ b" the last compaction showed live (its compact_result record), None if none was written."""
+    needle = f'"{COMPACT_RESULT}"'.encode()
+    try:
+        with open(path, "rb") as f:
+            f.seek(boundary_offset)
+            for line in f:
+                if needle in line:
+                    rec = json.loads(line)
+                    if isinstance(rec, dict) and rec.get("subtype") == COMPACT_RESULT:
+                        return int(rec.get("postTokens", 0))
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _find_transcript(settings: Settings, ref: str) -> Path:
@@ -84,6 +128,31 @@ def _find_transcript(settings: Settings, ref: str) -> Path:
         for p in projects.glob(f"*/{ref}.jsonl"):
             return p
     raise SessionError(f"No session with id {ref} (looked in {settings.project_dir})")
+
+
+def resumed_line(session: Session) -> str:
+    """ "Resumed session ID (N messages)." — N counted as /resume's list counts it."""
+    if not session.resumed_size:  # a foreign transcript seeded this session: its messages are all here
+        return f"Resumed session {session.session_id} ({len(session.messages)} messages)."
+    count = session_info(session.transcript_path, session.resumed_size).message_count
+    return f"Resumed session {session.session_id} ({count} messages)."
+
+
+def earlier_cost(session: Session) -> tuple[dict[str, int], float]:
+    """Usage and cost a resumed session recorded before this process (both empty for a new one)."""
+    usage: dict[str, int] = {}
+    cost = 0.0
+    if not session.resumed_size:
+        return usage, cost
+    try:
+        found = earlier_usage(session.transcript_path, session.resumed_size)
+    except OSError:
+        return usage, cost
+    for model, u in found:
+        for key in USAGE_KEYS:
+            usage[key] = usage.get(key, 0) + int(u.get(key) or 0)
+        cost += cost_usd(model or session.model, u)
+    return usage, cost
 
 
 def start(session: Session, source: str) -> None:

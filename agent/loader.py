@@ -6,6 +6,8 @@
          ──(walk parentUuid from the newest leaf back to the boundary)──> chain
          ──(merge streamed blocks, recover parallel tool results: agent.claude_code)──> messages
          ──(drop unanswered tool_use / orphan tool_result / foreign thinking)──> live list
+           (except the last response's open calls: ``pending`` error results answer them, for the
+            resuming session to record, so a crash mid-call is told to the model, once)
          + our own state records replayed (compact.state.replay)
 
 Nothing before the last boundary is parsed except the kept segment's lines and the state records that
@@ -29,7 +31,7 @@ from typing import Any, Iterator
 from agent.claude_code import Rec, clean, merge, recover_siblings
 from agent.transcript import BOUNDARY_NEEDLE, MESSAGE_TYPES, is_boundary
 from compact.state import STATE_TYPES, ContextState, replay
-from core.messages import Message, from_record
+from core.messages import Message, from_record, tool_result_block, tool_results
 
 # record types that carry no message: skipped without a word
 QUIET_TYPES = frozenset({"progress", "file-history-snapshot", "queue-operation", "summary", "custom-title",
@@ -53,6 +55,10 @@ class LoadedSession:
     warnings: list[str] = field(default_factory=list)
     boundary_offset: int = 0  # byte offset of the boundary line (0 without one)
     size: int = 0  # file size when loaded
+    readable: bool = False  # the file holds at least one record of a type a transcript has
+    # tool calls the leaf response made that were never answered (the agent stopped while they ran):
+    # the answers to record, so the model learns of them (``interrupted_answers``)
+    pending: list[Message] = field(default_factory=list)
 
     @cached_property
     def pre_boundary_count(self) -> int:
@@ -121,7 +127,7 @@ class _Loader:
     def _parse_line(self, start: int, end: int) -> dict[str, Any] | None:
         try:
             rec = json.loads(self.mm[start:end])
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         return rec if isinstance(rec, dict) else None
 
@@ -198,8 +204,9 @@ class _Loader:
             if any(r.data.get("isSidechain") for r in records):
                 self.warnings.append(f"{self.path.name} holds only sub-agent (sidechain) records; "
                                      "there is no main conversation to resume")
+            readable = any(r.is_message or r.type in QUIET_TYPES for r in records)
             return LoadedSession(self.path, session_id, [], ContextState(), None, None, self.warnings,
-                                 size=self.size)
+                                 size=self.size, readable=readable)
         leaf = messages[-1]
         if found is None:  # full parse: the boundary that matters is the last one before the leaf
             bounds = [r for r in main if is_boundary(r.data) and r.offset < leaf.offset]
@@ -214,13 +221,19 @@ class _Loader:
         chain = self._walk(leaf, index, boundary, kept, partial)
         kept_uuids = {r.uuid for r in kept}
         groups = recover_siblings(chain, main)
-        live = clean([merge(g) for g in groups], self.model)
+        merged = [m for m in map(merge, groups) if m is not None]
+        pending = interrupted_answers(merged)
+        live = clean([*merged, *pending], self.model)
+        if pending and live and live[-1].uuid == pending[0].uuid:
+            live.pop()  # recorded by the session that resumes, so a second resume sends the same
+        else:
+            pending = []
         live = [m.replace(usage=None) if m.uuid in kept_uuids and m.usage is not None else m for m in live]
 
         state_from = self._kept_start(kept, boundary_offset)
         state = self._replay_state(records, state_from, boundary_offset, live)
         return LoadedSession(self.path, session_id, live, state, leaf.uuid, boundary, self.warnings,
-                             boundary_offset=boundary_offset, size=self.size)
+                             boundary_offset=boundary_offset, size=self.size, readable=True, pending=pending)
 
     def _note_type(self, rec: dict[str, Any]) -> None:
         kind = rec.get("type")
@@ -367,6 +380,27 @@ class _Loader:
                 return rec.get("lastSummarizedUuid")
             end = start
         return None
+
+
+INTERRUPTED_BY_STOP = ("Interrupted: the agent stopped (it was closed or crashed) while this tool call was "
+                      "running, so it has no result. It may have partly run: check what it changed before "
+                      "relying on it or running it again.")
+
+
+def interrupted_answers(messages: list[Message]) -> list[Message]:
+    """Error results for the tool calls of the last response that nothing after it answers.
+
+    Only user messages may follow that response (an answer to some of its calls, a prompt): an
+    appended user message is merged with them into the one message the API wants after the calls.
+    """
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
+    if last is None or not messages[last].tool_uses:
+        return []
+    answered = {b.get("tool_use_id") for m in messages[last + 1:] for b in m.tool_results}
+    missing = [u["id"] for u in messages[last].tool_uses if u.get("id") not in answered]
+    if not missing:
+        return []
+    return [tool_results([tool_result_block(i, INTERRUPTED_BY_STOP, True) for i in missing])]
 
 
 def load_transcript(path: Path, *, model: str | None = None) -> LoadedSession:

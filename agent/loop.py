@@ -6,11 +6,13 @@ Everything else (compaction, retries, permissions, rendering) lives in the named
 from __future__ import annotations
 
 from agent.session import Session
-from agent.tool_exec import record_interruption, run_tools
+from agent.tool_exec import Declined, record_interruption, run_tools
 from compact.prepare import after_response, prepare_request, send
 from core.errors import ContextLimitReached, Interrupted, ModelError
 from core.events import TurnFinished
 from core.messages import meta, user_prompt
+
+MAX_STOP_BLOCKS = 8  # Stop hook blocks in one turn before it ends regardless
 
 
 def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> TurnFinished:
@@ -19,7 +21,7 @@ def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> Tu
     blocked = submit_prompt(session, text)
     if blocked:
         return finish(session, "error", "", blocked)
-    calls, reply_text = 0, ""
+    calls, reply_text, stop_blocks = 0, "", 0
     try:
         while True:
             view = prepare_request(conv, ports)
@@ -27,11 +29,16 @@ def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> Tu
             session.add(reply)
             after_response(conv, ports)
             calls, reply_text = calls + 1, reply.text
-            if not reply.tool_uses:
+            if reply.tool_uses:
+                session.add(run_tools(session, reply.tool_uses))
+            elif stop_hook_blocks(session, stop_blocks):
+                stop_blocks += 1
+            else:
                 return finish(session, "end_turn", reply_text)
-            session.add(run_tools(session, reply.tool_uses))
             if max_turns and calls >= max_turns:
                 return finish(session, "max_turns", reply_text, f"Reached the maximum of {max_turns} turns")
+    except Declined:  # the user said no to a tool call: the next step is theirs
+        return finish(session, "declined", reply_text)
     except Interrupted:
         record_interruption(session)
         return finish(session, "interrupted", reply_text, "Interrupted by user")
@@ -57,9 +64,24 @@ def submit_prompt(session: Session, text: str) -> str:
     return ""
 
 
+def stop_hook_blocks(session: Session, earlier_blocks: int) -> bool:
+    """The Stop hooks, as the model ends its turn: exit code 2 (or a "block" decision) keeps it going, with
+    the hook's reason given to the model. After the first block the payload says ``stop_hook_active``
+    so a hook can let the turn end; one that never does is overruled after MAX_STOP_BLOCKS."""
+    outcomes = session.run_hooks("Stop", None, stop_hook_active=earlier_blocks > 0)
+    reason = session.hooks.blocked(outcomes)
+    if reason is None:
+        return False
+    if earlier_blocks >= MAX_STOP_BLOCKS:
+        session.notice(f"A Stop hook blocked the stop {MAX_STOP_BLOCKS} times in this turn; it ends anyway.",
+                       "warning")
+        return False
+    session.notice(f"Stop hook: {reason}", "warning")
+    session.add(meta(f"Stop hook feedback (the turn goes on):\n{reason}", hookContext=True))
+    return True
+
+
 def finish(session: Session, stop: str, text: str, error: str = "") -> TurnFinished:
-    if stop == "end_turn":
-        session.run_hooks("Stop", None, stop_hook_active=False)
     event = TurnFinished(text=text, stop_reason=stop, error=error, usage=dict(session.usage_total))
     session.emit(event)
     return event

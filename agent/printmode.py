@@ -17,6 +17,7 @@ from agent import __version__, commands, lifecycle
 from agent.loop import run_turn
 from agent.session import Session
 from agent.settings import Settings
+from agent.trust import print_mode_line
 from core.errors import AgentError
 from core.events import (
     CompactFailed,
@@ -29,13 +30,15 @@ from core.events import (
     TurnFinished,
 )
 from core.messages import to_record
+from core.private import redact, secrets_of
 
 SUBTYPES = {"end_turn": "success", "max_turns": "error_max_turns"}
 
 
 class PrintRenderer:
-    def __init__(self, fmt: str, out: IO[str], err: IO[str]):
+    def __init__(self, fmt: str, out: IO[str], err: IO[str], secrets: tuple[str, ...] = ()):
         self.fmt, self.out, self.err = fmt, out, err
+        self.secrets = secrets  # redacted from stdout, as the transcript redacts them
         self.session: Session | None = None
         self.num_turns = 0
 
@@ -53,12 +56,13 @@ class PrintRenderer:
             self._compaction(event)
         elif isinstance(event, Notice):
             self.err.write(f"{event.text}\n")
-        elif isinstance(event, Retrying) and self.fmt == "text":
-            self.err.write(f"Retrying after an API problem ({event.reason}), attempt {event.attempt}\n")
+        elif isinstance(event, Retrying):  # stderr in every format: stdout stays the result alone
+            self.err.write(f"Retrying in {round(event.delay, 1):g}s (attempt {event.attempt + 1}) · {event.reason}\n")
+            self.err.flush()
 
     def _compaction(self, event: Event) -> None:
         if isinstance(event, CompactFinished):
-            text = (f"Compacted · {event.trigger} · {_k(event.pre_tokens)} → {_k(event.post_tokens)} tokens · "
+            text = (f"{commands.compaction_text(event.trigger, event.pre_tokens, event.post_tokens)} · "
                     f"{event.duration:.0f}s" + (f" · {event.state}" if event.state else ""))
             for line in event.hook_messages:
                 self.err.write(f"{line}\n")
@@ -73,7 +77,7 @@ class PrintRenderer:
             self.err.write(text + "\n")
 
     def _line(self, obj: dict[str, Any]) -> None:
-        self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        self.out.write(redact(json.dumps(obj, ensure_ascii=False), self.secrets) + "\n")
         self.out.flush()
 
     def result(self, finished: TurnFinished, session: Session, started: float) -> int:
@@ -81,7 +85,7 @@ class PrintRenderer:
         text = finished.text if not is_error or not finished.error else (finished.text or finished.error)
         if self.fmt == "text":
             if finished.text and finished.text != finished.error:  # an error goes to stderr, once
-                self.out.write(finished.text.rstrip("\n") + "\n")
+                self.out.write(redact(finished.text.rstrip("\n"), self.secrets) + "\n")
         else:
             self._line({
                 "type": "result", "subtype": SUBTYPES.get(finished.stop_reason, "error_during_execution"),
@@ -98,7 +102,9 @@ def run_print(settings: Settings, prompt: str, fmt: str, *, resume: str | None, 
               max_turns: int | None, environ: dict[str, str], out: IO[str] | None = None,
               err: IO[str] | None = None) -> int:
     started = time.monotonic()
-    renderer = PrintRenderer(fmt, out or sys.stdout, err or sys.stderr)
+    renderer = PrintRenderer(fmt, out or sys.stdout, err or sys.stderr, secrets_of(settings.api_key, settings.auth_token))
+    if ignored := print_mode_line(settings.ignored, settings.trust.trusted):  # never asks: says so, once
+        renderer.err.write(ignored + "\n")
     session = lifecycle.open_session(settings, emit=renderer, ask=None, resume=resume, continue_last=continue_last,
                            environ=environ)
     renderer.session = session
@@ -159,10 +165,6 @@ def run_command(session: Session, line: str, renderer: PrintRenderer, started: f
     finished = TurnFinished(text=text, stop_reason="end_turn" if ok else "error", error="" if ok else text,
                             usage=dict(session.usage_total))
     return renderer.result(finished, session, started)
-
-
-def _k(n: int) -> str:
-    return f"{n / 1000:.0f}k" if n >= 1000 else str(n)
 
 
 def _snake(name: str) -> str:

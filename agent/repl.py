@@ -39,12 +39,14 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 from rich.console import Console
 
-from agent import __version__, commands, lifecycle
+from agent import __version__, commands, lifecycle, trust
 from agent.client import import_in_background
 from agent.loop import run_turn
+from agent.settings import reload_settings
 from agent.ui import Renderer, warning_of
 from compact.prepare import token_state
 from core.errors import AgentError
+from core.private import redact, secrets_of
 
 PROMPT = "> "
 STYLE = Style.from_dict({
@@ -56,13 +58,16 @@ STYLE = Style.from_dict({
 })
 INTERRUPT_KEYS = (Keys.Escape, Keys.ControlC)
 ANSWERS = {"y": "yes", "n": "no", "a": "always"}
+SHOW_SUMMARY = "/summary"
+DRAFT_MARK = "\0"  # ctrl+o's result: the command, this, then the text the user had typed
 
 
 def run_repl(settings: Any, initial_prompt: str | None, resume: str | None = None, continue_last: bool = False,
-             environ: dict[str, str] | None = None) -> int:
-    """The interactive session; returns the exit code."""
+             environ: dict[str, str] | None = None, driver: Any = None) -> int:
+    """The interactive session; returns the exit code. ``driver``: agent.demo.driver (--demo)."""
+    lifecycle.locate(settings, resume, continue_last)  # a bad --resume: its one error line, before the terminal is touched
     console = Console(no_color=settings.no_color, highlight=False)
-    repl = Repl(settings, console, environ=dict(environ or {}))
+    repl = Repl(settings, console, environ=dict(environ or {}), driver=driver)
     if initial_prompt:
         import_in_background()  # the first request needs it at once
     else:
@@ -101,12 +106,27 @@ def history_file(settings: Any) -> Path:
     return path
 
 
+class RedactingHistory(FileHistory):
+    """Input history on disk without the API key (a pasted key stays in memory for Up, never on disk)."""
+
+    def __init__(self, filename: str, secrets: tuple[str, ...]) -> None:
+        super().__init__(filename)
+        self.secrets = secrets
+
+    def store_string(self, string: str) -> None:
+        super().store_string(redact(string, self.secrets))
+
+
 def key_bindings() -> KeyBindings:
     kb = KeyBindings()
 
     @kb.add("escape", "enter")
     def _newline(event: Any) -> None:  # Alt-Enter, or Esc then Enter
         event.current_buffer.insert_text("\n")
+
+    @kb.add("c-o")
+    def _show_summary(event: Any) -> None:  # as in Claude Code; what was typed comes back afterwards
+        event.app.exit(result=SHOW_SUMMARY + DRAFT_MARK + event.current_buffer.text)
 
     @kb.add("c-c")
     def _ctrl_c(event: Any) -> None:
@@ -157,8 +177,9 @@ class _Question:
 
 class Repl:
     def __init__(self, settings: Any, console: Console, *, environ: dict[str, str], input: Input | None = None,
-                 output: Output | None = None, history: History | None = None) -> None:
+                 output: Output | None = None, history: History | None = None, driver: Any = None) -> None:
         self.settings = settings
+        self.driver = driver  # the demo's: fills (or, with --auto, submits) the input and answers questions
         self.environ = environ
         self.console = console
         self.renderer = Renderer(console)
@@ -169,6 +190,7 @@ class Repl:
         self.token_state: Any = None
         self._questions: queue.Queue[_Question] = queue.Queue()
         self._ctrl_c_armed = False
+        self._draft = ""  # text typed before ctrl+o, put back at the next prompt
         self.prompt: PromptSession[str] = PromptSession(
             history=history if history is not None else self._history(), input=self.input, output=output,
             completer=SlashCompleter(), complete_while_typing=True, key_bindings=key_bindings(),
@@ -189,18 +211,58 @@ class Repl:
 
     def _history(self) -> History:
         try:
-            return FileHistory(str(history_file(self.settings)))
+            s = self.settings
+            return RedactingHistory(str(history_file(s)), secrets_of(s.api_key, s.auth_token))
         except OSError:
             return InMemoryHistory()
 
     # --- session -----------------------------------------------------------------------------------
     def open(self, *, resume: str | None = None, continue_last: bool = False) -> None:
+        self.confirm_trust()  # before anything of the project's runs (SessionStart hooks)
         self.session = lifecycle.open_session(self.settings, emit=self.renderer, ask=self.ask, resume=resume,
                                     continue_last=continue_last, environ=self.environ)
         self.renderer.banner(__version__, self.session.model, str(self.settings.cwd))
+        if resume or continue_last:
+            self.renderer.recap(self.session.messages)
+            self.renderer.line(lifecycle.resumed_line(self.session), "dim")
         lifecycle.start(self.session, "resume" if (resume or continue_last) else "startup")
         if self.session.messages:  # a resumed conversation may already be over the warning level
             self.when_drawn(lambda: threading.Thread(target=self._refresh_tokens_bg, daemon=True).start())
+
+    def confirm_trust(self) -> None:
+        """The trust dialog, when the project's settings files ask for what needs trust (agent/trust.py):
+        trusting records it and reloads the settings with them; not trusting goes on without them."""
+        s = self.settings
+        untrusted = [i for i in s.ignored if i.kind != "credential"]
+        keys = [i for i in s.ignored if i.kind == "credential" and i.confirm not in s.trust.declined_keys]
+        if not (untrusted or keys):
+            return
+        if untrusted:
+            self.renderer.line(f"This project ({s.cwd}) is not trusted yet. Its settings files would:", "bold")
+            for line in trust.dialog_lines(untrusted):
+                self.renderer.line(line)
+            if not self._yes("Trust this project and apply them? [y/N] "):
+                self.renderer.line("Not trusted: going on without them (/trust shows them).", "dim")
+                return
+        confirmed: list[str] = []
+        declined: list[str] = []
+        for item in keys:
+            self.renderer.line(f"Its settings also set {item.what} ({item.source}): ANTHROPIC_* settings decide which "
+                               "credentials are used and where your API key is sent.", "yellow")
+            (confirmed if self._yes(f"Use {item.key} from this project? [y/N] ") else declined).append(item.confirm)
+        trust.grant(s.home, s.cwd, tuple(confirmed), tuple(declined))
+        self.settings = s = reload_settings(s, self.environ)
+        if isinstance(self.prompt.history, RedactingHistory):  # a confirmed project key is a secret too
+            self.prompt.history.secrets = secrets_of(s.api_key, s.auth_token)
+        self.renderer.line("Trusted: its settings apply (/trust revoke withdraws it).", "dim")
+
+    def _yes(self, question: str) -> bool:
+        try:
+            with patch_stdout(raw=True) if self.real_terminal else nullcontext():
+                answer = PromptSession[str](input=self.input, output=self.output).prompt(question)
+        except (KeyboardInterrupt, EOFError):
+            return False
+        return answer.strip().lower() in ("y", "yes")
 
     def use(self, session: Any) -> None:
         """Continue with another session (tests; /clear and /resume)."""
@@ -211,8 +273,10 @@ class Repl:
 
     # --- main loop ---------------------------------------------------------------------------------
     def run(self, initial_prompt: str | None = None) -> int:
-        if initial_prompt and initial_prompt.strip() and not self.handle(initial_prompt):
-            return 0
+        if initial_prompt and initial_prompt.strip():
+            self.renderer.echo(initial_prompt)  # the command line's prompt, shown as a typed one stays
+            if not self.handle(initial_prompt):
+                return 0
         while True:
             try:
                 line = self.read_line()
@@ -229,8 +293,15 @@ class Repl:
                 return 0
 
     def read_line(self) -> str:
+        draft, self._draft = self._draft, ""
+        options: dict[str, Any] = {"default": draft}
+        if self.driver is not None and not draft:  # the demo's next line, unless ctrl+o kept the user's text
+            options.update(self.driver.prompt_args(self))
         with patch_stdout(raw=True) if self.real_terminal else nullcontext():
-            return self.prompt.prompt([("class:prompt", PROMPT)], bottom_toolbar=self._toolbar)
+            line = self.prompt.prompt([("class:prompt", PROMPT)], bottom_toolbar=self._toolbar, **options)
+        if DRAFT_MARK in line:  # ctrl+o
+            line, self._draft = line.split(DRAFT_MARK, 1)
+        return line
 
     def _toolbar(self) -> Any:
         shown = warning_of(self.token_state)
@@ -258,6 +329,8 @@ class Repl:
             return True
         if isinstance(result, commands.Exit):
             return False
+        if isinstance(result, commands.Switched):
+            self.renderer.recap(result.session.messages)  # /resume: where the conversation was
         if not isinstance(result, commands.Compacted) or self.renderer.compact_events == before:
             self.renderer.result(result)
         if isinstance(result, commands.Switched):
@@ -340,7 +413,8 @@ class Repl:
             return
         self.renderer.pause()
         self.renderer.permission(question.tool, question.args, question.description)
-        question.answer = self._read_answer(reader)
+        scripted = self.driver.answer(question.tool, question.args) if self.driver is not None else None
+        question.answer = scripted or self._read_answer(reader)
         label = {"yes": "Yes", "no": "No", "always": "Yes, and don't ask again this session"}[question.answer]
         self.renderer.answered(question.tool, question.args, label)
         question.done.set()

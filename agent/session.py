@@ -72,6 +72,7 @@ class Session:
     model: str = ""
     last_uuid: str | None = None
     environ: dict[str, str] = field(default_factory=dict)
+    resumed_size: int = 0  # bytes of the transcript written before this process (resumed sessions)
 
     def __post_init__(self, history: list[Message] | None, replayed: ContextState | None) -> None:
         s = self.settings
@@ -82,7 +83,7 @@ class Session:
         self.writer = writer = TranscriptWriter(self.transcript_path, self.session_id, str(s.cwd), __version__,
                                   last_uuid=self.last_uuid, secret=(s.api_key, s.auth_token))
         self.client = ModelClient(api_key=s.api_key, auth_token=s.auth_token, base_url=s.base_url,
-                                  on_event=self._emit)
+                                  on_event=self._emit, retry_seconds=s.retry_seconds)
         self.tools = builtin_tools() + [SnipTool()]
         self.tool_ctx = ToolContext(project_dir=s.cwd, session_dir=self.session_dir, cwd=s.cwd,
                                     environ=s.environ or None)
@@ -93,12 +94,24 @@ class Session:
         self.permissions = Permissions(s, session_dir=self.session_dir)
         if s.deny:  # a file the Read rules deny never shows up in Grep or Glob output either
             self.tool_ctx.hidden = self.permissions.read_denied
-        self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ)
+        self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
         self.ports = Ports(model=self.client, emit=self._emit, request=self.request, thresholds=self.thresholds,
                            account=self.account_side_request, hooks=self.hook_context,
                            instructions=lambda: compact_instructions(s.cwd, s.home),
                            instruction_files=lambda: memory_files(s.cwd, s.home), config=compact_config(s))
         wire(self.conv, self.ports, clock=self.clock)
+
+    def use_settings(self, s: Settings) -> None:
+        """Continue under settings built again (/trust revoke): permissions, hooks, the tools' environment
+        and the client follow; the conversation and its compaction settings stay as they are."""
+        self.settings = s
+        self.permissions = Permissions(s, session_dir=self.session_dir)
+        self.tool_ctx.hidden = self.permissions.read_denied if s.deny else None
+        self.tool_ctx.environ = s.environ or None
+        self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
+        self.client = ModelClient(api_key=s.api_key, auth_token=s.auth_token, base_url=s.base_url,
+                                  on_event=self._emit)
+        self.ports.model = self.client
 
     def _emit(self, event: Event) -> None:
         self.emit(event)  # late-bound: the REPL swaps ``emit`` when it takes the session over
@@ -120,6 +133,11 @@ class Session:
     @property
     def session_dir(self) -> Path:
         return self.settings.project_dir / self.session_id
+
+    @property
+    def hook_output_dir(self) -> Path:
+        """Where hook output too large for the model is saved in full."""
+        return self.session_dir / "hook-output"
 
     @property
     def state(self) -> ContextState:

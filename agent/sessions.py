@@ -1,6 +1,7 @@
 """The sessions of a project directory: newest first, with a first prompt and a message count, read cheaply.
 
-Used by ``--continue`` (the newest) and ``/resume`` (the list). Each file is read for at most its first
+Used by ``--continue`` (the newest), ``/resume`` (the list), "Resumed session … (N messages)" (the same
+count) and ``/cost`` of a resumed session (the usage recorded before this process). Each file is read for at most its first
 64 KB, so listing a directory of long sessions stays instant.
 """
 
@@ -78,13 +79,43 @@ def list_sessions(project_dir: Path) -> list[SessionInfo]:
     return out
 
 
-def _session_info(path: Path, mtime: float) -> SessionInfo:
-    size = path.stat().st_size
+def session_info(path: Path, size: int | None = None) -> SessionInfo:
+    """One session's entry as /resume lists it (of the file's first ``size`` bytes when given).
+
+    "Resumed session … (N messages)" takes N from here too, so the two counts agree.
+    """
+    return _session_info(path, path.stat().st_mtime, size)
+
+
+def earlier_usage(path: Path, size: int) -> list[tuple[str, dict[str, Any]]]:
+    """(model, usage) of each model response recorded in the first ``size`` bytes of a transcript.
+
+    A response Claude Code streamed as several records repeats its usage on each: counted once.
+    """
+    found: dict[str, tuple[str, dict[str, Any]]] = {}
+    with open(path, "rb") as f:
+        data = f.read(size)
+    for line in data.split(b"\n"):
+        if b'"type":"assistant"' not in line or b'"usage"' not in line:
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        message = rec.get("message") if isinstance(rec, dict) and not rec.get("isSidechain") else None
+        if isinstance(message, dict) and isinstance(message.get("usage"), dict):
+            key = str(message.get("id") or rec.get("uuid") or len(found))
+            found[key] = (str(message.get("model") or ""), message["usage"])
+    return list(found.values())
+
+
+def _session_info(path: Path, mtime: float, limit: int | None = None) -> SessionInfo:
+    size = path.stat().st_size if limit is None else min(limit, path.stat().st_size)
     first = ""
     read = count = 0
     with open(path, "rb") as f:
-        while read < _HEAD_BYTES:
-            line = f.readline(4 * 1024 * 1024)
+        while read < min(_HEAD_BYTES, size):
+            line = f.readline(min(4 * 1024 * 1024, size - read))
             if not line:
                 break
             read += len(line)

@@ -2,6 +2,8 @@
 
 Precedence, lowest to highest: defaults < $COMPACT_AGENT_HOME/settings.json < .claude/settings.json <
 .claude/settings.local.json < environment (the process's, overlaid on the files' "env" maps) < command line.
+The two project files pass through ``agent.trust.restrict`` first: until the project is trusted their hooks,
+env entries and widening permission settings are left out and listed in ``Settings.ignored``.
 
 ``load_settings`` is the one place that merges them. Across files, permission lists and
 ``additionalDirectories`` are concatenated (duplicates dropped), hook groups are concatenated per event,
@@ -18,6 +20,7 @@ Settings-file keys beyond Claude Code's (each mirrors an environment variable of
     contextCollapse     bool                       (CLAUDE_CONTEXT_COLLAPSE)
     contextEditing      bool | {enabled, keepToolUses, triggerTokens, clearAtLeastTokens, clearThinking}
     noColor             bool                       (NO_COLOR)
+    retry               {maxSeconds}               (COMPACT_AGENT_RETRY_SECONDS)
 """
 
 from __future__ import annotations
@@ -31,8 +34,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from agent import trust as trust_store
+from agent.trust import Ignored, Trust
+from compact.thresholds import smallest_window
 from core.errors import SettingsError
+from core.private import make_private_dirs
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 PERMISSION_MODES = ("default", "acceptEdits", "bypassPermissions", "plan")
@@ -74,6 +82,8 @@ class Settings:
     # keep_tool_uses, trigger_tokens, clear_at_least_tokens (int | None each) and clear_thinking (bool)
     context_editing: dict[str, Any] | None = None
     no_color: bool = False
+    # how long to keep retrying an overloaded / failing / unreachable API before giving up
+    retry_seconds: float = 120.0
     # where each value came from, for /config-like displays and error messages
     sources: dict[str, str] = field(default_factory=dict)
     # the user's home directory (for "~/" in permission rules); from $HOME
@@ -82,6 +92,11 @@ class Settings:
     additional_dirs: list[Path] = field(default_factory=list)
     # the real environment overlaid on the files' "env" maps; what subprocesses (Bash, hooks) should get
     environ: dict[str, str] = field(default_factory=dict, repr=False)
+    # project trust (agent/trust.py): the record, and what the project files asked for and did not get
+    trust: Trust = field(default_factory=lambda: Trust(False))
+    ignored: list[Ignored] = field(default_factory=list)
+    # the command-line values these settings were built from, so they can be rebuilt (reload_settings)
+    cli: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def project_key(self) -> str:
@@ -115,9 +130,17 @@ def load_settings(*, cwd: Path, environ: Mapping[str, str], cli: dict[str, Any])
     s = Settings(cwd=cwd, home=home, user_home=user_home)
     s.sources["home"] = "env COMPACT_AGENT_HOME" if environ.get("COMPACT_AGENT_HOME") else "default"
 
+    if cli.get("trust_project"):
+        _make_home(home)  # the trust record lives there: a home that can't be made says so first
+        trust_store.grant(home, cwd)
+    s.trust, s.cli = trust_store.load(home, cwd), dict(cli)
+
     layer: dict[str, Any] = {}
-    for path in (home / "settings.json", cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"):
-        _merge_layer(layer, _read_file(path), str(path))
+    _merge_layer(layer, _read_file(home / "settings.json"), str(home / "settings.json"))
+    for path in (cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"):
+        data, ignored = trust_store.restrict(_read_file(path), str(path), s.trust)  # the user's file is trusted
+        s.ignored += ignored
+        _merge_layer(layer, data, str(path))
 
     env: dict[str, str] = dict(layer.get("env", {}))
     env_sources = {name: f'{layer["sources"]["env." + name]} "env"' for name in env}
@@ -128,7 +151,14 @@ def load_settings(*, cwd: Path, environ: Mapping[str, str], cli: dict[str, Any])
     _apply_files(s, layer)
     _apply_env(s, env, env_sources)
     _apply_cli(s, cli)
+    _apply_retry(s, layer, env, env_sources)
+    check_limits(s)
     return s
+
+
+def reload_settings(s: Settings, environ: Mapping[str, str]) -> Settings:
+    """The same settings built again (after the project's trust changed)."""
+    return load_settings(cwd=s.cwd, environ=environ, cli={**s.cli, "trust_project": False})
 
 
 # ---- files -------------------------------------------------------------------------------------
@@ -148,7 +178,7 @@ def _read_file(path: Path) -> dict[str, Any]:
     """The validated contents of one settings file ({} when it does not exist)."""
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # (a home under a regular file: ensure_home says so)
         return {}
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -159,6 +189,8 @@ def _read_file(path: Path) -> dict[str, Any]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SettingsError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from None
+    except RecursionError:
+        raise SettingsError(f"{path}: invalid JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise SettingsError(f"{path}: a settings file must hold a JSON object (got {_type_name(data)})")
     return _validate(data, _Where(str(path)))
@@ -264,6 +296,8 @@ def _validate(data: dict[str, Any], where: _Where) -> dict[str, Any]:
         out["microcompact"] = _validate_microcompact(where, data["microcompact"])
     if "contextEditing" in data:
         out["contextEditing"] = _validate_context_editing(where, data["contextEditing"])
+    if "retry" in data:
+        out["retry"] = _validate_retry(where, data["retry"])
     return out
 
 
@@ -419,6 +453,14 @@ def _expand_dir(raw: str, s: Settings) -> Path:
     return path if path.is_absolute() else s.cwd / path
 
 
+def _validate_retry(where: _Where, value: Any) -> dict[str, Any]:
+    _object(where, "retry", value)
+    if "maxSeconds" not in value:
+        return {}
+    return {"maxSeconds": float(_check(where, "retry.maxSeconds", value["maxSeconds"],
+                                       lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0"))}
+
+
 # ---- environment -------------------------------------------------------------------------------
 
 
@@ -484,6 +526,55 @@ def _apply_env(s: Settings, env: Mapping[str, str], origin: Mapping[str, str]) -
     if get("NO_COLOR") is not None:
         s.no_color = True
         mark("no_color", "NO_COLOR")
+
+
+def _apply_retry(s: Settings, layer: Mapping[str, Any], env: Mapping[str, str],
+                 origin: Mapping[str, str]) -> None:
+    """retry.maxSeconds, overridden by COMPACT_AGENT_RETRY_SECONDS (0 = no retries)."""
+    if "maxSeconds" in layer.get("retry", {}):
+        s.retry_seconds, s.sources["retry_seconds"] = layer["retry"]["maxSeconds"], layer["sources"]["retry"]
+    raw = (env.get("COMPACT_AGENT_RETRY_SECONDS") or "").strip()
+    if not raw:
+        return
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0):
+        where = "" if origin.get("COMPACT_AGENT_RETRY_SECONDS") == "environment" else \
+            f' (set in {origin.get("COMPACT_AGENT_RETRY_SECONDS")})'
+        raise SettingsError(f"COMPACT_AGENT_RETRY_SECONDS: expected a number of seconds >= 0, got {_show(raw)}{where}")
+    s.retry_seconds, s.sources["retry_seconds"] = seconds, "env COMPACT_AGENT_RETRY_SECONDS"
+
+
+def check_limits(s: Settings) -> None:
+    """Refuse values that parse but can't work: a window cap that leaves no room, a base URL that is no URL."""
+    smallest = smallest_window()
+    if s.context_window is not None and s.context_window < smallest:
+        source = s.sources.get("context_window", "settings")
+        name = f"{source[4:]}={s.context_window}" if source.startswith("env ") else \
+            f'"compaction.contextWindow": {s.context_window} in {source}'
+        raise SettingsError(f"{name} leaves no room for the conversation (after the output reserve and the "
+                            f"auto-compact buffer); the smallest usable window is {smallest}")
+    if s.base_url is not None:
+        parsed = urlsplit(s.base_url.strip())
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise SettingsError(f"ANTHROPIC_BASE_URL must be an http:// or https:// URL (got {_show(s.base_url)})")
+
+
+def ensure_home(s: Settings) -> None:
+    """Create COMPACT_AGENT_HOME (0700) now, so a path that can't be one fails at start with one line."""
+    _make_home(s.home)
+
+
+def _make_home(home: Path) -> None:
+    try:
+        make_private_dirs(home)
+        if not home.is_dir():
+            raise NotADirectoryError(20, "Not a directory")
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise SettingsError(f"COMPACT_AGENT_HOME {home}: cannot create the directory ({reason})") from None
 
 
 # ---- command line ------------------------------------------------------------------------------

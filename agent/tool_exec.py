@@ -1,10 +1,14 @@
 """Running the tool calls of one assistant message: permission, hooks, execution, results in order.
 
 Permission questions are asked one at a time, in order; then the approved calls run, consecutive
-read-only ones concurrently. Every call gets exactly one tool_result, so the conversation stays valid
-even when the user interrupts half-way (calls not run are answered with an error saying so).
+read-only ones concurrently. A call that would fail anyway (an Edit of a file not read, an old_string
+not found) fails before its question is asked. A "no" ends the turn: the calls after it are neither
+asked nor run, and ``Declined`` tells the loop to wait for the user. Every call gets exactly one
+tool_result, so the conversation stays valid even when the user interrupts half-way or says no (calls
+not run are answered with an error saying so).
 
-Two things happen before anything is decided: a relative ``file_path``/``path`` is made absolute against
+A call whose input was not valid JSON (agent.client keeps it under ``INVALID_INPUT``) is answered with an
+error asking for it again, and nothing runs. Two things happen before anything is decided: a relative ``file_path``/``path`` is made absolute against
 the working directory Bash has left the tools in, so the permission check, the hooks and the tool all
 judge the same file; and after a tool runs, the API key is redacted from its output, so a dotfile or an
 ``env`` listing can be shown to the model and recorded without the key ever reaching the transcript.
@@ -16,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
+from agent.client import INVALID_INPUT
 from agent.session import Session
 from compact import ledger, restore
 from core.errors import Interrupted
@@ -24,11 +29,18 @@ from core.messages import Message, meta, tool_result_block, tool_results
 from core.private import redact, secrets_of
 from tools.base import ToolResult
 from tools.registry import get
-from tools.runner import run_tool
+from tools.runner import precheck, run_tool
 
 INTERRUPTED = "Interrupted by user: the tool call was stopped before it finished. Wait for the user's next message."
 NOT_RUN = "Interrupted by user: this tool call was not run."
 INTERRUPT_MARKER = "[Request interrupted by user]"
+DECLINED = ("The user said no to this tool call, so it was not run and nothing changed. Stop here: do not "
+            "retry it or try another way; wait for the user's next message.")
+NOT_RUN_DECLINED = "Not run: the user said no to an earlier tool call of this message."
+
+
+class Declined(Exception):
+    """The user answered "no": the turn ends once every call of the message has its result."""
 
 
 # the argument of each file tool that names a path (Grep/Glob: the search root)
@@ -37,7 +49,11 @@ _PATH_ARGS = {"Read": "file_path", "Write": "file_path", "Edit": "file_path", "G
 
 def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
     uses = [_with_absolute_path(session, use) for use in uses]
-    verdicts = [_permit(session, use) for use in uses]
+    verdicts: list[ToolResult | None] = []
+    for i, use in enumerate(uses):  # after a "no", nothing more is asked or run
+        declined = any(isinstance(v, ToolResult) and v.content == DECLINED for v in verdicts)
+        verdicts.append(ToolResult(NOT_RUN_DECLINED, is_error=True) if declined
+                        else _permit(session, use, _touched(uses[:i])))
     results: list[ToolResult | None] = [v if isinstance(v, ToolResult) else None for v in verdicts]
     i = 0
     while i < len(uses):
@@ -61,6 +77,9 @@ def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
     if session.cancel.is_set():
         session.add(message)
         raise Interrupted("interrupted")
+    if any(r is not None and r.content == DECLINED for r in results):
+        session.add(message)
+        raise Declined()
     return message
 
 
@@ -89,10 +108,24 @@ def _read_only(session: Session, use: dict[str, Any]) -> bool:
     return bool(tool and tool.read_only)
 
 
-def _permit(session: Session, use: dict[str, Any]) -> ToolResult | None:
-    """None when the call may run; otherwise the error result to send instead."""
+def _touched(uses: list[dict[str, Any]]) -> set[str]:
+    """The files earlier calls of the message name: they may be read or written before a later call runs."""
+    return {str(u["input"]["file_path"]) for u in uses if isinstance(u.get("input"), dict)
+            and isinstance(u["input"].get("file_path"), str)}
+
+
+def _permit(session: Session, use: dict[str, Any], touched: set[str] | None = None) -> ToolResult | None:
+    """None when the call may run; otherwise the error result to send instead.
+
+    ``touched``: files earlier calls of the same message name; a call on one of them is not checked
+    ahead (a Read just before it in the message has not run yet)."""
     name, args = use["name"], use.get("input") or {}
-    if get(session.tools, name) is None:
+    if isinstance(args, dict) and isinstance(args.get(INVALID_INPUT), dict):
+        problem = str(args[INVALID_INPUT].get("error", ""))[:300]
+        return ToolResult(f"The tool input was not valid JSON ({problem}), so the {name} call was not run. "
+                          "Send the call again, with its input as one valid JSON object.", is_error=True)
+    tool = get(session.tools, name)
+    if tool is None:
         names = ", ".join(t.name for t in session.tools)
         return ToolResult(f"There is no tool named {name}. Available tools: {names}.", is_error=True)
     decision = session.permissions.check(name, args, cwd=session.tool_ctx.cwd)
@@ -100,6 +133,11 @@ def _permit(session: Session, use: dict[str, Any]) -> ToolResult | None:
         return ToolResult(f"Permission to use {name} was denied: {decision.reason}. Do not retry this call; "
                           "choose another approach or ask the user.", is_error=True)
     if decision.behavior == "ask":
+        failure = None if args.get("file_path") in (touched or ()) else precheck(tool, args, session.tool_ctx)
+        if failure is not None:  # it would fail anyway: nobody is asked to approve it
+            session.emit(ToolStarted(use["id"], name, args))
+            session.emit(ToolFinished(use["id"], name, failure.content, True, failure.summary))
+            return failure
         if session.ask is None or session.cancel.is_set():
             return ToolResult(f"{name} needs the user's approval ({decision.reason}), and nobody can approve it in this "
                               "non-interactive session, so it was not run. Continue without it or tell the "
@@ -108,8 +146,7 @@ def _permit(session: Session, use: dict[str, Any]) -> ToolResult | None:
         if answer == "always":
             session.permissions.allow_for_session(session.permissions.suggest_rule(name, args))
         elif answer != "yes":
-            return ToolResult(f"The user declined this {name} call; it was not run. Ask the user how to "
-                              "proceed instead of retrying it.", is_error=True)
+            return ToolResult(DECLINED, is_error=True)
     outcomes = session.run_hooks("PreToolUse", name, tool_name=name, tool_input=args)
     reason = session.hooks.blocked(outcomes)
     if reason is not None:

@@ -6,8 +6,10 @@ works, "Compacting conversation… 12s" during a compaction — is shown only on
 Live keeps it under whatever is printed meanwhile.
 
 Assistant text is Markdown. It is buffered as it streams and printed one finished block at a time
-(``complete_blocks`` decides when a block can no longer change), so only whole lines are ever printed and
-the spinner can keep running under them. Whatever is left is printed when the message ends: the recorded
+(``complete_blocks`` decides when a block can no longer change); a paragraph is printed line by line as
+its lines end (``complete_lines``), a tight list item by item (``complete_items``), and a single newline
+stays a line break. Only whole lines are ever
+printed, so the spinner can keep running under them. Whatever is left is printed when the message ends: the recorded
 assistant message, a tool call, the end of the turn (an interruption included). A retried stream starts
 over: its unprinted text is dropped, never shown twice.
 
@@ -34,6 +36,7 @@ from rich.style import Style
 from rich.text import Text
 
 from agent import commands
+from agent.tool_exec import INTERRUPTED, NOT_RUN
 from compact import thresholds
 from core.events import (
     CompactFailed,
@@ -56,6 +59,10 @@ REPLY_INDENT = "  "
 RESULT = "  ⎿  "
 INDENT = "     "
 RESULT_LINES = 3
+SUMMARY_HINT = "/summary (or ctrl+o) shows the summary"
+PROMPT_ECHO = "> "  # a prompt as the REPL's input line shows it
+RECAP_EXCHANGES = 3  # a resumed session shows its last few exchanges
+RECAP_LINES = 4
 DIFF_LINES = 10
 DIFF_STYLES = {"+": "green", "-": "red"}
 # tools whose output is the file itself (or a confirmation): their one-line summary says more
@@ -128,6 +135,48 @@ def complete_blocks(text: str) -> tuple[list[str], str]:
     return blocks, text[start:]
 
 
+BLANK_START = re.compile(r"[ \t]*\n")
+TABLE_ROW = re.compile(r" {0,3}\|")
+
+
+def complete_lines(text: str) -> tuple[str, str]:
+    """The whole lines at the start of a paragraph still streaming, which can be shown now, and the rest.
+
+    ``text`` is what ``complete_blocks`` left: a block in progress. Only plain paragraph lines are
+    let through; a list item, a fence, a table row or an indented line stops it (those need their
+    whole block), as does a line not finished yet.
+    """
+    end = 0
+    for line in text.splitlines(keepends=True):
+        if not line.endswith("\n") or not line.strip() or line[0] in " \t" or LIST_ITEM.match(line) \
+                or FENCE_OPEN.match(line) or TABLE_ROW.match(line):
+            break
+        end += len(line)
+    return text[:end], text[end:]
+
+
+def complete_items(text: str) -> tuple[str, str]:
+    """The finished items of a tight list still streaming, and the rest.
+
+    ``text`` is a block in progress that starts with a list item; an item is finished when the next
+    item starts at the margin. A blank line stops the look (the list may be loose or ending: that is
+    ``complete_blocks``' call), and nothing inside an open fence counts.
+    """
+    if not LIST_ITEM.match(text):
+        return "", text
+    end = pos = 0
+    fence = False
+    for line in text.splitlines(keepends=True):
+        if not line.endswith("\n") or not line.strip():
+            break
+        if FENCE_OPEN.match(line.lstrip()) or (fence and FENCE_CLOSE.fullmatch(line.strip())):
+            fence = not fence
+        elif pos and not fence and line[0] not in " \t" and LIST_ITEM.match(line):
+            end = pos
+        pos += len(line)
+    return text[:end], text[end:]
+
+
 @functools.cache
 def _reply_markdown() -> type:
     """Rich's Markdown with headings at the margin and code blocks without a box (imported when first used)."""
@@ -154,8 +203,13 @@ def _reply_markdown() -> type:
     return ReplyMarkdown
 
 
+KEPT_INLINE = {"html_inline": "text", "softbreak": "hardbreak"}
+
+
 def _html_as_text(tokens: list[Any]) -> list[Any]:
-    """Rich drops HTML; in a coding agent's reply ``<div>`` or ``<summary>`` is text to show as written."""
+    """Rich drops HTML; in a coding agent's reply ``<div>`` or ``<summary>`` is text to show as written.
+
+    Rich also joins the lines of a paragraph; a reply's single newlines are kept as line breaks."""
     from markdown_it.token import Token
 
     out = []
@@ -165,10 +219,19 @@ def _html_as_text(tokens: list[Any]) -> list[Any]:
             out += [Token("paragraph_open", "p", 1), Token("inline", "", 0, children=[text]),
                     Token("paragraph_close", "p", -1)]
             continue
-        if token.children:
-            token.children = [c.copy(type="text") if c.type == "html_inline" else c for c in token.children]
+        if token.children:  # and a single newline stays a line break, as the model wrote it
+            token.children = [c.copy(type=KEPT_INLINE[c.type]) if c.type in KEPT_INLINE else c
+                              for c in token.children]
         out.append(token)
     return out
+
+
+def markdown_head(text: str) -> tuple[str, str]:
+    """A command's Markdown result split into its plain first line ("Session notes (PATH):") and the rest."""
+    first, sep, rest = text.partition("\n\n")
+    if sep and "\n" not in first and first.endswith(":") and not first.startswith(("#", "|", "-", "*")):
+        return first, rest
+    return "", text
 
 
 def markdown_lines(console: Console, text: str, first: bool) -> Segments:
@@ -296,6 +359,7 @@ class Renderer:
         self._out_chars = 0
         self._pending = ""  # reply text not printed yet (its block is not finished)
         self._blocks_shown = 0  # blocks of the current reply already printed
+        self._continuing = False  # the last thing printed was a paragraph's first lines: no blank line next
         self._paused = False
         self._inputs: dict[str, tuple[str, dict[str, Any]]] = {}
         # a permission question shows the call's header (and diff); the call that follows right after
@@ -312,9 +376,17 @@ class Renderer:
 
     def _on_TextDelta(self, event: TextDelta) -> None:
         self._out_chars += len(event.text)
-        blocks, self._pending = complete_blocks(self._pending + event.text)
+        text = self._pending + event.text
+        if self._continuing and BLANK_START.match(text):
+            self._continuing = False  # the paragraph shown line by line has ended
+        blocks, pending = complete_blocks(text)
         for block in blocks:
             self._print_block(block)
+        lines, pending = complete_lines(pending)
+        items, self._pending = complete_items(pending)
+        for part in (lines, items):
+            if part:
+                self._print_block(part, partial=True)
 
     def _on_ThinkingDelta(self, event: ThinkingDelta) -> None:
         self._out_chars += len(event.text)
@@ -341,7 +413,9 @@ class Renderer:
 
     def _on_ToolFinished(self, event: ToolFinished) -> None:
         name, args = self._inputs.pop(event.tool_use_id, (event.name, {}))
-        if event.is_error:
+        if event.is_error and result_text(event.content).startswith((INTERRUPTED, NOT_RUN)):
+            pass  # the turn's end says "Interrupted by user", once; this text is for the model
+        elif event.is_error:
             self._result_lines(result_text(event.content).strip().splitlines(), "red")
         else:
             output = result_text(event.content).strip()
@@ -363,8 +437,8 @@ class Renderer:
     def _on_Retrying(self, event: Retrying) -> None:
         # the next attempt streams the whole reply again: what was held back would be shown twice
         restarts = self._blocks_shown > 0 or bool(self._pending.strip())
-        self._pending, self._blocks_shown = "", 0
-        line = Text(f"Retrying in {event.delay:g}s… (attempt {event.attempt + 1})", style="yellow")
+        self._pending, self._blocks_shown, self._continuing = "", 0, False
+        line = Text(f"Retrying in {round(event.delay, 1):g}s… (attempt {event.attempt + 1})", style="yellow")
         if event.reason:
             line.append(f" · {event.reason}", style="dim")
         if restarts:
@@ -390,6 +464,7 @@ class Renderer:
         self.console.print(Text(compaction_line(event), style="bold"), highlight=False)
         for line in event.hook_messages:
             self.console.print(Text(RESULT + line, style="dim"), highlight=False)
+        self.console.print(Text(RESULT + SUMMARY_HINT, style="dim"), highlight=False)
         self._resume_turn_status()
 
     def _on_CompactFailed(self, event: CompactFailed) -> None:
@@ -414,7 +489,7 @@ class Renderer:
             self.console.print(Text(RESULT + "Interrupted by user", style="red"), highlight=False)
         elif event.stop_reason == "max_turns":
             self.console.print(Text(event.error or "Stopped: maximum turns", style="yellow"), highlight=False)
-        elif event.stop_reason != "end_turn":
+        elif event.stop_reason not in ("end_turn", "declined"):  # a "no" was shown where it was answered
             self.console.print(Text(event.error or event.stop_reason, style="red"), highlight=False)
 
     # --- turn lifecycle (called by the REPL) --------------------------------------------------------
@@ -464,6 +539,30 @@ class Renderer:
         self.console.print(line, highlight=False, soft_wrap=True)
         self.console.print(Text("/help for commands", style="dim"), highlight=False)
 
+    def recap(self, messages: list[Any]) -> None:
+        """The last few exchanges of a resumed session: the user's prompts and the model's words, in brief."""
+        with self._lock:
+            shown = recent_exchanges(messages, RECAP_EXCHANGES)
+            if shown and shown[0].kind == "summary":
+                self.console.print(Text("(earlier messages were compacted · /summary shows the summary)",
+                                        style="dim"), highlight=False)
+                shown = shown[1:]
+            for m in shown:
+                lines = m.text.strip().splitlines()
+                clipped = "\n".join(lines[:RECAP_LINES])
+                if m.role == "user":
+                    self.console.print(Text(PROMPT_ECHO + clipped, style="dim"), highlight=False, soft_wrap=True)
+                else:
+                    self.console.print(markdown_lines(self.console, clipped, first=True))
+                if len(lines) > RECAP_LINES:
+                    self.console.print(Text(f"{REPLY_INDENT}… +{len(lines) - RECAP_LINES} lines", style="dim"),
+                                       highlight=False)
+
+    def echo(self, prompt: str) -> None:
+        """A prompt the user did not type at our prompt (the command line's), shown as if typed."""
+        with self._lock:
+            self.console.print(Text(PROMPT_ECHO + prompt, style="bold"), highlight=False, soft_wrap=True)
+
     def line(self, text: str, style: str = "") -> None:
         with self._lock:
             self._end_text()
@@ -479,8 +578,7 @@ class Renderer:
             details = question_details(tool, args, description)
             if details:
                 body = Text()
-                for i, ln in enumerate(details):
-                    style = DIFF_STYLES.get(ln[:1], "dim" if ln.startswith("@@") else "")
+                for i, (style, ln) in enumerate(numbered_diff(details)):
                     body.append(("\n" if i else "") + ln, style=style)
                 self.console.print(indented(self.console, Panel(body, border_style="yellow", expand=False),
                                             REPLY_INDENT, REPLY_INDENT))
@@ -499,9 +597,11 @@ class Renderer:
             if isinstance(result, commands.ContextUsage):
                 self.console.print(context_grid(result), highlight=False)
             elif result.markdown:
-                from rich.markdown import Markdown  # ~0.1 s of imports: only when first needed
-
-                self.console.print(Markdown(result.text), highlight=False)
+                head, rest = markdown_head(result.text)
+                if head:  # a line naming a path: not wrapped by us, so the path is never cut mid-word
+                    self.console.print(Text(head, style="bold"), highlight=False, soft_wrap=True)
+                    self.console.print()
+                self.console.print(indented(self.console, _reply_markdown()(rest), "", ""))
             elif result.text:
                 self.console.print(Text(result.text, style="" if result.ok else "red"), highlight=False,
                                    soft_wrap=True)
@@ -514,18 +614,20 @@ class Renderer:
             self.console.print(Text(f"{INDENT}… +{len(lines) - RESULT_LINES} lines", style="dim"),
                                highlight=False)
 
-    def _print_block(self, block: str) -> None:
+    def _print_block(self, block: str, partial: bool = False) -> None:
+        """Print a finished block, or (partial) the finished lines of a paragraph still streaming."""
         self._just_asked = None
-        if self._blocks_shown:
+        if self._blocks_shown and not self._continuing:
             self.console.print()
         self.console.print(markdown_lines(self.console, block, first=not self._blocks_shown))
         self._blocks_shown += 1
+        self._continuing = partial
 
     def _end_text(self) -> None:
         """The reply's message ended: print what is left of it."""
         if self._pending.strip():
             self._print_block(self._pending)
-        self._pending, self._blocks_shown = "", 0
+        self._pending, self._blocks_shown, self._continuing = "", 0, False
 
     def _resume_turn_status(self) -> None:
         if self._turn_since is not None:
@@ -548,6 +650,27 @@ class Renderer:
             live.stop()
         if not keep_label:
             self._label = ""
+
+
+def recent_exchanges(messages: list[Any], exchanges: int) -> list[Any]:
+    """The typed prompts and the replies' text of the last ``exchanges`` exchanges, in order.
+
+    A compaction summary is included when the walk back reaches it (it stands for what came before).
+    """
+    out: list[Any] = []
+    prompts = 0
+    for m in reversed(messages):
+        if m.kind == "summary":
+            out.append(m)
+            break
+        if m.is_typed_prompt and m.text.strip():
+            out.append(m)
+            prompts += 1
+            if prompts == exchanges:
+                break
+        elif m.role == "assistant" and m.text.strip():
+            out.append(m)
+    return out[::-1]
 
 
 def tool_header(name: str, args: dict[str, Any]) -> Text:
@@ -573,11 +696,35 @@ def question_details(tool: str, args: dict[str, Any], description: str) -> list[
     return lines
 
 
+HUNK = re.compile(r"@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+def numbered_diff(lines: list[str]) -> list[tuple[str, str]]:
+    """(style, line) pairs of a permission preview; a unified diff's lines get the file's line numbers.
+
+    A hunk header gives way to the numbers ("  12 -old", "  12 +new"); other lines are kept as written.
+    """
+    out: list[tuple[str, str]] = []
+    old = new = 0
+    in_hunk = False
+    for ln in lines:
+        hunk = HUNK.match(ln)
+        if hunk:
+            if in_hunk:
+                out.append(("dim", "   ⋮"))
+            old, new, in_hunk = int(hunk[1]), int(hunk[2]), True
+        elif in_hunk and ln[:1] in ("-", "+", " "):
+            number = old if ln[0] == "-" else new
+            old, new = old + (ln[0] != "+"), new + (ln[0] != "-")
+            out.append((DIFF_STYLES.get(ln[0], ""), f"{number:>4} {ln}"))
+        else:
+            out.append((DIFF_STYLES.get(ln[:1], "dim" if ln.startswith("@@") else ""), ln))
+    return out
+
+
 def compaction_line(event: CompactFinished) -> str:
-    trigger = "manual" if event.trigger == "manual" else "auto"
     state = f" · {event.state}" if event.state else ""
-    return (f"Compacted · {trigger} · {commands.fmt_tokens(event.pre_tokens)} → "
-            f"{commands.fmt_tokens(event.post_tokens)} tokens · {event.duration:.0f}s{state}")
+    return f"{commands.compaction_text(event.trigger, event.pre_tokens, event.post_tokens)} · {event.duration:.0f}s{state}"
 
 
 TODO_MARKS = {"completed": ("☒", "dim strike"), "in_progress": ("☐", "bold"), "pending": ("☐", "")}

@@ -6,7 +6,8 @@ Drops: the whole live history (or, on the session-memory path, all but a recent 
 Keeps: the summary, the kept tail, the working-state ledger (compact.ledger), restored files and plan,
 SessionStart hook context — in that order.
 Writes to disk: nothing until a summary is in hand; then the boundary, the summary and the new
-messages are appended to the transcript (nothing before is touched).
+messages are appended to the transcript (nothing before is touched), then a compact_result record
+with the post-compaction count, so "a → b" reads the same after a resume.
 Model calls: none on the notes path; one (plus up to 3 prompt-too-long retries) for the LLM summary.
 
     compact(conv, ports, trigger)
@@ -15,7 +16,7 @@ Model calls: none on the notes path; one (plus up to 3 prompt-too-long retries) 
       ├─ method: session-memory notes (no /compact instructions) ─► else LLM summary
       └─ finish(): ledger attachment + restore + SessionStart(compact) hooks   (computed first)
                    → boundary, summary, ledger, restored, hook context appended; live list swapped
-                   → PostCompact hooks, token state reset, post-compaction guard
+                   → PostCompact hooks, post count recorded, token state reset, post-compaction guard
 
 A failure of any kind — no summary, an API error, Ctrl-C — leaves the conversation and the transcript
 exactly as they were and emits CompactFailed. Ctrl-C (errors.Interrupted) is then raised again, so the
@@ -32,6 +33,7 @@ compacted again).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from compact import ledger, notes_compaction, restore, summary, usage
 from compact.conversation import Conversation, Ports
@@ -200,6 +202,8 @@ def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: st
     restore.apply_read_state(conv, restored, kept)
     post_text = ports.hooks("PostCompact", trigger, trigger=trigger, compact_summary=compaction.summary)
     post_tokens = conv.view().tokens
+    # the "a → b" figure: recorded once, so /summary after a resume shows the same b as the live line
+    conv.record(compact_result_record(post_tokens))
     conv.state.reset_after_compaction(post_tokens)
     conv.last_compaction = {"summary": compaction.summary, "pre_messages": old, "trigger": trigger,
                             "pre_tokens": pre_tokens, "post_tokens": post_tokens, "method": compaction.method,
@@ -209,6 +213,14 @@ def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: st
                                compaction.summary, tuple(lines), state.summary))
     _guard(conv, ports, trigger, shown, pre_tokens, post_tokens)
     return True
+
+
+COMPACT_RESULT = "compact_result"
+
+
+def compact_result_record(post_tokens: int) -> dict[str, Any]:
+    """What a compaction left, written right after its messages (the boundary can't know it yet)."""
+    return {"type": "system", "subtype": COMPACT_RESULT, "isMeta": True, "postTokens": int(post_tokens)}
 
 
 def _commit(conv: Conversation, ports: Ports, trigger: str, pre_tokens: int, old: list[Message],

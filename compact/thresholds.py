@@ -16,6 +16,9 @@ AUTOCOMPACT_BUFFER = 13_000
 WARNING_BUFFER = 20_000
 ERROR_BUFFER = 10_000
 BLOCKING_BUFFER = 3_000
+# the least auto-compact threshold worth running with: a compacted conversation (system prompt, tools,
+# summary, restored files) must fit under it with room to work, or every request would compact again
+MIN_AUTO_COMPACT = 10_000
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,11 @@ def compute(window: int, max_output: int, *, window_cap: int | None = None, pct:
                       error=reference - ERROR_BUFFER, blocking=blocking, auto_enabled=auto_enabled)
 
 
+def smallest_window() -> int:
+    """The smallest window cap that leaves T >= MIN_AUTO_COMPACT whatever the model's output reserve."""
+    return SUMMARY_OUTPUT_RESERVE + AUTOCOMPACT_BUFFER + MIN_AUTO_COMPACT
+
+
 @dataclass(frozen=True)
 class Level:
     tokens: int
@@ -71,5 +79,5 @@ def warning_text(lv: Level, th: Thresholds) -> str:
     if not lv.warning:
         return ""
     if th.auto_enabled:
-        return f"{lv.percent_left}% until auto-compact"
+        return f"Context left until auto-compact: {lv.percent_left}%"
     return f"Context low ({lv.percent_left}% remaining) · Run /compact to compact & continue"

@@ -81,6 +81,7 @@ def make_session(tmp: Path, api: Any, *, session_id: str = "0b5e3c1e-1111-4222-8
     project = tmp / "project"
     project.mkdir(exist_ok=True)
     settings.setdefault("home", tmp / "home")
+    settings.setdefault("retry_seconds", 2.0)  # a persistent API error fails in seconds, not minutes
     events: list[Any] = []
     s = Settings(cwd=project, base_url=api.url, api_key="test-key", **settings)
     return Session(s, session_id, events.append, None, environ=environ or {}), events

@@ -1,5 +1,9 @@
 """A fake Anthropic Messages API on 127.0.0.1, spoken to by the official SDK unchanged.
 
+The server itself (HTTP, SSE, steps, token estimate) is the package's scripted server,
+agent/demo/server.py, which ``compact-agent --demo`` also runs; this module adds what tests need on top:
+a script and routes, validation with recorded violations, prompt-cache accounting and the checks.
+
 Tests start a ``FakeAPI`` (a real ``ThreadingHTTPServer`` on an ephemeral loopback port), point the SDK
 at ``api.url`` and script what the "model" says::
 
@@ -38,7 +42,9 @@ the rest is plain ``input_tokens``. The three always add up to the estimate.
 Streams: ``message_start``, ``ping``, then per block ``content_block_start`` / deltas /
 ``content_block_stop``, then ``message_delta`` and ``message_stop``. ``drop_after=N`` on a reply sends the
 first N of those events and closes the socket without ending the chunked body, as a dropped network
-connection looks; on a non-streaming request it hangs up without any response.
+connection looks; on a non-streaming request it hangs up without any response. ``Reply.raw_tool`` streams
+a tool input's JSON text as given (invalid JSON, a lone surrogate escape), and ``Error(headers=...)`` sends
+headers of the test's choosing (a ``retry-after`` alone, ``x-should-retry``).
 
 What the SDK (anthropic 2.12.0 on httpx2) makes of the failures, as the tests pin down:
 
@@ -57,138 +63,47 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
-import json
-import math
 import re
-import sys
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-# --------------------------------------------------------------------------------------------------
-# Content blocks and request helpers
+from agent.demo.server import (  # noqa: F401 - re-exported: the tests import these from here
+    DEFAULT_MODELS,
+    ERROR_DEFAULTS,
+    Answer,
+    Error,
+    PromptTooLong,
+    Reply,
+    Request,
+    ScriptedAPI,
+    Step,
+    Tokenizer,
+    error_answer,
+    estimate_tokens,
+    last_user_text,
+    model_info,
+    new_id,
+    request_text,
+    stream_events,
+    text_block,
+    thinking_block,
+    tool_use_block,
+)
+from agent.demo.server import blocks_of as _blocks
+from agent.demo.server import clean as _clean
+from agent.demo.server import tagged_blocks as _tagged_blocks
+from agent.demo.server import tokens_of_chars as _tokens
+from agent.demo.server import units as _units
 
-_ids = itertools.count(1)
-
-
-def _new_id(prefix: str) -> str:
-    return f"{prefix}_fake{next(_ids):06d}"
-
-
-def text_block(text: str) -> dict:
-    return {"type": "text", "text": text}
-
-
-def tool_use_block(name: str, input: dict, id: str | None = None) -> dict:
-    return {"type": "tool_use", "id": id or _new_id("toolu"), "name": name, "input": input}
-
-
-def thinking_block(thinking: str, signature: str = "fake-signature") -> dict:
-    return {"type": "thinking", "thinking": thinking, "signature": signature}
-
-
-def _blocks(content: Any) -> list[dict]:
-    if isinstance(content, str):
-        return [text_block(content)]
-    return list(content or [])
-
-
-def _texts(content: Any, *, deep: bool) -> Iterator[str]:
-    """Text of a content value; ``deep`` also yields tool inputs, tool results and thinking."""
-    for block in _blocks(content):
-        kind = block.get("type")
-        if kind == "text":
-            yield block.get("text", "")
-        elif deep and kind == "tool_result":
-            yield from _texts(block.get("content"), deep=True)
-        elif deep and kind == "tool_use":
-            yield json.dumps(block.get("input"))
-        elif deep and kind == "thinking":
-            yield block.get("thinking", "")
-
-
-def last_user_text(body: dict) -> str:
-    """The text blocks of the last user message, joined by newlines ("" when there is none)."""
-    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
-    return "\n".join(_texts(users[-1].get("content"), deep=False)) if users else ""
-
-
-def request_text(body: dict) -> str:
-    """Everything textual in a request: system, texts, tool inputs and results, thinking."""
-    parts = list(_texts(body.get("system"), deep=True))
-    for message in body.get("messages") or []:
-        parts.extend(_texts(message.get("content"), deep=True))
-    return "\n".join(parts)
-
+# the names these had when they lived here
+_Answer = Answer
+_error_answer = error_answer
+_new_id = new_id
+_ERROR_DEFAULTS = ERROR_DEFAULTS
 
 # --------------------------------------------------------------------------------------------------
 # Script steps
-
-
-@dataclass
-class Reply:
-    """An assistant message. ``stop_reason`` None means "tool_use" if it calls a tool, else "end_turn"."""
-
-    content: list[dict]
-    stop_reason: str | None = None
-    usage: dict | None = None  # merged over the computed usage
-    context_management: dict | None = None  # e.g. {"applied_edits": [...]}
-    drop_after: int | None = None  # SSE events sent before the connection is cut
-    stream_error: tuple[str, str] | None = None  # (type, message) sent as an SSE error at drop_after
-
-    @classmethod
-    def text(cls, text: str, *, thinking: str | None = None, **kw: Any) -> Reply:
-        return cls([*_thinking(thinking), text_block(text)], **kw)
-
-    @classmethod
-    def tool(
-        cls, name: str, input: dict, *, id: str | None = None, text: str | None = None, **kw: Any
-    ) -> Reply:
-        return cls.tools([(name, input, id)], text=text, **kw)
-
-    @classmethod
-    def tools(
-        cls, calls: list[tuple], *, text: str | None = None, thinking: str | None = None, **kw: Any
-    ) -> Reply:
-        """Parallel tool calls; each call is ``(name, input)`` or ``(name, input, id)``."""
-        uses = [tool_use_block(*call) for call in calls]
-        return cls([*_thinking(thinking), *([text_block(text)] if text else []), *uses], **kw)
-
-
-def _thinking(thinking: str | None) -> list[dict]:
-    return [thinking_block(thinking)] if thinking else []
-
-
-@dataclass
-class Error:
-    status: int
-    type: str
-    message: str
-    retry_after: float | None = None  # seconds; sent as retry-after and retry-after-ms
-
-
-@dataclass
-class PromptTooLong:
-    """400 "prompt is too long: A tokens > B maximum"; A defaults to the estimate, B to the window."""
-
-    actual: int | None = None
-    maximum: int | None = None
-
-
-Step = Reply | Error | PromptTooLong | Callable[[dict], Any]
-
-_ERROR_DEFAULTS = {
-    400: ("invalid_request_error", "Invalid request"),
-    401: ("authentication_error", "invalid x-api-key"),
-    403: ("permission_error", "Permission denied"),
-    404: ("not_found_error", "Not found"),
-    413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
-    429: ("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
-    500: ("api_error", "Internal server error"),
-    529: ("overloaded_error", "Overloaded"),
-}
 
 
 @dataclass
@@ -205,62 +120,10 @@ class Route:
         return self.once and bool(self.hits)
 
 
-@dataclass
-class Request:
-    method: str
-    path: str
-    query: str
-    headers: dict[str, str]  # lower-cased names
-    body: Any
-    status: int | None = None  # status of the answer given
-
-
 # --------------------------------------------------------------------------------------------------
-# Token estimate and prompt cache
+# Prompt cache
 
 CACHE_LOOKBACK = 20  # blocks before a breakpoint the API checks for an earlier cache entry
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items() if k != "cache_control" and v is not None}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
-
-
-def _tagged_blocks(body: dict) -> list[tuple[list, Any]]:
-    tagged: list[tuple[list, Any]] = [(["tool"], tool) for tool in body.get("tools") or []]
-    tagged += [(["system"], block) for block in _blocks(body.get("system"))]
-    for index, message in enumerate(body.get("messages") or []):
-        tagged += [([message.get("role"), index], block) for block in _blocks(message.get("content"))]
-    return tagged
-
-
-def _units(body: dict) -> list[tuple[str, bool]]:
-    """(canonical text, carries a cache breakpoint) for every cacheable block, in cache order."""
-    return [
-        (
-            json.dumps([*tag, _clean(block)], separators=(",", ":"), sort_keys=True, ensure_ascii=False),
-            isinstance(block, dict) and block.get("cache_control") is not None,
-        )
-        for tag, block in _tagged_blocks(body)
-    ]
-
-
-# a server's own tokenizer: the tokens of one block (a tool definition, a system or content block)
-Tokenizer = Callable[[Any], int]
-
-
-def _tokens(chars: int) -> int:
-    return math.ceil(chars / 4)
-
-
-def estimate_tokens(body: dict, tokenizer: Tokenizer | None = None) -> int:
-    """The fake's input-token count for a request (see the module docstring), or ``tokenizer``'s."""
-    if tokenizer is not None:
-        return sum(tokenizer(_clean(block)) for _, block in _tagged_blocks(body))
-    return _tokens(sum(len(text) for text, _ in _units(body)))
 
 
 class PromptCache:
@@ -471,183 +334,11 @@ def _pairing_problems(messages: list[dict]) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------------
-# Wire format
-
-
-def _output_tokens(content: list[dict]) -> int:
-    chars = sum(len(b.get("text") or b.get("thinking") or json.dumps(b.get("input", ""))) for b in content)
-    return max(1, _tokens(chars))
-
-
-def _pieces(text: str, parts: int = 3) -> list[str]:
-    size = max(1, math.ceil(len(text) / parts))
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
-
-
-def _block_events(index: int, block: dict) -> list[tuple[str, dict]]:
-    kind = block["type"]
-    if kind == "text":
-        start, deltas = text_block(""), [{"type": "text_delta", "text": p} for p in _pieces(block["text"])]
-    elif kind == "tool_use":
-        start = {**block, "input": {}}
-        deltas = [
-            {"type": "input_json_delta", "partial_json": p} for p in _pieces(json.dumps(block["input"]))
-        ]
-    elif kind == "thinking":
-        start = {"type": "thinking", "thinking": "", "signature": ""}
-        deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"])]
-        deltas.append({"type": "signature_delta", "signature": block["signature"]})
-    else:  # redacted_thinking and anything else arrive whole
-        start, deltas = block, []
-    return [
-        ("content_block_start", {"type": "content_block_start", "index": index, "content_block": start}),
-        *[
-            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
-            for d in deltas
-        ],
-        ("content_block_stop", {"type": "content_block_stop", "index": index}),
-    ]
-
-
-def stream_events(message: dict) -> list[tuple[str, dict]]:
-    """The SSE events (name, data) that stream ``message``."""
-    opening = {
-        **message,
-        "content": [],
-        "stop_reason": None,
-        "usage": {**message["usage"], "output_tokens": 1},
-    }
-    opening.pop("context_management", None)
-    closing: dict = {
-        "type": "message_delta",
-        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-        "usage": {"output_tokens": message["usage"]["output_tokens"]},
-    }
-    if message.get("context_management") is not None:
-        closing["context_management"] = message["context_management"]
-    return [
-        ("message_start", {"type": "message_start", "message": opening}),
-        ("ping", {"type": "ping"}),
-        *[event for i, block in enumerate(message["content"]) for event in _block_events(i, block)],
-        ("message_delta", closing),
-        ("message_stop", {"type": "message_stop"}),
-    ]
-
-
-@dataclass
-class _Answer:
-    """What the handler writes: JSON, an SSE stream, or nothing at all (a hang-up)."""
-
-    status: int
-    payload: Any = None
-    events: list[tuple[str, dict]] | None = None
-    cut_after: int | None = None
-    stream_error: tuple[str, str] | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    hang_up: bool = False
-
-
-def _error_answer(status: int, kind: str, message: str, headers: dict | None = None) -> _Answer:
-    return _Answer(
-        status, {"type": "error", "error": {"type": kind, "message": message}}, headers=headers or {}
-    )
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-        pass
-
-    def do_GET(self) -> None:
-        self._serve()
-
-    def do_POST(self) -> None:
-        self._serve()
-
-    def _serve(self) -> None:
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        path, _, query = self.path.partition("?")
-        headers = {name.lower(): value for name, value in self.headers.items()}
-        answer = self.server.api._answer(self.command, path, query, headers, raw)
-        try:
-            self._write(answer)
-        except OSError:  # the client went away first
-            self.close_connection = True
-
-    def _write(self, answer: _Answer) -> None:
-        if answer.hang_up:
-            self.close_connection = True
-            return
-        request_id = _new_id("req")
-        self.send_response(answer.status)
-        self.send_header("request-id", request_id)
-        for name, value in answer.headers.items():
-            self.send_header(name, value)
-        if answer.events is None:
-            data = json.dumps(answer.payload).encode()
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-            return
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        for n, (name, data) in enumerate(answer.events):
-            if n == answer.cut_after:
-                break
-            self._chunk(f"event: {name}\ndata: {json.dumps(data)}\n\n")
-        if answer.stream_error:
-            kind, message = answer.stream_error
-            error = {"type": "error", "error": {"type": kind, "message": message}}
-            self._chunk(f"event: error\ndata: {json.dumps(error)}\n\n")
-        elif answer.cut_after is not None:
-            # No terminating chunk: to the client this is a connection dropped mid-body.
-            self.close_connection = True
-            return
-        self.wfile.write(b"0\r\n\r\n")
-
-    def _chunk(self, text: str) -> None:
-        data = text.encode()
-        self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    api: FakeAPI
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Clients hanging up on idle keep-alive connections is normal; anything else is worth a traceback.
-        if not isinstance(sys.exc_info()[1], OSError):
-            super().handle_error(request, client_address)
-
-
-# --------------------------------------------------------------------------------------------------
 # The fake itself
 
 
-DEFAULT_MODELS = ("claude-sonnet-4-6", "claude-opus-4-1", "claude-sonnet-4-5", "claude-haiku-4-5")
-
-
-def model_info(id: str, max_input_tokens: int = 200_000, max_tokens: int = 64_000) -> dict:
-    return {
-        "type": "model",
-        "id": id,
-        "display_name": id.replace("-", " ").title(),
-        "created_at": "2025-01-01T00:00:00Z",
-        "lifecycle": "active",
-        "max_input_tokens": max_input_tokens,
-        "max_tokens": max_tokens,
-    }
-
-
-class FakeAPI:
-    """A scripted Messages API server; see the module docstring. Thread-safe."""
+class FakeAPI(ScriptedAPI):
+    """A scripted Messages API server with checks; see the module docstring. Thread-safe."""
 
     def __init__(
         self,
@@ -657,47 +348,17 @@ class FakeAPI:
         cache_min_tokens: int = 0,
         tokenizer: Tokenizer | None = None,
     ) -> None:
-        self.context_window = context_window
-        self.tokenizer = tokenizer
-        self.models: dict[str, dict] = {m["id"]: m for m in models or [model_info(i) for i in DEFAULT_MODELS]}
+        super().__init__(context_window=context_window, models=models, tokenizer=tokenizer)
         self.script: list[Step] = []
         self.routes: list[Route] = []
-        self.requests: list[Request] = []
         self.violations: list[str] = []
         self.cache = PromptCache(cache_min_tokens, tokenizer)
-        self._lock = threading.RLock()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> FakeAPI:
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.api = self
-        # A short poll interval keeps close() (which waits for one poll) from adding 0.5 s per test.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.02,), name="fakeapi", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        return super().start()
 
     def __enter__(self) -> FakeAPI:
         return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None, "FakeAPI is not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
 
     def env(self) -> dict[str, str]:
         """Environment variables that point the SDK at this server."""
@@ -738,7 +399,7 @@ class FakeAPI:
         retry_after: float | None = None,
     ) -> Error:
         """An error answer; 429 and 529 carry a tiny retry-after unless told otherwise."""
-        default_type, default_message = _ERROR_DEFAULTS.get(status, ("api_error", f"Error {status}"))
+        default_type, default_message = ERROR_DEFAULTS.get(status, ("api_error", f"Error {status}"))
         if retry_after is None and status in (429, 529):
             retry_after = 0
         return self.add(Error(status, type or default_type, message or default_message, retry_after))
@@ -791,70 +452,16 @@ class FakeAPI:
         assert self.violations == [], f"FakeAPI violations: {self.violations}"
         self.assert_done()
 
-    # -- answering (called from handler threads) ------------------------------------------------
-
-    def _answer(self, method: str, path: str, query: str, headers: dict[str, str], raw: bytes) -> _Answer:
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw.decode(errors="replace")
-        request = Request(method, path, query, headers, body)
-        with self._lock:
-            self.requests.append(request)
-            outcome = self._guarded(request, self._dispatch)
-        # Callable steps run outside the lock: a slow responder must not hold up concurrent requests.
-        answer = outcome if isinstance(outcome, _Answer) else self._guarded(request, self._render, outcome)
-        request.status = answer.status
-        return answer
-
-    def _guarded(self, request: Request, fn: Callable, *args: Any) -> Any:
-        try:
-            return fn(request, *args)
-        except Exception as exc:  # a broken test script must fail the test, not hang the client
-            return self._refuse(request, 500, "api_error", f"FakeAPI crashed: {exc!r}")
+    # -- the server's hooks (called from handler threads) ----------------------------------------
 
     def _violation(self, request: Request, problem: str) -> None:
         with self._lock:
             number = next(n for n, seen in enumerate(self.requests, 1) if seen is request)
             self.violations.append(f"{request.method} {request.path} (request {number}): {problem}")
 
-    def _refuse(self, request: Request, status: int, kind: str, problem: str) -> _Answer:
-        self._violation(request, problem)
-        return _error_answer(status, kind, problem)
-
-    def _dispatch(self, request: Request) -> _Answer | Step:
-        """An answer, or for /v1/messages the step that will answer (rendered outside the lock)."""
-        if not (request.headers.get("x-api-key") or request.headers.get("authorization")):
-            return self._refuse(request, 401, "authentication_error", "x-api-key header is required")
-        if "anthropic-version" not in request.headers:
-            return self._refuse(request, 400, "invalid_request_error", "anthropic-version header is required")
-        route = (request.method, request.path)
-        if route == ("GET", "/v1/models"):
-            data = list(self.models.values())
-            return _Answer(
-                200,
-                {
-                    "data": data,
-                    "has_more": False,
-                    "first_id": data[0]["id"] if data else None,
-                    "last_id": data[-1]["id"] if data else None,
-                },
-            )
-        if request.method == "GET" and request.path.startswith("/v1/models/"):
-            model = self.models.get(request.path.removeprefix("/v1/models/"))
-            if model is None:
-                return _error_answer(404, "not_found_error", f"model: {request.path.rsplit('/', 1)[1]}")
-            return _Answer(200, model)
-        if route == ("POST", "/v1/messages/count_tokens"):
-            problems = validate(request.body, count_only=True) + self._beta_problems(request)
-            if problems:
-                return self._refuse(request, 400, "invalid_request_error", problems[0])
-            return _Answer(200, {"input_tokens": estimate_tokens(request.body, self.tokenizer)})
-        if route == ("POST", "/v1/messages"):
-            return self._messages(request)
-        return self._refuse(
-            request, 404, "not_found_error", f"no such endpoint: {request.method} {request.path}"
-        )
+    def _problems(self, request: Request, *, count_only: bool) -> list[str]:
+        problems = validate(request.body, count_only=count_only) + self._beta_problems(request)
+        return problems if count_only else problems + self._model_problems(request.body)
 
     def _beta_problems(self, request: Request) -> list[str]:
         betas = request.headers.get("anthropic-beta", "")
@@ -877,21 +484,6 @@ class FakeAPI:
             ]
         return []
 
-    def _messages(self, request: Request) -> _Answer | Step:
-        body = request.body
-        problems = validate(body) + self._beta_problems(request) + self._model_problems(body)
-        if problems:
-            for problem in problems:
-                self._violation(request, problem)
-            return _error_answer(400, "invalid_request_error", problems[0])
-        tokens = estimate_tokens(body, self.tokenizer)
-        if self.context_window is not None and tokens > self.context_window:
-            return PromptTooLong(tokens, self.context_window)
-        step = self._next_step(body)
-        if step is None:
-            return self._refuse(request, 500, "api_error", "unexpected request: the script is empty")
-        return step
-
     def _next_step(self, body: dict) -> Step | None:
         for route in self.routes:
             if not route.spent and route.predicate(body):
@@ -899,59 +491,8 @@ class FakeAPI:
                 return route.responder
         return self.script.pop(0) if self.script else None
 
-    def _render(self, request: Request, step: Step) -> _Answer:
-        body = request.body
-        while callable(step) and not isinstance(step, Reply | Error | PromptTooLong):
-            step = step(body)
-        if isinstance(step, PromptTooLong):
-            actual = step.actual if step.actual is not None else estimate_tokens(body, self.tokenizer)
-            maximum = step.maximum or self.context_window or self._max_input(body)
-            return _error_answer(
-                400, "invalid_request_error", f"prompt is too long: {actual} tokens > {maximum} maximum"
-            )
-        if isinstance(step, Error):
-            headers = (
-                {}
-                if step.retry_after is None
-                else {
-                    "retry-after": str(math.ceil(step.retry_after)),
-                    "retry-after-ms": str(max(1, round(step.retry_after * 1000))),  # the SDK ignores 0
-                }
-            )
-            return _error_answer(step.status, step.type, step.message, headers)
-        if not isinstance(step, Reply):
-            raise TypeError(f"FakeAPI: not a script step: {step!r}")
-        with self._lock:
-            message = self._message(step, body)
-        if not body.get("stream"):
-            return _Answer(200, hang_up=step.drop_after is not None, payload=message)
-        return _Answer(
-            200, events=stream_events(message), cut_after=step.drop_after, stream_error=step.stream_error
-        )
-
-    def _max_input(self, body: dict) -> int:
-        return self.models.get(body.get("model"), {}).get("max_input_tokens", 200_000)
-
-    def _message(self, reply: Reply, body: dict) -> dict:
-        has_tool = any(b.get("type") == "tool_use" for b in reply.content)
-        usage = {
-            **self.cache.account(body),
-            "output_tokens": _output_tokens(reply.content),
-            **(reply.usage or {}),
-        }
-        message = {
-            "id": _new_id("msg"),
-            "type": "message",
-            "role": "assistant",
-            "model": body["model"],
-            "content": reply.content,
-            "stop_reason": reply.stop_reason or ("tool_use" if has_tool else "end_turn"),
-            "stop_sequence": None,
-            "usage": usage,
-        }
-        if reply.context_management is not None:
-            message["context_management"] = reply.context_management
-        return message
+    def _usage(self, body: dict) -> dict:
+        return self.cache.account(body)
 
 
 def _as_reply(reply: Reply | str | None, default: str) -> Reply:

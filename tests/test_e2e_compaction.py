@@ -227,7 +227,8 @@ def test_compaction_hooks_fire_in_print_mode(run_cli, project: Path) -> None:
     paths = make_files(project, 8)
     with FakeAPI() as api:
         script(api, paths)
-        res = run_cli(api, "-p", "Read every file.", env={**ENV, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"})
+        res = run_cli(api, "-p", "Read every file.", "--trust-project",
+                      env={**ENV, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"})
     assert res.code == 0, res.stderr
     sent = [b for _, b in bodies(api)]
     at = next(i for i, b in enumerate(sent) if is_compaction(b))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
+from agent import trust
 from tests.conftest import records, transcripts
 from tests.fakeapi import last_user_text
 
@@ -206,12 +208,20 @@ def test_clear_one_line_errors(run_cli, project):
     assert bad_flag.code != 0
     no_key = run_cli(None, "-p", "hi", env={"ANTHROPIC_API_KEY": ""})
     assert no_key.code == 2 and no_key.stderr.strip().splitlines() == [
-        "compact-agent: No API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment"]
+        "compact-agent: No API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment, "
+        "or try `compact-agent --demo`, which needs none"]
     missing = run_cli(None, "-p", "hi", "--resume", "00000000-0000-4000-8000-000000000000")
     assert missing.code == 1 and len(missing.stderr.strip().splitlines()) == 1
     assert "No session with id" in missing.stderr
     nothing = run_cli(None, "-p", "hi", "--continue")
     assert nothing.code == 1 and "No earlier session" in nothing.stderr
+    # the REPL with no terminal: only the real error, no warning about the terminal first
+    repl_missing = run_cli(None, "--resume", "bogus", stdin="")
+    [line] = repl_missing.stderr.splitlines()
+    assert repl_missing.code == 1 and line.startswith("compact-agent: No session with id bogus (looked in ")
+    mode = run_cli(None, "-p", "hi", "--permission-mode", "yolo")
+    assert mode.code == 2 and mode.stderr == ('compact-agent: --permission-mode must be one of default, '
+                                              'acceptEdits, bypassPermissions, plan (got "yolo")\n')
     (project / ".claude").mkdir()
     (project / ".claude" / "settings.json").write_text("{not json")
     broken = run_cli(None, "-p", "hi")
@@ -247,6 +257,7 @@ def _hook_settings(project: Path, event: str, command: str) -> None:
     claude.mkdir(exist_ok=True)
     (claude / "settings.json").write_text(json.dumps(
         {"hooks": {event: [{"hooks": [{"type": "command", "command": command, "timeout": 10}]}]}}))
+    trust.grant(Path(os.environ["COMPACT_AGENT_HOME"]), project)  # a project's hooks run once it is trusted
 
 
 def test_user_prompt_submit_hook_adds_context_or_blocks(fake_api, run_cli, project):
@@ -276,6 +287,14 @@ def test_pre_tool_use_hook_blocks_a_call(fake_api, run_cli, project):
     assert not (project / "should-not-exist").exists()
 
 
+def test_compact_when_compaction_is_disabled_says_so_once(fake_api, run_cli):
+    fake_api.reply_text("hello")
+    assert run_cli(fake_api, "-p", "hi").code == 0
+    res = run_cli(fake_api, "-p", "/compact", "--continue", env={"DISABLE_COMPACT": "1"})
+    assert res.code == 1 and res.stdout == ""
+    assert res.stderr == "compact-agent: Compaction is disabled (DISABLE_COMPACT is set)\n"
+
+
 def test_summary_and_history_after_a_resume(fake_api, run_cli):
     env = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
     fake_api.reply_text("the answer is 42")
@@ -283,9 +302,13 @@ def test_summary_and_history_after_a_resume(fake_api, run_cli):
     fake_api.reply_text("<analysis>private</analysis><summary>The user asked for the answer: 42.</summary>")
     compacted = run_cli(fake_api, "-p", "/compact", "--continue", env=env)
     assert compacted.code == 0, compacted.stderr
+    # one "a → b": the same on stdout (the command's result), stderr (the event) and in /summary later
+    [figures] = re.findall(r"Compacted · manual · (\S+ → \S+) tokens\n", compacted.stdout)
+    assert f"Compacted · manual · {figures} tokens · " in compacted.stderr
 
     summary = run_cli(fake_api, "-p", "/summary", "--continue", env=env)
     assert summary.code == 0 and "The user asked for the answer: 42." in summary.stdout
+    assert f"(manual · {figures} tokens)" in summary.stdout
     assert "private" not in summary.stdout
     history = run_cli(fake_api, "-p", "/history", "--continue", env=env)
     assert history.code == 0, history.stderr
@@ -328,7 +351,7 @@ def test_settings_env_reaches_bash_but_the_key_does_not(fake_api, run_cli, proje
     (project / ".claude" / "settings.json").write_text(json.dumps({"env": {"PROJECT_FLAVOUR": "mint"}}))
     fake_api.reply_tool("Bash", {"command": "echo flavour=$PROJECT_FLAVOUR key=${ANTHROPIC_API_KEY:-none}"})
     fake_api.reply_text("ok")
-    res = run_cli(fake_api, "-p", "go", "--dangerously-skip-permissions")
+    res = run_cli(fake_api, "-p", "go", "--dangerously-skip-permissions", "--trust-project")
     assert res.code == 0, res.stderr
     out = result_text(tool_results_of(fake_api.message_requests[1].body)[0])
     assert "flavour=mint key=none" in out

@@ -288,7 +288,7 @@ def test_from_settings(project, home, tmp_path):
     (project / ".claude" / "settings.json").write_text(
         '{"permissions": {"deny": ["Read(~/.ssh/**)"], "additionalDirectories": ["../shared"]}}')
     settings = load_settings(cwd=project, environ={"HOME": str(home), "COMPACT_AGENT_HOME": str(agent_home)},
-                             cli={"permission_mode": "acceptEdits"})
+                             cli={"permission_mode": "acceptEdits", "trust_project": True})
     session = settings.project_dir / "abc"
     p = Permissions(settings, session_dir=session)
     assert behavior(p, "Read", file_path=str(home / ".ssh" / "id_ed25519")) == "deny"
@@ -375,6 +375,15 @@ def test_describe(project):
     assert p.describe("Read", {"file_path": "src/a.py"}) == f"Read {target}"
     assert p.describe("Grep", {"pattern": "TODO"}) == f'Grep "TODO" in {project}'
     assert p.describe("Snip", {"ids": ["a1"]}) == "Snip(ids=['a1'])"
+
+
+def test_describe_an_edit_with_the_files_line_numbers(project):
+    target = project / "big.py"
+    target.write_text("".join(f"line {n}\n" for n in range(1, 31)))
+    text = perms(project).describe("Edit", {"file_path": str(target), "old_string": "line 20\n",
+                                            "new_string": "line twenty\n"})
+    assert text.splitlines()[3:] == ["@@ -17,7 +17,7 @@", " line 17", " line 18", " line 19", "-line 20",
+                                     "+line twenty", " line 21", " line 22", " line 23"]
 
 
 def test_describe_caps_long_previews(project):

@@ -120,8 +120,8 @@ def test_help_context_and_an_unknown_command(fake_api, project):
 def test_permission_question_yes_and_no(fake_api, project):
     fake_api.reply_tool("Bash", {"command": "echo hi"})
     fake_api.reply_text("Ran it.")
-    fake_api.reply_tool("Bash", {"command": "rm -rf build", "description": "Remove the build"})
-    fake_api.reply_text("Fine, I left it.")
+    fake_api.reply_tools([("Bash", {"command": "rm -rf build", "description": "Remove the build"}),
+                          ("Bash", {"command": "rm -rf dist"})])
     with repl_for(fake_api, project) as d:
         d.type("say hi\r")
         d.wait_for("Allow?")
@@ -131,7 +131,8 @@ def test_permission_question_yes_and_no(fake_api, project):
         d.type("clean up\r")
         d.wait_for("rm -rf build")
         d.type("n")
-        d.wait_for("Fine, I left it.")
+        d.wait_for("→ No")
+        d.wait_idle()  # a "no" ends the turn: no further model call, the next step is the user's
         d.type("/exit\r")
         assert d.finish() == 0
     # the call's header once, above the question; a box only when it says more than the header
@@ -147,10 +148,33 @@ def test_permission_question_yes_and_no(fake_api, project):
         "  │ # Remove the build │\n"
         "  ╰────────────────────╯\n"
         + question + "  → No\n"
-        "● Fine, I left it.\n"
     )
-    declined = fake_api.message_requests[3].body["messages"][-1]["content"][0]
-    assert declined["is_error"] is True and "declined" in str(declined["content"])
+    assert len(fake_api.message_requests) == 3
+    # both calls of the message are answered (the second never asked), so the next request is valid
+    declined, skipped = d.repl.session.messages[-1].tool_results
+    assert declined["is_error"] and "wait for the user" in str(declined["content"])
+    assert skipped["is_error"] and "not run" in str(skipped["content"]).lower()
+    fake_api.check()
+
+
+def test_a_call_that_would_fail_anyway_fails_before_asking(fake_api, project):
+    (project / "app.py").write_text("x = 1\n")
+    fake_api.reply_tool("Write", {"file_path": str(project / "app.py"), "content": "z\n"})
+    fake_api.reply_tool("Edit", {"file_path": str(project / "app.py"), "old_string": "x = 1", "new_string": "x = 2"})
+    fake_api.reply_tool("Read", {"file_path": str(project / "app.py")})
+    fake_api.reply_tool("Edit", {"file_path": str(project / "app.py"), "old_string": "y = 1", "new_string": "y = 2"})
+    fake_api.reply_text("I could not change it.")
+    with repl_for(fake_api, project) as d:
+        d.type("change it\r")
+        d.wait_for("I could not change it.")
+        d.type("/exit\r")
+        assert d.finish() == 0
+    assert "Allow?" not in d.out  # the Write and Edit of a file not read, and the Edit of text not there
+    shown = " ".join(d.out.split())
+    assert shown.count("has not been read yet") == 2 and "old_string was not found" in shown
+    results = [r.body["messages"][-1]["content"][0] for r in fake_api.message_requests[1:]]
+    assert [r.get("is_error", False) for r in results] == [True, True, False, True]
+    assert (project / "app.py").read_text() == "x = 1\n"
     fake_api.check()
 
 
@@ -209,7 +233,7 @@ def test_warning_bar_after_a_big_turn(fake_api, project):
         d.wait_for("That was a lot.")
         d.wait_idle()
         # 200K window: T = 167,000; 150,010 tokens leave round(16,990 / 167,000 × 100) = 10%
-        assert d.repl._toolbar() == [("class:warning", "10% until auto-compact")]
+        assert d.repl._toolbar() == [("class:warning", "Context left until auto-compact: 10%")]
 
 
 def test_clear_then_resume_by_number(fake_api, project):
@@ -240,8 +264,51 @@ def test_first_prompt_from_the_command_line(fake_api, project):
         d.wait_for("Answering the first prompt.")
         d.type("/exit\r")
         assert d.finish() == 0
-    assert d.out == banner(d.repl, project) + "● Answering the first prompt.\n"
+    assert d.out == banner(d.repl, project) + "> what is here?\n● Answering the first prompt.\n"
     assert last_user_text(fake_api.message_requests[0].body).startswith("what is here?")
+
+
+def test_resume_shows_the_last_exchanges_its_message_count_and_the_whole_cost(fake_api, project):
+    earlier = new_session(fake_api, project)
+    for n in range(1, 5):
+        chat(earlier, f"question {n}", f"answer {n}" + "\nmore" * (6 if n == 4 else 0), tokens=1000)
+    with repl_for(fake_api, project, resume=earlier.session_id) as d:
+        d.type("/cost\r")
+        d.wait_for("Usage:")
+        d.type("/resume\r")
+        d.wait_for("Resume one with")
+        time.sleep(0.2)
+        d.type("\r")  # stay here
+        d.wait_idle()
+        d.type("/exit\r")
+        assert d.finish() == 0
+    out = d.out.removeprefix(banner(d.repl, project))
+    # the last three exchanges, long replies clipped; then the count /resume's list gives too
+    assert out.startswith(
+        "> question 2\n● answer 2\n> question 3\n● answer 3\n> question 4\n● answer 4\n  more\n  more\n  more\n"
+        "  … +3 lines\n"
+        f"Resumed session {earlier.session_id} (8 messages).\n")
+    assert " · 8 messages · question 1 · " in out
+    # four replies of 1,000 input and 30 output tokens each, all recorded before this process
+    assert "Usage: 4,000 input · 120 output · " in out
+    assert fake_api.message_requests == []
+
+
+def test_an_edit_after_a_read_in_the_same_message_is_asked_not_failed_early(fake_api, project):
+    path = str(project / "app.py")
+    (project / "app.py").write_text("x = 1\n")
+    fake_api.reply_tools([("Read", {"file_path": path}),
+                          ("Edit", {"file_path": path, "old_string": "x = 1", "new_string": "x = 2"})])
+    fake_api.reply_text("Changed.")
+    with repl_for(fake_api, project) as d:
+        d.type("read and change it\r")
+        d.wait_for("Allow?")  # the Read runs before the Edit, so the Edit is not refused ahead
+        d.type("y")
+        d.wait_for("Changed.")
+        d.type("/exit\r")
+        assert d.finish() == 0
+    assert (project / "app.py").read_text() == "x = 2\n"
+    fake_api.check()
 
 
 def test_a_resumed_session_shows_its_warning_at_once(fake_api, project):
@@ -253,7 +320,35 @@ def test_a_resumed_session_shows_its_warning_at_once(fake_api, project):
             assert time.monotonic() < deadline, "no warning bar"
             time.sleep(0.02)
         # 150,030 tokens: round((167,000 − 150,030) / 167,000 × 100) = 10
-        assert d.repl._toolbar() == [("class:warning", "10% until auto-compact")]
+        assert d.repl._toolbar() == [("class:warning", "Context left until auto-compact: 10%")]
+
+
+def test_with_auto_compact_off_the_bar_tells_how_close_the_limit_is_and_context_has_no_buffer(fake_api, project):
+    fake_api.reply_text("That was a lot.", usage={"input_tokens": 165_000, "cache_creation_input_tokens": 0,
+                                                  "cache_read_input_tokens": 0, "output_tokens": 10})
+    with repl_for(fake_api, project, DISABLE_AUTO_COMPACT="1") as d:
+        d.type("read everything\r")
+        d.wait_for("That was a lot.")
+        d.wait_idle()
+        # E = 180,000 takes T's place: round((180,000 − 165,010) / 180,000 × 100) = 8
+        assert d.repl._toolbar() == [("class:warning", "Context low (8% remaining) · Run /compact to compact & continue")]
+        d.type("/context\r")
+        d.wait_for("Free space")
+        d.wait_idle()
+    assert "Autocompact buffer" not in d.out and "Messages: " in d.out
+
+
+def test_ctrl_o_shows_the_last_summary_and_keeps_what_was_typed(fake_api, project):
+    fake_api.reply_text("Got the draft.")
+    with repl_for(fake_api, project) as d:
+        d.type("a draft\x0f")
+        d.wait_for("No compaction in this session yet.")
+        d.wait_idle()
+        d.type("\r")  # the draft is back in the input line
+        d.wait_for("Got the draft.")
+        d.type("/exit\r")
+        assert d.finish() == 0
+    assert last_user_text(fake_api.message_requests[0].body).startswith("a draft")
 
 
 def test_slash_completion():

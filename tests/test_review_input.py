@@ -64,7 +64,7 @@ def test_hook_printing_its_environment_does_not_leak_or_crash(fake_api, run_cli,
         '{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "env; echo key=$ANTHROPIC_API_KEY"}]}]}}')
     fake_api.reply_text("hello")
 
-    res = run_cli(fake_api, "-p", "hi", env={"ANTHROPIC_API_KEY": SECRET})
+    res = run_cli(fake_api, "-p", "hi", "--trust-project", env={"ANTHROPIC_API_KEY": SECRET})
 
     assert res.code == 0, res.stderr
     assert res.stdout == "hello\n"
@@ -172,7 +172,6 @@ def test_read_of_a_fifo_fails_at_once_instead_of_hanging(tmp_path):
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["--permission-mode", "bogus", "-p", "hi"], "--permission-mode"),
     (["--max-turns", "0", "-p", "hi"], "--max-turns"),
     (["--max-turns", "many", "-p", "hi"], "--max-turns"),
     (["--output-format", "xml", "-p", "hi"], "--output-format"),

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from agent import trust
 from agent.settings import DEFAULT_MODEL, SettingsError, falsy, load_settings, split_rules, truthy
 
 
@@ -11,6 +12,8 @@ def dirs(tmp_path):
     home, agent_home, project = tmp_path / "home", tmp_path / "agent-home", tmp_path / "project"
     for d in (home, agent_home, project / ".claude"):
         d.mkdir(parents=True)
+    # these tests are about merging, so the project is trusted (tests/test_trust.py is about trust)
+    trust.grant(agent_home, project, confirmed=(trust.confirmation("ANTHROPIC_BASE_URL", "http://project"),))
     return home, agent_home, project
 
 

@@ -157,7 +157,7 @@ def test_reply_warning_compact_context_and_exit(agent_in_tmux, fake_api):
     pane.type("hello, please write a lot")
     pane.wait_for("END-OF-LONG-REPLY")
     # window 60,000: T = 27,000 and the warning starts at 7,000 tokens; the bar sits under the prompt
-    screen = pane.wait_for(r"\d+% until auto-compact", visible=True)
+    screen = pane.wait_for(r"Context left until auto-compact: \d+%", visible=True)
     assert "Reply line 559" in screen
 
     fake_api.reply_text("<analysis>Reviewing.</analysis>\n<summary>The user said hello and got a long reply."

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.claude_code import same_model
-from agent.loader import load_transcript
+from agent.loader import INTERRUPTED_BY_STOP, load_transcript
 from agent.sessions import latest_session, list_sessions
 from agent.transcript import TranscriptWriter
 from core.messages import (
@@ -277,16 +277,34 @@ def test_interrupted_compaction_falls_back_to_the_history(tmp_path):
     assert loaded.messages == [p1, a1] and loaded.boundary is None and loaded.last_uuid == a1.uuid
 
 
-def test_unanswered_tool_call_at_the_end_is_dropped(tmp_path):
+def test_unanswered_tool_calls_mid_history_are_dropped_and_the_last_ones_are_answered(tmp_path):
     path = tmp_path / "s.jsonl"
     p, a, lone = user_prompt("go"), call("t1", "let me look"), call("t2")
     with writer(path) as w:
         w.append_message(p)
         w.append_message(a)  # answered by nothing: its tool_use goes, its text stays
-        w.append_message(lone)  # only a tool_use: the whole message goes
+        w.append_message(lone)  # the leaf: the agent stopped while its call ran
     loaded = load_transcript(path)
-    assert [m.content for m in loaded.messages] == [p.content, [{"type": "text", "text": "let me look"}]]
+    assert [m.content for m in loaded.messages] == [p.content, [{"type": "text", "text": "let me look"}],
+                                                    lone.content]
+    [answer] = loaded.pending  # for the resuming session to record after the leaf
+    assert answer.content == [tool_result_block("t2", INTERRUPTED_BY_STOP, True)]
     assert loaded.last_uuid == lone.uuid  # the writer still continues from the real leaf
+
+
+def test_a_partly_answered_last_response_gets_answers_for_the_rest(tmp_path):
+    path = tmp_path / "s.jsonl"
+    p = user_prompt("go")
+    both = assistant([{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/a"}},
+                      {"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "/b"}}])
+    first = tool_results([tool_result_block("t1", "contents of a")])
+    with writer(path) as w:
+        for m in (p, both, first):
+            w.append_message(m)
+    loaded = load_transcript(path)
+    assert loaded.messages == [p, both, first]
+    assert [m.content for m in loaded.pending] == [[tool_result_block("t2", INTERRUPTED_BY_STOP, True)]]
+    assert tool_pairs_ok(loaded.messages + loaded.pending)
 
 
 def test_orphan_tool_result_and_empty_reply_are_dropped(tmp_path):

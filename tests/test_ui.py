@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 from agent import commands
-from agent.ui import Renderer, complete_blocks, context_grid, warning_of
+from agent.ui import Renderer, complete_blocks, context_grid, numbered_diff, warning_of
 from compact import thresholds
 from core.events import (
     CompactFailed,
@@ -117,7 +117,9 @@ def test_compaction_line_manual_and_auto_with_hook_messages_and_failure():
     assert out == (
         "Compacted · manual · 154k → 18k tokens · 21s\n"
         "  ⎿  PreCompact hook output added to the summary instructions\n"
+        "  ⎿  /summary (or ctrl+o) shows the summary\n"
         "Compacted · auto · 9.5k → 850 tokens · 3s\n"
+        "  ⎿  /summary (or ctrl+o) shows the summary\n"
         "Compaction failed: the summary came back empty\n"
         "Compaction cancelled · the conversation is unchanged\n"
     )
@@ -140,6 +142,7 @@ def test_compaction_line_says_how_much_state_was_attached_and_todos_render_as_a_
         "     ☐ Update the docs\n"
         "Compacted · auto · 170k → 20k tokens · 2s · state: 3 modified files, 5 read, 8 commands, 3 todos, "
         "2 user messages\n"
+        "  ⎿  /summary (or ctrl+o) shows the summary\n"
     )
 
 
@@ -154,8 +157,8 @@ def test_warning_states_at_the_three_thresholds():
     # 200K model: T 167,000; warning from 147,000; error from 157,000; blocking at 177,000
     assert warning_of(None) is None
     assert warning_of(state_at(146_999)) is None
-    assert warning_of(state_at(147_000)) == ("warning", "12% until auto-compact")
-    assert warning_of(state_at(157_000)) == ("error", "6% until auto-compact")
+    assert warning_of(state_at(147_000)) == ("warning", "Context left until auto-compact: 12%")
+    assert warning_of(state_at(157_000)) == ("error", "Context left until auto-compact: 6%")
     assert warning_of(state_at(177_000)) == ("blocking", "Context limit reached · /compact or /clear to continue")
 
 
@@ -219,9 +222,8 @@ def test_permission_question_shows_exactly_what_will_run_and_the_call_does_not_r
     assert buf.getvalue() == (
         "● Edit(/p/app.py)\n"
         "  ╭─────────────╮\n"
-        "  │ @@ -1 +1 @@ │\n"
-        "  │ -x = 1      │\n"
-        "  │ +x = 2      │\n"
+        "  │    1 -x = 1 │\n"
+        "  │    1 +x = 2 │\n"
         "  ╰─────────────╯\n"
         "  Allow? [y]es / [n]o / [a]lways for this session\n"
         "  → Yes\n"
@@ -281,7 +283,8 @@ REPLY_RENDERED = (
     "● Here is the plan: read app.py, then fix it.\n"
     "\n"
     "   • first item\n"
-    "   • second item continues here\n"
+    "   • second item\n"
+    "     continues here\n"
     "\n"
     "    def add(a, b):\n"
     "        return a + b\n"
@@ -304,12 +307,44 @@ def test_markdown_is_rendered_block_by_block_while_it_streams():
         seen.append(buf.getvalue())
     r(MessageRecorded(assistant([{"type": "text", "text": REPLY}])))
     paragraph = "● Here is the plan: read app.py, then fix it.\n"
-    the_list = paragraph + "\n   • first item\n   • second item continues here\n"
-    # the paragraph once its blank line is in; the list once the fence line after it is whole;
-    # the code once its closing fence line is whole; the last line when the message is recorded
-    assert seen == ["", "", "", "", paragraph, paragraph, paragraph, paragraph, the_list, the_list,
+    first_item = paragraph + "\n   • first item\n"
+    the_list = first_item + "   • second item\n     continues here\n"
+    # the paragraph's line once it ends; an item once the next one's line is whole; the list's end once
+    # the fence line after it is whole; the code once its closing fence line is whole; the last line
+    # when the message is recorded
+    assert seen == ["", "", "", paragraph, paragraph, paragraph, first_item, first_item, the_list, the_list,
                     REPLY_RENDERED[:-len("\n  That is all.\n")], REPLY_RENDERED[:-len("\n  That is all.\n")]]
     assert buf.getvalue() == REPLY_RENDERED
+
+
+def test_a_paragraph_streams_line_by_line_and_keeps_its_single_newlines():
+    con, buf = console()
+    r = Renderer(con)
+    seen = []
+    for cut in ["First **line**", " ends here.\nSecond li", "ne.\n", "\nA new paragraph.\n", "- item\n", "\nEnd.\n"]:
+        r(TextDelta(cut))
+        seen.append(buf.getvalue())
+    r(TurnFinished("", "end_turn"))
+    first = "● First line ends here.\n"
+    two = first + "  Second line.\n"
+    three = two + "\n  A new paragraph.\n"
+    # a list item waits for its list to end
+    assert seen == ["", first, two, three, three, three + "   • item\n\n  End.\n"]
+    assert buf.getvalue() == seen[-1]
+
+
+def test_list_items_stream_one_by_one_and_a_fence_inside_an_item_holds_them():
+    con, buf = console()
+    r = Renderer(con)
+    seen = []
+    for cut in ["1. one\n", "2. two\n   more\n", "3. three\n   ```sh\n", "   4. inside the fence\n",
+                "   ```\n", "4. four\n", "\nDone.\n"]:
+        r(TextDelta(cut))
+        seen.append(buf.getvalue())
+    one = "●  1 one\n"
+    two = one + "   2 two\n     more\n"
+    three = two + "   3 three\n       4. inside the fence\n"
+    assert seen == ["", one, two, two, two, three, three + "   4 four\n\n  Done.\n"]
 
 
 def test_markdown_in_one_delta_renders_the_same_and_each_reply_gets_its_bullet():
@@ -361,3 +396,29 @@ def test_complete_blocks_waits_for_whole_lines_and_for_lists_to_end():
     assert complete_blocks(loose) == ([], loose)
     assert complete_blocks(loose + "Done") == ([], loose + "Done")
     assert complete_blocks(loose + "Done\n") == ([loose[:-1]], "Done\n")
+
+
+def test_a_permission_diff_shows_the_files_own_line_numbers():
+    diff = ["@@ -12,3 +12,4 @@", " def add(a, b):", "-    return a - b", "+    # fixed", "+    return a + b",
+            " ", "@@ -40 +41 @@", "-x", "+y", "... (3 more diff lines)"]
+    assert [line for _, line in numbered_diff(diff)] == [
+        "  12  def add(a, b):", "  13 -    return a - b", "  13 +    # fixed", "  14 +    return a + b",
+        "  15  ", "   ⋮", "  40 -x", "  41 +y", "... (3 more diff lines)"]
+    assert [style for style, _ in numbered_diff(diff)][:3] == ["", "red", "green"]
+
+
+def test_an_interrupted_tool_prints_one_line():
+    from agent.tool_exec import INTERRUPTED
+
+    out = render(ToolStarted("t1", "Bash", {"command": "sleep 30"}),
+                 ToolFinished("t1", "Bash", f"{INTERRUPTED}\n\nPartial output:\nstarting", True),
+                 TurnFinished("", "interrupted", "Interrupted by user"))
+    assert out == "● Bash(sleep 30)\n  ⎿  Interrupted by user\n"
+
+
+def test_memory_notes_render_as_markdown_and_their_path_is_never_cut():
+    path = "/home/someone/.compact-agent/projects/-home-someone-work-project/0b6f0c2e/session-memory/summary.md"
+    con, buf = console(width=60)
+    Renderer(con).result(commands.Result(f"Session notes ({path}):\n\n# Current State\nFixing `ui.py`\n"
+                                         "then the tests", markdown=True))
+    assert buf.getvalue() == f"Session notes ({path}):\n\nCurrent State\n\nFixing ui.py\nthen the tests\n"

@@ -3,7 +3,9 @@
 Tool failures are raised as ``ToolError("a sentence saying what to do")``; the runner (tools.runner)
 turns them, and any unexpected exception, into an ``is_error`` tool_result in one place.
 Tools are synchronous; the query loop runs read-only ones concurrently in threads and polls
-``ctx.cancelled`` so Ctrl-C stops long work.
+``ctx.cancelled`` so Ctrl-C stops long work. A tool may also define ``check(args, ctx)``, raising the
+``ToolError`` its ``run`` would raise without changing anything (tools.runner.precheck calls it before
+a permission prompt).
 """
 
 from __future__ import annotations

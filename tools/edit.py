@@ -47,43 +47,49 @@ class EditTool:
         "additionalProperties": False,
     }
 
+    def check(self, args: dict[str, Any], ctx: ToolContext) -> None:
+        """Raise the ToolError ``run`` would raise, changing nothing (asked before a permission prompt)."""
+        _plan(args, ctx)
+
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        result = self._edit(args, ctx)
+        path, updated, position, length, count, created = _plan(args, ctx)
+        result = _finish(path, updated, position, length, ctx, count=count, created=created)
         added, removed = line_delta(args["old_string"], args["new_string"])
-        count = int(result.facts.pop("count", 1))
-        result.facts.update(added=added * count, removed=removed * count)
+        result.facts = {"added": added * count, "removed": removed * count}
         return result
 
-    def _edit(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        path = ctx.resolve(args["file_path"])
-        old, new = args["old_string"], args["new_string"]
-        if old == new:
-            raise ToolError("old_string and new_string are the same, so there is nothing to change.")
-        if not path.exists():
-            return _create(path, old, new, ctx)
-        if path.is_dir():
-            raise ToolError(f"{path} is a directory; give the path of a file to edit.")
-        check_fresh(ctx, path)
-        text = _read_utf8(path)
-        if old == "":
-            if text:
-                raise ToolError(
-                    f"old_string is empty but {path} already has content. Quote the text to replace, "
-                    "or use Write to replace the whole file."
-                )
-            return _finish(path, new, 0, len(new), ctx)
-        if "\r\n" in text:
-            old, new = _to_crlf(old), _to_crlf(new)
-        updated, position = _replace(text, old, new, bool(args.get("replace_all", False)))
-        return _finish(path, updated, position, len(new), ctx, count=text.count(old))
+
+def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str, int, int, int, bool]:
+    """What the edit would write: (path, new text, where the change starts, its length, count, created)."""
+    path = ctx.resolve(args["file_path"])
+    old, new = args["old_string"], args["new_string"]
+    if old == new:
+        raise ToolError("old_string and new_string are the same, so there is nothing to change.")
+    if not path.exists():
+        _create(path, old)
+        return path, new, 0, len(new), 1, True
+    if path.is_dir():
+        raise ToolError(f"{path} is a directory; give the path of a file to edit.")
+    check_fresh(ctx, path)
+    text = _read_utf8(path)
+    if old == "":
+        if text:
+            raise ToolError(
+                f"old_string is empty but {path} already has content. Quote the text to replace, "
+                "or use Write to replace the whole file."
+            )
+        return path, new, 0, len(new), 1, False
+    if "\r\n" in text:
+        old, new = _to_crlf(old), _to_crlf(new)
+    updated, position = _replace(text, old, new, bool(args.get("replace_all", False)))
+    return path, updated, position, len(new), text.count(old), False
 
 
-def _create(path: Path, old: str, new: str, ctx: ToolContext) -> ToolResult:
+def _create(path: Path, old: str) -> None:
     if old != "":
         raise ToolError(
             f"File does not exist: {path}. To create a new file use Write, or Edit with an empty old_string."
         )
-    return _finish(path, new, 0, len(new), ctx, created=True)
 
 
 def _replace(text: str, old: str, new: str, replace_all: bool) -> tuple[str, int]:
@@ -121,8 +127,7 @@ def _finish(
         head = f"Edited {path} ({count} replacement{'s' if count != 1 else ''})."
     snippet = _snippet(text, position, length)
     body = f"{head} The edited region now reads:\n{snippet}" if snippet else head
-    return ToolResult(content=body, summary=f"Edited {path.name}" if not created else f"Created {path.name}",
-                      facts={"count": count})
+    return ToolResult(content=body, summary=f"Edited {path.name}" if not created else f"Created {path.name}")
 
 
 def _snippet(text: str, position: int, length: int) -> str:

@@ -417,6 +417,10 @@ def _edit_preview(tool_name: str, target: Path, args: dict[str, Any]) -> str:
     if tool_name == "Edit":
         old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
         label = " (every occurrence)" if args.get("replace_all") else ""
+        text = _text_of(target)
+        if text is not None and old and old in text:  # the whole file: the hunks carry its line numbers
+            after = text.replace(old, new, -1 if args.get("replace_all") else 1)
+            return _diff(text, after, f"{target.name} before{label}", f"{target.name} after")
         return _diff(old, new, f"{target.name} before{label}", f"{target.name} after")
     content = str(args.get("content", ""))
     try:
@@ -429,6 +433,13 @@ def _edit_preview(tool_name: str, target: Path, args: dict[str, Any]) -> str:
         more = f"\n... ({len(lines) - _PREVIEW_LINES} more lines)" if len(lines) > _PREVIEW_LINES else ""
         return f"(new file, {len(lines)} lines)\n{shown}{more}"
     return _diff(existing, content, f"{target.name} now", f"{target.name} after")
+
+
+def _text_of(target: Path) -> str | None:
+    try:
+        return target.read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n") if target.is_file() else None
+    except OSError:
+        return None
 
 
 def _diff(old: str, new: str, old_label: str, new_label: str) -> str:

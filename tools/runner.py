@@ -3,6 +3,7 @@
 ``run_tool`` validates the model's arguments against the tool's JSON schema (the small subset our
 schemas use), runs the tool, and turns ``ToolError`` and any unexpected exception into a
 ``ToolResult(is_error=True)`` whose text tells the model what went wrong. It never raises.
+``precheck`` finds the failures a tool can tell before running (its optional ``check``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,26 @@ def run_tool(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
         message = f"Tool {tool.name} failed: {type(exc).__name__}: {exc}"
         return ToolResult(content=message, is_error=True, summary=_first_line(message))
     return _never_empty(result, tool.name)
+
+
+def precheck(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult | None:
+    """The error a call would end in anyway, found without running it; None when it may go ahead.
+
+    Asked before a permission prompt, so nobody approves a change that cannot happen. Tools that can
+    tell cheaply define ``check(args, ctx)`` raising the ``ToolError`` their ``run`` would raise.
+    """
+    problem = validate(args, tool.input_schema)
+    if problem:
+        return ToolResult(content=f"Invalid input for {tool.name}: {problem}", is_error=True, summary="invalid input")
+    check = getattr(tool, "check", None)
+    if check is None:
+        return None
+    try:
+        check(args, ctx)
+    except ToolError as exc:
+        message = str(exc) or f"{tool.name} failed."
+        return ToolResult(content=message, is_error=True, summary=_first_line(message))
+    return None
 
 
 def _never_empty(result: ToolResult, name: str) -> ToolResult:

@@ -33,16 +33,20 @@ class WriteTool:
         "additionalProperties": False,
     }
 
+    def check(self, args: dict[str, Any], ctx: ToolContext) -> None:
+        """Raise the ToolError ``run`` would raise, changing nothing (asked before a permission prompt)."""
+        path = ctx.resolve(args["file_path"])
+        if path.is_dir():
+            raise ToolError(f"{path} is a directory; give the path of a file to write.")
+        if path.exists():
+            check_fresh(ctx, path)
+
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = ctx.resolve(args["file_path"])
         content: str = args["content"]
-        if path.is_dir():
-            raise ToolError(f"{path} is a directory; give the path of a file to write.")
         existed = path.exists()
-        before = ""
-        if existed:
-            check_fresh(ctx, path)
-            before = path.read_text(encoding="utf-8", errors="replace")
+        self.check(args, ctx)
+        before = path.read_text(encoding="utf-8", errors="replace") if existed else ""
         write_text(path, content)
         record_read(ctx, path)
         lines = count_lines(content)

@@ -1,0 +1,83 @@
+"""The demo's hands on the REPL: it narrates, fills the input line, and under --auto presses the keys.
+
+The REPL asks a driver two things (agent/repl.py, ``driver=``):
+
+- ``prompt_args(repl)`` before each prompt: extra arguments for prompt_toolkit's ``prompt()``. The
+  driver prints the next beat's narration and puts its line in the input (``default=``); with --auto
+  it also submits it after a short pause (``pre_run=``), exactly as Enter does.
+- ``answer(tool, args)`` when a permission question is on screen: "yes" under --auto (after a pause, so
+  the question can be read), else None and the user answers.
+
+If the user sends something other than the offered line, the same beat is offered again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from agent.demo.story import Beat, Story
+
+MARK = "demo ▸ "
+
+
+class Driver:
+    def __init__(self, story: Story, intro: list[str], outro: list[str], *, auto: bool, pause: float) -> None:
+        self.story = story
+        self.intro, self.outro = intro, outro
+        self.auto, self.pause = auto, pause
+        self.next = 0  # the beat to offer
+        self._narrated = -1  # the last beat whose narration was printed (a beat offered again is not)
+        self.offered: str | None = None
+        self._started = False
+        self._ended = False
+
+    def prompt_args(self, repl: Any) -> dict[str, Any]:
+        say = repl.renderer.line
+        if not self._started:
+            self._started = True
+            for line in self.intro:
+                say(MARK + line, "dim")
+        if self.offered is not None and _last_entry(repl) == self.offered:
+            self.next += 1
+        self.offered = None
+        if self.next >= len(self.story.beats):
+            return self._end(repl, say)
+        beat: Beat = self.story.beats[self.next]
+        if self._narrated != self.next:
+            self._narrated = self.next
+            say(MARK + beat.say, "dim")
+        self.offered = beat.line
+        if beat.is_prompt:
+            self.story.offered = beat
+        return self._type(repl, beat.line)
+
+    def answer(self, tool: str, args: dict[str, Any]) -> str | None:
+        if not self.auto:
+            return None
+        threading.Event().wait(self.pause)
+        return "yes"
+
+    def _end(self, repl: Any, say: Any) -> dict[str, Any]:
+        if not self._ended:
+            self._ended = True
+            for line in self.outro:
+                say(MARK + line, "dim")
+        return self._type(repl, "/exit") if self.auto else {}
+
+    def _type(self, repl: Any, line: str) -> dict[str, Any]:
+        if not self.auto:
+            return {"default": line}
+
+        def submit() -> None:
+            app = repl.prompt.app
+            if app.is_running and not app.is_done:
+                app.current_buffer.validate_and_handle()  # what Enter does
+
+        return {"default": line, "pre_run": lambda: asyncio.get_running_loop().call_later(self.pause, submit)}
+
+
+def _last_entry(repl: Any) -> str | None:
+    strings = repl.prompt.history.get_strings()
+    return strings[-1] if strings else None

@@ -1,0 +1,614 @@
+"""A Messages API server on 127.0.0.1 whose model is a script: the demo's model, and the tests' fake.
+
+The official SDK talks to it unchanged (``ANTHROPIC_BASE_URL`` = ``api.url``, any API key). Endpoints:
+``POST /v1/messages`` (JSON, or SSE when ``"stream": true``), ``POST /v1/messages/count_tokens``,
+``GET /v1/models`` and ``GET /v1/models/{id}``.
+
+What the model says is a *step*, asked of ``respond(body)`` for every ``POST /v1/messages``: a ``Reply``
+(text, thinking, tool calls; optionally cut after N stream events or turned into an SSE error), an
+``Error`` (any status; 429 / 529 with a retry-after), ``PromptTooLong``, or a callable that makes one
+from the body. It runs outside the server's lock, so a slow step does not hold up other requests. A
+request larger than ``context_window`` (when set) is answered prompt-too-long without asking.
+
+Token counts (``estimate_tokens``): each tool, system block and message content block is serialised as
+compact JSON with sorted keys, ``cache_control`` and null fields removed, tagged with its role and
+message index; the count is ceil(total characters / 4). Deterministic, so a caller can compute it for a
+body; ``tokenizer=`` replaces it with a per-block tokenizer.
+
+Streams: ``message_start``, ``ping``, then per block ``content_block_start`` / deltas /
+``content_block_stop``, then ``message_delta`` and ``message_stop``. Text arrives in three pieces per
+block, or in pieces of about ``chunk`` characters with ``pace`` seconds between deltas (the demo).
+``Reply.raw_tool`` streams a tool input's JSON text as given (invalid JSON, a lone surrogate escape), and
+``Error(headers=...)`` sends headers of the caller's choosing (a ``retry-after`` alone, ``x-should-retry``).
+
+Subclasses add checks through four hooks: ``_problems`` (what the real API would refuse with a 400),
+``_violation`` (called for each refusal), ``_next_step`` (where steps come from) and ``_usage``
+(the usage split). tests/fakeapi.py's ``FakeAPI`` is one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# --------------------------------------------------------------------------------------------------
+# Content blocks and request helpers
+
+_ids = itertools.count(1)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_fake{next(_ids):06d}"
+
+
+def text_block(text: str) -> dict:
+    return {"type": "text", "text": text}
+
+
+def tool_use_block(name: str, input: dict, id: str | None = None) -> dict:
+    return {"type": "tool_use", "id": id or new_id("toolu"), "name": name, "input": input}
+
+
+def thinking_block(thinking: str, signature: str = "fake-signature") -> dict:
+    return {"type": "thinking", "thinking": thinking, "signature": signature}
+
+
+def blocks_of(content: Any) -> list[dict]:
+    if isinstance(content, str):
+        return [text_block(content)]
+    return list(content or [])
+
+
+def _texts(content: Any, *, deep: bool) -> Iterator[str]:
+    """Text of a content value; ``deep`` also yields tool inputs, tool results and thinking."""
+    for block in blocks_of(content):
+        kind = block.get("type")
+        if kind == "text":
+            yield block.get("text", "")
+        elif deep and kind == "tool_result":
+            yield from _texts(block.get("content"), deep=True)
+        elif deep and kind == "tool_use":
+            yield json.dumps(block.get("input"))
+        elif deep and kind == "thinking":
+            yield block.get("thinking", "")
+
+
+def last_user_text(body: dict) -> str:
+    """The text blocks of the last user message, joined by newlines ("" when there is none)."""
+    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+    return "\n".join(_texts(users[-1].get("content"), deep=False)) if users else ""
+
+
+def request_text(body: dict) -> str:
+    """Everything textual in a request: system, texts, tool inputs and results, thinking."""
+    parts = list(_texts(body.get("system"), deep=True))
+    for message in body.get("messages") or []:
+        parts.extend(_texts(message.get("content"), deep=True))
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------------------------------
+# Steps
+
+
+@dataclass
+class Reply:
+    """An assistant message. ``stop_reason`` None means "tool_use" if it calls a tool, else "end_turn"."""
+
+    content: list[dict]
+    stop_reason: str | None = None
+    usage: dict | None = None  # merged over the computed usage
+    context_management: dict | None = None  # e.g. {"applied_edits": [...]}
+    drop_after: int | None = None  # SSE events sent before the connection is cut
+    stream_error: tuple[str, str] | None = None  # (type, message) sent as an SSE error at drop_after
+    raw_inputs: dict[str, str] | None = None  # tool_use id -> the input_json_delta text streamed, as is
+
+    @classmethod
+    def raw_tool(cls, name: str, raw_json: str, *, id: str | None = None, **kw: Any) -> Reply:
+        """A tool call whose streamed input is ``raw_json`` verbatim (invalid JSON, say)."""
+        block = tool_use_block(name, {}, id)
+        return cls([block], raw_inputs={block["id"]: raw_json}, **kw)
+
+    @classmethod
+    def text(cls, text: str, *, thinking: str | None = None, **kw: Any) -> Reply:
+        return cls([*_thinking(thinking), text_block(text)], **kw)
+
+    @classmethod
+    def tool(
+        cls, name: str, input: dict, *, id: str | None = None, text: str | None = None, **kw: Any
+    ) -> Reply:
+        return cls.tools([(name, input, id)], text=text, **kw)
+
+    @classmethod
+    def tools(
+        cls, calls: list[tuple], *, text: str | None = None, thinking: str | None = None, **kw: Any
+    ) -> Reply:
+        """Parallel tool calls; each call is ``(name, input)`` or ``(name, input, id)``."""
+        uses = [tool_use_block(*call) for call in calls]
+        return cls([*_thinking(thinking), *([text_block(text)] if text else []), *uses], **kw)
+
+
+def _thinking(thinking: str | None) -> list[dict]:
+    return [thinking_block(thinking)] if thinking else []
+
+
+@dataclass
+class Error:
+    status: int
+    type: str
+    message: str
+    retry_after: float | None = None  # seconds; sent as retry-after and retry-after-ms
+    headers: dict[str, str] | None = None  # sent as well (e.g. only a retry-after)
+
+
+@dataclass
+class PromptTooLong:
+    """400 "prompt is too long: A tokens > B maximum"; A defaults to the estimate, B to the window."""
+
+    actual: int | None = None
+    maximum: int | None = None
+
+
+Step = Reply | Error | PromptTooLong | Callable[[dict], Any]
+
+ERROR_DEFAULTS = {
+    400: ("invalid_request_error", "Invalid request"),
+    401: ("authentication_error", "invalid x-api-key"),
+    403: ("permission_error", "Permission denied"),
+    404: ("not_found_error", "Not found"),
+    413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+    429: ("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
+    500: ("api_error", "Internal server error"),
+    529: ("overloaded_error", "Overloaded"),
+}
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]  # lower-cased names
+    body: Any
+    status: int | None = None  # status of the answer given
+
+
+# --------------------------------------------------------------------------------------------------
+# Token estimate
+
+
+def clean(value: Any) -> Any:
+    """A block as the count sees it: no ``cache_control``, no null fields."""
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items() if k != "cache_control" and v is not None}
+    if isinstance(value, list):
+        return [clean(v) for v in value]
+    return value
+
+
+def tagged_blocks(body: dict) -> list[tuple[list, Any]]:
+    """Every tool, system block and message block, in the API's order, tagged with where it is."""
+    tagged: list[tuple[list, Any]] = [(["tool"], tool) for tool in body.get("tools") or []]
+    tagged += [(["system"], block) for block in blocks_of(body.get("system"))]
+    for index, message in enumerate(body.get("messages") or []):
+        tagged += [([message.get("role"), index], block) for block in blocks_of(message.get("content"))]
+    return tagged
+
+
+def units(body: dict) -> list[tuple[str, bool]]:
+    """(canonical text, carries a cache breakpoint) for every cacheable block, in cache order."""
+    return [
+        (
+            json.dumps([*tag, clean(block)], separators=(",", ":"), sort_keys=True, ensure_ascii=False),
+            isinstance(block, dict) and block.get("cache_control") is not None,
+        )
+        for tag, block in tagged_blocks(body)
+    ]
+
+
+# a server's own tokenizer: the tokens of one block (a tool definition, a system or content block)
+Tokenizer = Callable[[Any], int]
+
+
+def tokens_of_chars(chars: int) -> int:
+    return math.ceil(chars / 4)
+
+
+def estimate_tokens(body: dict, tokenizer: Tokenizer | None = None) -> int:
+    """The server's input-token count for a request (see the module docstring), or ``tokenizer``'s."""
+    if tokenizer is not None:
+        return sum(tokenizer(clean(block)) for _, block in tagged_blocks(body))
+    return tokens_of_chars(sum(len(text) for text, _ in units(body)))
+
+
+# --------------------------------------------------------------------------------------------------
+# Wire format
+
+
+def _output_tokens(content: list[dict]) -> int:
+    chars = sum(len(b.get("text") or b.get("thinking") or json.dumps(b.get("input", ""))) for b in content)
+    return max(1, tokens_of_chars(chars))
+
+
+def _pieces(text: str, parts: int = 3) -> list[str]:
+    size = max(1, math.ceil(len(text) / parts))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _block_events(index: int, block: dict, raw_inputs: dict[str, str] | None = None,
+                  chunk: int | None = None) -> list[tuple[str, dict]]:
+    kind = block["type"]
+    if kind == "text":
+        parts = max(3, math.ceil(len(block["text"]) / chunk)) if chunk else 3
+        start, deltas = text_block(""), [{"type": "text_delta", "text": p} for p in _pieces(block["text"], parts)]
+    elif kind == "tool_use":
+        start = {**block, "input": {}}
+        raw = (raw_inputs or {}).get(block["id"])
+        deltas = [
+            {"type": "input_json_delta", "partial_json": p}
+            for p in _pieces(raw if raw is not None else json.dumps(block["input"]))
+        ]
+    elif kind == "thinking":
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"])]
+        deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    else:  # redacted_thinking and anything else arrive whole
+        start, deltas = block, []
+    return [
+        ("content_block_start", {"type": "content_block_start", "index": index, "content_block": start}),
+        *[
+            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+            for d in deltas
+        ],
+        ("content_block_stop", {"type": "content_block_stop", "index": index}),
+    ]
+
+
+def stream_events(message: dict, raw_inputs: dict[str, str] | None = None,
+                  chunk: int | None = None) -> list[tuple[str, dict]]:
+    """The SSE events (name, data) that stream ``message`` (tool inputs in ``raw_inputs`` as given, text
+    in pieces of about ``chunk`` characters)."""
+    opening = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "usage": {**message["usage"], "output_tokens": 1},
+    }
+    opening.pop("context_management", None)
+    closing: dict = {
+        "type": "message_delta",
+        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+        "usage": {"output_tokens": message["usage"]["output_tokens"]},
+    }
+    if message.get("context_management") is not None:
+        closing["context_management"] = message["context_management"]
+    return [
+        ("message_start", {"type": "message_start", "message": opening}),
+        ("ping", {"type": "ping"}),
+        *[event for i, block in enumerate(message["content"])
+          for event in _block_events(i, block, raw_inputs, chunk)],
+        ("message_delta", closing),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+
+
+@dataclass
+class Answer:
+    """What the handler writes: JSON, an SSE stream, or nothing at all (a hang-up)."""
+
+    status: int
+    payload: Any = None
+    events: Iterable[tuple[str, dict]] | None = None
+    cut_after: int | None = None
+    stream_error: tuple[str, str] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    hang_up: bool = False
+    pace: float = 0.0  # seconds before each content delta but the first of a stream
+
+
+def error_answer(status: int, kind: str, message: str, headers: dict | None = None) -> Answer:
+    return Answer(
+        status, {"type": "error", "error": {"type": kind, "message": message}}, headers=headers or {}
+    )
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # no access log on the terminal
+        pass
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def _serve(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        path, _, query = self.path.partition("?")
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        answer = self.server.api._answer(self.command, path, query, headers, raw)
+        try:
+            self._write(answer)
+        except OSError:  # the client went away first
+            self.close_connection = True
+
+    def _write(self, answer: Answer) -> None:
+        if answer.hang_up:
+            self.close_connection = True
+            return
+        request_id = new_id("req")
+        self.send_response(answer.status)
+        self.send_header("request-id", request_id)
+        for name, value in answer.headers.items():
+            self.send_header(name, value)
+        if answer.events is None:
+            data = json.dumps(answer.payload).encode()
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        deltas = 0
+        for n, (name, event) in enumerate(answer.events):
+            if n == answer.cut_after:
+                break
+            if name == "content_block_delta" and answer.pace:
+                deltas += 1
+                if deltas > 1:
+                    threading.Event().wait(answer.pace)
+            self._chunk(f"event: {name}\ndata: {json.dumps(event)}\n\n")
+        if answer.stream_error:
+            kind, message = answer.stream_error
+            error = {"type": "error", "error": {"type": kind, "message": message}}
+            self._chunk(f"event: error\ndata: {json.dumps(error)}\n\n")
+        elif answer.cut_after is not None:
+            # No terminating chunk: to the client this is a connection dropped mid-body.
+            self.close_connection = True
+            return
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _chunk(self, text: str) -> None:
+        data = text.encode()
+        self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    api: ScriptedAPI
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients hanging up on idle keep-alive connections is normal; anything else is worth a traceback.
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
+# --------------------------------------------------------------------------------------------------
+# The server
+
+
+DEFAULT_MODELS = ("claude-sonnet-4-6", "claude-opus-4-1", "claude-sonnet-4-5", "claude-haiku-4-5")
+
+
+def model_info(id: str, max_input_tokens: int = 200_000, max_tokens: int = 64_000) -> dict:
+    return {
+        "type": "model",
+        "id": id,
+        "display_name": id.replace("-", " ").title(),
+        "created_at": "2025-01-01T00:00:00Z",
+        "lifecycle": "active",
+        "max_input_tokens": max_input_tokens,
+        "max_tokens": max_tokens,
+    }
+
+
+class ScriptedAPI:
+    """A Messages API server whose replies come from ``respond(body)``; see the module docstring."""
+
+    def __init__(
+        self,
+        respond: Callable[[dict], Step | None] | None = None,
+        *,
+        context_window: int | None = None,
+        models: list[dict] | None = None,
+        tokenizer: Tokenizer | None = None,
+        chunk: int | None = None,
+        pace: float = 0.0,
+    ) -> None:
+        self.respond = respond
+        self.context_window = context_window
+        self.tokenizer = tokenizer
+        self.chunk, self.pace = chunk, pace
+        self.models: dict[str, dict] = {m["id"]: m for m in models or [model_info(i) for i in DEFAULT_MODELS]}
+        self.requests: list[Request] = []
+        self._lock = threading.RLock()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> Any:
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.api = self
+        # A short poll interval keeps close() (which waits for one poll) from adding 0.5 s per test.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.02,), name="scripted-api", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "the server is not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    # -- hooks for subclasses ----------------------------------------------------------------------
+
+    def _problems(self, request: Request, *, count_only: bool) -> list[str]:
+        """Why the real API would refuse this request with a 400 (nothing, here)."""
+        return []
+
+    def _violation(self, request: Request, problem: str) -> None:
+        """Called for every refused request (a test's fake records them)."""
+
+    def _next_step(self, body: dict) -> Step | None:
+        return self.respond(body) if self.respond is not None else None
+
+    def _usage(self, body: dict) -> dict:
+        return {
+            "input_tokens": estimate_tokens(body, self.tokenizer),
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        }
+
+    # -- answering (called from handler threads) ------------------------------------------------
+
+    def _answer(self, method: str, path: str, query: str, headers: dict[str, str], raw: bytes) -> Answer:
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode(errors="replace")
+        request = Request(method, path, query, headers, body)
+        with self._lock:
+            self.requests.append(request)
+            outcome = self._guarded(request, self._dispatch)
+        # Callable steps run outside the lock: a slow responder must not hold up concurrent requests.
+        answer = outcome if isinstance(outcome, Answer) else self._guarded(request, self._render, outcome)
+        request.status = answer.status
+        return answer
+
+    def _guarded(self, request: Request, fn: Callable, *args: Any) -> Any:
+        try:
+            return fn(request, *args)
+        except Exception as exc:  # a broken script must show as an error, not hang the client
+            return self._refuse(request, 500, "api_error", f"{type(self).__name__} crashed: {exc!r}")
+
+    def _refuse(self, request: Request, status: int, kind: str, problem: str) -> Answer:
+        self._violation(request, problem)
+        return error_answer(status, kind, problem)
+
+    def _dispatch(self, request: Request) -> Answer | Step:
+        """An answer, or for /v1/messages the step that will answer (rendered outside the lock)."""
+        if not (request.headers.get("x-api-key") or request.headers.get("authorization")):
+            return self._refuse(request, 401, "authentication_error", "x-api-key header is required")
+        if "anthropic-version" not in request.headers:
+            return self._refuse(request, 400, "invalid_request_error", "anthropic-version header is required")
+        route = (request.method, request.path)
+        if route == ("GET", "/v1/models"):
+            data = list(self.models.values())
+            return Answer(
+                200,
+                {
+                    "data": data,
+                    "has_more": False,
+                    "first_id": data[0]["id"] if data else None,
+                    "last_id": data[-1]["id"] if data else None,
+                },
+            )
+        if request.method == "GET" and request.path.startswith("/v1/models/"):
+            model = self.models.get(request.path.removeprefix("/v1/models/"))
+            if model is None:
+                return error_answer(404, "not_found_error", f"model: {request.path.rsplit('/', 1)[1]}")
+            return Answer(200, model)
+        if route == ("POST", "/v1/messages/count_tokens"):
+            problems = self._problems(request, count_only=True)
+            if problems:
+                return self._refuse(request, 400, "invalid_request_error", problems[0])
+            return Answer(200, {"input_tokens": estimate_tokens(request.body, self.tokenizer)})
+        if route == ("POST", "/v1/messages"):
+            return self._messages(request)
+        return self._refuse(
+            request, 404, "not_found_error", f"no such endpoint: {request.method} {request.path}"
+        )
+
+    def _messages(self, request: Request) -> Answer | Step:
+        body = request.body
+        problems = self._problems(request, count_only=False)
+        if problems:
+            for problem in problems:
+                self._violation(request, problem)
+            return error_answer(400, "invalid_request_error", problems[0])
+        tokens = estimate_tokens(body, self.tokenizer)
+        if self.context_window is not None and tokens > self.context_window:
+            return PromptTooLong(tokens, self.context_window)
+        step = self._next_step(body)
+        if step is None:
+            return self._refuse(request, 500, "api_error", "unexpected request: the script is empty")
+        return step
+
+    def _render(self, request: Request, step: Step) -> Answer:
+        body = request.body
+        while callable(step) and not isinstance(step, Reply | Error | PromptTooLong):
+            step = step(body)
+        if isinstance(step, PromptTooLong):
+            actual = step.actual if step.actual is not None else estimate_tokens(body, self.tokenizer)
+            maximum = step.maximum or self.context_window or self._max_input(body)
+            return error_answer(
+                400, "invalid_request_error", f"prompt is too long: {actual} tokens > {maximum} maximum"
+            )
+        if isinstance(step, Error):
+            headers = (
+                {}
+                if step.retry_after is None
+                else {
+                    "retry-after": str(math.ceil(step.retry_after)),
+                    "retry-after-ms": str(max(1, round(step.retry_after * 1000))),  # the SDK ignores 0
+                }
+            )
+            return error_answer(step.status, step.type, step.message, {**headers, **(step.headers or {})})
+        if not isinstance(step, Reply):
+            raise TypeError(f"not a script step: {step!r}")
+        with self._lock:
+            message = self._message(step, body)
+        if not body.get("stream"):
+            return Answer(200, hang_up=step.drop_after is not None, payload=message)
+        return Answer(200, events=stream_events(message, step.raw_inputs, self.chunk), cut_after=step.drop_after,
+                      stream_error=step.stream_error, pace=self.pace)
+
+    def _max_input(self, body: dict) -> int:
+        return self.models.get(str(body.get("model")), {}).get("max_input_tokens", 200_000)
+
+    def _message(self, reply: Reply, body: dict) -> dict:
+        has_tool = any(b.get("type") == "tool_use" for b in reply.content)
+        usage = {**self._usage(body), "output_tokens": _output_tokens(reply.content), **(reply.usage or {})}
+        message = {
+            "id": new_id("msg"),
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": reply.content,
+            "stop_reason": reply.stop_reason or ("tool_use" if has_tool else "end_turn"),
+            "stop_sequence": None,
+            "usage": usage,
+        }
+        if reply.context_management is not None:
+            message["context_management"] = reply.context_management
+        return message

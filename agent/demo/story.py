@@ -1,0 +1,292 @@
+"""The demo's story and its scripted model.
+
+A story is a list of ``Beat``s. Each is one line typed at the prompt (a prompt for the model, or a slash
+command) and one narration line saying what is about to happen and why. A prompt's beat also holds the
+model's replies, one per request of that turn, each made from the request body (so a reply can quote
+what a tool really returned, such as the path a large output was saved to).
+
+``Story.respond`` is the model the scripted server runs: a function from a request body to a reply,
+stateful by which beat of the story it is at::
+
+    summary request (tool_choice none + the <summary> instruction)  → a summary of the beats so far
+    last user message is a beat's prompt                             → that beat's first reply
+    tool results, or the summary after a compaction                  → the current beat's next reply
+    a tool call failed (a "no" to a permission question, say)        → the model stops and says why
+    anything else                                                    → "I can only play the story"
+
+Off-script moments are kept in ``problems`` (``--demo --auto`` exits 1 when there are any).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.demo.project import YEARS, YearFacts
+from agent.demo.server import Reply, Step, last_user_text
+
+ReplyFn = Callable[[dict], Reply]
+ID_TAG = re.compile(r"\s*\[id:[^\]]*\]\s*$")
+SAVED_TO = re.compile(r"Full output saved to: (\S+)")
+OUT_OF_STORY = ("I'm the demo's scripted model, so I only know the story: press Enter to send the prompt "
+                "the demo suggests, or type /exit. With an API key, `compact-agent` talks to a real model.")
+
+
+@dataclass
+class Beat:
+    say: str  # narration: what happens next, and why
+    line: str  # typed at the prompt: a prompt for the model, or a slash command
+    replies: list[ReplyFn] = field(default_factory=list)
+    done: str = ""  # what the summary says about this beat once it is played
+    fix: bool = False  # the beat that fixes the bug
+    refunds: bool = False  # a beat about the orders (what the refund team needs)
+
+    @property
+    def is_prompt(self) -> bool:
+        return not self.line.startswith("/")
+
+
+class Story:
+    def __init__(self, beats: list[Beat], *, latency: float = 0.0, summary_latency: float = 0.0) -> None:
+        self.beats = beats
+        self.latency, self.summary_latency = latency, summary_latency
+        self.current: Beat | None = None
+        self.index = 0  # the current beat's next reply
+        self.offered: Beat | None = None  # the prompt the driver last put in the input line
+        self.started: list[Beat] = []  # prompts the model has answered, in order
+        self.played: list[Beat] = []  # beats whose replies all went out
+        self.problems: list[str] = []
+        self._lock = threading.Lock()
+
+    def respond(self, body: dict) -> Step:
+        """The scripted model: the reply to one /v1/messages request."""
+        if is_summary_request(body):
+            threading.Event().wait(self.summary_latency)  # long enough to see "Compacting conversation…"
+            return Reply.text(self.summary(instructions_of(body)))
+        threading.Event().wait(self.latency)
+        with self._lock:
+            return self._next(body)
+
+    def _next(self, body: dict) -> Reply:
+        typed = typed_prompt(body)
+        beat = next((b for b in self.beats if b.is_prompt and b.line == typed), None)
+        failed = failed_result(body)
+        if beat is not None:
+            self._start(beat)
+        elif failed is not None:
+            self.problems.append(f"a tool call failed: {failed}")
+            self.index = len(self.current.replies) if self.current else 0
+            first = (failed.splitlines() or ["no reason given"])[0]
+            return Reply.text(f"That call did not go through ({first}), so I'll stop here. "
+                              "Tell me how you would like to go on.")
+        elif typed is not None:
+            self.problems.append(f"a prompt the story does not know: {typed!r}")
+            return Reply.text(OUT_OF_STORY)
+        elif not self._has_more() and self.offered is not None and self.offered not in self.played:
+            # the compaction that ran before this request summarised the prompt away
+            self._start(self.offered)
+        if not self._has_more():
+            self.problems.append("a request after the story's replies ran out")
+            return Reply.text(OUT_OF_STORY)
+        assert self.current is not None
+        reply = self.current.replies[self.index](body)
+        self.index += 1
+        if self.index == len(self.current.replies) and self.current not in self.played:
+            self.played.append(self.current)
+        return reply
+
+    def _start(self, beat: Beat) -> None:
+        self.current, self.index = beat, 0
+        self.started.append(beat)
+
+    def _has_more(self) -> bool:
+        return self.current is not None and self.index < len(self.current.replies)
+
+    def summary(self, instructions: str) -> str:
+        """What the scripted model writes when asked to summarise: the beats played so far.
+
+        Instructions steer it as they would a real model: here they keep only the order findings.
+        """
+        done = [b.done for b in self.played if b.done and (not instructions or b.refunds)]
+        asked = [b.line for b in self.started]
+        current = self.current.line if self._has_more() and self.current else ""
+        fixed = any(b.fix for b in self.played)
+        parts = ["<analysis>The user is fixing a pricing bug in a toy shop and measuring what it cost "
+                 "customers.</analysis>", "<summary>"]
+        if instructions:
+            parts.append(f"(Written as asked: {instructions}.)\n")
+        parts += [
+            "1. Primary Request and Intent: find why tinyshop's tests fail, fix it, check the fix under load, "
+            "and work out which past orders the bug overcharged and what to refund.",
+            "2. Key Technical Concepts: Python, unittest, percentage discounts, money rounded to cents.",
+            "3. Files and Code Sections:",
+            *[f"   - {line}" for line in done or ["none yet"]],
+            "4. Errors and fixes: " + ("tests/test_pricing.py failed (190.0 != 180.0) until apply_discount "
+                                      "was fixed." if fixed else "none yet."),
+            "5. Problem Solving: " + ("every order with a coupon and a subtotal over 100.00 was overcharged."
+                                     if any(b.refunds for b in self.played) else "under way."),
+            "6. All user messages:",
+            *[f"   - {line}" for line in asked or ["none yet"]],
+            f"7. Pending Tasks: {current or 'none'}",
+            f"8. Current Work: {'answering the request above' if current else 'the last request was answered'}.",
+            "9. Optional Next Step: " + (f'carry on with "{current}"' if current else ""),
+            "</summary>",
+        ]
+        return "\n".join(parts)
+
+
+# --- reading requests -------------------------------------------------------------------------------
+
+
+def is_summary_request(body: dict) -> bool:
+    return (body.get("tool_choice") or {}).get("type") == "none" and "<summary>" in last_user_text(body)
+
+
+def instructions_of(body: dict) -> str:
+    text = last_user_text(body)
+    _, found, extra = text.partition("Additional instructions:")
+    return " ".join(extra.split()) if found else ""
+
+
+def _last_user_blocks(body: dict) -> list[dict]:
+    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+    content = users[-1].get("content") if users else []
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+
+
+def typed_prompt(body: dict) -> str | None:
+    """The prompt the user typed, when the last user message is one (typed prompts carry an [id:] tag)."""
+    for block in _last_user_blocks(body):
+        text = block.get("text", "") if block.get("type") == "text" else ""
+        if ID_TAG.search(text):
+            return ID_TAG.sub("", text).strip()
+    return None
+
+
+def tool_results(body: dict) -> list[str]:
+    """The text of each tool result in the last user message."""
+    out = []
+    for block in _last_user_blocks(body):
+        if block.get("type") == "tool_result":
+            content = block.get("content")
+            out.append(content if isinstance(content, str) else
+                       "\n".join(b.get("text", "") for b in content or [] if b.get("type") == "text"))
+    return out
+
+
+def failed_result(body: dict) -> str | None:
+    for block in _last_user_blocks(body):
+        if block.get("type") == "tool_result" and block.get("is_error"):
+            content = block.get("content")
+            return content if isinstance(content, str) else str(content)
+    return None
+
+
+# --- the story --------------------------------------------------------------------------------------
+
+
+def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat]:
+    """The demo: a pricing bug found and fixed, a huge output, three order logs, compaction, commands."""
+    pricing = str(project / "shop" / "pricing.py")
+    saved: dict[str, str] = {}
+
+    def total_line(body: dict) -> Reply:
+        found = SAVED_TO.search("\n".join(tool_results(body)))
+        if found is None:
+            return Reply.text("The simulation did not produce its log, so there is nothing to check.")
+        saved["path"] = found.group(1)
+        return Reply.tool("Grep", {"pattern": "^TOTAL", "path": found.group(1), "output_mode": "content"},
+                          text="That log is far too big for my context, so the agent saved it to disk and "
+                               f"gave me a 2 KB preview and the path:\n`{found.group(1)}`\n\n"
+                               "I can still search it. The last line holds the day's total:")
+
+    def total_said(body: dict) -> Reply:
+        line = next((ln for text in tool_results(body) for ln in text.splitlines() if "TOTAL" in ln), "")
+        total = line.split("TOTAL", 1)[-1].strip() or "(no total line)"
+        return Reply.text(f"The day ran clean: **{total}**. Every checkout went through the fixed "
+                          "`apply_discount`, and the full log stays on disk if we need it again.")
+
+    def log_read(year: int) -> ReplyFn:
+        path = str(project / "data" / f"orders-{year}.csv")
+        return lambda body: Reply.tool("Read", {"file_path": path})
+
+    def year_said(year: int) -> ReplyFn:
+        f = facts[year]
+        return lambda body: Reply.text(
+            f"**{year}:** {f.overcharged} of {f.orders} orders were overcharged, **{f.overcharge:,.2f}** in "
+            "all: every order with a coupon and a subtotal over 100.00, since the old code took the "
+            "percentage off as money (SAVE25 on 300.00 charged 275.00 instead of 225.00).")
+
+    def refund_said(body: dict) -> Reply:
+        rows = "\n".join(f"| {y} | {facts[y].overcharged} | {facts[y].overcharge:,.2f} |" for y in sorted(facts))
+        total = sum(f.overcharge for f in facts.values())
+        count = sum(f.overcharged for f in facts.values())
+        return Reply.text("Picking up from the summary, with 2023 read as well:\n\n"
+                          f"| year | orders overcharged | to refund |\n|---|---|---|\n{rows}\n\n"
+                          f"**{count} orders, {total:,.2f} to refund in all.**")
+
+    answer = "--auto answers y" if auto else "answer y to allow it (n tells the model no)"
+    first, second, third = YEARS
+    return [
+        Beat("The model explores: Glob, Grep and Read run for real in the sample project. Reads inside "
+             "the project never ask for permission.",
+             "The tests fail. Find out why, but don't change anything yet.",
+             [lambda body: Reply.tool("Glob", {"pattern": "**/*.py"}, text="Let me look at the layout first."),
+              lambda body: Reply.tool("Grep", {"pattern": "apply_discount", "output_mode": "content", "-n": True}),
+              lambda body: Reply.tool("Read", {"file_path": pricing}),
+              lambda body: Reply.text(
+                  "Found it. `apply_discount(total, percent)` in `shop/pricing.py` subtracts the percentage "
+                  "as if it were money:\n\n```python\nreturn round(total - percent, 2)\n```\n\n"
+                  "so 10% off 200.00 gives 190.00, and `test_ten_percent_off` expects 180.00. "
+                  "The fix is `round(total * (1 - percent / 100), 2)`.")],
+             "shop/pricing.py: apply_discount took the percentage off as money; tests/test_pricing.py "
+             "failed (190.0 != 180.0)."),
+        Beat(f"An Edit changes a file, so the agent asks first: {answer}. The test run after it does not "
+             "ask: this demo's settings allow `python3 -m unittest`.",
+             "Fix it and run the tests.",
+             [lambda body: Reply.tool("Edit", {"file_path": pricing, "old_string": "return round(total - percent, 2)",
+                                              "new_string": "return round(total * (1 - percent / 100), 2)"},
+                                      text="The fix is one line:"),
+              lambda body: Reply.tool("Bash", {"command": "python3 -m unittest",
+                                               "description": "Run the test suite"}),
+              lambda body: Reply.text("All tests pass now: `apply_discount` takes a percentage off.")],
+             "shop/pricing.py fixed: apply_discount returns round(total * (1 - percent / 100), 2); all "
+             "tests pass.", fix=True),
+        Beat("This command prints 720 KB. A Bash result over 30,000 characters goes to disk: the model "
+             "gets a 2 KB preview and the file's path, and can still search the whole output.",
+             "Simulate a busy day of checkouts with the fix in place.",
+             [lambda body: Reply.tool("Bash", {"command": "python3 scripts/simulate.py",
+                                               "description": "Replay 10,000 checkouts"}),
+              total_line, total_said],
+             "scripts/simulate.py replayed 10,000 checkouts; its 720 KB log was saved to disk."),
+        Beat("Each order log is about 9k tokens of context. This window is small (60k tokens), so "
+             "watch the bar under the prompt after this one.",
+             f"Which {first} orders were overcharged? The log is data/orders-{first}.csv.",
+             [log_read(first), year_said(first)],
+             f"data/orders-{first}.csv: {facts[first].overcharged} orders overcharged, "
+             f"{facts[first].overcharge:,.2f}.", refunds=True),
+        Beat("The bar under the prompt is yellow: it appears 20k tokens before the auto-compact threshold "
+             "(27k here). Another log brings it closer.",
+             f"Same for {second}: data/orders-{second}.csv.",
+             [log_read(second), year_said(second)],
+             f"data/orders-{second}.csv: {facts[second].overcharged} orders overcharged, "
+             f"{facts[second].overcharge:,.2f}.", refunds=True),
+        Beat("Red now: under 10k tokens to go. The next read crosses the threshold, so before the model's "
+             "next request the agent compacts on its own (\"Compacting conversation…\", then before → after) "
+             "and the model carries on from the summary.",
+             f"And {third}: data/orders-{third}.csv. Then give me the refund total for all three years.",
+             [log_read(third), refund_said],
+             f"data/orders-{third}.csv: {facts[third].overcharged} orders overcharged, "
+             f"{facts[third].overcharge:,.2f}; {sum(f.overcharge for f in facts.values()):,.2f} to refund "
+             "for the three years.", refunds=True),
+        Beat("/context shows where the window goes now: system prompt, tools, CLAUDE.md, messages, "
+             "free space and the auto-compact buffer.", "/context"),
+        Beat("/summary shows what the model wrote when it compacted, and the before → after figures.",
+             "/summary"),
+        Beat("/compact compacts by hand, and words after it steer the summary.",
+             "/compact keep only what the refund team needs"),
+        Beat("/summary again: this time the summary followed the instructions.", "/summary"),
+    ]

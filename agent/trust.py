@@ -1,0 +1,202 @@
+"""Project trust (CONTRACT §5): whether a project's own settings files may act for the user.
+
+Whoever wrote a repository wrote its ``.claude/settings.json`` and ``.claude/settings.local.json``. Until
+the user trusts the project (the REPL's dialog, or ``--trust-project``), ``restrict`` takes out of those
+files everything that could act on the user's behalf: hooks (commands run as the user), ``env`` entries,
+and permission settings that widen access (``allow`` rules, a ``defaultMode`` other than
+``default``/``plan``, ``additionalDirectories``). ``deny`` and ``ask`` rules only narrow access, so they
+always apply. Each item taken out becomes an ``Ignored``, for the dialog, ``/trust`` and print mode's
+one stderr line. User-level settings (``H/settings.json``) are never restricted.
+
+``ANTHROPIC_*`` entries of a project's ``env`` (credentials, the base URL the API key is sent to, the
+model) need more than trust: each key must have been confirmed by name, with its value, in the REPL's
+dialog; a repository that later changes the value is asked about again.
+
+The record, ``H/trusted-projects.json`` (0600), is keyed by the project's resolved path::
+
+    {"projects": {"/home/u/src/app": {"trusted_at": "2026-11-24T18:00:00+00:00",
+                                      "confirmed_keys": ["ANTHROPIC_BASE_URL:3f9a…"], "declined_keys": []}}}
+
+where each key is recorded as ``NAME:`` and a short SHA-256 of its value (``confirmation``), never the value.
+
+An unreadable or malformed record counts as "nothing trusted": failing closed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from core.private import write_private
+
+TRUST_FILE = "trusted-projects.json"
+NARROW_MODES = ("default", "plan")
+CREDENTIAL_PREFIX = "ANTHROPIC_"
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """One thing a project settings file asked for and did not get."""
+
+    kind: str  # "hook" | "env" | "permission" | "credential"
+    what: str  # shown to the user, e.g. 'SessionStart hook: touch /tmp/x'
+    source: str  # the settings file
+    key: str = ""  # the env key, for "env" and "credential"
+    confirm: str = ""  # for "credential": what the trust record holds once the user confirms it
+
+
+@dataclass(frozen=True)
+class Trust:
+    trusted: bool
+    since: str = ""
+    confirmed_keys: frozenset[str] = frozenset()  # confirmation() of each key with its value
+    declined_keys: frozenset[str] = frozenset()
+
+    def key_names(self) -> list[str]:
+        return sorted({k.partition(":")[0] for k in self.confirmed_keys})
+
+
+def confirmation(name: str, value: str) -> str:
+    """How a confirmed (or declined) ANTHROPIC_* key is recorded: its name and a digest of its value."""
+    return f"{name}:{hashlib.sha256(value.encode('utf-8')).hexdigest()[:16]}"
+
+
+def trust_file(home: Path) -> Path:
+    return Path(home) / TRUST_FILE
+
+
+def _key(project: Path) -> str:
+    return str(Path(project).resolve())
+
+
+def _read(home: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(trust_file(home).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    projects = data.get("projects") if isinstance(data, dict) else None
+    return projects if isinstance(projects, dict) else {}
+
+
+def load(home: Path, project: Path) -> Trust:
+    entry = _read(home).get(_key(project))
+    if not isinstance(entry, dict):
+        return Trust(False)
+
+    def keys(name: str) -> frozenset[str]:
+        value = entry.get(name)
+        return frozenset(k for k in value if isinstance(k, str)) if isinstance(value, list) else frozenset()
+
+    return Trust(True, str(entry.get("trusted_at", "")), keys("confirmed_keys"), keys("declined_keys"))
+
+
+def grant(home: Path, project: Path, confirmed: tuple[str, ...] = (), declined: tuple[str, ...] = ()) -> None:
+    """Record the project as trusted; ``confirmed``/``declined`` ANTHROPIC_* keys (``confirmation`` of
+    each) replace earlier answers about the same names."""
+    projects = _read(home)
+    entry = projects.get(_key(project))
+    entry = dict(entry) if isinstance(entry, dict) else {"trusted_at": datetime.now(timezone.utc).isoformat()}
+    answered = {k.partition(":")[0] for k in confirmed + declined}
+    for name, keys in (("confirmed_keys", confirmed), ("declined_keys", declined)):
+        old = [k for k in entry.get(name) or [] if isinstance(k, str) and k.partition(":")[0] not in answered]
+        entry[name] = sorted(set(old) | set(keys))
+    projects[_key(project)] = entry
+    _write(home, projects)
+
+
+def revoke(home: Path, project: Path) -> bool:
+    """Forget the project's trust; False when it was not trusted."""
+    projects = _read(home)
+    if projects.pop(_key(project), None) is None:
+        return False
+    _write(home, projects)
+    return True
+
+
+def _write(home: Path, projects: dict[str, Any]) -> None:
+    write_private(trust_file(home), json.dumps({"projects": projects}, indent=2, sort_keys=True) + "\n")
+
+
+# ---- what an untrusted project file may not set ----------------------------------------------------
+
+
+def restrict(data: dict[str, Any], source: str, trust: Trust) -> tuple[dict[str, Any], list[Ignored]]:
+    """A validated project settings file without what ``trust`` does not allow, and what was taken out."""
+    out = dict(data)
+    ignored: list[Ignored] = []
+    env = dict(out.get("env") or {})
+    for name, value in list(env.items()):
+        credential = name.startswith(CREDENTIAL_PREFIX)
+        token = confirmation(name, value) if credential else ""
+        if trust.trusted and (not credential or token in trust.confirmed_keys):
+            continue
+        del env[name]
+        ignored.append(Ignored("credential" if credential else "env", f"env {name}={_show_value(name, value)}",
+                               source, name, token))
+    if "env" in out:
+        out["env"] = env
+    if trust.trusted:
+        return out, ignored
+    for event, groups in (out.pop("hooks", None) or {}).items():
+        for group in groups:
+            for hook in group.get("hooks") or []:
+                command = hook.get("command") if hook.get("type") == "command" else hook.get("type")
+                ignored.append(Ignored("hook", f"{event} hook: {_one_line(str(command))}", source))
+    perms = dict(out.get("permissions") or {})
+    for rule in perms.pop("allow", []):
+        ignored.append(Ignored("permission", f"allow rule {rule}", source))
+    if perms.get("defaultMode", "default") not in NARROW_MODES:
+        ignored.append(Ignored("permission", f"defaultMode {perms.pop('defaultMode')}", source))
+    for directory in perms.pop("additionalDirectories", []):
+        ignored.append(Ignored("permission", f"additional directory {directory}", source))
+    if "permissions" in out:
+        out["permissions"] = perms
+    return out, ignored
+
+
+def _show_value(name: str, value: str) -> str:
+    if _SECRET_NAME.search(name):
+        return "(hidden)"
+    value = _one_line(value)
+    return value if len(value) <= 80 else value[:79] + "…"
+
+
+def _one_line(text: str) -> str:
+    """Newlines and control characters escaped: what is shown is what would run, on one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+# ---- telling the user ------------------------------------------------------------------------------
+
+
+def print_mode_line(ignored: list[Ignored], trusted: bool) -> str:
+    """Print mode's one stderr line about what it ignored ("" when nothing was)."""
+    if not ignored:
+        return ""
+    items = "; ".join(i.what for i in ignored)
+    if trusted:
+        return (f"compact-agent: project trusted, but these settings of its files were not applied because "
+                f"each ANTHROPIC_* key needs confirming in the REPL's trust dialog (or set it in the "
+                f"environment yourself): {items}")
+    return (f"compact-agent: this project is not trusted, so its settings files' hooks, env and widened "
+            f"permissions were ignored: {items}. Pass --trust-project to trust it (recorded); ANTHROPIC_* "
+            f"keys also need confirming in the REPL")
+
+
+def dialog_lines(ignored: list[Ignored]) -> list[str]:
+    """What the REPL's trust dialog lists: what the project's settings would do, by kind."""
+    titles = {"hook": "Run these commands (hooks):", "env": "Set these environment variables:",
+              "permission": "Widen permissions:"}
+    lines = []
+    for kind, title in titles.items():
+        items = [i for i in ignored if i.kind == kind]
+        if items:
+            lines.append(f"  {title}")
+            lines += [f"    - {i.what}  ({Path(i.source).name})" for i in items]
+    return lines
