@@ -39,7 +39,14 @@ from tests.conftest import make_session  # noqa: E402
 from tests.fakeapi import FakeAPI, PromptTooLong, Reply, estimate_tokens, last_user_text  # noqa: E402
 
 POOR = "We worked on some code."
+# what a real model spends on its private analysis before a summary (stripped from the summary), and on a
+# notes edit or a span summary: the replies carry that much filler so outputs are billed at a realistic size
+FILLER = "I went through the conversation in order and checked each part of it once more. "
+SUMMARY_REPLY = f"<analysis>{FILLER * 75}</analysis>\n<summary>{POOR}</summary>"  # ~1,500 output tokens
+NOTES_LINE = f"{POOR} {FILLER * 12}"  # ~250 output tokens per notes update
+SPAN_REPLY = f"{POOR} {FILLER * 8}"  # ~170 output tokens per span summary
 WINDOW = 50_000  # CLAUDE_CODE_AUTO_COMPACT_WINDOW for the scripted sessions
+MODEL = "claude-sonnet-4-5"
 PTL_AT = 20_000  # reactive mode: the fake answers "prompt is too long" to a main request above this
 MANUAL_AT = 15_000  # manual mode: /compact between turns once the context is this big
 
@@ -284,11 +291,18 @@ class Script:
         return Reply(uses)
 
 
+def answer_side_requests(api: FakeAPI) -> None:
+    """Poor summaries, notes and span summaries, at a realistic output length."""
+    api.on(is_summary_request, lambda body: Reply.text(SUMMARY_REPLY))
+    api.on(is_notes_update, poor_notes)
+    api.on(is_collapse_request, lambda body: Reply.text(SPAN_REPLY))
+
+
 def poor_notes(body: dict) -> Reply:
     found = NOTES_PATH.search(last_user_text(body))
     path = found.group(1) if found else "summary.md"
     return Reply([{"type": "tool_use", "id": f"toolu_notes_{id(body)}", "name": "Edit",
-                   "input": {"file_path": path, "old_string": NOTES_GUIDE, "new_string": f"{NOTES_GUIDE}\n{POOR}"}}])
+                   "input": {"file_path": path, "old_string": NOTES_GUIDE, "new_string": f"{NOTES_GUIDE}\n{NOTES_LINE}"}}])
 
 
 # --- facts the session recorded ----------------------------------------------------------------------------
@@ -371,14 +385,14 @@ def compaction_count(events: list[Any]) -> int:
 
 
 def run(scenario: Scenario, mode: str, settings: dict[str, Any] | None = None, *, window: int = WINDOW,
-        manual_at: int | None = None, ptl_at: int | None = None) -> Run:
+        manual_at: int | None = None, ptl_at: int | None = None, api_kw: dict[str, Any] | None = None) -> Run:
     """Play ``scenario`` under ``mode`` (a MODES key) plus ``settings``; see the module docstring."""
     options = {**MODES.get(mode, {}), **(settings or {})}
     if mode == "reactive" and ptl_at is None:
         ptl_at = PTL_AT
     if mode == "/compact" and manual_at is None:
         manual_at = MANUAL_AT
-    with tempfile.TemporaryDirectory() as tmp_name, BillingAPI() as api:
+    with tempfile.TemporaryDirectory() as tmp_name, BillingAPI(**(api_kw or {})) as api:
         tmp = Path(tmp_name)
         project = tmp / "project"
         project.mkdir()
@@ -397,12 +411,10 @@ def run(scenario: Scenario, mode: str, settings: dict[str, Any] | None = None, *
                 checkpoints.append(Checkpoint(facts(recorded, scenario, todo_tool), body))
 
         script = Script(on_main, ptl_at)
-        api.on(is_summary_request, lambda body: Reply.text(f"<summary>{POOR}</summary>"))
-        api.on(is_notes_update, poor_notes)
-        api.on(is_collapse_request, lambda body: Reply.text(POOR))
+        answer_side_requests(api)
         api.on(lambda body: True, script)
-        session, session_events = make_session(tmp, api, permission_mode="bypassPermissions",
-                                               context_window=window, **options)
+        session, session_events = make_session(tmp, api, permission_mode="bypassPermissions", model=MODEL,
+                                               model_explicit=True, context_window=window, **options)
         session.emit = events.append
         holder["session"] = session
         errors: list[str] = []
