@@ -218,16 +218,19 @@ SCENARIOS = [
 
 
 def is_summary_request(body: dict) -> bool:
-    return body.get("tool_choice", {}).get("type") == "none"
+    return body.get("tool_choice", {}).get("type") == "none" and not is_collapse_request(body)
 
 
 def is_notes_update(body: dict) -> bool:
     return "summary.md" in last_user_text(body) and "session notes" in last_user_text(body)
 
 
+SPAN_MARK = "One part of the conversation above is being taken out"
+
+
 def is_collapse_request(body: dict) -> bool:
     system = body.get("system") or []
-    return bool(system) and system[0].get("text") == collapse_worker.SYSTEM
+    return (bool(system) and system[0].get("text") == collapse_worker.SYSTEM) or SPAN_MARK in last_user_text(body)
 
 
 def kind_of(body: dict) -> str:

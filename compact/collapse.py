@@ -200,9 +200,13 @@ class Levels:
 
 
 def levels(th: Thresholds) -> Levels:
-    """Token levels for an effective window; the wait level never exceeds the blocking limit."""
+    """Token levels for an effective window; the wait level never exceeds the blocking limit, and the
+    commit level never exceeds the auto-compact threshold T: a view kept above T costs more on every
+    request than a compaction at T would (at small windows 90% E reaches the blocking limit itself).
+    The start and target levels keep their distance below the commit level."""
     e = th.effective
     wait = min(int(e * WAIT_AT), th.blocking)
-    commit = min(int(e * COMMIT_AT), wait)
-    return Levels(start=min(int(e * START_AT), commit), commit=commit, wait=wait,
-                  target=min(int(e * STAGE_TARGET), commit))
+    commit = min(int(e * COMMIT_AT), th.auto_compact, wait)
+    start = min(int(e * START_AT), commit - round(e * (COMMIT_AT - START_AT)))
+    return Levels(start=max(0, start), commit=commit, wait=wait,
+                  target=max(0, min(int(e * STAGE_TARGET), commit - round(e * (COMMIT_AT - STAGE_TARGET)))))
