@@ -137,7 +137,7 @@ def test_notes_carry_a_long_session_through_compaction_and_resume(run_cli, proje
     main = [b for b in sent[:before_resume] if not is_notes_update(b)]
 
     # notes updates ran along the way; each may only Edit the notes file, which holds every edit
-    assert len(updates) >= 6 and notes.updates == len(updates)
+    assert len(updates) >= 1 and notes.updates == len(updates)  # from 90% of T (notes_updater.update_levels)
     [path] = transcripts(isolated_env)
     notes_file = path.parent / path.stem / "session-memory" / "summary.md"
     for body in updates:
@@ -195,7 +195,7 @@ def test_notes_carry_a_long_session_through_compaction_and_resume(run_cli, proje
 def test_notes_still_equal_to_the_template_fall_back_to_the_llm_summary(run_cli, project: Path,
                                                                         isolated_env: Path):
     paths = make_files(project, 14)
-    env = {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "30"}  # T = 30% of 180K = 54,000
+    env = {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "33"}  # T = 33% of 180K = 59,400; the update comes from 90% of T
     with FakeAPI() as api:
         api.on(is_notes_update, Reply.text("Nothing worth noting yet."))  # no edit: notes stay the template
         api.on(is_compaction, Reply.text(SUMMARY))

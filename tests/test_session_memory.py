@@ -150,7 +150,7 @@ def test_trigger_first_at_10k_then_5k_growth_with_3_tool_calls_or_a_reply_withou
 
 
 def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, api):
-    bench, _ = make_session(tmp_path, api)
+    bench, _ = make_session(tmp_path, api, context_window=40_000)  # T = 7,000: updates at 10,000, then +5,000
     release = threading.Event()
     seen: list[Any] = []
 
