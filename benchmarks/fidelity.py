@@ -77,6 +77,7 @@ def main() -> int:
     modes = [m for m in scripted.MODES if args.mode in (None, m)]
     table: dict[str, dict[str, list[int]]] = {}
     counts: dict[str, int] = {}
+    how: dict[str, list[str]] = {}
     problems: list[str] = []
     for mode in modes:
         row = table.setdefault(mode, {item: [0, 0] for item in ITEMS})
@@ -84,6 +85,7 @@ def main() -> int:
             result = scripted.run(scenario, mode)
             problems += [f"{scenario.name}/{mode}: {e}" for e in result.errors]
             counts[mode] = counts.get(mode, 0) + len(result.checkpoints)
+            how.setdefault(mode, []).extend(result.methods)
             for checkpoint in result.checkpoints:
                 for item, got in score(checkpoint).items():
                     if got is None:
@@ -110,6 +112,8 @@ def main() -> int:
     print(f"\nall paths: {_pct(*grand)} of {grand[1]} items kept over {sum(counts.values())} compactions "
           f"(scenarios: {', '.join(s.name for s in scenarios)}; summary, notes and span summaries: "
           f"\"{scripted.POOR}\")")
+    for mode, used in how.items():
+        print(f"{mode}: " + ", ".join(f"{used.count(m)} {m}" for m in sorted(set(used))))
     for problem in problems:
         print(f"problem: {problem}")
     return 1 if problems else 0

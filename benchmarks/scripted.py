@@ -42,7 +42,8 @@ POOR = "We worked on some code."
 # what a real model spends on its private analysis before a summary (stripped from the summary), and on a
 # notes edit or a span summary: the replies carry that much filler so outputs are billed at a realistic size
 FILLER = "I went through the conversation in order and checked each part of it once more. "
-SUMMARY_REPLY = f"<analysis>{FILLER * 75}</analysis>\n<summary>{POOR}</summary>"  # ~1,500 output tokens
+# ~2,300 output tokens, ~800 of them the summary itself: its size is a real one, its content still poor
+SUMMARY_REPLY = f"<analysis>{FILLER * 75}</analysis>\n<summary>{POOR} {FILLER * 40}</summary>"
 NOTES_LINE = f"{POOR} {FILLER * 12}"  # ~250 output tokens per notes update
 SPAN_REPLY = f"{POOR} {FILLER * 8}"  # ~170 output tokens per span summary
 WINDOW = 50_000  # CLAUDE_CODE_AUTO_COMPACT_WINDOW for the scripted sessions
@@ -380,6 +381,12 @@ class Run:
     compactions: int
     peak: int  # the largest main request, in the fake's tokens
     errors: list[str]
+    methods: list[str] = field(default_factory=list)  # of each compaction: summary, session-memory, collapse
+
+
+def methods(events: list[Any]) -> list[str]:
+    return [e.method if isinstance(e, CompactFinished) else "collapse" for e in events
+            if isinstance(e, CompactFinished) or (isinstance(e, Notice) and e.text.startswith("Collapsed "))]
 
 
 def compaction_count(events: list[Any]) -> int:
@@ -435,7 +442,7 @@ def run(scenario: Scenario, mode: str, settings: dict[str, Any] | None = None, *
         errors += api.violations
         mains = [tokens for kind, _, tokens in api.billed if kind == "main"]
         return Run(scenario.name, mode, list(api.billed), checkpoints, compaction_count(events),
-                   max(mains, default=0), errors)
+                   max(mains, default=0), errors, methods(events))
 
 
 def dump(body: dict) -> str:
