@@ -3,7 +3,8 @@
 Triggers: ``/compact`` ("manual"), auto-compact over the threshold ("auto"), a prompt-too-long answer
 (reactive: recorded and hooked as "auto", shown as "reactive").
 Drops: the whole live history (or, on the session-memory path, all but a recent verbatim tail).
-Keeps: the summary, the kept tail, restored files and plan, SessionStart hook context.
+Keeps: the summary, the kept tail (its old tool results cleared as microcompact would: the cached prefix
+is rewritten anyway), restored files and plan, SessionStart hook context.
 Writes to disk: nothing until a summary is in hand; then the boundary, the summary and the new
 messages are appended to the transcript (nothing before is touched).
 Model calls: none on the notes path; one (plus up to 3 prompt-too-long retries) for the LLM summary.
@@ -29,9 +30,10 @@ from __future__ import annotations
 
 import time
 
-from compact import notes_compaction, restore, summary
+from compact import micro, notes_compaction, restore, summary
 from compact.conversation import Conversation, Ports
 from compact.result import Compaction
+from compact.state import microcompact_record
 from core.errors import CompactionError, Interrupted
 from core.events import CompactFailed, CompactFinished, CompactStarted, MessageRecorded, Notice
 from core.messages import Message, meta
@@ -179,17 +181,22 @@ def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: st
     shown = shown or trigger
     old = list(conv.messages)
     kept = [m.replace(usage=None) if m.usage is not None else m for m in compaction.kept]  # stale now
+    stale = _stale_in_kept(conv, ports, kept)
+    visible = micro.without_calls(kept, stale)  # files whose reads stay visible in the kept tail
     summary_msg = _summary_message(conv, compaction, trigger)
     th = ports.thresholds()
     cal = conv.calibration
     base = cal.scale(cal.overhead + summary_msg.tokens + sum(m.tokens for m in kept))  # as the server counts
     room = round((th.auto_compact * RESTORE_SHARE - base) / cal.ratio)  # in estimated tokens, like the files
-    restored = restore.plan_restore(conv, ports, kept, old, room=room)
+    restored = restore.plan_restore(conv, ports, visible, old, room=room)
     hook_msgs, start_lines = _session_start(ports)
     added = [*restored.messages, *hook_msgs]
 
     _commit(conv, ports, trigger, pre_tokens, old, compaction, summary_msg, kept, added)
-    restore.apply_read_state(conv, restored, kept)
+    if stale:
+        conv.state.cleared.update(stale)
+        conv.record(microcompact_record(stale))
+    restore.apply_read_state(conv, restored, visible)
     post_text = ports.hooks("PostCompact", trigger, trigger=trigger, compact_summary=compaction.summary)
     post_tokens = conv.view().tokens
     conv.state.reset_after_compaction(post_tokens)
@@ -201,6 +208,15 @@ def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: st
                                compaction.summary, tuple(lines)))
     _guard(conv, ports, trigger, shown, post_tokens, th.auto_compact)
     return True
+
+
+def _stale_in_kept(conv: Conversation, ports: Ports, kept: list[Message]) -> list[str]:
+    """Old tool results of a kept tail: the compaction rewrites the cached prefix anyway, so microcompact's
+    clearing (all but the most recent few) costs nothing extra now and saves on every later request."""
+    c = ports.config
+    if not kept or not c.microcompact or c.disable_compact:
+        return []
+    return micro.stale_results(kept, conv.state, c.keep_recent)
 
 
 def _commit(conv: Conversation, ports: Ports, trigger: str, pre_tokens: int, old: list[Message],

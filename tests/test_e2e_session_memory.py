@@ -155,12 +155,17 @@ def test_notes_carry_a_long_session_through_compaction_and_resume(run_cli, proje
     assert estimate_tokens(before) >= THRESHOLD - 20_000
     assert 10_000 <= estimate_tokens(after) < THRESHOLD
     assert "NOTE-1:" in json.dumps(after["messages"][0]) and "- update 1:" in json.dumps(after["messages"][0])
-    # the most recent messages follow verbatim: the last reads of `before`, their results unchanged
+    # the most recent messages follow verbatim: the last reads of `before`, the newest results unchanged;
+    # older ones in the tail are cleared as microcompact would (all but the 5 most recent of the kept
+    # tail), since the cached prefix is rewritten anyway
     kept = [p for p in read_paths(after) if p in read_paths(before)]
     assert kept and kept == read_paths(before)[-len(kept):]
     old_results = results_by_id(before)
-    for use_id, content in results_by_id(after).items():
-        if use_id in old_results:
+    tail = [(use_id, content) for use_id, content in results_by_id(after).items() if use_id in old_results]
+    cleared = [no_cache(content) == "[Old tool result content cleared]" for _, content in tail]
+    assert cleared == sorted(cleared, reverse=True) and cleared.count(False) >= 3  # only the oldest go
+    for (use_id, content), gone in zip(tail, cleared, strict=True):
+        if not gone:
             assert no_cache(content) == no_cache(old_results[use_id])
     assert all(estimate_tokens(b) < THRESHOLD for b in main[at:])
 
