@@ -263,6 +263,13 @@ class Collapser:
             view, tokens = self._commit(view, tokens, lv.commit, cal)
         return view, tokens
 
+    def can_help(self, view: list[Message]) -> bool:
+        """Whether collapsing could bring this view down: a summary is staged or being written, or an old
+        span is big enough to be worth one."""
+        if self.busy or self._has_staged():
+            return True
+        return self.failures < MAX_FAILURES and any(sum(m.tokens for m in span) >= MIN_SPAN_TOKENS for span in candidate_spans(view))
+
     def _has_staged(self) -> bool:
         with self.lock:
             return bool(self.staged)

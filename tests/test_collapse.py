@@ -25,7 +25,7 @@ from agent.loader import load_transcript
 from agent.settings import Settings
 from compact import collapse, collapse_worker
 from compact.collapse import apply_collapses, candidate_spans, placeholder
-from compact.prepare import send, token_state
+from compact.prepare import prepare_request, send, token_state
 from compact.snip import tag_prompts, turns
 from compact.tokens import count_tokens
 from core.errors import Interrupted
@@ -396,8 +396,10 @@ class Model:
 
 def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(run_cli, project: Path,
                                                                       isolated_env: Path) -> None:
-    paths = make_files(project, 14)
-    batches = [[p] for p in paths[:6]] + [paths[6:]]  # six short turns, then one long tool loop
+    paths = make_files(project, 10)
+    # six short turns, then one long tool loop: collapsing the old turns keeps it under T to the end (over
+    # T with nothing left to collapse, the agent would compact there)
+    batches = [[p] for p in paths[:6]] + [paths[6:]]
     env = {"CLAUDE_CONTEXT_COLLAPSE": "1", "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "60000",
            "COMPACT_AGENT_SESSION_MEMORY": "0"}
     with FakeAPI(context_window=60_000) as api:
@@ -452,20 +454,63 @@ def test_span_summaries_read_the_cache_the_main_requests_wrote(tmp_path: Path, a
     bench, _ = make_session(tmp_path, api)
     spans = api.on(is_collapse_request, summaries())
     api.on(lambda body: not is_collapse_request(body), Reply.text("ok"))
-    fill(bench, 18_000)  # under the start level: no side request yet
+    fill(bench, 14_000)  # under the start level (19,000): no side request yet
+    bench.add(user_prompt("Go on."))
     main = send(bench.conv, bench.ports, bench.view())
     bench.add(main)
     assert spans.hits == [] and bench.usage_total.get("cache_read_input_tokens", 0) == 0
     [main_body] = [r.body for r in api.message_requests]
-    add_turn(bench, 99)  # over the start level now: the worker summarises the oldest span
+    n = 99
+    while bench.view().tokens < collapse.levels(bench.thresholds()).start:  # over it: the worker starts
+        add_turn(bench, n)
+        n += 1
     view = bench.view()
     assert bench.conv.collapser.join(10)
     body = spans.hits[0]
     assert body["system"] == main_body["system"] and body["tools"] == main_body["tools"]
     sent = plain(body["messages"])
     assert sent[:len(main_body["messages"]) - 1] == plain(main_body["messages"])[:-1]  # the same prefix
-    assert sent[:-1] == plain(to_api(tag_prompts(view.messages)))[:-1]
+    shown = plain(to_api(tag_prompts(view.messages)))
+    assert sent[:len(shown) - 1] == shown[:-1] and len(sent) in (len(shown), len(shown) + 1)
     assert "Turn 0: check module_0.py" in last_user_text(body)  # the span is named, not sent again
     assert "Tool result:" not in last_user_text(body) and body["max_tokens"] <= collapse_worker.SUMMARY_MAX_TOKENS
     read = bench.usage_total["cache_read_input_tokens"]
     assert read >= 0.9 * estimate_tokens(main_body)  # the whole main prefix came from the cache
+
+
+def test_over_t_with_nothing_to_collapse_it_compacts_at_t_not_at_the_blocking_limit(tmp_path: Path,
+                                                                                     api: FakeAPI) -> None:
+    bench, events = make_session(tmp_path, api)
+    spans = api.on(is_collapse_request, summaries())
+    summary = api.on(lambda body: body.get("tool_choice", {}).get("type") == "none" and not is_collapse_request(body),
+                     Reply.text("<summary>One long turn of reads.</summary>"))
+    bench.add(user_prompt("Read everything, in one go."))
+    for n in range(12):  # one long turn: no old, closed turn to collapse
+        call = f"toolu_long{n:03d}"
+        bench.add(assistant([{"type": "tool_use", "id": call, "name": "Read", "input": {"file_path": f"m{n}.py"}}],
+                            stop_reason="tool_use"))
+        bench.add(tool_results([tool_result_block(call, text_of(2_400, n))]))
+        if count_tokens(bench.messages, bench.conv.calibration) >= 28_000:
+            break
+    th = bench.thresholds()
+    tokens = bench.view().tokens
+    assert th.auto_compact <= tokens < th.blocking
+    assert not bench.conv.collapser.can_help(bench.view().messages)
+    prepare_request(bench.conv, bench.ports)
+    assert len(summary.hits) == 1 and spans.hits == []
+    assert bench.messages[0].kind == "summary" and bench.view().tokens < th.auto_compact
+    prepare_request(bench.conv, bench.ports)  # nothing new since: no second compaction
+    assert len(summary.hits) == 1
+
+
+def test_over_t_with_old_turns_to_collapse_it_does_not_compact(tmp_path: Path, api: FakeAPI) -> None:
+    bench, _ = make_session(tmp_path, api)
+    api.on(is_collapse_request, summaries())
+    fill(bench, 26_000)
+    view = bench.view()
+    assert bench.conv.collapser.can_help(view.messages)
+    bench.conv.collapser.join(10)
+    bench.add(user_prompt("more"))
+    add_turn(bench, 50)
+    prepare_request(bench.conv, bench.ports)
+    assert not [m for m in bench.messages if m.kind == "summary"] and placeholders(bench.view().messages)
