@@ -6,8 +6,9 @@ against the effective window E: from 90% E it commits staged spans, oldest first
 nothing committable it waits for the worker (at most 60 s; Ctrl-C interrupts); from 70% E it starts the
 worker on the oldest candidate spans not staged yet. Each commit appends a ``collapse-commit`` record.
 
-Model calls: one side request per staged span (``summarise``: the compaction model or the session's, no
-tools, at most 1,000 output tokens); commits cost none. A worker failure is reported once per session;
+Model calls: one side request per staged span (``summarise``: at most 1,000 output tokens; the main
+request's system, tools and view plus an instruction naming the span, so it reads the prompt cache — or,
+with a compaction model, the span rendered as text); commits cost none. A worker failure is reported once per session;
 after 3 failures in a row the worker is no longer started.
 """
 

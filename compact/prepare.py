@@ -19,7 +19,7 @@
           │                                       (the four above are compact.pipeline: the model's view)
           ▼
     auto-compact        (compact.autocompact)    at T: notes first, else the LLM summary      0 or 1 (+PTL retries)
-          │              collapse on and at the blocking limit: compact anyway
+          │              collapse on and at the blocking limit, or over T with nothing to collapse: compact
           ▼
     snip nudge          (compact.snip)           a reminder once the context grew ~10k        no model call
           │
