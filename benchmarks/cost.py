@@ -1,6 +1,7 @@
 """What a session costs under each context strategy, billed like the API bills a cached prompt.
 
-Sessions: the three scripted ones of benchmarks/fidelity.py at a 50K window; a 36-read session of
+Sessions: the three scripted ones of benchmarks/fidelity.py at a 50K window, as they are and with their
+turns cut into turns of two replies (what collapse can take is whole old turns); a 36-read session of
 ~20 KB files at a 200K window (Claude Code 2.1.330 bills about 700K token equivalents for it); and the
 real Claude Code transcripts in tests/fixtures/transcripts/, re-lived at a 100K window: each recorded
 user prompt is typed again, the fake answers with the recorded assistant replies (thinking left out) and
@@ -107,13 +108,14 @@ def reads_36() -> scripted.Scenario:
     return scripted.Scenario("36 reads", setup, turns, [])
 
 
-def scripted_rows(scenario: scripted.Scenario, window: int | None) -> list[Row]:
+def scripted_rows(scenario: scripted.Scenario, window: int | None, short_turns: bool = False) -> list[Row]:
     rows = []
+    name = f"{scenario.name} (short turns)" if short_turns else scenario.name
     for config, settings in CONFIGS.items():
         big = config == "no-compact"
-        result = scripted.run(scenario, config, settings, window=None if big else window,
-                              api_kw={"models": BIG_MODEL} if big else None)
-        rows.append(row_of(scenario.name, config, result.billed, result.compactions, result.peak, result.errors))
+        result = scripted.run(scenario, f"cost {config}", settings, window=None if big else window,
+                              api_kw={"models": BIG_MODEL} if big else None, short_turns=short_turns)
+        rows.append(row_of(name, config, result.billed, result.compactions, result.peak, result.errors))
     return rows
 
 
@@ -239,7 +241,7 @@ def replay(path: Path, config: str, settings: dict[str, Any]) -> Row:
 
 
 def print_table(rows: list[Row]) -> None:
-    print(f"{'session':<26} {'config':<13} {'billed (K)':>10} {'x default':>9} {'compactions':>11} "
+    print(f"{'session':<30} {'config':<13} {'billed (K)':>10} {'x default':>9} {'compactions':>11} "
           f"{'peak':>8} {'side%':>6}  cache-read share of compaction requests")
     default = {r.session: r.billed for r in rows if r.config == "default"}
     for r in rows:
@@ -247,7 +249,7 @@ def print_table(rows: list[Row]) -> None:
         if len(r.cache_read_shares) > 6:
             shares += f", … ({len(r.cache_read_shares)})"
         ratio = r.billed / default[r.session] if default.get(r.session) else 0.0
-        print(f"{r.session:<26} {r.config:<13} {r.billed / 1000:>10,.0f} {ratio:>9.2f} {r.compactions:>11} "
+        print(f"{r.session:<30} {r.config:<13} {r.billed / 1000:>10,.0f} {ratio:>9.2f} {r.compactions:>11} "
               f"{r.peak:>8,} {r.side_share:>6.0%}  {shares}")
     totals: dict[str, float] = {}
     for r in rows:
@@ -270,6 +272,8 @@ def main() -> int:
     rows: list[Row] = []
     for scenario in scripted.SCENARIOS:
         rows += scripted_rows(scenario, scripted.WINDOW)
+    for scenario in scripted.SCENARIOS:  # turns of two replies: old turns context collapse can take
+        rows += scripted_rows(scenario, scripted.WINDOW, short_turns=True)
     rows += scripted_rows(reads_36(), None)
     if not args.quick:
         for path in sorted(TRANSCRIPTS.glob("*.jsonl")):

@@ -3,8 +3,8 @@
 Three scripted sessions (benchmarks/scripted.py: a refactor across files, debugging with failing tests
 and commands, a long exploration) run through the real agent and the loopback fake at a 50K window,
 once per compaction path: full summary (session memory off), notes (session memory on), context
-collapse, reactive (the fake answers "prompt is too long", auto-compact off) and /compact (between
-turns). Every summary, note and span summary the fake writes is "We worked on some code."
+collapse (its turns cut into turns of two replies, since collapse takes only whole old turns), reactive
+(the fake answers "prompt is too long", auto-compact off) and /compact (between turns). Every summary, note and span summary the fake writes is "We worked on some code."
 
 After each compaction the next main request is searched (system, texts, tool inputs and results) for:
 
@@ -82,7 +82,7 @@ def main() -> int:
     for mode in modes:
         row = table.setdefault(mode, {item: [0, 0] for item in ITEMS})
         for scenario in scenarios:
-            result = scripted.run(scenario, mode)
+            result = scripted.run(scenario, mode, short_turns=mode == "collapse")
             problems += [f"{scenario.name}/{mode}: {e}" for e in result.errors]
             counts[mode] = counts.get(mode, 0) + len(result.checkpoints)
             how.setdefault(mode, []).extend(result.methods)

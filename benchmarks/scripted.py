@@ -384,6 +384,15 @@ class Run:
     methods: list[str] = field(default_factory=list)  # of each compaction: summary, session-memory, collapse
 
 
+def split(turns: list[Turn], size: int = 2) -> list[Turn]:
+    out = []
+    for turn in turns:
+        for k in range(0, max(1, len(turn.replies)), size):
+            out.append(Turn(turn.prompt if k == 0 else "Continue.", turn.replies[k:k + size],
+                            turn.todo if k == 0 else []))
+    return out
+
+
 def methods(events: list[Any]) -> list[str]:
     return [e.method if isinstance(e, CompactFinished) else "collapse" for e in events
             if isinstance(e, CompactFinished) or (isinstance(e, Notice) and e.text.startswith("Collapsed "))]
@@ -395,8 +404,12 @@ def compaction_count(events: list[Any]) -> int:
 
 
 def run(scenario: Scenario, mode: str, settings: dict[str, Any] | None = None, *, window: int = WINDOW,
-        manual_at: int | None = None, ptl_at: int | None = None, api_kw: dict[str, Any] | None = None) -> Run:
-    """Play ``scenario`` under ``mode`` (a MODES key) plus ``settings``; see the module docstring."""
+        manual_at: int | None = None, ptl_at: int | None = None, api_kw: dict[str, Any] | None = None,
+        short_turns: bool = False) -> Run:
+    """Play ``scenario`` under ``mode`` (a MODES key) plus ``settings``; see the module docstring.
+
+    ``short_turns``: each turn is cut into turns of two replies (the rest prompted by "Continue."), so
+    context collapse, which only takes whole old turns, has turns to take."""
     options = {**MODES.get(mode, {}), **(settings or {})}
     if mode == "reactive" and ptl_at is None:
         ptl_at = PTL_AT
@@ -428,7 +441,7 @@ def run(scenario: Scenario, mode: str, settings: dict[str, Any] | None = None, *
         session.emit = events.append
         holder["session"] = session
         errors: list[str] = []
-        for turn in scenario.turns(project):
+        for turn in split(scenario.turns(project)) if short_turns else scenario.turns(project):
             script.start(turn)
             finished = run_turn(session, turn.prompt)
             if finished.stop_reason != "end_turn":
