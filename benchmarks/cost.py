@@ -22,7 +22,7 @@ Columns: billed (thousands of token equivalents), compactions, peak context (lar
 side% (the share of the bill spent on side requests), and the cache-read share of the compaction
 requests (summary / collapse; "-" when there were none).
 
-Run: .venv/bin/python benchmarks/cost.py [--quick]. Deterministic; a few minutes (--quick: scripted
+Run: .venv/bin/python benchmarks/cost.py [--quick]. Deterministic; about four minutes (--quick: scripted
 sessions and the 36-read session only).
 """
 
