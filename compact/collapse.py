@@ -6,6 +6,9 @@ Triggers  ``CLAUDE_CONTEXT_COLLAPSE=1`` (compact.prepare.wire adds the worker, c
             ≥ 90% E   staged spans are *committed*, oldest first, until the view is under 90% E;
             ≥ 95% E   (or the blocking limit, if lower) and nothing committable: the call waits for the
                       worker (at most 60 s; Ctrl-C interrupts) instead of sending a request that is too big.
+          The commit level is never above the auto-compact threshold T (at small windows 90% E is the
+          blocking limit itself); start and target then keep their distance below it (``levels``). Over T
+          with nothing collapse could take, compact.prepare compacts as auto-compact would.
 Drops     from the model's view only: each committed span — a contiguous run of old, completed user turns
           (a typed prompt and everything up to the next one), never one of the last 3 turns, never a
           turn that leaves a tool_use or a tool_result without its partner, never a summary or a
@@ -14,8 +17,9 @@ Keeps     the live list and the transcript untouched; every message after and be
 Writes    nothing to disk before committing; a commit appends a ``collapse-commit`` transcript record
           (span uuids, summary, placeholder uuid) and joins ``ContextState.collapses``; the loader
           replays those records on resume, so the resumed view is the same.
-Model calls one side request per staged span (cheap model: ``compaction_model`` or the session's; no
-          tools; ≤ 1,000 output tokens). Committing and applying commits cost none.
+Model calls one side request per staged span (≤ 1,000 output tokens): the main conversation's request
+          (system, tools, the view) plus an instruction naming the span, so it reads the prompt cache;
+          with a ``compaction_model`` the span alone, rendered as text. Committing costs none.
 
 This module is the pure half: ``apply_collapses(messages, collapses)``, which spans may go, how a span
 is shown to the summariser, and the token levels. ``compact.collapse_worker.Collapser`` adds the
@@ -202,9 +206,13 @@ class Levels:
 
 
 def levels(th: Thresholds) -> Levels:
-    """Token levels for an effective window; the wait level never exceeds the blocking limit."""
+    """Token levels for an effective window; the wait level never exceeds the blocking limit, and the
+    commit level never exceeds the auto-compact threshold T: a view kept above T costs more on every
+    request than a compaction at T would (at small windows 90% E reaches the blocking limit itself).
+    The start and target levels keep their distance below the commit level."""
     e = th.effective
     wait = min(int(e * WAIT_AT), th.blocking)
-    commit = min(int(e * COMMIT_AT), wait)
-    return Levels(start=min(int(e * START_AT), commit), commit=commit, wait=wait,
-                  target=min(int(e * STAGE_TARGET), commit))
+    commit = min(int(e * COMMIT_AT), th.auto_compact, wait)
+    start = min(int(e * START_AT), commit - round(e * (COMMIT_AT - START_AT)))
+    return Levels(start=max(0, start), commit=commit, wait=wait,
+                  target=max(0, min(int(e * STAGE_TARGET), commit - round(e * (COMMIT_AT - STAGE_TARGET)))))

@@ -6,8 +6,9 @@ against the effective window E: from 90% E it commits staged spans, oldest first
 nothing committable it waits for the worker (at most 60 s; Ctrl-C interrupts); from 70% E it starts the
 worker on the oldest candidate spans not staged yet. Each commit appends a ``collapse-commit`` record.
 
-Model calls: one side request per staged span (``summarise``: the compaction model or the session's, no
-tools, at most 1,000 output tokens); commits cost none. A worker failure is reported once per session;
+Model calls: one side request per staged span (``summarise``: at most 1,000 output tokens; the main
+request's system, tools and view plus an instruction naming the span, so it reads the prompt cache — or,
+with a compaction model, the span rendered as text); commits cost none. A worker failure is reported once per session;
 after 3 failures in a row the worker is no longer started.
 """
 
@@ -30,10 +31,11 @@ from compact.collapse import (
 )
 from compact.conversation import Conversation, Ports
 from compact.pipeline import PrepareContext
+from compact.snip import is_typed_prompt, tag_prompts
 from compact.state import collapse_record
 from compact.tokens import Calibration, count_tokens
 from core.errors import CollapseError, Interrupted
-from core.messages import Message, new_uuid
+from core.messages import Message, meta, new_uuid, to_api
 from core.model import Request
 
 MIN_SPAN_TOKENS = 400  # a smaller span is not worth a side request
@@ -59,6 +61,38 @@ Leave out greetings, repetition and anything the assistant will not need again.
 
 The conversation part:
 """
+
+
+SHARED_INSTRUCTION = """\
+This message comes from the agent, not from the user. Set the task aside for one reply and answer with \
+plain text only, no tool calls. One part of the conversation above is being taken out of your working \
+context; a summary you write now stays in its place, so you must be able to carry on from it alone.
+
+The part: {span}
+
+Write a few dense lines of plain text about that part only (well under 200 words, no preamble, no \
+headings). Keep:
+- what the user asked for, and any rule or constraint they set;
+- files, functions and commands involved, with exact paths and names;
+- decisions taken and results obtained (numbers, outcomes, errors and their fixes);
+- questions or tasks left open.
+Leave out greetings, repetition and anything you will not need again."""
+QUOTE_CHARS = 300  # of a prompt, to name where a span starts and where it ends
+
+
+def shared_instruction(span: list[Message], view: list[Message]) -> str:
+    """The instruction of a span summary sent over the whole view: which turns to summarise."""
+    end = next((i for i, m in enumerate(view) if m.uuid == span[-1].uuid), len(view))
+    after = next((m for m in view[end + 1:] if is_typed_prompt(m)), None)
+    where = f"from the user message that begins «{_quote(span[0])}»"
+    where += (f" up to, not including, the user message that begins «{_quote(after)}»." if after is not None
+              else f", {len(span)} messages in all.")
+    return SHARED_INSTRUCTION.format(span=where)
+
+
+def _quote(m: Message) -> str:
+    text = " ".join(m.text.split())
+    return text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS] + "…"
 
 
 @dataclass
@@ -132,14 +166,15 @@ class Collapser:
                 break
         if not chosen:
             return False
-        self.thread = threading.Thread(target=self._work, args=(chosen,), name="context-collapse", daemon=True)
+        self.thread = threading.Thread(target=self._work, args=(chosen, list(view)), name="context-collapse",
+                                       daemon=True)
         self.thread.start()
         return True
 
-    def _work(self, spans: list[list[Message]]) -> None:
+    def _work(self, spans: list[list[Message]], view: list[Message] | None = None) -> None:
         for span in spans:
             try:
-                text = summarise(self.ports, span)
+                text = summarise(self.ports, span, view=view)
             except Exception as e:  # noqa: BLE001 - API errors, timeouts: reported once, never raised
                 self.failures += 1
                 self._report(e)
@@ -232,6 +267,13 @@ class Collapser:
             view, tokens = self._commit(view, tokens, lv.commit, cal)
         return view, tokens
 
+    def can_help(self, view: list[Message]) -> bool:
+        """Whether collapsing could bring this view down: a summary is staged or being written, or an old
+        span is big enough to be worth one."""
+        if self.busy or self._has_staged():
+            return True
+        return self.failures < MAX_FAILURES and any(sum(m.tokens for m in span) >= MIN_SPAN_TOKENS for span in candidate_spans(view))
+
     def _has_staged(self) -> bool:
         with self.lock:
             return bool(self.staged)
@@ -276,13 +318,24 @@ def _k(n: int) -> str:
 # --- the side request -------------------------------------------------------------------------------
 
 
-def summarise(ports: Ports, span: list[Message], timeout: float = REQUEST_TIMEOUT) -> str:
-    """A few dense lines about ``span``, from the cheap model. Raises on any failure."""
-    prompt = INSTRUCTION + render_span(span)
-    messages = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
-    main = ports.request(messages, tools=False)
-    req = Request(model=ports.config.compaction_model or main.model, system=[{"type": "text", "text": SYSTEM}],
-                  tools=[], messages=messages, max_tokens=SUMMARY_MAX_TOKENS)
+def summarise(ports: Ports, span: list[Message], timeout: float = REQUEST_TIMEOUT,
+              view: list[Message] | None = None) -> str:
+    """A few dense lines about ``span``, from the cheap model. Raises on any failure.
+
+    Given the ``view`` the span was chosen from, the request is the main conversation's own (system,
+    tools, the view as it is sent) plus one instruction naming the span, so it reads the prompt cache
+    the main requests wrote instead of sending the span again uncached."""
+    if view is not None and ports.config.compaction_model is None:
+        req = ports.request(to_api([*tag_prompts(view), meta(shared_instruction(span, view))]),
+                            tool_choice={"type": "none"})
+        req.max_tokens = min(req.max_tokens, SUMMARY_MAX_TOKENS)
+    else:
+        prompt = INSTRUCTION + render_span(span)
+        messages = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
+        main = ports.request(messages, tools=False)
+        req = Request(model=ports.config.compaction_model or main.model,
+                      system=[{"type": "text", "text": SYSTEM}], tools=[], messages=messages,
+                      max_tokens=SUMMARY_MAX_TOKENS)
     cancel = threading.Event()
     timer = threading.Timer(timeout, cancel.set)
     timer.daemon = True

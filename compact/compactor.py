@@ -3,8 +3,9 @@
 Triggers: ``/compact`` ("manual"), auto-compact over the threshold ("auto"), a prompt-too-long answer
 (reactive: recorded and hooked as "auto", shown as "reactive").
 Drops: the whole live history (or, on the session-memory path, all but a recent verbatim tail).
-Keeps: the summary, the kept tail, the working-state ledger (compact.ledger), restored files and plan,
-SessionStart hook context — in that order.
+Keeps: the summary, the kept tail (its old tool results cleared as microcompact would: the cached prefix
+is rewritten anyway), the working-state ledger (compact.ledger), restored files and plan, SessionStart
+hook context — in that order.
 Writes to disk: nothing until a summary is in hand; then the boundary, the summary and the new
 messages are appended to the transcript (nothing before is touched), then a compact_result record
 with the post-compaction count, so "a → b" reads the same after a resume.
@@ -35,9 +36,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from compact import ledger, notes_compaction, restore, summary, usage
+from compact import ledger, micro, notes_compaction, restore, summary, usage
 from compact.conversation import Conversation, Ports
 from compact.result import Compaction
+from compact.state import microcompact_record
 from compact.thresholds import Thresholds
 from core.errors import CompactionError, Interrupted
 from core.events import CompactFailed, CompactFinished, CompactStarted, MessageRecorded, Notice
@@ -187,6 +189,8 @@ def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: st
     shown = shown or trigger
     old = list(conv.messages)
     kept = [m.replace(usage=None) if m.usage is not None else m for m in compaction.kept]  # stale now
+    stale = _stale_in_kept(conv, ports, kept)
+    visible = micro.without_calls(kept, stale)  # files whose reads stay visible in the kept tail
     summary_msg = _summary_message(conv, compaction, trigger)
     th = ports.thresholds()
     state = ledger.attachment(old, kept, str(conv.tools.project_dir), th.auto_compact)
@@ -194,12 +198,15 @@ def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: st
     base = cal.scale(cal.overhead + summary_msg.tokens + state.message.tokens
                      + sum(m.tokens for m in kept))  # as the server counts
     room = round((th.auto_compact * RESTORE_SHARE - base) / cal.ratio)  # in estimated tokens, like the files
-    restored = restore.plan_restore(conv, ports, kept, old, room=room)
+    restored = restore.plan_restore(conv, ports, visible, old, room=room)
     hook_msgs, start_lines = _session_start(ports)
     added = [state.message, *restored.messages, *hook_msgs]
 
     _commit(conv, ports, trigger, pre_tokens, old, compaction, summary_msg, kept, added)
-    restore.apply_read_state(conv, restored, kept)
+    if stale:
+        conv.state.cleared.update(stale)
+        conv.record(microcompact_record(stale))
+    restore.apply_read_state(conv, restored, visible)
     post_text = ports.hooks("PostCompact", trigger, trigger=trigger, compact_summary=compaction.summary)
     post_tokens = conv.view().tokens
     # the "a → b" figure: recorded once, so /summary after a resume shows the same b as the live line
@@ -221,6 +228,15 @@ COMPACT_RESULT = "compact_result"
 def compact_result_record(post_tokens: int) -> dict[str, Any]:
     """What a compaction left, written right after its messages (the boundary can't know it yet)."""
     return {"type": "system", "subtype": COMPACT_RESULT, "isMeta": True, "postTokens": int(post_tokens)}
+
+
+def _stale_in_kept(conv: Conversation, ports: Ports, kept: list[Message]) -> list[str]:
+    """Old tool results of a kept tail: the compaction rewrites the cached prefix anyway, so microcompact's
+    clearing (all but the most recent few) costs nothing extra now and saves on every later request."""
+    c = ports.config
+    if not kept or not c.microcompact or c.disable_compact:
+        return []
+    return micro.stale_results(kept, conv.state, c.keep_recent)
 
 
 def _commit(conv: Conversation, ports: Ports, trigger: str, pre_tokens: int, old: list[Message],

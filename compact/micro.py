@@ -86,6 +86,26 @@ def microcompact(messages: list[Message], state: ContextState, now: datetime, ga
     return MicroResult(out, newly)
 
 
+def stale_results(messages: list[Message], state: ContextState, keep_recent: int = 5) -> list[str]:
+    """Tool results microcompact would clear now if the cache were cold: the compactable ones answered
+    in ``messages`` except the ``keep_recent`` most recent, not cleared yet. A compaction rewrites the
+    cached prefix anyway, so the kept tail loses them in the same stroke (compact.compactor)."""
+    answered = {b.get("tool_use_id") for m in messages if m.role == "user"
+                for b in m.content if b.get("type") == "tool_result"}
+    ids = [b["id"] for m in messages if m.role == "assistant" for b in m.content
+           if b.get("type") == "tool_use" and b.get("name") in COMPACTABLE and b.get("id") in answered]
+    return [i for i in ids[: max(0, len(ids) - keep_recent)] if i not in state.cleared]
+
+
+def without_calls(messages: list[Message], ids: list[str]) -> list[Message]:
+    """The messages with these tool calls left out: what still shows a file once their results are cleared."""
+    if not ids:
+        return messages
+    drop = set(ids)
+    return [m.replace(content=[b for b in m.content if not (b.get("type") == "tool_use" and b.get("id") in drop)])
+            if any(b.get("id") in drop for b in m.tool_uses) else m for m in messages]
+
+
 def _cleared(m: Message, cleared: set[str]) -> Message:
     blocks: list[Block] = []
     changed = False

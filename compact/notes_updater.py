@@ -2,8 +2,12 @@
 
 Triggers  ``after_response``, after every main-conversation response: first once the context reaches
           10,000 tokens, then whenever it has grown 5,000 tokens since the last update *and* either 3
-          tool calls happened since or the response made no tool call. One update at a time, in a
-          background thread (one that falls due meanwhile runs right after it); the user never waits,
+          tool calls happened since or the response made no tool call; 90% of the auto-compact
+          threshold T and 60% of T take the place of 10,000 and 5,000 when larger (``update_levels``):
+          about one update per compaction cycle, just before T, so the notes are current when a
+          compaction uses them and cost no more than the summary they replace (benchmarks/cost.py);
+          and when one more step like the last would reach T (a big read can jump the band). One
+          update at a time, in a background thread (one that falls due meanwhile runs right after it); the user never waits,
           except at process exit, for at most 20 s, so a print-mode run keeps its last update.
 Writes    the notes file (compact.notes), changed only with the Edit tool's own semantics; a
           ``{"type": "session-memory", "lastSummarizedUuid"}`` record whenever "summarized up to here" moves.
@@ -39,6 +43,8 @@ from tools.read import record_read
 
 INIT_TOKENS = 10_000  # first update once the context is this big
 UPDATE_GROWTH = 5_000  # later updates: context growth since the last one ...
+INIT_SHARE = 0.9  # ... or, when larger, these shares of the auto-compact threshold T (update_levels)
+GROWTH_SHARE = 0.6
 TOOL_CALLS_BETWEEN = 3  # ... and this many tool calls since (or a reply without any)
 UPDATE_TIMEOUT = 120.0  # seconds before an update is abandoned
 UPDATE_MAX_TOKENS = 16_000
@@ -52,21 +58,40 @@ class Trigger:
     started: bool = False
     tokens_at_update: int = 0
     tool_calls: int = 0
+    last_tokens: int = 0  # the context at the previous response: its growth predicts the next one
 
-    def observe(self, tokens: int, tool_calls: int) -> bool:
-        """Count one response; True when an update is due now."""
+    def observe(self, tokens: int, tool_calls: int, init: int = INIT_TOKENS, growth: int = UPDATE_GROWTH,
+                threshold: int | None = None) -> bool:
+        """Count one response; True when an update is due now (``update_levels`` gives init and growth).
+
+        Also due when one more step like the last one would reach ``threshold`` (the auto-compact
+        level) and the context has grown since the last update: one large read can jump over the band
+        between the update level and T, and the compaction there should find current notes."""
         self.tool_calls += tool_calls
         # a compaction shrank the context: growth counts from the new, smaller size
         self.tokens_at_update = min(self.tokens_at_update, tokens)
+        step = max(0, tokens - self.last_tokens) if self.last_tokens else 0  # the first one is no step
+        self.last_tokens = tokens
+        last_chance = (threshold is not None and tokens < threshold <= tokens + step
+                       and tokens - self.tokens_at_update >= min(growth, UPDATE_GROWTH))
         if not self.started:
-            return tokens >= INIT_TOKENS
-        grown = tokens - self.tokens_at_update >= UPDATE_GROWTH
-        return grown and (self.tool_calls >= TOOL_CALLS_BETWEEN or tool_calls == 0)
+            return tokens >= init or last_chance
+        grown = tokens - self.tokens_at_update >= growth
+        return last_chance or (grown and (self.tool_calls >= TOOL_CALLS_BETWEEN or tool_calls == 0))
 
     def updating(self, tokens: int) -> None:
         self.started = True
         self.tokens_at_update = tokens
         self.tool_calls = 0
+
+
+def update_levels(threshold: int) -> tuple[int, int]:
+    """(first update, growth between updates) for an auto-compact threshold T: 10,000 and 5,000 tokens,
+    or 90% and 60% of T when those are larger. Each update reads the whole context and writes the
+    notes: updates every 5,000 tokens (30 per cycle at a 200K window) cost more than the one summary
+    they stand in for. After a compaction (~30% of T) growth of 60% of T brings the next update to
+    ~90% of T again; the tail a notes compaction keeps verbatim is what came after it."""
+    return max(INIT_TOKENS, int(threshold * INIT_SHARE)), max(UPDATE_GROWTH, int(threshold * GROWTH_SHARE))
 
 
 @dataclass(frozen=True)
@@ -114,7 +139,8 @@ def after_response(conv: Conversation, ports: Ports) -> None:
     w = _worker(conv)
     try:
         tokens = count_tokens(conv.messages, conv.calibration)
-        if not w.trigger.observe(tokens, len(last.tool_uses)):
+        threshold = ports.thresholds().auto_compact
+        if not w.trigger.observe(tokens, len(last.tool_uses), *update_levels(threshold), threshold=threshold):
             return
         job = _job(conv)
         w.trigger.updating(tokens)

@@ -19,7 +19,7 @@
           │                                       (the four above are compact.pipeline: the model's view)
           ▼
     auto-compact        (compact.autocompact)    at T: notes first, else the LLM summary      0 or 1 (+PTL retries)
-          │              collapse on and at the blocking limit: compact anyway
+          │              collapse on and at the blocking limit, or over T with nothing to collapse: compact
           ▼
     snip nudge          (compact.snip)           a reminder once the context grew ~10k        no model call
           │
@@ -84,7 +84,7 @@ def prepare_request(conv: Conversation, ports: Ports) -> Prepared:
     current = conv.view()
     if autocompact.maybe_autocompact(conv, ports, current.tokens):
         current = conv.view()
-    elif _collapse_cannot_help(conv, ports, current.tokens) and compactor.compact(conv, ports, "auto"):
+    elif _collapse_cannot_help(conv, ports, current) and compactor.compact(conv, ports, "auto"):
         current = conv.view()
     if maybe_nudge(conv, ports, current.tokens):
         current = conv.view()
@@ -104,11 +104,20 @@ def token_state(ports: Ports, tokens: int) -> TokenState:
                       auto_compact=th.auto_enabled)
 
 
-def _collapse_cannot_help(conv: Conversation, ports: Ports, tokens: int) -> bool:
-    """Collapse is on (so auto-compact is off) and the view still reaches the blocking limit: one long
-    turn has no old spans to collapse, and compacting beats stopping."""
+def _collapse_cannot_help(conv: Conversation, ports: Ports, current: Prepared) -> bool:
+    """Collapse is on (so auto-compact is off) and the view still reaches the blocking limit — or it is
+    over the auto-compact threshold T with nothing collapse could take (one long turn has no old spans):
+    compacting at T then beats carrying a view over T up to the blocking limit (benchmarks/cost.py)."""
     c = ports.config
-    return c.context_collapse and not c.disable_compact and thresholds.level(tokens, ports.thresholds()).blocking
+    if not c.context_collapse or c.disable_compact:
+        return False
+    th = ports.thresholds()
+    if thresholds.level(current.tokens, th).blocking:
+        return True
+    collapser = conv.collapser
+    if current.tokens < th.auto_compact or collapser is None or collapser.can_help(current.messages):
+        return False
+    return conv.compact_failures < autocompact.MAX_FAILURES and not compactor.nothing_new_since_compaction(conv)
 
 
 def maybe_nudge(conv: Conversation, ports: Ports, tokens: int) -> bool:

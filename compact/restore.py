@@ -4,7 +4,8 @@ Triggers: every compaction that succeeds (compact.compactor.finish), on every pa
 Adds: the most recently read or written files (at most 5, most recent first, each cut to 5,000 tokens,
 50,000 together), re-read from disk now with numbered lines as the Read tool shows them, one meta
 message each; then the plan (``<session dir>/plan.md``) if there is one.
-Skips: files still visible in the kept messages (a Read of that path), instruction files (CLAUDE.md),
+Skips: files still visible in the kept messages (a Read of that path; such a file takes one of the five
+slots, so a kept tail and the restored files together show at most five), instruction files (CLAUDE.md),
 the agent's own files under the session directory, deleted, binary and image files.
 Budgets: scaled by min(1, T / 167,000) so a small window still ends well under the threshold, and never
 more than the room the compactor offers.
@@ -134,11 +135,15 @@ def plan_restore(conv: Conversation, ports: Ports, kept: list[Message], history:
     visible = set(_paths_in(kept, conv, ("Read",)))
     instructions, own_dir = _excluded(conv, ports)
     out = Restored()
+    shown_in_kept = 0  # recent files the kept messages show take their slots among the five
     for name in recent_files(conv, history):
-        if len(out.files) >= MAX_FILES:
+        if len(out.files) + shown_in_kept >= MAX_FILES:
             break
+        if name in visible:
+            shown_in_kept += 1
+            continue
         path = Path(name)
-        if (name in visible or name in instructions or path.name == "CLAUDE.md"
+        if (name in instructions or path.name == "CLAUDE.md"
                 or path.is_relative_to(own_dir) or path.suffix.lower() in IMAGE_TYPES or not path.is_file()):
             continue
         room_left = min(per_file, total - out.tokens)

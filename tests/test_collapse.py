@@ -1,8 +1,9 @@
 """compact.collapse: the pure span replacement, span selection, and the stage in a live session against
 the loopback fake API (staging, commits at 90%, the wait at 95%, failures, resume), then the real CLI.
 
-Sessions here use a 60,000-token window cap: E = 40,000, so the worker starts at 28,000 tokens, commits
-from 36,000 and the wait level is the blocking limit, 37,000. Messages carry no usage, so the counts are
+Sessions here use a 60,000-token window cap: E = 40,000 and T = 27,000, so commits start at T (not at 90%
+E, 36,000: a view kept above T costs more than a compaction at T), the worker starts 8,000 below, at
+19,000, stages spans down to 15,000, and the wait level is the blocking limit, 37,000. Messages carry no usage, so the counts are
 plain estimates and the tests can steer them exactly.
 """
 
@@ -24,22 +25,34 @@ from agent.loader import load_transcript
 from agent.settings import Settings
 from compact import collapse, collapse_worker
 from compact.collapse import apply_collapses, candidate_spans, placeholder
-from compact.prepare import token_state
-from compact.snip import turns
+from compact.prepare import prepare_request, send, token_state
+from compact.snip import tag_prompts, turns
 from compact.tokens import count_tokens
 from core.errors import Interrupted
 from core.events import Notice
-from core.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
+from core.messages import (
+    Message,
+    assistant,
+    to_api,
+    tool_pairs_ok,
+    tool_result_block,
+    tool_results,
+    user_prompt,
+)
 from tests.conftest import records, transcripts
-from tests.fakeapi import Error, FakeAPI, Reply, last_user_text, request_text
+from tests.fakeapi import Error, FakeAPI, Reply, estimate_tokens, last_user_text, request_text
 from tests.harness import Bench, make_bench
 from tests.histories import EXAMPLES, Builder, histories
 
 WORDS = "alpha beta gamma delta parser token stream buffer index value".split()
 
 
+SHARED = "One part of the conversation above is being taken out"
+
+
 def is_collapse_request(body: dict) -> bool:
-    return collapse_worker.INSTRUCTION.splitlines()[0] in last_user_text(body)
+    text = last_user_text(body)
+    return collapse_worker.INSTRUCTION.splitlines()[0] in text or SHARED in text
 
 
 @pytest.fixture
@@ -200,12 +213,12 @@ def test_the_worker_sees_the_span_as_text_with_long_blocks_cut() -> None:
 def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api: FakeAPI) -> None:
     bench, events = make_session(tmp_path, api, compaction_model="claude-haiku-4-5")
     route = api.on(is_collapse_request, summaries())
-    ts = fill(bench, 30_000)  # over 70%: the worker starts; under 90%: nothing is committed yet
+    ts = fill(bench, 23_000)  # over the start level: the worker starts; under T: nothing is committed yet
     first = bench.view()
-    assert placeholders(first.messages) == [] and first.tokens >= 30_000
+    assert placeholders(first.messages) == [] and first.tokens >= 23_000
     c = bench.conv.collapser
     assert c.join(10)
-    # two turns fit in one span (8,000 tokens); two spans are needed to reach 60% once committed
+    # two turns fit in one span (8,000 tokens); two spans are needed to reach 15,000 once committed
     assert [s.uuids for s in c.staged] == [[m.uuid for m in ts[0] + ts[1]], [m.uuid for m in ts[2] + ts[3]]]
     body = route.hits[0]
     assert body["model"] == "claude-haiku-4-5" and body["max_tokens"] == collapse_worker.SUMMARY_MAX_TOKENS
@@ -215,7 +228,7 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
     assert bench.state.collapses == [] and not [r for r in records(bench.transcript_path)
                                                   if r["type"] == "collapse-commit"]
 
-    ts += fill(bench, 36_500, start=len(ts))  # over 90%: commit, oldest first, until under 90%
+    ts += fill(bench, 27_500, start=len(ts))  # over T: commit, oldest first, until under T
     now = bench.view()
     [ph] = placeholders(now.messages)
     # the summary, then what the span did, from its own calls: files read, the user's words verbatim
@@ -226,7 +239,7 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
                        "<user-message>\nTurn 0: check module_0.py\n</user-message>\n"
                        "<user-message>\nTurn 1: check module_1.py\n</user-message>\n</working-state>")
     assert now.messages[0] is ph and now.messages[1] is ts[2][0]
-    assert now.tokens < 36_000 and now.tokens == count_tokens(now.messages, bench.conv.calibration)
+    assert now.tokens < 27_000 and now.tokens == count_tokens(now.messages, bench.conv.calibration)
     assert "SUMMARY-1" in json.dumps(now.api[0]) and "toolu_turn000" not in json.dumps(now.api)
     [rec] = [r for r in records(bench.transcript_path) if r["type"] == "collapse-commit"]
     assert rec["collapsedUuids"] == [m.uuid for m in ts[0] + ts[1]] and rec["placeholderUuid"] == ph.uuid
@@ -251,13 +264,13 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
 def test_usage_measured_before_a_commit_is_lowered_by_what_it_saved(tmp_path: Path, api: FakeAPI) -> None:
     bench, _ = make_session(tmp_path, api)
     api.on(is_collapse_request, summaries())
-    ts = fill(bench, 30_000)
+    ts = fill(bench, 23_000)
     bench.view()
     assert bench.conv.collapser.join(10)
     bench.add(user_prompt("next"))
     real = count_tokens(bench.messages, bench.conv.calibration) + 6_000  # as the server counts: system and tools too
     bench.add(assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": real, "output_tokens": 0}))
-    now = bench.view()  # the usage says 36,000+: commit; the copy handed on counts the saving
+    now = bench.view()  # the usage says 29,000+: commit; the copy handed on counts the saving
     assert placeholders(now.messages)
     saved = sum(m.tokens for m in ts[0] + ts[1]) - placeholders(now.messages)[0].tokens
     assert now.tokens == real - saved
@@ -322,7 +335,7 @@ def test_worker_failures_are_reported_once_and_never_break_the_turn(tmp_path: Pa
 def test_a_staged_span_that_changed_is_not_committed(tmp_path: Path, api: FakeAPI) -> None:
     bench, _ = make_session(tmp_path, api)
     api.on(is_collapse_request, summaries())
-    ts = fill(bench, 30_000)
+    ts = fill(bench, 23_000)
     bench.view()
     c = bench.conv.collapser
     assert c.join(10)
@@ -391,8 +404,10 @@ class Model:
 
 def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(run_cli, project: Path,
                                                                       isolated_env: Path) -> None:
-    paths = make_files(project, 14)
-    batches = [[p] for p in paths[:6]] + [paths[6:]]  # six short turns, then one long tool loop
+    paths = make_files(project, 10)
+    # six short turns, then one long tool loop: collapsing the old turns keeps it under T to the end (over
+    # T with nothing left to collapse, the agent would compact there)
+    batches = [[p] for p in paths[:6]] + [paths[6:]]
     env = {"CLAUDE_CONTEXT_COLLAPSE": "1", "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "60000",
            "COMPACT_AGENT_SESSION_MEMORY": "0"}
     with FakeAPI(context_window=60_000) as api:
@@ -425,3 +440,87 @@ def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(run_cli, p
     assert resumed[:len(previous)] == previous and "[Collapsed: " in json.dumps(resumed[0])
     assert [m["role"] for m in resumed[len(previous):]] == ["assistant", "user"]
     assert "Read batch 1." in json.dumps(recs)  # the transcript keeps everything
+
+
+# --- what collapse costs --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("window", [50_000, 60_000, 200_000])
+def test_commits_start_at_the_auto_compact_threshold_never_at_the_blocking_limit(tmp_path: Path, api: FakeAPI,
+                                                                                 window: int) -> None:
+    bench = make_bench(tmp_path, api, session_id=SESSION_ID, context_collapse=True, context_window=window)
+    th = bench.thresholds()
+    lv = collapse.levels(th)
+    assert lv.commit == min(th.auto_compact, int(th.effective * collapse.COMMIT_AT)) < th.blocking
+    assert lv.target < lv.start < lv.commit <= lv.wait <= th.blocking
+    if window == 200_000:  # at the reference window the levels are 90%, 70% and 60% of E, as before
+        e = th.effective
+        assert (lv.commit, lv.start, lv.target) == (int(e * 0.9), int(e * 0.7), int(e * 0.6)) == (162_000, 125_999, 108_000)
+    else:  # at 50K, 90% E (27,000) is the blocking limit itself: commits come at T instead
+        assert lv.commit == th.auto_compact and lv.start == th.auto_compact - round(th.effective * 0.2)
+
+
+def test_span_summaries_read_the_cache_the_main_requests_wrote(tmp_path: Path, api: FakeAPI) -> None:
+    bench, _ = make_session(tmp_path, api)
+    spans = api.on(is_collapse_request, summaries())
+    api.on(lambda body: not is_collapse_request(body), Reply.text("ok"))
+    fill(bench, 14_000)  # under the start level (19,000): no side request yet
+    bench.add(user_prompt("Go on."))
+    main = send(bench.conv, bench.ports, bench.view())
+    bench.add(main)
+    assert spans.hits == [] and bench.usage_total.get("cache_read_input_tokens", 0) == 0
+    [main_body] = [r.body for r in api.message_requests]
+    n = 99
+    while bench.view().tokens < collapse.levels(bench.thresholds()).start:  # over it: the worker starts
+        add_turn(bench, n)
+        n += 1
+    view = bench.view()
+    assert bench.conv.collapser.join(10)
+    body = spans.hits[0]
+    assert body["system"] == main_body["system"] and body["tools"] == main_body["tools"]
+    sent = plain(body["messages"])
+    assert sent[:len(main_body["messages"]) - 1] == plain(main_body["messages"])[:-1]  # the same prefix
+    shown = plain(to_api(tag_prompts(view.messages)))
+    assert sent[:len(shown) - 1] == shown[:-1] and len(sent) in (len(shown), len(shown) + 1)
+    assert "Turn 0: check module_0.py" in last_user_text(body)  # the span is named, not sent again
+    assert "Tool result:" not in last_user_text(body) and body["max_tokens"] <= collapse_worker.SUMMARY_MAX_TOKENS
+    read = bench.usage_total["cache_read_input_tokens"]
+    assert read >= 0.9 * estimate_tokens(main_body)  # the whole main prefix came from the cache
+
+
+def test_over_t_with_nothing_to_collapse_it_compacts_at_t_not_at_the_blocking_limit(tmp_path: Path,
+                                                                                     api: FakeAPI) -> None:
+    bench, events = make_session(tmp_path, api)
+    spans = api.on(is_collapse_request, summaries())
+    summary = api.on(lambda body: body.get("tool_choice", {}).get("type") == "none" and not is_collapse_request(body),
+                     Reply.text("<summary>One long turn of reads.</summary>"))
+    bench.add(user_prompt("Read everything, in one go."))
+    for n in range(12):  # one long turn: no old, closed turn to collapse
+        call = f"toolu_long{n:03d}"
+        bench.add(assistant([{"type": "tool_use", "id": call, "name": "Read", "input": {"file_path": f"m{n}.py"}}],
+                            stop_reason="tool_use"))
+        bench.add(tool_results([tool_result_block(call, text_of(2_400, n))]))
+        if count_tokens(bench.messages, bench.conv.calibration) >= 28_000:
+            break
+    th = bench.thresholds()
+    tokens = bench.view().tokens
+    assert th.auto_compact <= tokens < th.blocking
+    assert not bench.conv.collapser.can_help(bench.view().messages)
+    prepare_request(bench.conv, bench.ports)
+    assert len(summary.hits) == 1 and spans.hits == []
+    assert bench.messages[0].kind == "summary" and bench.view().tokens < th.auto_compact
+    prepare_request(bench.conv, bench.ports)  # nothing new since: no second compaction
+    assert len(summary.hits) == 1
+
+
+def test_over_t_with_old_turns_to_collapse_it_does_not_compact(tmp_path: Path, api: FakeAPI) -> None:
+    bench, _ = make_session(tmp_path, api)
+    api.on(is_collapse_request, summaries())
+    fill(bench, 26_000)
+    view = bench.view()
+    assert bench.conv.collapser.can_help(view.messages)
+    bench.conv.collapser.join(10)
+    bench.add(user_prompt("more"))
+    add_turn(bench, 50)
+    prepare_request(bench.conv, bench.ports)
+    assert not [m for m in bench.messages if m.kind == "summary"] and placeholders(bench.view().messages)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import copy
 from datetime import timedelta
 
-from compact.micro import CLEARED, cache_expired, microcompact
+from compact.micro import CLEARED, cache_expired, microcompact, stale_results, without_calls
 from compact.state import ContextState
 from core.messages import Message, tool_pairs_ok
 from tests.histories import NOW, Builder, image_block, old_bash_history, output
@@ -90,3 +90,14 @@ def test_the_cache_returns_the_same_objects() -> None:
     first = microcompact(messages, state, NOW, cache=cache)
     second = microcompact(messages, state, NOW, cache=cache)
     assert all(a is b for a, b in zip(first.messages, second.messages, strict=True))
+
+
+def test_a_compaction_clears_the_kept_tails_old_results_whatever_the_cache() -> None:
+    messages = old_bash_history(8, timedelta(minutes=1))  # the cache is warm: microcompact itself waits
+    ids = [b["id"] for b in tool_uses(messages)]
+    state = ContextState(cleared={ids[0]})
+    assert stale_results(messages, state, keep_recent=5) == ids[1:3]  # the oldest not yet cleared, not the 5 newest
+    assert stale_results(messages, state, keep_recent=8) == []
+    shown = without_calls(messages, ids[1:3])
+    assert [b["id"] for b in tool_uses(shown)] == [ids[0], *ids[3:]]  # for restore: those calls show nothing
+    assert tool_uses(messages) != tool_uses(shown) and len(shown) == len(messages)

@@ -150,7 +150,7 @@ def test_trigger_first_at_10k_then_5k_growth_with_3_tool_calls_or_a_reply_withou
 
 
 def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, api):
-    bench, _ = make_session(tmp_path, api)
+    bench, _ = make_session(tmp_path, api, context_window=40_000)  # T = 7,000: updates at 10,000, then +5,000
     release = threading.Event()
     seen: list[Any] = []
 
@@ -519,3 +519,14 @@ def test_compactor_uses_the_notes_without_a_summary_request(tmp_path, api):
     assert boundary["compactMetadata"]["preservedSegment"] == {
         "headUuid": kept_uuids[0], "anchorUuid": summary.uuid, "tailUuid": kept_uuids[-1]}
     assert estimate_text(summary.text) < 12_000
+
+
+def test_an_update_is_due_before_one_more_step_like_the_last_would_reach_the_threshold() -> None:
+    t = notes_updater.Trigger()
+    init, growth = notes_updater.update_levels(54_000)  # 48,600 and 32,400
+    assert not t.observe(30_000, 1, init, growth, threshold=54_000)  # the first response is no step
+    assert not t.observe(40_000, 1, init, growth, threshold=54_000)  # +10,000: 50,000 next, under T
+    assert t.observe(48_000, 1, init, growth, threshold=54_000)  # +8,000 would reach T: update now
+    t.updating(48_000)
+    assert not t.observe(52_000, 1, init, growth, threshold=54_000)  # not again without new growth
+    assert not t.observe(55_000, 1, init, growth, threshold=54_000)  # at T: the compaction decides
