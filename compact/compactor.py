@@ -195,7 +195,7 @@ def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: st
     th = ports.thresholds()
     state = ledger.attachment(old, kept, str(conv.tools.project_dir), th.auto_compact)
     cal = conv.calibration
-    base = cal.scale(cal.overhead + summary_msg.tokens + state.message.tokens
+    base = cal.scale(cal.fixed_tokens() + summary_msg.tokens + state.message.tokens
                      + sum(m.tokens for m in kept))  # as the server counts
     room = round((th.auto_compact * RESTORE_SHARE - base) / cal.ratio)  # in estimated tokens, like the files
     restored = restore.plan_restore(conv, ports, visible, old, room=room)

@@ -67,7 +67,7 @@ def plan(conv: Conversation, ports: Ports) -> Compaction | None:
     limit = max(MIN_SECTION_CHARS, int(SECTION_CHARS * scale))
     summary = trim_sections(text, headers(template), conv.notes_path, limit).strip()
     cal = conv.calibration
-    if cal.scale(cal.overhead + estimate_text(summary) + sum(m.tokens for m in kept)) > threshold * RESULT_SHARE:
+    if cal.scale(cal.fixed_tokens() + estimate_text(summary) + sum(m.tokens for m in kept)) > threshold * RESULT_SHARE:
         return None  # it would leave no room for the restored files (or not free enough): summarize instead
     segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid} if kept else None
     return Compaction(method=METHOD, summary=summary, kept=kept, preserved_segment=segment)

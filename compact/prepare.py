@@ -74,7 +74,8 @@ def wire(conv: Conversation, ports: Ports, *, clock: Callable[[], datetime] | No
                                    late_stages=late, calibration=conv.calibration)
     if clock is not None:
         conv.pipeline.now = clock
-    conv.calibration.overhead = overhead_tokens(ports.request([]))
+    # counted on first need, not here: the tokenizer takes ~0.2 s to load, and start-up must not wait
+    conv.calibration.overhead_source = lambda: overhead_tokens(ports.request([]))
     return conv
 
 

@@ -15,7 +15,8 @@ little and a large one a lot; it starts at 1 and is clamped to [0.25, 4].
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from core.messages import Message
 from core.tokens import usage_total
@@ -29,8 +30,10 @@ class Calibration:
     low: float = 0.25
     high: float = 4.0
     samples: int = 0
-    # estimated tokens of the system prompt and tool definitions of the current request
-    overhead: int = 0
+    # estimated tokens of the system prompt and tool definitions of the current request; None: not
+    # known yet, ``overhead_source`` tells on first need (so start-up doesn't load the tokenizer)
+    overhead: int | None = None
+    overhead_source: Callable[[], int] | None = field(default=None, repr=False, compare=False)
     _real: float = 0.0
     _estimated: float = 0.0
 
@@ -51,6 +54,14 @@ class Calibration:
     def scale(self, n: int) -> int:
         return round(n * self.ratio)
 
+    def fixed_tokens(self) -> int:
+        """Estimated tokens of the system prompt and tools (asked of ``overhead_source`` once if unknown)."""
+        if self.overhead is None:
+            if self.overhead_source is None:
+                return 0
+            self.overhead = self.overhead_source()
+        return self.overhead
+
 
 def count_tokens(messages: list[Message], calibration: Calibration | None = None,
                  freed: dict[str, int] | None = None) -> int:
@@ -70,4 +81,4 @@ def count_tokens(messages: list[Message], calibration: Calibration | None = None
             stale = freed.get(m.uuid, 0) if freed else 0
             return max(0, usage_total(m.usage) - stale) + estimate
         tail += m.tokens
-    return calibration.scale(calibration.overhead + tail) if calibration else tail
+    return calibration.scale(calibration.fixed_tokens() + tail) if calibration else tail
