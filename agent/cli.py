@@ -33,7 +33,9 @@ REPL commands:
   /cost                     tokens and cost so far
   /summary, /history        the last compaction's summary, and what it replaced
   /memory                   the session's background notes
-  /help, /exit              list the commands; leave (Ctrl-D too)
+  /state                    what the agent did: files changed, commands, todo list
+  /trust, /permissions      project trust (/trust revoke) and the permission rules
+  /help, /exit, /quit       list the commands; leave (Ctrl-D too)
 
 \b
 Environment:
