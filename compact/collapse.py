@@ -3,7 +3,9 @@
 Triggers  ``CLAUDE_CONTEXT_COLLAPSE=1`` (compact.prepare.wire adds the worker, compact.collapse_worker,
           to the pipeline's late stages, and proactive auto-compact is off). Against the effective window E, at every model call:
             ≥ 70% E   a background worker summarises candidate spans and *stages* them (in memory);
-            ≥ 90% E   staged spans are *committed*, oldest first, until the view is under 90% E;
+            ≥ 90% E   staged spans are *committed*, oldest first, all in one stroke down to the
+                      staging target (60% E): each commit rewrites the cached prefix after it, so
+                      one commit of several spans costs a cache write where one a span cost several;
             ≥ 95% E   (or the blocking limit, if lower) and nothing committable: the call waits for the
                       worker (at most 60 s; Ctrl-C interrupts) instead of sending a request that is too big.
           The commit level is never above the auto-compact threshold T (at small windows 90% E is the

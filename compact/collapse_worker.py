@@ -2,7 +2,7 @@
 
 ``Collapser(conv, ports)`` is a late pipeline stage (compact.pipeline), put there by compact.prepare.wire
 when context collapse is on. At every model call it applies the committed spans (compact.collapse), then
-against the effective window E: from 90% E it commits staged spans, oldest first; from 95% E with
+against the effective window E: from 90% E it commits the staged spans, oldest first, in one stroke; from 95% E with
 nothing committable it waits for the worker (at most 60 s; Ctrl-C interrupts); from 70% E it starts the
 worker on the oldest candidate spans not staged yet. Each commit appends a ``collapse-commit`` record.
 
@@ -128,8 +128,8 @@ class Collapser:
             return self._corrected(raw)
         cal = ctx.calibration
         tokens = self._measure(raw, cal)
-        if tokens >= lv.commit:
-            raw, tokens = self._commit(raw, tokens, lv.commit, cal)
+        if tokens >= lv.commit:  # down to the target at once: one cache rewrite, not one a span
+            raw, tokens = self._commit(raw, tokens, lv.target, cal)
         if tokens >= lv.wait:
             raw, tokens = self._wait(raw, tokens, lv, cal)
         if tokens >= lv.start:

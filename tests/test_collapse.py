@@ -228,9 +228,9 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
     assert bench.state.collapses == [] and not [r for r in records(bench.transcript_path)
                                                   if r["type"] == "collapse-commit"]
 
-    ts += fill(bench, 27_500, start=len(ts))  # over T: commit, oldest first, until under T
+    ts += fill(bench, 27_500, start=len(ts))  # over T: every staged span goes in one stroke (one cache rewrite)
     now = bench.view()
-    [ph] = placeholders(now.messages)
+    ph, ph2 = placeholders(now.messages)
     # the summary, then what the span did, from its own calls: files read, the user's words verbatim
     assert ph.text == ("[Collapsed: 8 messages] SUMMARY-1: read a module, it was fine.\n\n"
                        "<working-state of-collapsed-span>\nFiles read (2, most recent last):\n"
@@ -238,16 +238,18 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
                        "The user's own messages in this span, word for word:\n"
                        "<user-message>\nTurn 0: check module_0.py\n</user-message>\n"
                        "<user-message>\nTurn 1: check module_1.py\n</user-message>\n</working-state>")
-    assert now.messages[0] is ph and now.messages[1] is ts[2][0]
+    assert now.messages[0] is ph and now.messages[1] is ph2 and now.messages[2] is ts[4][0]
+    assert ph2.text.startswith("[Collapsed: 8 messages] SUMMARY-2: read a module, it was fine.")
     assert now.tokens < 27_000 and now.tokens == count_tokens(now.messages, bench.conv.calibration)
     assert "SUMMARY-1" in json.dumps(now.api[0]) and "toolu_turn000" not in json.dumps(now.api)
-    [rec] = [r for r in records(bench.transcript_path) if r["type"] == "collapse-commit"]
+    rec, rec2 = [r for r in records(bench.transcript_path) if r["type"] == "collapse-commit"]
     assert rec["collapsedUuids"] == [m.uuid for m in ts[0] + ts[1]] and rec["placeholderUuid"] == ph.uuid
-    assert bench.state.collapses == [{k: rec[k] for k in ("collapsedUuids", "summary", "placeholderUuid",
-                                                          "workingState")}]
+    assert rec2["collapsedUuids"] == [m.uuid for m in ts[2] + ts[3]] and rec2["placeholderUuid"] == ph2.uuid
+    assert bench.state.collapses == [{k: r[k] for k in ("collapsedUuids", "summary", "placeholderUuid",
+                                                        "workingState")} for r in (rec, rec2)]
     assert bench.messages[:4] == ts[0]  # the live list keeps everything
-    assert [s.uuids[0] for s in c.staged] == [ts[2][0].uuid]  # the second span waits for the next need
-    assert any("Collapsed an earlier span (8 messages" in n for n in notices(events))
+    assert [s.uuids[0] for s in c.staged if s.uuids[0] in (ts[2][0].uuid, ts[0][0].uuid)] == []
+    assert any("Collapsed 2 earlier spans (16 messages" in n for n in notices(events))
 
     # resume: the loader replays the commit, and the view is the very same
     c.join(10)
@@ -271,8 +273,10 @@ def test_usage_measured_before_a_commit_is_lowered_by_what_it_saved(tmp_path: Pa
     real = count_tokens(bench.messages, bench.conv.calibration) + 6_000  # as the server counts: system and tools too
     bench.add(assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": real, "output_tokens": 0}))
     now = bench.view()  # the usage says 29,000+: commit; the copy handed on counts the saving
-    assert placeholders(now.messages)
-    saved = sum(m.tokens for m in ts[0] + ts[1]) - placeholders(now.messages)[0].tokens
+    phs = placeholders(now.messages)
+    assert phs
+    spans = [ts[2 * i] + ts[2 * i + 1] for i in range(len(phs))]  # two turns a span, oldest first
+    saved = sum(sum(m.tokens for m in span) - ph.tokens for span, ph in zip(spans, phs))
     assert now.tokens == real - saved
     assert bench.messages[-1].usage == {"input_tokens": real, "output_tokens": 0}  # live list untouched
 
