@@ -10,7 +10,6 @@ the conversation.
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,11 +19,9 @@ from agent import lifecycle, trust
 from agent.session import Session
 from agent.sessions import list_sessions
 from agent.settings import reload_settings
-from agent.system_prompt import read_memory
-from compact import compactor, ledger
+from compact import compactor, ledger, usage
 from compact.notes import notes_text
 from core.errors import AgentError, Interrupted
-from core.tokens import estimate_text
 
 NO_COMPACTION = "No compaction in this session yet."
 COMMAND_LINE = re.compile(r"^/([A-Za-z][\w-]*)(?:\s+(.*))?$", re.DOTALL)
@@ -192,19 +189,10 @@ def _context(session: Session, args: str) -> Result:
 
 def context_usage(session: Session) -> ContextUsage:
     """The /context breakdown; ``used`` is the number the auto-compact trigger uses."""
-    prepared = session.conv.view()
     th = session.thresholds()
-    s = session.settings
-    scale = session.conv.calibration.scale  # every figure as the server counts, like prepared.tokens
-    memory = [(str(path), scale(estimate_text(text))) for path, text in read_memory(s.cwd, s.home)]
-    memory_tokens = sum(t for _, t in memory)
-    system_text = "\n\n".join(b.get("text", "") for b in session.system_blocks())
-    system = max(0, scale(estimate_text(system_text)) - memory_tokens)
-    tools = scale(estimate_text(json.dumps(session.tool_schemas(), ensure_ascii=False)))
-    overhead = system + tools + memory_tokens
-    # the count includes the system prompt and tools (reported, or estimated when nothing was reported yet)
-    messages = max(0, prepared.tokens - overhead)
-    used = overhead + messages
+    b = usage.breakdown(session.conv, session.ports)  # every figure as the server counts
+    system, tools, memory, memory_tokens, messages = b.system, b.tools, b.memory, b.memory_tokens, b.messages
+    used = b.used
     window = th.window
     buffer = max(0, window - th.reference) if th.auto_enabled else 0  # no automatic compaction: no buffer
     free = max(0, window - used - buffer)

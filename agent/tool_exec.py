@@ -8,9 +8,9 @@ tool_result, so the conversation stays valid even when the user interrupts half-
 not run are answered with an error saying so).
 
 A call whose input was not valid JSON (agent.client keeps it under ``INVALID_INPUT``) is answered with an
-error asking for it again, and nothing runs. Two things happen before anything is decided: a relative ``file_path``/``path`` is made absolute against
-the working directory Bash has left the tools in, so the permission check, the hooks and the tool all
-judge the same file; and after a tool runs, the API key is redacted from its output, so a dotfile or an
+error asking for it again, and nothing runs. Two things happen before anything is decided: a relative
+``file_path``/``path`` is made absolute against the working directory Bash has left the tools in, so the
+permission check, the hooks and the tool all judge the same file; and after a tool runs, the API key is redacted from its output, so a dotfile or an
 ``env`` listing can be shown to the model and recorded without the key ever reaching the transcript.
 """
 

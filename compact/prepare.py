@@ -81,7 +81,6 @@ def wire(conv: Conversation, ports: Ports, *, clock: Callable[[], datetime] | No
 
 def prepare_request(conv: Conversation, ports: Ports) -> Prepared:
     """The view to send next, after whatever compaction it needs; ContextLimitReached at the blocking limit."""
-    conv.calibration.overhead = overhead_tokens(ports.request([]))
     current = conv.view()
     if autocompact.maybe_autocompact(conv, ports, current.tokens):
         current = conv.view()
@@ -187,8 +186,10 @@ def after_reply(conv: Conversation, ports: Ports, current: Prepared, reply: Mess
     """Learn from the reply's usage (calibration), record applied context edits, warn when nearly full."""
     usage = reply.usage or {}
     real = usage_total({**usage, "output_tokens": 0})
+    fixed = overhead_tokens(req)  # the system prompt and tools as last sent: counted once a request
+    conv.calibration.overhead = fixed
     if real:  # keep the estimate honest: the server's count of this whole request against ours
-        conv.calibration.observe(real, overhead_tokens(req) + sum(m.tokens for m in current.tagged))
+        conv.calibration.observe(real, fixed + sum(m.tokens for m in current.tagged))
     applied = context_editing.applied_edits({"context_management": reply.extra.get("contextManagement")})
     if applied:
         conv.record(context_edit_record(applied))
