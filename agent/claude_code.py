@@ -80,8 +80,10 @@ def recover_siblings(chain: list[Rec], main: list[Rec]) -> list[list[Rec]]:
         final.append(g)
     return final
 
-def _side_branches(group: list[Rec], children: dict[str, list[Rec]],
-                   on_chain: set[str]) -> tuple[list[Rec], list[Rec]]:
+
+def _side_branches(
+    group: list[Rec], children: dict[str, list[Rec]], on_chain: set[str]
+) -> tuple[list[Rec], list[Rec]]:
     mid = group[0].message_id
     uses = {b.get("id") for r in group for b in record_blocks(r) if b.get("type") == "tool_use"}
     todo = [r.uuid for r in group]
@@ -127,8 +129,9 @@ def merge(group: list[Rec]) -> Message | None:
     content = [b for m in parts for b in m.content]
     stop = next((m.stop_reason for m in reversed(parts) if m.stop_reason), None)
     usage = next((m.usage for m in reversed(parts) if m.usage), None)
-    return first.replace(content=content, uuid=last.uuid, stop_reason=stop, usage=usage,
-                         model=first.model or last.model)
+    return first.replace(
+        content=content, uuid=last.uuid, stop_reason=stop, usage=usage, model=first.model or last.model
+    )
 
 
 def clean(messages: list[Message | None], model: str | None) -> list[Message]:
@@ -140,8 +143,11 @@ def clean(messages: list[Message | None], model: str | None) -> list[Message]:
         if m.role == "assistant":
             if m.model == "<synthetic>" or m.extra.get("isApiErrorMessage"):
                 continue  # an API error Claude Code displayed as a reply; the model never said it
-            if model is not None and not same_model(m.model, model) and any(b.get("type") in THINKING_TYPES
-                                                                           for b in m.content):
+            if (
+                model is not None
+                and not same_model(m.model, model)
+                and any(b.get("type") in THINKING_TYPES for b in m.content)
+            ):
                 m = m.replace(content=[b for b in m.content if b.get("type") not in THINKING_TYPES])
         out.append(m)
     # tool results need a tool_use before them; tool_uses need a result somewhere after them
@@ -152,8 +158,12 @@ def clean(messages: list[Message | None], model: str | None) -> list[Message]:
         if m.role == "assistant":
             seen_uses |= {b.get("id") for b in m.tool_uses}
         elif m.tool_results:
-            keep = [b for b in m.content if b.get("type") != "tool_result"
-                    or (b.get("tool_use_id") in seen_uses and b.get("tool_use_id") not in answered)]
+            keep = [
+                b
+                for b in m.content
+                if b.get("type") != "tool_result"
+                or (b.get("tool_use_id") in seen_uses and b.get("tool_use_id") not in answered)
+            ]
             answered |= {b.get("tool_use_id") for b in keep if b.get("type") == "tool_result"}
             if len(keep) != len(m.content):
                 m = m.replace(content=keep)

@@ -45,8 +45,10 @@ Environment:
   COMPACT_AGENT_HOME    where the agent keeps its state (default ~/.compact-agent)
   DISABLE_COMPACT, DISABLE_AUTO_COMPACT, CLAUDE_AUTOCOMPACT_PCT_OVERRIDE,
   CLAUDE_CODE_AUTO_COMPACT_WINDOW: compaction; the README lists them all."""
-NO_KEY = ("No API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment, "
-          "or try `compact-agent --demo`, which needs none")
+NO_KEY = (
+    "No API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment, "
+    "or try `compact-agent --demo`, which needs none"
+)
 
 
 class OutputFormat(str, Enum):
@@ -55,8 +57,12 @@ class OutputFormat(str, Enum):
     stream_json = "stream-json"
 
 
-app = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]},
-                  rich_markup_mode=None, pretty_exceptions_enable=False)
+app = typer.Typer(
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
 
 
 def _rules(values: list[str] | None) -> list[str]:
@@ -79,21 +85,67 @@ def _rules(values: list[str] | None) -> list[str]:
 
 @app.command(help=HELP)
 def run(
-    prompt: Annotated[Optional[str], typer.Argument(help="First message (or, with -p, the whole task).")] = None,
-    print_mode: Annotated[bool, typer.Option("--print", "-p", help="Non-interactive: run to the end, print the result, exit.")] = False,
-    output_format: Annotated[OutputFormat, typer.Option("--output-format", help="Print-mode output: text, json or stream-json.")] = OutputFormat.text,
-    continue_: Annotated[bool, typer.Option("--continue", "-c", help="Continue the most recent session of this directory.")] = False,
-    resume: Annotated[Optional[str], typer.Option("--resume", "-r", help="Resume a session by id, or from a transcript file path.")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Model id (default: settings, then ANTHROPIC_MODEL, then a current Sonnet).")] = None,
+    prompt: Annotated[
+        Optional[str], typer.Argument(help="First message (or, with -p, the whole task).")
+    ] = None,
+    print_mode: Annotated[
+        bool, typer.Option("--print", "-p", help="Non-interactive: run to the end, print the result, exit.")
+    ] = False,
+    output_format: Annotated[
+        OutputFormat, typer.Option("--output-format", help="Print-mode output: text, json or stream-json.")
+    ] = OutputFormat.text,
+    continue_: Annotated[
+        bool, typer.Option("--continue", "-c", help="Continue the most recent session of this directory.")
+    ] = False,
+    resume: Annotated[
+        Optional[str],
+        typer.Option("--resume", "-r", help="Resume a session by id, or from a transcript file path."),
+    ] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--model", help="Model id (default: settings, then ANTHROPIC_MODEL, then a current Sonnet)."
+        ),
+    ] = None,
     # a plain str: a bad value gets load_settings' one line naming the valid ones, not click's enum error
-    permission_mode: Annotated[Optional[str], typer.Option("--permission-mode", help="default, acceptEdits, bypassPermissions or plan.")] = None,
-    skip_permissions: Annotated[bool, typer.Option("--dangerously-skip-permissions", help="Same as --permission-mode bypassPermissions.")] = False,
-    max_turns: Annotated[Optional[int], typer.Option("--max-turns", min=1, help="Stop after N model calls (print mode).")] = None,
-    allowed_tools: Annotated[Optional[list[str]], typer.Option("--allowedTools", "--allowed-tools", help='Allow rules, e.g. "Bash(git status:*) Edit".')] = None,
-    disallowed_tools: Annotated[Optional[list[str]], typer.Option("--disallowedTools", "--disallowed-tools", help='Deny rules, e.g. "Bash(rm:*)".')] = None,
-    trust_project: Annotated[bool, typer.Option("--trust-project", help="Trust this project (recorded): its settings files' hooks, env and widened permissions apply.")] = False,
-    demo: Annotated[bool, typer.Option("--demo", help="No key needed: the real REPL against a scripted model, in a throwaway sample project.")] = False,
-    auto: Annotated[bool, typer.Option("--auto", help="With --demo: play the demo by itself to the end, then exit.")] = False,
+    permission_mode: Annotated[
+        Optional[str],
+        typer.Option("--permission-mode", help="default, acceptEdits, bypassPermissions or plan."),
+    ] = None,
+    skip_permissions: Annotated[
+        bool,
+        typer.Option("--dangerously-skip-permissions", help="Same as --permission-mode bypassPermissions."),
+    ] = False,
+    max_turns: Annotated[
+        Optional[int], typer.Option("--max-turns", min=1, help="Stop after N model calls (print mode).")
+    ] = None,
+    allowed_tools: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--allowedTools", "--allowed-tools", help='Allow rules, e.g. "Bash(git status:*) Edit".'
+        ),
+    ] = None,
+    disallowed_tools: Annotated[
+        Optional[list[str]],
+        typer.Option("--disallowedTools", "--disallowed-tools", help='Deny rules, e.g. "Bash(rm:*)".'),
+    ] = None,
+    trust_project: Annotated[
+        bool,
+        typer.Option(
+            "--trust-project",
+            help="Trust this project (recorded): its settings files' hooks, env and widened permissions apply.",
+        ),
+    ] = False,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help="No key needed: the real REPL against a scripted model, in a throwaway sample project.",
+        ),
+    ] = False,
+    auto: Annotated[
+        bool, typer.Option("--auto", help="With --demo: play the demo by itself to the end, then exit.")
+    ] = False,
     version: Annotated[bool, typer.Option("--version", "-v", help="Print the version and exit.")] = False,
 ) -> None:
     if version:
@@ -102,8 +154,19 @@ def run(
     if auto and not demo:
         _fail("--auto only goes with --demo", 2)
     if demo:
-        others = (prompt, print_mode, continue_, resume, model, permission_mode, skip_permissions, max_turns,
-                  allowed_tools, disallowed_tools, trust_project)
+        others = (
+            prompt,
+            print_mode,
+            continue_,
+            resume,
+            model,
+            permission_mode,
+            skip_permissions,
+            max_turns,
+            allowed_tools,
+            disallowed_tools,
+            trust_project,
+        )
         if any(others):
             _fail("--demo takes no other options (only --auto)", 2)
         raise typer.Exit(_demo(auto))
@@ -113,10 +176,18 @@ def run(
 
     environ = dict(os.environ)
     try:
-        settings = load_settings(cwd=Path.cwd().resolve(), environ=environ, cli={
-            "model": model, "permission_mode": permission_mode,
-            "allowed_tools": _rules(allowed_tools), "disallowed_tools": _rules(disallowed_tools),
-            "dangerously_skip_permissions": skip_permissions, "trust_project": trust_project})
+        settings = load_settings(
+            cwd=Path.cwd().resolve(),
+            environ=environ,
+            cli={
+                "model": model,
+                "permission_mode": permission_mode,
+                "allowed_tools": _rules(allowed_tools),
+                "disallowed_tools": _rules(disallowed_tools),
+                "dangerously_skip_permissions": skip_permissions,
+                "trust_project": trust_project,
+            },
+        )
         ensure_home(settings)
     except SettingsError as e:
         _fail(str(e), 2)
@@ -131,8 +202,15 @@ def run(
             text = prompt if prompt is not None else _stdin_prompt()
             if not text:
                 _fail("No prompt: give one as an argument or on stdin with -p", 2)
-            code = run_print(settings, text, output_format.value, resume=resume, continue_last=continue_,
-                             max_turns=max_turns, environ=environ)
+            code = run_print(
+                settings,
+                text,
+                output_format.value,
+                resume=resume,
+                continue_last=continue_,
+                max_turns=max_turns,
+                environ=environ,
+            )
         else:
             from agent.repl import run_repl  # start-up speed: only the mode in use is imported
 
@@ -174,7 +252,9 @@ def main() -> None:
         sys.stdout.write(f"{__version__} (Compact Agent)\n")
         return
     # typer answers a bad flag with a usage block; the contract wants one line, so its errors come here
-    click_error = cast(type[Exception], next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"))
+    click_error = cast(
+        type[Exception], next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    )
     try:
         code = app(standalone_mode=False, prog_name="compact-agent")
     except click_error as e:

@@ -65,6 +65,7 @@ def _warm_up() -> None:
 
 # --- models ---------------------------------------------------------------------------------------
 
+
 def default_model() -> str:
     """The newest plain Sonnet alias the installed SDK lists (claude-sonnet-4-5 retires 2026-11-30).
 
@@ -87,16 +88,27 @@ def default_model() -> str:
 def _block_dict(block: Any) -> dict[str, Any]:
     d = block.model_dump(exclude_none=True) if hasattr(block, "model_dump") else dict(block)
     if d.get("type") == "text":
-        d = {"type": "text", "text": d.get("text", ""), **({"citations": d["citations"]} if d.get("citations") else {})}
+        d = {
+            "type": "text",
+            "text": d.get("text", ""),
+            **({"citations": d["citations"]} if d.get("citations") else {}),
+        }
     return d
 
 
 class ModelClient:
     """One SDK client per session. ``stream`` returns a complete assistant Message or raises."""
 
-    def __init__(self, *, api_key: str | None, auth_token: str | None, base_url: str | None,
-                 on_event: Callable[[Any], None] | None = None, retry_seconds: float = RETRY_SECONDS,
-                 jitter: Callable[[], float] = random.random):
+    def __init__(
+        self,
+        *,
+        api_key: str | None,
+        auth_token: str | None,
+        base_url: str | None,
+        on_event: Callable[[Any], None] | None = None,
+        retry_seconds: float = RETRY_SECONDS,
+        jitter: Callable[[], float] = random.random,
+    ):
         self._kwargs = {"api_key": api_key, "auth_token": auth_token, "base_url": base_url}
         self._client: Any = None
         self._lock = threading.Lock()
@@ -124,7 +136,9 @@ class ModelClient:
         except Exception:  # noqa: BLE001 - unreachable or unknown: the caller uses the table
             return None
 
-    def stream(self, req: Request, *, cancel: threading.Event | None = None, emit_text: bool = True) -> Message:
+    def stream(
+        self, req: Request, *, cancel: threading.Event | None = None, emit_text: bool = True
+    ) -> Message:
         sdk()  # the first import takes seconds: not part of the retry budget
         started = time.monotonic()
         attempt = 0
@@ -165,8 +179,12 @@ class ModelClient:
             if _mid_stream_failure(e):
                 return _Failure(f"the stream failed part way ({_error_text(e)})")
             headers = getattr(getattr(e, "response", None), "headers", None) or {}
-            return _Failure(f"API error {e.status_code}: {_error_text(e)}", status=e.status_code,
-                            retry=_should_retry(e.status_code, headers), wait=_retry_after(headers))
+            return _Failure(
+                f"API error {e.status_code}: {_error_text(e)}",
+                status=e.status_code,
+                retry=_should_retry(e.status_code, headers),
+                wait=_retry_after(headers),
+            )
         except (anthropic.APIConnectionError, _transport_error()) as e:
             if cancel is not None and cancel.is_set():
                 raise Interrupted("interrupted") from None
@@ -248,8 +266,9 @@ class _Reply:
             self.usage.update(event.usage.model_dump(exclude_none=True))
             applied = getattr(event, "context_management", None)
             if applied is not None:
-                self.context_management = applied.model_dump(exclude_none=True) if hasattr(applied, "model_dump") \
-                    else applied
+                self.context_management = (
+                    applied.model_dump(exclude_none=True) if hasattr(applied, "model_dump") else applied
+                )
         return None
 
     def _delta(self, block: dict[str, Any], index: int, delta: Any) -> TextDelta | ThinkingDelta | None:
@@ -278,8 +297,13 @@ class _Reply:
             if index in self.json:
                 block["input"] = tool_input(self.json[index])
             content.append(block)
-        msg = assistant(content, message_id=self.head.get("id"), model=self.head.get("model"),
-                        stop_reason=self.stop_reason, usage=self.usage or None)
+        msg = assistant(
+            content,
+            message_id=self.head.get("id"),
+            model=self.head.get("model"),
+            stop_reason=self.stop_reason,
+            usage=self.usage or None,
+        )
         if self.context_management is not None:
             msg = msg.replace(extra={"contextManagement": self.context_management})
         return msg
@@ -298,14 +322,17 @@ def tool_input(raw: str) -> dict[str, Any]:
         problem = str(e) or type(e).__name__
     if not problem:
         return value
-    return {INVALID_INPUT: {"text": raw.encode("utf-8", "backslashreplace").decode("utf-8"), "error": problem}}
+    return {
+        INVALID_INPUT: {"text": raw.encode("utf-8", "backslashreplace").decode("utf-8"), "error": problem}
+    }
 
 
 class _Failure:
     """What went wrong in one attempt, and whether (and when) another may mend it."""
 
-    def __init__(self, reason: str, *, status: int | None = None, retry: bool = True,
-                 wait: float | None = None) -> None:
+    def __init__(
+        self, reason: str, *, status: int | None = None, retry: bool = True, wait: float | None = None
+    ) -> None:
         self.reason, self.status, self.retry, self.wait = reason, status, retry, wait
 
     def give_up(self, attempts: int, elapsed: float, delay: float, budget: float) -> ModelError:

@@ -92,7 +92,9 @@ class Command:
 COMMANDS: dict[str, Command] = {}
 
 
-def command(name: str, summary: str, usage: str = "", aliases: tuple[str, ...] = ()) -> Callable[[Handler], Handler]:
+def command(
+    name: str, summary: str, usage: str = "", aliases: tuple[str, ...] = ()
+) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
         cmd = Command(name, summary, fn, usage, aliases)
         for key in (name, *aliases):
@@ -162,13 +164,18 @@ def _help(session: Session, args: str) -> Result:
         rows.append((label, cmd.summary + aliases))
     width = max(len(label) for label, _ in rows)
     lines = ["Commands:"] + [f"  {label.ljust(width)}  {summary}" for label, summary in rows]
-    lines += ["", "Enter sends · Alt-Enter (or Esc then Enter) adds a line · Esc or Ctrl-C interrupts · "
-                  "Ctrl-D exits"]
+    lines += [
+        "",
+        "Enter sends · Alt-Enter (or Esc then Enter) adds a line · Esc or Ctrl-C interrupts · Ctrl-D exits",
+    ]
     return Result("\n".join(lines))
 
 
-@command("compact", "Summarize the conversation to free context, optionally focused by INSTRUCTIONS",
-         usage="[instructions]")
+@command(
+    "compact",
+    "Summarize the conversation to free context, optionally focused by INSTRUCTIONS",
+    usage="[instructions]",
+)
 def _compact(session: Session, args: str) -> Result:
     if session.settings.disable_compact:  # said here, once (the compactor would also say it as a notice)
         return Compacted(compactor.DISABLED, ok=False)
@@ -196,21 +203,42 @@ def context_usage(session: Session) -> ContextUsage:
     window = th.window
     buffer = max(0, window - th.reference) if th.auto_enabled else 0  # no automatic compaction: no buffer
     free = max(0, window - used - buffer)
-    parts = [("System prompt", "system", system), ("System tools", "tools", tools),
-             ("Memory files", "memory", memory_tokens), ("Messages", "messages", messages),
-             ("Free space", "free", free), ("Autocompact buffer", "buffer", buffer)][:None if th.auto_enabled else -1]
+    parts = [
+        ("System prompt", "system", system),
+        ("System tools", "tools", tools),
+        ("Memory files", "memory", memory_tokens),
+        ("Messages", "messages", messages),
+        ("Free space", "free", free),
+        ("Autocompact buffer", "buffer", buffer),
+    ][: None if th.auto_enabled else -1]
     cells = _cells([t for _, _, t in parts], window)
-    categories = [Category(name, key, tokens, tokens / window * 100 if window else 0.0, n)
-                  for (name, key, tokens), n in zip(parts, cells, strict=True)]
+    categories = [
+        Category(name, key, tokens, tokens / window * 100 if window else 0.0, n)
+        for (name, key, tokens), n in zip(parts, cells, strict=True)
+    ]
     percent = used / window * 100 if window else 0.0
-    lines = ["## Context usage", "", f"Model: {session.model}  ",
-             f"Tokens: {fmt_tokens(used)} / {fmt_tokens(window)} ({percent:.0f}%)", "",
-             "| Category | Tokens | Share |", "|---|---:|---:|"]
+    lines = [
+        "## Context usage",
+        "",
+        f"Model: {session.model}  ",
+        f"Tokens: {fmt_tokens(used)} / {fmt_tokens(window)} ({percent:.0f}%)",
+        "",
+        "| Category | Tokens | Share |",
+        "|---|---:|---:|",
+    ]
     lines += [f"| {c.name} | {fmt_tokens(c.tokens)} | {c.share:.1f}% |" for c in categories]
     if memory:
         lines += ["", "Memory files:"] + [f"- {path}: {fmt_tokens(t)} tokens" for path, t in memory]
-    return ContextUsage("\n".join(lines), markdown=True, model=session.model, used=used, window=window,
-                        percent=percent, categories=categories, memory_files=memory)
+    return ContextUsage(
+        "\n".join(lines),
+        markdown=True,
+        model=session.model,
+        used=used,
+        window=window,
+        percent=percent,
+        categories=categories,
+        memory_files=memory,
+    )
 
 
 def _cells(tokens: list[int], window: int, total: int = 100) -> list[int]:
@@ -240,8 +268,10 @@ def _resume(session: Session, args: str) -> Result:
         lines = [f"Sessions in {session.settings.cwd}:"]
         for i, info in enumerate(sessions, 1):
             mark = " (current)" if info.session_id == session.session_id else ""
-            lines.append(f"  {i}. {_when(info.mtime)} · {info.message_count} messages · "
-                         f"{_clip(info.first_prompt or '(no prompt)', 60)} · {info.session_id}{mark}")
+            lines.append(
+                f"  {i}. {_when(info.mtime)} · {info.message_count} messages · "
+                f"{_clip(info.first_prompt or '(no prompt)', 60)} · {info.session_id}{mark}"
+            )
         lines.append("Resume one with /resume N or /resume ID.")
         return SessionList("\n".join(lines), sessions=sessions)
     ref = args
@@ -268,10 +298,12 @@ def _model(session: Session, args: str) -> Result:
 def _cost(session: Session, args: str) -> Result:
     earlier, cost = lifecycle.earlier_cost(session)  # a resumed session: what it used before this process
     u = {k: earlier.get(k, 0) + session.usage_total.get(k, 0) for k in {*earlier, *session.usage_total}}
-    return Result(f"Total cost: ${cost + session.cost:.4f}\n"
-                  f"Usage: {u.get('input_tokens', 0):,} input · {u.get('output_tokens', 0):,} output · "
-                  f"{u.get('cache_read_input_tokens', 0):,} cache read · "
-                  f"{u.get('cache_creation_input_tokens', 0):,} cache write")
+    return Result(
+        f"Total cost: ${cost + session.cost:.4f}\n"
+        f"Usage: {u.get('input_tokens', 0):,} input · {u.get('output_tokens', 0):,} output · "
+        f"{u.get('cache_read_input_tokens', 0):,} cache read · "
+        f"{u.get('cache_creation_input_tokens', 0):,} cache write"
+    )
 
 
 @command("summary", "Show the summary written by the last compaction")
@@ -279,8 +311,10 @@ def _summary(session: Session, args: str) -> Result:
     last = session.last_compaction
     if not last:
         return Result(NO_COMPACTION)
-    head = (f"Summary from the last compaction ({last.get('trigger', '?')} · "
-            f"{fmt_tokens(last.get('pre_tokens', 0))} → {fmt_tokens(last.get('post_tokens', 0))} tokens):")
+    head = (
+        f"Summary from the last compaction ({last.get('trigger', '?')} · "
+        f"{fmt_tokens(last.get('pre_tokens', 0))} → {fmt_tokens(last.get('post_tokens', 0))} tokens):"
+    )
     return Result(f"{head}\n\n{last.get('summary', '')}", markdown=True)
 
 
@@ -328,16 +362,22 @@ def _memory(session: Session, args: str) -> Result:
     return Result(f"Session notes ({session.notes_path}):\n\n{text}", markdown=True)
 
 
-@command("trust", "Show this project's trust and the permission rules, or revoke the trust",
-         usage="[revoke]", aliases=("permissions",))
+@command(
+    "trust",
+    "Show this project's trust and the permission rules, or revoke the trust",
+    usage="[revoke]",
+    aliases=("permissions",),
+)
 def _trust(session: Session, args: str) -> Result:
     s = session.settings
     if args == "revoke":
         if not trust.revoke(s.home, s.cwd):
             return Result(f"{s.cwd} is not trusted; nothing to revoke.")
         session.use_settings(reload_settings(s, session.environ))
-        return Result(f"Trust in {s.cwd} revoked: its settings files' hooks, env and widened permissions no "
-                      "longer apply, from now on.")
+        return Result(
+            f"Trust in {s.cwd} revoked: its settings files' hooks, env and widened permissions no "
+            "longer apply, from now on."
+        )
     if args:
         return Result(f"Unknown argument {args!r}: use /trust, or /trust revoke.", ok=False)
     return Result(trust_report(session))
@@ -346,15 +386,23 @@ def _trust(session: Session, args: str) -> Result:
 def trust_report(session: Session) -> str:
     s = session.settings
     if s.trust.trusted:
-        lines = [f"Project {s.cwd}: trusted since {s.trust.since[:16].replace('T', ' ')} (/trust revoke withdraws it)."]
+        lines = [
+            f"Project {s.cwd}: trusted since {s.trust.since[:16].replace('T', ' ')} (/trust revoke withdraws it)."
+        ]
         if s.trust.confirmed_keys:
             lines.append("Confirmed keys from its settings: " + ", ".join(s.trust.key_names()))
     else:
-        lines = [f"Project {s.cwd}: not trusted (restart the REPL here to be asked, or pass --trust-project)."]
+        lines = [
+            f"Project {s.cwd}: not trusted (restart the REPL here to be asked, or pass --trust-project)."
+        ]
     if s.ignored:
         lines += ["Ignored from its settings files:"] + [f"  - {i.what}  ({i.source})" for i in s.ignored]
     lines += [f"Permission mode: {s.permission_mode}"]
-    for name, rules in (("allow", s.allow + session.permissions.session_allow), ("ask", s.ask), ("deny", s.deny)):
+    for name, rules in (
+        ("allow", s.allow + session.permissions.session_allow),
+        ("ask", s.ask),
+        ("deny", s.deny),
+    ):
         lines.append(f"{name.capitalize()} rules: " + (", ".join(rules) if rules else "(none)"))
     if s.additional_dirs:
         lines.append("Additional directories: " + ", ".join(str(d) for d in s.additional_dirs))

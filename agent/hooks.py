@@ -67,24 +67,35 @@ def base_payload(session_id: str, transcript_path: str | Path, cwd: str | Path, 
 
 
 class HookRunner:
-    def __init__(self, hooks_config: Mapping[str, Any], project_dir: Path, environ: Mapping[str, str],
-                 spill_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        hooks_config: Mapping[str, Any],
+        project_dir: Path,
+        environ: Mapping[str, str],
+        spill_dir: Path | None = None,
+    ) -> None:
         self.config = hooks_config or {}
         self.spill_dir = spill_dir  # where output over OUTPUT_LIMIT is saved (None: cut without saving)
         self.project_dir = Path(project_dir)
         self.environ = dict(environ)
         # hooks get the environment as it is (a hook may call the API), but what they print is context
         # for the model and the transcript, so the credentials are redacted from it
-        self.secrets = secrets_of(self.environ.get("ANTHROPIC_API_KEY"), self.environ.get("ANTHROPIC_AUTH_TOKEN"))
+        self.secrets = secrets_of(
+            self.environ.get("ANTHROPIC_API_KEY"), self.environ.get("ANTHROPIC_AUTH_TOKEN")
+        )
 
     def has_hooks(self, event: str, match_value: str | None = None) -> bool:
         """Whether ``run`` would start anything, so callers can skip building a payload."""
         return bool(self._commands(event, match_value))
 
-    def run(self, event: str, payload: Mapping[str, Any], match_value: str | None = None) -> list[HookOutcome]:
+    def run(
+        self, event: str, payload: Mapping[str, Any], match_value: str | None = None
+    ) -> list[HookOutcome]:
         stdin = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-        return [self._run_one(event, command, timeout, stdin)
-                for command, timeout in self._commands(event, match_value)]
+        return [
+            self._run_one(event, command, timeout, stdin)
+            for command, timeout in self._commands(event, match_value)
+        ]
 
     def _commands(self, event: str, match_value: str | None) -> list[tuple[str, float]]:
         out = []
@@ -105,13 +116,19 @@ class HookRunner:
             err_text = err if isinstance(err, str) else err.decode("utf-8", "replace")
             stdout = self._capped(event, "stdout", redact(out.decode("utf-8", "replace"), self.secrets))
             stderr = self._capped(event, "stderr", redact(err_text, self.secrets))
-            return HookOutcome(event, command, code, stdout, stderr, timed_out, time.monotonic() - started, timeout)
+            return HookOutcome(
+                event, command, code, stdout, stderr, timed_out, time.monotonic() - started, timeout
+            )
 
         try:
             proc = subprocess.Popen(
                 ["bash", "-c", command],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=self.project_dir, env=env, start_new_session=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.project_dir,
+                env=env,
+                start_new_session=True,
             )
         except OSError as exc:
             return outcome(127, b"", f"could not start the hook: {exc.strerror or exc}")
@@ -147,8 +164,10 @@ class HookRunner:
                 where = f"all of it is saved in {write_private(path, text)} - Read that file with offset and limit"
             except OSError as exc:
                 where = f"it could not be saved ({exc.strerror or exc})"
-        return (f"(Hook {stream} too large to show in full: {len(text):,} characters; the first "
-                f"{OUTPUT_LIMIT:,} are shown, {where}.)\n{text[:OUTPUT_LIMIT]}")
+        return (
+            f"(Hook {stream} too large to show in full: {len(text):,} characters; the first "
+            f"{OUTPUT_LIMIT:,} are shown, {where}.)\n{text[:OUTPUT_LIMIT]}"
+        )
 
     # ---- reading the outcomes ------------------------------------------------------------------
 
@@ -190,9 +209,9 @@ class HookRunner:
                 continue
             specific = data.get("hookSpecificOutput")
             if isinstance(specific, dict) and specific.get("permissionDecision") == "deny":
-                return str(specific.get("permissionDecisionReason") or f'denied by the {o.event} hook')
+                return str(specific.get("permissionDecisionReason") or f"denied by the {o.event} hook")
             if data.get("decision") == "block":
-                return str(data.get("reason") or f'blocked by the {o.event} hook')
+                return str(data.get("reason") or f"blocked by the {o.event} hook")
         return None
 
 

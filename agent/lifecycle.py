@@ -27,9 +27,15 @@ from core.model import cost_usd
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
-def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskFn | None,
-                 resume: str | None = None, continue_last: bool = False,
-                 environ: dict[str, str] | None = None) -> Session:
+def open_session(
+    settings: Settings,
+    *,
+    emit: Callable[[Event], None],
+    ask: AskFn | None,
+    resume: str | None = None,
+    continue_last: bool = False,
+    environ: dict[str, str] | None = None,
+) -> Session:
     """A new session, or one continued from a transcript (ours, or a foreign Claude Code file)."""
     environ = dict(environ or {})
     path = locate(settings, resume, continue_last)
@@ -46,9 +52,17 @@ def open_session(settings: Settings, *, emit: Callable[[Event], None], ask: AskF
         emit(Notice(warning, "warning"))
     ours = path.parent == settings.project_dir and path.suffix == ".jsonl"
     if ours:
-        session = Session(settings, loaded.session_id, emit, ask, history=list(loaded.messages),
-                          replayed=loaded.state, last_uuid=loaded.last_uuid, environ=environ,
-                          resumed_size=loaded.size)
+        session = Session(
+            settings,
+            loaded.session_id,
+            emit,
+            ask,
+            history=list(loaded.messages),
+            replayed=loaded.state,
+            last_uuid=loaded.last_uuid,
+            environ=environ,
+            resumed_size=loaded.size,
+        )
     else:
         session = Session(settings, new_uuid(), emit, ask, replayed=loaded.state, environ=environ)
         # seed our own store; the foreign file is only read. Not through add(): the imported replies
@@ -69,8 +83,11 @@ def _answer_interrupted(session: Session, answers: list[Any]) -> None:
         session.add(message)
         ids = {b.get("tool_use_id") for b in message.tool_results}
         names = [u.get("name", "?") for m in session.messages for u in m.tool_uses if u.get("id") in ids]
-        session.notice(f"The last run stopped during a tool call ({', '.join(names)}); the model is told "
-                       "it was interrupted and may have partly run", "warning")
+        session.notice(
+            f"The last run stopped during a tool call ({', '.join(names)}); the model is told "
+            "it was interrupted and may have partly run",
+            "warning",
+        )
 
 
 def locate(settings: Settings, resume: str | None, continue_last: bool) -> Path | None:
@@ -90,10 +107,15 @@ def _last_compaction(loaded: Any) -> dict[str, Any] | None:
         return None
     meta_ = loaded.boundary.get("compactMetadata") or {}
     post = _recorded_post_tokens(loaded.path, loaded.boundary_offset)
-    return {"summary": first.text, "trigger": meta_.get("trigger", "?"), "pre_tokens": meta_.get("preTokens", 0),
-            "post_tokens": post if post is not None else sum(m.tokens for m in loaded.messages),
-            "method": "resumed", "tail_uuid": None,
-            "pre_messages": lambda: messages_before(loaded.path, loaded.boundary_offset)}
+    return {
+        "summary": first.text,
+        "trigger": meta_.get("trigger", "?"),
+        "pre_tokens": meta_.get("preTokens", 0),
+        "post_tokens": post if post is not None else sum(m.tokens for m in loaded.messages),
+        "method": "resumed",
+        "tail_uuid": None,
+        "pre_messages": lambda: messages_before(loaded.path, loaded.boundary_offset),
+    }
 
 
 def _recorded_post_tokens(path: Path, boundary_offset: int) -> int | None:
@@ -172,7 +194,9 @@ def clear(session: Session) -> Session:
 
 def resume(session: Session, ref: str) -> Session:
     """/resume REF: continue another session (by id or path) with the same settings and front end."""
-    new = open_session(session.settings, emit=session.emit, ask=session.ask, resume=ref, environ=session.environ)
+    new = open_session(
+        session.settings, emit=session.emit, ask=session.ask, resume=ref, environ=session.environ
+    )
     close(session)
     start(new, "resume")
     return new

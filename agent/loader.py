@@ -34,8 +34,21 @@ from compact.state import STATE_TYPES, ContextState, replay
 from core.messages import Message, from_record, tool_result_block, tool_results
 
 # record types that carry no message: skipped without a word
-QUIET_TYPES = frozenset({"progress", "file-history-snapshot", "queue-operation", "summary", "custom-title",
-                         "tag", "agent-name", "last-prompt", "pr-link", "system", *STATE_TYPES})
+QUIET_TYPES = frozenset(
+    {
+        "progress",
+        "file-history-snapshot",
+        "queue-operation",
+        "summary",
+        "custom-title",
+        "tag",
+        "agent-name",
+        "last-prompt",
+        "pr-link",
+        "system",
+        *STATE_TYPES,
+    }
+)
 
 
 @dataclass
@@ -172,9 +185,11 @@ class _Loader:
         if not self.mm[start:end].strip():
             return
         n = self._line_number(start)
-        if end >= self.size and self.mm[self.size - 1:self.size] != b"\n":
-            self.warnings.append(f"{self.path.name}: line {n} is incomplete (the session was interrupted "
-                                 "while writing it); skipped")
+        if end >= self.size and self.mm[self.size - 1 : self.size] != b"\n":
+            self.warnings.append(
+                f"{self.path.name}: line {n} is incomplete (the session was interrupted "
+                "while writing it); skipped"
+            )
         else:
             self.warnings.append(f"{self.path.name}: line {n} is not valid JSON; skipped")
 
@@ -202,11 +217,22 @@ class _Loader:
             if partial:
                 raise _NeedFullParse  # a boundary with nothing after it: an interrupted compaction
             if any(r.data.get("isSidechain") for r in records):
-                self.warnings.append(f"{self.path.name} holds only sub-agent (sidechain) records; "
-                                     "there is no main conversation to resume")
+                self.warnings.append(
+                    f"{self.path.name} holds only sub-agent (sidechain) records; "
+                    "there is no main conversation to resume"
+                )
             readable = any(r.is_message or r.type in QUIET_TYPES for r in records)
-            return LoadedSession(self.path, session_id, [], ContextState(), None, None, self.warnings,
-                                 size=self.size, readable=readable)
+            return LoadedSession(
+                self.path,
+                session_id,
+                [],
+                ContextState(),
+                None,
+                None,
+                self.warnings,
+                size=self.size,
+                readable=readable,
+            )
         leaf = messages[-1]
         if found is None:  # full parse: the boundary that matters is the last one before the leaf
             bounds = [r for r in main if is_boundary(r.data) and r.offset < leaf.offset]
@@ -232,8 +258,19 @@ class _Loader:
 
         state_from = self._kept_start(kept, boundary_offset)
         state = self._replay_state(records, state_from, boundary_offset, live)
-        return LoadedSession(self.path, session_id, live, state, leaf.uuid, boundary, self.warnings,
-                             boundary_offset=boundary_offset, size=self.size, readable=True, pending=pending)
+        return LoadedSession(
+            self.path,
+            session_id,
+            live,
+            state,
+            leaf.uuid,
+            boundary,
+            self.warnings,
+            boundary_offset=boundary_offset,
+            size=self.size,
+            readable=True,
+            pending=pending,
+        )
 
     def _note_type(self, rec: dict[str, Any]) -> None:
         kind = rec.get("type")
@@ -245,8 +282,9 @@ class _Loader:
             self.warnings.append(f"{self.path.name}: unknown record type {name!r}; skipped")
 
     # -- the chain ---------------------------------------------------------------------------------------
-    def _kept_segment(self, boundary: dict[str, Any] | None, boundary_offset: int,
-                      index: dict[str, Rec]) -> list[Rec]:
+    def _kept_segment(
+        self, boundary: dict[str, Any] | None, boundary_offset: int, index: dict[str, Rec]
+    ) -> list[Rec]:
         """The records head..tail the boundary kept verbatim (chain order), found by uuid."""
         seg = ((boundary or {}).get("compactMetadata") or {}).get("preservedSegment")
         if not isinstance(seg, dict) or not seg.get("headUuid") or not seg.get("tailUuid"):
@@ -260,14 +298,18 @@ class _Loader:
             seen.add(uuid)
             rec = index.get(uuid) or self._find_uuid(uuid, end)
             if rec is None:
-                self.warnings.append(f"{self.path.name}: the kept segment of the last compaction is incomplete "
-                                     f"(record {uuid} not found); resuming without the missing part")
+                self.warnings.append(
+                    f"{self.path.name}: the kept segment of the last compaction is incomplete "
+                    f"(record {uuid} not found); resuming without the missing part"
+                )
                 break
             if rec.offset < boundary_offset:
                 end = rec.offset  # a parent is always written before its child
             if is_boundary(rec.data):
-                self.warnings.append(f"{self.path.name}: the kept segment of the last compaction crosses an "
-                                     "earlier boundary; kept only the part after it")
+                self.warnings.append(
+                    f"{self.path.name}: the kept segment of the last compaction crosses an "
+                    "earlier boundary; kept only the part after it"
+                )
                 break
             out.append(rec)
             index.setdefault(uuid, rec)
@@ -306,8 +348,14 @@ class _Loader:
         first = self._find_uuid(kept[0].uuid, boundary_offset)  # written again after the boundary
         return first.offset if first else boundary_offset
 
-    def _walk(self, leaf: Rec, index: dict[str, Rec], boundary: dict[str, Any] | None, kept: list[Rec],
-              partial: bool) -> list[Rec]:
+    def _walk(
+        self,
+        leaf: Rec,
+        index: dict[str, Rec],
+        boundary: dict[str, Any] | None,
+        kept: list[Rec],
+        partial: bool,
+    ) -> list[Rec]:
         """Message records from the boundary (exclusive) to the leaf, kept segment re-linked."""
         relink: dict[str, str] = {}
         head = anchor = None
@@ -327,7 +375,9 @@ class _Loader:
         cur: Rec | None = leaf
         while cur is not None and not is_boundary(cur.data):
             if cur.uuid in seen:
-                self.warnings.append(f"{self.path.name}: the parentUuid links loop at {cur.uuid}; stopped there")
+                self.warnings.append(
+                    f"{self.path.name}: the parentUuid links loop at {cur.uuid}; stopped there"
+                )
                 break
             seen.add(cur.uuid)
             chain.append(cur)
@@ -338,8 +388,10 @@ class _Loader:
             if cur is None:
                 if partial:
                     raise _NeedFullParse
-                self.warnings.append(f"{self.path.name}: the record before {chain[-1].uuid} ({parent}) is "
-                                     "missing; the history starts after it")
+                self.warnings.append(
+                    f"{self.path.name}: the record before {chain[-1].uuid} ({parent}) is "
+                    "missing; the history starts after it"
+                )
         chain.reverse()
         if kept and anchor in seen and head not in seen:  # nothing written after the kept tail yet
             at = next(i for i, r in enumerate(chain) if r.uuid == anchor) + 1
@@ -347,13 +399,18 @@ class _Loader:
         return [r for r in chain if r.is_message]
 
     # -- our own records ---------------------------------------------------------------------------------
-    def _replay_state(self, records: list[Rec], state_from: int, boundary_offset: int,
-                      live: list[Message]) -> ContextState:
+    def _replay_state(
+        self, records: list[Rec], state_from: int, boundary_offset: int, live: list[Message]
+    ) -> ContextState:
         before = self._state_lines(state_from, boundary_offset)
         after = [r for r in records if r.type in STATE_TYPES and r.offset >= boundary_offset]
         # a compaction resets the collapses, so only commits after the boundary count
-        return replay([r.data for r in before + after], live, collapses_from=len(before),
-                      last_summarized=self._last_summarized())
+        return replay(
+            [r.data for r in before + after],
+            live,
+            collapses_from=len(before),
+            last_summarized=self._last_summarized(),
+        )
 
     def _state_lines(self, start: int, end: int) -> list[Rec]:
         """State records between ``start`` and ``end`` (before the boundary), picked out by a bytes test."""
@@ -382,9 +439,11 @@ class _Loader:
         return None
 
 
-INTERRUPTED_BY_STOP = ("Interrupted: the agent stopped (it was closed or crashed) while this tool call was "
-                      "running, so it has no result. It may have partly run: check what it changed before "
-                      "relying on it or running it again.")
+INTERRUPTED_BY_STOP = (
+    "Interrupted: the agent stopped (it was closed or crashed) while this tool call was "
+    "running, so it has no result. It may have partly run: check what it changed before "
+    "relying on it or running it again."
+)
 
 
 def interrupted_answers(messages: list[Message]) -> list[Message]:
@@ -396,7 +455,7 @@ def interrupted_answers(messages: list[Message]) -> list[Message]:
     last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
     if last is None or not messages[last].tool_uses:
         return []
-    answered = {b.get("tool_use_id") for m in messages[last + 1:] for b in m.tool_results}
+    answered = {b.get("tool_use_id") for m in messages[last + 1 :] for b in m.tool_results}
     missing = [u["id"] for u in messages[last].tool_uses if u.get("id") not in answered]
     if not missing:
         return []

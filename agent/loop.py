@@ -73,8 +73,9 @@ def stop_hook_blocks(session: Session, earlier_blocks: int) -> bool:
     if reason is None:
         return False
     if earlier_blocks >= MAX_STOP_BLOCKS:
-        session.notice(f"A Stop hook blocked the stop {MAX_STOP_BLOCKS} times in this turn; it ends anyway.",
-                       "warning")
+        session.notice(
+            f"A Stop hook blocked the stop {MAX_STOP_BLOCKS} times in this turn; it ends anyway.", "warning"
+        )
         return False
     session.notice(f"Stop hook: {reason}", "warning")
     session.add(meta(f"Stop hook feedback (the turn goes on):\n{reason}", hookContext=True))

@@ -48,8 +48,13 @@ class PrintRenderer:
                 self.num_turns += 1
             if self.fmt == "stream-json" and self.session is not None:
                 s = self.session
-                rec = to_record(event.message, parent_uuid=None, session_id=s.session_id,
-                                cwd=str(s.settings.cwd), version=__version__)
+                rec = to_record(
+                    event.message,
+                    parent_uuid=None,
+                    session_id=s.session_id,
+                    cwd=str(s.settings.cwd),
+                    version=__version__,
+                )
                 rec.pop("parentUuid")
                 self._line(rec)
         elif isinstance(event, (CompactStarted, CompactFinished, CompactFailed)):
@@ -57,13 +62,17 @@ class PrintRenderer:
         elif isinstance(event, Notice):
             self.err.write(f"{event.text}\n")
         elif isinstance(event, Retrying):  # stderr in every format: stdout stays the result alone
-            self.err.write(f"Retrying in {round(event.delay, 1):g}s (attempt {event.attempt + 1}) · {event.reason}\n")
+            self.err.write(
+                f"Retrying in {round(event.delay, 1):g}s (attempt {event.attempt + 1}) · {event.reason}\n"
+            )
             self.err.flush()
 
     def _compaction(self, event: Event) -> None:
         if isinstance(event, CompactFinished):
-            text = (f"{commands.compaction_text(event.trigger, event.pre_tokens, event.post_tokens)} · "
-                    f"{event.duration:.0f}s" + (f" · {event.state}" if event.state else ""))
+            text = (
+                f"{commands.compaction_text(event.trigger, event.pre_tokens, event.post_tokens)} · "
+                f"{event.duration:.0f}s" + (f" · {event.state}" if event.state else "")
+            )
             for line in event.hook_messages:
                 self.err.write(f"{line}\n")
         elif isinstance(event, CompactFailed):
@@ -87,31 +96,59 @@ class PrintRenderer:
             if finished.text and finished.text != finished.error:  # an error goes to stderr, once
                 self.out.write(redact(finished.text.rstrip("\n"), self.secrets) + "\n")
         else:
-            self._line({
-                "type": "result", "subtype": SUBTYPES.get(finished.stop_reason, "error_during_execution"),
-                "is_error": is_error, "result": text, "session_id": session.session_id,
-                "num_turns": self.num_turns, "duration_ms": int((time.monotonic() - started) * 1000),
-                "usage": dict(session.usage_total), "total_cost_usd": round(session.cost, 6)})
+            self._line(
+                {
+                    "type": "result",
+                    "subtype": SUBTYPES.get(finished.stop_reason, "error_during_execution"),
+                    "is_error": is_error,
+                    "result": text,
+                    "session_id": session.session_id,
+                    "num_turns": self.num_turns,
+                    "duration_ms": int((time.monotonic() - started) * 1000),
+                    "usage": dict(session.usage_total),
+                    "total_cost_usd": round(session.cost, 6),
+                }
+            )
         if is_error:
             self.err.write(f"compact-agent: {finished.error or finished.stop_reason}\n")
             return 130 if finished.stop_reason == "interrupted" else 1
         return 0
 
 
-def run_print(settings: Settings, prompt: str, fmt: str, *, resume: str | None, continue_last: bool,
-              max_turns: int | None, environ: dict[str, str], out: IO[str] | None = None,
-              err: IO[str] | None = None) -> int:
+def run_print(
+    settings: Settings,
+    prompt: str,
+    fmt: str,
+    *,
+    resume: str | None,
+    continue_last: bool,
+    max_turns: int | None,
+    environ: dict[str, str],
+    out: IO[str] | None = None,
+    err: IO[str] | None = None,
+) -> int:
     started = time.monotonic()
-    renderer = PrintRenderer(fmt, out or sys.stdout, err or sys.stderr, secrets_of(settings.api_key, settings.auth_token))
+    renderer = PrintRenderer(
+        fmt, out or sys.stdout, err or sys.stderr, secrets_of(settings.api_key, settings.auth_token)
+    )
     if ignored := print_mode_line(settings.ignored, settings.trust.trusted):  # never asks: says so, once
         renderer.err.write(ignored + "\n")
-    session = lifecycle.open_session(settings, emit=renderer, ask=None, resume=resume, continue_last=continue_last,
-                           environ=environ)
+    session = lifecycle.open_session(
+        settings, emit=renderer, ask=None, resume=resume, continue_last=continue_last, environ=environ
+    )
     renderer.session = session
     if fmt == "stream-json":
-        renderer._line({"type": "system", "subtype": "init", "session_id": session.session_id,
-                        "model": session.model, "cwd": str(settings.cwd),
-                        "tools": [t.name for t in session.tools], "permissionMode": settings.permission_mode})
+        renderer._line(
+            {
+                "type": "system",
+                "subtype": "init",
+                "session_id": session.session_id,
+                "model": session.model,
+                "cwd": str(settings.cwd),
+                "tools": [t.name for t in session.tools],
+                "permissionMode": settings.permission_mode,
+            }
+        )
     lifecycle.start(session, "resume" if (resume or continue_last) else "startup")
     if prompt.startswith("/"):
         return run_command(session, prompt, renderer, started)
@@ -146,8 +183,9 @@ def _wait(done: threading.Event, cancel: threading.Event, grace: float = 30.0) -
             signal.signal(signal.SIGINT, previous)
 
 
-def _turn(session: Session, prompt: str, max_turns: int | None, outcome: dict[str, Any],
-          done: threading.Event) -> None:
+def _turn(
+    session: Session, prompt: str, max_turns: int | None, outcome: dict[str, Any], done: threading.Event
+) -> None:
     try:
         outcome["finished"] = run_turn(session, prompt, max_turns=max_turns)
     except AgentError as e:
@@ -162,8 +200,12 @@ def run_command(session: Session, line: str, renderer: PrintRenderer, started: f
     result = commands.run(session, line)
     ok = getattr(result, "ok", True)
     text = getattr(result, "text", "") or ""
-    finished = TurnFinished(text=text, stop_reason="end_turn" if ok else "error", error="" if ok else text,
-                            usage=dict(session.usage_total))
+    finished = TurnFinished(
+        text=text,
+        stop_reason="end_turn" if ok else "error",
+        error="" if ok else text,
+        usage=dict(session.usage_total),
+    )
     return renderer.result(finished, session, started)
 
 

@@ -49,23 +49,33 @@ from core.errors import AgentError
 from core.private import redact, secrets_of
 
 PROMPT = "> "
-STYLE = Style.from_dict({
-    "bottom-toolbar": "noreverse",
-    "warning": "fg:ansiyellow",
-    "error": "fg:ansired",
-    "blocking": "fg:ansired bold",
-    "prompt": "bold",
-})
+STYLE = Style.from_dict(
+    {
+        "bottom-toolbar": "noreverse",
+        "warning": "fg:ansiyellow",
+        "error": "fg:ansired",
+        "blocking": "fg:ansired bold",
+        "prompt": "bold",
+    }
+)
 INTERRUPT_KEYS = (Keys.Escape, Keys.ControlC)
 ANSWERS = {"y": "yes", "n": "no", "a": "always"}
 SHOW_SUMMARY = "/summary"
 DRAFT_MARK = "\0"  # ctrl+o's result: the command, this, then the text the user had typed
 
 
-def run_repl(settings: Any, initial_prompt: str | None, resume: str | None = None, continue_last: bool = False,
-             environ: dict[str, str] | None = None, driver: Any = None) -> int:
+def run_repl(
+    settings: Any,
+    initial_prompt: str | None,
+    resume: str | None = None,
+    continue_last: bool = False,
+    environ: dict[str, str] | None = None,
+    driver: Any = None,
+) -> int:
     """The interactive session; returns the exit code. ``driver``: agent.demo.driver (--demo)."""
-    lifecycle.locate(settings, resume, continue_last)  # a bad --resume: its one error line, before the terminal is touched
+    lifecycle.locate(
+        settings, resume, continue_last
+    )  # a bad --resume: its one error line, before the terminal is touched
     console = Console(no_color=settings.no_color, highlight=False)
     repl = Repl(settings, console, environ=dict(environ or {}), driver=driver)
     if initial_prompt:
@@ -90,8 +100,9 @@ class SlashCompleter(Completer):
             return
         for name in commands.names():
             if name.startswith(text[1:]):
-                yield Completion("/" + name, start_position=-len(text),
-                                 display_meta=commands.COMMANDS[name].summary)
+                yield Completion(
+                    "/" + name, start_position=-len(text), display_meta=commands.COMMANDS[name].summary
+                )
 
 
 def history_file(settings: Any) -> Path:
@@ -176,8 +187,17 @@ class _Question:
 
 
 class Repl:
-    def __init__(self, settings: Any, console: Console, *, environ: dict[str, str], input: Input | None = None,
-                 output: Output | None = None, history: History | None = None, driver: Any = None) -> None:
+    def __init__(
+        self,
+        settings: Any,
+        console: Console,
+        *,
+        environ: dict[str, str],
+        input: Input | None = None,
+        output: Output | None = None,
+        history: History | None = None,
+        driver: Any = None,
+    ) -> None:
         self.settings = settings
         self.driver = driver  # the demo's: fills (or, with --auto, submits) the input and answers questions
         self.environ = environ
@@ -192,11 +212,19 @@ class Repl:
         self._ctrl_c_armed = False
         self._draft = ""  # text typed before ctrl+o, put back at the next prompt
         self.prompt: PromptSession[str] = PromptSession(
-            history=history if history is not None else self._history(), input=self.input, output=output,
-            completer=SlashCompleter(), complete_while_typing=True, key_bindings=key_bindings(),
-            multiline=False, enable_history_search=False, style=STYLE, include_default_pygments_style=False,
+            history=history if history is not None else self._history(),
+            input=self.input,
+            output=output,
+            completer=SlashCompleter(),
+            complete_while_typing=True,
+            key_bindings=key_bindings(),
+            multiline=False,
+            enable_history_search=False,
+            style=STYLE,
+            include_default_pygments_style=False,
             color_depth=ColorDepth.MONOCHROME if settings.no_color else None,
-            prompt_continuation=lambda width, line, wrap: " " * width)
+            prompt_continuation=lambda width, line, wrap: " " * width,
+        )
 
     def when_drawn(self, fn: Callable[[], Any]) -> None:
         """Call fn once, right after the prompt is first drawn."""
@@ -219,8 +247,14 @@ class Repl:
     # --- session -----------------------------------------------------------------------------------
     def open(self, *, resume: str | None = None, continue_last: bool = False) -> None:
         self.confirm_trust()  # before anything of the project's runs (SessionStart hooks)
-        self.session = lifecycle.open_session(self.settings, emit=self.renderer, ask=self.ask, resume=resume,
-                                    continue_last=continue_last, environ=self.environ)
+        self.session = lifecycle.open_session(
+            self.settings,
+            emit=self.renderer,
+            ask=self.ask,
+            resume=resume,
+            continue_last=continue_last,
+            environ=self.environ,
+        )
         self.renderer.banner(__version__, self.session.model, str(self.settings.cwd))
         if resume or continue_last:
             self.renderer.recap(self.session.messages)
@@ -238,7 +272,9 @@ class Repl:
         if not (untrusted or keys):
             return
         if untrusted:
-            self.renderer.line(f"This project ({s.cwd}) is not trusted yet. Its settings files would:", "bold")
+            self.renderer.line(
+                f"This project ({s.cwd}) is not trusted yet. Its settings files would:", "bold"
+            )
             for line in trust.dialog_lines(untrusted):
                 self.renderer.line(line)
             if not self._yes("Trust this project and apply them? [y/N] "):
@@ -247,9 +283,14 @@ class Repl:
         confirmed: list[str] = []
         declined: list[str] = []
         for item in keys:
-            self.renderer.line(f"Its settings also set {item.what} ({item.source}): ANTHROPIC_* settings decide which "
-                               "credentials are used and where your API key is sent.", "yellow")
-            (confirmed if self._yes(f"Use {item.key} from this project? [y/N] ") else declined).append(item.confirm)
+            self.renderer.line(
+                f"Its settings also set {item.what} ({item.source}): ANTHROPIC_* settings decide which "
+                "credentials are used and where your API key is sent.",
+                "yellow",
+            )
+            (confirmed if self._yes(f"Use {item.key} from this project? [y/N] ") else declined).append(
+                item.confirm
+            )
         trust.grant(s.home, s.cwd, tuple(confirmed), tuple(declined))
         self.settings = s = reload_settings(s, self.environ)
         if isinstance(self.prompt.history, RedactingHistory):  # a confirmed project key is a secret too
@@ -344,7 +385,8 @@ class Repl:
         try:
             with patch_stdout(raw=True) if self.real_terminal else nullcontext():
                 answer = PromptSession[str](input=self.input, output=self.output).prompt(
-                    f"Resume which session? (1-{count}, Enter to stay here) ")
+                    f"Resume which session? (1-{count}, Enter to stay here) "
+                )
         except (KeyboardInterrupt, EOFError):
             return
         if answer.strip():
@@ -371,7 +413,11 @@ class Repl:
         self.renderer.end_work()
         error = box.get("error")
         if error is not None:
-            text = str(error) if isinstance(error, AgentError) else f"Internal error: {type(error).__name__}: {error}"
+            text = (
+                str(error)
+                if isinstance(error, AgentError)
+                else f"Internal error: {type(error).__name__}: {error}"
+            )
             self.renderer.line(text, "red")
         return box.get("value")
 

@@ -45,19 +45,29 @@ def _utcnow() -> datetime:
 
 def compact_config(s: Settings) -> CompactConfig:
     """The compaction settings, read once from the Settings."""
-    return CompactConfig(disable_compact=s.disable_compact, auto_compact=s.auto_compact,
-                         session_memory=s.session_memory, microcompact=s.microcompact,
-                         gap_minutes=s.microcompact_gap_minutes, keep_recent=s.microcompact_keep,
-                         context_collapse=s.context_collapse, compaction_model=s.compaction_model,
-                         context_editing=_editing_config(s.context_editing),
-                         notes_template=s.home / NOTES_TEMPLATE)
+    return CompactConfig(
+        disable_compact=s.disable_compact,
+        auto_compact=s.auto_compact,
+        session_memory=s.session_memory,
+        microcompact=s.microcompact,
+        gap_minutes=s.microcompact_gap_minutes,
+        keep_recent=s.microcompact_keep,
+        context_collapse=s.context_collapse,
+        compaction_model=s.compaction_model,
+        context_editing=_editing_config(s.context_editing),
+        notes_template=s.home / NOTES_TEMPLATE,
+    )
 
 
 def _editing_config(c: dict[str, Any] | None) -> dict[str, Any] | None:
     if not c:
         return None
-    return {"triggerTokens": c.get("trigger_tokens"), "keepToolUses": c.get("keep_tool_uses"),
-            "clearAtLeastTokens": c.get("clear_at_least_tokens"), "clearThinking": c.get("clear_thinking")}
+    return {
+        "triggerTokens": c.get("trigger_tokens"),
+        "keepToolUses": c.get("keep_tool_uses"),
+        "clearAtLeastTokens": c.get("clear_at_least_tokens"),
+        "clearThinking": c.get("clear_thinking"),
+    }
 
 
 @dataclass(eq=False)
@@ -80,25 +90,49 @@ class Session:
         self.usage_total: dict[str, int] = {}
         self.cost = 0.0
         self._window: int | None = None
-        self.writer = writer = TranscriptWriter(self.transcript_path, self.session_id, str(s.cwd), __version__,
-                                  last_uuid=self.last_uuid, secret=(s.api_key, s.auth_token))
-        self.client = ModelClient(api_key=s.api_key, auth_token=s.auth_token, base_url=s.base_url,
-                                  on_event=self._emit, retry_seconds=s.retry_seconds)
+        self.writer = writer = TranscriptWriter(
+            self.transcript_path,
+            self.session_id,
+            str(s.cwd),
+            __version__,
+            last_uuid=self.last_uuid,
+            secret=(s.api_key, s.auth_token),
+        )
+        self.client = ModelClient(
+            api_key=s.api_key,
+            auth_token=s.auth_token,
+            base_url=s.base_url,
+            on_event=self._emit,
+            retry_seconds=s.retry_seconds,
+        )
         self.tools = builtin_tools() + [SnipTool()]
-        self.tool_ctx = ToolContext(project_dir=s.cwd, session_dir=self.session_dir, cwd=s.cwd,
-                                    environ=s.environ or None)
-        self.conv = Conversation(writer=writer, session_dir=self.session_dir, tools=self.tool_ctx,
-                                 messages=list(history or []), state=replayed or ContextState())
+        self.tool_ctx = ToolContext(
+            project_dir=s.cwd, session_dir=self.session_dir, cwd=s.cwd, environ=s.environ or None
+        )
+        self.conv = Conversation(
+            writer=writer,
+            session_dir=self.session_dir,
+            tools=self.tool_ctx,
+            messages=list(history or []),
+            state=replayed or ContextState(),
+        )
         self.tool_ctx.cancel = self.conv.cancel
         self.tool_ctx.services["snip"] = self._snip
         self.permissions = Permissions(s, session_dir=self.session_dir)
         if s.deny:  # a file the Read rules deny never shows up in Grep or Glob output either
             self.tool_ctx.hidden = self.permissions.read_denied
         self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
-        self.ports = Ports(model=self.client, emit=self._emit, request=self.request, thresholds=self.thresholds,
-                           account=self.account_side_request, hooks=self.hook_context,
-                           instructions=lambda: compact_instructions(s.cwd, s.home),
-                           instruction_files=lambda: memory_files(s.cwd, s.home), config=compact_config(s))
+        self.ports = Ports(
+            model=self.client,
+            emit=self._emit,
+            request=self.request,
+            thresholds=self.thresholds,
+            account=self.account_side_request,
+            hooks=self.hook_context,
+            instructions=lambda: compact_instructions(s.cwd, s.home),
+            instruction_files=lambda: memory_files(s.cwd, s.home),
+            config=compact_config(s),
+        )
         wire(self.conv, self.ports, clock=self.clock)
 
     def use_settings(self, s: Settings) -> None:
@@ -109,8 +143,9 @@ class Session:
         self.tool_ctx.hidden = self.permissions.read_denied if s.deny else None
         self.tool_ctx.environ = s.environ or None
         self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
-        self.client = ModelClient(api_key=s.api_key, auth_token=s.auth_token, base_url=s.base_url,
-                                  on_event=self._emit)
+        self.client = ModelClient(
+            api_key=s.api_key, auth_token=s.auth_token, base_url=s.base_url, on_event=self._emit
+        )
         self.ports.model = self.client
 
     def _emit(self, event: Event) -> None:
@@ -166,7 +201,12 @@ class Session:
         return self.conv.record(rec)
 
     def _account(self, model: str, usage: dict[str, Any]) -> None:
-        for key in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+        for key in (
+            "input_tokens",
+            "output_tokens",
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
+        ):
             self.usage_total[key] = self.usage_total.get(key, 0) + int(usage.get(key) or 0)
         self.cost += cost_usd(model, usage)
 
@@ -186,11 +226,22 @@ class Session:
     def max_output(self) -> int:
         return self.settings.max_output_tokens or min(max_output_tokens(self.model), 32_000)
 
-    def request(self, api_messages: list[dict[str, Any]], *, max_tokens: int | None = None,
-                tools: bool = True, **kw: Any) -> Request:
-        return Request(model=self.model, system=self.system_blocks(),
-                       tools=self.tool_schemas() if tools else [], messages=api_messages,
-                       max_tokens=max_tokens or self.max_output, **kw)
+    def request(
+        self,
+        api_messages: list[dict[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        tools: bool = True,
+        **kw: Any,
+    ) -> Request:
+        return Request(
+            model=self.model,
+            system=self.system_blocks(),
+            tools=self.tool_schemas() if tools else [],
+            messages=api_messages,
+            max_tokens=max_tokens or self.max_output,
+            **kw,
+        )
 
     def set_model(self, model: str) -> None:
         self.model = model
@@ -206,9 +257,14 @@ class Session:
 
     def thresholds(self) -> thresholds.Thresholds:
         s = self.settings
-        return thresholds.compute(self.window, max_output_tokens(self.model), window_cap=s.context_window,
-                                  pct=s.autocompact_pct, blocking_override=s.blocking_limit,
-                                  auto_enabled=self.ports.config.auto_enabled)
+        return thresholds.compute(
+            self.window,
+            max_output_tokens(self.model),
+            window_cap=s.context_window,
+            pct=s.autocompact_pct,
+            blocking_override=s.blocking_limit,
+            auto_enabled=self.ports.config.auto_enabled,
+        )
 
     # --- hooks -------------------------------------------------------------------------------------
     def notice(self, text: str, level: str = "info") -> None:

@@ -138,7 +138,9 @@ def load_settings(*, cwd: Path, environ: Mapping[str, str], cli: dict[str, Any])
     layer: dict[str, Any] = {}
     _merge_layer(layer, _read_file(home / "settings.json"), str(home / "settings.json"))
     for path in (cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"):
-        data, ignored = trust_store.restrict(_read_file(path), str(path), s.trust)  # the user's file is trusted
+        data, ignored = trust_store.restrict(
+            _read_file(path), str(path), s.trust
+        )  # the user's file is trusted
         s.ignored += ignored
         _merge_layer(layer, data, str(path))
 
@@ -188,7 +190,9 @@ def _read_file(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SettingsError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from None
+        raise SettingsError(
+            f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})"
+        ) from None
     except RecursionError:
         raise SettingsError(f"{path}: invalid JSON (nested too deeply)") from None
     if not isinstance(data, dict):
@@ -254,8 +258,13 @@ def _object(where: _Where, key: str, value: Any) -> dict[str, Any]:
 def _rules(where: _Where, key: str, value: Any) -> list[str]:
     _check(where, key, value, lambda v: isinstance(v, list), "an array of rule strings")
     for i, rule in enumerate(value):
-        _check(where, f"{key}[{i}]", rule, lambda v: isinstance(v, str) and bool(_RULE.match(v.strip())),
-               'a rule like "Read", "Bash(git status:*)" or "Edit(src/**)"')
+        _check(
+            where,
+            f"{key}[{i}]",
+            rule,
+            lambda v: isinstance(v, str) and bool(_RULE.match(v.strip())),
+            'a rule like "Read", "Bash(git status:*)" or "Edit(src/**)"',
+        )
     return [rule.strip() for rule in value]
 
 
@@ -269,13 +278,22 @@ def _validate(data: dict[str, Any], where: _Where) -> dict[str, Any]:
             if name in perms:
                 checked[name] = _rules(where, f"permissions.{name}", perms[name])
         if "defaultMode" in perms:
-            checked["defaultMode"] = _check(where, "permissions.defaultMode", perms["defaultMode"],
-                                            lambda v: v in PERMISSION_MODES, "one of " + ", ".join(PERMISSION_MODES))
+            checked["defaultMode"] = _check(
+                where,
+                "permissions.defaultMode",
+                perms["defaultMode"],
+                lambda v: v in PERMISSION_MODES,
+                "one of " + ", ".join(PERMISSION_MODES),
+            )
         if "additionalDirectories" in perms:
             dirs = perms["additionalDirectories"]
-            _check(where, "permissions.additionalDirectories", dirs,
-                   lambda v: isinstance(v, list) and all(isinstance(d, str) and d for d in v),
-                   "an array of directory paths")
+            _check(
+                where,
+                "permissions.additionalDirectories",
+                dirs,
+                lambda v: isinstance(v, list) and all(isinstance(d, str) and d for d in v),
+                "an array of directory paths",
+            )
             checked["additionalDirectories"] = list(dirs)
         out["permissions"] = checked
     if "hooks" in data:
@@ -321,8 +339,13 @@ def _validate_hooks(where: _Where, hooks: Any) -> dict[str, list[dict[str, Any]]
                 if kind == "command":
                     _string(where, f"{hkey}.command", hook.get("command"))
                 if "timeout" in hook:
-                    _check(where, f"{hkey}.timeout", hook["timeout"], lambda v: _is_number(v) and v > 0,
-                           "a positive number of seconds")
+                    _check(
+                        where,
+                        f"{hkey}.timeout",
+                        hook["timeout"],
+                        lambda v: _is_number(v) and v > 0,
+                        "a positive number of seconds",
+                    )
         out[event] = list(groups)
     return out
 
@@ -330,8 +353,15 @@ def _validate_hooks(where: _Where, hooks: Any) -> dict[str, list[dict[str, Any]]
 def _validate_compaction(where: _Where, comp: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "autoCompactPct" in comp:
-        out["autoCompactPct"] = float(_check(where, "compaction.autoCompactPct", comp["autoCompactPct"],
-                                             lambda v: _is_number(v) and 0 < v <= 100, "a number in (0, 100]"))
+        out["autoCompactPct"] = float(
+            _check(
+                where,
+                "compaction.autoCompactPct",
+                comp["autoCompactPct"],
+                lambda v: _is_number(v) and 0 < v <= 100,
+                "a number in (0, 100]",
+            )
+        )
     for name in ("contextWindow", "blockingLimit", "maxOutputTokens"):
         if name in comp:
             out[name] = _pos_int(where, f"compaction.{name}", comp[name])
@@ -348,8 +378,15 @@ def _validate_microcompact(where: _Where, value: Any) -> dict[str, Any]:
     if "enabled" in value:
         out["enabled"] = _bool(where, "microcompact.enabled", value["enabled"])
     if "gapMinutes" in value:
-        out["gapMinutes"] = float(_check(where, "microcompact.gapMinutes", value["gapMinutes"],
-                                         lambda v: _is_number(v) and v > 0, "a positive number of minutes"))
+        out["gapMinutes"] = float(
+            _check(
+                where,
+                "microcompact.gapMinutes",
+                value["gapMinutes"],
+                lambda v: _is_number(v) and v > 0,
+                "a positive number of minutes",
+            )
+        )
     if "keepRecent" in value:
         out["keepRecent"] = _nonneg_int(where, "microcompact.keepRecent", value["keepRecent"])
     return out
@@ -366,7 +403,9 @@ def _validate_context_editing(where: _Where, value: Any) -> dict[str, Any]:
     if "keepToolUses" in value:
         out["keepToolUses"] = _nonneg_int(where, "contextEditing.keepToolUses", value["keepToolUses"])
     if "clearAtLeastTokens" in value:
-        out["clearAtLeastTokens"] = _nonneg_int(where, "contextEditing.clearAtLeastTokens", value["clearAtLeastTokens"])
+        out["clearAtLeastTokens"] = _nonneg_int(
+            where, "contextEditing.clearAtLeastTokens", value["clearAtLeastTokens"]
+        )
     if "triggerTokens" in value:
         out["triggerTokens"] = _pos_int(where, "contextEditing.triggerTokens", value["triggerTokens"])
     return out
@@ -415,16 +454,25 @@ def _apply_files(s: Settings, layer: dict[str, Any]) -> None:
     if "model" in layer:
         s.model, s.model_explicit, s.sources["model"] = layer["model"], True, src["model"]
 
-    simple = {"autoCompactEnabled": "auto_compact", "disableCompact": "disable_compact",
-              "sessionMemory": "session_memory", "contextCollapse": "context_collapse", "noColor": "no_color"}
+    simple = {
+        "autoCompactEnabled": "auto_compact",
+        "disableCompact": "disable_compact",
+        "sessionMemory": "session_memory",
+        "contextCollapse": "context_collapse",
+        "noColor": "no_color",
+    }
     for key, attr in simple.items():
         if key in layer:
             setattr(s, attr, layer[key])
             s.sources[attr] = src[key]
 
-    comp_fields = {"autoCompactPct": "autocompact_pct", "contextWindow": "context_window",
-                   "blockingLimit": "blocking_limit", "maxOutputTokens": "max_output_tokens",
-                   "model": "compaction_model"}
+    comp_fields = {
+        "autoCompactPct": "autocompact_pct",
+        "contextWindow": "context_window",
+        "blockingLimit": "blocking_limit",
+        "maxOutputTokens": "max_output_tokens",
+        "model": "compaction_model",
+    }
     for key, attr in comp_fields.items():
         if key in layer.get("compaction", {}):
             setattr(s, attr, layer["compaction"][key])
@@ -457,8 +505,17 @@ def _validate_retry(where: _Where, value: Any) -> dict[str, Any]:
     _object(where, "retry", value)
     if "maxSeconds" not in value:
         return {}
-    return {"maxSeconds": float(_check(where, "retry.maxSeconds", value["maxSeconds"],
-                                       lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0"))}
+    return {
+        "maxSeconds": float(
+            _check(
+                where,
+                "retry.maxSeconds",
+                value["maxSeconds"],
+                lambda v: _is_number(v) and v >= 0,
+                "a number of seconds >= 0",
+            )
+        )
+    }
 
 
 # ---- environment -------------------------------------------------------------------------------
@@ -488,7 +545,11 @@ def _apply_env(s: Settings, env: Mapping[str, str], origin: Mapping[str, str]) -
     def mark(attr: str, name: str) -> None:
         s.sources[attr] = f"env {name}"
 
-    s.api_key, s.auth_token, s.base_url = get("ANTHROPIC_API_KEY"), get("ANTHROPIC_AUTH_TOKEN"), get("ANTHROPIC_BASE_URL")
+    s.api_key, s.auth_token, s.base_url = (
+        get("ANTHROPIC_API_KEY"),
+        get("ANTHROPIC_AUTH_TOKEN"),
+        get("ANTHROPIC_BASE_URL"),
+    )
     if (model := get("ANTHROPIC_MODEL")) is not None:
         s.model, s.model_explicit = model.strip(), True
         mark("model", "ANTHROPIC_MODEL")
@@ -508,17 +569,21 @@ def _apply_env(s: Settings, env: Mapping[str, str], origin: Mapping[str, str]) -
             raise bad("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "a number in (0, 100]")
         s.autocompact_pct = pct
         mark("autocompact_pct", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE")
-    for name, attr in (("CLAUDE_CODE_AUTO_COMPACT_WINDOW", "context_window"),
-                       ("CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE", "blocking_limit"),
-                       ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "max_output_tokens")):
+    for name, attr in (
+        ("CLAUDE_CODE_AUTO_COMPACT_WINDOW", "context_window"),
+        ("CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE", "blocking_limit"),
+        ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "max_output_tokens"),
+    ):
         if (value := positive_int(name)) is not None:
             setattr(s, attr, value)
             mark(attr, name)
 
     # "0" (or another falsy word) turns these off, a truthy word turns them back on over a settings file
-    for name, attr in (("COMPACT_AGENT_SESSION_MEMORY", "session_memory"),
-                       ("COMPACT_AGENT_MICROCOMPACT", "microcompact"),
-                       ("CLAUDE_CONTEXT_COLLAPSE", "context_collapse")):
+    for name, attr in (
+        ("COMPACT_AGENT_SESSION_MEMORY", "session_memory"),
+        ("COMPACT_AGENT_MICROCOMPACT", "microcompact"),
+        ("CLAUDE_CONTEXT_COLLAPSE", "context_collapse"),
+    ):
         raw = get(name)
         if raw is not None and (truthy(raw) or falsy(raw)):
             setattr(s, attr, truthy(raw))
@@ -528,8 +593,9 @@ def _apply_env(s: Settings, env: Mapping[str, str], origin: Mapping[str, str]) -
         mark("no_color", "NO_COLOR")
 
 
-def _apply_retry(s: Settings, layer: Mapping[str, Any], env: Mapping[str, str],
-                 origin: Mapping[str, str]) -> None:
+def _apply_retry(
+    s: Settings, layer: Mapping[str, Any], env: Mapping[str, str], origin: Mapping[str, str]
+) -> None:
     """retry.maxSeconds, overridden by COMPACT_AGENT_RETRY_SECONDS (0 = no retries)."""
     if "maxSeconds" in layer.get("retry", {}):
         s.retry_seconds, s.sources["retry_seconds"] = layer["retry"]["maxSeconds"], layer["sources"]["retry"]
@@ -541,9 +607,14 @@ def _apply_retry(s: Settings, layer: Mapping[str, Any], env: Mapping[str, str],
     except ValueError:
         seconds = math.nan
     if not (math.isfinite(seconds) and seconds >= 0):
-        where = "" if origin.get("COMPACT_AGENT_RETRY_SECONDS") == "environment" else \
-            f' (set in {origin.get("COMPACT_AGENT_RETRY_SECONDS")})'
-        raise SettingsError(f"COMPACT_AGENT_RETRY_SECONDS: expected a number of seconds >= 0, got {_show(raw)}{where}")
+        where = (
+            ""
+            if origin.get("COMPACT_AGENT_RETRY_SECONDS") == "environment"
+            else f" (set in {origin.get('COMPACT_AGENT_RETRY_SECONDS')})"
+        )
+        raise SettingsError(
+            f"COMPACT_AGENT_RETRY_SECONDS: expected a number of seconds >= 0, got {_show(raw)}{where}"
+        )
     s.retry_seconds, s.sources["retry_seconds"] = seconds, "env COMPACT_AGENT_RETRY_SECONDS"
 
 
@@ -552,14 +623,21 @@ def check_limits(s: Settings) -> None:
     smallest = smallest_window()
     if s.context_window is not None and s.context_window < smallest:
         source = s.sources.get("context_window", "settings")
-        name = f"{source[4:]}={s.context_window}" if source.startswith("env ") else \
-            f'"compaction.contextWindow": {s.context_window} in {source}'
-        raise SettingsError(f"{name} leaves no room for the conversation (after the output reserve and the "
-                            f"auto-compact buffer); the smallest usable window is {smallest}")
+        name = (
+            f"{source[4:]}={s.context_window}"
+            if source.startswith("env ")
+            else f'"compaction.contextWindow": {s.context_window} in {source}'
+        )
+        raise SettingsError(
+            f"{name} leaves no room for the conversation (after the output reserve and the "
+            f"auto-compact buffer); the smallest usable window is {smallest}"
+        )
     if s.base_url is not None:
         parsed = urlsplit(s.base_url.strip())
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise SettingsError(f"ANTHROPIC_BASE_URL must be an http:// or https:// URL (got {_show(s.base_url)})")
+            raise SettingsError(
+                f"ANTHROPIC_BASE_URL must be an http:// or https:// URL (got {_show(s.base_url)})"
+            )
 
 
 def ensure_home(s: Settings) -> None:
@@ -586,16 +664,25 @@ def _apply_cli(s: Settings, cli: Mapping[str, Any]) -> None:
     mode = cli.get("permission_mode")
     if mode:
         if mode not in PERMISSION_MODES:
-            raise SettingsError(f'--permission-mode must be one of {", ".join(PERMISSION_MODES)} (got "{mode}")')
+            raise SettingsError(
+                f'--permission-mode must be one of {", ".join(PERMISSION_MODES)} (got "{mode}")'
+            )
         s.permission_mode, s.sources["permission_mode"] = mode, "--permission-mode"
     if cli.get("dangerously_skip_permissions"):
-        s.permission_mode, s.sources["permission_mode"] = "bypassPermissions", "--dangerously-skip-permissions"
-    for key, flag, attr in (("allowed_tools", "--allowedTools", "allow"),
-                            ("disallowed_tools", "--disallowedTools", "deny")):
+        s.permission_mode, s.sources["permission_mode"] = (
+            "bypassPermissions",
+            "--dangerously-skip-permissions",
+        )
+    for key, flag, attr in (
+        ("allowed_tools", "--allowedTools", "allow"),
+        ("disallowed_tools", "--disallowedTools", "deny"),
+    ):
         rules = [rule for item in cli.get(key) or [] for rule in split_rules(item)]
         for rule in rules:
             if not _RULE.match(rule):
-                raise SettingsError(f'{flag}: "{rule}" is not a rule like "Read", "Bash(git status:*)" or "Edit(src/**)"')
+                raise SettingsError(
+                    f'{flag}: "{rule}" is not a rule like "Read", "Bash(git status:*)" or "Edit(src/**)"'
+                )
         if rules:
             setattr(s, attr, _dedupe(getattr(s, attr) + rules))
 

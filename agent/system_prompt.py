@@ -43,15 +43,17 @@ def read_memory(cwd: Path, home: Path) -> list[tuple[Path, str]]:
 
 def environment_text(cwd: Path, model: str, today: date | None = None) -> str:
     is_git = any((p / ".git").exists() for p in [cwd, *cwd.parents])
-    return "\n".join([
-        "<env>",
-        f"Working directory: {cwd}",
-        f"Is directory a git repo: {'Yes' if is_git else 'No'}",
-        f"Platform: {platform.system().lower()}",
-        f"Today's date: {(today or date.today()).isoformat()}",
-        f"Model: {model}",
-        "</env>",
-    ])
+    return "\n".join(
+        [
+            "<env>",
+            f"Working directory: {cwd}",
+            f"Is directory a git repo: {'Yes' if is_git else 'No'}",
+            f"Platform: {platform.system().lower()}",
+            f"Today's date: {(today or date.today()).isoformat()}",
+            f"Model: {model}",
+            "</env>",
+        ]
+    )
 
 
 def build_system(cwd: Path, home: Path, model: str, today: date | None = None) -> list[dict]:
@@ -74,7 +76,7 @@ def compact_instructions(cwd: Path, home: Path) -> str:
             if stripped.startswith("#") and stripped.lstrip("#").strip().lower() == "compact instructions":
                 level = len(stripped) - len(stripped.lstrip("#"))
                 body = []
-                for nxt in lines[i + 1:]:
+                for nxt in lines[i + 1 :]:
                     s = nxt.strip()
                     if s.startswith("#") and len(s) - len(s.lstrip("#")) <= level:
                         break

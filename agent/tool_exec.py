@@ -31,11 +31,15 @@ from tools.base import ToolResult
 from tools.registry import get
 from tools.runner import precheck, run_tool
 
-INTERRUPTED = "Interrupted by user: the tool call was stopped before it finished. Wait for the user's next message."
+INTERRUPTED = (
+    "Interrupted by user: the tool call was stopped before it finished. Wait for the user's next message."
+)
 NOT_RUN = "Interrupted by user: this tool call was not run."
 INTERRUPT_MARKER = "[Request interrupted by user]"
-DECLINED = ("The user said no to this tool call, so it was not run and nothing changed. Stop here: do not "
-            "retry it or try another way; wait for the user's next message.")
+DECLINED = (
+    "The user said no to this tool call, so it was not run and nothing changed. Stop here: do not "
+    "retry it or try another way; wait for the user's next message."
+)
 NOT_RUN_DECLINED = "Not run: the user said no to an earlier tool call of this message."
 
 
@@ -52,8 +56,11 @@ def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
     verdicts: list[ToolResult | None] = []
     for i, use in enumerate(uses):  # after a "no", nothing more is asked or run
         declined = any(isinstance(v, ToolResult) and v.content == DECLINED for v in verdicts)
-        verdicts.append(ToolResult(NOT_RUN_DECLINED, is_error=True) if declined
-                        else _permit(session, use, _touched(uses[:i])))
+        verdicts.append(
+            ToolResult(NOT_RUN_DECLINED, is_error=True)
+            if declined
+            else _permit(session, use, _touched(uses[:i]))
+        )
     results: list[ToolResult | None] = [v if isinstance(v, ToolResult) else None for v in verdicts]
     i = 0
     while i < len(uses):
@@ -97,9 +104,13 @@ def _redacted(session: Session, result: ToolResult) -> ToolResult:
     if not secrets:
         return result
     if isinstance(result.content, str):
-        return replace(result, content=redact(result.content, secrets), summary=redact(result.summary, secrets))
-    blocks = [{**b, "text": redact(b["text"], secrets)} if isinstance(b.get("text"), str) else b
-              for b in result.content]
+        return replace(
+            result, content=redact(result.content, secrets), summary=redact(result.summary, secrets)
+        )
+    blocks = [
+        {**b, "text": redact(b["text"], secrets)} if isinstance(b.get("text"), str) else b
+        for b in result.content
+    ]
     return replace(result, content=blocks, summary=redact(result.summary, secrets))
 
 
@@ -110,8 +121,11 @@ def _read_only(session: Session, use: dict[str, Any]) -> bool:
 
 def _touched(uses: list[dict[str, Any]]) -> set[str]:
     """The files earlier calls of the message name: they may be read or written before a later call runs."""
-    return {str(u["input"]["file_path"]) for u in uses if isinstance(u.get("input"), dict)
-            and isinstance(u["input"].get("file_path"), str)}
+    return {
+        str(u["input"]["file_path"])
+        for u in uses
+        if isinstance(u.get("input"), dict) and isinstance(u["input"].get("file_path"), str)
+    }
 
 
 def _permit(session: Session, use: dict[str, Any], touched: set[str] | None = None) -> ToolResult | None:
@@ -122,16 +136,22 @@ def _permit(session: Session, use: dict[str, Any], touched: set[str] | None = No
     name, args = use["name"], use.get("input") or {}
     if isinstance(args, dict) and isinstance(args.get(INVALID_INPUT), dict):
         problem = str(args[INVALID_INPUT].get("error", ""))[:300]
-        return ToolResult(f"The tool input was not valid JSON ({problem}), so the {name} call was not run. "
-                          "Send the call again, with its input as one valid JSON object.", is_error=True)
+        return ToolResult(
+            f"The tool input was not valid JSON ({problem}), so the {name} call was not run. "
+            "Send the call again, with its input as one valid JSON object.",
+            is_error=True,
+        )
     tool = get(session.tools, name)
     if tool is None:
         names = ", ".join(t.name for t in session.tools)
         return ToolResult(f"There is no tool named {name}. Available tools: {names}.", is_error=True)
     decision = session.permissions.check(name, args, cwd=session.tool_ctx.cwd)
     if decision.behavior == "deny":
-        return ToolResult(f"Permission to use {name} was denied: {decision.reason}. Do not retry this call; "
-                          "choose another approach or ask the user.", is_error=True)
+        return ToolResult(
+            f"Permission to use {name} was denied: {decision.reason}. Do not retry this call; "
+            "choose another approach or ask the user.",
+            is_error=True,
+        )
     if decision.behavior == "ask":
         failure = None if args.get("file_path") in (touched or ()) else precheck(tool, args, session.tool_ctx)
         if failure is not None:  # it would fail anyway: nobody is asked to approve it
@@ -139,9 +159,12 @@ def _permit(session: Session, use: dict[str, Any], touched: set[str] | None = No
             session.emit(ToolFinished(use["id"], name, failure.content, True, failure.summary))
             return failure
         if session.ask is None or session.cancel.is_set():
-            return ToolResult(f"{name} needs the user's approval ({decision.reason}), and nobody can approve it in this "
-                              "non-interactive session, so it was not run. Continue without it or tell the "
-                              "user which permission to grant (for example with --allowedTools).", is_error=True)
+            return ToolResult(
+                f"{name} needs the user's approval ({decision.reason}), and nobody can approve it in this "
+                "non-interactive session, so it was not run. Continue without it or tell the "
+                "user which permission to grant (for example with --allowedTools).",
+                is_error=True,
+            )
         answer = session.ask(name, args, session.permissions.describe(name, args))
         if answer == "always":
             session.permissions.allow_for_session(session.permissions.suggest_rule(name, args))
@@ -167,16 +190,27 @@ def _execute(session: Session, use: dict[str, Any]) -> ToolResult:
         return ToolResult(unchanged, summary="unchanged since restored")
     result = _redacted(session, run_tool(tool, args, session.tool_ctx))
     if session.cancel.is_set() and not result.is_error:
-        result = ToolResult(f"{INTERRUPTED}\n\nPartial output:\n{result.content}" if isinstance(result.content, str)
-                            else INTERRUPTED, is_error=True)
+        result = ToolResult(
+            f"{INTERRUPTED}\n\nPartial output:\n{result.content}"
+            if isinstance(result.content, str)
+            else INTERRUPTED,
+            is_error=True,
+        )
     elif session.cancel.is_set():
         result = ToolResult(INTERRUPTED, is_error=True)
     session.emit(ToolFinished(use["id"], name, result.content, result.is_error, result.summary))
     if name == "TodoWrite" and not result.is_error:
         session.emit(TodosChanged(tuple(dict(t) for t in args.get("todos") or [])))
-    session.run_hooks("PostToolUse", name, tool_name=name, tool_input=args,
-                      tool_response={"content": result.content if isinstance(result.content, str) else "[blocks]",
-                                     "is_error": result.is_error})
+    session.run_hooks(
+        "PostToolUse",
+        name,
+        tool_name=name,
+        tool_input=args,
+        tool_response={
+            "content": result.content if isinstance(result.content, str) else "[blocks]",
+            "is_error": result.is_error,
+        },
+    )
     return result
 
 

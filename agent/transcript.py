@@ -25,7 +25,11 @@ BOUNDARY_NEEDLE = b'"compact_boundary"'
 
 def is_boundary(rec: dict[str, Any]) -> bool:
     """A compact_boundary record of the main conversation."""
-    return rec.get("type") == "system" and rec.get("subtype") == "compact_boundary" and not rec.get("isSidechain")
+    return (
+        rec.get("type") == "system"
+        and rec.get("subtype") == "compact_boundary"
+        and not rec.get("isSidechain")
+    )
 
 
 def _dumps(rec: dict[str, Any]) -> str:
@@ -54,8 +58,18 @@ class TranscriptWriter:
     replaced by a marker, so a prompt or output that holds it is recorded without it and nothing is lost.
     """
 
-    def __init__(self, path: Path, session_id: str, cwd: str, version: str, *, last_uuid: str | None = None,
-                 secret: str | tuple[str | None, ...] | None = None, sync: bool = False, sync_boundaries: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        session_id: str,
+        cwd: str,
+        version: str,
+        *,
+        last_uuid: str | None = None,
+        secret: str | tuple[str | None, ...] | None = None,
+        sync: bool = False,
+        sync_boundaries: bool = True,
+    ) -> None:
         self.path = Path(path)
         self.session_id = session_id
         self.cwd = cwd
@@ -79,13 +93,14 @@ class TranscriptWriter:
         view = memoryview(line.encode("utf-8"))
         fd = self._open()
         while view:  # a regular file takes the whole line at once; loop only in case it does not
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         if sync or self.sync:
             os.fsync(fd)
 
     def append_message(self, m: Message) -> dict[str, Any]:
-        rec = to_record(m, parent_uuid=self.last_uuid, session_id=self.session_id, cwd=self.cwd,
-                        version=self.version)
+        rec = to_record(
+            m, parent_uuid=self.last_uuid, session_id=self.session_id, cwd=self.cwd, version=self.version
+        )
         self._write(rec, sync=False)
         self.last_uuid = m.uuid
         return rec
@@ -99,17 +114,36 @@ class TranscriptWriter:
         self._write(out, sync=False)
         return out
 
-    def append_boundary(self, trigger: str, pre_tokens: int, logical_parent_uuid: str | None,
-                        preserved_segment: dict[str, str] | None = None) -> dict[str, Any]:
+    def append_boundary(
+        self,
+        trigger: str,
+        pre_tokens: int,
+        logical_parent_uuid: str | None,
+        preserved_segment: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         """The compact_boundary record; it becomes the parent of the next message (the summary)."""
         meta: dict[str, Any] = {"trigger": trigger, "preTokens": int(pre_tokens)}
         if preserved_segment:
-            meta["preservedSegment"] = {k: preserved_segment[k] for k in ("headUuid", "anchorUuid", "tailUuid")}
-        rec: dict[str, Any] = {"parentUuid": None, "logicalParentUuid": logical_parent_uuid, "isSidechain": False,
-               "userType": "external", "cwd": self.cwd, "sessionId": self.session_id, "version": self.version,
-               "type": "system", "subtype": "compact_boundary", "content": "Conversation compacted",
-               "isMeta": False, "level": "info", "compactMetadata": meta, "uuid": new_uuid(),
-               "timestamp": now_iso()}
+            meta["preservedSegment"] = {
+                k: preserved_segment[k] for k in ("headUuid", "anchorUuid", "tailUuid")
+            }
+        rec: dict[str, Any] = {
+            "parentUuid": None,
+            "logicalParentUuid": logical_parent_uuid,
+            "isSidechain": False,
+            "userType": "external",
+            "cwd": self.cwd,
+            "sessionId": self.session_id,
+            "version": self.version,
+            "type": "system",
+            "subtype": "compact_boundary",
+            "content": "Conversation compacted",
+            "isMeta": False,
+            "level": "info",
+            "compactMetadata": meta,
+            "uuid": new_uuid(),
+            "timestamp": now_iso(),
+        }
         self._write(rec, sync=self.sync_boundaries)
         self.last_uuid = str(rec["uuid"])
         return rec

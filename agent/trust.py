@@ -137,8 +137,15 @@ def restrict(data: dict[str, Any], source: str, trust: Trust) -> tuple[dict[str,
         if trust.trusted and (not credential or token in trust.confirmed_keys):
             continue
         del env[name]
-        ignored.append(Ignored("credential" if credential else "env", f"env {name}={_show_value(name, value)}",
-                               source, name, token))
+        ignored.append(
+            Ignored(
+                "credential" if credential else "env",
+                f"env {name}={_show_value(name, value)}",
+                source,
+                name,
+                token,
+            )
+        )
     if "env" in out:
         out["env"] = env
     if trust.trusted:
@@ -181,18 +188,25 @@ def print_mode_line(ignored: list[Ignored], trusted: bool) -> str:
         return ""
     items = "; ".join(i.what for i in ignored)
     if trusted:
-        return (f"compact-agent: project trusted, but these settings of its files were not applied because "
-                f"each ANTHROPIC_* key needs confirming in the REPL's trust dialog (or set it in the "
-                f"environment yourself): {items}")
-    return (f"compact-agent: this project is not trusted, so its settings files' hooks, env and widened "
-            f"permissions were ignored: {items}. Pass --trust-project to trust it (recorded); ANTHROPIC_* "
-            f"keys also need confirming in the REPL")
+        return (
+            f"compact-agent: project trusted, but these settings of its files were not applied because "
+            f"each ANTHROPIC_* key needs confirming in the REPL's trust dialog (or set it in the "
+            f"environment yourself): {items}"
+        )
+    return (
+        f"compact-agent: this project is not trusted, so its settings files' hooks, env and widened "
+        f"permissions were ignored: {items}. Pass --trust-project to trust it (recorded); ANTHROPIC_* "
+        f"keys also need confirming in the REPL"
+    )
 
 
 def dialog_lines(ignored: list[Ignored]) -> list[str]:
     """What the REPL's trust dialog lists: what the project's settings would do, by kind."""
-    titles = {"hook": "Run these commands (hooks):", "env": "Set these environment variables:",
-              "permission": "Widen permissions:"}
+    titles = {
+        "hook": "Run these commands (hooks):",
+        "env": "Set these environment variables:",
+        "permission": "Widen permissions:",
+    }
     lines = []
     for kind, title in titles.items():
         items = [i for i in ignored if i.kind == kind]

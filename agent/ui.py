@@ -68,11 +68,24 @@ DIFF_STYLES = {"+": "green", "-": "red"}
 # tools whose output is the file itself (or a confirmation): their one-line summary says more
 SUMMARY_TOOLS = ("Read", "Write", "Edit", "Snip")
 NOTICE_STYLES = {"info": "dim", "warning": "yellow", "error": "red"}
-KEY_ARGS = {"Read": "file_path", "Write": "file_path", "Edit": "file_path", "Bash": "command",
-            "Grep": "pattern", "Glob": "pattern", "Snip": "ids"}
+KEY_ARGS = {
+    "Read": "file_path",
+    "Write": "file_path",
+    "Edit": "file_path",
+    "Bash": "command",
+    "Grep": "pattern",
+    "Glob": "pattern",
+    "Snip": "ids",
+}
 # /context: (style, glyph) per category; glyphs keep the grid readable without colour
-CATEGORY_LOOK = {"system": ("grey62", "■"), "tools": ("cyan", "■"), "memory": ("yellow", "■"),
-                 "messages": ("magenta", "■"), "free": ("grey39", "□"), "buffer": ("grey50", "▨")}
+CATEGORY_LOOK = {
+    "system": ("grey62", "■"),
+    "tools": ("cyan", "■"),
+    "memory": ("yellow", "■"),
+    "messages": ("magenta", "■"),
+    "free": ("grey39", "□"),
+    "buffer": ("grey50", "▨"),
+}
 
 
 # fences and list items as CommonMark writes them; only what decides where a streamed block ends
@@ -148,8 +161,14 @@ def complete_lines(text: str) -> tuple[str, str]:
     """
     end = 0
     for line in text.splitlines(keepends=True):
-        if not line.endswith("\n") or not line.strip() or line[0] in " \t" or LIST_ITEM.match(line) \
-                or FENCE_OPEN.match(line) or TABLE_ROW.match(line):
+        if (
+            not line.endswith("\n")
+            or not line.strip()
+            or line[0] in " \t"
+            or LIST_ITEM.match(line)
+            or FENCE_OPEN.match(line)
+            or TABLE_ROW.match(line)
+        ):
             break
         end += len(line)
     return text[:end], text[end:]
@@ -189,12 +208,22 @@ def _reply_markdown() -> type:
     class PlainCodeBlock(CodeBlock):
         def __rich_console__(self, console: Console, options: Any) -> Any:
             # the terminal's own colours for plain text, so it reads on dark and light backgrounds
-            yield Syntax(str(self.text).rstrip(), self.lexer_name, theme="ansi_dark", word_wrap=True,
-                         background_color="default", padding=(0, 0, 0, 2))
+            yield Syntax(
+                str(self.text).rstrip(),
+                self.lexer_name,
+                theme="ansi_dark",
+                word_wrap=True,
+                background_color="default",
+                padding=(0, 0, 0, 2),
+            )
 
     class ReplyMarkdown(Markdown):
-        elements = {**Markdown.elements, "heading_open": LeftHeading, "fence": PlainCodeBlock,
-                    "code_block": PlainCodeBlock}
+        elements = {
+            **Markdown.elements,
+            "heading_open": LeftHeading,
+            "fence": PlainCodeBlock,
+            "code_block": PlainCodeBlock,
+        }
 
         def __init__(self, markup: str, **kw: Any) -> None:
             super().__init__(markup, **kw)
@@ -216,12 +245,16 @@ def _html_as_text(tokens: list[Any]) -> list[Any]:
     for token in tokens:
         if token.type == "html_block":
             text = Token("text", "", 0, content=token.content.rstrip("\n"))
-            out += [Token("paragraph_open", "p", 1), Token("inline", "", 0, children=[text]),
-                    Token("paragraph_close", "p", -1)]
+            out += [
+                Token("paragraph_open", "p", 1),
+                Token("inline", "", 0, children=[text]),
+                Token("paragraph_close", "p", -1),
+            ]
             continue
         if token.children:  # and a single newline stays a line break, as the model wrote it
-            token.children = [c.copy(type=KEPT_INLINE[c.type]) if c.type in KEPT_INLINE else c
-                              for c in token.children]
+            token.children = [
+                c.copy(type=KEPT_INLINE[c.type]) if c.type in KEPT_INLINE else c for c in token.children
+            ]
         out.append(token)
     return out
 
@@ -236,12 +269,14 @@ def markdown_head(text: str) -> tuple[str, str]:
 
 def markdown_lines(console: Console, text: str, first: bool) -> Segments:
     """A block of reply text rendered as Markdown, indented under the reply's bullet (shown when first)."""
-    return indented(console, _reply_markdown()(text), BULLET if first else REPLY_INDENT, REPLY_INDENT,
-                    Style(bold=True))
+    return indented(
+        console, _reply_markdown()(text), BULLET if first else REPLY_INDENT, REPLY_INDENT, Style(bold=True)
+    )
 
 
-def indented(console: Console, renderable: Any, first: str, rest: str, prefix_style: Style | None = None
-             ) -> Segments:
+def indented(
+    console: Console, renderable: Any, first: str, rest: str, prefix_style: Style | None = None
+) -> Segments:
     """renderable wrapped to the width left after a prefix: ``first`` on its first line, ``rest`` below."""
     options = console.options.update(width=max(console.width - len(first), 20))
     lines = [_without_trailing_blanks(line) for line in console.render_lines(renderable, options, pad=False)]
@@ -279,10 +314,23 @@ def warning_of(state: TokenState | None) -> tuple[str, str] | None:
     """
     if state is None or not (state.warning or state.blocking):
         return None
-    lv = thresholds.Level(tokens=state.tokens, percent_left=state.percent_left, warning=state.warning,
-                          error=state.error, blocking=state.blocking, over_auto=False)
-    th = thresholds.Thresholds(window=state.window, effective=state.window, auto_compact=state.threshold,
-                               warning=0, error=0, blocking=0, auto_enabled=state.auto_compact)
+    lv = thresholds.Level(
+        tokens=state.tokens,
+        percent_left=state.percent_left,
+        warning=state.warning,
+        error=state.error,
+        blocking=state.blocking,
+        over_auto=False,
+    )
+    th = thresholds.Thresholds(
+        window=state.window,
+        effective=state.window,
+        auto_compact=state.threshold,
+        warning=0,
+        error=0,
+        blocking=0,
+        auto_enabled=state.auto_compact,
+    )
     severity = "blocking" if state.blocking else "error" if state.error else "warning"
     return severity, thresholds.warning_text(lv, th)
 
@@ -316,8 +364,11 @@ def diff_lines(name: str, args: dict[str, Any]) -> list[tuple[str, str]]:
     if name == "Edit":
         old = str(args.get("old_string", "")).splitlines()
         new = str(args.get("new_string", "")).splitlines()
-        body = [ln for ln in difflib.unified_diff(old, new, lineterm="", n=1)
-                if not ln.startswith(("---", "+++", "@@"))]
+        body = [
+            ln
+            for ln in difflib.unified_diff(old, new, lineterm="", n=1)
+            if not ln.startswith(("---", "+++", "@@"))
+        ]
     elif name == "Write":
         body = ["+" + ln for ln in str(args.get("content", "")).splitlines()]
     else:
@@ -343,8 +394,9 @@ class _Status:
 class Renderer:
     """Event sink for a session (``emit=renderer``) plus the REPL's other output (banner, results)."""
 
-    def __init__(self, console: Console, *, spinner: bool | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, console: Console, *, spinner: bool | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.console = console
         self.clock = clock
         self.spinner_enabled = console.is_terminal if spinner is None else spinner
@@ -544,19 +596,25 @@ class Renderer:
         with self._lock:
             shown = recent_exchanges(messages, RECAP_EXCHANGES)
             if shown and shown[0].kind == "summary":
-                self.console.print(Text("(earlier messages were compacted · /summary shows the summary)",
-                                        style="dim"), highlight=False)
+                self.console.print(
+                    Text("(earlier messages were compacted · /summary shows the summary)", style="dim"),
+                    highlight=False,
+                )
                 shown = shown[1:]
             for m in shown:
                 lines = m.text.strip().splitlines()
                 clipped = "\n".join(lines[:RECAP_LINES])
                 if m.role == "user":
-                    self.console.print(Text(PROMPT_ECHO + clipped, style="dim"), highlight=False, soft_wrap=True)
+                    self.console.print(
+                        Text(PROMPT_ECHO + clipped, style="dim"), highlight=False, soft_wrap=True
+                    )
                 else:
                     self.console.print(markdown_lines(self.console, clipped, first=True))
                 if len(lines) > RECAP_LINES:
-                    self.console.print(Text(f"{REPLY_INDENT}… +{len(lines) - RECAP_LINES} lines", style="dim"),
-                                       highlight=False)
+                    self.console.print(
+                        Text(f"{REPLY_INDENT}… +{len(lines) - RECAP_LINES} lines", style="dim"),
+                        highlight=False,
+                    )
 
     def echo(self, prompt: str) -> None:
         """A prompt the user did not type at our prompt (the command line's), shown as if typed."""
@@ -580,10 +638,18 @@ class Renderer:
                 body = Text()
                 for i, (style, ln) in enumerate(numbered_diff(details)):
                     body.append(("\n" if i else "") + ln, style=style)
-                self.console.print(indented(self.console, Panel(body, border_style="yellow", expand=False),
-                                            REPLY_INDENT, REPLY_INDENT))
-            self.console.print(Text(REPLY_INDENT + "Allow? [y]es / [n]o / [a]lways for this session",
-                                    style="bold"), highlight=False)
+                self.console.print(
+                    indented(
+                        self.console,
+                        Panel(body, border_style="yellow", expand=False),
+                        REPLY_INDENT,
+                        REPLY_INDENT,
+                    )
+                )
+            self.console.print(
+                Text(REPLY_INDENT + "Allow? [y]es / [n]o / [a]lways for this session", style="bold"),
+                highlight=False,
+            )
 
     def answered(self, tool: str, args: dict[str, Any], label: str) -> None:
         with self._lock:
@@ -603,16 +669,18 @@ class Renderer:
                     self.console.print()
                 self.console.print(indented(self.console, _reply_markdown()(rest), "", ""))
             elif result.text:
-                self.console.print(Text(result.text, style="" if result.ok else "red"), highlight=False,
-                                   soft_wrap=True)
+                self.console.print(
+                    Text(result.text, style="" if result.ok else "red"), highlight=False, soft_wrap=True
+                )
 
     # --- internals -----------------------------------------------------------------------------------
     def _result_lines(self, lines: list[str], style: str) -> None:
         shown = Text("\n".join(lines[:RESULT_LINES]), style=style, overflow="fold")
         self.console.print(indented(self.console, shown, RESULT, INDENT))
         if len(lines) > RESULT_LINES:
-            self.console.print(Text(f"{INDENT}… +{len(lines) - RESULT_LINES} lines", style="dim"),
-                               highlight=False)
+            self.console.print(
+                Text(f"{INDENT}… +{len(lines) - RESULT_LINES} lines", style="dim"), highlight=False
+            )
 
     def _print_block(self, block: str, partial: bool = False) -> None:
         """Print a finished block, or (partial) the finished lines of a paragraph still streaming."""
@@ -640,8 +708,14 @@ class Renderer:
         if not self.spinner_enabled or self._paused:
             return
         if self._live is None:
-            self._live = Live(_Status(self), console=self.console, transient=True, refresh_per_second=8,
-                              redirect_stdout=False, redirect_stderr=False)
+            self._live = Live(
+                _Status(self),
+                console=self.console,
+                transient=True,
+                refresh_per_second=8,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
             self._live.start()
 
     def _stop_status(self, keep_label: bool = False) -> None:
@@ -746,14 +820,22 @@ def context_grid(usage: commands.ContextUsage) -> Text:
     for cat in usage.categories:
         style, glyph = CATEGORY_LOOK.get(cat.key, ("", "■"))
         cells += [Text(glyph, style=style)] * cat.cells
-    rows = [Text(" ").join(cells[r * 10:(r + 1) * 10]) for r in range(10)]
-    legend = [Text.assemble((usage.model, "bold"),
-                            f" · {commands.fmt_tokens(usage.used)}/{commands.fmt_tokens(usage.window)} "
-                            f"tokens ({usage.percent:.0f}%)"), Text()]
+    rows = [Text(" ").join(cells[r * 10 : (r + 1) * 10]) for r in range(10)]
+    legend = [
+        Text.assemble(
+            (usage.model, "bold"),
+            f" · {commands.fmt_tokens(usage.used)}/{commands.fmt_tokens(usage.window)} "
+            f"tokens ({usage.percent:.0f}%)",
+        ),
+        Text(),
+    ]
     for cat in usage.categories:
         style, glyph = CATEGORY_LOOK.get(cat.key, ("", "■"))
-        legend.append(Text.assemble((glyph, style), f" {cat.name}: {commands.fmt_tokens(cat.tokens)} tokens "
-                                                    f"({cat.share:.1f}%)"))
+        legend.append(
+            Text.assemble(
+                (glyph, style), f" {cat.name}: {commands.fmt_tokens(cat.tokens)} tokens ({cat.share:.1f}%)"
+            )
+        )
     for path, tokens in usage.memory_files:
         legend.append(Text(f"  └ {path}: {commands.fmt_tokens(tokens)} tokens", style="dim"))
     out = Text("Context usage\n", style="bold")

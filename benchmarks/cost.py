@@ -50,8 +50,12 @@ from tests.fakeapi import DEFAULT_MODELS, Reply, model_info  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TRANSCRIPTS = ROOT / "tests" / "fixtures" / "transcripts"
-PRICE = {"input_tokens": 1.0, "cache_creation_input_tokens": 1.25, "cache_read_input_tokens": 0.1,
-         "output_tokens": 5.0}
+PRICE = {
+    "input_tokens": 1.0,
+    "cache_creation_input_tokens": 1.25,
+    "cache_read_input_tokens": 0.1,
+    "output_tokens": 5.0,
+}
 REFERENCE_36_READS = 700_000  # Claude Code 2.1.330, same session, 200K window
 MAX_STEPS = 400
 TRANSCRIPT_WINDOW = 100_000  # the replays' window cap: the largest transcript compacts at it  # replayed assistant replies per transcript (bounded run time)
@@ -82,12 +86,22 @@ class Row:
     problems: list[str]
 
 
-def row_of(session: str, config: str, billed: list[tuple[str, dict[str, int], int]], compactions: int,
-           peak: int, problems: list[str]) -> Row:
+def row_of(
+    session: str,
+    config: str,
+    billed: list[tuple[str, dict[str, int], int]],
+    compactions: int,
+    peak: int,
+    problems: list[str],
+) -> Row:
     total = sum(bill(u) for _, u, _ in billed)
     side = sum(bill(u) for kind, u, _ in billed if kind != "main")
-    shares = [u.get("cache_read_input_tokens", 0) / max(1, sum(int(u.get(k) or 0) for k in PRICE if k != "output_tokens"))
-              for kind, u, _ in billed if kind in ("summary", "collapse")]
+    shares = [
+        u.get("cache_read_input_tokens", 0)
+        / max(1, sum(int(u.get(k) or 0) for k in PRICE if k != "output_tokens"))
+        for kind, u, _ in billed
+        if kind in ("summary", "collapse")
+    ]
     return Row(session, config, total, compactions, peak, side / total if total else 0.0, shares, problems)
 
 
@@ -97,13 +111,19 @@ def row_of(session: str, config: str, billed: list[tuple[str, dict[str, int], in
 def reads_36() -> scripted.Scenario:
     def setup(p: Path) -> None:
         for n in range(36):
-            lines = [f"    value_{n}_{i} = compute(table[{i}], weight={i % 11}, label='section-{n}-{i}')\n"
-                     for i in range(250)]
+            lines = [
+                f"    value_{n}_{i} = compute(table[{i}], weight={i % 11}, label='section-{n}-{i}')\n"
+                for i in range(250)
+            ]
             (p / f"data_{n:02d}.py").write_text(f"def build_{n}(table, compute):\n" + "".join(lines))
 
     def turns(p: Path) -> list[scripted.Turn]:
-        return [scripted.Turn("Read every data_*.py file, one per reply, and tell me what they build.",
-                              [[("Read", {"file_path": str(p / f"data_{n:02d}.py")})] for n in range(36)])]
+        return [
+            scripted.Turn(
+                "Read every data_*.py file, one per reply, and tell me what they build.",
+                [[("Read", {"file_path": str(p / f"data_{n:02d}.py")})] for n in range(36)],
+            )
+        ]
 
     return scripted.Scenario("36 reads", setup, turns, [])
 
@@ -113,8 +133,14 @@ def scripted_rows(scenario: scripted.Scenario, window: int | None, short_turns: 
     name = f"{scenario.name} (short turns)" if short_turns else scenario.name
     for config, settings in CONFIGS.items():
         big = config == "no-compact"
-        result = scripted.run(scenario, f"cost {config}", settings, window=None if big else window,
-                              api_kw={"models": BIG_MODEL} if big else None, short_turns=short_turns)
+        result = scripted.run(
+            scenario,
+            f"cost {config}",
+            settings,
+            window=None if big else window,
+            api_kw={"models": BIG_MODEL} if big else None,
+            short_turns=short_turns,
+        )
         rows.append(row_of(name, config, result.billed, result.compactions, result.peak, result.errors))
     return rows
 
@@ -132,7 +158,9 @@ def load_turns(path: Path) -> list[tuple[str, list[Step]]]:
     """The main chain's typed prompts, each with its assistant replies and their recorded tool results."""
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     merged: list[dict] = []  # {"role", "content"} with one streamed response's records merged
-    side = all(r.get("isSidechain") for r in records if r.get("type") in ("user", "assistant"))  # a sub-agent's
+    side = all(
+        r.get("isSidechain") for r in records if r.get("type") in ("user", "assistant")
+    )  # a sub-agent's
     for r in records:
         if r.get("type") not in ("user", "assistant") or r.get("isCompactSummary"):
             continue
@@ -142,8 +170,12 @@ def load_turns(path: Path) -> list[tuple[str, list[Step]]]:
         content = msg.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
         if r["type"] == "assistant":
-            blocks = [b for b in blocks if b.get("type") in ("text", "tool_use")
-                      and (b.get("type") != "text" or b.get("text", "").strip())]
+            blocks = [
+                b
+                for b in blocks
+                if b.get("type") in ("text", "tool_use")
+                and (b.get("type") != "text" or b.get("text", "").strip())
+            ]
             if merged and merged[-1]["role"] == "assistant" and merged[-1]["id"] == msg.get("id"):
                 merged[-1]["content"] += blocks
                 continue
@@ -198,16 +230,24 @@ class Replayer:
 def replay(path: Path, config: str, settings: dict[str, Any]) -> Row:
     turns = load_turns(path)
     big = config == "no-compact"
-    with tempfile.TemporaryDirectory() as tmp_name, scripted.BillingAPI(
-            **({"models": BIG_MODEL} if big else {})) as api:
+    with (
+        tempfile.TemporaryDirectory() as tmp_name,
+        scripted.BillingAPI(**({"models": BIG_MODEL} if big else {})) as api,
+    ):
         tmp = Path(tmp_name)
         model = Replayer()
         events: list[Any] = []
         scripted.answer_side_requests(api)
         api.on(lambda body: True, model)
-        session, _ = make_session(tmp, api, permission_mode="bypassPermissions", model=scripted.MODEL,
-                                  model_explicit=True, context_window=None if big else TRANSCRIPT_WINDOW,
-                                  **settings)
+        session, _ = make_session(
+            tmp,
+            api,
+            permission_mode="bypassPermissions",
+            model=scripted.MODEL,
+            model_explicit=True,
+            context_window=None if big else TRANSCRIPT_WINDOW,
+            **settings,
+        )
         session.emit = events.append
         conv, ports = session.conv, session.ports
         problems: list[str] = []
@@ -233,33 +273,47 @@ def replay(path: Path, config: str, settings: dict[str, Any]) -> Row:
         if conv.collapser is not None:
             conv.collapser.join(30)
         mains = [tokens for kind, _, tokens in api.billed if kind == "main"]
-        return row_of(path.name.split("__")[-1][:24], config, list(api.billed), scripted.compaction_count(events),
-                      max(mains, default=0), problems + api.violations)
+        return row_of(
+            path.name.split("__")[-1][:24],
+            config,
+            list(api.billed),
+            scripted.compaction_count(events),
+            max(mains, default=0),
+            problems + api.violations,
+        )
 
 
 # --- the table -----------------------------------------------------------------------------------------------
 
 
 def print_table(rows: list[Row]) -> None:
-    print(f"{'session':<30} {'config':<13} {'billed (K)':>10} {'x default':>9} {'compactions':>11} "
-          f"{'peak':>8} {'side%':>6}  cache-read share of compaction requests")
+    print(
+        f"{'session':<30} {'config':<13} {'billed (K)':>10} {'x default':>9} {'compactions':>11} "
+        f"{'peak':>8} {'side%':>6}  cache-read share of compaction requests"
+    )
     default = {r.session: r.billed for r in rows if r.config == "default"}
     for r in rows:
         shares = ", ".join(f"{s:.0%}" for s in r.cache_read_shares[:6]) or "-"
         if len(r.cache_read_shares) > 6:
             shares += f", … ({len(r.cache_read_shares)})"
         ratio = r.billed / default[r.session] if default.get(r.session) else 0.0
-        print(f"{r.session:<30} {r.config:<13} {r.billed / 1000:>10,.0f} {ratio:>9.2f} {r.compactions:>11} "
-              f"{r.peak:>8,} {r.side_share:>6.0%}  {shares}")
+        print(
+            f"{r.session:<30} {r.config:<13} {r.billed / 1000:>10,.0f} {ratio:>9.2f} {r.compactions:>11} "
+            f"{r.peak:>8,} {r.side_share:>6.0%}  {shares}"
+        )
     totals: dict[str, float] = {}
     for r in rows:
         totals[r.config] = totals.get(r.config, 0.0) + r.billed
-    print("\ntotal over all sessions: " + ", ".join(
-        f"{c} {t / 1000:,.0f}K ({t / totals['default']:.2f}x)" for c, t in totals.items()))
+    print(
+        "\ntotal over all sessions: "
+        + ", ".join(f"{c} {t / 1000:,.0f}K ({t / totals['default']:.2f}x)" for c, t in totals.items())
+    )
     reads = [r for r in rows if r.session == "36 reads" and r.config == "default"]
     if reads:
-        print(f"36 reads of ~20 KB at a 200K window: ours {reads[0].billed / 1000:,.0f}K token equivalents, "
-              f"Claude Code about {REFERENCE_36_READS / 1000:,.0f}K ({reads[0].billed / REFERENCE_36_READS:.2f}x)")
+        print(
+            f"36 reads of ~20 KB at a 200K window: ours {reads[0].billed / 1000:,.0f}K token equivalents, "
+            f"Claude Code about {REFERENCE_36_READS / 1000:,.0f}K ({reads[0].billed / REFERENCE_36_READS:.2f}x)"
+        )
     for r in rows:
         for p in r.problems:
             print(f"problem: {r.session}/{r.config}: {p}")

@@ -55,8 +55,10 @@ def score(checkpoint: scripted.Checkpoint) -> dict[str, tuple[int, int] | None]:
 
     kept: dict[str, tuple[int, int] | None] = {
         "modified paths": (sum(named(p) for p in f.modified), len(f.modified)),
-        "failing cmds": (sum(exit_code_near(text, c, k) or exit_code_near(text, _json(c), k)
-                             for c, k in f.failing), len(f.failing)),
+        "failing cmds": (
+            sum(exit_code_near(text, c, k) or exit_code_near(text, _json(c), k) for c, k in f.failing),
+            len(f.failing),
+        ),
         "last 10 cmds": (sum(c in text or _json(c) in text for c in f.recent), len(f.recent)),
         "constraints": (sum(c in text for c in f.constraints), len(f.constraints)),
         "todo": None if f.todo is None else (sum(t in text for t in f.todo), len(f.todo)),
@@ -94,7 +96,11 @@ def main() -> int:
                     row[item][0] += got[0]
                     row[item][1] = max(row[item][1], 0) + got[1]
     width = 15
-    print(f"{'path':<10} {'compactions':>11} " + " ".join(f"{i:>{width}}" for i in ITEMS) + f" {'total':>{width}}")
+    print(
+        f"{'path':<10} {'compactions':>11} "
+        + " ".join(f"{i:>{width}}" for i in ITEMS)
+        + f" {'total':>{width}}"
+    )
     grand = [0, 0]
     for mode, row in table.items():
         cells, total = [], [0, 0]
@@ -109,9 +115,11 @@ def main() -> int:
         grand[0] += total[0]
         grand[1] += total[1]
         print(f"{mode:<10} {counts.get(mode, 0):>11} " + " ".join(cells) + f" {_pct(*total):>{width}}")
-    print(f"\nall paths: {_pct(*grand)} of {grand[1]} items kept over {sum(counts.values())} compactions "
-          f"(scenarios: {', '.join(s.name for s in scenarios)}; summary, notes and span summaries: "
-          f"\"{scripted.POOR}\")")
+    print(
+        f"\nall paths: {_pct(*grand)} of {grand[1]} items kept over {sum(counts.values())} compactions "
+        f"(scenarios: {', '.join(s.name for s in scenarios)}; summary, notes and span summaries: "
+        f'"{scripted.POOR}")'
+    )
     for mode, used in how.items():
         print(f"{mode}: " + ", ".join(f"{used.count(m)} {m}" for m in sorted(set(used))))
     for problem in problems:

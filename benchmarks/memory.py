@@ -30,7 +30,8 @@ print(next(int(line.split()[1]) for line in status.splitlines() if line.startswi
 """
 BARE = "import tools.read\nsize = 0\n" + PEAK
 # One tool call: argv = case ("read" or "grep"), path, [offset]. Prints peak kB and the result's length.
-CALL = """
+CALL = (
+    """
 import sys
 from pathlib import Path
 from tools.base import ToolContext
@@ -47,7 +48,9 @@ if case == "read":
 else:
     result = GrepTool().run({"pattern": "match", "output_mode": "content", "path": str(path)}, ctx)
 size = len(result.content)
-""" + PEAK
+"""
+    + PEAK
+)
 
 
 def measure(*args: str) -> tuple[float, float, int]:
@@ -75,15 +78,19 @@ def one_line_file(path: Path) -> Path:
 
 def many_line_file(path: Path) -> tuple[Path, int]:
     """1 GB of 64-byte lines; returns the path and an offset 100 lines before the end."""
-    block = b"".join(b"line %08d of a file with many short lines, 64 bytes each.\n" % n for n in range(16_384))
+    block = b"".join(
+        b"line %08d of a file with many short lines, 64 bytes each.\n" % n for n in range(16_384)
+    )
     write_repeated(path, block, GB)
     return path, GB // 64 - 99
 
 
 def tree(root: Path) -> Path:
     """200 MB: 40 directories of 20 files of 256 KB, where 7 lines in 8 match."""
-    lines = [b"line %05d: %s\n" % (n, (b"match here" if n % 8 else b"nothing to see").ljust(40, b"."))
-             for n in range(4_854)]
+    lines = [
+        b"line %05d: %s\n" % (n, (b"match here" if n % 8 else b"nothing to see").ljust(40, b"."))
+        for n in range(4_854)
+    ]
     body = b"".join(lines)
     for d in range(40):
         (root / f"dir{d:02}").mkdir(parents=True)
@@ -117,7 +124,9 @@ def main() -> int:
     for name, peak, seconds, size, target in rows:
         mark = "" if target is None else ("ok" if peak < target else "OVER")
         ok &= target is None or peak < target
-        print(f"{name:42} {peak:8.1f} {seconds:8.2f} {size:13,} {('< %d MB' % target) if target else '':>8} {mark}")
+        print(
+            f"{name:42} {peak:8.1f} {seconds:8.2f} {size:13,} {('< %d MB' % target) if target else '':>8} {mark}"
+        )
     return 0 if ok else 1
 
 

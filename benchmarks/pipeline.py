@@ -34,8 +34,10 @@ from core.tokens import estimate_text  # noqa: E402
 
 SIZES = (500, 1_000, 2_000, 4_000)
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
-WORDS = ("the function returns a list of values from the parser and we check each one against "
-         "the expected output before writing the file to disk so tests pass").split()
+WORDS = (
+    "the function returns a list of values from the parser and we check each one against "
+    "the expected output before writing the file to disk so tests pass"
+).split()
 TOOLS = ("Bash", "Read", "Grep", "Glob", "Edit")
 
 
@@ -51,8 +53,10 @@ class Session:
     def _stamp(self) -> dict:
         self.n += 1
         self.t += timedelta(seconds=1)
-        return {"uuid": f"{self.rnd.getrandbits(32):08x}-0000-4000-8000-{self.n:012x}",
-                "timestamp": self.t.isoformat(timespec="milliseconds").replace("+00:00", "Z")}
+        return {
+            "uuid": f"{self.rnd.getrandbits(32):08x}-0000-4000-8000-{self.n:012x}",
+            "timestamp": self.t.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        }
 
     def words(self, n: int) -> str:
         return " ".join(self.rnd.choice(WORDS) for _ in range(n))
@@ -63,27 +67,55 @@ class Session:
         return "".join(f"src/pkg/module_{i}.py:{i * 7}: {self.words(6)}\n" for i in range(lines))
 
     def prompt(self) -> Message:
-        return Message("user", [{"type": "text", "text": self.words(self.rnd.randint(8, 40))}], kind="prompt",
-                       **self._stamp())
+        return Message(
+            "user",
+            [{"type": "text", "text": self.words(self.rnd.randint(8, 40))}],
+            kind="prompt",
+            **self._stamp(),
+        )
 
     def response(self, blocks: list[dict], new_tokens: int) -> Message:
         self.context += new_tokens
-        usage = {"input_tokens": 5, "cache_creation_input_tokens": 400,
-                 "cache_read_input_tokens": self.context, "output_tokens": 120}
-        return Message("assistant", blocks, kind="response", message_id=f"msg_{self.n}", model="claude-bench",
-                       stop_reason="tool_use" if blocks[-1]["type"] == "tool_use" else "end_turn", usage=usage,
-                       **self._stamp())
+        usage = {
+            "input_tokens": 5,
+            "cache_creation_input_tokens": 400,
+            "cache_read_input_tokens": self.context,
+            "output_tokens": 120,
+        }
+        return Message(
+            "assistant",
+            blocks,
+            kind="response",
+            message_id=f"msg_{self.n}",
+            model="claude-bench",
+            stop_reason="tool_use" if blocks[-1]["type"] == "tool_use" else "end_turn",
+            usage=usage,
+            **self._stamp(),
+        )
 
     def round(self) -> list[Message]:
         k = self.rnd.choice((1, 1, 1, 1, 2, 3))
         ids = [f"toolu_{self.n}_{i}" for i in range(k)]
-        uses = [{"type": "tool_use", "id": i, "name": self.rnd.choice(TOOLS),
-                 "input": {"command": self.words(5), "path": "src/pkg/module.py"}} for i in ids]
+        uses = [
+            {
+                "type": "tool_use",
+                "id": i,
+                "name": self.rnd.choice(TOOLS),
+                "input": {"command": self.words(5), "path": "src/pkg/module.py"},
+            }
+            for i in ids
+        ]
         call = self.response([{"type": "text", "text": self.words(20)}, *uses], 150)
         outputs = [self.output() for _ in ids]
-        results = Message("user", [{"type": "tool_result", "tool_use_id": i, "content": o}
-                                   for i, o in zip(ids, outputs, strict=True)], kind="tool_results",
-                          **self._stamp())
+        results = Message(
+            "user",
+            [
+                {"type": "tool_result", "tool_use_id": i, "content": o}
+                for i, o in zip(ids, outputs, strict=True)
+            ],
+            kind="tool_results",
+            **self._stamp(),
+        )
         self.context += sum(len(o) for o in outputs) // 4
         return [call, results]
 
@@ -130,9 +162,17 @@ def measure(size: int, repeat: int, tmp: Path) -> dict:
         t0 = time.perf_counter()
         _ = prepare(grown, ctx).tokens
         turn_samples.append(time.perf_counter() - t0)
-    return {"size": size, "tokens": estimate, "first": first, "steady": steady, "no_reuse": no_reuse, "dumps": dumps,
-            "with_api": to_api_time, "turn": statistics.median(turn_samples),
-            "persisted": len(ctx.state.replacements)}
+    return {
+        "size": size,
+        "tokens": estimate,
+        "first": first,
+        "steady": steady,
+        "no_reuse": no_reuse,
+        "dumps": dumps,
+        "with_api": to_api_time,
+        "turn": statistics.median(turn_samples),
+        "persisted": len(ctx.state.replacements),
+    }
 
 
 def main() -> int:
@@ -144,21 +184,27 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for size in SIZES:
             rows.append(measure(size, args.repeat, Path(tmp)))
-    print(f"{'messages':>8} {'~tokens':>8} {'persisted':>9} {'first ms':>9} {'prepare ms':>10} "
-          f"{'dumps ms':>9} {'ratio':>6} {'no-reuse ms':>11} {'ratio':>6} {'+to_api ms':>10} {'turn ms':>8}")
+    print(
+        f"{'messages':>8} {'~tokens':>8} {'persisted':>9} {'first ms':>9} {'prepare ms':>10} "
+        f"{'dumps ms':>9} {'ratio':>6} {'no-reuse ms':>11} {'ratio':>6} {'+to_api ms':>10} {'turn ms':>8}"
+    )
     worst = 0.0
     for r in rows:
         ratio = r["steady"] / r["dumps"]
         ratio2 = r["no_reuse"] / r["dumps"]
         worst = max(worst, ratio, ratio2)
-        print(f"{r['size']:>8} {r['tokens']:>8,} {r['persisted']:>9} {r['first'] * 1e3:>9.1f} "
-              f"{r['steady'] * 1e3:>10.3f} {r['dumps'] * 1e3:>9.3f} {ratio:>6.3f} {r['no_reuse'] * 1e3:>11.3f} "
-              f"{ratio2:>6.3f} {r['with_api'] * 1e3:>10.3f} "
-              f"{r['turn'] * 1e3:>8.3f}")
-    print("\nfirst: the first prepare() (tokenizes, writes large outputs to disk); prepare: steady-state "
-          "prepare() incl. token count;\nratio: prepare / one json.dumps of the request's messages; no-reuse: "
-          "the same with PrepareContext(incremental=False)\n(per-message caches only); +to_api: prepare() "
-          "and building the API messages; turn: append a round and a response, then prepare().")
+        print(
+            f"{r['size']:>8} {r['tokens']:>8,} {r['persisted']:>9} {r['first'] * 1e3:>9.1f} "
+            f"{r['steady'] * 1e3:>10.3f} {r['dumps'] * 1e3:>9.3f} {ratio:>6.3f} {r['no_reuse'] * 1e3:>11.3f} "
+            f"{ratio2:>6.3f} {r['with_api'] * 1e3:>10.3f} "
+            f"{r['turn'] * 1e3:>8.3f}"
+        )
+    print(
+        "\nfirst: the first prepare() (tokenizes, writes large outputs to disk); prepare: steady-state "
+        "prepare() incl. token count;\nratio: prepare / one json.dumps of the request's messages; no-reuse: "
+        "the same with PrepareContext(incremental=False)\n(per-message caches only); +to_api: prepare() "
+        "and building the API messages; turn: append a round and a response, then prepare()."
+    )
     if worst > 1.0:
         print(f"FAIL: prepare() costs {worst:.2f}x a json.dumps of the request")
         return 1

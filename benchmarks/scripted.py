@@ -86,9 +86,11 @@ class Scenario:
 def _module(n: int, lines: int) -> str:
     body = [f'"""Module {n}: part of the order pipeline."""\n', "from pkg.config import load_config\n\n"]
     for i in range(lines):
-        body.append(f"def handle_{n}_{i}(order, settings=None):\n"
-                    f"    cfg = load_config(settings)\n"
-                    f"    return order.amount * cfg.rate_{i % 7} + {i}  # stage {n}.{i}\n\n")
+        body.append(
+            f"def handle_{n}_{i}(order, settings=None):\n"
+            f"    cfg = load_config(settings)\n"
+            f"    return order.amount * cfg.rate_{i % 7} + {i}  # stage {n}.{i}\n\n"
+        )
     return "".join(body)
 
 
@@ -104,41 +106,88 @@ def _setup_refactor(p: Path) -> None:
 def _turns_refactor(p: Path) -> list[Turn]:
     files = [str(p / "pkg" / f"orders_{n}.py") for n in range(15)]
     turns = [
-        Turn("Rename load_config to read_config everywhere in pkg/. Never touch tests/legacy/: those files are "
-             "frozen.", [[("Read", {"file_path": str(p / "pkg" / "config.py")})],
-                         [("Edit", {"file_path": str(p / "pkg" / "config.py"), "old_string": "def load_config",
-                                    "new_string": "def read_config"})]],
-             todo=["Rename load_config in pkg/config.py", "Update every caller in pkg/", "Run a final check"]),
+        Turn(
+            "Rename load_config to read_config everywhere in pkg/. Never touch tests/legacy/: those files are "
+            "frozen.",
+            [
+                [("Read", {"file_path": str(p / "pkg" / "config.py")})],
+                [
+                    (
+                        "Edit",
+                        {
+                            "file_path": str(p / "pkg" / "config.py"),
+                            "old_string": "def load_config",
+                            "new_string": "def read_config",
+                        },
+                    )
+                ],
+            ],
+            todo=["Rename load_config in pkg/config.py", "Update every caller in pkg/", "Run a final check"],
+        ),
     ]
-    prompts = ["Carry on with the next modules. Keep every line under 100 characters.",
-               "Next ones, please.", "Go on.", "Continue with the remaining modules.", "And the last ones."]
+    prompts = [
+        "Carry on with the next modules. Keep every line under 100 characters.",
+        "Next ones, please.",
+        "Go on.",
+        "Continue with the remaining modules.",
+        "And the last ones.",
+    ]
     for k, prompt in enumerate(prompts):
         replies: list[list[Call]] = []
-        for f in files[3 * k:3 * k + 3]:
+        for f in files[3 * k : 3 * k + 3]:
             replies.append([("Read", {"file_path": f})])
-            replies.append([("Edit", {"file_path": f, "old_string": "load_config", "new_string": "read_config",
-                                      "replace_all": True})])
+            replies.append(
+                [
+                    (
+                        "Edit",
+                        {
+                            "file_path": f,
+                            "old_string": "load_config",
+                            "new_string": "read_config",
+                            "replace_all": True,
+                        },
+                    )
+                ]
+            )
         replies.append([("Bash", {"command": f"python3 -m py_compile pkg/orders_{3 * k}.py"})])
         turns.append(Turn(prompt, replies))
-    turns.append(Turn("Add a changelog entry and check nothing still says load_config.",
-                      [[("Write", {"file_path": str(p / "CHANGELOG.md"),
-                                   "content": "# Changelog\n\n- load_config is now read_config.\n"})],
-                       [("Grep", {"pattern": "load_config", "path": str(p / "pkg")})],
-                       [("Bash", {"command": "grep -rn load_config pkg"})],
-                       [("Bash", {"command": "git status --short"})]]))
+    turns.append(
+        Turn(
+            "Add a changelog entry and check nothing still says load_config.",
+            [
+                [
+                    (
+                        "Write",
+                        {
+                            "file_path": str(p / "CHANGELOG.md"),
+                            "content": "# Changelog\n\n- load_config is now read_config.\n",
+                        },
+                    )
+                ],
+                [("Grep", {"pattern": "load_config", "path": str(p / "pkg")})],
+                [("Bash", {"command": "grep -rn load_config pkg"})],
+                [("Bash", {"command": "git status --short"})],
+            ],
+        )
+    )
     return turns
 
 
 CALC = "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n"
-TESTS = ("import unittest\nfrom calc import mean\n\n\nclass T(unittest.TestCase):\n"
-         "    def test_mean(self):\n        self.assertEqual(mean([2, 4]), 3)\n")
+TESTS = (
+    "import unittest\nfrom calc import mean\n\n\nclass T(unittest.TestCase):\n"
+    "    def test_mean(self):\n        self.assertEqual(mean([2, 4]), 3)\n"
+)
 
 
 def _setup_debug(p: Path) -> None:
     (p / "calc.py").write_text(CALC)
     (p / "test_calc.py").write_text(TESTS)
-    log = "".join(f"2025-06-01T12:{i // 60:02d}:{i % 60:02d} worker-{i % 5} processed batch {i} in {i % 97} ms "
-                  f"(queue depth {i % 13}, retries {i % 3})\n" for i in range(240))
+    log = "".join(
+        f"2025-06-01T12:{i // 60:02d}:{i % 60:02d} worker-{i % 5} processed batch {i} in {i % 97} ms "
+        f"(queue depth {i % 13}, retries {i % 3})\n"
+        for i in range(240)
+    )
     (p / "build.log").write_text(log)
     for n in range(8):
         (p / f"helpers_{n}.py").write_text(_module(n, 50))
@@ -148,31 +197,61 @@ def _turns_debug(p: Path) -> list[Turn]:
     log, calc = str(p / "build.log"), str(p / "calc.py")
     helpers = [str(p / f"helpers_{n}.py") for n in range(8)]
     return [
-        Turn("The tests fail; find out why. Do not modify test_calc.py: the tests are the spec.",
-             [[("Bash", {"command": "python3 -m unittest -q test_calc"})],
-              [("Read", {"file_path": log})],
-              [("Bash", {"command": "grep -n 'FATAL' build.log"})],
-              [("Read", {"file_path": helpers[0]})]],
-             todo=["Reproduce the failing test", "Find the cause", "Fix calc.py", "Run the tests again"]),
-        Turn("Look at the helpers too.",
-             [[("Bash", {"command": "false"})], [("Read", {"file_path": helpers[1]})],
-              [("Read", {"file_path": helpers[2]})], [("Bash", {"command": "ls missing_dir"})]]),
-        Turn("Check the environment as well.",
-             [[("Read", {"file_path": helpers[3]})],
-              [("Bash", {"command": "python3 -c 'import sys; sys.exit(3)'"})],
-              [("Read", {"file_path": helpers[4]})], [("Bash", {"command": "python3 -m unittest -q test_calc"})]]),
-        Turn("Look at the rest of the helpers and the log's second half.",
-             [[("Read", {"file_path": helpers[5]})], [("Read", {"file_path": helpers[6]})],
-              [("Bash", {"command": "grep -c 'retries 7' build.log"})]]),
-        Turn("Now fix it. Run the tests with python3 -m unittest, never with pytest.",
-             [[("Read", {"file_path": calc})],
-              [("Edit", {"file_path": calc, "old_string": "(len(xs) + 1)", "new_string": "len(xs)"})],
-              [("Bash", {"command": "python3 -m unittest -q test_calc"})],
-              [("Read", {"file_path": helpers[7]})], [("Read", {"file_path": helpers[0]})]]),
-        Turn("Double-check the other helpers still import.",
-             [[("Bash", {"command": "python3 -c 'import helpers_0, helpers_1'"})],
-              [("Read", {"file_path": helpers[1]})], [("Read", {"file_path": helpers[2]})],
-              [("Bash", {"command": "wc -l build.log calc.py"})]]),
+        Turn(
+            "The tests fail; find out why. Do not modify test_calc.py: the tests are the spec.",
+            [
+                [("Bash", {"command": "python3 -m unittest -q test_calc"})],
+                [("Read", {"file_path": log})],
+                [("Bash", {"command": "grep -n 'FATAL' build.log"})],
+                [("Read", {"file_path": helpers[0]})],
+            ],
+            todo=["Reproduce the failing test", "Find the cause", "Fix calc.py", "Run the tests again"],
+        ),
+        Turn(
+            "Look at the helpers too.",
+            [
+                [("Bash", {"command": "false"})],
+                [("Read", {"file_path": helpers[1]})],
+                [("Read", {"file_path": helpers[2]})],
+                [("Bash", {"command": "ls missing_dir"})],
+            ],
+        ),
+        Turn(
+            "Check the environment as well.",
+            [
+                [("Read", {"file_path": helpers[3]})],
+                [("Bash", {"command": "python3 -c 'import sys; sys.exit(3)'"})],
+                [("Read", {"file_path": helpers[4]})],
+                [("Bash", {"command": "python3 -m unittest -q test_calc"})],
+            ],
+        ),
+        Turn(
+            "Look at the rest of the helpers and the log's second half.",
+            [
+                [("Read", {"file_path": helpers[5]})],
+                [("Read", {"file_path": helpers[6]})],
+                [("Bash", {"command": "grep -c 'retries 7' build.log"})],
+            ],
+        ),
+        Turn(
+            "Now fix it. Run the tests with python3 -m unittest, never with pytest.",
+            [
+                [("Read", {"file_path": calc})],
+                [("Edit", {"file_path": calc, "old_string": "(len(xs) + 1)", "new_string": "len(xs)"})],
+                [("Bash", {"command": "python3 -m unittest -q test_calc"})],
+                [("Read", {"file_path": helpers[7]})],
+                [("Read", {"file_path": helpers[0]})],
+            ],
+        ),
+        Turn(
+            "Double-check the other helpers still import.",
+            [
+                [("Bash", {"command": "python3 -c 'import helpers_0, helpers_1'"})],
+                [("Read", {"file_path": helpers[1]})],
+                [("Read", {"file_path": helpers[2]})],
+                [("Bash", {"command": "wc -l build.log calc.py"})],
+            ],
+        ),
     ]
 
 
@@ -187,31 +266,59 @@ def _turns_explore(p: Path) -> list[Turn]:
     turns = []
     for k, d in enumerate(("api", "core", "store", "jobs")):
         replies: list[list[Call]] = [
-            [("Grep", {"pattern": "def handle_", "path": str(p / d), "output_mode": "count"})]]
+            [("Grep", {"pattern": "def handle_", "path": str(p / d), "output_mode": "count"})]
+        ]
         replies += [[("Read", {"file_path": str(p / d / f"part_{n}.py")})] for n in range(5)]
         replies.append([("Bash", {"command": f"ls {d} | wc -l"})])
-        prompt = (f"Now the {d} package." if k else
-                  "Explain how the order pipeline is organised, package by package. Only report findings; "
-                  "do not change any file except NOTES.md.")
-        turns.append(Turn(prompt, replies, todo=[] if k else ["Map the packages", "Read each part",
-                                                              "Write NOTES.md"]))
-    turns.append(Turn("Anything unused?", [[("Glob", {"pattern": "**/*.py"})],
-                                           [("Bash", {"command": "grep -rn 'no_such_symbol' ."})]]))
-    turns.append(Turn("Write what you found to NOTES.md.",
-                      [[("Write", {"file_path": str(p / "NOTES.md"),
-                                   "content": "# Findings\n\nFour packages.\n"})],
-                       [("Bash", {"command": "wc -l NOTES.md"})]]))
+        prompt = (
+            f"Now the {d} package."
+            if k
+            else "Explain how the order pipeline is organised, package by package. Only report findings; "
+            "do not change any file except NOTES.md."
+        )
+        turns.append(
+            Turn(prompt, replies, todo=[] if k else ["Map the packages", "Read each part", "Write NOTES.md"])
+        )
+    turns.append(
+        Turn(
+            "Anything unused?",
+            [[("Glob", {"pattern": "**/*.py"})], [("Bash", {"command": "grep -rn 'no_such_symbol' ."})]],
+        )
+    )
+    turns.append(
+        Turn(
+            "Write what you found to NOTES.md.",
+            [
+                [("Write", {"file_path": str(p / "NOTES.md"), "content": "# Findings\n\nFour packages.\n"})],
+                [("Bash", {"command": "wc -l NOTES.md"})],
+            ],
+        )
+    )
     return turns
 
 
 SCENARIOS = [
-    Scenario("refactor", _setup_refactor, _turns_refactor, [
-        "Never touch tests/legacy/: those files are frozen.", "Keep every line under 100 characters."]),
-    Scenario("debugging", _setup_debug, _turns_debug, [
-        "Do not modify test_calc.py: the tests are the spec.",
-        "Run the tests with python3 -m unittest, never with pytest."]),
-    Scenario("exploration", _setup_explore, _turns_explore, [
-        "Only report findings; do not change any file except NOTES.md."]),
+    Scenario(
+        "refactor",
+        _setup_refactor,
+        _turns_refactor,
+        ["Never touch tests/legacy/: those files are frozen.", "Keep every line under 100 characters."],
+    ),
+    Scenario(
+        "debugging",
+        _setup_debug,
+        _turns_debug,
+        [
+            "Do not modify test_calc.py: the tests are the spec.",
+            "Run the tests with python3 -m unittest, never with pytest.",
+        ],
+    ),
+    Scenario(
+        "exploration",
+        _setup_explore,
+        _turns_explore,
+        ["Only report findings; do not change any file except NOTES.md."],
+    ),
 ]
 
 
@@ -231,7 +338,9 @@ SPAN_MARK = "One part of the conversation above is being taken out"
 
 def is_collapse_request(body: dict) -> bool:
     system = body.get("system") or []
-    return (bool(system) and system[0].get("text") == collapse_worker.SYSTEM) or SPAN_MARK in last_user_text(body)
+    return (bool(system) and system[0].get("text") == collapse_worker.SYSTEM) or SPAN_MARK in last_user_text(
+        body
+    )
 
 
 def kind_of(body: dict) -> str:
@@ -260,8 +369,12 @@ class BillingAPI(FakeAPI):
 class Script:
     """The main model: the current turn's replies in order, then a closing line."""
 
-    def __init__(self, on_main: Callable[[dict], None], ptl_at: int | None = None,
-                 use_todo: Callable[[dict], bool] | None = None) -> None:
+    def __init__(
+        self,
+        on_main: Callable[[dict], None],
+        ptl_at: int | None = None,
+        use_todo: Callable[[dict], bool] | None = None,
+    ) -> None:
         self.replies: list[list[Call]] = []
         self.todo: list[str] = []
         self.on_main, self.ptl_at = on_main, ptl_at
@@ -279,8 +392,14 @@ class Script:
             self.on_main(body)
             has_todo = any(t.get("name") == "TodoWrite" for t in body.get("tools") or [])
             if self.todo and has_todo:
-                todos = [{"content": c, "status": "in_progress" if i == 0 else "pending",
-                          "activeForm": f"Working on: {c[0].lower()}{c[1:]}"} for i, c in enumerate(self.todo)]
+                todos = [
+                    {
+                        "content": c,
+                        "status": "in_progress" if i == 0 else "pending",
+                        "activeForm": f"Working on: {c[0].lower()}{c[1:]}",
+                    }
+                    for i, c in enumerate(self.todo)
+                ]
                 self.todo = []
                 return self._calls([("TodoWrite", {"todos": todos})])
             if self.replies:
@@ -305,8 +424,20 @@ def answer_side_requests(api: FakeAPI) -> None:
 def poor_notes(body: dict) -> Reply:
     found = NOTES_PATH.search(last_user_text(body))
     path = found.group(1) if found else "summary.md"
-    return Reply([{"type": "tool_use", "id": f"toolu_notes_{id(body)}", "name": "Edit",
-                   "input": {"file_path": path, "old_string": NOTES_GUIDE, "new_string": f"{NOTES_GUIDE}\n{NOTES_LINE}"}}])
+    return Reply(
+        [
+            {
+                "type": "tool_use",
+                "id": f"toolu_notes_{id(body)}",
+                "name": "Edit",
+                "input": {
+                    "file_path": path,
+                    "old_string": NOTES_GUIDE,
+                    "new_string": f"{NOTES_GUIDE}\n{NOTES_LINE}",
+                },
+            }
+        ]
+    )
 
 
 # --- facts the session recorded ----------------------------------------------------------------------------
@@ -350,7 +481,7 @@ def facts(messages: list[Message], scenario: Scenario, todo_tool: bool) -> Facts
             todo = [t["content"] for t in args.get("todos") or []]
     failing: list[tuple[str, int]] = []
     for i, (command, code) in enumerate(runs):
-        if code and not any(c == command and k == 0 for c, k in runs[i + 1:]):
+        if code and not any(c == command and k == 0 for c, k in runs[i + 1 :]):
             failing.append((command, code))
     given = [c for c in scenario.constraints if any(c in p for p in prompts)]
     return Facts(modified, failing, [c for c, _ in runs[-10:]], given, todo)
@@ -388,14 +519,22 @@ def split(turns: list[Turn], size: int = 2) -> list[Turn]:
     out = []
     for turn in turns:
         for k in range(0, max(1, len(turn.replies)), size):
-            out.append(Turn(turn.prompt if k == 0 else "Continue.", turn.replies[k:k + size],
-                            turn.todo if k == 0 else []))
+            out.append(
+                Turn(
+                    turn.prompt if k == 0 else "Continue.",
+                    turn.replies[k : k + size],
+                    turn.todo if k == 0 else [],
+                )
+            )
     return out
 
 
 def methods(events: list[Any]) -> list[str]:
-    return [e.method if isinstance(e, CompactFinished) else "collapse" for e in events
-            if isinstance(e, CompactFinished) or (isinstance(e, Notice) and e.text.startswith("Collapsed "))]
+    return [
+        e.method if isinstance(e, CompactFinished) else "collapse"
+        for e in events
+        if isinstance(e, CompactFinished) or (isinstance(e, Notice) and e.text.startswith("Collapsed "))
+    ]
 
 
 def compaction_count(events: list[Any]) -> int:
@@ -403,9 +542,17 @@ def compaction_count(events: list[Any]) -> int:
     return collapses + sum(1 for e in events if isinstance(e, CompactFinished))
 
 
-def run(scenario: Scenario, mode: str, settings: dict[str, Any] | None = None, *, window: int = WINDOW,
-        manual_at: int | None = None, ptl_at: int | None = None, api_kw: dict[str, Any] | None = None,
-        short_turns: bool = False) -> Run:
+def run(
+    scenario: Scenario,
+    mode: str,
+    settings: dict[str, Any] | None = None,
+    *,
+    window: int = WINDOW,
+    manual_at: int | None = None,
+    ptl_at: int | None = None,
+    api_kw: dict[str, Any] | None = None,
+    short_turns: bool = False,
+) -> Run:
     """Play ``scenario`` under ``mode`` (a MODES key) plus ``settings``; see the module docstring.
 
     ``short_turns``: each turn is cut into turns of two replies (the rest prompted by "Continue."), so
@@ -436,8 +583,15 @@ def run(scenario: Scenario, mode: str, settings: dict[str, Any] | None = None, *
         script = Script(on_main, ptl_at)
         answer_side_requests(api)
         api.on(lambda body: True, script)
-        session, session_events = make_session(tmp, api, permission_mode="bypassPermissions", model=MODEL,
-                                               model_explicit=True, context_window=window, **options)
+        session, session_events = make_session(
+            tmp,
+            api,
+            permission_mode="bypassPermissions",
+            model=MODEL,
+            model_explicit=True,
+            context_window=window,
+            **options,
+        )
         session.emit = events.append
         holder["session"] = session
         errors: list[str] = []
@@ -454,8 +608,16 @@ def run(scenario: Scenario, mode: str, settings: dict[str, Any] | None = None, *
             session.conv.collapser.join(30)
         errors += api.violations
         mains = [tokens for kind, _, tokens in api.billed if kind == "main"]
-        return Run(scenario.name, mode, list(api.billed), checkpoints, compaction_count(events),
-                   max(mains, default=0), errors, methods(events))
+        return Run(
+            scenario.name,
+            mode,
+            list(api.billed),
+            checkpoints,
+            compaction_count(events),
+            max(mains, default=0),
+            errors,
+            methods(events),
+        )
 
 
 def dump(body: dict) -> str:

@@ -35,8 +35,13 @@ def first_request(env: dict[str, str], cwd: str, api: FakeAPI) -> float:
     api.on(lambda body: (arrived.set(), False)[1], None)  # type: ignore[arg-type]
     api.reply_text("ok")
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "agent", "-p", "hi"], env=env, cwd=cwd,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent", "-p", "hi"],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     arrived.wait(60)
     elapsed = time.perf_counter() - start
     proc.wait(60)
@@ -56,9 +61,11 @@ def main() -> int:
             version.append(timed([sys.executable, "-m", "agent", "--version"], env, cwd))
             first.append(first_request(env, cwd, api))
         base = statistics.median(sdk)
-        rows = [("python -c 'import anthropic'", base, None),
-                ("compact-agent --version", statistics.median(version), 0.35),
-                ("compact-agent -p → first request", statistics.median(first), 1.3)]
+        rows = [
+            ("python -c 'import anthropic'", base, None),
+            ("compact-agent --version", statistics.median(version), 0.35),
+            ("compact-agent -p → first request", statistics.median(first), 1.3),
+        ]
         print(f"{'what':40} {'median s':>9} {'ratio':>7} {'target':>7}")
         ok = True
         for name, value, target in rows:

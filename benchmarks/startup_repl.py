@@ -35,8 +35,16 @@ def agent_command() -> list[str]:
 def time_to_prompt(env: dict[str, str], cwd: Path, timeout: float = 30.0) -> float:
     master, slave = pty.openpty()
     started = time.perf_counter()
-    proc = subprocess.Popen(agent_command(), stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd,
-                            close_fds=True, start_new_session=True)
+    proc = subprocess.Popen(
+        agent_command(),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        cwd=cwd,
+        close_fds=True,
+        start_new_session=True,
+    )
     os.close(slave)
     seen = b""
     try:
@@ -53,7 +61,7 @@ def time_to_prompt(env: dict[str, str], cwd: Path, timeout: float = 30.0) -> flo
             seen += chunk
             text = ANSI.sub(b"", seen)
             at = text.find(BANNER)
-            if at >= 0 and b">" in text[at + len(BANNER):]:
+            if at >= 0 and b">" in text[at + len(BANNER) :]:
                 return time.perf_counter() - started
         raise RuntimeError(f"no prompt within {timeout}s; output so far: {ANSI.sub(b'', seen)[-500:]!r}")
     finally:
@@ -79,11 +87,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home, project = Path(tmp) / "home", Path(tmp) / "project"
         project.mkdir(parents=True)
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("ANTHROPIC_", "CLAUDE_", "COMPACT_AGENT_"))}
-        env.update({"HOME": str(home), "COMPACT_AGENT_HOME": str(home / ".compact-agent"),
-                    "ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
-                    "TERM": "xterm-256color", "PYTHONPATH": str(ROOT)})
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("ANTHROPIC_", "CLAUDE_", "COMPACT_AGENT_"))
+        }
+        env.update(
+            {
+                "HOME": str(home),
+                "COMPACT_AGENT_HOME": str(home / ".compact-agent"),
+                "ANTHROPIC_API_KEY": "test-key",
+                "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+                "TERM": "xterm-256color",
+                "PYTHONPATH": str(ROOT),
+            }
+        )
         time_to_prompt(env, project)  # warm the file cache and the bytecode
         time_sdk_import(env)
         prompt, sdk = [], []
@@ -91,8 +109,12 @@ def main() -> None:
             prompt.append(time_to_prompt(env, project))
             sdk.append(time_sdk_import(env))
     p, s = statistics.median(prompt), statistics.median(sdk)
-    print(f"REPL start → first prompt:    {p * 1000:6.0f} ms median, {min(prompt) * 1000:6.0f} ms best of {runs}")
-    print(f'python -c "import anthropic": {s * 1000:6.0f} ms median, {min(sdk) * 1000:6.0f} ms best of {runs}')
+    print(
+        f"REPL start → first prompt:    {p * 1000:6.0f} ms median, {min(prompt) * 1000:6.0f} ms best of {runs}"
+    )
+    print(
+        f'python -c "import anthropic": {s * 1000:6.0f} ms median, {min(sdk) * 1000:6.0f} ms best of {runs}'
+    )
     print(f"ratio: {p / s:.2f} median, {min(prompt) / min(sdk):.2f} best (target ≤ 0.30)")
 
 

@@ -15,12 +15,21 @@ from compact.conversation import Conversation, Ports
 from core.events import Notice
 
 MAX_FAILURES = 3
-BREAKER_NOTICE = ("Auto-compact failed {n} times in a row, so it is off for the rest of this session. "
-                  "Run /compact to try again, or /clear to start afresh.")
+BREAKER_NOTICE = (
+    "Auto-compact failed {n} times in a row, so it is off for the rest of this session. "
+    "Run /compact to try again, or /clear to start afresh."
+)
 
 
-def should_compact(tokens: int, threshold: int, *, enabled: bool = True, failures: int = 0,
-                   new_content: bool = True, max_failures: int = MAX_FAILURES) -> bool:
+def should_compact(
+    tokens: int,
+    threshold: int,
+    *,
+    enabled: bool = True,
+    failures: int = 0,
+    new_content: bool = True,
+    max_failures: int = MAX_FAILURES,
+) -> bool:
     """Whether an automatic compaction should run now (pure; the policy in one place)."""
     return enabled and tokens >= threshold and failures < max_failures and new_content
 
@@ -37,7 +46,11 @@ def maybe_autocompact(conv: Conversation, ports: Ports, tokens: int) -> bool:
             conv.compact_failures_reported = True
             ports.emit(Notice(BREAKER_NOTICE.format(n=conv.compact_failures), "warning"))
         return False
-    if not should_compact(tokens, threshold, failures=conv.compact_failures,
-                          new_content=not compactor.nothing_new_since_compaction(conv)):
+    if not should_compact(
+        tokens,
+        threshold,
+        failures=conv.compact_failures,
+        new_content=not compactor.nothing_new_since_compaction(conv),
+    ):
         return False
     return compactor.compact(conv, ports, "auto")

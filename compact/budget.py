@@ -42,8 +42,13 @@ class BudgetResult:
 
 def tool_names_of(messages: list[Message]) -> dict[str, str]:
     """tool_use_id -> tool name, from the assistant tool_use blocks of these messages."""
-    return {b["id"]: b.get("name", "") for m in messages if m.role == "assistant"
-            for b in m.content if b.get("type") == "tool_use"}
+    return {
+        b["id"]: b.get("name", "")
+        for m in messages
+        if m.role == "assistant"
+        for b in m.content
+        if b.get("type") == "tool_use"
+    }
 
 
 def threshold_for(tool: str) -> float:
@@ -72,9 +77,11 @@ def preview(text: str) -> tuple[str, bool]:
 
 def persisted_block(text: str, path: Path) -> str:
     head, more = preview(text)
-    return (f"<persisted-output>\nOutput too large ({len(text)} characters). Full output saved to: {path}\n"
-            f"Use Read on that file (with offset/limit) to see more.\n\nPreview (first 2KB):\n{head}\n"
-            f"{'...' + chr(10) if more else ''}</persisted-output>")
+    return (
+        f"<persisted-output>\nOutput too large ({len(text)} characters). Full output saved to: {path}\n"
+        f"Use Read on that file (with offset/limit) to see more.\n\nPreview (first 2KB):\n{head}\n"
+        f"{'...' + chr(10) if more else ''}</persisted-output>"
+    )
 
 
 def result_path(results_dir: Path, tool_use_id: str) -> Path:
@@ -87,8 +94,13 @@ def write_result(results_dir: Path, tool_use_id: str, text: str) -> Path:
     return write_private(result_path(results_dir, tool_use_id), text)
 
 
-def apply_budget(messages: list[Message], state: ContextState, tool_names: dict[str, str] | None,
-                 results_dir: Path, cache: dict[str, Any] | None = None) -> BudgetResult:
+def apply_budget(
+    messages: list[Message],
+    state: ContextState,
+    tool_names: dict[str, str] | None,
+    results_dir: Path,
+    cache: dict[str, Any] | None = None,
+) -> BudgetResult:
     """The messages with oversized results replaced by persisted-output blocks (see module docstring).
 
     ``tool_names`` may be None: names are then taken from the assistant message before each round.
@@ -129,19 +141,23 @@ def apply_budget(messages: list[Message], state: ContextState, tool_names: dict[
     return BudgetResult(out, new)
 
 
-def _names_for(group: list[Message], tool_names: dict[str, str] | None, prev: Message | None,
-               messages: list[Message]) -> dict[str, str]:
+def _names_for(
+    group: list[Message], tool_names: dict[str, str] | None, prev: Message | None, messages: list[Message]
+) -> dict[str, str]:
     if tool_names is not None:
         return tool_names
-    names = {b["id"]: b.get("name", "") for b in (prev.content if prev else ()) if b.get("type") == "tool_use"}
+    names = {
+        b["id"]: b.get("name", "") for b in (prev.content if prev else ()) if b.get("type") == "tool_use"
+    }
     wanted = {b.get("tool_use_id") for g in group for b in g.content if b.get("type") == "tool_result"}
     if not wanted <= names.keys():  # an unusual layout: fall back to the whole history, rarely
         names = tool_names_of(messages)
     return names
 
 
-def _decide_round(group: list[Message], state: ContextState, names: dict[str, str], results_dir: Path,
-                  new: dict[str, str]) -> list[Message]:
+def _decide_round(
+    group: list[Message], state: ContextState, names: dict[str, str], results_dir: Path, new: dict[str, str]
+) -> list[Message]:
     """Decide every undecided result of one round, then rebuild the round's messages."""
     sizes: dict[str, int] = {}  # size as it will be sent, for the round total
     undecided: dict[str, tuple[str, str]] = {}  # id -> (tool, text) for results that may still move
@@ -177,8 +193,9 @@ def _decide_round(group: list[Message], state: ContextState, names: dict[str, st
     return [_rebuild(g, state, names) for g in group]
 
 
-def _persist(tid: str, text: str, state: ContextState, results_dir: Path, new: dict[str, str],
-             sizes: dict[str, int]) -> None:
+def _persist(
+    tid: str, text: str, state: ContextState, results_dir: Path, new: dict[str, str], sizes: dict[str, int]
+) -> None:
     if len(persisted_block(text, result_path(results_dir, tid))) >= len(text):
         return  # too small to gain anything by moving it
     try:

@@ -64,8 +64,14 @@ def placeholder(collapse: dict[str, Any], timestamp: str = "") -> Message:
     text = f"[Collapsed: {n} messages] {str(collapse.get('summary') or '').strip() or '(no summary)'}"
     if collapse.get("workingState"):  # what the span did, from its tool calls (compact.ledger.span_text)
         text += "\n\n" + str(collapse["workingState"])
-    return Message("user", [{"type": "text", "text": text}], kind="meta", uuid=collapse["placeholderUuid"],
-                   timestamp=timestamp, extra={PLACEHOLDER_KEY: n})
+    return Message(
+        "user",
+        [{"type": "text", "text": text}],
+        kind="meta",
+        uuid=collapse["placeholderUuid"],
+        timestamp=timestamp,
+        extra={PLACEHOLDER_KEY: n},
+    )
 
 
 def is_placeholder(m: Message) -> bool:
@@ -113,9 +119,13 @@ def _pairs_closed(messages: list[Message]) -> bool:
     return uses == results
 
 
-def candidate_spans(messages: list[Message], *, keep_turns: int = KEEP_RECENT_TURNS,
-                    max_tokens: int = SPAN_TOKENS, exclude: frozenset[str] | set[str] = frozenset()
-                    ) -> list[list[Message]]:
+def candidate_spans(
+    messages: list[Message],
+    *,
+    keep_turns: int = KEEP_RECENT_TURNS,
+    max_tokens: int = SPAN_TOKENS,
+    exclude: frozenset[str] | set[str] = frozenset(),
+) -> list[list[Message]]:
     """Spans that may be collapsed, oldest first: contiguous runs of old, completed turns.
 
     A turn is a typed prompt and what follows it up to the next typed prompt, a summary or a
@@ -134,7 +144,7 @@ def candidate_spans(messages: list[Message], *, keep_turns: int = KEEP_RECENT_TU
             spans_of_turns.append((i, current))
         elif current is not None:
             current.append(m)
-    old = spans_of_turns[:max(0, len(spans_of_turns) - max(1, keep_turns))]
+    old = spans_of_turns[: max(0, len(spans_of_turns) - max(1, keep_turns))]
     spans: list[list[Message]] = []
     span: list[Message] = []
     span_tokens, span_end = 0, -1
@@ -216,5 +226,9 @@ def levels(th: Thresholds) -> Levels:
     wait = min(int(e * WAIT_AT), th.blocking)
     commit = min(int(e * COMMIT_AT), th.auto_compact, wait)
     start = min(int(e * START_AT), commit - round(e * (COMMIT_AT - START_AT)))
-    return Levels(start=max(0, start), commit=commit, wait=wait,
-                  target=max(0, min(int(e * STAGE_TARGET), commit - round(e * (COMMIT_AT - STAGE_TARGET)))))
+    return Levels(
+        start=max(0, start),
+        commit=commit,
+        wait=wait,
+        target=max(0, min(int(e * STAGE_TARGET), commit - round(e * (COMMIT_AT - STAGE_TARGET)))),
+    )

@@ -83,10 +83,13 @@ QUOTE_CHARS = 300  # of a prompt, to name where a span starts and where it ends
 def shared_instruction(span: list[Message], view: list[Message]) -> str:
     """The instruction of a span summary sent over the whole view: which turns to summarise."""
     end = next((i for i, m in enumerate(view) if m.uuid == span[-1].uuid), len(view))
-    after = next((m for m in view[end + 1:] if is_typed_prompt(m)), None)
+    after = next((m for m in view[end + 1 :] if is_typed_prompt(m)), None)
     where = f"from the user message that begins «{_quote(span[0])}»"
-    where += (f" up to, not including, the user message that begins «{_quote(after)}»." if after is not None
-              else f", {len(span)} messages in all.")
+    where += (
+        f" up to, not including, the user message that begins «{_quote(after)}»."
+        if after is not None
+        else f", {len(span)} messages in all."
+    )
     return SHARED_INSTRUCTION.format(span=where)
 
 
@@ -166,8 +169,9 @@ class Collapser:
                 break
         if not chosen:
             return False
-        self.thread = threading.Thread(target=self._work, args=(chosen, list(view)), name="context-collapse",
-                                       daemon=True)
+        self.thread = threading.Thread(
+            target=self._work, args=(chosen, list(view)), name="context-collapse", daemon=True
+        )
         self.thread.start()
         return True
 
@@ -189,8 +193,11 @@ class Collapser:
         self.reported = True
         reason = str(e).strip() or type(e).__name__
         try:
-            self.ports.notice(f"Context collapse could not summarise an old part of the conversation: "
-                                f"{reason.rstrip('.')}. Later failures are not reported.", "warning")
+            self.ports.notice(
+                f"Context collapse could not summarise an old part of the conversation: "
+                f"{reason.rstrip('.')}. Later failures are not reported.",
+                "warning",
+            )
         except Exception:  # noqa: BLE001 - a broken renderer must not kill the worker thread
             pass
 
@@ -202,8 +209,9 @@ class Collapser:
         return not self.busy
 
     # -- committing --------------------------------------------------------------------------------
-    def _commit(self, view: list[Message], tokens: int, until: int, cal: Calibration | None
-                ) -> tuple[list[Message], int]:
+    def _commit(
+        self, view: list[Message], tokens: int, until: int, cal: Calibration | None
+    ) -> tuple[list[Message], int]:
         """Commit staged spans, oldest first, while the view is at ``until`` or more.
 
         ``view`` has the committed collapses applied but no usage correction (``_corrected`` does that)."""
@@ -220,7 +228,11 @@ class Collapser:
             span = [view[position[u]] for u in item.uuids if u in position]
             if len(span) != len(item.uuids) or not _pairs_closed(span):
                 continue  # snipped, compacted away or otherwise changed since it was staged
-            commit = {"collapsedUuids": list(item.uuids), "summary": item.summary, "placeholderUuid": new_uuid()}
+            commit = {
+                "collapsedUuids": list(item.uuids),
+                "summary": item.summary,
+                "placeholderUuid": new_uuid(),
+            }
             if state := ledger.span_text(span):
                 commit["workingState"] = state
             saved = sum(m.tokens for m in span) - placeholder(commit).tokens
@@ -243,8 +255,9 @@ class Collapser:
             self.ports.notice(f"Collapsed {spans} ({n} messages, ~{_k(saved)} tokens) into short summaries.")
         return view, tokens
 
-    def _wait(self, view: list[Message], tokens: int, lv: Levels, cal: Calibration | None
-              ) -> tuple[list[Message], int]:
+    def _wait(
+        self, view: list[Message], tokens: int, lv: Levels, cal: Calibration | None
+    ) -> tuple[list[Message], int]:
         """Over the wait level with nothing committable: let the worker finish, then commit."""
         deadline = time.monotonic() + self.wait_seconds
         cancel = self.conv.cancel
@@ -272,7 +285,9 @@ class Collapser:
         span is big enough to be worth one."""
         if self.busy or self._has_staged():
             return True
-        return self.failures < MAX_FAILURES and any(sum(m.tokens for m in span) >= MIN_SPAN_TOKENS for span in candidate_spans(view))
+        return self.failures < MAX_FAILURES and any(
+            sum(m.tokens for m in span) >= MIN_SPAN_TOKENS for span in candidate_spans(view)
+        )
 
     def _has_staged(self) -> bool:
         with self.lock:
@@ -318,24 +333,30 @@ def _k(n: int) -> str:
 # --- the side request -------------------------------------------------------------------------------
 
 
-def summarise(ports: Ports, span: list[Message], timeout: float = REQUEST_TIMEOUT,
-              view: list[Message] | None = None) -> str:
+def summarise(
+    ports: Ports, span: list[Message], timeout: float = REQUEST_TIMEOUT, view: list[Message] | None = None
+) -> str:
     """A few dense lines about ``span``, from the cheap model. Raises on any failure.
 
     Given the ``view`` the span was chosen from, the request is the main conversation's own (system,
     tools, the view as it is sent) plus one instruction naming the span, so it reads the prompt cache
     the main requests wrote instead of sending the span again uncached."""
     if view is not None and ports.config.compaction_model is None:
-        req = ports.request(to_api([*tag_prompts(view), meta(shared_instruction(span, view))]),
-                            tool_choice={"type": "none"})
+        req = ports.request(
+            to_api([*tag_prompts(view), meta(shared_instruction(span, view))]), tool_choice={"type": "none"}
+        )
         req.max_tokens = min(req.max_tokens, SUMMARY_MAX_TOKENS)
     else:
         prompt = INSTRUCTION + render_span(span)
         messages = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
         main = ports.request(messages, tools=False)
-        req = Request(model=ports.config.compaction_model or main.model,
-                      system=[{"type": "text", "text": SYSTEM}], tools=[], messages=messages,
-                      max_tokens=SUMMARY_MAX_TOKENS)
+        req = Request(
+            model=ports.config.compaction_model or main.model,
+            system=[{"type": "text", "text": SYSTEM}],
+            tools=[],
+            messages=messages,
+            max_tokens=SUMMARY_MAX_TOKENS,
+        )
     cancel = threading.Event()
     timer = threading.Timer(timeout, cancel.set)
     timer.daemon = True

@@ -54,8 +54,9 @@ NOTHING = "there is nothing to compact yet"
 RESTORE_SHARE = 0.5
 
 
-def compact(conv: Conversation, ports: Ports, trigger: str, instructions: str | None = None,
-            reactive: bool = False) -> bool:
+def compact(
+    conv: Conversation, ports: Ports, trigger: str, instructions: str | None = None, reactive: bool = False
+) -> bool:
     """Compact the conversation; True when it was replaced."""
     if ports.config.disable_compact:
         ports.emit(Notice(DISABLED, "warning"))
@@ -81,7 +82,9 @@ def _attempt(conv: Conversation, ports: Ports, trigger: str, instructions: str |
             ports.emit(CompactFailed(shown, NOTHING))
             return False
         compaction, pre_tokens, hook_lines = made
-        return finish(conv, ports, compaction, trigger, pre_tokens, started, shown=shown, hook_lines=hook_lines)
+        return finish(
+            conv, ports, compaction, trigger, pre_tokens, started, shown=shown, hook_lines=hook_lines
+        )
     except Interrupted:
         ports.emit(CompactFailed(shown, CANCELLED))
         raise
@@ -94,8 +97,9 @@ def _attempt(conv: Conversation, ports: Ports, trigger: str, instructions: str |
         return _failed(conv, ports, trigger, shown, _describe(e))
 
 
-def _make(conv: Conversation, ports: Ports, trigger: str,
-          instructions: str | None) -> tuple[Compaction, int, list[str]] | None:
+def _make(
+    conv: Conversation, ports: Ports, trigger: str, instructions: str | None
+) -> tuple[Compaction, int, list[str]] | None:
     """The compaction (notes first unless instructions were given, else the LLM summary), the tokens
     before it and the hook lines to show; None when there is nothing to compact."""
     pre = conv.view()
@@ -150,16 +154,22 @@ def summary_text(conv: Conversation, compaction: Compaction, trigger: str) -> st
     ]
     if compaction.kept:
         parts.append("The most recent messages of that conversation follow this summary word for word.")
-    parts.append(f"Every message of the earlier conversation is in the transcript {conv.transcript_path}; "
-                 "read it when you need an exact detail the summary leaves out.")
+    parts.append(
+        f"Every message of the earlier conversation is in the transcript {conv.transcript_path}; "
+        "read it when you need an exact detail the summary leaves out."
+    )
     if trigger == "auto":
-        parts.append("Carry on with the task from where it stopped. Do not recap what was done and do not "
-                     "ask the user anything first: continue with the next step of the current work.")
+        parts.append(
+            "Carry on with the task from where it stopped. Do not recap what was done and do not "
+            "ask the user anything first: continue with the next step of the current work."
+        )
     return "\n\n".join(parts)
 
 
 def _summary_message(conv: Conversation, compaction: Compaction, trigger: str) -> Message:
-    return Message("user", [{"type": "text", "text": summary_text(conv, compaction, trigger)}], kind="summary")
+    return Message(
+        "user", [{"type": "text", "text": summary_text(conv, compaction, trigger)}], kind="summary"
+    )
 
 
 def _segment(compaction: Compaction, kept: list[Message], anchor: str) -> dict[str, str] | None:
@@ -180,8 +190,17 @@ def _session_start(ports: Ports) -> tuple[list[Message], list[str]]:
     return [message], ["SessionStart hook output added to the context"]
 
 
-def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: str, pre_tokens: int,
-           started: float, *, shown: str | None = None, hook_lines: list[str] | None = None) -> bool:
+def finish(
+    conv: Conversation,
+    ports: Ports,
+    compaction: Compaction,
+    trigger: str,
+    pre_tokens: int,
+    started: float,
+    *,
+    shown: str | None = None,
+    hook_lines: list[str] | None = None,
+) -> bool:
     """Write the compaction and swap the live list (the steps every method shares); True on success.
 
     Everything is computed before the first write, so a failure up to the commit changes nothing.
@@ -195,8 +214,9 @@ def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: st
     th = ports.thresholds()
     state = ledger.attachment(old, kept, str(conv.tools.project_dir), th.auto_compact)
     cal = conv.calibration
-    base = cal.scale(cal.fixed_tokens() + summary_msg.tokens + state.message.tokens
-                     + sum(m.tokens for m in kept))  # as the server counts
+    base = cal.scale(
+        cal.fixed_tokens() + summary_msg.tokens + state.message.tokens + sum(m.tokens for m in kept)
+    )  # as the server counts
     room = round((th.auto_compact * RESTORE_SHARE - base) / cal.ratio)  # in estimated tokens, like the files
     restored = restore.plan_restore(conv, ports, visible, old, room=room)
     hook_msgs, start_lines = _session_start(ports)
@@ -212,12 +232,28 @@ def finish(conv: Conversation, ports: Ports, compaction: Compaction, trigger: st
     # the "a → b" figure: recorded once, so /summary after a resume shows the same b as the live line
     conv.record(compact_result_record(post_tokens))
     conv.state.reset_after_compaction(post_tokens)
-    conv.last_compaction = {"summary": compaction.summary, "pre_messages": old, "trigger": trigger,
-                            "pre_tokens": pre_tokens, "post_tokens": post_tokens, "method": compaction.method,
-                            "tail_uuid": conv.messages[-1].uuid}
+    conv.last_compaction = {
+        "summary": compaction.summary,
+        "pre_messages": old,
+        "trigger": trigger,
+        "pre_tokens": pre_tokens,
+        "post_tokens": post_tokens,
+        "method": compaction.method,
+        "tail_uuid": conv.messages[-1].uuid,
+    }
     lines = [*(hook_lines or []), *start_lines, *([f"PostCompact hook: {post_text}"] if post_text else [])]
-    ports.emit(CompactFinished(shown, pre_tokens, post_tokens, time.monotonic() - started, compaction.method,
-                               compaction.summary, tuple(lines), state.summary))
+    ports.emit(
+        CompactFinished(
+            shown,
+            pre_tokens,
+            post_tokens,
+            time.monotonic() - started,
+            compaction.method,
+            compaction.summary,
+            tuple(lines),
+            state.summary,
+        )
+    )
     _guard(conv, ports, trigger, shown, pre_tokens, post_tokens)
     return True
 
@@ -239,12 +275,25 @@ def _stale_in_kept(conv: Conversation, ports: Ports, kept: list[Message]) -> lis
     return micro.stale_results(kept, conv.state, c.keep_recent)
 
 
-def _commit(conv: Conversation, ports: Ports, trigger: str, pre_tokens: int, old: list[Message],
-            compaction: Compaction, summary_msg: Message, kept: list[Message], added: list[Message]) -> None:
+def _commit(
+    conv: Conversation,
+    ports: Ports,
+    trigger: str,
+    pre_tokens: int,
+    old: list[Message],
+    compaction: Compaction,
+    summary_msg: Message,
+    kept: list[Message],
+    added: list[Message],
+) -> None:
     """Append the boundary, the summary and the new messages; swap the live list."""
     with conv.lock:
-        conv.writer.append_boundary(trigger, pre_tokens, logical_parent_uuid=old[-1].uuid if old else None,
-                                    preserved_segment=_segment(compaction, kept, summary_msg.uuid))
+        conv.writer.append_boundary(
+            trigger,
+            pre_tokens,
+            logical_parent_uuid=old[-1].uuid if old else None,
+            preserved_segment=_segment(compaction, kept, summary_msg.uuid),
+        )
         for m in [summary_msg, *added]:  # kept messages are in the transcript already
             conv.writer.append_message(m)
         conv.messages = [summary_msg, *kept, *added]
@@ -252,7 +301,9 @@ def _commit(conv: Conversation, ports: Ports, trigger: str, pre_tokens: int, old
         ports.emit(MessageRecorded(m))
 
 
-def _guard(conv: Conversation, ports: Ports, trigger: str, shown: str, pre_tokens: int, post_tokens: int) -> None:
+def _guard(
+    conv: Conversation, ports: Ports, trigger: str, shown: str, pre_tokens: int, post_tokens: int
+) -> None:
     """A compaction that did not help counts as a failure for the breaker; anything else resets it.
 
     Not helping: still over T (any trigger), or — for automatic ones that started from a full context (at
@@ -261,8 +312,11 @@ def _guard(conv: Conversation, ports: Ports, trigger: str, shown: str, pre_token
     th = ports.thresholds()
     still_over = post_tokens >= th.auto_compact
     level = warning_level(th)
-    weak = trigger == "auto" and pre_tokens >= level and (post_tokens > pre_tokens * (1 - MIN_FREED)
-                                                          or post_tokens >= level)
+    weak = (
+        trigger == "auto"
+        and pre_tokens >= level
+        and (post_tokens > pre_tokens * (1 - MIN_FREED) or post_tokens >= level)
+    )
     if not (still_over or weak):
         conv.compact_failures = 0
         conv.compact_failures_reported = False
@@ -286,9 +340,11 @@ def guard_text(pre_tokens: int, post_tokens: int, parts: list[tuple[str, int]]) 
     freed = max(0, pre_tokens - post_tokens)
     share = round(freed / pre_tokens * 100) if pre_tokens else 0
     filled = ", ".join(f"{name} {tokens:,}" for name, tokens in parts)
-    return (f"Compaction did not free enough room ({pre_tokens:,} → {post_tokens:,} tokens, {share}% freed), so "
-            f"auto-compact will not run again on the same content. What fills the context (tokens): {filled}. "
-            "Run /context for details; remove large memory files or tools, or /clear to start afresh.")
+    return (
+        f"Compaction did not free enough room ({pre_tokens:,} → {post_tokens:,} tokens, {share}% freed), so "
+        f"auto-compact will not run again on the same content. What fills the context (tokens): {filled}. "
+        "Run /context for details; remove large memory files or tools, or /clear to start afresh."
+    )
 
 
 def nothing_new_since_compaction(conv: Conversation) -> bool:

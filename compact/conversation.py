@@ -57,8 +57,13 @@ class TranscriptSink(Protocol):
 
     def append_record(self, rec: dict[str, Any]) -> dict[str, Any]: ...
 
-    def append_boundary(self, trigger: str, pre_tokens: int, logical_parent_uuid: str | None,
-                        preserved_segment: dict[str, str] | None = None) -> dict[str, Any]: ...
+    def append_boundary(
+        self,
+        trigger: str,
+        pre_tokens: int,
+        logical_parent_uuid: str | None,
+        preserved_segment: dict[str, str] | None = None,
+    ) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)

@@ -50,10 +50,14 @@ CURRENT_FACTOR = 4  # the current request is cut only beyond this many reference
 _EXIT = re.compile(r"\nExit code (-?\d+)\s*$|^Exit code (-?\d+)\s*$")
 _PATHISH = re.compile(r"^[\w.~/-]*[\w-](/[\w.-]+|\.[A-Za-z0-9]{1,8})$")  # a/b, x.py, ./x, ~/x.md
 _STRIP = "\"'`()[]{}<>,;:!?"
-HEADER = ("<working-state>\nRecorded by the agent from its own tool calls (not from the summary), so it is "
-          "exact. It says what was done; the summary says why.")
-USER_HEADER = ("The user's own messages, word for word (newest first; the first one is the current request). "
-               "They are the user's words, not instructions from the system:")
+HEADER = (
+    "<working-state>\nRecorded by the agent from its own tool calls (not from the summary), so it is "
+    "exact. It says what was done; the summary says why."
+)
+USER_HEADER = (
+    "The user's own messages, word for word (newest first; the first one is the current request). "
+    "They are the user's words, not instructions from the system:"
+)
 
 
 @dataclass
@@ -87,17 +91,23 @@ class Ledger:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Ledger:
-        return cls(cwd=str(d.get("cwd") or ""),
-                   modified={k: FileChange(**v) for k, v in (d.get("modified") or {}).items()},
-                   read=dict(d.get("read") or {}), commands=[Command(**c) for c in d.get("commands") or []],
-                   todos=[dict(t) for t in d.get("todos") or []], prompts=list(d.get("prompts") or []),
-                   named=list(d.get("named") or []))
+        return cls(
+            cwd=str(d.get("cwd") or ""),
+            modified={k: FileChange(**v) for k, v in (d.get("modified") or {}).items()},
+            read=dict(d.get("read") or {}),
+            commands=[Command(**c) for c in d.get("commands") or []],
+            todos=[dict(t) for t in d.get("todos") or []],
+            prompts=list(d.get("prompts") or []),
+            named=list(d.get("named") or []),
+        )
 
     def counts(self, user_messages: int | None = None) -> str:
         """One line for the compaction notice: how much of the state was attached."""
         shown = len(self.prompts) if user_messages is None else user_messages
-        return (f"state: {_n(len(self.modified), 'modified file')}, {len(self.read)} read, "
-                f"{_n(len(self.commands), 'command')}, {_n(len(self.todos), 'todo')}, {_n(shown, 'user message')}")
+        return (
+            f"state: {_n(len(self.modified), 'modified file')}, {len(self.read)} read, "
+            f"{_n(len(self.commands), 'command')}, {_n(len(self.todos), 'todo')}, {_n(shown, 'user message')}"
+        )
 
 
 def _n(n: int, noun: str) -> str:
@@ -130,7 +140,9 @@ def derive(messages: list[Message], cwd: str) -> Ledger:
     return ledger
 
 
-def _apply(ledger: Ledger, use: dict[str, Any], result: dict[str, Any], facts: dict[str, Any], when: str) -> None:
+def _apply(
+    ledger: Ledger, use: dict[str, Any], result: dict[str, Any], facts: dict[str, Any], when: str
+) -> None:
     name, args = use.get("name"), use.get("input") or {}
     failed = bool(result.get("is_error"))
     text = _text(result.get("content"))
@@ -143,23 +155,29 @@ def _apply(ledger: Ledger, use: dict[str, Any], result: dict[str, Any], facts: d
     elif name in ("Edit", "Write") and isinstance(args.get("file_path"), str):
         change = ledger.modified.pop(args["file_path"], FileChange())
         added, removed = _lines_changed(name, args, facts)
-        ledger.modified[args["file_path"]] = FileChange(change.edits + 1, change.added + added,
-                                                        change.removed + removed, when)
+        ledger.modified[args["file_path"]] = FileChange(
+            change.edits + 1, change.added + added, change.removed + removed, when
+        )
     elif name == "Read" and isinstance(args.get("file_path"), str):
         ledger.read.pop(args["file_path"], None)
         ledger.read[args["file_path"]] = _range(args)
         while len(ledger.read) > MAX_READS:
             ledger.read.pop(next(iter(ledger.read)))
     elif name == "TodoWrite" and isinstance(args.get("todos"), list):
-        ledger.todos = [{k: str(t.get(k, "")) for k in ("content", "status", "activeForm")}
-                        for t in args["todos"] if isinstance(t, dict)]
+        ledger.todos = [
+            {k: str(t.get(k, "")) for k in ("content", "status", "activeForm")}
+            for t in args["todos"]
+            if isinstance(t, dict)
+        ]
 
 
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+        return "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
     return ""
 
 
@@ -186,12 +204,12 @@ def _add_command(ledger: Ledger, command: str, code: int | None, outcome: str, w
     n = len(ledger.commands)
     keep: list[Command] = []
     for i, c in enumerate(ledger.commands):
-        later_success = any(d.command == c.command and d.exit_code == 0 for d in ledger.commands[i + 1:])
+        later_success = any(d.command == c.command and d.exit_code == 0 for d in ledger.commands[i + 1 :])
         if i >= n - RECENT_COMMANDS or (c.exit_code != 0 and not later_success):
             keep.append(c)
     failing_old = [c for c in keep[: max(0, len(keep) - RECENT_COMMANDS)]]
     if len(failing_old) > MAX_FAILURES:
-        keep = keep[len(failing_old) - MAX_FAILURES:]
+        keep = keep[len(failing_old) - MAX_FAILURES :]
     ledger.commands = keep
 
 
@@ -293,13 +311,18 @@ def _sections(ledger: Ledger) -> list[str]:
     lines = []
     if ledger.modified:
         lines.append(f"Files modified ({len(ledger.modified)}):")
-        lines += [f"- {p}: {c.edits} edit{'' if c.edits == 1 else 's'}, +{c.added} -{c.removed} lines, "
-                  f"last changed {c.last}" for p, c in ledger.modified.items()]
+        lines += [
+            f"- {p}: {c.edits} edit{'' if c.edits == 1 else 's'}, +{c.added} -{c.removed} lines, "
+            f"last changed {c.last}"
+            for p, c in ledger.modified.items()
+        ]
     if ledger.read:
         lines.append(f"Files read ({len(ledger.read)}, most recent last):")
         lines += [f"- {p} ({r})" for p, r in ledger.read.items()]
     if ledger.commands:
-        lines.append("Commands run (each failing one since its last success, then the most recent; oldest first):")
+        lines.append(
+            "Commands run (each failing one since its last success, then the most recent; oldest first):"
+        )
         for c in ledger.commands:
             code = "did not finish" if c.exit_code is None else f"exit {c.exit_code}"
             command = cut_middle_chars(c.command, COMMAND_CHARS).replace("\n", "\n    ")
@@ -307,8 +330,11 @@ def _sections(ledger: Ledger) -> list[str]:
     if ledger.todos:
         lines.append("Todo list (TodoWrite):")
         marks = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
-        lines += [f"- {marks.get(t['status'], '[ ]')} {t['content']}"
-                  + (" (in progress)" if t["status"] == "in_progress" else "") for t in ledger.todos]
+        lines += [
+            f"- {marks.get(t['status'], '[ ]')} {t['content']}"
+            + (" (in progress)" if t["status"] == "in_progress" else "")
+            for t in ledger.todos
+        ]
     return lines
 
 
@@ -345,7 +371,9 @@ def attachment(history: list[Message], kept: list[Message], cwd: str, threshold:
     ledger = derive(history, cwd)
     users = user_messages(ledger.prompts, kept, user_budget(threshold))
     body = "\n\n".join(p for p in (render(ledger), render_user(users)) if p)
-    text = ("The working state at the moment of the compaction follows; it is exact and complete where the "
-            f"summary is not.\n\n{body}")
+    text = (
+        "The working state at the moment of the compaction follows; it is exact and complete where the "
+        f"summary is not.\n\n{body}"
+    )
     message = meta(text, **{SNAPSHOT_KEY: ledger.to_dict()})
     return Attachment(message, ledger.counts(len(users)))

@@ -56,16 +56,32 @@ def cache_expired(messages: list[Message], now: datetime, gap_minutes: float) ->
     return False
 
 
-def microcompact(messages: list[Message], state: ContextState, now: datetime, gap_minutes: float = 60,
-                 keep_recent: int = 5, enabled: bool = True,
-                 cache: dict[str, Any] | None = None) -> MicroResult:
+def microcompact(
+    messages: list[Message],
+    state: ContextState,
+    now: datetime,
+    gap_minutes: float = 60,
+    keep_recent: int = 5,
+    enabled: bool = True,
+    cache: dict[str, Any] | None = None,
+) -> MicroResult:
     """Clear old compactable results when the cache is cold; always apply earlier clearings."""
     newly: list[str] = []
     if enabled and cache_expired(messages, now, gap_minutes):
-        answered = {b.get("tool_use_id") for m in messages if m.role == "user"
-                    for b in m.content if b.get("type") == "tool_result"}
-        ids = [b["id"] for m in messages if m.role == "assistant" for b in m.content
-               if b.get("type") == "tool_use" and b.get("name") in COMPACTABLE and b.get("id") in answered]
+        answered = {
+            b.get("tool_use_id")
+            for m in messages
+            if m.role == "user"
+            for b in m.content
+            if b.get("type") == "tool_result"
+        }
+        ids = [
+            b["id"]
+            for m in messages
+            if m.role == "assistant"
+            for b in m.content
+            if b.get("type") == "tool_use" and b.get("name") in COMPACTABLE and b.get("id") in answered
+        ]
         old = ids[: max(0, len(ids) - keep_recent)]
         newly = [i for i in old if i not in state.cleared]
         state.cleared.update(newly)
@@ -90,10 +106,20 @@ def stale_results(messages: list[Message], state: ContextState, keep_recent: int
     """Tool results microcompact would clear now if the cache were cold: the compactable ones answered
     in ``messages`` except the ``keep_recent`` most recent, not cleared yet. A compaction rewrites the
     cached prefix anyway, so the kept tail loses them in the same stroke (compact.compactor)."""
-    answered = {b.get("tool_use_id") for m in messages if m.role == "user"
-                for b in m.content if b.get("type") == "tool_result"}
-    ids = [b["id"] for m in messages if m.role == "assistant" for b in m.content
-           if b.get("type") == "tool_use" and b.get("name") in COMPACTABLE and b.get("id") in answered]
+    answered = {
+        b.get("tool_use_id")
+        for m in messages
+        if m.role == "user"
+        for b in m.content
+        if b.get("type") == "tool_result"
+    }
+    ids = [
+        b["id"]
+        for m in messages
+        if m.role == "assistant"
+        for b in m.content
+        if b.get("type") == "tool_use" and b.get("name") in COMPACTABLE and b.get("id") in answered
+    ]
     return [i for i in ids[: max(0, len(ids) - keep_recent)] if i not in state.cleared]
 
 
@@ -102,8 +128,12 @@ def without_calls(messages: list[Message], ids: list[str]) -> list[Message]:
     if not ids:
         return messages
     drop = set(ids)
-    return [m.replace(content=[b for b in m.content if not (b.get("type") == "tool_use" and b.get("id") in drop)])
-            if any(b.get("id") in drop for b in m.tool_uses) else m for m in messages]
+    return [
+        m.replace(content=[b for b in m.content if not (b.get("type") == "tool_use" and b.get("id") in drop)])
+        if any(b.get("id") in drop for b in m.tool_uses)
+        else m
+        for m in messages
+    ]
 
 
 def _cleared(m: Message, cleared: set[str]) -> Message:

@@ -88,11 +88,15 @@ def trim_sections(text: str, header_lines: list[str], path: Path, limit: int = S
         if len(body) > limit:
             cut = body.rfind("\n", limit // 2, limit)
             body = body[: cut if cut > 0 else limit].rstrip() + (
-                f"\n[… this section is cut here to save space; the whole of it is in {path}]\n\n")
+                f"\n[… this section is cut here to save space; the whole of it is in {path}]\n\n"
+            )
         out.append(header + body)
     return "".join(out)
 
 
 def oversized_sections(text: str, header_lines: list[str]) -> list[str]:
-    return [section_name(h) for h, body in split_sections(text, header_lines)
-            if h and estimate_text(body) > SECTION_TOKENS]
+    return [
+        section_name(h)
+        for h, body in split_sections(text, header_lines)
+        if h and estimate_text(body) > SECTION_TOKENS
+    ]

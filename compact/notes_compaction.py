@@ -62,12 +62,21 @@ def plan(conv: Conversation, ports: Ports) -> Compaction | None:
     index = next((i for i, m in enumerate(messages) if m.uuid == marker), None) if marker else None
     # no marker (a resumed session, older notes): the notes stand for everything before the kept tail
     covered = len(messages) if index is None else index + 1
-    kept = messages[kept_start(messages, covered, min_tokens=int(KEEP_MIN_TOKENS * scale),
-                               max_tokens=int(KEEP_MAX_TOKENS * scale)):]
+    kept = messages[
+        kept_start(
+            messages,
+            covered,
+            min_tokens=int(KEEP_MIN_TOKENS * scale),
+            max_tokens=int(KEEP_MAX_TOKENS * scale),
+        ) :
+    ]
     limit = max(MIN_SECTION_CHARS, int(SECTION_CHARS * scale))
     summary = trim_sections(text, headers(template), conv.notes_path, limit).strip()
     cal = conv.calibration
-    if cal.scale(cal.fixed_tokens() + estimate_text(summary) + sum(m.tokens for m in kept)) > threshold * RESULT_SHARE:
+    if (
+        cal.scale(cal.fixed_tokens() + estimate_text(summary) + sum(m.tokens for m in kept))
+        > threshold * RESULT_SHARE
+    ):
         return None  # it would leave no room for the restored files (or not free enough): summarize instead
     segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid} if kept else None
     return Compaction(method=METHOD, summary=summary, kept=kept, preserved_segment=segment)
@@ -78,8 +87,14 @@ def window_scale(threshold: int) -> float:
     return max(0.0, min(1.0, threshold / REFERENCE_THRESHOLD))
 
 
-def kept_start(messages: list[Message], first_uncovered: int, *, min_tokens: int = KEEP_MIN_TOKENS,
-               min_text: int = KEEP_MIN_TEXT_MESSAGES, max_tokens: int = KEEP_MAX_TOKENS) -> int:
+def kept_start(
+    messages: list[Message],
+    first_uncovered: int,
+    *,
+    min_tokens: int = KEEP_MIN_TOKENS,
+    min_text: int = KEEP_MIN_TEXT_MESSAGES,
+    max_tokens: int = KEEP_MAX_TOKENS,
+) -> int:
     """Index of the first message kept verbatim (see the module docstring for the rules).
 
     Everything from ``first_uncovered`` on is kept whatever its size (the notes don't cover it). Going
@@ -114,8 +129,13 @@ def _cut_ok(messages: list[Message], i: int) -> bool:
     m, prev = messages[i], messages[i - 1] if i > 0 else None
     if m.role == "user" and m.tool_results:
         return False
-    same_response = (m.role == "assistant" and prev is not None and prev.role == "assistant"
-                     and m.message_id is not None and m.message_id == prev.message_id)
+    same_response = (
+        m.role == "assistant"
+        and prev is not None
+        and prev.role == "assistant"
+        and m.message_id is not None
+        and m.message_id == prev.message_id
+    )
     return not same_response
 
 

@@ -8,20 +8,39 @@ from __future__ import annotations
 
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("Session Title", "A short, specific name for this session: five to ten words, no filler."),
-    ("Current State", "What is being done right now, what is finished, what is still open, and the very "
-                      "next step."),
-    ("Task specification", "What the user asked for, in their terms: goals, requirements, constraints and "
-                           "design decisions taken along the way."),
-    ("Files and Functions", "The files, functions and classes that matter, with full paths, and one line "
-                            "each on why they matter."),
-    ("Workflow", "Commands that build, test, lint or run the project, in the order they are used, and how "
-                 "to read their output."),
-    ("Errors & Corrections", "Errors met and how they were fixed, corrections the user made, and approaches "
-                             "that failed and should not be tried again."),
-    ("Codebase and System Documentation", "How the pieces fit together: components, their jobs, data flow, "
-                                          "conventions worth following."),
-    ("Learnings", "What worked, what did not, what to avoid; surprises about the code, the tools or the "
-                  "user's preferences."),
+    (
+        "Current State",
+        "What is being done right now, what is finished, what is still open, and the very next step.",
+    ),
+    (
+        "Task specification",
+        "What the user asked for, in their terms: goals, requirements, constraints and "
+        "design decisions taken along the way.",
+    ),
+    (
+        "Files and Functions",
+        "The files, functions and classes that matter, with full paths, and one line "
+        "each on why they matter.",
+    ),
+    (
+        "Workflow",
+        "Commands that build, test, lint or run the project, in the order they are used, and how "
+        "to read their output.",
+    ),
+    (
+        "Errors & Corrections",
+        "Errors met and how they were fixed, corrections the user made, and approaches "
+        "that failed and should not be tried again.",
+    ),
+    (
+        "Codebase and System Documentation",
+        "How the pieces fit together: components, their jobs, data flow, conventions worth following.",
+    ),
+    (
+        "Learnings",
+        "What worked, what did not, what to avoid; surprises about the code, the tools or the "
+        "user's preferences.",
+    ),
     ("Key results", "Exact results the user asked for (answers, numbers, tables, output), copied in full."),
     ("Worklog", "One terse line per step taken, oldest first."),
 )
@@ -65,8 +84,10 @@ re-derived cheaply.
 def _size_warning(oversized: list[str], total_tokens: int) -> str:
     lines = []
     if total_tokens > NOTES_TOKENS:
-        lines.append(f"The notes are about {total_tokens:,} tokens now, over the {NOTES_TOKENS:,} limit: "
-                     "shorten them in this update.")
+        lines.append(
+            f"The notes are about {total_tokens:,} tokens now, over the {NOTES_TOKENS:,} limit: "
+            "shorten them in this update."
+        )
     if oversized:
         names = ", ".join(f'"{name}"' for name in oversized)
         lines.append(f"Condense these sections, each over about {SECTION_TOKENS:,} tokens: {names}.")

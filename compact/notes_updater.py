@@ -60,8 +60,14 @@ class Trigger:
     tool_calls: int = 0
     last_tokens: int = 0  # the context at the previous response: its growth predicts the next one
 
-    def observe(self, tokens: int, tool_calls: int, init: int = INIT_TOKENS, growth: int = UPDATE_GROWTH,
-                threshold: int | None = None) -> bool:
+    def observe(
+        self,
+        tokens: int,
+        tool_calls: int,
+        init: int = INIT_TOKENS,
+        growth: int = UPDATE_GROWTH,
+        threshold: int | None = None,
+    ) -> bool:
         """Count one response; True when an update is due now (``update_levels`` gives init and growth).
 
         Also due when one more step like the last one would reach ``threshold`` (the auto-compact
@@ -72,8 +78,11 @@ class Trigger:
         self.tokens_at_update = min(self.tokens_at_update, tokens)
         step = max(0, tokens - self.last_tokens) if self.last_tokens else 0  # the first one is no step
         self.last_tokens = tokens
-        last_chance = (threshold is not None and tokens < threshold <= tokens + step
-                       and tokens - self.tokens_at_update >= min(growth, UPDATE_GROWTH))
+        last_chance = (
+            threshold is not None
+            and tokens < threshold <= tokens + step
+            and tokens - self.tokens_at_update >= min(growth, UPDATE_GROWTH)
+        )
         if not self.started:
             return tokens >= init or last_chance
         grown = tokens - self.tokens_at_update >= growth
@@ -154,7 +163,9 @@ def after_response(conv: Conversation, ports: Ports) -> None:
             w.pending = job if job.marker or not older else _Job(job.view, older)
             return
         w.running = True
-        w.thread = threading.Thread(target=_work, args=(conv, ports, w, job), name="session-memory", daemon=True)
+        w.thread = threading.Thread(
+            target=_work, args=(conv, ports, w, job), name="session-memory", daemon=True
+        )
     _started(w.thread)
 
 
@@ -249,7 +260,9 @@ def _without_open_calls(messages: list[Message]) -> list[Message]:
     tail = []
     for m in messages[start:]:
         if m.tool_uses:
-            m = m.replace(content=[b for b in m.content if b.get("type") == "text" and b.get("text", "").strip()])
+            m = m.replace(
+                content=[b for b in m.content if b.get("type") == "text" and b.get("text", "").strip()]
+            )
         if m.content:
             tail.append(m)
     return messages[:start] + tail
@@ -266,7 +279,9 @@ def _run(conv: Conversation, ports: Ports, job: _Job, timeout: float) -> bool:
     except Exception as e:  # noqa: BLE001 - API errors, disk trouble: reported, never raised
         # the timer closes the stream: whatever the client then raises, the cause is the timeout
         timed_out = cancel.is_set() or isinstance(e, Interrupted)
-        problems = [f"the update took longer than {timeout:g} s and was abandoned" if timed_out else _describe(e)]
+        problems = [
+            f"the update took longer than {timeout:g} s and was abandoned" if timed_out else _describe(e)
+        ]
     finally:
         timer.cancel()
     if problems:
@@ -282,8 +297,9 @@ def _update(conv: Conversation, ports: Ports, job: _Job, cancel: threading.Event
     path = ensure_notes(conv, ports)
     notes = path.read_text(encoding="utf-8")
     header_lines = headers(template_for(ports))
-    instruction = update_instruction(str(path), notes, oversized_sections(notes, header_lines),
-                                     estimate_text(notes))
+    instruction = update_instruction(
+        str(path), notes, oversized_sections(notes, header_lines), estimate_text(notes)
+    )
     extra, betas = context_editing.request_params(ports.config.context_editing, thinking_enabled=False)
     req = ports.request(to_api([*job.view, meta(instruction)]), extra_body=extra, betas=betas)
     req.max_tokens = min(req.max_tokens, UPDATE_MAX_TOKENS)
@@ -292,7 +308,9 @@ def _update(conv: Conversation, ports: Ports, job: _Job, cancel: threading.Event
     return apply_edits(conv, path, reply.tool_uses, header_lines)
 
 
-def apply_edits(conv: Conversation, path: Path, uses: list[dict[str, Any]], header_lines: list[str]) -> list[str]:
+def apply_edits(
+    conv: Conversation, path: Path, uses: list[dict[str, Any]], header_lines: list[str]
+) -> list[str]:
     """Apply the reply's Edit calls on the notes file, in order; the problems met (empty when all went well).
 
     Any other tool, or an Edit on any other path, is refused. An edit that would remove a section
@@ -308,8 +326,10 @@ def apply_edits(conv: Conversation, path: Path, uses: list[dict[str, Any]], head
         args: dict[str, Any] = given if isinstance(given, dict) else {}
         file_path = str(args.get("file_path", ""))
         if use.get("name") != "Edit" or not file_path or ctx.resolve(file_path).resolve() != target:
-            problems.append(f"refused a {use.get('name')} call on {file_path or 'no file'} "
-                            "(only Edit on the notes file is allowed)")
+            problems.append(
+                f"refused a {use.get('name')} call on {file_path or 'no file'} "
+                "(only Edit on the notes file is allowed)"
+            )
             continue
         before = target.read_text(encoding="utf-8")
         try:
@@ -338,8 +358,10 @@ def _report(conv: Conversation, ports: Ports, problem: str) -> None:
         return
     w.reported = True
     try:
-        ports.notice(f"Session notes were not updated: {problem.rstrip('.')}. Later failures are not reported.",
-                       "warning")
+        ports.notice(
+            f"Session notes were not updated: {problem.rstrip('.')}. Later failures are not reported.",
+            "warning",
+        )
     except Exception:  # noqa: BLE001 - a broken renderer must not kill the worker thread
         pass
 

@@ -114,14 +114,24 @@ def _prepare(messages: list[Message], ctx: PrepareContext, reuse: bool) -> Prepa
         ctx.record(replacement_record(budget.new_replacements))
     kept = bisect_left(memo.view_src, start)
     tail = apply_snips(budget.messages, state)
-    tail_src = [start + i for i, m in enumerate(budget.messages) if m.uuid not in state.snipped] \
-        if state.snipped else list(range(start, len(messages)))
+    tail_src = (
+        [start + i for i, m in enumerate(budget.messages) if m.uuid not in state.snipped]
+        if state.snipped
+        else list(range(start, len(messages)))
+    )
     view = memo.view[:kept] + tail
     now = ctx.now()
     if start and ctx.microcompact_enabled and cache_expired(view, now, ctx.gap_minutes):
         return _prepare(messages, ctx, reuse=False)  # rare: the cache went cold; redo it all
-    micro = microcompact(view if not start else tail, state, now, ctx.gap_minutes, ctx.keep_recent,
-                         ctx.microcompact_enabled and not start, cache=ctx.cache("micro"))
+    micro = microcompact(
+        view if not start else tail,
+        state,
+        now,
+        ctx.gap_minutes,
+        ctx.keep_recent,
+        ctx.microcompact_enabled and not start,
+        cache=ctx.cache("micro"),
+    )
     if micro.newly_cleared:
         ctx.record(microcompact_record(micro.newly_cleared))
     view = memo.view[:kept] + micro.messages if start else micro.messages
@@ -165,5 +175,15 @@ class _Memo:
 
 def _fingerprint(ctx: PrepareContext) -> tuple:
     s = ctx.state
-    return (id(s), len(s.replacements), len(s.inline), len(s.snipped), len(s.cleared), str(ctx.results_dir),
-            ctx.microcompact_enabled, ctx.gap_minutes, ctx.keep_recent, len(ctx.late_stages))
+    return (
+        id(s),
+        len(s.replacements),
+        len(s.inline),
+        len(s.snipped),
+        len(s.cleared),
+        str(ctx.results_dir),
+        ctx.microcompact_enabled,
+        ctx.gap_minutes,
+        ctx.keep_recent,
+        len(ctx.late_stages),
+    )

@@ -68,10 +68,16 @@ def wire(conv: Conversation, ports: Ports, *, clock: Callable[[], datetime] | No
     if c.context_collapse and not c.disable_compact:
         conv.collapser = conv.collapser or Collapser(conv, ports)
         late.append(conv.collapser)
-    conv.pipeline = PrepareContext(state=conv.state, results_dir=conv.results_dir,
-                                   microcompact_enabled=c.microcompact and not c.disable_compact,
-                                   gap_minutes=c.gap_minutes, keep_recent=c.keep_recent, record=conv.record,
-                                   late_stages=late, calibration=conv.calibration)
+    conv.pipeline = PrepareContext(
+        state=conv.state,
+        results_dir=conv.results_dir,
+        microcompact_enabled=c.microcompact and not c.disable_compact,
+        gap_minutes=c.gap_minutes,
+        keep_recent=c.keep_recent,
+        record=conv.record,
+        late_stages=late,
+        calibration=conv.calibration,
+    )
     if clock is not None:
         conv.pipeline.now = clock
     # counted on first need, not here: the tokenizer takes ~0.2 s to load, and start-up must not wait
@@ -99,9 +105,16 @@ def token_state(ports: Ports, tokens: int) -> TokenState:
     """The warning bar's numbers for a count of ``tokens``."""
     th = ports.thresholds()
     lv = thresholds.level(tokens, th)
-    return TokenState(tokens=tokens, window=th.window, threshold=th.auto_compact, warning=lv.warning,
-                      error=lv.error, blocking=lv.blocking, percent_left=lv.percent_left,
-                      auto_compact=th.auto_enabled)
+    return TokenState(
+        tokens=tokens,
+        window=th.window,
+        threshold=th.auto_compact,
+        warning=lv.warning,
+        error=lv.error,
+        blocking=lv.blocking,
+        percent_left=lv.percent_left,
+        auto_compact=th.auto_enabled,
+    )
 
 
 def _collapse_cannot_help(conv: Conversation, ports: Ports, current: Prepared) -> bool:
@@ -117,7 +130,9 @@ def _collapse_cannot_help(conv: Conversation, ports: Ports, current: Prepared) -
     collapser = conv.collapser
     if current.tokens < th.auto_compact or collapser is None or collapser.can_help(current.messages):
         return False
-    return conv.compact_failures < autocompact.MAX_FAILURES and not compactor.nothing_new_since_compaction(conv)
+    return conv.compact_failures < autocompact.MAX_FAILURES and not compactor.nothing_new_since_compaction(
+        conv
+    )
 
 
 def maybe_nudge(conv: Conversation, ports: Ports, tokens: int) -> bool:

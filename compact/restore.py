@@ -105,14 +105,18 @@ def _numbered(path: Path, budget: int) -> tuple[str, int, int, int] | None:
         return None
     body = number_lines(shown, 1)
     if len(shown) < len(lines):
-        body += (f"\n\n(Only lines 1-{len(shown)} of {len(lines)} are shown here. Read the file with "
-                 f"offset={len(shown) + 1} for the rest.)")
+        body += (
+            f"\n\n(Only lines 1-{len(shown)} of {len(lines)} are shown here. Read the file with "
+            f"offset={len(shown) + 1} for the rest.)"
+        )
     return body, used, len(shown), len(lines)
 
 
 def _file_message(path: str, body: str) -> Message:
-    return meta(f"Before the conversation was compacted you had read {path}. Here is its current content, "
-                f"read from disk again just now (numbered lines, as the Read tool shows them):\n\n{body}")
+    return meta(
+        f"Before the conversation was compacted you had read {path}. Here is its current content, "
+        f"read from disk again just now (numbered lines, as the Read tool shows them):\n\n{body}"
+    )
 
 
 def _plan_message(path: Path, budget: int) -> tuple[Message, int] | None:
@@ -120,12 +124,15 @@ def _plan_message(path: Path, budget: int) -> tuple[Message, int] | None:
     if shown is None:
         return None
     body, used = shown[0], shown[1]
-    return meta(f"A plan was being followed before the compaction. It is kept at {path}; its current "
-                f"content:\n\n{body}"), used
+    return meta(
+        f"A plan was being followed before the compaction. It is kept at {path}; its current "
+        f"content:\n\n{body}"
+    ), used
 
 
-def plan_restore(conv: Conversation, ports: Ports, kept: list[Message], history: list[Message], *,
-                 room: int | None = None) -> Restored:
+def plan_restore(
+    conv: Conversation, ports: Ports, kept: list[Message], history: list[Message], *, room: int | None = None
+) -> Restored:
     """What to restore after a compaction (no side effects)."""
     scale = budget_scale(ports.thresholds().auto_compact)
     per_file = int(FILE_TOKENS * scale)
@@ -143,8 +150,13 @@ def plan_restore(conv: Conversation, ports: Ports, kept: list[Message], history:
             shown_in_kept += 1
             continue
         path = Path(name)
-        if (name in instructions or path.name == "CLAUDE.md"
-                or path.is_relative_to(own_dir) or path.suffix.lower() in IMAGE_TYPES or not path.is_file()):
+        if (
+            name in instructions
+            or path.name == "CLAUDE.md"
+            or path.is_relative_to(own_dir)
+            or path.suffix.lower() in IMAGE_TYPES
+            or not path.is_file()
+        ):
             continue
         room_left = min(per_file, total - out.tokens)
         if room_left < per_file // 4:
@@ -176,9 +188,11 @@ def apply_read_state(conv: Conversation, restored: Restored, kept: list[Message]
     conv.restored = dict(restored.copies)
 
 
-UNCHANGED = ("The file {path} is unchanged since it was restored after the compaction: its content (lines "
-             "{first}-{last}) is shown above, in the message that restored it. Use that copy instead of reading "
-             "it again.")
+UNCHANGED = (
+    "The file {path} is unchanged since it was restored after the compaction: its content (lines "
+    "{first}-{last}) is shown above, in the message that restored it. Use that copy instead of reading "
+    "it again."
+)
 
 
 def unchanged_since_restore(conv: Conversation, args: dict[str, Any]) -> str | None:
@@ -198,6 +212,12 @@ def unchanged_since_restore(conv: Conversation, args: dict[str, Any]) -> str | N
     mtime, size, shown, total = copy
     offset, limit = int(args.get("offset") or 1), int(args.get("limit") or DEFAULT_LIMIT)
     whole = shown == total and limit >= total
-    if stat.st_mtime != mtime or stat.st_size != size or offset != 1 or not (whole or limit == shown) or not shown:
+    if (
+        stat.st_mtime != mtime
+        or stat.st_size != size
+        or offset != 1
+        or not (whole or limit == shown)
+        or not shown
+    ):
         return None
     return UNCHANGED.format(path=path, first=1, last=shown)

@@ -57,8 +57,9 @@ def snip_id(uuid: str) -> str:
 
 def is_typed_prompt(m: Message) -> bool:
     """A user message the user typed (tool results and injected context are not turns)."""
-    return m.role == "user" and m.kind == "prompt" and not any(
-        b.get("type") == "tool_result" for b in m.content)
+    return (
+        m.role == "user" and m.kind == "prompt" and not any(b.get("type") == "tool_result" for b in m.content)
+    )
 
 
 # --- the API copy -------------------------------------------------------------------------------
@@ -130,8 +131,10 @@ def plan_snip(messages: list[Message], ids: list[str], current_turn_uuid: str | 
     by_id = {snip_id(t[0].uuid): t for t in all_turns}
     unknown = [i for i in wanted if i not in by_id]
     if unknown:
-        raise SnipError(f"Unknown turn id(s): {', '.join(unknown)}. Use the [id:...] tags of user "
-                        "messages still in the conversation.")
+        raise SnipError(
+            f"Unknown turn id(s): {', '.join(unknown)}. Use the [id:...] tags of user "
+            "messages still in the conversation."
+        )
     current = {id(all_turns[-1][0])} if all_turns else set()
     for t in all_turns:
         if any(m.uuid == current_turn_uuid for m in t):
@@ -150,9 +153,15 @@ def snip_sentence(plan: SnipPlan) -> str:
     return f"Snipped {plan.message_count} message{s}, freeing about {plan.freed_tokens:,} tokens."
 
 
-def perform_snip(messages: list[Message], state: ContextState, ids: list[str], reason: str | None,
-                 current_turn_uuid: str | None, record: Callable[[dict[str, Any]], Any],
-                 tokens_now: int | None = None) -> str:
+def perform_snip(
+    messages: list[Message],
+    state: ContextState,
+    ids: list[str],
+    reason: str | None,
+    current_turn_uuid: str | None,
+    record: Callable[[dict[str, Any]], Any],
+    tokens_now: int | None = None,
+) -> str:
     """Plan, record and apply a snip; returns the sentence for the model. Raises SnipError.
 
     This is the body of the ``snip`` service the query loop hands to the Snip tool.
@@ -166,7 +175,9 @@ def perform_snip(messages: list[Message], state: ContextState, ids: list[str], r
     # the last reported usage still counts what was just removed: take it off until the next response
     measured = next((m for m in reversed(visible) if m.role == "assistant" and m.usage), None)
     if measured is not None and measured.uuid not in plan.removed_uuids:
-        state.freed_since_usage[measured.uuid] = state.freed_since_usage.get(measured.uuid, 0) + plan.freed_tokens
+        state.freed_since_usage[measured.uuid] = (
+            state.freed_since_usage.get(measured.uuid, 0) + plan.freed_tokens
+        )
     state.tokens_at_last_nudge = max(0, tokens_now - plan.freed_tokens)
     return snip_sentence(plan)
 

@@ -24,8 +24,14 @@ from typing import Any
 
 from core.messages import Message
 
-STATE_TYPES = ("content-replacement", "snip", "microcompact", "session-memory", "collapse-commit",
-               "context-edit")
+STATE_TYPES = (
+    "content-replacement",
+    "snip",
+    "microcompact",
+    "session-memory",
+    "collapse-commit",
+    "context-edit",
+)
 COLLAPSE_KEYS = ("collapsedUuids", "summary", "placeholderUuid")
 COLLAPSE_STATE = "workingState"  # optional: the span's working state as text (compact.ledger.span_text)
 
@@ -60,8 +66,10 @@ class ContextState:
 
 
 def replacement_record(replacements: dict[str, str]) -> dict[str, Any]:
-    return {"type": "content-replacement",
-            "replacements": [{"toolUseId": k, "content": v} for k, v in replacements.items()]}
+    return {
+        "type": "content-replacement",
+        "replacements": [{"toolUseId": k, "content": v} for k, v in replacements.items()],
+    }
 
 
 def snip_record(uuids: Iterable[str], reason: str) -> dict[str, Any]:
@@ -105,8 +113,13 @@ def state_records(state: ContextState) -> list[dict[str, Any]]:
 # --- replaying ---------------------------------------------------------------------------------------
 
 
-def replay(records: Iterable[dict[str, Any]], live: list[Message], *, collapses_from: int = 0,
-           last_summarized: str | None = None) -> ContextState:
+def replay(
+    records: Iterable[dict[str, Any]],
+    live: list[Message],
+    *,
+    collapses_from: int = 0,
+    last_summarized: str | None = None,
+) -> ContextState:
     """The state the records describe, for the live list a resume rebuilt.
 
     Only decisions about messages still live are kept. ``records`` are in file order; the collapse

@@ -166,7 +166,9 @@ def drop_oldest_rounds(messages: list[Message], gap: int | None) -> list[Message
     return remaining
 
 
-def summary_request(ports: Ports, messages: list[Message], instruction: str, max_tokens: int | None = None) -> Any:
+def summary_request(
+    ports: Ports, messages: list[Message], instruction: str, max_tokens: int | None = None
+) -> Any:
     """The side request: main system + tools + these messages + the instruction, tool use off."""
     api = to_api([*strip_media(messages), meta(instruction)])
     req = ports.request(api, tool_choice={"type": "none"})
@@ -203,8 +205,9 @@ def check_reply(reply: Message) -> str:
     return body
 
 
-def summarize(conv: Conversation, ports: Ports, messages: list[Message],
-              instructions: list[str] | str | None = None) -> Compaction:
+def summarize(
+    conv: Conversation, ports: Ports, messages: list[Message], instructions: list[str] | str | None = None
+) -> Compaction:
     """Ask the model for a summary of ``messages`` (the model's current view, tagged).
 
     Raises CompactionError when no usable summary comes back, errors.Interrupted on Ctrl-C, and lets

@@ -1,10 +1,10 @@
 """Auto-compact thresholds and the warning state (SPEC §6). Pure arithmetic, no I/O.
 
-    W  context window (Models API, else table), capped by CLAUDE_CODE_AUTO_COMPACT_WINDOW
-    E  effective window  = W − min(max output tokens, 20,000)
-    T  auto-compact      = E − 13,000, or min(⌊E·p/100⌋, T) with CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=p
-    warning shown from T − 20,000 (error colour from T − 10,000), blocking B = E − 3,000
-    When auto-compact is off, E takes T's place in the warning math.
+W  context window (Models API, else table), capped by CLAUDE_CODE_AUTO_COMPACT_WINDOW
+E  effective window  = W − min(max output tokens, 20,000)
+T  auto-compact      = E − 13,000, or min(⌊E·p/100⌋, T) with CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=p
+warning shown from T − 20,000 (error colour from T − 10,000), blocking B = E − 3,000
+When auto-compact is off, E takes T's place in the warning math.
 """
 
 from __future__ import annotations
@@ -37,8 +37,15 @@ class Thresholds:
         return self.auto_compact if self.auto_enabled else self.effective
 
 
-def compute(window: int, max_output: int, *, window_cap: int | None = None, pct: float | None = None,
-            blocking_override: int | None = None, auto_enabled: bool = True) -> Thresholds:
+def compute(
+    window: int,
+    max_output: int,
+    *,
+    window_cap: int | None = None,
+    pct: float | None = None,
+    blocking_override: int | None = None,
+    auto_enabled: bool = True,
+) -> Thresholds:
     w = min(window, window_cap) if window_cap else window
     effective = w - min(max_output, SUMMARY_OUTPUT_RESERVE)
     auto = effective - AUTOCOMPACT_BUFFER
@@ -46,8 +53,15 @@ def compute(window: int, max_output: int, *, window_cap: int | None = None, pct:
         auto = min(int(effective * pct / 100), auto)
     reference = auto if auto_enabled else effective
     blocking = blocking_override if blocking_override else effective - BLOCKING_BUFFER
-    return Thresholds(window=w, effective=effective, auto_compact=auto, warning=reference - WARNING_BUFFER,
-                      error=reference - ERROR_BUFFER, blocking=blocking, auto_enabled=auto_enabled)
+    return Thresholds(
+        window=w,
+        effective=effective,
+        auto_compact=auto,
+        warning=reference - WARNING_BUFFER,
+        error=reference - ERROR_BUFFER,
+        blocking=blocking,
+        auto_enabled=auto_enabled,
+    )
 
 
 def smallest_window() -> int:
@@ -68,8 +82,14 @@ class Level:
 def level(tokens: int, th: Thresholds) -> Level:
     ref = th.reference
     percent = max(0, round((ref - tokens) / ref * 100)) if ref > 0 else 0
-    return Level(tokens=tokens, percent_left=percent, warning=tokens >= th.warning, error=tokens >= th.error,
-                 blocking=tokens >= th.blocking, over_auto=th.auto_enabled and tokens >= th.auto_compact)
+    return Level(
+        tokens=tokens,
+        percent_left=percent,
+        warning=tokens >= th.warning,
+        error=tokens >= th.error,
+        blocking=tokens >= th.blocking,
+        over_auto=th.auto_enabled and tokens >= th.auto_compact,
+    )
 
 
 def warning_text(lv: Level, th: Thresholds) -> str:

@@ -63,8 +63,9 @@ class Calibration:
         return self.overhead
 
 
-def count_tokens(messages: list[Message], calibration: Calibration | None = None,
-                 freed: dict[str, int] | None = None) -> int:
+def count_tokens(
+    messages: list[Message], calibration: Calibration | None = None, freed: dict[str, int] | None = None
+) -> int:
     """Tokens of this conversation: last reported usage + estimates of the messages after it.
 
     Walks backwards only as far as the last assistant message with usage. The caller passes messages

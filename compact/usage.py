@@ -37,7 +37,9 @@ def breakdown(conv: Conversation, ports: Ports) -> Breakdown:
     memory = []
     for path in ports.instruction_files():
         try:
-            memory.append((str(path), scale(estimate_text(path.read_text(encoding="utf-8", errors="replace")))))
+            memory.append(
+                (str(path), scale(estimate_text(path.read_text(encoding="utf-8", errors="replace"))))
+            )
         except OSError:
             continue
     memory_tokens = sum(t for _, t in memory)
@@ -52,6 +54,10 @@ def breakdown(conv: Conversation, ports: Ports) -> Breakdown:
 def categories(conv: Conversation, ports: Ports) -> list[tuple[str, int]]:
     """(name, tokens) for system prompt, tools, memory files and messages, largest first."""
     b = breakdown(conv, ports)
-    parts = [("system prompt", b.system), ("tools", b.tools), ("memory files", b.memory_tokens),
-             ("messages", b.messages)]
+    parts = [
+        ("system prompt", b.system),
+        ("tools", b.tools),
+        ("memory files", b.memory_tokens),
+        ("messages", b.messages),
+    ]
     return sorted(parts, key=lambda p: -p[1])

@@ -87,7 +87,9 @@ class MaxTokensOverflow(ModelError):
 
 
 _PTL = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)", re.I)
-_OVERFLOW = re.compile(r"input length and `?max_tokens`? exceed context limit:\s*(\d+)\s*\+\s*(\d+)\s*>\s*(\d+)", re.I)
+_OVERFLOW = re.compile(
+    r"input length and `?max_tokens`? exceed context limit:\s*(\d+)\s*\+\s*(\d+)\s*>\s*(\d+)", re.I
+)
 
 
 def classify_bad_request(message: str) -> ModelError | None:

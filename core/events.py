@@ -106,5 +106,18 @@ class TurnFinished:
     usage: dict[str, Any] = field(default_factory=dict)
 
 
-Event = (TextDelta | ThinkingDelta | MessageRecorded | ToolStarted | ToolFinished | TodosChanged | Retrying
-         | CompactStarted | CompactFinished | CompactFailed | Notice | TokenState | TurnFinished)
+Event = (
+    TextDelta
+    | ThinkingDelta
+    | MessageRecorded
+    | ToolStarted
+    | ToolFinished
+    | TodosChanged
+    | Retrying
+    | CompactStarted
+    | CompactFinished
+    | CompactFailed
+    | Notice
+    | TokenState
+    | TurnFinished
+)

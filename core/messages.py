@@ -102,10 +102,23 @@ def tool_results(blocks: list[Block]) -> Message:
     return Message("user", list(blocks), kind="tool_results")
 
 
-def assistant(content: list[Block], *, message_id: str | None = None, model: str | None = None,
-              stop_reason: str | None = "end_turn", usage: dict[str, Any] | None = None) -> Message:
-    return Message("assistant", list(content), kind="response", message_id=message_id, model=model,
-                   stop_reason=stop_reason, usage=usage)
+def assistant(
+    content: list[Block],
+    *,
+    message_id: str | None = None,
+    model: str | None = None,
+    stop_reason: str | None = "end_turn",
+    usage: dict[str, Any] | None = None,
+) -> Message:
+    return Message(
+        "assistant",
+        list(content),
+        kind="response",
+        message_id=message_id,
+        model=model,
+        stop_reason=stop_reason,
+        usage=usage,
+    )
 
 
 # --- the API view -------------------------------------------------------------------------------
@@ -153,7 +166,9 @@ def tool_pairs_ok(messages: list[Message]) -> bool:
     for i, msg in enumerate(api):
         uses = {b["id"] for b in msg["content"] if b.get("type") == "tool_use"}
         nxt = api[i + 1]["content"] if i + 1 < len(api) else []
-        answered = {b["tool_use_id"] for b in nxt if b.get("type") == "tool_result"} if i + 1 < len(api) else set()
+        answered = (
+            {b["tool_use_id"] for b in nxt if b.get("type") == "tool_result"} if i + 1 < len(api) else set()
+        )
         if msg["role"] == "assistant" and uses and uses != answered and i + 1 < len(api):
             return False
         if msg["role"] == "user":
@@ -172,13 +187,27 @@ def to_record(m: Message, *, parent_uuid: str | None, session_id: str, cwd: str,
     """The Claude Code transcript record of a message."""
     message: dict[str, Any] = {"role": m.role, "content": m.content}
     if m.role == "assistant":
-        message = {"id": m.message_id, "type": "message", "role": "assistant", "model": m.model,
-                   "content": m.content, "stop_reason": m.stop_reason, "stop_sequence": None,
-                   "usage": m.usage}
+        message = {
+            "id": m.message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": m.model,
+            "content": m.content,
+            "stop_reason": m.stop_reason,
+            "stop_sequence": None,
+            "usage": m.usage,
+        }
     rec: dict[str, Any] = {
-        "parentUuid": parent_uuid, "isSidechain": False, "userType": "external", "cwd": cwd,
-        "sessionId": session_id, "version": version, "type": m.role, "message": message,
-        "uuid": m.uuid, "timestamp": m.timestamp,
+        "parentUuid": parent_uuid,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": cwd,
+        "sessionId": session_id,
+        "version": version,
+        "type": m.role,
+        "message": message,
+        "uuid": m.uuid,
+        "timestamp": m.timestamp,
     }
     if m.kind == "meta":
         rec["isMeta"] = True
@@ -190,9 +219,28 @@ def to_record(m: Message, *, parent_uuid: str | None, session_id: str, cwd: str,
     return rec
 
 
-_KNOWN_KEYS = {"parentUuid", "isSidechain", "userType", "cwd", "sessionId", "version", "type", "message",
-               "uuid", "timestamp", "isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "gitBranch",
-               "requestId", "logicalParentUuid", "slug", "permissionMode", "thinkingMetadata", "todos"}
+_KNOWN_KEYS = {
+    "parentUuid",
+    "isSidechain",
+    "userType",
+    "cwd",
+    "sessionId",
+    "version",
+    "type",
+    "message",
+    "uuid",
+    "timestamp",
+    "isMeta",
+    "isCompactSummary",
+    "isVisibleInTranscriptOnly",
+    "gitBranch",
+    "requestId",
+    "logicalParentUuid",
+    "slug",
+    "permissionMode",
+    "thinkingMetadata",
+    "todos",
+}
 
 
 def from_record(rec: dict) -> Message | None:
@@ -210,9 +258,18 @@ def from_record(rec: dict) -> Message | None:
     extra = {k: v for k, v in rec.items() if k not in _KNOWN_KEYS}
     uuid, timestamp = str(rec.get("uuid") or new_uuid()), str(rec.get("timestamp") or now_iso())
     if role == "assistant":
-        return Message("assistant", content, kind="response", message_id=msg.get("id"),
-                       model=msg.get("model"), stop_reason=msg.get("stop_reason"), usage=msg.get("usage"),
-                       uuid=uuid, timestamp=timestamp, extra=extra)
+        return Message(
+            "assistant",
+            content,
+            kind="response",
+            message_id=msg.get("id"),
+            model=msg.get("model"),
+            stop_reason=msg.get("stop_reason"),
+            usage=msg.get("usage"),
+            uuid=uuid,
+            timestamp=timestamp,
+            extra=extra,
+        )
     if rec.get("isCompactSummary"):
         kind = "summary"
     elif rec.get("isMeta"):

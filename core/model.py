@@ -31,8 +31,11 @@ class Request:
 
     def params(self) -> dict[str, Any]:
         """Keyword arguments for the SDK, with cache breakpoints on tools, system and the tail."""
-        p: dict[str, Any] = {"model": api_model_name(self.model), "max_tokens": self.max_tokens,
-                             "messages": _mark_tail(self.messages)}
+        p: dict[str, Any] = {
+            "model": api_model_name(self.model),
+            "max_tokens": self.max_tokens,
+            "messages": _mark_tail(self.messages),
+        }
         if self.system:
             p["system"] = self.system[:-1] + [{**self.system[-1], "cache_control": CACHE}]
         if self.tools:
@@ -63,19 +66,29 @@ class Model(Protocol):
     """Sends a request and returns the complete assistant message, or raises a core.errors.ModelError
     (Interrupted when ``cancel`` is set). ``emit_text`` streams text deltas to the user as events."""
 
-    def stream(self, req: Request, *, cancel: threading.Event | None = None,
-               emit_text: bool = True) -> Message: ...
+    def stream(
+        self, req: Request, *, cancel: threading.Event | None = None, emit_text: bool = True
+    ) -> Message: ...
 
 
 # --- facts about models ------------------------------------------------------------------------------
 
 _MAX_OUTPUT = [  # (prefix, max output tokens)
-    ("claude-opus-4-1", 32_000), ("claude-opus-4-2", 32_000), ("claude-opus-4-0", 32_000),
-    ("claude-opus-4-20", 32_000), ("claude-3-5", 8_192), ("claude-3", 4_096),
+    ("claude-opus-4-1", 32_000),
+    ("claude-opus-4-2", 32_000),
+    ("claude-opus-4-0", 32_000),
+    ("claude-opus-4-20", 32_000),
+    ("claude-3-5", 8_192),
+    ("claude-3", 4_096),
 ]
 _PRICES = [  # (substring, input, output) USD per million tokens
-    ("opus-4-1", 15.0, 75.0), ("opus-4-0", 15.0, 75.0), ("opus-4-2", 15.0, 75.0), ("opus", 5.0, 25.0),
-    ("haiku-3", 0.25, 1.25), ("haiku", 1.0, 5.0), ("sonnet", 3.0, 15.0),
+    ("opus-4-1", 15.0, 75.0),
+    ("opus-4-0", 15.0, 75.0),
+    ("opus-4-2", 15.0, 75.0),
+    ("opus", 5.0, 25.0),
+    ("haiku-3", 0.25, 1.25),
+    ("haiku", 1.0, 5.0),
+    ("sonnet", 3.0, 15.0),
 ]
 
 

@@ -72,5 +72,7 @@ def estimate_blocks(blocks: Iterable[dict[str, Any]]) -> int:
 
 def usage_total(usage: dict[str, Any]) -> int:
     """The context size a response's usage reports: everything it read plus what it wrote."""
-    return sum(int(usage.get(k) or 0) for k in
-               ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"))
+    return sum(
+        int(usage.get(k) or 0)
+        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+    )

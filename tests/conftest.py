@@ -57,23 +57,48 @@ def project(tmp_path: Path) -> Path:
 def run_cli(project: Path, isolated_env: Path):
     """run_cli(api, *args, env={...}, stdin=None, cwd=project) -> CliResult (the real CLI, a subprocess)."""
 
-    def run(api: Any, *args: str, env: dict[str, str] | None = None, stdin: str | None = None,
-            cwd: Path | None = None, timeout: float = 120) -> CliResult:
+    def run(
+        api: Any,
+        *args: str,
+        env: dict[str, str] | None = None,
+        stdin: str | None = None,
+        cwd: Path | None = None,
+        timeout: float = 120,
+    ) -> CliResult:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB)}
-        full_env.update({"HOME": str(isolated_env), "COMPACT_AGENT_HOME": str(isolated_env / ".compact-agent"),
-                         "ANTHROPIC_API_KEY": "test-key", "PYTHONPATH": str(ROOT)})
+        full_env.update(
+            {
+                "HOME": str(isolated_env),
+                "COMPACT_AGENT_HOME": str(isolated_env / ".compact-agent"),
+                "ANTHROPIC_API_KEY": "test-key",
+                "PYTHONPATH": str(ROOT),
+            }
+        )
         if api is not None:
             full_env["ANTHROPIC_BASE_URL"] = api.url
         full_env.update(env or {})
-        proc = subprocess.run([sys.executable, "-m", "agent", *args], cwd=cwd or project, env=full_env,
-                              input=stdin, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, "-m", "agent", *args],
+            cwd=cwd or project,
+            env=full_env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
     return run
 
 
-def make_session(tmp: Path, api: Any, *, session_id: str = "0b5e3c1e-1111-4222-8333-444455556666",
-                 environ: dict[str, str] | None = None, **settings: Any) -> tuple[Any, list[Any]]:
+def make_session(
+    tmp: Path,
+    api: Any,
+    *,
+    session_id: str = "0b5e3c1e-1111-4222-8333-444455556666",
+    environ: dict[str, str] | None = None,
+    **settings: Any,
+) -> tuple[Any, list[Any]]:
     """An in-process Session in ``tmp``/project talking to the fake API; returns it and its event list."""
     from agent.session import Session
     from agent.settings import Settings

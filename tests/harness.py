@@ -76,12 +76,23 @@ class Bench:
     def view(self) -> Any:
         return self.conv.view()
 
-    def request(self, api_messages: list[dict[str, Any]], *, max_tokens: int | None = None, tools: bool = True,
-                **kw: Any) -> Request:
+    def request(
+        self,
+        api_messages: list[dict[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        tools: bool = True,
+        **kw: Any,
+    ) -> Request:
         default = self.limits.max_output_tokens or min(max_output_tokens(self.model), 32_000)
-        return Request(model=self.model, system=self.system_blocks(),
-                       tools=self.tool_schemas() if tools else [], messages=api_messages,
-                       max_tokens=max_tokens or default, **kw)
+        return Request(
+            model=self.model,
+            system=self.system_blocks(),
+            tools=self.tool_schemas() if tools else [],
+            messages=api_messages,
+            max_tokens=max_tokens or default,
+            **kw,
+        )
 
     def system_blocks(self) -> list[dict[str, Any]]:
         return build_system(self.cwd, self.home, self.model)
@@ -92,9 +103,14 @@ class Bench:
     def thresholds(self) -> thresholds.Thresholds:
         lim = self.limits
         window = min(lim.window, self.conv.window_limit) if self.conv.window_limit else lim.window
-        return thresholds.compute(window, max_output_tokens(self.model), window_cap=lim.context_window,
-                                  pct=lim.autocompact_pct, blocking_override=lim.blocking_limit,
-                                  auto_enabled=self.ports.config.auto_enabled)
+        return thresholds.compute(
+            window,
+            max_output_tokens(self.model),
+            window_cap=lim.context_window,
+            pct=lim.autocompact_pct,
+            blocking_override=lim.blocking_limit,
+            auto_enabled=self.ports.config.auto_enabled,
+        )
 
     def snip(self, ids: list[str], reason: str | None = None) -> str:
         conv = self.conv
@@ -130,9 +146,17 @@ class Bench:
         return self.conv.cancel
 
 
-def make_bench(tmp: Path, api: Any, *, session_id: str = SESSION_ID, model: str = MODEL,
-               hooks: dict[str, Any] | None = None, home: Path | None = None,
-               clock: Callable[[], datetime] | None = None, **options: Any) -> Bench:
+def make_bench(
+    tmp: Path,
+    api: Any,
+    *,
+    session_id: str = SESSION_ID,
+    model: str = MODEL,
+    hooks: dict[str, Any] | None = None,
+    home: Path | None = None,
+    clock: Callable[[], datetime] | None = None,
+    **options: Any,
+) -> Bench:
     """A Bench in ``tmp``/project, its transcript under ``home``/projects; ``options`` are CompactConfig
     fields (session_memory defaults to off) and Limits fields."""
     cwd = tmp / "project"
@@ -158,12 +182,27 @@ def make_bench(tmp: Path, api: Any, *, session_id: str = SESSION_ID, model: str 
             events.append(Notice(line, "warning"))
         return runner.context_text(outcomes)
 
-    bench = Bench(conv=conv, ports=None, client=client, cwd=cwd, home=home, model=model,  # type: ignore[arg-type]
-                  limits=limits, events=events)
-    bench.ports = Ports(model=client, emit=events.append, request=bench.request, thresholds=bench.thresholds,
-                        account=bench.account, hooks=run_hooks,
-                        instructions=lambda: compact_instructions(cwd, home),
-                        instruction_files=lambda: memory_files(cwd, home), config=CompactConfig(**config))
+    bench = Bench(
+        conv=conv,
+        ports=None,
+        client=client,
+        cwd=cwd,
+        home=home,
+        model=model,  # type: ignore[arg-type]
+        limits=limits,
+        events=events,
+    )
+    bench.ports = Ports(
+        model=client,
+        emit=events.append,
+        request=bench.request,
+        thresholds=bench.thresholds,
+        account=bench.account,
+        hooks=run_hooks,
+        instructions=lambda: compact_instructions(cwd, home),
+        instruction_files=lambda: memory_files(cwd, home),
+        config=CompactConfig(**config),
+    )
     tools.services["snip"] = bench.snip
     wire(conv, bench.ports, clock=clock)
     return bench

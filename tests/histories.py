@@ -66,7 +66,9 @@ class Builder:
         return {"uuid": str(_uuid.UUID(int=self.rnd.getrandbits(128), version=4)), "timestamp": ts(self.t)}
 
     def prompt(self, text: str, *extra_blocks: dict) -> Message:
-        return Message("user", [{"type": "text", "text": text}, *extra_blocks], kind="prompt", **self._common())
+        return Message(
+            "user", [{"type": "text", "text": text}, *extra_blocks], kind="prompt", **self._common()
+        )
 
     def meta(self, text: str) -> Message:
         return Message("user", [{"type": "text", "text": text}], kind="meta", **self._common(0))
@@ -80,13 +82,23 @@ class Builder:
 
     def assistant(self, blocks: list[dict], usage: dict | None = None, minutes: float = 1.0) -> Message:
         stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
-        return Message("assistant", blocks, kind="response", message_id=f"msg_{self.rnd.getrandbits(40):x}",
-                       model="claude-test", stop_reason=stop, usage=usage, **self._common(minutes))
+        return Message(
+            "assistant",
+            blocks,
+            kind="response",
+            message_id=f"msg_{self.rnd.getrandbits(40):x}",
+            model="claude-test",
+            stop_reason=stop,
+            usage=usage,
+            **self._common(minutes),
+        )
 
     def calls(self, *names: str, text: str = "") -> tuple[Message, list[str]]:
         ids = [self.tool_id() for _ in names]
         blocks = ([{"type": "text", "text": text}] if text else []) + [
-            {"type": "tool_use", "id": i, "name": n, "input": {"arg": n.lower()}} for i, n in zip(ids, names, strict=True)]
+            {"type": "tool_use", "id": i, "name": n, "input": {"arg": n.lower()}}
+            for i, n in zip(ids, names, strict=True)
+        ]
         return self.assistant(blocks), ids
 
     def results(self, pairs: list[tuple[str, str | list[dict]]], errors: set[str] = frozenset()) -> Message:
@@ -134,7 +146,10 @@ def _result(draw: st.DrawFn) -> tuple[str | list[dict], bool]:
         return [{"type": "text", "text": "an image"}, image_block()], False
     size = draw(_SIZE)
     if kind == "blocks":
-        return [{"type": "text", "text": output(size // 2)}, {"type": "text", "text": output(size - size // 2)}], False
+        return [
+            {"type": "text", "text": output(size // 2)},
+            {"type": "text", "text": output(size - size // 2)},
+        ], False
     return output(size), False
 
 
@@ -163,8 +178,10 @@ def histories(draw: st.DrawFn, max_turns: int = 5) -> list[Message]:
             if draw(_BOOL):
                 blocks.append({"type": "text", "text": draw(_text) or "Let me look."})
             ids = [b.tool_id() for _ in names]
-            blocks += [{"type": "tool_use", "id": i, "name": n, "input": {"q": draw(_TOOL_INPUT)}}
-                       for i, n in zip(ids, names, strict=True)]
+            blocks += [
+                {"type": "tool_use", "id": i, "name": n, "input": {"q": draw(_TOOL_INPUT)}}
+                for i, n in zip(ids, names, strict=True)
+            ]
             usage = {"input_tokens": draw(_USAGE_INPUT), "output_tokens": 50} if draw(_BOOL) else None
             out.append(b.assistant(blocks, usage, minutes=draw(_MINUTES)))
             pairs, errors = [], set()
@@ -187,8 +204,11 @@ def histories(draw: st.DrawFn, max_turns: int = 5) -> list[Message]:
 def seq_history() -> list[Message]:
     """One Bash call printing `seq 1 100000`."""
     b = Builder(1)
-    return [b.prompt("count to a lot"), *b.round("Bash", "".join(f"{i}\n" for i in range(1, 100_001))),
-            b.assistant([{"type": "text", "text": "Done."}])]
+    return [
+        b.prompt("count to a lot"),
+        *b.round("Bash", "".join(f"{i}\n" for i in range(1, 100_001))),
+        b.assistant([{"type": "text", "text": "Done."}]),
+    ]
 
 
 def parallel_history(n: int = 8, size: int = 28_000) -> list[Message]:
@@ -212,8 +232,17 @@ def mixed_history() -> list[Message]:
     b = Builder(4, NOW - timedelta(hours=5))
     out = [b.summary("Earlier: we set up the project."), b.prompt("look at the screenshot")]
     call, ids = b.calls("Read", "Grep", "Bash")
-    out += [call, b.results([(ids[0], [{"type": "text", "text": "screenshot.png"}, image_block()]),
-                             (ids[1], output(25_000)), (ids[2], "command not found")], errors={ids[2]})]
+    out += [
+        call,
+        b.results(
+            [
+                (ids[0], [{"type": "text", "text": "screenshot.png"}, image_block()]),
+                (ids[1], output(25_000)),
+                (ids[2], "command not found"),
+            ],
+            errors={ids[2]},
+        ),
+    ]
     out.append(b.assistant([{"type": "text", "text": "I see it."}]))
     out.append(b.prompt("now read the big file"))
     out += b.round("Read", output(60_000))
@@ -225,7 +254,10 @@ def mixed_history() -> list[Message]:
 
 
 HAND_WRITTEN: dict[str, Callable[[], list[Message]]] = {
-    "seq": seq_history, "parallel": parallel_history, "old_bash": old_bash_history, "mixed": mixed_history,
+    "seq": seq_history,
+    "parallel": parallel_history,
+    "old_bash": old_bash_history,
+    "mixed": mixed_history,
 }
 
 
@@ -295,8 +327,11 @@ def _collapse(tmp: Path) -> Stage:
     def run(ms: list[Message]) -> list[Message]:
         if not collapses:
             for n, span in enumerate(candidate_spans(ms, keep_turns=1)):
-                c = {"collapsedUuids": [m.uuid for m in span], "summary": f"Span {n}: files read, tests run.",
-                     "placeholderUuid": str(_uuid.UUID(int=n + 1, version=4))}
+                c = {
+                    "collapsedUuids": [m.uuid for m in span],
+                    "summary": f"Span {n}: files read, tests run.",
+                    "placeholderUuid": str(_uuid.UUID(int=n + 1, version=4)),
+                }
                 if placeholder(c).tokens < sum(m.tokens for m in span):  # as the stage: commit only a saving
                     collapses.append(c)
         return apply_collapses(ms, collapses)

@@ -23,27 +23,47 @@ from tests.test_crash import spawn  # noqa: F401 - a fixture
 
 
 def request() -> Request:
-    return Request(model="claude-sonnet-4-6", system=[{"type": "text", "text": "sys"}], tools=[],
-                   messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}], max_tokens=100)
+    return Request(
+        model="claude-sonnet-4-6",
+        system=[{"type": "text", "text": "sys"}],
+        tools=[],
+        messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        max_tokens=100,
+    )
 
 
 def client_for(api: FakeAPI, retry_seconds: float = 10.0, events: list[Any] | None = None) -> ModelClient:
-    return ModelClient(api_key="test-key", auth_token=None, base_url=api.url, retry_seconds=retry_seconds,
-                       on_event=(events.append if events is not None else None), jitter=lambda: 0.0)
+    return ModelClient(
+        api_key="test-key",
+        auth_token=None,
+        base_url=api.url,
+        retry_seconds=retry_seconds,
+        on_event=(events.append if events is not None else None),
+        jitter=lambda: 0.0,
+    )
 
 
 def results_of(body: dict) -> list[dict]:
-    return [b for m in body["messages"] if m["role"] == "user" for b in m["content"] if b.get("type") == "tool_result"]
+    return [
+        b
+        for m in body["messages"]
+        if m["role"] == "user"
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
 
 
 # --- tool input that is not valid JSON -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("raw", "problem"), [
-    ('{"command": "echo hi" oops}', "Expecting ',' delimiter"),
-    ('{"command": "echo \\ud800"}', "surrogates not allowed"),
-    ('["echo", "hi"]', "a JSON list, not an object"),
-])
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ('{"command": "echo hi" oops}', "Expecting ',' delimiter"),
+        ('{"command": "echo \\ud800"}', "surrogates not allowed"),
+        ('["echo", "hi"]', "a JSON list, not an object"),
+    ],
+)
 def test_invalid_tool_input_json_is_kept_as_text(raw: str, problem: str) -> None:
     kept = tool_input(raw)
     assert list(kept) == [INVALID_INPUT]
@@ -54,8 +74,9 @@ def test_invalid_tool_input_json_is_kept_as_text(raw: str, problem: str) -> None
 
 
 @pytest.mark.parametrize("raw", ['{"command": "touch made" oops}', '{"command": "touch \\ud800made"}'])
-def test_a_tool_input_that_is_not_json_comes_back_as_an_error_result(run_cli, fake_api: FakeAPI, project,
-                                                                      raw: str) -> None:
+def test_a_tool_input_that_is_not_json_comes_back_as_an_error_result(
+    run_cli, fake_api: FakeAPI, project, raw: str
+) -> None:
     fake_api.add(Reply.raw_tool("Bash", raw, id="toolu_bad"))
     fake_api.reply_tool("Bash", {"command": "echo fixed"}, id="toolu_good")
     fake_api.reply_text("Done after resending.")
@@ -103,10 +124,13 @@ def test_persistent_overload_is_retried_until_the_budget_runs_out(fake_api: Fake
     assert str(err.value) == "API error 529: Overloaded (gave up after 3 attempts in 2 s)"
 
 
-@pytest.mark.parametrize(("headers", "wait"), [
-    ({"retry-after-ms": "1200", "retry-after": "9"}, 1.2),  # the finer one wins
-    ({"retry-after": "1"}, 1.0),
-])
+@pytest.mark.parametrize(
+    ("headers", "wait"),
+    [
+        ({"retry-after-ms": "1200", "retry-after": "9"}, 1.2),  # the finer one wins
+        ({"retry-after": "1"}, 1.0),
+    ],
+)
 def test_retry_after_is_honoured(fake_api: FakeAPI, headers: dict[str, str], wait: float) -> None:
     events: list[Any] = []
     fake_api.add(Error(429, "rate_limit_error", "Slow down", headers=headers))
@@ -150,8 +174,9 @@ def test_cancel_ends_the_wait_at_once(fake_api: FakeAPI) -> None:
         events.append(event)
         threading.Timer(0.2, cancel.set).start()
 
-    client = ModelClient(api_key="test-key", auth_token=None, base_url=fake_api.url, retry_seconds=60,
-                         on_event=on_event)
+    client = ModelClient(
+        api_key="test-key", auth_token=None, base_url=fake_api.url, retry_seconds=60, on_event=on_event
+    )
     started = time.monotonic()
     with pytest.raises(Interrupted):
         client.stream(request(), cancel=cancel)
@@ -175,8 +200,9 @@ def test_nothing_listening_ends_in_one_line_naming_the_url(run_cli) -> None:
     *retries, last = res.stderr.splitlines()
     assert 1 <= len(retries) <= 2  # waits of about 0.5 s and 1 s fit in the 2 s budget
     for k, line in enumerate(retries, 2):
-        assert re.fullmatch(rf"Retrying in [\d.]+s \(attempt {k}\) · cannot connect to {url} \(Connection refused\)",
-                            line), line
+        assert re.fullmatch(
+            rf"Retrying in [\d.]+s \(attempt {k}\) · cannot connect to {url} \(Connection refused\)", line
+        ), line
     assert last.startswith(f"compact-agent: cannot connect to {url} (Connection refused; gave up after ")
 
 
@@ -208,8 +234,10 @@ def test_ctrl_c_in_print_mode_ends_a_retry_wait_at_once(spawn) -> None:  # noqa:
 def test_the_repl_shows_the_wait_rounded_and_the_next_attempt() -> None:
     from tests.test_ui import render
 
-    assert render(Retrying(2, "API error 529: Overloaded", 3.7412)) == \
-        "Retrying in 3.7s… (attempt 3) · API error 529: Overloaded\n"
+    assert (
+        render(Retrying(2, "API error 529: Overloaded", 3.7412))
+        == "Retrying in 3.7s… (attempt 3) · API error 529: Overloaded\n"
+    )
 
 
 def test_a_side_request_retries_without_announcing_it(fake_api: FakeAPI) -> None:

@@ -21,14 +21,17 @@ def api(fake_api: FakeAPI):
     assert fake_api.violations == []
 
 
-@pytest.mark.parametrize("tokens, kw, expected", [
-    (T - 1, {}, False),
-    (T, {}, True),
-    (T + 5_000, {"enabled": False}, False),
-    (T, {"failures": 2}, True),
-    (T, {"failures": 3}, False),
-    (T, {"new_content": False}, False),
-])
+@pytest.mark.parametrize(
+    "tokens, kw, expected",
+    [
+        (T - 1, {}, False),
+        (T, {}, True),
+        (T + 5_000, {"enabled": False}, False),
+        (T, {"failures": 2}, True),
+        (T, {"failures": 3}, False),
+        (T, {"new_content": False}, False),
+    ],
+)
 def test_should_compact(tokens: int, kw: dict, expected: bool) -> None:
     assert autocompact.should_compact(tokens, T, **kw) is expected
 
@@ -49,8 +52,9 @@ def test_over_the_threshold_compacts(tmp_path: Path, api: FakeAPI) -> None:
     assert of_type(events, CompactFinished)[0].trigger == "auto"
 
 
-@pytest.mark.parametrize("settings", [{"auto_compact": False}, {"disable_compact": True},
-                                      {"context_collapse": True}])
+@pytest.mark.parametrize(
+    "settings", [{"auto_compact": False}, {"disable_compact": True}, {"context_collapse": True}]
+)
 def test_switched_off(tmp_path: Path, api: FakeAPI, settings: dict) -> None:
     bench, _ = make_session(tmp_path, api, **settings)
     conversation(bench, ["a.py"])
@@ -91,7 +95,9 @@ def test_never_twice_in_a_row_for_the_same_content(tmp_path: Path, api: FakeAPI)
     api.reply_text("<summary>" + "every detail kept " * 600 + "</summary>")
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, 5_000) is True
     assert of_type(events, CompactFailed)[-1].reason == compactor.STILL_OVER
-    assert autocompact.maybe_autocompact(bench.conv, bench.ports, 5_000) is False  # nothing new since: not again
+    assert (
+        autocompact.maybe_autocompact(bench.conv, bench.ports, 5_000) is False
+    )  # nothing new since: not again
     assert len(api.message_requests) == 1
     bench.add(user_prompt("next"))
     api.reply_text(SUMMARY_REPLY)

@@ -97,7 +97,7 @@ BYPASSES = [
     ("python3 - <<'EOF'\nimport os\nEOF", "ask", "Bash(python3:*)", "ask"),
     ("perl -e 'unlink \"f\"'", "ask", "Bash(perl:*)", "ask"),
     ("ruby -e 'File.delete(\"f\")'", "ask", "Bash(ruby:*)", "ask"),
-    ("node -e 'require(\"fs\").rmSync(\"f\")'", "ask", "Bash(node:*)", "ask"),
+    ('node -e \'require("fs").rmSync("f")\'', "ask", "Bash(node:*)", "ask"),
     ("awk 'BEGIN { system(\"rm f\") }'", "ask", "Bash(awk:*)", "ask"),
     ("mapfile -C 'rm f' -c 1 a < list", "ask", "Bash(mapfile:*)", "ask"),
     # programs that run programs
@@ -135,7 +135,7 @@ BYPASSES = [
     ("find . -name '*.tmp' -delete", "ask", "Bash(find:*)", "ask"),
     ("su -c 'rm f'", "ask", "Bash(su:*)", "ask"),
     ("script -c 'rm f' /dev/null", "ask", "Bash(script:*)", "ask"),
-    ('command $RM f', "ask", "Bash(command:*)", "ask"),
+    ("command $RM f", "ask", "Bash(command:*)", "ask"),
     # variables that change which program runs
     ("PATH=./evil:$PATH git status", "ask", "Bash(git status)", "ask"),
     ("export PATH=./evil:$PATH; git status", "ask", "Bash(git status)", "ask"),
@@ -182,8 +182,11 @@ BYPASSES = [
 
 
 def perms(project, **kwargs):
-    return Permissions(RuleSettings(cwd=project, home=project.parent / "agent-home",
-                                    user_home=project.parent / "home", **kwargs))
+    return Permissions(
+        RuleSettings(
+            cwd=project, home=project.parent / "agent-home", user_home=project.parent / "home", **kwargs
+        )
+    )
 
 
 @pytest.fixture
@@ -204,16 +207,33 @@ def test_bypass_forms(project, command, under_deny, rules, under_allow):
     denying = perms(project, deny=DENY_RM, permission_mode="bypassPermissions")
     allowing = perms(project, allow=rules)
     editing = perms(project, permission_mode="acceptEdits")
-    assert (denying.check("Bash", {"command": command}).behavior,
-            allowing.check("Bash", {"command": command}).behavior,
-            editing.check("Bash", {"command": command}).behavior) == (under_deny, under_allow, "ask")
+    assert (
+        denying.check("Bash", {"command": command}).behavior,
+        allowing.check("Bash", {"command": command}).behavior,
+        editing.check("Bash", {"command": command}).behavior,
+    ) == (under_deny, under_allow, "ask")
 
 
 WORKING_DAY_RULES = [
-    "Bash(git status:*)", "Bash(git diff:*)", "Bash(git log:*)", "Bash(pytest:*)", "Bash(npm test)",
-    "Bash(ls:*)", "Bash(grep:*)", "Bash(head:*)", "Bash(tail:*)", "Bash(cd:*)", "Bash(make)",
-    "Bash(python -m pytest:*)", "Bash(echo:*)", "Bash(cat:*)", "Bash(wc:*)", "Bash(find:*)", "Bash(sort:*)",
-    "Bash(mkdir:*)", "Bash(read:*)",
+    "Bash(git status:*)",
+    "Bash(git diff:*)",
+    "Bash(git log:*)",
+    "Bash(pytest:*)",
+    "Bash(npm test)",
+    "Bash(ls:*)",
+    "Bash(grep:*)",
+    "Bash(head:*)",
+    "Bash(tail:*)",
+    "Bash(cd:*)",
+    "Bash(make)",
+    "Bash(python -m pytest:*)",
+    "Bash(echo:*)",
+    "Bash(cat:*)",
+    "Bash(wc:*)",
+    "Bash(find:*)",
+    "Bash(sort:*)",
+    "Bash(mkdir:*)",
+    "Bash(read:*)",
 ]
 
 WORKING_DAY = [

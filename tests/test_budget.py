@@ -28,7 +28,7 @@ def test_a_huge_bash_output_goes_to_disk_with_a_preview(tmp_path: Path) -> None:
     full = "".join(f"{i}\n" for i in range(1, 100_001))
     state = ContextState()
     out = apply_budget(messages, state, None, tmp_path / "tool-results")
-    (tid, sent), = results_of(out.messages).items()
+    ((tid, sent),) = results_of(out.messages).items()
     path = tmp_path / "tool-results" / f"{tid}.txt"
     assert path.read_text() == full
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -70,8 +70,11 @@ def test_the_round_budget_moves_the_largest_first(tmp_path: Path) -> None:
     # a 29,000 Bash and four ~49,000 Globs: 225,000 together, each under its own threshold
     b = Builder(9)
     call, ids = b.calls("Bash", "Glob", "Glob", "Glob", "Glob")
-    messages = [b.prompt("go"), call, b.results([(ids[0], output(29_000))] + [
-        (tid, output(49_000 + n)) for n, tid in enumerate(ids[1:])])]
+    messages = [
+        b.prompt("go"),
+        call,
+        b.results([(ids[0], output(29_000))] + [(tid, output(49_000 + n)) for n, tid in enumerate(ids[1:])]),
+    ]
     sent = results_of(apply_budget(messages, ContextState(), None, tmp_path).messages)
     assert [tid for tid, c in sent.items() if c.startswith("<persisted")] == [ids[4]]
 
@@ -102,8 +105,14 @@ def test_thresholds_per_tool(tmp_path: Path) -> None:
 def test_read_and_image_results_are_never_moved(tmp_path: Path) -> None:
     b = Builder(6)
     picture = [{"type": "text", "text": output(60_000)}, image_block()]
-    messages = [b.prompt("look"), *b.round("Read", output(60_000)), *b.round("Bash", picture),
-                *b.round("WebFetch", [{"type": "text", "text": output(40_000)}, {"type": "text", "text": "x" * 20_000}])]
+    messages = [
+        b.prompt("look"),
+        *b.round("Read", output(60_000)),
+        *b.round("Bash", picture),
+        *b.round(
+            "WebFetch", [{"type": "text", "text": output(40_000)}, {"type": "text", "text": "x" * 20_000}]
+        ),
+    ]
     out = apply_budget(messages, ContextState(), None, tmp_path)
     sent = list(results_of(out.messages).values())
     assert sent[0] == output(60_000)

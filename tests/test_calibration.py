@@ -47,8 +47,10 @@ def server_tokenizer(factor: float) -> Any:
 
 
 def source(n: int, functions: int) -> str:
-    return "".join(f"def handler_{n}_{i}(request):\n    return respond(request, code={i * 7 + n})\n"
-                   for i in range(functions))
+    return "".join(
+        f"def handler_{n}_{i}(request):\n    return respond(request, code={i * 7 + n})\n"
+        for i in range(functions)
+    )
 
 
 class Reader:
@@ -68,8 +70,10 @@ class Reader:
 
 def server_count(api: FakeAPI, session: Any, api_messages: list[dict]) -> int:
     params = session.request(api_messages).params()
-    return estimate_tokens({"system": params.get("system"), "tools": params.get("tools"),
-                            "messages": params["messages"]}, api.tokenizer)
+    return estimate_tokens(
+        {"system": params.get("system"), "tools": params.get("tools"), "messages": params["messages"]},
+        api.tokenizer,
+    )
 
 
 def near(ours: int, theirs: int) -> bool:
@@ -79,8 +83,9 @@ def near(ours: int, theirs: int) -> bool:
 @pytest.mark.parametrize("factor", [0.5, 1.6])
 def test_counts_and_the_compaction_moment_follow_the_servers_tokenizer(tmp_path: Path, factor: float) -> None:
     with FakeAPI(tokenizer=server_tokenizer(factor)) as api:
-        session, events = make_session(tmp_path, api, autocompact_pct=15, session_memory=False,
-                                       permission_mode="bypassPermissions")
+        session, events = make_session(
+            tmp_path, api, autocompact_pct=15, session_memory=False, permission_mode="bypassPermissions"
+        )
         project = session.settings.cwd
         # files of about 450 tokens as the server counts them: each read is a small step (< 2% of T),
         # and 1.3 T of them in all gets past the threshold once, whatever the factor
@@ -107,8 +112,11 @@ def test_counts_and_the_compaction_moment_follow_the_servers_tokenizer(tmp_path:
         shown = [e.tokens for e in events if isinstance(e, TokenState)]
         assert len(shown) == len(served)
         # the bar's number before each request is the server's count of that request, from the second on
-        off = [(i, ours, theirs) for i, (ours, theirs) in enumerate(zip(shown, served, strict=True))
-               if i and not near(ours, theirs)]
+        off = [
+            (i, ours, theirs)
+            for i, (ours, theirs) in enumerate(zip(shown, served, strict=True))
+            if i and not near(ours, theirs)
+        ]
         assert off == []
 
         [done] = [e for e in events if isinstance(e, CompactFinished)]

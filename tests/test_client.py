@@ -14,9 +14,13 @@ from tests.fakeapi import Reply
 
 
 def request(text: str = "hi") -> Request:
-    return Request(model="claude-sonnet-4-6", system=[{"type": "text", "text": "sys"}],
-                   tools=[{"name": "T", "description": "d", "input_schema": {"type": "object"}}],
-                   messages=[{"role": "user", "content": [{"type": "text", "text": text}]}], max_tokens=1000)
+    return Request(
+        model="claude-sonnet-4-6",
+        system=[{"type": "text", "text": "sys"}],
+        tools=[{"name": "T", "description": "d", "input_schema": {"type": "object"}}],
+        messages=[{"role": "user", "content": [{"type": "text", "text": text}]}],
+        max_tokens=1000,
+    )
 
 
 def test_cancel_returns_at_once_while_the_server_stalls(fake_api):
@@ -45,8 +49,11 @@ def test_context_size_errors_are_typed(fake_api):
     with pytest.raises(PromptTooLong) as ptl:
         client.stream(request())
     assert (ptl.value.actual, ptl.value.maximum, ptl.value.gap) == (210_000, 200_000, 10_000)
-    fake_api.error(400, "invalid_request_error",
-                   "input length and `max_tokens` exceed context limit: 195000 + 20000 > 200000")
+    fake_api.error(
+        400,
+        "invalid_request_error",
+        "input length and `max_tokens` exceed context limit: 195000 + 20000 > 200000",
+    )
     with pytest.raises(MaxTokensOverflow) as overflow:
         client.stream(request())
     assert overflow.value.smaller_max_tokens() == 4_000

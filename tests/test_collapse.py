@@ -76,11 +76,15 @@ def text_of(tokens: int, seed: int) -> str:
 def add_turn(bench: Bench, n: int, size: int = 3_000) -> list[Message]:
     """A prompt, one Read call, its result (about ``size`` tokens) and a closing reply."""
     call = f"toolu_turn{n:03d}"
-    ms = [user_prompt(f"Turn {n}: check module_{n}.py"),
-          assistant([{"type": "tool_use", "id": call, "name": "Read", "input": {"file_path": f"module_{n}.py"}}],
-                    stop_reason="tool_use"),
-          tool_results([tool_result_block(call, text_of(size, n))]),
-          assistant([{"type": "text", "text": f"module_{n}.py is fine."}])]
+    ms = [
+        user_prompt(f"Turn {n}: check module_{n}.py"),
+        assistant(
+            [{"type": "tool_use", "id": call, "name": "Read", "input": {"file_path": f"module_{n}.py"}}],
+            stop_reason="tool_use",
+        ),
+        tool_results([tool_result_block(call, text_of(size, n))]),
+        assistant([{"type": "text", "text": f"module_{n}.py is fine."}]),
+    ]
     for m in ms:
         bench.add(m)
     return ms
@@ -114,8 +118,11 @@ def history() -> tuple[list[Message], list[list[Message]]]:
     b = Builder(7)
     ts = []
     for n in range(4):
-        t = [b.prompt(f"task {n}"), *b.round("Read", f"contents {n} " * 50),
-             b.assistant([{"type": "text", "text": f"done {n}"}])]
+        t = [
+            b.prompt(f"task {n}"),
+            *b.round("Read", f"contents {n} " * 50),
+            b.assistant([{"type": "text", "text": f"done {n}"}]),
+        ]
         ts.append(t)
     return [b.summary("Earlier: set up."), *[m for t in ts for m in t]], ts
 
@@ -130,7 +137,9 @@ def test_a_span_becomes_one_placeholder_where_it_was() -> None:
     c = commit(ts[1] + ts[2])
     out = apply_collapses(messages, [c])
     assert messages == before
-    assert [m.uuid for m in out] == [m.uuid for m in [messages[0], *ts[0]]] + ["ph-1"] + [m.uuid for m in ts[3]]
+    assert [m.uuid for m in out] == [m.uuid for m in [messages[0], *ts[0]]] + ["ph-1"] + [
+        m.uuid for m in ts[3]
+    ]
     [ph] = placeholders(out)
     assert (ph.role, ph.kind, ph.text) == ("user", "meta", "[Collapsed: 8 messages] read two files")
     assert ph.timestamp == ts[1][0].timestamp
@@ -147,15 +156,25 @@ def test_spans_gone_or_broken_are_left_alone() -> None:
     partly = commit(ts[1], ph="ph-partly")
     snipped = [m for m in messages if m.uuid not in {ts[1][0].uuid}]  # the prompt was snipped since
     out = apply_collapses(snipped, [partly])
-    assert [m.uuid for m in out].count("ph-partly") == 1 and not {m.uuid for m in ts[1]} & {m.uuid for m in out}
+    assert [m.uuid for m in out].count("ph-partly") == 1 and not {m.uuid for m in ts[1]} & {
+        m.uuid for m in out
+    }
 
 
 def test_several_commits_apply_together_in_order() -> None:
     messages, ts = history()
     out = apply_collapses(messages, [commit(ts[0], "first", "ph-a"), commit(ts[2], "third", "ph-c")])
-    assert [m.uuid for m in out] == [messages[0].uuid, "ph-a", *[m.uuid for m in ts[1]], "ph-c",
-                                     *[m.uuid for m in ts[3]]]
-    assert [m.text for m in placeholders(out)] == ["[Collapsed: 4 messages] first", "[Collapsed: 4 messages] third"]
+    assert [m.uuid for m in out] == [
+        messages[0].uuid,
+        "ph-a",
+        *[m.uuid for m in ts[1]],
+        "ph-c",
+        *[m.uuid for m in ts[3]],
+    ]
+    assert [m.text for m in placeholders(out)] == [
+        "[Collapsed: 4 messages] first",
+        "[Collapsed: 4 messages] third",
+    ]
 
 
 # --- span selection -----------------------------------------------------------------------------------
@@ -168,8 +187,13 @@ def test_spans_are_old_closed_turns_grouped_up_to_the_size_cap() -> None:
     one_each = candidate_spans(messages, keep_turns=1, max_tokens=1)
     assert [[m.uuid for m in s] for s in one_each] == [[m.uuid for m in t] for t in ts[:3]]
     assert candidate_spans(messages) == [ts[0]]  # the last 3 turns stay
-    assert candidate_spans(messages, keep_turns=0, max_tokens=1)[-1] == ts[2]  # never the last turn, whatever is asked
-    assert candidate_spans(messages, keep_turns=1, exclude={ts[1][2].uuid}, max_tokens=10_000) == [ts[0], ts[2]]
+    assert (
+        candidate_spans(messages, keep_turns=0, max_tokens=1)[-1] == ts[2]
+    )  # never the last turn, whatever is asked
+    assert candidate_spans(messages, keep_turns=1, exclude={ts[1][2].uuid}, max_tokens=10_000) == [
+        ts[0],
+        ts[2],
+    ]
 
 
 def test_a_turn_left_with_an_open_call_or_a_placeholder_ends_a_span() -> None:
@@ -184,12 +208,17 @@ def test_a_turn_left_with_an_open_call_or_a_placeholder_ends_a_span() -> None:
     assert candidate_spans(collapsed, keep_turns=1, max_tokens=100_000) == [ts[0], ts[2]]
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                       HealthCheck.data_too_large])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(messages=histories(max_turns=7), keep=st.integers(0, 4), cap=st.sampled_from([1, 2_000, 50_000]))
-def test_spans_never_touch_recent_turns_nor_split_a_pair(messages: list[Message], keep: int, cap: int) -> None:
+def test_spans_never_touch_recent_turns_nor_split_a_pair(
+    messages: list[Message], keep: int, cap: int
+) -> None:
     index = {m.uuid: i for i, m in enumerate(messages)}
-    recent = {m.uuid for t in turns(messages)[len(turns(messages)) - max(1, keep):] for m in t}
+    recent = {m.uuid for t in turns(messages)[len(turns(messages)) - max(1, keep) :] for m in t}
     for span in candidate_spans(messages, keep_turns=keep, max_tokens=cap):
         at = [index[m.uuid] for m in span]
         assert at == list(range(at[0], at[0] + len(span)))  # contiguous
@@ -200,7 +229,9 @@ def test_spans_never_touch_recent_turns_nor_split_a_pair(messages: list[Message]
 
 def test_the_worker_sees_the_span_as_text_with_long_blocks_cut() -> None:
     messages, ts = history()
-    big = ts[0][:2] + [tool_results([tool_result_block(ts[0][1].tool_uses[0]["id"], "x" * 9_000)])] + ts[0][3:]
+    big = (
+        ts[0][:2] + [tool_results([tool_result_block(ts[0][1].tool_uses[0]["id"], "x" * 9_000)])] + ts[0][3:]
+    )
     text = collapse.render_span(big)
     assert text.splitlines()[:2] == ["User: task 0", 'Assistant called Read: {"arg": "read"}']
     assert "Tool result: " + "x" * collapse.BLOCK_CHARS + " […7,000 more characters]" in text
@@ -225,19 +256,24 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
     assert "tools" not in body and body["system"][0]["text"] == collapse_worker.SYSTEM
     assert "User: Turn 0: check module_0.py" in last_user_text(body)
     assert "Turn 2:" not in last_user_text(body)
-    assert bench.state.collapses == [] and not [r for r in records(bench.transcript_path)
-                                                  if r["type"] == "collapse-commit"]
+    assert bench.state.collapses == [] and not [
+        r for r in records(bench.transcript_path) if r["type"] == "collapse-commit"
+    ]
 
-    ts += fill(bench, 27_500, start=len(ts))  # over T: every staged span goes in one stroke (one cache rewrite)
+    ts += fill(
+        bench, 27_500, start=len(ts)
+    )  # over T: every staged span goes in one stroke (one cache rewrite)
     now = bench.view()
     ph, ph2 = placeholders(now.messages)
     # the summary, then what the span did, from its own calls: files read, the user's words verbatim
-    assert ph.text == ("[Collapsed: 8 messages] SUMMARY-1: read a module, it was fine.\n\n"
-                       "<working-state of-collapsed-span>\nFiles read (2, most recent last):\n"
-                       "- module_0.py (whole file)\n- module_1.py (whole file)\n"
-                       "The user's own messages in this span, word for word:\n"
-                       "<user-message>\nTurn 0: check module_0.py\n</user-message>\n"
-                       "<user-message>\nTurn 1: check module_1.py\n</user-message>\n</working-state>")
+    assert ph.text == (
+        "[Collapsed: 8 messages] SUMMARY-1: read a module, it was fine.\n\n"
+        "<working-state of-collapsed-span>\nFiles read (2, most recent last):\n"
+        "- module_0.py (whole file)\n- module_1.py (whole file)\n"
+        "The user's own messages in this span, word for word:\n"
+        "<user-message>\nTurn 0: check module_0.py\n</user-message>\n"
+        "<user-message>\nTurn 1: check module_1.py\n</user-message>\n</working-state>"
+    )
     assert now.messages[0] is ph and now.messages[1] is ph2 and now.messages[2] is ts[4][0]
     assert ph2.text.startswith("[Collapsed: 8 messages] SUMMARY-2: read a module, it was fine.")
     assert now.tokens < 27_000 and now.tokens == count_tokens(now.messages, bench.conv.calibration)
@@ -245,8 +281,10 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
     rec, rec2 = [r for r in records(bench.transcript_path) if r["type"] == "collapse-commit"]
     assert rec["collapsedUuids"] == [m.uuid for m in ts[0] + ts[1]] and rec["placeholderUuid"] == ph.uuid
     assert rec2["collapsedUuids"] == [m.uuid for m in ts[2] + ts[3]] and rec2["placeholderUuid"] == ph2.uuid
-    assert bench.state.collapses == [{k: r[k] for k in ("collapsedUuids", "summary", "placeholderUuid",
-                                                        "workingState")} for r in (rec, rec2)]
+    assert bench.state.collapses == [
+        {k: r[k] for k in ("collapsedUuids", "summary", "placeholderUuid", "workingState")}
+        for r in (rec, rec2)
+    ]
     assert bench.messages[:4] == ts[0]  # the live list keeps everything
     assert [s.uuids[0] for s in c.staged if s.uuids[0] in (ts[2][0].uuid, ts[0][0].uuid)] == []
     assert any("Collapsed 2 earlier spans (16 messages" in n for n in notices(events))
@@ -255,9 +293,17 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
     c.join(10)
     loaded = load_transcript(bench.transcript_path)
     assert loaded.state.collapses == bench.state.collapses
-    settings = Settings(cwd=bench.cwd, home=bench.home, base_url=api.url, api_key="test-key",
-                        model=bench.model, model_explicit=True, context_collapse=True, context_window=60_000,
-                        session_memory=False)
+    settings = Settings(
+        cwd=bench.cwd,
+        home=bench.home,
+        base_url=api.url,
+        api_key="test-key",
+        model=bench.model,
+        model_explicit=True,
+        context_collapse=True,
+        context_window=60_000,
+        session_memory=False,
+    )
     again = open_session(settings, emit=lambda e: None, ask=None, resume=SESSION_ID)
     assert again.state.collapses == bench.state.collapses
     assert again.conv.view().api == bench.view().api
@@ -270,7 +316,9 @@ def test_usage_measured_before_a_commit_is_lowered_by_what_it_saved(tmp_path: Pa
     bench.view()
     assert bench.conv.collapser.join(10)
     bench.add(user_prompt("next"))
-    real = count_tokens(bench.messages, bench.conv.calibration) + 6_000  # as the server counts: system and tools too
+    real = (
+        count_tokens(bench.messages, bench.conv.calibration) + 6_000
+    )  # as the server counts: system and tools too
     bench.add(assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": real, "output_tokens": 0}))
     now = bench.view()  # the usage says 29,000+: commit; the copy handed on counts the saving
     phs = placeholders(now.messages)
@@ -294,11 +342,13 @@ def test_95_percent_waits_for_the_worker_then_proceeds(tmp_path: Path, api: Fake
     now = bench.view()
     assert time.monotonic() - t0 >= 0.4
     assert [m.text.split("] ")[1].split("\n\n")[0] for m in placeholders(now.messages)] == [
-        "SLOW SUMMARY of the first turns."]
+        "SLOW SUMMARY of the first turns."
+    ]
     assert now.tokens < 36_000
     assert token_state(bench.ports, now.tokens).blocking is False
     assert [n for n in notices(events) if "waiting" in n] == [
-        "The context is nearly full: waiting for older turns to be summarised…"]
+        "The context is nearly full: waiting for older turns to be summarised…"
+    ]
 
 
 def test_the_wait_ends_on_ctrl_c_and_after_its_time_limit(tmp_path: Path, api: FakeAPI) -> None:
@@ -351,7 +401,9 @@ def test_a_staged_span_that_changed_is_not_committed(tmp_path: Path, api: FakeAP
     assert bench.state.collapses[0]["collapsedUuids"][0] == ts[2][0].uuid
 
 
-def test_nothing_is_committed_or_started_while_a_compaction_reads_the_view(tmp_path: Path, api: FakeAPI) -> None:
+def test_nothing_is_committed_or_started_while_a_compaction_reads_the_view(
+    tmp_path: Path, api: FakeAPI
+) -> None:
     bench, _ = make_session(tmp_path, api)
     fill(bench, 37_200)
     bench.conv.compacting = True
@@ -371,8 +423,10 @@ def make_files(project: Path, count: int, lines: int = 120) -> list[Path]:
     """Source files of about 2,600 tokens each as Read shows them."""
     paths = []
     for n in range(count):
-        body = [f"def f{n}_{i}(x): return {' '.join(WORDS[(i * 7 + j + n) % 10] for j in range(9))!r}"
-                for i in range(lines)]
+        body = [
+            f"def f{n}_{i}(x): return {' '.join(WORDS[(i * 7 + j + n) % 10] for j in range(9))!r}"
+            for i in range(lines)
+        ]
         path = project / "src" / f"module_{n:02d}.py"
         path.parent.mkdir(exist_ok=True)
         path.write_text("\n".join(body) + "\n")
@@ -406,19 +460,25 @@ class Model:
         return Reply.text(f"Batch {self.turn} read.")
 
 
-def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(run_cli, project: Path,
-                                                                      isolated_env: Path) -> None:
+def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(
+    run_cli, project: Path, isolated_env: Path
+) -> None:
     paths = make_files(project, 10)
     # six short turns, then one long tool loop: collapsing the old turns keeps it under T to the end (over
     # T with nothing left to collapse, the agent would compact there)
     batches = [[p] for p in paths[:6]] + [paths[6:]]
-    env = {"CLAUDE_CONTEXT_COLLAPSE": "1", "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "60000",
-           "COMPACT_AGENT_SESSION_MEMORY": "0"}
+    env = {
+        "CLAUDE_CONTEXT_COLLAPSE": "1",
+        "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "60000",
+        "COMPACT_AGENT_SESSION_MEMORY": "0",
+    }
     with FakeAPI(context_window=60_000) as api:
         api.on(is_collapse_request, summaries())
         api.on(lambda body: True, Model(batches))
         for k, _ in enumerate(batches):
-            res = run_cli(api, "-p", f"Read batch {k + 1}.", *(["--continue"] if k else []), env=env, timeout=180)
+            res = run_cli(
+                api, "-p", f"Read batch {k + 1}.", *(["--continue"] if k else []), env=env, timeout=180
+            )
             assert res.code == 0, res.stderr
             assert res.stdout == f"Batch {k + 1} read.\n"
         res = run_cli(api, "-p", "Anything left?", "--continue", env=env)
@@ -436,13 +496,15 @@ def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(run_cli, p
     assert commits
     first = next(i for i, b in enumerate(main) if "[Collapsed: " in request_text(b))
     # the prompt itself is gone from the view; the placeholder quotes it as the user's words
-    assert "Read batch 1. [id:" in request_text(main[first - 1]) and "Read batch 1. [id:" not in request_text(main[first])
+    assert "Read batch 1. [id:" in request_text(main[first - 1]) and "Read batch 1. [id:" not in request_text(
+        main[first]
+    )
     assert "<user-message>\nRead batch 1.\n</user-message>" in request_text(main[first])
     assert all("Read batch 7." in request_text(b) for b in main[first:-1])  # it happened in the long loop
     # --continue replays the commit: the resumed request extends the last one of the live session
     previous, resumed = plain(main[-2]["messages"]), plain(main[-1]["messages"])
-    assert resumed[:len(previous)] == previous and "[Collapsed: " in json.dumps(resumed[0])
-    assert [m["role"] for m in resumed[len(previous):]] == ["assistant", "user"]
+    assert resumed[: len(previous)] == previous and "[Collapsed: " in json.dumps(resumed[0])
+    assert [m["role"] for m in resumed[len(previous) :]] == ["assistant", "user"]
     assert "Read batch 1." in json.dumps(recs)  # the transcript keeps everything
 
 
@@ -450,8 +512,9 @@ def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(run_cli, p
 
 
 @pytest.mark.parametrize("window", [50_000, 60_000, 200_000])
-def test_commits_start_at_the_auto_compact_threshold_never_at_the_blocking_limit(tmp_path: Path, api: FakeAPI,
-                                                                                 window: int) -> None:
+def test_commits_start_at_the_auto_compact_threshold_never_at_the_blocking_limit(
+    tmp_path: Path, api: FakeAPI, window: int
+) -> None:
     bench = make_bench(tmp_path, api, session_id=SESSION_ID, context_collapse=True, context_window=window)
     th = bench.thresholds()
     lv = collapse.levels(th)
@@ -459,7 +522,11 @@ def test_commits_start_at_the_auto_compact_threshold_never_at_the_blocking_limit
     assert lv.target < lv.start < lv.commit <= lv.wait <= th.blocking
     if window == 200_000:  # at the reference window the levels are 90%, 70% and 60% of E, as before
         e = th.effective
-        assert (lv.commit, lv.start, lv.target) == (int(e * 0.9), int(e * 0.7), int(e * 0.6)) == (162_000, 125_999, 108_000)
+        assert (
+            (lv.commit, lv.start, lv.target)
+            == (int(e * 0.9), int(e * 0.7), int(e * 0.6))
+            == (162_000, 125_999, 108_000)
+        )
     else:  # at 50K, 90% E (27,000) is the blocking limit itself: commits come at T instead
         assert lv.commit == th.auto_compact and lv.start == th.auto_compact - round(th.effective * 0.2)
 
@@ -483,26 +550,36 @@ def test_span_summaries_read_the_cache_the_main_requests_wrote(tmp_path: Path, a
     body = spans.hits[0]
     assert body["system"] == main_body["system"] and body["tools"] == main_body["tools"]
     sent = plain(body["messages"])
-    assert sent[:len(main_body["messages"]) - 1] == plain(main_body["messages"])[:-1]  # the same prefix
+    assert sent[: len(main_body["messages"]) - 1] == plain(main_body["messages"])[:-1]  # the same prefix
     shown = plain(to_api(tag_prompts(view.messages)))
-    assert sent[:len(shown) - 1] == shown[:-1] and len(sent) in (len(shown), len(shown) + 1)
+    assert sent[: len(shown) - 1] == shown[:-1] and len(sent) in (len(shown), len(shown) + 1)
     assert "Turn 0: check module_0.py" in last_user_text(body)  # the span is named, not sent again
-    assert "Tool result:" not in last_user_text(body) and body["max_tokens"] <= collapse_worker.SUMMARY_MAX_TOKENS
+    assert (
+        "Tool result:" not in last_user_text(body)
+        and body["max_tokens"] <= collapse_worker.SUMMARY_MAX_TOKENS
+    )
     read = bench.usage_total["cache_read_input_tokens"]
     assert read >= 0.9 * estimate_tokens(main_body)  # the whole main prefix came from the cache
 
 
-def test_over_t_with_nothing_to_collapse_it_compacts_at_t_not_at_the_blocking_limit(tmp_path: Path,
-                                                                                     api: FakeAPI) -> None:
+def test_over_t_with_nothing_to_collapse_it_compacts_at_t_not_at_the_blocking_limit(
+    tmp_path: Path, api: FakeAPI
+) -> None:
     bench, events = make_session(tmp_path, api)
     spans = api.on(is_collapse_request, summaries())
-    summary = api.on(lambda body: body.get("tool_choice", {}).get("type") == "none" and not is_collapse_request(body),
-                     Reply.text("<summary>One long turn of reads.</summary>"))
+    summary = api.on(
+        lambda body: body.get("tool_choice", {}).get("type") == "none" and not is_collapse_request(body),
+        Reply.text("<summary>One long turn of reads.</summary>"),
+    )
     bench.add(user_prompt("Read everything, in one go."))
     for n in range(12):  # one long turn: no old, closed turn to collapse
         call = f"toolu_long{n:03d}"
-        bench.add(assistant([{"type": "tool_use", "id": call, "name": "Read", "input": {"file_path": f"m{n}.py"}}],
-                            stop_reason="tool_use"))
+        bench.add(
+            assistant(
+                [{"type": "tool_use", "id": call, "name": "Read", "input": {"file_path": f"m{n}.py"}}],
+                stop_reason="tool_use",
+            )
+        )
         bench.add(tool_results([tool_result_block(call, text_of(2_400, n))]))
         if count_tokens(bench.messages, bench.conv.calibration) >= 28_000:
             break

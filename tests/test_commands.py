@@ -16,7 +16,12 @@ from tests.fakeapi import last_user_text
 
 
 def new_session(api, project: Path, events: list | None = None, **env: str) -> Session:
-    environ = {"HOME": os.environ["HOME"], "COMPACT_AGENT_HOME": os.environ["COMPACT_AGENT_HOME"], **api.env(), **env}
+    environ = {
+        "HOME": os.environ["HOME"],
+        "COMPACT_AGENT_HOME": os.environ["COMPACT_AGENT_HOME"],
+        **api.env(),
+        **env,
+    }
     settings = load_settings(cwd=project, environ=environ, cli={})
     sink = events if events is not None else []
     return open_session(settings, emit=sink.append, ask=None, environ=environ)
@@ -25,8 +30,13 @@ def new_session(api, project: Path, events: list | None = None, **env: str) -> S
 def chat(session: Session, prompt: str, reply: str, tokens: int = 1200) -> None:
     """A finished exchange, recorded without calling the model."""
     session.add(user_prompt(prompt))
-    session.add(assistant([{"type": "text", "text": reply}], model=session.model,
-                          usage={"input_tokens": tokens, "output_tokens": 30}))
+    session.add(
+        assistant(
+            [{"type": "text", "text": reply}],
+            model=session.model,
+            usage={"input_tokens": tokens, "output_tokens": 30},
+        )
+    )
 
 
 def test_help_lists_every_command(fake_api, project):
@@ -57,9 +67,11 @@ def test_help_lists_every_command(fake_api, project):
 def test_unknown_commands_suggest_the_closest(fake_api, project):
     session = new_session(fake_api, project)
     assert commands.run(session, "/compcat now") == commands.Result(
-        "Unknown command /compcat. Did you mean /compact?", ok=False)
+        "Unknown command /compcat. Did you mean /compact?", ok=False
+    )
     assert commands.run(session, "/xyzzy") == commands.Result(
-        "Unknown command /xyzzy. Type /help for the list of commands.", ok=False)
+        "Unknown command /xyzzy. Type /help for the list of commands.", ok=False
+    )
     assert commands.is_command("/help") and commands.is_command("/compact keep the greeting")
     assert not commands.is_command("/etc/hosts: what is in it?") and not commands.is_command("hello /help")
 
@@ -79,32 +91,51 @@ def test_model_shows_and_switches(fake_api, project):
 
 def test_cost(fake_api, project):
     session = new_session(fake_api, project)
-    session.usage_total = {"input_tokens": 12_345, "output_tokens": 678, "cache_read_input_tokens": 90_000,
-                           "cache_creation_input_tokens": 4_000}
+    session.usage_total = {
+        "input_tokens": 12_345,
+        "output_tokens": 678,
+        "cache_read_input_tokens": 90_000,
+        "cache_creation_input_tokens": 4_000,
+    }
     session.cost = 0.123456
     assert commands.run(session, "/cost").text == (
-        "Total cost: $0.1235\nUsage: 12,345 input · 678 output · 90,000 cache read · 4,000 cache write")
+        "Total cost: $0.1235\nUsage: 12,345 input · 678 output · 90,000 cache read · 4,000 cache write"
+    )
 
 
 def test_summary_and_history_before_and_after_a_compaction(fake_api, project):
     session = new_session(fake_api, project)
     assert commands.run(session, "/summary").text == "No compaction in this session yet."
     assert commands.run(session, "/history").text == "No compaction in this session yet."
-    old = [user_prompt("fix the login bug in auth.py please"),
-           assistant([{"type": "text", "text": "Looking."},
-                      {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/p/auth.py"}}]),
-           session_messages_tool_result()]
-    session.conv.last_compaction = {"summary": "The user wants the login bug fixed.", "pre_messages": old,
-                                    "trigger": "manual", "pre_tokens": 154_000, "post_tokens": 18_000}
+    old = [
+        user_prompt("fix the login bug in auth.py please"),
+        assistant(
+            [
+                {"type": "text", "text": "Looking."},
+                {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/p/auth.py"}},
+            ]
+        ),
+        session_messages_tool_result(),
+    ]
+    session.conv.last_compaction = {
+        "summary": "The user wants the login bug fixed.",
+        "pre_messages": old,
+        "trigger": "manual",
+        "pre_tokens": 154_000,
+        "post_tokens": 18_000,
+    }
     summary = commands.run(session, "/summary")
     assert summary.markdown
-    assert summary.text == ("Summary from the last compaction (manual · 154k → 18k tokens):\n\n"
-                            "The user wants the login bug fixed.")
+    assert summary.text == (
+        "Summary from the last compaction (manual · 154k → 18k tokens):\n\n"
+        "The user wants the login bug fixed."
+    )
     assert commands.run(session, "/history").text == (
         "Before the last compaction (3 messages):\n"
         "   1. user: fix the login bug in auth.py please\n"
         "   2. assistant: Looking. · Read(/p/auth.py)\n"
-        "   3. tool results: 1 (1 error)")
+        "   3. tool results: 1 (1 error)"
+    )
 
 
 def session_messages_tool_result():
@@ -116,11 +147,13 @@ def session_messages_tool_result():
 def test_memory_shows_the_notes_file(fake_api, project):
     session = new_session(fake_api, project)
     assert commands.run(session, "/memory").text == (
-        "No session notes yet; they start once the conversation reaches about 10k tokens.")
+        "No session notes yet; they start once the conversation reaches about 10k tokens."
+    )
     session.notes_path.parent.mkdir(parents=True)
     session.notes_path.write_text("# Current State\nFixing the login bug.\n")
     assert commands.run(session, "/memory").text == (
-        f"Session notes ({session.notes_path}):\n\n# Current State\nFixing the login bug.\n")
+        f"Session notes ({session.notes_path}):\n\n# Current State\nFixing the login bug.\n"
+    )
     off = new_session(fake_api, project, COMPACT_AGENT_SESSION_MEMORY="0")
     assert commands.run(off, "/memory").text == "Session memory is off (COMPACT_AGENT_SESSION_MEMORY=0)."
 
@@ -134,8 +167,14 @@ def test_context_breakdown_adds_up_and_stays_out_of_the_conversation(fake_api, p
     assert isinstance(result, commands.ContextUsage) and result.markdown
     assert session.messages == before  # never added to the conversation
     names = [c.name for c in result.categories]
-    assert names == ["System prompt", "System tools", "Memory files", "Messages", "Free space",
-                     "Autocompact buffer"]
+    assert names == [
+        "System prompt",
+        "System tools",
+        "Memory files",
+        "Messages",
+        "Free space",
+        "Autocompact buffer",
+    ]
     by = {c.key: c.tokens for c in result.categories}
     assert result.window == 100_000
     assert by["buffer"] == 100_000 - 67_000  # W − T with W capped at 100k: E 80,000, T 67,000
@@ -148,7 +187,8 @@ def test_context_breakdown_adds_up_and_stays_out_of_the_conversation(fake_api, p
     assert result.text == (
         f"## Context usage\n\nModel: {session.model}  \nTokens: {k(result.used)} / 100k (5%)\n\n"
         f"| Category | Tokens | Share |\n|---|---:|---:|\n{rows}\n\n"
-        f"Memory files:\n- {project / 'CLAUDE.md'}: {k(by['memory'])} tokens")
+        f"Memory files:\n- {project / 'CLAUDE.md'}: {k(by['memory'])} tokens"
+    )
 
 
 def test_compact_with_instructions_reaches_the_summary_request(fake_api, project):
@@ -189,12 +229,18 @@ def test_clear_and_resume(fake_api, project):
     assert isinstance(listing, commands.SessionList) and len(listing.sessions) == 2
     lines = listing.text.splitlines()
     assert lines[0] == f"Sessions in {project}:"
-    assert re.fullmatch(rf"  1\. \S+ \S+ · 2 messages · a second session · {second.session_id} \(current\)", lines[1])
-    assert re.fullmatch(rf"  2\. \S+ \S+ · 2 messages · remember the number 42 · {first.session_id}", lines[2])
+    assert re.fullmatch(
+        rf"  1\. \S+ \S+ · 2 messages · a second session · {second.session_id} \(current\)", lines[1]
+    )
+    assert re.fullmatch(
+        rf"  2\. \S+ \S+ · 2 messages · remember the number 42 · {first.session_id}", lines[2]
+    )
     assert lines[3] == "Resume one with /resume N or /resume ID."
 
     assert commands.run(second, "/resume 1") == commands.Result("That is the current session.", ok=False)
-    assert commands.run(second, "/resume 7") == commands.Result("No session number 7; /resume lists 2.", ok=False)
+    assert commands.run(second, "/resume 7") == commands.Result(
+        "No session number 7; /resume lists 2.", ok=False
+    )
     resumed = commands.run(second, "/resume 2")
     assert isinstance(resumed, commands.Switched)
     assert resumed.text == f"Resumed session {first.session_id} (2 messages)."
@@ -207,4 +253,12 @@ def test_clear_and_resume(fake_api, project):
 
 def test_fmt_tokens():
     assert [commands.fmt_tokens(n) for n in (0, 999, 1000, 1530, 9_999, 10_000, 154_321, 1_000_000)] == [
-        "0", "999", "1.0k", "1.5k", "10.0k", "10k", "154k", "1000k"]
+        "0",
+        "999",
+        "1.0k",
+        "1.5k",
+        "10.0k",
+        "10k",
+        "154k",
+        "1000k",
+    ]

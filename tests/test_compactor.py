@@ -23,8 +23,10 @@ from tests.fakeapi import FakeAPI, Reply, last_user_text, request_text
 from tests.harness import Bench, make_bench
 from tools.read import number_lines, record_read
 
-SUMMARY_REPLY = ("<analysis>private walk through the conversation</analysis>\n"
-                 "<summary>1. Primary Request and Intent: fix the parser\n9. Optional Next Step: none</summary>")
+SUMMARY_REPLY = (
+    "<analysis>private walk through the conversation</analysis>\n"
+    "<summary>1. Primary Request and Intent: fix the parser\n9. Optional Next Step: none</summary>"
+)
 
 
 # --- helpers --------------------------------------------------------------------------------------------
@@ -44,9 +46,15 @@ def write_file(bench: Bench, name: str, lines: int = 20, width: int = 6) -> Path
 def read_round(bench: Bench, path: Path, text: str = "Reading it.") -> None:
     """An assistant Read call and its result, as the loop would record them (read state included)."""
     use_id = f"toolu_{path.stem}_{len(bench.messages)}"
-    bench.add(assistant([{"type": "text", "text": text},
-                           {"type": "tool_use", "id": use_id, "name": "Read", "input": {"file_path": str(path)}}],
-                          stop_reason="tool_use"))
+    bench.add(
+        assistant(
+            [
+                {"type": "text", "text": text},
+                {"type": "tool_use", "id": use_id, "name": "Read", "input": {"file_path": str(path)}},
+            ],
+            stop_reason="tool_use",
+        )
+    )
     body = number_lines(path.read_text().splitlines(), 1)
     bench.add(tool_results([tool_result_block(use_id, body)]))
     record_read(bench.tool_ctx, path)
@@ -117,7 +125,9 @@ def test_compaction_replaces_history_with_summary_and_writes_boundary(tmp_path: 
     assert boundary["compactMetadata"]["trigger"] == "auto"
     assert boundary["compactMetadata"]["preTokens"] > 0
     assert after["isCompactSummary"] is True and after["parentUuid"] == boundary["uuid"]
-    assert [r["uuid"] for r in recs if r.get("type") in ("user", "assistant")][: len(old)] == [m.uuid for m in old]
+    assert [r["uuid"] for r in recs if r.get("type") in ("user", "assistant")][: len(old)] == [
+        m.uuid for m in old
+    ]
     finished = of_type(events, CompactFinished)
     assert [(e.trigger, e.method) for e in finished] == [("auto", "summary")]
     assert finished[0].post_tokens < finished[0].pre_tokens
@@ -154,7 +164,9 @@ def test_the_next_main_request_is_the_compacted_view(tmp_path: Path, api: FakeAP
 
 
 @pytest.mark.parametrize("reply", ["", "API Error: 529 overloaded", "   "])
-def test_unusable_reply_leaves_conversation_and_transcript_untouched(tmp_path: Path, api: FakeAPI, reply: str) -> None:
+def test_unusable_reply_leaves_conversation_and_transcript_untouched(
+    tmp_path: Path, api: FakeAPI, reply: str
+) -> None:
     bench, events = make_session(tmp_path, api)
     conversation(bench, ["a.py"])
     before_messages = list(bench.messages)
@@ -167,8 +179,10 @@ def test_unusable_reply_leaves_conversation_and_transcript_untouched(tmp_path: P
     assert bench.messages == before_messages
     assert bench.transcript_path.read_bytes() == before_bytes
     assert bench.tool_ctx.read_files == before_read
-    assert [type(e) for e in events if isinstance(e, (CompactStarted, CompactFailed, CompactFinished))] == \
-        [CompactStarted, CompactFailed]
+    assert [type(e) for e in events if isinstance(e, (CompactStarted, CompactFailed, CompactFinished))] == [
+        CompactStarted,
+        CompactFailed,
+    ]
     assert bench.conv.compact_failures == 1
 
 
@@ -226,7 +240,9 @@ def test_still_over_threshold_is_kept_but_counted_as_a_failure(tmp_path: Path, a
     api.reply_text("<summary>" + "a long summary that keeps every detail " * 400 + "</summary>")
     assert compactor.compact(bench.conv, bench.ports, "auto") is True
     assert bench.messages[0].kind == "summary"
-    assert of_type(events, CompactFailed) == [CompactFailed("auto", "still over the threshold after compacting")]
+    assert of_type(events, CompactFailed) == [
+        CompactFailed("auto", "still over the threshold after compacting")
+    ]
     assert bench.conv.compact_failures == 1
     assert compactor.nothing_new_since_compaction(bench.conv)
 
@@ -276,8 +292,10 @@ def test_files_visible_in_kept_messages_are_not_restored_again(tmp_path: Path, a
     paths = conversation(bench, ["a.py", "b.py", "c.py"])
     kept = bench.messages[-2:]  # the Read of c.py and its result
     plan = restore.plan_restore(bench.conv, bench.ports, kept, bench.messages)
-    assert [m.text.split(" you had read ")[1].split(".py")[0] + ".py" for m in plan.messages] == \
-        [str(paths[1].resolve()), str(paths[0].resolve())]
+    assert [m.text.split(" you had read ")[1].split(".py")[0] + ".py" for m in plan.messages] == [
+        str(paths[1].resolve()),
+        str(paths[0].resolve()),
+    ]
     restore.apply_read_state(bench.conv, plan, kept)
     assert set(bench.tool_ctx.read_files) == {str(p.resolve()) for p in paths}
 
@@ -294,14 +312,20 @@ def test_plan_file_is_restored(tmp_path: Path, api: FakeAPI) -> None:
 # --- the notes path (session memory) ---------------------------------------------------------------------
 
 
-def test_notes_compaction_keeps_a_tail_and_records_the_segment(tmp_path: Path, api: FakeAPI,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_notes_compaction_keeps_a_tail_and_records_the_segment(
+    tmp_path: Path, api: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bench, events = make_session(tmp_path, api, session_memory=True)
     conversation(bench, ["a.py", "b.py"])
-    bench.add(assistant([{"type": "text", "text": "done"}], usage={"input_tokens": 90_000, "output_tokens": 5}))
+    bench.add(
+        assistant([{"type": "text", "text": "done"}], usage={"input_tokens": 90_000, "output_tokens": 5})
+    )
     tail = bench.messages[-3:]
-    monkeypatch.setattr(notes_compaction, "compact_with_notes",
-                        lambda conv, ports, trigger: Compaction("session-memory", "# Current State\nparsing", kept=tail))
+    monkeypatch.setattr(
+        notes_compaction,
+        "compact_with_notes",
+        lambda conv, ports, trigger: Compaction("session-memory", "# Current State\nparsing", kept=tail),
+    )
 
     assert compactor.compact(bench.conv, bench.ports, "auto")
 
@@ -310,7 +334,10 @@ def test_notes_compaction_keeps_a_tail_and_records_the_segment(tmp_path: Path, a
     assert bench.messages[3].usage is None  # stale after the compaction
     boundary = next(r for r in transcript_records(bench) if r.get("subtype") == "compact_boundary")
     assert boundary["compactMetadata"]["preservedSegment"] == {
-        "headUuid": tail[0].uuid, "anchorUuid": bench.messages[0].uuid, "tailUuid": tail[-1].uuid}
+        "headUuid": tail[0].uuid,
+        "anchorUuid": bench.messages[0].uuid,
+        "tailUuid": tail[-1].uuid,
+    }
     assert of_type(events, CompactFinished)[0].method == "session-memory"
     # the working-state attachment follows the kept tail; b.py is visible in the kept Read, a.py comes back
     assert ledger.SNAPSHOT_KEY in bench.messages[4].extra
@@ -321,8 +348,11 @@ def test_notes_compaction_keeps_a_tail_and_records_the_segment(tmp_path: Path, a
 def test_instructions_skip_the_notes(tmp_path: Path, api: FakeAPI, monkeypatch: pytest.MonkeyPatch) -> None:
     bench, _ = make_session(tmp_path, api, session_memory=True)
     conversation(bench, ["a.py"])
-    monkeypatch.setattr(notes_compaction, "compact_with_notes",
-                        lambda conv, ports, trigger: pytest.fail("notes used despite instructions"))
+    monkeypatch.setattr(
+        notes_compaction,
+        "compact_with_notes",
+        lambda conv, ports, trigger: pytest.fail("notes used despite instructions"),
+    )
     api.reply_text(SUMMARY_REPLY)
     assert compactor.compact(bench.conv, bench.ports, "manual", "keep the file names")
     assert "keep the file names" in last_user_text(api.message_requests[-1].body)
@@ -332,8 +362,10 @@ def test_instructions_skip_the_notes(tmp_path: Path, api: FakeAPI, monkeypatch: 
 
 
 def test_pre_compact_hook_output_reaches_the_summary_request(tmp_path: Path, api: FakeAPI) -> None:
-    hooks = {"PreCompact": hook("echo 'Preserve the list of modified files.'", matcher="auto")
-             + hook("echo 'manual only'", matcher="manual")}
+    hooks = {
+        "PreCompact": hook("echo 'Preserve the list of modified files.'", matcher="auto")
+        + hook("echo 'manual only'", matcher="manual")
+    }
     bench, _ = make_session(tmp_path, api, hooks=hooks)
     conversation(bench, ["a.py"])
     (bench.cwd / "CLAUDE.md").write_text("# Compact Instructions\nMention the test command.\n")
@@ -358,9 +390,11 @@ def test_custom_instructions_come_first(tmp_path: Path, api: FakeAPI) -> None:
 
 def test_session_start_and_post_compact_hooks(tmp_path: Path, api: FakeAPI) -> None:
     seen = tmp_path / "post.json"
-    hooks = {"SessionStart": hook("echo 'You are on branch feature/x.'", matcher="compact")
-             + hook("echo 'startup only'", matcher="startup"),
-             "PostCompact": hook(f"cat > {seen}")}
+    hooks = {
+        "SessionStart": hook("echo 'You are on branch feature/x.'", matcher="compact")
+        + hook("echo 'startup only'", matcher="startup"),
+        "PostCompact": hook(f"cat > {seen}"),
+    }
     bench, events = make_session(tmp_path, api, hooks=hooks)
     conversation(bench, ["a.py"])
     api.reply_text(SUMMARY_REPLY)
@@ -373,7 +407,9 @@ def test_session_start_and_post_compact_hooks(tmp_path: Path, api: FakeAPI) -> N
     payload = json.loads(seen.read_text())
     assert payload["hook_event_name"] == "PostCompact" and payload["trigger"] == "auto"
     assert payload["compact_summary"].startswith("1. Primary Request and Intent")
-    assert "SessionStart hook output added to the context" in of_type(events, CompactFinished)[0].hook_messages
+    assert (
+        "SessionStart hook output added to the context" in of_type(events, CompactFinished)[0].hook_messages
+    )
 
 
 def test_failing_and_hanging_hooks_are_reported_and_compaction_proceeds(tmp_path: Path, api: FakeAPI) -> None:

@@ -13,35 +13,60 @@ def test_off_without_a_setting_or_when_disabled() -> None:
 
 def test_tool_clearing_with_the_configured_numbers() -> None:
     config = {"enabled": True, "keepToolUses": 4, "triggerTokens": 120_000, "clearAtLeastTokens": 30_000}
-    assert request_params(config, thinking_enabled=False) == ({"context_management": {"edits": [{
-        "type": "clear_tool_uses_20250919",
-        "trigger": {"type": "input_tokens", "value": 120_000},
-        "keep": {"type": "tool_uses", "value": 4},
-        "clear_at_least": {"type": "input_tokens", "value": 30_000},
-    }]}}, [BETA])
+    assert request_params(config, thinking_enabled=False) == (
+        {
+            "context_management": {
+                "edits": [
+                    {
+                        "type": "clear_tool_uses_20250919",
+                        "trigger": {"type": "input_tokens", "value": 120_000},
+                        "keep": {"type": "tool_uses", "value": 4},
+                        "clear_at_least": {"type": "input_tokens", "value": 30_000},
+                    }
+                ]
+            }
+        },
+        [BETA],
+    )
     assert BETA == "context-management-2025-06-27"
 
 
 def test_defaults_and_thinking_first() -> None:
     body, betas = request_params({"enabled": True}, thinking_enabled=True)
-    assert body == {"context_management": {"edits": [
-        {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}},
-        {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 100_000},
-         "keep": {"type": "tool_uses", "value": 3}, "clear_at_least": {"type": "input_tokens", "value": 20_000}},
-    ]}}
+    assert body == {
+        "context_management": {
+            "edits": [
+                {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}},
+                {
+                    "type": "clear_tool_uses_20250919",
+                    "trigger": {"type": "input_tokens", "value": 100_000},
+                    "keep": {"type": "tool_uses", "value": 3},
+                    "clear_at_least": {"type": "input_tokens", "value": 20_000},
+                },
+            ]
+        }
+    }
     assert betas == [BETA]
 
 
 def test_thinking_clearing_can_be_turned_off_and_clear_at_least_left_out() -> None:
-    body, _ = request_params({"clearThinking": False, "clearAtLeastTokens": 0, "excludeTools": ["Edit"]},
-                             thinking_enabled=True)
-    assert body["context_management"]["edits"] == [{
-        "type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 100_000},
-        "keep": {"type": "tool_uses", "value": 3}, "exclude_tools": ["Edit"]}]
+    body, _ = request_params(
+        {"clearThinking": False, "clearAtLeastTokens": 0, "excludeTools": ["Edit"]}, thinking_enabled=True
+    )
+    assert body["context_management"]["edits"] == [
+        {
+            "type": "clear_tool_uses_20250919",
+            "trigger": {"type": "input_tokens", "value": 100_000},
+            "keep": {"type": "tool_uses", "value": 3},
+            "exclude_tools": ["Edit"],
+        }
+    ]
 
 
-APPLIED = [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 8, "cleared_input_tokens": 50_000},
-           {"type": "clear_thinking_20251015", "cleared_thinking_turns": 3, "cleared_input_tokens": 15_000}]
+APPLIED = [
+    {"type": "clear_tool_uses_20250919", "cleared_tool_uses": 8, "cleared_input_tokens": 50_000},
+    {"type": "clear_thinking_20251015", "cleared_thinking_turns": 3, "cleared_input_tokens": 15_000},
+]
 
 
 def test_applied_edits_from_a_response_dict() -> None:

@@ -20,8 +20,10 @@ from tests.conftest import _SCRUB, ROOT, records, transcripts
 from tests.fakeapi import FakeAPI, Reply, Route, last_user_text, request_text
 from tests.test_e2e_compaction import make_files
 
-SUMMARY = ("<analysis>thinking it over</analysis>\n"
-           "<summary>1. Primary Request and Intent: SUMMARY-AFTER-CRASH read the project files.</summary>")
+SUMMARY = (
+    "<analysis>thinking it over</analysis>\n"
+    "<summary>1. Primary Request and Intent: SUMMARY-AFTER-CRASH read the project files.</summary>"
+)
 NO_NOTES = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
 
 
@@ -37,11 +39,25 @@ def spawn(project: Path, isolated_env: Path):
 
     def start(api: FakeAPI, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB)}
-        full_env.update({"HOME": str(isolated_env), "COMPACT_AGENT_HOME": str(isolated_env / ".compact-agent"),
-                         "ANTHROPIC_API_KEY": "test-key", "PYTHONPATH": str(ROOT), "ANTHROPIC_BASE_URL": api.url,
-                         **(env or {})})
-        proc = subprocess.Popen([sys.executable, "-m", "agent", *args], cwd=project, env=full_env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        full_env.update(
+            {
+                "HOME": str(isolated_env),
+                "COMPACT_AGENT_HOME": str(isolated_env / ".compact-agent"),
+                "ANTHROPIC_API_KEY": "test-key",
+                "PYTHONPATH": str(ROOT),
+                "ANTHROPIC_BASE_URL": api.url,
+                **(env or {}),
+            }
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agent", *args],
+            cwd=project,
+            env=full_env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         started.append(proc)
         return proc
 
@@ -100,8 +116,11 @@ def has_tool_use(path: Path | None) -> bool:
 
 def ends_with_prompt(body: dict, prompt: str) -> bool:
     """The last user message ends with ``prompt`` (reminders the agent attaches aside)."""
-    texts = [b["text"] for b in body["messages"][-1]["content"] if b.get("type") == "text"
-             and not b["text"].startswith("<system-reminder>")]
+    texts = [
+        b["text"]
+        for b in body["messages"][-1]["content"]
+        if b.get("type") == "text" and not b["text"].startswith("<system-reminder>")
+    ]
     return body["messages"][-1]["role"] == "user" and bool(texts) and texts[-1].startswith(prompt)
 
 
@@ -132,12 +151,15 @@ def test_kill_during_a_tool_call_then_continue(spawn, run_cli, isolated_env: Pat
     assert "Wait for the slow command." in request_text(body)
     assert ends_with_prompt(body, "go on")
     uses = [b["id"] for m in body["messages"] for b in m["content"] if b.get("type") == "tool_use"]
-    results = [b["tool_use_id"] for m in body["messages"] for b in m["content"] if b.get("type") == "tool_result"]
+    results = [
+        b["tool_use_id"] for m in body["messages"] for b in m["content"] if b.get("type") == "tool_result"
+    ]
     assert uses == results  # dropped, or answered: never dangling
     after = path.read_bytes()
     assert after.startswith(before)  # nothing recorded before the kill is lost or rewritten
-    assert [r["uuid"] for r in valid_json_lines(after)][:len(valid_json_lines(before))] == \
-        [r["uuid"] for r in valid_json_lines(before)]
+    assert [r["uuid"] for r in valid_json_lines(after)][: len(valid_json_lines(before))] == [
+        r["uuid"] for r in valid_json_lines(before)
+    ]
     assert [p for p in transcripts(isolated_env)] == [path]
 
 
@@ -183,8 +205,13 @@ def test_kill_during_a_compaction_then_continue(spawn, run_cli, project: Path, i
     assert api.violations == []
     after = path.read_bytes()
     assert after.startswith(killed)
-    read_before = [b["input"]["file_path"] for r in recs if r.get("type") == "assistant"
-                   for b in r["message"]["content"] if b.get("type") == "tool_use"]
+    read_before = [
+        b["input"]["file_path"]
+        for r in recs
+        if r.get("type") == "assistant"
+        for b in r["message"]["content"]
+        if b.get("type") == "tool_use"
+    ]
     assert read_before  # the pre-compaction reads are intact in the file
     assert "EARLY-PROMPT-MARK" in after.decode()
     # the continued context is still over T: it compacts (the prompt with it), then goes on from the summary
@@ -204,10 +231,18 @@ def test_a_boundary_without_its_summary_still_resumes(run_cli, fake_api: FakeAPI
     assert run_cli(fake_api, "-p", "PRE-BOUNDARY-PROMPT").code == 0
     [path] = transcripts(isolated_env)
     last = records(path)[-1]
-    boundary = {"parentUuid": None, "logicalParentUuid": last["uuid"], "isSidechain": False, "type": "system",
-                "subtype": "compact_boundary", "content": "Conversation compacted", "sessionId": last["sessionId"],
-                "uuid": "b0b0b0b0-0000-4000-8000-000000000001", "timestamp": last["timestamp"],
-                "compactMetadata": {"trigger": "auto", "preTokens": 170000}}
+    boundary = {
+        "parentUuid": None,
+        "logicalParentUuid": last["uuid"],
+        "isSidechain": False,
+        "type": "system",
+        "subtype": "compact_boundary",
+        "content": "Conversation compacted",
+        "sessionId": last["sessionId"],
+        "uuid": "b0b0b0b0-0000-4000-8000-000000000001",
+        "timestamp": last["timestamp"],
+        "compactMetadata": {"trigger": "auto", "preTokens": 170000},
+    }
     with open(path, "a") as f:
         f.write(json.dumps(boundary) + "\n")
     before = path.read_bytes()
@@ -229,8 +264,13 @@ def test_a_torn_last_line_is_skipped_with_a_warning(run_cli, fake_api: FakeAPI, 
     assert run_cli(fake_api, "-p", "What is the answer?").code == 0
     [path] = transcripts(isolated_env)
     whole = path.read_bytes()
-    torn = json.dumps({"parentUuid": records(path)[-1]["uuid"], "type": "user", "message": {
-        "role": "user", "content": "this line was cut off by the crash"}}).encode()[:60]
+    torn = json.dumps(
+        {
+            "parentUuid": records(path)[-1]["uuid"],
+            "type": "user",
+            "message": {"role": "user", "content": "this line was cut off by the crash"},
+        }
+    ).encode()[:60]
     path.write_bytes(whole + torn)
 
     fake_api.reply_text("Still 42.")
@@ -244,7 +284,7 @@ def test_a_torn_last_line_is_skipped_with_a_warning(run_cli, fake_api: FakeAPI, 
     assert "cut off" not in request_text(body)
     after = path.read_bytes()
     assert after.startswith(whole + torn)  # the torn bytes stay; our next record starts on a line of its own
-    lines = after[len(whole):].split(b"\n")
+    lines = after[len(whole) :].split(b"\n")
     assert lines[0] == torn
     assert all(json.loads(line) for line in lines[1:] if line)
     # and a third run over the repaired file warns the same and works

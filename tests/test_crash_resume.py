@@ -26,12 +26,21 @@ def alive(pid: int) -> bool:
 
 
 def results_for(body: dict, tool_use_id: str) -> list[dict]:
-    return [b for m in body["messages"] if m["role"] == "user" for b in m["content"]
-            if b.get("type") == "tool_result" and b.get("tool_use_id") == tool_use_id]
+    return [
+        b
+        for m in body["messages"]
+        if m["role"] == "user"
+        for b in m["content"]
+        if b.get("type") == "tool_result" and b.get("tool_use_id") == tool_use_id
+    ]
 
 
 def test_kill_9_during_bash_kills_its_group_and_continue_reports_the_interrupted_call(
-        spawn, run_cli, project: Path, isolated_env: Path) -> None:  # noqa: F811
+    spawn,  # noqa: F811 - the fixture imported above
+    run_cli,
+    project: Path,
+    isolated_env: Path,
+) -> None:
     command = "echo $$ > shell.pid; sleep 30 & echo $! > child.pid; wait"
     with FakeAPI() as api:
         api.reply_tool("Bash", {"command": command}, id="toolu_killed")
@@ -54,14 +63,18 @@ def test_kill_9_during_bash_kills_its_group_and_continue_reports_the_interrupted
         assert "stopped during a tool call (Bash)" in res.stderr
         body = api.message_requests[-1].body
         [result] = results_for(body, "toolu_killed")
-        assert result == {"type": "tool_result", "tool_use_id": "toolu_killed", "content": INTERRUPTED_BY_STOP,
-                          "is_error": True}
+        assert result == {
+            "type": "tool_result",
+            "tool_use_id": "toolu_killed",
+            "content": INTERRUPTED_BY_STOP,
+            "is_error": True,
+        }
         assert "what happened?" in request_text(body)
         assert api.violations == []
 
         after = path.read_bytes()
         assert after.startswith(before)  # recorded by appending
-        answer = next(r for r in records(path)[len(before.splitlines()):] if r["type"] == "user")
+        answer = next(r for r in records(path)[len(before.splitlines()) :] if r["type"] == "user")
         assert answer["message"]["content"][0]["tool_use_id"] == "toolu_killed"
         assert answer["parentUuid"] == json.loads(before.splitlines()[-1])["uuid"]
 
@@ -77,7 +90,9 @@ def test_kill_9_during_bash_kills_its_group_and_continue_reports_the_interrupted
     assert transcripts(isolated_env) == [path]
 
 
-def test_resume_of_a_file_without_session_records_is_refused(run_cli, fake_api: FakeAPI, tmp_path: Path) -> None:
+def test_resume_of_a_file_without_session_records_is_refused(
+    run_cli, fake_api: FakeAPI, tmp_path: Path
+) -> None:
     files = {
         "notes.txt": b"just some notes\nnothing to see\n",
         "blob.bin": bytes(range(256)) * 40,
@@ -89,14 +104,17 @@ def test_resume_of_a_file_without_session_records_is_refused(run_cli, fake_api: 
         (tmp_path / name).write_bytes(data)
         res = run_cli(fake_api, "-p", "hello", "--resume", str(tmp_path / name))
         assert res.code != 0, name
-        assert res.stderr == f"compact-agent: {tmp_path / name} holds no session records (not a transcript?); " \
-                             "nothing to resume\n", name
+        assert (
+            res.stderr == f"compact-agent: {tmp_path / name} holds no session records (not a transcript?); "
+            "nothing to resume\n"
+        ), name
         assert res.stdout == ""
     assert fake_api.message_requests == []
 
 
-def test_a_transcript_with_a_torn_last_line_still_resumes(run_cli, fake_api: FakeAPI, isolated_env: Path,
-                                                         tmp_path: Path) -> None:
+def test_a_transcript_with_a_torn_last_line_still_resumes(
+    run_cli, fake_api: FakeAPI, isolated_env: Path, tmp_path: Path
+) -> None:
     fake_api.reply_text("First.")
     assert run_cli(fake_api, "-p", "REMEMBER-THIS").code == 0
     [path] = transcripts(isolated_env)

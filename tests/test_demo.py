@@ -38,8 +38,12 @@ def test_demo_auto_plays_the_whole_story_and_exits_0(tmp_path: Path, isolated_en
     here.mkdir()
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    pane = Pane(isolated_env, here, {"TMPDIR": str(scratch), "ANTHROPIC_API_KEY": "", "DISABLE_COMPACT": "1"},
-                ["--demo", "--auto", ";", "echo", "DEMO-EXIT=$?", ";", "sleep", "60"])
+    pane = Pane(
+        isolated_env,
+        here,
+        {"TMPDIR": str(scratch), "ANTHROPIC_API_KEY": "", "DISABLE_COMPACT": "1"},
+        ["--demo", "--auto", ";", "echo", "DEMO-EXIT=$?", ";", "sleep", "60"],
+    )
     seen: list[str] = []  # what was on screen at some moment, in order
     try:
         deadline = time.monotonic() + 60
@@ -135,16 +139,28 @@ def test_the_scripted_model_follows_the_story_stops_on_a_refusal_and_summarises(
     edit = story.respond(typed(fix.line))
     [use] = [b for b in edit.content if b["type"] == "tool_use"]
     assert use["name"] == "Edit" and use["input"]["file_path"] == str(project / "shop" / "pricing.py")
-    refused = story.respond(body({"type": "tool_result", "tool_use_id": use["id"], "is_error": True,
-                                  "content": "The user declined this Edit call; it was not run."}))
+    refused = story.respond(
+        body(
+            {
+                "type": "tool_result",
+                "tool_use_id": use["id"],
+                "is_error": True,
+                "content": "The user declined this Edit call; it was not run.",
+            }
+        )
+    )
     assert "That call did not go through (The user declined this Edit call" in refused.content[0]["text"]
     assert story.problems == ["a tool call failed: The user declined this Edit call; it was not run."]
     assert story.played == []  # neither beat went to its end
 
     aside = story.respond(typed("tell me a joke"))
     assert "scripted model" in aside.content[0]["text"] and len(story.problems) == 2
-    summary = story.respond(body({"type": "text", "text": "...<summary>...\n\nAdditional instructions:\nbe brief"},
-                                 tool_choice={"type": "none"}))
+    summary = story.respond(
+        body(
+            {"type": "text", "text": "...<summary>...\n\nAdditional instructions:\nbe brief"},
+            tool_choice={"type": "none"},
+        )
+    )
     text = summary.content[0]["text"]
     assert "<summary>" in text and "(Written as asked: be brief.)" in text
     assert explore.line in text and fix.line in text and "tell me a joke" not in text
@@ -160,20 +176,32 @@ def test_no_key_mentions_the_demo_and_help_lists_commands_and_variables(run_cli)
     assert "/compact [instructions]" in help_.stdout
     for name in commands.names():  # every command the REPL knows, aliases included
         assert f"/{name}" in help_.stdout, name
-    for name in ["--demo", "--auto", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
-                 "ANTHROPIC_MODEL", "COMPACT_AGENT_HOME", "DISABLE_COMPACT"]:
+    for name in [
+        "--demo",
+        "--auto",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_MODEL",
+        "COMPACT_AGENT_HOME",
+        "DISABLE_COMPACT",
+    ]:
         assert name in help_.stdout, name
 
 
 def test_auto_needs_demo_and_demo_takes_no_other_options(run_cli) -> None:
     auto = run_cli(None, "--auto")
-    assert auto.code == 2 and auto.stderr.strip().splitlines() == ["compact-agent: --auto only goes with --demo"]
+    assert auto.code == 2 and auto.stderr.strip().splitlines() == [
+        "compact-agent: --auto only goes with --demo"
+    ]
     mixed = run_cli(None, "--demo", "-p", "hi")
     assert mixed.code == 2 and len(mixed.stderr.strip().splitlines()) == 1 and "--demo" in mixed.stderr
 
 
 def test_normal_start_up_does_not_load_the_demo() -> None:
-    code = ("import sys, agent.cli, agent.repl, agent.printmode; "
-            "print(sorted(m for m in sys.modules if m.startswith('agent.demo')))")
+    code = (
+        "import sys, agent.cli, agent.repl, agent.printmode; "
+        "print(sorted(m for m in sys.modules if m.startswith('agent.demo')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -15,12 +15,16 @@ from typing import Any
 from tests.conftest import records, transcripts
 from tests.fakeapi import FakeAPI, Reply, estimate_tokens, last_user_text, request_text
 
-SUMMARY = ("<analysis>PRIVATE-ANALYSIS walking through every read</analysis>\n"
-           "<summary>1. Primary Request and Intent: read every file in the project and report.\n"
-           "8. Current Work: reading the files one by one.</summary>")
+SUMMARY = (
+    "<analysis>PRIVATE-ANALYSIS walking through every read</analysis>\n"
+    "<summary>1. Primary Request and Intent: read every file in the project and report.\n"
+    "8. Current Work: reading the files one by one.</summary>"
+)
 FINAL = "All files read."
 ENV = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
 WORDS = "alpha beta gamma delta parser token stream buffer index value".split()
 
 
@@ -28,8 +32,10 @@ def make_files(project: Path, count: int) -> list[Path]:
     """``count`` source files of 250 lines, about 5,500 tokens each as the Read tool shows them."""
     paths = []
     for n in range(count):
-        lines = [f"def f{n}_{i}(x): return {' '.join(WORDS[(i * 7 + j + n) % 10] for j in range(9))!r}"
-                 for i in range(250)]
+        lines = [
+            f"def f{n}_{i}(x): return {' '.join(WORDS[(i * 7 + j + n) % 10] for j in range(9))!r}"
+            for i in range(250)
+        ]
         path = project / "src" / f"module_{n:02d}.py"
         path.parent.mkdir(exist_ok=True)
         path.write_text("\n".join(lines) + "\n")
@@ -68,8 +74,13 @@ def bodies(api: FakeAPI) -> list[tuple[int | None, dict]]:
 
 
 def read_paths(body: dict) -> list[str]:
-    return [b["input"]["file_path"] for m in body["messages"] if m["role"] == "assistant"
-            for b in m["content"] if b.get("type") == "tool_use" and b["name"] == "Read"]
+    return [
+        b["input"]["file_path"]
+        for m in body["messages"]
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b.get("type") == "tool_use" and b["name"] == "Read"
+    ]
 
 
 def boundaries(home: Path) -> list[dict[str, Any]]:
@@ -80,7 +91,9 @@ def boundaries(home: Path) -> list[dict[str, Any]]:
 # --- one auto-compaction on a 200K window ------------------------------------------------------------------
 
 
-def test_long_task_compacts_once_near_the_threshold_and_finishes(run_cli, project: Path, isolated_env: Path) -> None:
+def test_long_task_compacts_once_near_the_threshold_and_finishes(
+    run_cli, project: Path, isolated_env: Path
+) -> None:
     (project / "screenshot.png").write_bytes(PNG)
     paths = [project / "screenshot.png", *make_files(project, 36)]
     with FakeAPI(context_window=200_000) as api:
@@ -117,8 +130,13 @@ def test_long_task_compacts_once_near_the_threshold_and_finishes(run_cli, projec
     # the transcript keeps everything from before, then the boundary
     [path] = transcripts(isolated_env)
     recs = records(path)
-    read_inputs = [b["input"]["file_path"] for r in recs if r.get("type") == "assistant"
-                   for b in r["message"]["content"] if b.get("type") == "tool_use"]
+    read_inputs = [
+        b["input"]["file_path"]
+        for r in recs
+        if r.get("type") == "assistant"
+        for b in r["message"]["content"]
+        if b.get("type") == "tool_use"
+    ]
     assert read_inputs == [str(p) for p in paths]
     [boundary] = [r for r in recs if r.get("subtype") == "compact_boundary"]
     assert boundary["compactMetadata"]["trigger"] == "auto"
@@ -135,7 +153,7 @@ def test_pct_override_compacts_early(run_cli, project: Path, isolated_env: Path)
     sent = bodies(api)
     first = next(i for i, (_, b) in enumerate(sent) if is_compaction(b))
     assert 24_000 <= estimate_tokens(sent[first][1]) <= 40_000  # T = 15% of 180K = 27,000
-    assert all(estimate_tokens(b) < 27_000 for _, b in sent[:first - 1])
+    assert all(estimate_tokens(b) < 27_000 for _, b in sent[: first - 1])
     assert boundaries(isolated_env)[0]["compactMetadata"]["trigger"] == "auto"
     assert api.violations == []
 
@@ -191,7 +209,7 @@ def test_prompt_too_long_compacts_once_and_retries(run_cli, project: Path, isola
     sent = bodies(api)
     too_long = [i for i, (status, b) in enumerate(sent) if status == 400 and not is_compaction(b)]
     assert len(too_long) == 1
-    after = sent[too_long[0] + 1:]
+    after = sent[too_long[0] + 1 :]
     served = [b for status, b in after if status == 200]
     assert is_compaction(served[0])  # the summary request (perhaps after its own trimming retries)
     assert "Primary Request and Intent" in request_text(served[1])  # the retried main request
@@ -216,19 +234,34 @@ def test_failing_compactions_trip_the_breaker_and_the_session_finishes(run_cli, 
 def test_compaction_hooks_fire_in_print_mode(run_cli, project: Path) -> None:
     log = project / "hooks.log"
     hooks = {
-        "PreCompact": [{"matcher": "auto", "hooks": [
-            {"type": "command", "command": f"echo pre >> {log}; echo 'List every module name.'"}]}],
+        "PreCompact": [
+            {
+                "matcher": "auto",
+                "hooks": [
+                    {"type": "command", "command": f"echo pre >> {log}; echo 'List every module name.'"}
+                ],
+            }
+        ],
         "PostCompact": [{"hooks": [{"type": "command", "command": f"echo post >> {log}"}]}],
-        "SessionStart": [{"matcher": "compact", "hooks": [
-            {"type": "command", "command": "echo 'REMINDER: branch main, tree clean'"}]}],
+        "SessionStart": [
+            {
+                "matcher": "compact",
+                "hooks": [{"type": "command", "command": "echo 'REMINDER: branch main, tree clean'"}],
+            }
+        ],
     }
     (project / ".claude").mkdir()
     (project / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}))
     paths = make_files(project, 8)
     with FakeAPI() as api:
         script(api, paths)
-        res = run_cli(api, "-p", "Read every file.", "--trust-project",
-                      env={**ENV, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"})
+        res = run_cli(
+            api,
+            "-p",
+            "Read every file.",
+            "--trust-project",
+            env={**ENV, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"},
+        )
     assert res.code == 0, res.stderr
     sent = [b for _, b in bodies(api)]
     at = next(i for i, b in enumerate(sent) if is_compaction(b))

@@ -23,11 +23,15 @@ from tests.conftest import make_session, records, transcripts
 from tests.fakeapi import FakeAPI, Reply, last_user_text, request_text
 
 POOR = "We worked on some code."
-CONSTRAINT = "Rename f0_0 to first_handler. CONSTRAINT-9k: never touch tests/legacy_test.py and never run git push."
+CONSTRAINT = (
+    "Rename f0_0 to first_handler. CONSTRAINT-9k: never touch tests/legacy_test.py and never run git push."
+)
 FAIL_CMD = "python3 -c \"import sys; print('boom: parse failed'); sys.exit(3)\""
-TODOS = [{"content": "Rename the handler", "status": "in_progress", "activeForm": "Renaming the handler"},
-         {"content": "Run the tests", "status": "pending", "activeForm": "Running the tests"},
-         {"content": "Write a helper", "status": "completed", "activeForm": "Writing a helper"}]
+TODOS = [
+    {"content": "Rename the handler", "status": "in_progress", "activeForm": "Renaming the handler"},
+    {"content": "Run the tests", "status": "pending", "activeForm": "Running the tests"},
+    {"content": "Write a helper", "status": "completed", "activeForm": "Writing a helper"},
+]
 WORDS = "alpha beta gamma delta parser token stream buffer index value".split()
 NOTES_PATH = re.compile(r"(/\S+/session-memory/summary\.md)")
 ENV = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
@@ -38,8 +42,10 @@ def make_files(project: Path, count: int) -> list[Path]:
     (project / "src").mkdir(exist_ok=True)
     paths = []
     for n in range(count):
-        lines = [f"def f{n}_{i}(x): return {' '.join(WORDS[(i * 7 + j + n) % 10] for j in range(9))!r}"
-                 for i in range(250)]
+        lines = [
+            f"def f{n}_{i}(x): return {' '.join(WORDS[(i * 7 + j + n) % 10] for j in range(9))!r}"
+            for i in range(250)
+        ]
         path = project / "src" / f"module_{n:02d}.py"
         path.write_text("\n".join(lines) + "\n")
         paths.append(path)
@@ -66,7 +72,10 @@ class Refactorer:
             Reply.tool("Write", {"file_path": str(self.helper), "content": "def helper():\n    return 1\n"}),
             Reply.tool("Bash", {"command": FAIL_CMD}),
             Reply.tool("Read", {"file_path": str(first)}),
-            Reply.tool("Edit", {"file_path": str(first), "old_string": "def f0_0(x)", "new_string": "def first_handler(x)"}),
+            Reply.tool(
+                "Edit",
+                {"file_path": str(first), "old_string": "def f0_0(x)", "new_string": "def first_handler(x)"},
+            ),
             *[Reply.tool("Read", {"file_path": str(p)}) for p in paths[1:]],
         ]
         self.modified = [self.helper, first]
@@ -107,13 +116,18 @@ def assert_state_survives(body: dict, model: Refactorer) -> None:
         assert f"- {path}: 1 edit, " in state
     assert f"- [exit 3] $ {FAIL_CMD}\n    → boom: parse failed" in state
     assert "- [>] Rename the handler (in progress)\n- [ ] Run the tests\n- [x] Write a helper" in state
-    assert re.search(r"<user-message( current-request=\"true\")?>\n" + re.escape(CONSTRAINT) + "\n</user-message>", text)
+    assert re.search(
+        r"<user-message( current-request=\"true\")?>\n" + re.escape(CONSTRAINT) + "\n</user-message>", text
+    )
 
 
 def first_after(api: FakeAPI, start: int) -> dict:
     """The first main request served after index ``start`` of the requests."""
-    return next(r.body for r in api.message_requests[start + 1:]
-                if r.status == 200 and not is_compaction(r.body) and not is_notes_update(r.body))
+    return next(
+        r.body
+        for r in api.message_requests[start + 1 :]
+        if r.status == 200 and not is_compaction(r.body) and not is_notes_update(r.body)
+    )
 
 
 def boundaries(home: Path) -> list[dict[str, Any]]:
@@ -126,8 +140,13 @@ def test_auto_summary_compaction_keeps_the_working_state(run_cli, project: Path,
     with FakeAPI() as api:
         api.on(is_compaction, Reply.text(POOR))
         api.on(lambda body: True, model)
-        res = run_cli(api, "-p", CONSTRAINT, "--dangerously-skip-permissions",
-                      env={**ENV, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"})
+        res = run_cli(
+            api,
+            "-p",
+            CONSTRAINT,
+            "--dangerously-skip-permissions",
+            env={**ENV, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"},
+        )
     assert res.code == 0, res.stderr
     assert api.violations == []
     compactions = [i for i, r in enumerate(api.message_requests) if is_compaction(r.body)]
@@ -149,10 +168,13 @@ def test_reactive_compaction_keeps_the_working_state(run_cli, project: Path, iso
     with FakeAPI(context_window=60_000) as api:
         api.on(is_compaction, Reply.text(POOR))
         api.on(lambda body: True, model)
-        res = run_cli(api, "-p", CONSTRAINT, "--dangerously-skip-permissions",
-                      env={**ENV, "DISABLE_AUTO_COMPACT": "1"})
+        res = run_cli(
+            api, "-p", CONSTRAINT, "--dangerously-skip-permissions", env={**ENV, "DISABLE_AUTO_COMPACT": "1"}
+        )
     assert res.code == 0, res.stderr
-    too_long = next(i for i, r in enumerate(api.message_requests) if r.status == 400 and not is_compaction(r.body))
+    too_long = next(
+        i for i, r in enumerate(api.message_requests) if r.status == 400 and not is_compaction(r.body)
+    )
     assert_state_survives(first_after(api, too_long), model)
     assert len(boundaries(isolated_env)) == 1
 
@@ -183,8 +205,14 @@ def test_notes_compaction_keeps_the_working_state(run_cli, project: Path, isolat
         api.on(is_notes_update, notes)
         api.on(is_compaction, Reply.text(POOR))
         api.on(lambda body: True, model)
-        res = run_cli(api, "-p", CONSTRAINT, "--dangerously-skip-permissions",
-                      env={"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "30"}, timeout=180)
+        res = run_cli(
+            api,
+            "-p",
+            CONSTRAINT,
+            "--dangerously-skip-permissions",
+            env={"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "30"},
+            timeout=180,
+        )
     assert res.code == 0, res.stderr
     assert api.violations == []
     assert notes.n >= 1, res.stderr
@@ -192,7 +220,11 @@ def test_notes_compaction_keeps_the_working_state(run_cli, project: Path, isolat
     assert not any(is_compaction(b) for b in sent)  # compacted from the notes, no summary request
     [boundary] = boundaries(isolated_env)
     main = [i for i, b in enumerate(sent) if not is_notes_update(b)]
-    at = next(i for i in main if POOR in json.dumps(sent[i]["messages"][0]) and "<working-state>" in request_text(sent[i]))
+    at = next(
+        i
+        for i in main
+        if POOR in json.dumps(sent[i]["messages"][0]) and "<working-state>" in request_text(sent[i])
+    )
     assert boundary["compactMetadata"]["trigger"] == "auto"
     assert_state_survives(sent[at], model)
 
@@ -206,16 +238,23 @@ def test_resume_rebuilds_the_same_ledger(tmp_path: Path, fake_api: FakeAPI) -> N
     model = Refactorer(project, make_files(project, 9))
     fake_api.on(is_compaction, Reply.text(POOR))
     fake_api.on(lambda body: True, model)
-    session, events = make_session(tmp_path, fake_api, permission_mode="bypassPermissions", session_memory=False,
-                                   autocompact_pct=15)
+    session, events = make_session(
+        tmp_path, fake_api, permission_mode="bypassPermissions", session_memory=False, autocompact_pct=15
+    )
     assert run_turn(session, CONSTRAINT).stop_reason == "end_turn"
     assert session.last_compaction is not None
     live = ledger.derive(session.messages, str(project))
     assert [c.command for c in live.commands] == [FAIL_CMD]
     assert live.todos == TODOS and set(live.modified) == {str(p) for p in model.modified}
 
-    settings = Settings(cwd=project, home=tmp_path / "home", base_url=fake_api.url, api_key="test-key",
-                        session_memory=False, autocompact_pct=15)
+    settings = Settings(
+        cwd=project,
+        home=tmp_path / "home",
+        base_url=fake_api.url,
+        api_key="test-key",
+        session_memory=False,
+        autocompact_pct=15,
+    )
     again = open_session(settings, emit=lambda e: None, ask=None, resume=session.session_id)
     assert ledger.derive(again.messages, str(project)) == live
     # and the same attachment bytes: the resumed list holds the very message the live one sent

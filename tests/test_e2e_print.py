@@ -37,7 +37,9 @@ def test_six_tools_in_turn_change_files_and_reach_the_model(fake_api, run_cli, p
     api.reply_tool("Write", {"file_path": str(project / "notes.md"), "content": "# Notes\n"})
     api.reply_text("All six tools ran.")
 
-    res = run_cli(api, "-p", "use every tool", "--dangerously-skip-permissions", env={"ANTHROPIC_API_KEY": SECRET})
+    res = run_cli(
+        api, "-p", "use every tool", "--dangerously-skip-permissions", env={"ANTHROPIC_API_KEY": SECRET}
+    )
 
     assert res.code == 0, res.stderr
     assert res.stdout == "All six tools ran.\n"
@@ -197,9 +199,23 @@ def test_version_and_help(run_cli):
     assert version.code == 0 and version.stdout.startswith("0.")
     help_ = run_cli(None, "--help")
     assert help_.code == 0
-    for option in ["--print", "-p", "--output-format", "--continue", "-c", "--resume", "-r", "--model",
-                   "--permission-mode", "--dangerously-skip-permissions", "--max-turns", "--allowedTools",
-                   "--disallowedTools", "--version", "--help"]:
+    for option in [
+        "--print",
+        "-p",
+        "--output-format",
+        "--continue",
+        "-c",
+        "--resume",
+        "-r",
+        "--model",
+        "--permission-mode",
+        "--dangerously-skip-permissions",
+        "--max-turns",
+        "--allowedTools",
+        "--disallowedTools",
+        "--version",
+        "--help",
+    ]:
         assert option in help_.stdout, option
 
 
@@ -209,7 +225,8 @@ def test_clear_one_line_errors(run_cli, project):
     no_key = run_cli(None, "-p", "hi", env={"ANTHROPIC_API_KEY": ""})
     assert no_key.code == 2 and no_key.stderr.strip().splitlines() == [
         "compact-agent: No API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment, "
-        "or try `compact-agent --demo`, which needs none"]
+        "or try `compact-agent --demo`, which needs none"
+    ]
     missing = run_cli(None, "-p", "hi", "--resume", "00000000-0000-4000-8000-000000000000")
     assert missing.code == 1 and len(missing.stderr.strip().splitlines()) == 1
     assert "No session with id" in missing.stderr
@@ -220,8 +237,10 @@ def test_clear_one_line_errors(run_cli, project):
     [line] = repl_missing.stderr.splitlines()
     assert repl_missing.code == 1 and line.startswith("compact-agent: No session with id bogus (looked in ")
     mode = run_cli(None, "-p", "hi", "--permission-mode", "yolo")
-    assert mode.code == 2 and mode.stderr == ('compact-agent: --permission-mode must be one of default, '
-                                              'acceptEdits, bypassPermissions, plan (got "yolo")\n')
+    assert mode.code == 2 and mode.stderr == (
+        "compact-agent: --permission-mode must be one of default, "
+        'acceptEdits, bypassPermissions, plan (got "yolo")\n'
+    )
     (project / ".claude").mkdir()
     (project / ".claude" / "settings.json").write_text("{not json")
     broken = run_cli(None, "-p", "hi")
@@ -238,8 +257,17 @@ def test_unrecoverable_api_error_exits_non_zero(fake_api, run_cli):
 def test_no_network_needed(run_cli, fake_api):
     # tiktoken's offline encoding and everything else work with only the loopback fake reachable
     fake_api.reply_text("offline ok")
-    res = run_cli(fake_api, "-p", "hi", env={"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
-                                            "NO_PROXY": "127.0.0.1,localhost", "TIKTOKEN_CACHE_DIR": os.devnull})
+    res = run_cli(
+        fake_api,
+        "-p",
+        "hi",
+        env={
+            "HTTPS_PROXY": "http://127.0.0.1:9",
+            "HTTP_PROXY": "http://127.0.0.1:9",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "TIKTOKEN_CACHE_DIR": os.devnull,
+        },
+    )
     assert res.code == 0, res.stderr
 
 
@@ -255,13 +283,16 @@ def test_sse_error_event_mid_stream_is_retried(fake_api, run_cli):
 def _hook_settings(project: Path, event: str, command: str) -> None:
     claude = project / ".claude"
     claude.mkdir(exist_ok=True)
-    (claude / "settings.json").write_text(json.dumps(
-        {"hooks": {event: [{"hooks": [{"type": "command", "command": command, "timeout": 10}]}]}}))
+    (claude / "settings.json").write_text(
+        json.dumps({"hooks": {event: [{"hooks": [{"type": "command", "command": command, "timeout": 10}]}]}})
+    )
     trust.grant(Path(os.environ["COMPACT_AGENT_HOME"]), project)  # a project's hooks run once it is trusted
 
 
 def test_user_prompt_submit_hook_adds_context_or_blocks(fake_api, run_cli, project):
-    _hook_settings(project, "UserPromptSubmit", "cat > prompt-hook.json; echo 'Remember: the build uses make.'")
+    _hook_settings(
+        project, "UserPromptSubmit", "cat > prompt-hook.json; echo 'Remember: the build uses make.'"
+    )
     fake_api.reply_text("noted")
     res = run_cli(fake_api, "-p", "hello")
     assert res.code == 0, res.stderr
@@ -328,13 +359,24 @@ def test_ctrl_c_in_print_mode_leaves_a_valid_session(fake_api, run_cli, project,
 
     fake_api.reply_tool("Bash", {"command": "sleep 30"})
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
-    env.update(fake_api.env(), HOME=str(isolated_env), COMPACT_AGENT_HOME=str(isolated_env / ".compact-agent"),
-               PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "agent", "-p", "wait", "--dangerously-skip-permissions"],
-                            cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env.update(
+        fake_api.env(),
+        HOME=str(isolated_env),
+        COMPACT_AGENT_HOME=str(isolated_env / ".compact-agent"),
+        PYTHONPATH=str(ROOT),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent", "-p", "wait", "--dangerously-skip-permissions"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not any(
-            '"tool_use"' in p.read_text() for p in transcripts(isolated_env)):
+        '"tool_use"' in p.read_text() for p in transcripts(isolated_env)
+    ):
         time.sleep(0.1)
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)

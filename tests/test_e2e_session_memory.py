@@ -15,8 +15,10 @@ from tests.conftest import records, transcripts
 from tests.fakeapi import FakeAPI, Reply, estimate_tokens, last_user_text, request_text
 
 THRESHOLD = 167_000  # a 200K model: E = 180K, T = 167K
-SUMMARY = ("<analysis>PRIVATE walk through the reads</analysis>\n"
-           "<summary>1. Primary Request and Intent: read the project in batches.</summary>")
+SUMMARY = (
+    "<analysis>PRIVATE walk through the reads</analysis>\n"
+    "<summary>1. Primary Request and Intent: read the project in batches.</summary>"
+)
 NOTES_PATH = re.compile(r"(/\S+/session-memory/summary\.md)")
 
 
@@ -29,8 +31,11 @@ def make_files(project: Path, count: int) -> list[Path]:
     paths = []
     (project / "src").mkdir(exist_ok=True)
     for n in range(count):
-        lines = [f"def handler_{n}_{i}(request): return route(request, 'segment-{i}', retries={i % 5}, "
-                 f"mode='strict')" for i in range(220)]
+        lines = [
+            f"def handler_{n}_{i}(request): return route(request, 'segment-{i}', retries={i % 5}, "
+            f"mode='strict')"
+            for i in range(220)
+        ]
         path = project / "src" / f"handlers_{n:02d}.py"
         path.write_text("\n".join(lines) + "\n")
         paths.append(path)
@@ -47,13 +52,23 @@ def is_compaction(body: dict) -> bool:
 
 
 def read_paths(body: dict) -> list[str]:
-    return [b["input"]["file_path"] for m in body["messages"] if m["role"] == "assistant"
-            for b in m["content"] if b.get("type") == "tool_use" and b["name"] == "Read"]
+    return [
+        b["input"]["file_path"]
+        for m in body["messages"]
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b.get("type") == "tool_use" and b["name"] == "Read"
+    ]
 
 
 def results_by_id(body: dict) -> dict[str, Any]:
-    return {b["tool_use_id"]: b["content"] for m in body["messages"] if m["role"] == "user"
-            for b in m["content"] if b.get("type") == "tool_result"}
+    return {
+        b["tool_use_id"]: b["content"]
+        for m in body["messages"]
+        if m["role"] == "user"
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    }
 
 
 def no_cache(value: Any) -> Any:
@@ -81,10 +96,12 @@ class Model:
             return Reply.text("Every batch is read.")
         batch = self.batches[self.turn]
         if self.pos < len(batch):
-            files = batch[self.pos:self.pos + 2]
+            files = batch[self.pos : self.pos + 2]
             self.pos += len(files)
-            return Reply.tools([("Read", {"file_path": str(p)}) for p in files],
-                               text="Reading " + " and ".join(p.name for p in files) + ".")
+            return Reply.tools(
+                [("Read", {"file_path": str(p)}) for p in files],
+                text="Reading " + " and ".join(p.name for p in files) + ".",
+            )
         self.turn, self.pos = self.turn + 1, 0
         return Reply.text(f"Batch {self.turn} is read.")
 
@@ -100,14 +117,30 @@ class NotesWriter:
         path = NOTES_PATH.search(last_user_text(body)).group(1)
         reads = read_paths(body)
         seen = Path(reads[-1]).name if reads else "nothing yet"
-        return Reply([
-            {"type": "tool_use", "id": f"toolu_notes_{self.updates}_a", "name": "Edit",
-             "input": {"file_path": path, "old_string": guide("Worklog"),
-                       "new_string": f"{guide('Worklog')}\n- update {self.updates}: read through {seen}"}},
-            {"type": "tool_use", "id": f"toolu_notes_{self.updates}_b", "name": "Edit",
-             "input": {"file_path": path, "old_string": guide("Current State"),
-                       "new_string": f"{guide('Current State')}\nNOTE-{self.updates}: reading src/ in batches"}},
-        ])
+        return Reply(
+            [
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_notes_{self.updates}_a",
+                    "name": "Edit",
+                    "input": {
+                        "file_path": path,
+                        "old_string": guide("Worklog"),
+                        "new_string": f"{guide('Worklog')}\n- update {self.updates}: read through {seen}",
+                    },
+                },
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_notes_{self.updates}_b",
+                    "name": "Edit",
+                    "input": {
+                        "file_path": path,
+                        "old_string": guide("Current State"),
+                        "new_string": f"{guide('Current State')}\nNOTE-{self.updates}: reading src/ in batches",
+                    },
+                },
+            ]
+        )
 
 
 def turn(run_cli: Any, api: FakeAPI, prompt: str, first: bool = False, **env: str) -> None:
@@ -117,7 +150,7 @@ def turn(run_cli: Any, api: FakeAPI, prompt: str, first: bool = False, **env: st
 
 def test_notes_carry_a_long_session_through_compaction_and_resume(run_cli, project: Path, isolated_env: Path):
     paths = make_files(project, 34)
-    batches = [paths[i:i + 6] for i in range(0, 34, 6)]  # 6, 6, 6, 6, 6, 4
+    batches = [paths[i : i + 6] for i in range(0, 34, 6)]  # 6, 6, 6, 6, 6, 4
     notes = NotesWriter()
     with FakeAPI(context_window=200_000) as api:
         api.on(is_notes_update, notes)
@@ -159,7 +192,7 @@ def test_notes_carry_a_long_session_through_compaction_and_resume(run_cli, proje
     # older ones in the tail are cleared as microcompact would (all but the 5 most recent of the kept
     # tail), since the cached prefix is rewritten anyway
     kept = [p for p in read_paths(after) if p in read_paths(before)]
-    assert kept and kept == read_paths(before)[-len(kept):]
+    assert kept and kept == read_paths(before)[-len(kept) :]
     old_results = results_by_id(before)
     tail = [(use_id, content) for use_id, content in results_by_id(after).items() if use_id in old_results]
     cleared = [no_cache(content) == "[Old tool result content cleared]" for _, content in tail]
@@ -183,9 +216,12 @@ def test_notes_carry_a_long_session_through_compaction_and_resume(run_cli, proje
     # --continue after the notes compaction sends what the live session would: notes, kept tail, prompt
     previous, resumed = main[-1], sent[before_resume]
     assert not is_notes_update(resumed)
-    assert plain(resumed["messages"])[:len(previous["messages"])] == plain(previous["messages"])
-    reply, prompt = plain(resumed["messages"])[len(previous["messages"]):]
-    assert reply == {"role": "assistant", "content": [{"type": "text", "text": f"Batch {len(batches)} is read."}]}
+    assert plain(resumed["messages"])[: len(previous["messages"])] == plain(previous["messages"])
+    reply, prompt = plain(resumed["messages"])[len(previous["messages"]) :]
+    assert reply == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": f"Batch {len(batches)} is read."}],
+    }
     assert "NOTE-1:" in json.dumps(resumed["messages"][0])
     assert prompt["content"][-1]["text"].startswith("What next?")
 
@@ -197,10 +233,13 @@ def test_notes_carry_a_long_session_through_compaction_and_resume(run_cli, proje
     assert "preservedSegment" not in last_boundary["compactMetadata"]
 
 
-def test_notes_still_equal_to_the_template_fall_back_to_the_llm_summary(run_cli, project: Path,
-                                                                        isolated_env: Path):
+def test_notes_still_equal_to_the_template_fall_back_to_the_llm_summary(
+    run_cli, project: Path, isolated_env: Path
+):
     paths = make_files(project, 14)
-    env = {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "33"}  # T = 33% of 180K = 59,400; the update comes from 90% of T
+    env = {
+        "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "33"
+    }  # T = 33% of 180K = 59,400; the update comes from 90% of T
     with FakeAPI() as api:
         api.on(is_notes_update, Reply.text("Nothing worth noting yet."))  # no edit: notes stay the template
         api.on(is_compaction, Reply.text(SUMMARY))
@@ -216,6 +255,6 @@ def test_notes_still_equal_to_the_template_fall_back_to_the_llm_summary(run_cli,
     recs = records(path)
     [boundary] = [r for r in recs if r.get("subtype") == "compact_boundary"]
     # "summarized up to here" was set before the compaction, so only the bare notes made it fall back
-    assert any(r.get("type") == "session-memory" for r in recs[:recs.index(boundary)])
+    assert any(r.get("type") == "session-memory" for r in recs[: recs.index(boundary)])
     assert "preservedSegment" not in boundary["compactMetadata"]
     assert (path.parent / path.stem / "session-memory" / "summary.md").read_text() == TEMPLATE

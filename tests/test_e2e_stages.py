@@ -41,14 +41,23 @@ def text_of(content: Any) -> str:
 
 def results_by_id(body: dict) -> dict[str, dict]:
     """tool_use_id -> tool_result block (without its cache breakpoint), over every message of a request."""
-    return {b["tool_use_id"]: {k: v for k, v in b.items() if k != "cache_control"}
-            for m in body["messages"] if m["role"] == "user" and isinstance(m["content"], list)
-            for b in m["content"] if b.get("type") == "tool_result"}
+    return {
+        b["tool_use_id"]: {k: v for k, v in b.items() if k != "cache_control"}
+        for m in body["messages"]
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    }
 
 
 def tool_use_ids(body: dict) -> list[str]:
-    return [b["id"] for m in body["messages"] if m["role"] == "assistant"
-            for b in m["content"] if b.get("type") == "tool_use"]
+    return [
+        b["id"]
+        for m in body["messages"]
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b.get("type") == "tool_use"
+    ]
 
 
 def saved_path(block: dict) -> Path:
@@ -75,7 +84,8 @@ def write_settings(project: Path, data: dict) -> None:
 
 
 def test_huge_bash_output_is_persisted_read_back_and_sent_identically_ever_after(
-        fake_api, run_cli, project, isolated_env):
+    fake_api, run_cli, project, isolated_env
+):
     api = fake_api
     api.reply_tool("Bash", {"command": "seq 1 100000"}, id="toolu_seq")
 
@@ -161,7 +171,8 @@ def test_saved_tool_results_are_private(fake_api, run_cli, project, isolated_env
 
 
 def test_snip_removes_a_turn_from_every_later_request_and_from_a_resumed_session(
-        fake_api, run_cli, project, isolated_env):
+    fake_api, run_cli, project, isolated_env
+):
     api = fake_api
     api.reply_tool("Bash", {"command": "echo apricot-output"}, id="toolu_old")
     api.reply_text("Turn one done.")
@@ -187,8 +198,11 @@ def test_snip_removes_a_turn_from_every_later_request_and_from_a_resumed_session
     api.check()  # every request valid
 
     recs = session_records(isolated_env)
-    prompt_uuid = next(r["uuid"] for r in recs if r.get("type") == "user"
-                       and text_of(r["message"]["content"]) == "turn one: find the apricot")
+    prompt_uuid = next(
+        r["uuid"]
+        for r in recs
+        if r.get("type") == "user" and text_of(r["message"]["content"]) == "turn one: find the apricot"
+    )
     assert seen_ids == [snip_id(prompt_uuid)]
     sent = bodies(api)
     # every typed prompt carries its tag in the requests
@@ -242,7 +256,8 @@ def age_transcript(home: Path, by: timedelta) -> None:
 
 
 def test_resuming_after_two_hours_clears_all_but_the_five_latest_results(
-        fake_api, run_cli, project, isolated_env):
+    fake_api, run_cli, project, isolated_env
+):
     api = fake_api
     eight_bash_calls(api, run_cli)
     age_transcript(isolated_env, timedelta(hours=2))
@@ -267,7 +282,9 @@ def test_resuming_after_two_hours_clears_all_but_the_five_latest_results(
 
 
 @pytest.mark.parametrize("how", ["no gap", "env off", "settings off"])
-def test_microcompact_stays_out_without_a_gap_or_when_turned_off(how, fake_api, run_cli, project, isolated_env):
+def test_microcompact_stays_out_without_a_gap_or_when_turned_off(
+    how, fake_api, run_cli, project, isolated_env
+):
     api = fake_api
     eight_bash_calls(api, run_cli)
     env = {}
@@ -294,9 +311,19 @@ def test_microcompact_stays_out_without_a_gap_or_when_turned_off(how, fake_api, 
 
 
 def test_context_editing_setting_reaches_the_request_and_applied_edits_are_recorded(
-        fake_api, run_cli, project, isolated_env):
-    write_settings(project, {"contextEditing": {"enabled": True, "keepToolUses": 2, "triggerTokens": 30000,
-                                                "clearAtLeastTokens": 5000}})
+    fake_api, run_cli, project, isolated_env
+):
+    write_settings(
+        project,
+        {
+            "contextEditing": {
+                "enabled": True,
+                "keepToolUses": 2,
+                "triggerTokens": 30000,
+                "clearAtLeastTokens": 5000,
+            }
+        },
+    )
     api = fake_api
     applied = [{"type": CLEAR_TOOL_USES, "cleared_tool_uses": 3, "cleared_input_tokens": 6200}]
     api.reply("Edited on the server.", context_management={"applied_edits": applied})
@@ -306,12 +333,16 @@ def test_context_editing_setting_reaches_the_request_and_applied_edits_are_recor
     assert res.code == 0, res.stderr
     api.check()
     [request] = api.message_requests
-    assert request.body["context_management"] == {"edits": [{
-        "type": CLEAR_TOOL_USES,
-        "trigger": {"type": "input_tokens", "value": 30000},
-        "keep": {"type": "tool_uses", "value": 2},
-        "clear_at_least": {"type": "input_tokens", "value": 5000},
-    }]}
+    assert request.body["context_management"] == {
+        "edits": [
+            {
+                "type": CLEAR_TOOL_USES,
+                "trigger": {"type": "input_tokens", "value": 30000},
+                "keep": {"type": "tool_uses", "value": 2},
+                "clear_at_least": {"type": "input_tokens", "value": 5000},
+            }
+        ]
+    }
     assert BETA in request.headers.get("anthropic-beta", "").split(",")
     [edit] = [r for r in session_records(isolated_env) if r.get("type") == "context-edit"]
     assert edit["applied"] == applied

@@ -75,8 +75,12 @@ def size(messages: list[Message]) -> int:
 
 
 def empty_results(messages: list[Message]) -> int:
-    return sum(1 for m in messages for b in m.content
-               if b.get("type") == "tool_result" and b.get("content") in ("", []))
+    return sum(
+        1
+        for m in messages
+        for b in m.content
+        if b.get("type") == "tool_result" and b.get("content") in ("", [])
+    )
 
 
 def api_problems(messages: list[Message]) -> list[str]:
@@ -125,8 +129,11 @@ def test_stage_on_hand_written_histories(case: StageCase, history: str) -> None:
 
 
 @pytest.mark.parametrize("case", REGISTRY, ids=lambda c: c.name)
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                       HealthCheck.data_too_large])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(messages=histories())
 def test_stage_on_generated_histories(case: StageCase, messages: list[Message]) -> None:
     check_stage(case, messages)
@@ -141,12 +148,20 @@ def test_generated_histories_are_valid(messages: list[Message]) -> None:
 # --- prepare() as a whole ---------------------------------------------------------------------------
 
 
-def run_session(messages: list[Message], cuts: list[int], tmp: Path, incremental: bool,
-                late: list | None = None) -> tuple[list, list[dict]]:
+def run_session(
+    messages: list[Message], cuts: list[int], tmp: Path, incremental: bool, late: list | None = None
+) -> tuple[list, list[dict]]:
     """prepare() on growing prefixes of ``messages``, as a live session calls it."""
     records: list[dict] = []
-    ctx = PrepareContext(ContextState(), tmp, now=lambda: NOW, keep_recent=2, record=records.append,
-                         incremental=incremental, late_stages=late or [])
+    ctx = PrepareContext(
+        ContextState(),
+        tmp,
+        now=lambda: NOW,
+        keep_recent=2,
+        record=records.append,
+        incremental=incremental,
+        late_stages=late or [],
+    )
     outs = []
     for cut in [*cuts, len(messages)]:
         p = prepare(messages[:cut], ctx)
@@ -154,8 +169,11 @@ def run_session(messages: list[Message], cuts: list[int], tmp: Path, incremental
     return outs, records
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                       HealthCheck.data_too_large])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(messages=histories(), data=st.data())
 def test_reusing_the_previous_call_changes_nothing(messages: list[Message], data: st.DataObject) -> None:
     cuts = sorted(data.draw(st.lists(st.integers(0, len(messages)), max_size=4)))
@@ -177,7 +195,8 @@ def test_prepare_records_its_decisions_and_tags_only_the_api_copy(tmp_path: Path
     assert records[1]["clearedToolUseIds"] == [b["id"] for m in messages for b in m.tool_uses][:4]
     assert all("[id:" not in m.text for m in p.messages)
     assert [m["content"][0]["text"][-11:] for m in p.api if m["content"][0].get("type") == "text"][:1] == [
-        f"[id:{snip_id(messages[0].uuid)}]"]
+        f"[id:{snip_id(messages[0].uuid)}]"
+    ]
     assert p.tokens == count_tokens(p.messages)
     again = prepare(messages, ctx)  # a minute later nothing new is decided, the same bytes go out
     assert len(records) == 2 and again.api == p.api

@@ -87,8 +87,11 @@ def floor_of(module: str) -> int | None:
 
 
 def test_each_floor_imports_only_floors_below_it() -> None:
-    upward = [f"{i.module}:{i.line} imports {i.target}" for i in IMPORTS
-              if floor_of(i.target) is not None and floor_of(i.target) > floor_of(i.module)]  # type: ignore[operator]
+    upward = [
+        f"{i.module}:{i.line} imports {i.target}"
+        for i in IMPORTS
+        if floor_of(i.target) is not None and floor_of(i.target) > floor_of(i.module)
+    ]  # type: ignore[operator]
     assert upward == []
 
 
@@ -104,7 +107,7 @@ def test_there_is_no_import_circle() -> None:
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                circles.append(path[path.index(nxt):] + [nxt])
+                circles.append(path[path.index(nxt) :] + [nxt])
             elif nxt not in state:
                 walk(nxt, path + [nxt])
         state[node] = 2
@@ -116,22 +119,36 @@ def test_there_is_no_import_circle() -> None:
 
 
 def test_the_projects_own_modules_are_imported_at_the_top() -> None:
-    local = [f"{i.module}:{i.line} imports {i.target} inside a function" for i in IMPORTS
-             if i.local and floor_of(i.target) is not None and i.module not in LOCAL_IMPORTS_ALLOWED]
+    local = [
+        f"{i.module}:{i.line} imports {i.target} inside a function"
+        for i in IMPORTS
+        if i.local and floor_of(i.target) is not None and i.module not in LOCAL_IMPORTS_ALLOWED
+    ]
     assert local == []
 
 
 def test_terminal_libraries_and_the_sdk_stay_with_their_owner() -> None:
-    strays = [f"{i.module}:{i.line} imports {i.target}" for i in IMPORTS
-              for lib, owners in OWNERS.items()
-              if (i.target == lib or i.target.startswith(lib + ".")) and i.module not in owners]
+    strays = [
+        f"{i.module}:{i.line} imports {i.target}"
+        for i in IMPORTS
+        for lib, owners in OWNERS.items()
+        if (i.target == lib or i.target.startswith(lib + ".")) and i.module not in owners
+    ]
     assert strays == []
 
 
 def test_every_module_imports_in_a_fresh_interpreter() -> None:
     """Static analysis aside, importing any module first must work (a circle would show here)."""
     names = sorted(n for n in MODULES if not n.endswith("__main__"))  # __main__ would run the program
-    procs = {n: subprocess.Popen([sys.executable, "-c", f"import {n}"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True) for n in names}
+    procs = {
+        n: subprocess.Popen(
+            [sys.executable, "-c", f"import {n}"],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in names
+    }
     failed = {n: p.communicate(timeout=300)[1].strip().splitlines()[-1:] for n, p in procs.items()}
     assert {n: err for n, err in failed.items() if procs[n].returncode} == {}

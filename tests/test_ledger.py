@@ -24,8 +24,10 @@ from tests.test_tool_bash import make_ctx
 from tools.runner import run_tool
 from tools.todo import TodoWriteTool
 
-TODOS = [{"content": "Fix the parser", "status": "completed", "activeForm": "Fixing the parser"},
-         {"content": "Run the tests", "status": "in_progress", "activeForm": "Running the tests"}]
+TODOS = [
+    {"content": "Fix the parser", "status": "completed", "activeForm": "Fixing the parser"},
+    {"content": "Run the tests", "status": "in_progress", "activeForm": "Running the tests"},
+]
 
 
 def call(session: Any, name: str, args: dict[str, Any]) -> Message:
@@ -59,12 +61,15 @@ def test_the_ledger_follows_real_tool_runs(tmp_path: Path, fake_api: FakeAPI) ->
         cwd=str(project / "sub"),
         modified={str(a): FileChange(edits=2, added=4, removed=1, last=times[2])},
         read={str(a): "whole file", str(b): "lines 10-14"},
-        commands=[Command("echo nope; exit 2", 2, "nope", times[4]),
-                  Command("mkdir -p sub && cd sub && echo moved", 0, "moved", times[5]),
-                  Command("echo nope; exit 2", 2, "nope", times[6])],
+        commands=[
+            Command("echo nope; exit 2", 2, "nope", times[4]),
+            Command("mkdir -p sub && cd sub && echo moved", 0, "moved", times[5]),
+            Command("echo nope; exit 2", 2, "nope", times[6]),
+        ],
         todos=TODOS,
         prompts=["Fix a.py and keep b.py as it is. Never run rm."],
-        named=[str(a), str(b)])
+        named=[str(a), str(b)],
+    )
     assert of_type(events, TodosChanged) == [TodosChanged(tuple(TODOS))]
     text = ledger.render(state)
     assert f"- {a}: 2 edits, +4 -1 lines, last changed {times[2]}" in text
@@ -79,7 +84,10 @@ def test_the_ledger_follows_real_tool_runs(tmp_path: Path, fake_api: FakeAPI) ->
 def bash_round(n: int, command: str, code: int) -> list[Message]:
     use = {"type": "tool_use", "id": f"toolu_{n}", "name": "Bash", "input": {"command": command}}
     body = f"out {n}" + (f"\nExit code {code}" if code else "")
-    return [assistant([use], stop_reason="tool_use"), tool_results([tool_result_block(f"toolu_{n}", body, code != 0)])]
+    return [
+        assistant([use], stop_reason="tool_use"),
+        tool_results([tool_result_block(f"toolu_{n}", body, code != 0)]),
+    ]
 
 
 def test_commands_keep_failures_since_their_last_success_and_the_last_ten() -> None:
@@ -88,19 +96,28 @@ def test_commands_keep_failures_since_their_last_success_and_the_last_ten() -> N
         messages += bash_round(n, f"ls {n}", 0)
     state = ledger.derive(messages, "/p")  # no facts: exit codes read back from the result text
     assert [(c.command, c.exit_code) for c in state.commands] == (
-        [("make lint", 1)] + [(f"ls {n}", 0) for n in range(5, 15)])  # pytest failed, then passed: gone
+        [("make lint", 1)] + [(f"ls {n}", 0) for n in range(5, 15)]
+    )  # pytest failed, then passed: gone
 
 
 def test_todowrite_checks_its_input_and_says_the_list_was_updated(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     result = run_tool(TodoWriteTool(), {"todos": TODOS}, ctx)
     assert not result.is_error and result.facts == {"todos": TODOS}
-    assert result.content.startswith("The todo list has been updated (2 tasks: 1 completed, 1 in progress, 0 pending).")
+    assert result.content.startswith(
+        "The todo list has been updated (2 tasks: 1 completed, 1 in progress, 0 pending)."
+    )
     missing = run_tool(TodoWriteTool(), {"todos": [{"content": "x", "status": "pending"}]}, ctx)
     assert missing.is_error and "activeForm" in missing.content
-    wrong = run_tool(TodoWriteTool(), {"todos": [{"content": "x", "status": "doing", "activeForm": "X"}]}, ctx)
+    wrong = run_tool(
+        TodoWriteTool(), {"todos": [{"content": "x", "status": "doing", "activeForm": "X"}]}, ctx
+    )
     assert wrong.is_error and "'in_progress'" in wrong.content
-    assert TodoWriteTool.input_schema["properties"]["todos"]["items"]["required"] == ["content", "status", "activeForm"]
+    assert TodoWriteTool.input_schema["properties"]["todos"]["items"]["required"] == [
+        "content",
+        "status",
+        "activeForm",
+    ]
 
 
 def test_todowrite_never_asks(tmp_path: Path, fake_api: FakeAPI) -> None:
@@ -116,7 +133,11 @@ def test_user_messages_current_whole_earlier_newest_first_cut_in_the_middle() ->
     assert out[0] == (prompts[-1], True)  # the current request whole, though over the per-message cut
     assert [current for _, current in out] == [True, False, False]
     cut = out[1][0]
-    assert cut.startswith("OLD-START") and cut.endswith("OLD-END") and "characters of the user's message left out" in cut
+    assert (
+        cut.startswith("OLD-START")
+        and cut.endswith("OLD-END")
+        and "characters of the user's message left out" in cut
+    )
     assert estimate_text(cut) < 300
     assert out[2] == ("first: never push to main", False)
     assert ledger.user_budget(167_000) == 3_000 and ledger.user_budget(27_000) == 485
@@ -133,7 +154,9 @@ def test_a_compaction_that_frees_too_little_is_a_failure_said_once(tmp_path: Pat
     (bench.cwd / "CLAUDE.md").write_text("# Notes\n" + "remember this word " * 49_000)
     bench.conv.calibration.overhead = compactor_overhead(bench)
     conversation(bench, ["a.py"])
-    bench.add(assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": 168_000, "output_tokens": 5}))
+    bench.add(
+        assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": 168_000, "output_tokens": 5})
+    )
     fake_api.on(lambda body: True, Reply.text(SUMMARY_REPLY))
     th = bench.thresholds()
 
@@ -143,7 +166,9 @@ def test_a_compaction_that_frees_too_little_is_a_failure_said_once(tmp_path: Pat
     assert bench.conv.compact_failures == 1 and of_type(events, CompactFailed) == []
     [warning] = [e for e in of_type(events, Notice) if "did not free enough room" in e.text]
     assert warning.level == "warning" and "memory files 1" in warning.text and "/context" in warning.text
-    parts = dict(line.rsplit(" ", 1) for line in warning.text.split("(tokens): ")[1].split(". Run")[0].split(", "))
+    parts = dict(
+        line.rsplit(" ", 1) for line in warning.text.split("(tokens): ")[1].split(". Run")[0].split(", ")
+    )
     assert int(parts["memory files"].replace(",", "")) > 140_000  # the biggest, named first
     assert list(parts)[0] == "memory files"
     # the same content is not compacted again on the next request
@@ -152,7 +177,9 @@ def test_a_compaction_that_frees_too_little_is_a_failure_said_once(tmp_path: Pat
     assert len(fake_api.message_requests) == requests
     # new content, another weak compaction: counted again, but not said again
     bench.add(user_prompt("go on"))
-    bench.add(assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": 168_000, "output_tokens": 5}))
+    bench.add(
+        assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": 168_000, "output_tokens": 5})
+    )
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, 168_000) is True
     assert bench.conv.compact_failures == 2
     assert len([e for e in of_type(events, Notice) if "did not free enough room" in e.text]) == 1
@@ -173,7 +200,9 @@ def test_a_compaction_from_a_small_context_is_not_judged(tmp_path: Path, fake_ap
 # --- a Read of a restored file --------------------------------------------------------------------------------
 
 
-def test_rereading_a_restored_unchanged_file_is_answered_from_the_restore(tmp_path: Path, fake_api: FakeAPI) -> None:
+def test_rereading_a_restored_unchanged_file_is_answered_from_the_restore(
+    tmp_path: Path, fake_api: FakeAPI
+) -> None:
     session, _ = make_session(tmp_path, fake_api, permission_mode="bypassPermissions", session_memory=False)
     project = session.tool_ctx.project_dir
     path = project / "m.py"
@@ -193,10 +222,16 @@ def test_rereading_a_restored_unchanged_file_is_answered_from_the_restore(tmp_pa
     assert again.startswith("     1\tchanged")  # changed on disk since: read for real
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("edit src/app.py and README.md, not docs/ (a bare folder name is not taken for a path)", ["src/app.py", "README.md"]),
-    ("nothing here. e.g. this", []),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "edit src/app.py and README.md, not docs/ (a bare folder name is not taken for a path)",
+            ["src/app.py", "README.md"],
+        ),
+        ("nothing here. e.g. this", []),
+    ],
+)
 def test_files_the_user_named_are_those_that_exist(tmp_path: Path, text: str, expected: list[str]) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "app.py").write_text("")

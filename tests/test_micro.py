@@ -52,7 +52,11 @@ def test_clearing_is_sticky_once_the_cache_is_warm_again() -> None:
     first = microcompact(messages, state, NOW)
     # a minute later, after a new (recent) response: the same results stay cleared
     b = Builder(99, NOW)
-    later = messages + [b.prompt("and?"), *b.round("Bash", output(800)), b.assistant([{"type": "text", "text": "ok"}])]
+    later = messages + [
+        b.prompt("and?"),
+        *b.round("Bash", output(800)),
+        b.assistant([{"type": "text", "text": "ok"}]),
+    ]
     second = microcompact(later, state, NOW + timedelta(minutes=1))
     assert second.newly_cleared == []
     assert second.messages[: len(messages)] == first.messages
@@ -62,8 +66,14 @@ def test_other_tools_and_images_and_short_results() -> None:
     b = Builder(12, NOW - timedelta(hours=3))
     call, ids = b.calls("Read", "TodoWrite", "Bash", "Grep")
     picture = [{"type": "text", "text": "shot.png"}, image_block()]
-    messages = [b.prompt("look"), call, b.results([(ids[0], picture), (ids[1], output(5_000)),
-                                                   (ids[2], "ok"), (ids[3], output(3_000))], errors={ids[3]})]
+    messages = [
+        b.prompt("look"),
+        call,
+        b.results(
+            [(ids[0], picture), (ids[1], output(5_000)), (ids[2], "ok"), (ids[3], output(3_000))],
+            errors={ids[3]},
+        ),
+    ]
     messages.append(b.assistant([{"type": "text", "text": "seen"}]))
     state = ContextState()
     out = microcompact(messages, state, NOW, keep_recent=0)
@@ -96,7 +106,9 @@ def test_a_compaction_clears_the_kept_tails_old_results_whatever_the_cache() -> 
     messages = old_bash_history(8, timedelta(minutes=1))  # the cache is warm: microcompact itself waits
     ids = [b["id"] for b in tool_uses(messages)]
     state = ContextState(cleared={ids[0]})
-    assert stale_results(messages, state, keep_recent=5) == ids[1:3]  # the oldest not yet cleared, not the 5 newest
+    assert (
+        stale_results(messages, state, keep_recent=5) == ids[1:3]
+    )  # the oldest not yet cleared, not the 5 newest
     assert stale_results(messages, state, keep_recent=8) == []
     shown = without_calls(messages, ids[1:3])
     assert [b["id"] for b in tool_uses(shown)] == [ids[0], *ids[3:]]  # for restore: those calls show nothing

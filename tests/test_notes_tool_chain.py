@@ -32,8 +32,11 @@ def write_files(project: Path, count: int, lines: int) -> list[Path]:
     paths = []
     for n in range(count):
         path = project / f"module_{n:02d}.py"
-        path.write_text("".join(f"def step_{n}_{i}(state): return advance(state, {i}, 'stage-{n}')\n"
-                                for i in range(lines)))
+        path.write_text(
+            "".join(
+                f"def step_{n}_{i}(state): return advance(state, {i}, 'stage-{n}')\n" for i in range(lines)
+            )
+        )
         paths.append(path)
     return paths
 
@@ -48,8 +51,13 @@ def is_summary_request(body: dict) -> bool:
 
 
 def read_paths(body: dict) -> list[str]:
-    return [b["input"]["file_path"] for m in body["messages"] if m["role"] == "assistant"
-            for b in m["content"] if b.get("type") == "tool_use" and b["name"] == "Read"]
+    return [
+        b["input"]["file_path"]
+        for m in body["messages"]
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b.get("type") == "tool_use" and b["name"] == "Read"
+    ]
 
 
 class ToolOnlyModel:
@@ -61,8 +69,16 @@ class ToolOnlyModel:
     def __call__(self, body: dict) -> Reply:
         if self.next < len(self.paths):
             self.next += 1
-            return Reply([{"type": "tool_use", "id": f"toolu_read_{self.next:03d}", "name": "Read",
-                           "input": {"file_path": str(self.paths[self.next - 1])}}])
+            return Reply(
+                [
+                    {
+                        "type": "tool_use",
+                        "id": f"toolu_read_{self.next:03d}",
+                        "name": "Read",
+                        "input": {"file_path": str(self.paths[self.next - 1])},
+                    }
+                ]
+            )
         return Reply.text("Done reading.")
 
 
@@ -76,13 +92,26 @@ class NotesWriter:
         self.bodies.append(body)
         path = NOTES_PATH.search(last_user_text(body)).group(1)
         reads = read_paths(body)
-        return Reply([{"type": "tool_use", "id": f"toolu_notes_{len(self.bodies)}", "name": "Edit",
-                       "input": {"file_path": path, "old_string": guide("Current State"),
-                                 "new_string": f"{guide('Current State')}\nRead through "
-                                               f"{Path(reads[-1]).name if reads else 'nothing'}."}}])
+        return Reply(
+            [
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_notes_{len(self.bodies)}",
+                    "name": "Edit",
+                    "input": {
+                        "file_path": path,
+                        "old_string": guide("Current State"),
+                        "new_string": f"{guide('Current State')}\nRead through "
+                        f"{Path(reads[-1]).name if reads else 'nothing'}.",
+                    },
+                }
+            ]
+        )
 
 
-def run(tmp_path: Path, api: FakeAPI, paths: list[Path], **settings: Any) -> tuple[Any, list[Any], NotesWriter]:
+def run(
+    tmp_path: Path, api: FakeAPI, paths: list[Path], **settings: Any
+) -> tuple[Any, list[Any], NotesWriter]:
     writer = NotesWriter()
     api.on(is_notes_update, writer)
     api.on(is_summary_request, Reply.text("<summary>should not be needed</summary>"))
@@ -110,11 +139,11 @@ def test_a_long_tool_only_run_compacts_from_the_notes(tmp_path: Path) -> None:
         before, after = main[first_after - 1], main[first_after]
         kept_reads = read_paths(after)
         history = read_paths(before) + [p for p in kept_reads if p not in read_paths(before)]  # + the newest
-        assert len(kept_reads) >= 2 and kept_reads == history[-len(kept_reads):]
+        assert len(kept_reads) >= 2 and kept_reads == history[-len(kept_reads) :]
         # the last update before the compaction covered every read the tail does not hold
         updates_before = [b for b in writer.bodies if "This session continues" not in json.dumps(b)]
         covered = set(read_paths(updates_before[-1]))
-        dropped = history[:-len(kept_reads)]
+        dropped = history[: -len(kept_reads)]
         assert dropped and set(dropped) <= covered
         api.check()
 
@@ -144,8 +173,12 @@ def notes_updater_wait(session: Any) -> None:
     assert notes_updater.wait_for_update(session.conv, 30)
 
 
-PRICE = {"input_tokens": 1.0, "cache_creation_input_tokens": 1.25, "cache_read_input_tokens": 0.1,
-         "output_tokens": 5.0}
+PRICE = {
+    "input_tokens": 1.0,
+    "cache_creation_input_tokens": 1.25,
+    "cache_read_input_tokens": 0.1,
+    "output_tokens": 5.0,
+}
 
 
 def billed(usage: dict[str, int]) -> float:
@@ -179,8 +212,9 @@ def test_session_memory_never_costs_more_than_without_it(tmp_path: Path) -> None
             api.on(is_notes_update, writer)
             api.on(is_summary_request, Reply.text(f"<summary>{SENTENCE * 60}</summary>"))
             api.on(lambda body: True, ToolOnlyModel(paths))
-            session, events = make_session(base, api, permission_mode="bypassPermissions", context_window=60_000,
-                                           session_memory=on)
+            session, events = make_session(
+                base, api, permission_mode="bypassPermissions", context_window=60_000, session_memory=on
+            )
             finished = run_turn(session, "Read every module, one per reply.")
             assert finished.stop_reason == "end_turn", finished.error
             notes_updater_wait(session)

@@ -44,8 +44,15 @@ class RuleSettings:
 
 
 def perms(project, home=None, *, mode="default", allow=(), deny=(), ask=(), session_dir=None):
-    settings = RuleSettings(cwd=project, home=project.parent / "agent-home", user_home=home, permission_mode=mode,
-                            allow=list(allow), deny=list(deny), ask=list(ask))
+    settings = RuleSettings(
+        cwd=project,
+        home=project.parent / "agent-home",
+        user_home=home,
+        permission_mode=mode,
+        allow=list(allow),
+        deny=list(deny),
+        ask=list(ask),
+    )
     return Permissions(settings, session_dir=session_dir)
 
 
@@ -59,31 +66,79 @@ def behavior(p, tool, **args):
 @pytest.mark.parametrize(
     ("mode", "expected"),
     [
-        ("default", {"Read": "allow", "Grep": "allow", "Glob": "allow", "Bash": "ask", "Write": "ask", "Edit": "ask",
-                     "Snip": "allow"}),
-        ("acceptEdits", {"Read": "allow", "Grep": "allow", "Glob": "allow", "Bash": "ask", "Write": "allow",
-                         "Edit": "allow", "Snip": "allow"}),
-        ("bypassPermissions", {"Read": "allow", "Grep": "allow", "Glob": "allow", "Bash": "allow", "Write": "allow",
-                               "Edit": "allow", "Snip": "allow"}),
-        ("plan", {"Read": "allow", "Grep": "allow", "Glob": "allow", "Bash": "deny", "Write": "deny", "Edit": "deny",
-                  "Snip": "allow"}),
+        (
+            "default",
+            {
+                "Read": "allow",
+                "Grep": "allow",
+                "Glob": "allow",
+                "Bash": "ask",
+                "Write": "ask",
+                "Edit": "ask",
+                "Snip": "allow",
+            },
+        ),
+        (
+            "acceptEdits",
+            {
+                "Read": "allow",
+                "Grep": "allow",
+                "Glob": "allow",
+                "Bash": "ask",
+                "Write": "allow",
+                "Edit": "allow",
+                "Snip": "allow",
+            },
+        ),
+        (
+            "bypassPermissions",
+            {
+                "Read": "allow",
+                "Grep": "allow",
+                "Glob": "allow",
+                "Bash": "allow",
+                "Write": "allow",
+                "Edit": "allow",
+                "Snip": "allow",
+            },
+        ),
+        (
+            "plan",
+            {
+                "Read": "allow",
+                "Grep": "allow",
+                "Glob": "allow",
+                "Bash": "deny",
+                "Write": "deny",
+                "Edit": "deny",
+                "Snip": "allow",
+            },
+        ),
     ],
 )
 def test_modes_by_tool_inside_the_project(project, mode, expected):
     p = perms(project, mode=mode)
     inside = str(project / "src" / "a.py")
     calls = {
-        "Read": {"file_path": inside}, "Grep": {"pattern": "x"}, "Glob": {"pattern": "**/*.py"},
-        "Bash": {"command": "ls"}, "Write": {"file_path": inside, "content": ""},
-        "Edit": {"file_path": inside, "old_string": "a", "new_string": "b"}, "Snip": {"ids": ["abc"]},
+        "Read": {"file_path": inside},
+        "Grep": {"pattern": "x"},
+        "Glob": {"pattern": "**/*.py"},
+        "Bash": {"command": "ls"},
+        "Write": {"file_path": inside, "content": ""},
+        "Edit": {"file_path": inside, "old_string": "a", "new_string": "b"},
+        "Snip": {"ids": ["abc"]},
     }
     assert {tool: p.check(tool, args).behavior for tool, args in calls.items()} == expected
 
 
 def test_plan_mode_reason_says_plan_mode(project):
     d = perms(project, mode="plan").check("Bash", {"command": "ls"})
-    assert d == Decision("deny", "Bash is not available in plan mode: only Read, Grep and Glob may run; "
-                                 "finish the plan and present it to the user instead", None)
+    assert d == Decision(
+        "deny",
+        "Bash is not available in plan mode: only Read, Grep and Glob may run; "
+        "finish the plan and present it to the user instead",
+        None,
+    )
 
 
 def test_plan_mode_beats_allow_and_ask_rules(project):
@@ -96,8 +151,19 @@ def test_plan_mode_beats_allow_and_ask_rules(project):
 
 
 @pytest.mark.parametrize("mode", ["default", "acceptEdits", "bypassPermissions", "plan"])
-@pytest.mark.parametrize("command", ["rm -rf x", "echo hi && rm x", "ls | rm x", "true; rm x", "FOO=1 rm x",
-                                     "echo $(rm x)", "echo `rm x`", "rm"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf x",
+        "echo hi && rm x",
+        "ls | rm x",
+        "true; rm x",
+        "FOO=1 rm x",
+        "echo $(rm x)",
+        "echo `rm x`",
+        "rm",
+    ],
+)
 def test_deny_rule_wins_in_every_mode(project, mode, command):
     d = perms(project, mode=mode, deny=["Bash(rm:*)"], allow=["Bash"]).check("Bash", {"command": command})
     assert d == Decision("deny", 'Bash is denied by the rule "Bash(rm:*)" in the settings', "Bash(rm:*)")
@@ -111,7 +177,9 @@ def test_deny_prefix_is_word_based(project):
 def test_deny_path_rule_beats_bypass_and_covers_reading_tools(project, home):
     p = perms(project, home, mode="bypassPermissions", deny=["Read(~/.ssh/**)"])
     assert behavior(p, "Read", file_path=str(home / ".ssh" / "id_rsa")) == "deny"
-    assert behavior(p, "Grep", pattern="KEY", path=str(home / ".ssh")) == "deny"  # searching the folder itself
+    assert (
+        behavior(p, "Grep", pattern="KEY", path=str(home / ".ssh")) == "deny"
+    )  # searching the folder itself
     assert behavior(p, "Glob", pattern="*", path=str(home / ".ssh" / "keys")) == "deny"
     assert behavior(p, "Read", file_path=str(home / "notes.txt")) == "allow"
 
@@ -131,13 +199,17 @@ def test_ask_rule_asks_even_in_accept_edits_and_allows_in_bypass(project):
     assert behavior(perms(project, mode="acceptEdits", **rules), "Edit", file_path=target) == "ask"
     assert behavior(perms(project, mode="default", **rules), "Write", file_path=target) == "ask"
     assert behavior(perms(project, mode="bypassPermissions", **rules), "Edit", file_path=target) == "allow"
-    assert behavior(perms(project, mode="default", **rules), "Edit", file_path=str(project / "src" / "a.py")) == "allow"
+    assert (
+        behavior(perms(project, mode="default", **rules), "Edit", file_path=str(project / "src" / "a.py"))
+        == "allow"
+    )
 
 
 def test_ask_rule_for_bash(project):
     p = perms(project, allow=["Bash(git:*)"], ask=["Bash(git push:*)"])
     assert p.check("Bash", {"command": "git push origin main"}) == Decision(
-        "ask", 'the rule "Bash(git push:*)" asks before running Bash', "Bash(git push:*)")
+        "ask", 'the rule "Bash(git push:*)" asks before running Bash', "Bash(git push:*)"
+    )
     assert behavior(p, "Bash", command="git status") == "allow"
 
 
@@ -197,7 +269,10 @@ def test_every_simple_command_is_found():
     assert lines("a && b || c; d | e & f") == ["a", "b", "c", "d", "e", "f"]
     assert lines("echo 'x && y' \"; z\"") == ["echo x && y ; z"]
     assert lines("echo $(git rev-parse HEAD) && ls 2>&1 >/dev/null") == [
-        "git rev-parse HEAD", "echo $(git rev-parse HEAD)", "ls"]
+        "git rev-parse HEAD",
+        "echo $(git rev-parse HEAD)",
+        "ls",
+    ]
     assert lines("diff <(ls a) <(ls b)") == ["ls a", "ls b", "diff <(ls a) <(ls b)"]
 
 
@@ -263,10 +338,12 @@ def test_symlink_out_of_the_project_is_not_inside(project, tmp_path):
 def test_reads_inside_and_outside_the_project(project, tmp_path):
     p = perms(project)
     assert p.check("Read", {"file_path": str(project / "src" / "a.py")}) == Decision(
-        "allow", "reading inside the project", None)
+        "allow", "reading inside the project", None
+    )
     outside = tmp_path / "outside.txt"
     assert p.check("Read", {"file_path": str(outside)}) == Decision(
-        "ask", f"Read of {outside} is outside the project", None)
+        "ask", f"Read of {outside} is outside the project", None
+    )
     assert behavior(p, "Grep", pattern="x", path="/etc") == "ask"
     assert behavior(p, "Glob", pattern="/etc/*.conf") == "ask"
     assert behavior(p, "Glob", pattern="*.conf", path=str(project)) == "allow"
@@ -286,9 +363,13 @@ def test_from_settings(project, home, tmp_path):
     agent_home = tmp_path / "agent-home"
     (project / ".claude").mkdir()
     (project / ".claude" / "settings.json").write_text(
-        '{"permissions": {"deny": ["Read(~/.ssh/**)"], "additionalDirectories": ["../shared"]}}')
-    settings = load_settings(cwd=project, environ={"HOME": str(home), "COMPACT_AGENT_HOME": str(agent_home)},
-                             cli={"permission_mode": "acceptEdits", "trust_project": True})
+        '{"permissions": {"deny": ["Read(~/.ssh/**)"], "additionalDirectories": ["../shared"]}}'
+    )
+    settings = load_settings(
+        cwd=project,
+        environ={"HOME": str(home), "COMPACT_AGENT_HOME": str(agent_home)},
+        cli={"permission_mode": "acceptEdits", "trust_project": True},
+    )
     session = settings.project_dir / "abc"
     p = Permissions(settings, session_dir=session)
     assert behavior(p, "Read", file_path=str(home / ".ssh" / "id_ed25519")) == "deny"
@@ -303,10 +384,12 @@ def test_from_settings(project, home, tmp_path):
 def test_accept_edits_inside_and_outside_the_project(project, tmp_path):
     p = perms(project, mode="acceptEdits")
     assert p.check("Edit", {"file_path": str(project / "src" / "a.py")}) == Decision(
-        "allow", "acceptEdits mode: edits inside the project are allowed", None)
+        "allow", "acceptEdits mode: edits inside the project are allowed", None
+    )
     outside = tmp_path / "x.py"
     assert p.check("Write", {"file_path": str(outside), "content": ""}) == Decision(
-        "ask", f"Write of {outside} (outside the project) needs approval", None)
+        "ask", f"Write of {outside} (outside the project) needs approval", None
+    )
     assert behavior(p, "Bash", command="ls") == "ask"
 
 
@@ -321,8 +404,9 @@ def test_allow_for_session(project):
     p.allow_for_session(rule)
     p.allow_for_session(rule)
     assert p.session_allow == ["Bash(npm test:*)"]
-    assert p.check("Bash", {"command": "npm test"}) == Decision("allow", 'allowed by the rule "Bash(npm test:*)"',
-                                                                "Bash(npm test:*)")
+    assert p.check("Bash", {"command": "npm test"}) == Decision(
+        "allow", 'allowed by the rule "Bash(npm test:*)"', "Bash(npm test:*)"
+    )
     assert behavior(p, "Bash", command="npm install") == "ask"
 
 
@@ -365,13 +449,16 @@ def test_describe(project):
     assert p.describe("Bash", {"command": "npm test"}) == "npm test"
     assert p.describe("Bash", {"command": "rm -r build", "description": "clean"}) == "rm -r build\n# clean"
     target = project / "src" / "a.py"
-    assert p.describe("Edit", {"file_path": str(target), "old_string": "x = 1\ny = 2", "new_string": "x = 1\ny = 3"}) == (
-        f"Edit {target}\n--- a.py before\n+++ a.py after\n@@ -1,2 +1,2 @@\n x = 1\n-y = 2\n+y = 3")
+    assert p.describe(
+        "Edit", {"file_path": str(target), "old_string": "x = 1\ny = 2", "new_string": "x = 1\ny = 3"}
+    ) == (f"Edit {target}\n--- a.py before\n+++ a.py after\n@@ -1,2 +1,2 @@\n x = 1\n-y = 2\n+y = 3")
     assert p.describe("Write", {"file_path": str(target), "content": "a\nb\n"}) == (
-        f"Write {target}\n(new file, 2 lines)\n+a\n+b")
+        f"Write {target}\n(new file, 2 lines)\n+a\n+b"
+    )
     target.write_text("a\nc\n")
     assert p.describe("Write", {"file_path": str(target), "content": "a\nb\n"}) == (
-        f"Write {target}\n--- a.py now\n+++ a.py after\n@@ -1,2 +1,2 @@\n a\n-c\n+b")
+        f"Write {target}\n--- a.py now\n+++ a.py after\n@@ -1,2 +1,2 @@\n a\n-c\n+b"
+    )
     assert p.describe("Read", {"file_path": "src/a.py"}) == f"Read {target}"
     assert p.describe("Grep", {"pattern": "TODO"}) == f'Grep "TODO" in {project}'
     assert p.describe("Snip", {"ids": ["a1"]}) == "Snip(ids=['a1'])"
@@ -380,10 +467,20 @@ def test_describe(project):
 def test_describe_an_edit_with_the_files_line_numbers(project):
     target = project / "big.py"
     target.write_text("".join(f"line {n}\n" for n in range(1, 31)))
-    text = perms(project).describe("Edit", {"file_path": str(target), "old_string": "line 20\n",
-                                            "new_string": "line twenty\n"})
-    assert text.splitlines()[3:] == ["@@ -17,7 +17,7 @@", " line 17", " line 18", " line 19", "-line 20",
-                                     "+line twenty", " line 21", " line 22", " line 23"]
+    text = perms(project).describe(
+        "Edit", {"file_path": str(target), "old_string": "line 20\n", "new_string": "line twenty\n"}
+    )
+    assert text.splitlines()[3:] == [
+        "@@ -17,7 +17,7 @@",
+        " line 17",
+        " line 18",
+        " line 19",
+        "-line 20",
+        "+line twenty",
+        " line 21",
+        " line 22",
+        " line 23",
+    ]
 
 
 def test_describe_caps_long_previews(project):
@@ -412,8 +509,14 @@ def test_paths_are_compared_after_normalising(project):
 @pytest.mark.parametrize("tool", ["Write", "Edit"])
 def test_edit_and_write_rules_govern_each_other(project, rule_tool, tool):
     target = str(project / "src" / "a.py")
-    assert behavior(perms(project, mode="acceptEdits", deny=[f"{rule_tool}(src/**)"]), tool, file_path=target) == "deny"
-    assert behavior(perms(project, mode="acceptEdits", ask=[f"{rule_tool}(src/**)"]), tool, file_path=target) == "ask"
+    assert (
+        behavior(perms(project, mode="acceptEdits", deny=[f"{rule_tool}(src/**)"]), tool, file_path=target)
+        == "deny"
+    )
+    assert (
+        behavior(perms(project, mode="acceptEdits", ask=[f"{rule_tool}(src/**)"]), tool, file_path=target)
+        == "ask"
+    )
     assert behavior(perms(project, allow=[f"{rule_tool}(src/**)"]), tool, file_path=target) == "allow"
 
 
@@ -441,7 +544,8 @@ def test_glob_climbing_out_of_the_project_asks(project, home, pattern, path):
     args = {"pattern": pattern} | ({"path": str(project / path) if path else ""} if path else {})
     assert behavior(perms(project, home), "Glob", **args) == "ask"
     assert behavior(perms(project, home, deny=["Read(~/.ssh/**)"]), "Glob", **args) == (
-        "ask" if pattern.startswith("/") else "deny")
+        "ask" if pattern.startswith("/") else "deny"
+    )
 
 
 @pytest.mark.parametrize("pattern", ["**/*.py", "src/*.py", "src/../docs/*", "*/../*"])
@@ -458,9 +562,16 @@ def test_glob_and_grep_without_a_path_search_where_the_call_acts(project, tmp_pa
 
 def test_read_denied(project, home):
     p = perms(project, home, deny=["Read(~/.ssh/**)", "Read(.env)", "Edit(src/**)"])
-    assert [p.read_denied(path) for path in [
-        home / ".ssh" / "id_rsa", project / ".env", project / "sub" / ".env", project / "src" / "a.py",
-        home / "notes.txt"]] == [True, True, True, False, False]
+    assert [
+        p.read_denied(path)
+        for path in [
+            home / ".ssh" / "id_rsa",
+            project / ".env",
+            project / "sub" / ".env",
+            project / "src" / "a.py",
+            home / "notes.txt",
+        ]
+    ] == [True, True, True, False, False]
     assert perms(project, deny=["Read"]).read_denied(project / "anything")
     assert not perms(project).read_denied(project / "anything")
 
@@ -513,9 +624,17 @@ def test_files_that_steer_the_agent_always_ask(project, home, steering, tool):
 
 def test_steering_files_allow_in_bypass_and_deny_still_wins(project, home, steering):
     for path in steering:
-        assert behavior(perms(project, home, mode="bypassPermissions"), "Edit", file_path=str(path)) == "allow"
-        assert behavior(perms(project, home, mode="bypassPermissions", deny=[f"Edit(/{path})"]), "Edit",
-                        file_path=str(path)) == "deny"
+        assert (
+            behavior(perms(project, home, mode="bypassPermissions"), "Edit", file_path=str(path)) == "allow"
+        )
+        assert (
+            behavior(
+                perms(project, home, mode="bypassPermissions", deny=[f"Edit(/{path})"]),
+                "Edit",
+                file_path=str(path),
+            )
+            == "deny"
+        )
 
 
 def test_steering_files_through_bash_redirections(project, home, steering):
@@ -527,8 +646,13 @@ def test_steering_files_through_bash_redirections(project, home, steering):
 
 def test_ordinary_files_near_steering_ones_do_not_ask(project, home):
     p = perms(project, home, mode="acceptEdits")
-    for path in [project / "CLAUDE.md", project / ".claude" / "commands" / "x.md", project / "git" / "config",
-                 project / "src" / ".bashrc", project / ".github" / "hooks" / "x"]:
+    for path in [
+        project / "CLAUDE.md",
+        project / ".claude" / "commands" / "x.md",
+        project / "git" / "config",
+        project / "src" / ".bashrc",
+        project / ".github" / "hooks" / "x",
+    ]:
         assert behavior(p, "Write", file_path=str(path)) == "allow", path
 
 
@@ -565,11 +689,21 @@ def test_dot_dot_after_a_symlink_is_judged_where_it_lands(project, tmp_path):
 
 
 def test_edit_rules_govern_bash_redirections(project):
-    assert perms(project, allow=["Bash"], deny=["Edit(.env)"]).check("Bash", {"command": "echo x > .env"}) == Decision(
-        "deny", f'the command writes {project / ".env"}, and the rule "Edit(.env)" in the settings denies changing it',
-        "Edit(.env)")
-    assert behavior(perms(project, allow=["Bash"], ask=["Write(docs/**)"]), "Bash", command="echo x > docs/a") == "ask"
-    assert behavior(perms(project, allow=["Bash"], deny=["Edit(.env)"]), "Bash", command='echo x > "$F"') == "ask"
+    assert perms(project, allow=["Bash"], deny=["Edit(.env)"]).check(
+        "Bash", {"command": "echo x > .env"}
+    ) == Decision(
+        "deny",
+        f'the command writes {project / ".env"}, and the rule "Edit(.env)" in the settings denies changing it',
+        "Edit(.env)",
+    )
+    assert (
+        behavior(perms(project, allow=["Bash"], ask=["Write(docs/**)"]), "Bash", command="echo x > docs/a")
+        == "ask"
+    )
+    assert (
+        behavior(perms(project, allow=["Bash"], deny=["Edit(.env)"]), "Bash", command='echo x > "$F"')
+        == "ask"
+    )
 
 
 def test_a_write_rule_lets_bash_write_outside_as_it_lets_write(project, tmp_path):
@@ -593,12 +727,16 @@ def test_harmless_device_writes(project, target):
 def test_deny_rule_in_force_turns_doubt_into_a_question_the_model_can_act_on(project):
     p = perms(project, mode="bypassPermissions", deny=["Bash(git push:*)"])
     assert p.check("Bash", {"command": "$'git' push"}) == Decision(
-        "ask", "the command's program can't be determined statically ($'git' push: the program name uses $'...' "
-               "quoting); a deny rule is in force, so it needs the user's approval")
+        "ask",
+        "the command's program can't be determined statically ($'git' push: the program name uses $'...' "
+        "quoting); a deny rule is in force, so it needs the user's approval",
+    )
     assert p.check("Bash", {"command": "git $WHAT origin"}) == Decision(
-        "ask", '"git $WHAT origin" has a word known only when it runs, so the deny rule "Bash(git push:*)" might '
-               "match it; it needs the user's approval")
-    assert behavior(p, "Bash", command="git commit -m \"$MSG\"") == "allow"
+        "ask",
+        '"git $WHAT origin" has a word known only when it runs, so the deny rule "Bash(git push:*)" might '
+        "match it; it needs the user's approval",
+    )
+    assert behavior(p, "Bash", command='git commit -m "$MSG"') == "allow"
     assert behavior(p, "Bash", command="git push") == "deny"
 
 
@@ -624,6 +762,9 @@ def test_tools_never_import_the_agent():
     tools = Path(__file__).resolve().parent.parent / "tools"
     for path in tools.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            )
             assert not any(n == "agent" or n.startswith("agent.") for n in names), path

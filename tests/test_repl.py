@@ -65,7 +65,12 @@ class Driver:
 
 @contextmanager
 def repl_for(api, project: Path, first: str | None = None, resume: str | None = None, **env: str):
-    environ = {"HOME": os.environ["HOME"], "COMPACT_AGENT_HOME": os.environ["COMPACT_AGENT_HOME"], **api.env(), **env}
+    environ = {
+        "HOME": os.environ["HOME"],
+        "COMPACT_AGENT_HOME": os.environ["COMPACT_AGENT_HOME"],
+        **api.env(),
+        **env,
+    }
     settings = load_settings(cwd=project, environ=environ, cli={})
     buf = io.StringIO()
     console = Console(file=buf, width=100, force_terminal=False, color_system=None)
@@ -109,9 +114,16 @@ def test_help_context_and_an_unknown_command(fake_api, project):
         assert d.finish() == 0
     out = d.out.removeprefix(banner(d.repl, project))
     assert out.startswith("Commands:\n  /help ")
-    context = out[out.index("Context usage"):].splitlines()
+    context = out[out.index("Context usage") :].splitlines()
     assert context[1].startswith("■ ") and "tokens (" in context[1]
-    for name in ("System prompt", "System tools", "Memory files", "Messages", "Free space", "Autocompact buffer"):
+    for name in (
+        "System prompt",
+        "System tools",
+        "Memory files",
+        "Messages",
+        "Free space",
+        "Autocompact buffer",
+    ):
         assert any(f" {name}: " in line for line in context), name
     assert out.endswith("Unknown command /contxt. Did you mean /context?\n")
     assert fake_api.message_requests == []  # /context is never sent to the model
@@ -120,8 +132,12 @@ def test_help_context_and_an_unknown_command(fake_api, project):
 def test_permission_question_yes_and_no(fake_api, project):
     fake_api.reply_tool("Bash", {"command": "echo hi"})
     fake_api.reply_text("Ran it.")
-    fake_api.reply_tools([("Bash", {"command": "rm -rf build", "description": "Remove the build"}),
-                          ("Bash", {"command": "rm -rf dist"})])
+    fake_api.reply_tools(
+        [
+            ("Bash", {"command": "rm -rf build", "description": "Remove the build"}),
+            ("Bash", {"command": "rm -rf dist"}),
+        ]
+    )
     with repl_for(fake_api, project) as d:
         d.type("say hi\r")
         d.wait_for("Allow?")
@@ -138,16 +154,14 @@ def test_permission_question_yes_and_no(fake_api, project):
     # the call's header once, above the question; a box only when it says more than the header
     question = "  Allow? [y]es / [n]o / [a]lways for this session\n"
     assert d.out == banner(d.repl, project) + (
-        "● Bash(echo hi)\n"
-        + question + "  → Yes\n"
+        "● Bash(echo hi)\n" + question + "  → Yes\n"
         "  ⎿  hi\n"
         "● Ran it.\n"
         "● Bash(rm -rf build)\n"
         "  ╭────────────────────╮\n"
         "  │ rm -rf build       │\n"
         "  │ # Remove the build │\n"
-        "  ╰────────────────────╯\n"
-        + question + "  → No\n"
+        "  ╰────────────────────╯\n" + question + "  → No\n"
     )
     assert len(fake_api.message_requests) == 3
     # both calls of the message are answered (the second never asked), so the next request is valid
@@ -160,9 +174,13 @@ def test_permission_question_yes_and_no(fake_api, project):
 def test_a_call_that_would_fail_anyway_fails_before_asking(fake_api, project):
     (project / "app.py").write_text("x = 1\n")
     fake_api.reply_tool("Write", {"file_path": str(project / "app.py"), "content": "z\n"})
-    fake_api.reply_tool("Edit", {"file_path": str(project / "app.py"), "old_string": "x = 1", "new_string": "x = 2"})
+    fake_api.reply_tool(
+        "Edit", {"file_path": str(project / "app.py"), "old_string": "x = 1", "new_string": "x = 2"}
+    )
     fake_api.reply_tool("Read", {"file_path": str(project / "app.py")})
-    fake_api.reply_tool("Edit", {"file_path": str(project / "app.py"), "old_string": "y = 1", "new_string": "y = 2"})
+    fake_api.reply_tool(
+        "Edit", {"file_path": str(project / "app.py"), "old_string": "y = 1", "new_string": "y = 2"}
+    )
     fake_api.reply_text("I could not change it.")
     with repl_for(fake_api, project) as d:
         d.type("change it\r")
@@ -225,8 +243,15 @@ def test_multiline_input_history_file_and_exit_keys(fake_api, project):
 
 
 def test_warning_bar_after_a_big_turn(fake_api, project):
-    fake_api.reply_text("That was a lot.", usage={"input_tokens": 150_000, "cache_creation_input_tokens": 0,
-                                                  "cache_read_input_tokens": 0, "output_tokens": 10})
+    fake_api.reply_text(
+        "That was a lot.",
+        usage={
+            "input_tokens": 150_000,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 10,
+        },
+    )
     with repl_for(fake_api, project) as d:
         assert d.repl._toolbar() == ""
         d.type("read everything\r")
@@ -287,7 +312,8 @@ def test_resume_shows_the_last_exchanges_its_message_count_and_the_whole_cost(fa
     assert out.startswith(
         "> question 2\n● answer 2\n> question 3\n● answer 3\n> question 4\n● answer 4\n  more\n  more\n  more\n"
         "  … +3 lines\n"
-        f"Resumed session {earlier.session_id} (8 messages).\n")
+        f"Resumed session {earlier.session_id} (8 messages).\n"
+    )
     assert " · 8 messages · question 1 · " in out
     # four replies of 1,000 input and 30 output tokens each, all recorded before this process
     assert "Usage: 4,000 input · 120 output · " in out
@@ -297,8 +323,12 @@ def test_resume_shows_the_last_exchanges_its_message_count_and_the_whole_cost(fa
 def test_an_edit_after_a_read_in_the_same_message_is_asked_not_failed_early(fake_api, project):
     path = str(project / "app.py")
     (project / "app.py").write_text("x = 1\n")
-    fake_api.reply_tools([("Read", {"file_path": path}),
-                          ("Edit", {"file_path": path, "old_string": "x = 1", "new_string": "x = 2"})])
+    fake_api.reply_tools(
+        [
+            ("Read", {"file_path": path}),
+            ("Edit", {"file_path": path, "old_string": "x = 1", "new_string": "x = 2"}),
+        ]
+    )
     fake_api.reply_text("Changed.")
     with repl_for(fake_api, project) as d:
         d.type("read and change it\r")
@@ -323,15 +353,26 @@ def test_a_resumed_session_shows_its_warning_at_once(fake_api, project):
         assert d.repl._toolbar() == [("class:warning", "Context left until auto-compact: 10%")]
 
 
-def test_with_auto_compact_off_the_bar_tells_how_close_the_limit_is_and_context_has_no_buffer(fake_api, project):
-    fake_api.reply_text("That was a lot.", usage={"input_tokens": 165_000, "cache_creation_input_tokens": 0,
-                                                  "cache_read_input_tokens": 0, "output_tokens": 10})
+def test_with_auto_compact_off_the_bar_tells_how_close_the_limit_is_and_context_has_no_buffer(
+    fake_api, project
+):
+    fake_api.reply_text(
+        "That was a lot.",
+        usage={
+            "input_tokens": 165_000,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 10,
+        },
+    )
     with repl_for(fake_api, project, DISABLE_AUTO_COMPACT="1") as d:
         d.type("read everything\r")
         d.wait_for("That was a lot.")
         d.wait_idle()
         # E = 180,000 takes T's place: round((180,000 − 165,010) / 180,000 × 100) = 8
-        assert d.repl._toolbar() == [("class:warning", "Context low (8% remaining) · Run /compact to compact & continue")]
+        assert d.repl._toolbar() == [
+            ("class:warning", "Context low (8% remaining) · Run /compact to compact & continue")
+        ]
         d.type("/context\r")
         d.wait_for("Free space")
         d.wait_idle()

@@ -19,9 +19,15 @@ from tools.read import number_lines, record_read
 def _real_read(bench, path: Path) -> None:
     """A Read of a file that exists, so the compaction restores it after the kept tail."""
     use_id = f"toolu_real{len(bench.messages):04d}"
-    bench.add(assistant([{"type": "text", "text": "Reading the real file."},
-                           {"type": "tool_use", "id": use_id, "name": "Read", "input": {"file_path": str(path)}}],
-                          stop_reason="tool_use"))
+    bench.add(
+        assistant(
+            [
+                {"type": "text", "text": "Reading the real file."},
+                {"type": "tool_use", "id": use_id, "name": "Read", "input": {"file_path": str(path)}},
+            ],
+            stop_reason="tool_use",
+        )
+    )
     bench.add(tool_results([tool_result_block(use_id, number_lines(path.read_text().splitlines(), 1))]))
     record_read(bench.tool_ctx, path)
 
@@ -78,7 +84,9 @@ def test_reactive_compaction_calibrates_against_the_view_actually_sent(tmp_path)
 
         reply = session.messages[-1]
         sent = session.conv.view().tagged[:-1]  # the compacted view the retry carried
-        real = sum(reply.usage[k] for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+        real = sum(
+            reply.usage[k] for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        )
         expected = real / (overhead_tokens(session.request([])) + sum(m.tokens for m in sent))
         assert 0.5 < expected < 2.0
         assert session.conv.calibration.samples == 1
@@ -97,14 +105,29 @@ def test_a_snip_takes_effect_on_the_count_before_the_next_response(tmp_path):
         bench, _ = make_plain_session(tmp_path, api)
         old = user_prompt("Show me the whole log.")
         bench.add(old)
-        bench.add(assistant([{"type": "text", "text": "log line " * 30_000}],
-                              usage={"input_tokens": 100, "output_tokens": 60_000}))
+        bench.add(
+            assistant(
+                [{"type": "text", "text": "log line " * 30_000}],
+                usage={"input_tokens": 100, "output_tokens": 60_000},
+            )
+        )
         prompt = user_prompt("That log is no longer needed; snip it.")
         bench.add(prompt)
         bench.conv.current_prompt_uuid = prompt.uuid
-        bench.add(assistant([{"type": "tool_use", "id": "toolu_snip1", "name": "Snip",
-                                "input": {"ids": [snip_id(old.uuid)]}}],
-                              stop_reason="tool_use", usage={"input_tokens": 60_200, "output_tokens": 50}))
+        bench.add(
+            assistant(
+                [
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_snip1",
+                        "name": "Snip",
+                        "input": {"ids": [snip_id(old.uuid)]},
+                    }
+                ],
+                stop_reason="tool_use",
+                usage={"input_tokens": 60_200, "output_tokens": 50},
+            )
+        )
         bench.state.tokens_at_last_nudge = 55_000  # a nudge came at 55K, before the log grew
         before = bench.view().tokens
         assert before > 60_000

@@ -45,7 +45,9 @@ def test_tool_output_holding_the_api_key_is_redacted_not_fatal(fake_api, run_cli
     fake_api.reply_tool("Read", {"file_path": str(project / "k.txt")})
     fake_api.reply_text("done")
 
-    res = run_cli(fake_api, "-p", "show me", "--dangerously-skip-permissions", env={"ANTHROPIC_API_KEY": SECRET})
+    res = run_cli(
+        fake_api, "-p", "show me", "--dangerously-skip-permissions", env={"ANTHROPIC_API_KEY": SECRET}
+    )
 
     assert res.code == 0, res.stderr
     assert res.stdout == "done\n"
@@ -61,7 +63,8 @@ def test_tool_output_holding_the_api_key_is_redacted_not_fatal(fake_api, run_cli
 def test_hook_printing_its_environment_does_not_leak_or_crash(fake_api, run_cli, project, isolated_env):
     (project / ".claude").mkdir()
     (project / ".claude" / "settings.json").write_text(
-        '{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "env; echo key=$ANTHROPIC_API_KEY"}]}]}}')
+        '{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "env; echo key=$ANTHROPIC_API_KEY"}]}]}}'
+    )
     fake_api.reply_text("hello")
 
     res = run_cli(fake_api, "-p", "hi", "--trust-project", env={"ANTHROPIC_API_KEY": SECRET})
@@ -93,7 +96,9 @@ def test_relative_read_after_cd_outside_is_judged_where_it_reads(fake_api, run_c
     assert "approval" in read_out and str(outside / "f.txt") in read_out
 
 
-def test_relative_write_in_accept_edits_outside_the_project_is_not_allowed(fake_api, run_cli, project, tmp_path):
+def test_relative_write_in_accept_edits_outside_the_project_is_not_allowed(
+    fake_api, run_cli, project, tmp_path
+):
     outside = tmp_path / "outside"
     outside.mkdir()
     fake_api.reply_tool("Bash", {"command": f"cd {outside}"})
@@ -114,7 +119,9 @@ def test_relative_path_deny_rule_still_applies_after_cd(fake_api, run_cli, proje
     fake_api.reply_tool("Read", {"file_path": "secret.env"})
     fake_api.reply_text("done")
 
-    res = run_cli(fake_api, "-p", "x", "--dangerously-skip-permissions", "--disallowedTools", "Read(sub/secret.env)")
+    res = run_cli(
+        fake_api, "-p", "x", "--dangerously-skip-permissions", "--disallowedTools", "Read(sub/secret.env)"
+    )
 
     assert res.code == 0, res.stderr
     _, read_out = tool_result_texts(fake_api)
@@ -124,12 +131,32 @@ def test_relative_path_deny_rule_still_applies_after_cd(fake_api, run_cli, proje
 # ---- deny rules and shell wrappers ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", [
-    "(rm x)", "( rm -rf x )", "{ rm x; }", "if true; then rm x; fi", "true && ! rm x",
-    'bash -c "rm x"', "sh -c 'rm -rf /tmp/x'", 'eval "rm x"', "sudo rm x", "sudo -u root rm x",
-    "timeout 5 rm x", "env FOO=1 rm x", "nohup rm x &", "command rm x", "time rm x", "exec rm x",
-    "/bin/rm x", "\\rm x", 'r"m" x', "nice -n 5 rm x", "xargs rm < list",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "(rm x)",
+        "( rm -rf x )",
+        "{ rm x; }",
+        "if true; then rm x; fi",
+        "true && ! rm x",
+        'bash -c "rm x"',
+        "sh -c 'rm -rf /tmp/x'",
+        'eval "rm x"',
+        "sudo rm x",
+        "sudo -u root rm x",
+        "timeout 5 rm x",
+        "env FOO=1 rm x",
+        "nohup rm x &",
+        "command rm x",
+        "time rm x",
+        "exec rm x",
+        "/bin/rm x",
+        "\\rm x",
+        'r"m" x',
+        "nice -n 5 rm x",
+        "xargs rm < list",
+    ],
+)
 def test_deny_rule_wins_through_shell_wrappers(command, tmp_path):
     s = Settings(cwd=tmp_path, home=tmp_path / "h", deny=["Bash(rm:*)"], permission_mode="bypassPermissions")
     assert Permissions(s).check("Bash", {"command": command}).behavior == "deny"
@@ -156,8 +183,9 @@ def test_read_of_a_fifo_fails_at_once_instead_of_hanging(tmp_path):
     os.mkfifo(fifo)
     ctx = ToolContext(project_dir=tmp_path, session_dir=tmp_path / "s", cwd=tmp_path)
     box = {}
-    t = threading.Thread(target=lambda: box.setdefault("r", run_tool(ReadTool(), {"file_path": str(fifo)}, ctx)),
-                         daemon=True)
+    t = threading.Thread(
+        target=lambda: box.setdefault("r", run_tool(ReadTool(), {"file_path": str(fifo)}, ctx)), daemon=True
+    )
     t.start()
     t.join(5)
     if t.is_alive():  # unblock the reader so the test process can exit
@@ -165,19 +193,25 @@ def test_read_of_a_fifo_fails_at_once_instead_of_hanging(tmp_path):
         pytest.fail("Read blocked on a FIFO")
     result = box["r"]
     assert result.is_error
-    assert result.content == f"{fifo} is not a regular file (a FIFO), so Read cannot show it. Inspect it with a Bash command instead."
+    assert (
+        result.content
+        == f"{fifo} is not a regular file (a FIFO), so Read cannot show it. Inspect it with a Bash command instead."
+    )
 
 
 # ---- the command line: a bad flag is one line on stderr --------------------------------------
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--max-turns", "0", "-p", "hi"], "--max-turns"),
-    (["--max-turns", "many", "-p", "hi"], "--max-turns"),
-    (["--output-format", "xml", "-p", "hi"], "--output-format"),
-    (["--no-such-flag"], "--no-such-flag"),
-    (["-p", "hi", "--resume"], "--resume"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--max-turns", "0", "-p", "hi"], "--max-turns"),
+        (["--max-turns", "many", "-p", "hi"], "--max-turns"),
+        (["--output-format", "xml", "-p", "hi"], "--output-format"),
+        (["--no-such-flag"], "--no-such-flag"),
+        (["-p", "hi", "--resume"], "--resume"),
+    ],
+)
 def test_bad_flag_is_one_clear_line_and_exit_2(run_cli, args, needle):
     res = run_cli(None, *args)
     assert res.code == 2

@@ -41,8 +41,15 @@ def read_round(bench: Bench, tokens: int, text: str | None = "Reading the next f
     """An assistant Read call and its result of about ``tokens`` tokens."""
     use_id = f"toolu_{len(bench.messages):04d}"
     content = [{"type": "text", "text": text}] if text else []
-    bench.add(assistant([*content, {"type": "tool_use", "id": use_id, "name": "Read",
-                                      "input": {"file_path": "/src/f.py"}}], stop_reason="tool_use"))
+    bench.add(
+        assistant(
+            [
+                *content,
+                {"type": "tool_use", "id": use_id, "name": "Read", "input": {"file_path": "/src/f.py"}},
+            ],
+            stop_reason="tool_use",
+        )
+    )
     bench.add(tool_results([tool_result_block(use_id, filler(tokens))]))
 
 
@@ -61,8 +68,12 @@ def notes_requests(api: FakeAPI) -> list[dict]:
 
 
 def edit(bench: Bench, old: str, new: str, path: str | None = None) -> dict:
-    return {"type": "tool_use", "id": f"toolu_edit{abs(hash(old)) % 10_000}", "name": "Edit",
-            "input": {"file_path": path or str(bench.notes_path), "old_string": old, "new_string": new}}
+    return {
+        "type": "tool_use",
+        "id": f"toolu_edit{abs(hash(old)) % 10_000}",
+        "name": "Edit",
+        "input": {"file_path": path or str(bench.notes_path), "old_string": old, "new_string": new},
+    }
 
 
 def guide(name: str) -> str:
@@ -82,8 +93,18 @@ def transcript_records(bench: Bench) -> list[dict]:
 
 def test_template_has_the_ten_sections_each_with_one_italic_guidance_line():
     lines = [line for line in TEMPLATE.splitlines() if line.strip()]
-    names = ["Session Title", "Current State", "Task specification", "Files and Functions", "Workflow",
-             "Errors & Corrections", "Codebase and System Documentation", "Learnings", "Key results", "Worklog"]
+    names = [
+        "Session Title",
+        "Current State",
+        "Task specification",
+        "Files and Functions",
+        "Workflow",
+        "Errors & Corrections",
+        "Codebase and System Documentation",
+        "Learnings",
+        "Key results",
+        "Worklog",
+    ]
     assert lines[0::2] == [f"# {n}" for n in names]
     assert all(g.startswith("_") and g.endswith("_") and len(g) > 20 for g in lines[1::2])
     assert len(lines) == 20
@@ -114,7 +135,9 @@ def test_a_template_in_the_agent_home_replaces_ours(tmp_path, api):
 def test_is_template_tells_bare_notes_from_notes_with_content():
     assert notes_doc.is_template(TEMPLATE)
     assert notes_doc.is_template(TEMPLATE.replace("\n\n", "\n") + "\n  \n")
-    assert not notes_doc.is_template(TEMPLATE.replace(guide("Workflow"), guide("Workflow") + "\nrun `make test`"))
+    assert not notes_doc.is_template(
+        TEMPLATE.replace(guide("Workflow"), guide("Workflow") + "\nrun `make test`")
+    )
 
 
 def test_the_instruction_names_the_sections_to_condense_when_the_notes_are_too_long():
@@ -169,7 +192,9 @@ def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, ap
     read_round(bench, 7_000)
     started = time.monotonic()
     answer(bench)
-    notes_updater.after_response(bench.conv, bench.ports)  # over 10K: an update starts, and after_response returns at once
+    notes_updater.after_response(
+        bench.conv, bench.ports
+    )  # over 10K: an update starts, and after_response returns at once
     assert time.monotonic() - started < 0.5
     assert bench.conv.notes.busy
 
@@ -233,10 +258,19 @@ def test_the_models_edits_are_applied_and_nothing_joins_the_conversation(tmp_pat
     read_round(bench, 11_000)
     answer(bench)
     before = list(bench.messages)
-    api.on(is_notes_request, Reply([
-        edit(bench, guide("Current State"), guide("Current State") + "\nParser fix in src/parse.py; next: tests."),
-        edit(bench, guide("Worklog"), guide("Worklog") + "\n- read src/f.py"),
-    ]))
+    api.on(
+        is_notes_request,
+        Reply(
+            [
+                edit(
+                    bench,
+                    guide("Current State"),
+                    guide("Current State") + "\nParser fix in src/parse.py; next: tests.",
+                ),
+                edit(bench, guide("Worklog"), guide("Worklog") + "\n- read src/f.py"),
+            ]
+        ),
+    )
 
     assert notes_updater.update_notes(bench.conv, bench.ports)
     notes = notes_doc.notes_text(bench.notes_path)
@@ -254,17 +288,29 @@ def test_edits_on_other_files_and_other_tools_are_refused_and_reported_once(tmp_
     bench.add(user_prompt("go"))
     read_round(bench, 11_000)
     answer(bench)
-    api.on(is_notes_request, Reply([
-        edit(bench, "x = 1", "x = 2", path=str(other)),
-        {"type": "tool_use", "id": "toolu_bash1", "name": "Bash", "input": {"command": "touch owned"}},
-        edit(bench, guide("Learnings"), guide("Learnings") + "\nparser is recursive descent"),
-    ]))
+    api.on(
+        is_notes_request,
+        Reply(
+            [
+                edit(bench, "x = 1", "x = 2", path=str(other)),
+                {
+                    "type": "tool_use",
+                    "id": "toolu_bash1",
+                    "name": "Bash",
+                    "input": {"command": "touch owned"},
+                },
+                edit(bench, guide("Learnings"), guide("Learnings") + "\nparser is recursive descent"),
+            ]
+        ),
+    )
 
     assert notes_updater.update_notes(bench.conv, bench.ports) is False
     assert notes_updater.update_notes(bench.conv, bench.ports) is False
     assert other.read_text() == "x = 1\n"
     assert not (bench.cwd / "owned").exists()
-    assert "parser is recursive descent" in notes_doc.notes_text(bench.notes_path)  # the allowed edit still applied
+    assert "parser is recursive descent" in notes_doc.notes_text(
+        bench.notes_path
+    )  # the allowed edit still applied
     [warning] = warnings(events)
     assert "refused" in warning and str(other) in warning
     assert bench.state.last_summarized_uuid is None  # an update with problems moves no marker
@@ -331,9 +377,15 @@ def test_marker_lands_on_the_last_safe_point_the_update_covered_and_is_recorded(
     results = bench.messages[-1]
     # the last message is a tool call waiting for its result: the marker is the results before it (a
     # tool chain writes no text, and the notes must still be usable), and the request stays valid
-    bench.add(assistant([{"type": "text", "text": "One more."},
-                           {"type": "tool_use", "id": "toolu_open", "name": "Read", "input": {"file_path": "/x"}}],
-                          stop_reason="tool_use"))
+    bench.add(
+        assistant(
+            [
+                {"type": "text", "text": "One more."},
+                {"type": "tool_use", "id": "toolu_open", "name": "Read", "input": {"file_path": "/x"}},
+            ],
+            stop_reason="tool_use",
+        )
+    )
     assert notes_updater.update_notes(bench.conv, bench.ports)
     assert bench.state.last_summarized_uuid == results.uuid
     body = notes_requests(api)[-1]
@@ -349,8 +401,10 @@ def test_marker_lands_on_the_last_safe_point_the_update_covered_and_is_recorded(
 
 
 def test_safe_marker_never_leaves_a_call_unanswered_before_it() -> None:
-    call = assistant([{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/a"}}],
-                     stop_reason="tool_use")
+    call = assistant(
+        [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/a"}}],
+        stop_reason="tool_use",
+    )
     done = tool_results([tool_result_block("t1", "a")])
     prompt = user_prompt("go")
     assert notes_updater.safe_marker([prompt]) == prompt.uuid
@@ -364,8 +418,16 @@ def test_safe_marker_never_leaves_a_call_unanswered_before_it() -> None:
 # --- the kept tail ---------------------------------------------------------------------------------
 
 
-def msg(role: str, tokens: int, *, text: bool = True, use: str | None = None, result: str | None = None,
-        message_id: str | None = None, kind: str | None = None) -> Message:
+def msg(
+    role: str,
+    tokens: int,
+    *,
+    text: bool = True,
+    use: str | None = None,
+    result: str | None = None,
+    message_id: str | None = None,
+    kind: str | None = None,
+) -> Message:
     blocks: list[dict] = [{"type": "text", "text": filler(tokens)}] if text else []
     if use:
         blocks.append({"type": "tool_use", "id": use, "name": "Read", "input": {"file_path": "/f"}})
@@ -401,7 +463,7 @@ def test_kept_tail_reaches_10k_tokens_and_5_text_messages_without_splitting_pair
 def test_kept_tail_needs_five_text_messages_even_past_10k():
     ms = rounds(4, 6_000) + [msg("user", 5), msg("assistant", 5), msg("user", 5), msg("assistant", 5)]
     ms = rounds(0, 0)[:1] + ms
-    kept = ms[notes_compaction.kept_start(ms, len(ms)):]
+    kept = ms[notes_compaction.kept_start(ms, len(ms)) :]
     assert sum(1 for m in kept if m.text.strip()) >= 5
 
 
@@ -430,9 +492,13 @@ def test_kept_tail_never_crosses_the_start_or_the_previous_summary():
 def test_kept_tail_keeps_the_blocks_of_one_streamed_response_together():
     # msg_1 was streamed as two records: a short text, then a long text with the tool call. Cutting at the
     # second would already meet both minimums; the tail must start at the first instead.
-    ms = [msg("user", 10), msg("assistant", 10, message_id="msg_1"),
-          msg("assistant", 20_000, use="t1", message_id="msg_1"), msg("user", 5_000, result="t1"),
-          msg("assistant", 10)]
+    ms = [
+        msg("user", 10),
+        msg("assistant", 10, message_id="msg_1"),
+        msg("assistant", 20_000, use="t1", message_id="msg_1"),
+        msg("user", 5_000, result="t1"),
+        msg("assistant", 10),
+    ]
     assert notes_compaction.kept_start(ms, len(ms), min_text=2) == 1
 
 
@@ -445,8 +511,9 @@ def notes_session(tmp_path: Path, api: FakeAPI, n_rounds: int = 30, **settings: 
     for _ in range(n_rounds):
         read_round(bench, 1_500)
     reply = answer(bench, "The parser is fixed.")
-    notes_doc.ensure_notes(bench.conv, bench.ports).write_text(TEMPLATE.replace(guide("Current State"),
-                                                         guide("Current State") + "\nParser fixed; tests pass."))
+    notes_doc.ensure_notes(bench.conv, bench.ports).write_text(
+        TEMPLATE.replace(guide("Current State"), guide("Current State") + "\nParser fixed; tests pass.")
+    )
     bench.state.last_summarized_uuid = reply.uuid
     bench.add(user_prompt("Now add a test."))
     read_round(bench, 800)
@@ -458,11 +525,14 @@ def test_compact_with_notes_keeps_a_tail_and_uses_the_notes(tmp_path, api):
     result = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
     assert result is not None and result.method == "session-memory"
     assert "Parser fixed; tests pass." in result.summary and "# Worklog" in result.summary
-    assert result.kept == bench.messages[-len(result.kept):]
+    assert result.kept == bench.messages[-len(result.kept) :]
     assert "The parser is fixed." in [m.text for m in result.kept]  # extended back past the marker
     assert tokens(result.kept) >= 10_000 and tool_pairs_ok(result.kept)
-    assert result.preserved_segment == {"headUuid": result.kept[0].uuid, "anchorUuid": "",
-                                        "tailUuid": bench.messages[-1].uuid}
+    assert result.preserved_segment == {
+        "headUuid": result.kept[0].uuid,
+        "anchorUuid": "",
+        "tailUuid": bench.messages[-1].uuid,
+    }
     assert api.message_requests == []  # no model call
 
 
@@ -472,10 +542,14 @@ def test_without_a_marker_the_notes_stand_for_everything_before_the_tail(tmp_pat
     for lost in ("not-in-the-list", None):  # a marker from elsewhere, or none (resumed, older notes)
         bench.state.last_summarized_uuid = lost
         result = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
-        expected = bench.messages[notes_compaction.kept_start(bench.messages, len(bench.messages)):]
+        expected = bench.messages[notes_compaction.kept_start(bench.messages, len(bench.messages)) :]
         assert result is not None and [m.uuid for m in result.kept] == [m.uuid for m in expected]
         assert result.summary == with_marker.summary
-        assert notes_compaction.KEEP_MIN_TOKENS <= sum(m.tokens for m in result.kept) <= notes_compaction.KEEP_MAX_TOKENS
+        assert (
+            notes_compaction.KEEP_MIN_TOKENS
+            <= sum(m.tokens for m in result.kept)
+            <= notes_compaction.KEEP_MAX_TOKENS
+        )
 
 
 def test_compact_with_notes_declines_without_usable_notes(tmp_path, api):
@@ -514,10 +588,13 @@ def test_compactor_uses_the_notes_without_a_summary_request(tmp_path, api):
     assert not [r for r in api.message_requests if "<analysis>" in last_user_text(r.body)]
     summary = bench.messages[0]
     assert summary.kind == "summary" and "Parser fixed; tests pass." in summary.text
-    assert [m.uuid for m in bench.messages[1:1 + len(kept_uuids)]] == kept_uuids
+    assert [m.uuid for m in bench.messages[1 : 1 + len(kept_uuids)]] == kept_uuids
     [boundary] = [r for r in transcript_records(bench) if r.get("subtype") == "compact_boundary"]
     assert boundary["compactMetadata"]["preservedSegment"] == {
-        "headUuid": kept_uuids[0], "anchorUuid": summary.uuid, "tailUuid": kept_uuids[-1]}
+        "headUuid": kept_uuids[0],
+        "anchorUuid": summary.uuid,
+        "tailUuid": kept_uuids[-1],
+    }
     assert estimate_text(summary.text) < 12_000
 
 

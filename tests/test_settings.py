@@ -36,8 +36,18 @@ def test_defaults_with_no_files(dirs):
     assert (s.model, s.model_explicit, s.permission_mode) == (DEFAULT_MODEL, False, "default")
     assert (s.allow, s.deny, s.ask, s.hooks) == ([], [], [], {})
     assert (s.disable_compact, s.auto_compact, s.session_memory, s.microcompact, s.context_collapse) == (
-        False, True, True, True, False)
-    assert (s.autocompact_pct, s.context_window, s.blocking_limit, s.max_output_tokens) == (None, None, None, None)
+        False,
+        True,
+        True,
+        True,
+        False,
+    )
+    assert (s.autocompact_pct, s.context_window, s.blocking_limit, s.max_output_tokens) == (
+        None,
+        None,
+        None,
+        None,
+    )
     assert s.context_editing is None and s.no_color is False
     assert s.home == dirs[1] and s.cwd == dirs[2] and s.user_home == dirs[0]
     assert s.project_dir == dirs[1] / "projects" / s.project_key
@@ -52,42 +62,85 @@ def test_user_settings_are_read_from_compact_agent_home(dirs):
     _, agent_home, _ = dirs
     write(agent_home / "settings.json", {"model": "from-user-file"})
     s = load(dirs)
-    assert (s.model, s.model_explicit, s.sources["model"]) == ("from-user-file", True, str(agent_home / "settings.json"))
+    assert (s.model, s.model_explicit, s.sources["model"]) == (
+        "from-user-file",
+        True,
+        str(agent_home / "settings.json"),
+    )
 
 
 def test_precedence_across_every_layer(dirs):
     _, agent_home, project = dirs
-    write(agent_home / "settings.json", {"model": "user", "permissions": {"defaultMode": "plan"},
-                                         "compaction": {"contextWindow": 100_000, "blockingLimit": 90_000}})
-    write(project / ".claude" / "settings.json", {"model": "project", "compaction": {"contextWindow": 120_000}})
-    write(project / ".claude" / "settings.local.json", {"model": "local", "permissions": {"defaultMode": "acceptEdits"}})
+    write(
+        agent_home / "settings.json",
+        {
+            "model": "user",
+            "permissions": {"defaultMode": "plan"},
+            "compaction": {"contextWindow": 100_000, "blockingLimit": 90_000},
+        },
+    )
+    write(
+        project / ".claude" / "settings.json", {"model": "project", "compaction": {"contextWindow": 120_000}}
+    )
+    write(
+        project / ".claude" / "settings.local.json",
+        {"model": "local", "permissions": {"defaultMode": "acceptEdits"}},
+    )
     s = load(dirs)
-    assert (s.model, s.permission_mode, s.context_window, s.blocking_limit) == ("local", "acceptEdits", 120_000, 90_000)
+    assert (s.model, s.permission_mode, s.context_window, s.blocking_limit) == (
+        "local",
+        "acceptEdits",
+        120_000,
+        90_000,
+    )
     s = load(dirs, ANTHROPIC_MODEL="env-model", CLAUDE_CODE_AUTO_COMPACT_WINDOW="50000")
-    assert (s.model, s.context_window, s.sources["context_window"]) == ("env-model", 50_000,
-                                                                        "env CLAUDE_CODE_AUTO_COMPACT_WINDOW")
+    assert (s.model, s.context_window, s.sources["context_window"]) == (
+        "env-model",
+        50_000,
+        "env CLAUDE_CODE_AUTO_COMPACT_WINDOW",
+    )
     s = load(dirs, {"model": "cli-model", "permission_mode": "default"}, ANTHROPIC_MODEL="env-model")
     assert (s.model, s.sources["model"], s.permission_mode) == ("cli-model", "--model", "default")
 
 
 def test_file_env_map_sits_under_the_real_environment(dirs):
     _, agent_home, project = dirs
-    write(agent_home / "settings.json", {"env": {"ANTHROPIC_MODEL": "user-env", "DISABLE_AUTO_COMPACT": "1",
-                                                 "ANTHROPIC_BASE_URL": "http://user"}})
-    write(project / ".claude" / "settings.json", {"env": {"ANTHROPIC_BASE_URL": "http://project"}, "model": "file"})
+    write(
+        agent_home / "settings.json",
+        {
+            "env": {
+                "ANTHROPIC_MODEL": "user-env",
+                "DISABLE_AUTO_COMPACT": "1",
+                "ANTHROPIC_BASE_URL": "http://user",
+            }
+        },
+    )
+    write(
+        project / ".claude" / "settings.json",
+        {"env": {"ANTHROPIC_BASE_URL": "http://project"}, "model": "file"},
+    )
     s = load(dirs)
     # a file's "env" counts as environment, so it beats the files' "model" key
     assert (s.model, s.auto_compact, s.base_url) == ("user-env", False, "http://project")
     assert s.environ["ANTHROPIC_BASE_URL"] == "http://project"
     s = load(dirs, ANTHROPIC_BASE_URL="http://real", ANTHROPIC_MODEL="real-model")
-    assert (s.base_url, s.model, s.environ["ANTHROPIC_BASE_URL"]) == ("http://real", "real-model", "http://real")
+    assert (s.base_url, s.model, s.environ["ANTHROPIC_BASE_URL"]) == (
+        "http://real",
+        "real-model",
+        "http://real",
+    )
 
 
 def test_permission_lists_merge_and_dedupe_across_files_and_flags(dirs):
     _, agent_home, project = dirs
-    write(agent_home / "settings.json", {"permissions": {"allow": ["Read", "Bash(git status:*)"], "deny": ["Bash(rm:*)"]}})
-    write(project / ".claude" / "settings.json", {"permissions": {"allow": ["Bash(git status:*)", "Edit(src/**)"],
-                                                                  "ask": ["Bash(git push:*)"]}})
+    write(
+        agent_home / "settings.json",
+        {"permissions": {"allow": ["Read", "Bash(git status:*)"], "deny": ["Bash(rm:*)"]}},
+    )
+    write(
+        project / ".claude" / "settings.json",
+        {"permissions": {"allow": ["Bash(git status:*)", "Edit(src/**)"], "ask": ["Bash(git push:*)"]}},
+    )
     write(project / ".claude" / "settings.local.json", {"permissions": {"deny": ["Read(.env)"]}})
     s = load(dirs, {"allowed_tools": ["Bash(npm test:*) Glob", "Read"], "disallowed_tools": ["Write"]})
     assert s.allow == ["Read", "Bash(git status:*)", "Edit(src/**)", "Bash(npm test:*)", "Glob"]
@@ -101,30 +154,61 @@ def test_hooks_concatenate_per_event(dirs):
     project_group = {"hooks": [{"type": "command", "command": "echo project", "timeout": 5}]}
     start_group = {"matcher": "compact", "hooks": [{"type": "command", "command": "echo start"}]}
     write(agent_home / "settings.json", {"hooks": {"PreCompact": [user_group]}})
-    write(project / ".claude" / "settings.json", {"hooks": {"PreCompact": [project_group], "SessionStart": [start_group]}})
+    write(
+        project / ".claude" / "settings.json",
+        {"hooks": {"PreCompact": [project_group], "SessionStart": [start_group]}},
+    )
     s = load(dirs)
     assert s.hooks == {"PreCompact": [user_group, project_group], "SessionStart": [start_group]}
 
 
 def test_our_compaction_keys(dirs):
-    write(dirs[2] / ".claude" / "settings.json", {
-        "autoCompactEnabled": False,
-        "compaction": {"autoCompactPct": 70, "contextWindow": 150000, "blockingLimit": 140000,
-                       "model": "claude-haiku-4-5", "maxOutputTokens": 8000},
-        "sessionMemory": False,
-        "microcompact": {"enabled": True, "gapMinutes": 30, "keepRecent": 3},
-        "contextCollapse": True,
-        "contextEditing": {"enabled": True, "keepToolUses": 4, "triggerTokens": 100000,
-                           "clearAtLeastTokens": 5000, "clearThinking": True},
-        "someFutureKey": {"anything": 1},
-    })
+    write(
+        dirs[2] / ".claude" / "settings.json",
+        {
+            "autoCompactEnabled": False,
+            "compaction": {
+                "autoCompactPct": 70,
+                "contextWindow": 150000,
+                "blockingLimit": 140000,
+                "model": "claude-haiku-4-5",
+                "maxOutputTokens": 8000,
+            },
+            "sessionMemory": False,
+            "microcompact": {"enabled": True, "gapMinutes": 30, "keepRecent": 3},
+            "contextCollapse": True,
+            "contextEditing": {
+                "enabled": True,
+                "keepToolUses": 4,
+                "triggerTokens": 100000,
+                "clearAtLeastTokens": 5000,
+                "clearThinking": True,
+            },
+            "someFutureKey": {"anything": 1},
+        },
+    )
     s = load(dirs)
-    assert (s.auto_compact, s.autocompact_pct, s.context_window, s.blocking_limit, s.compaction_model,
-            s.max_output_tokens) == (False, 70.0, 150000, 140000, "claude-haiku-4-5", 8000)
-    assert (s.session_memory, s.microcompact, s.microcompact_gap_minutes, s.microcompact_keep, s.context_collapse) == (
-        False, True, 30.0, 3, True)
-    assert s.context_editing == {"keep_tool_uses": 4, "trigger_tokens": 100000, "clear_at_least_tokens": 5000,
-                                 "clear_thinking": True}
+    assert (
+        s.auto_compact,
+        s.autocompact_pct,
+        s.context_window,
+        s.blocking_limit,
+        s.compaction_model,
+        s.max_output_tokens,
+    ) == (False, 70.0, 150000, 140000, "claude-haiku-4-5", 8000)
+    assert (
+        s.session_memory,
+        s.microcompact,
+        s.microcompact_gap_minutes,
+        s.microcompact_keep,
+        s.context_collapse,
+    ) == (False, True, 30.0, 3, True)
+    assert s.context_editing == {
+        "keep_tool_uses": 4,
+        "trigger_tokens": 100000,
+        "clear_at_least_tokens": 5000,
+        "clear_thinking": True,
+    }
 
 
 def test_microcompact_and_context_editing_accept_booleans(dirs):
@@ -132,14 +216,20 @@ def test_microcompact_and_context_editing_accept_booleans(dirs):
     write(dirs[2] / ".claude" / "settings.json", {"microcompact": False})
     s = load(dirs)
     assert (s.microcompact, s.microcompact_gap_minutes) == (False, 15.0)
-    assert s.context_editing == {"keep_tool_uses": None, "trigger_tokens": None, "clear_at_least_tokens": None,
-                                 "clear_thinking": False}
+    assert s.context_editing == {
+        "keep_tool_uses": None,
+        "trigger_tokens": None,
+        "clear_at_least_tokens": None,
+        "clear_thinking": False,
+    }
 
 
 def test_additional_directories_resolve(dirs):
     home, _, project = dirs
-    write(project / ".claude" / "settings.json",
-          {"permissions": {"additionalDirectories": ["../shared", "~/notes", "/opt/x"]}})
+    write(
+        project / ".claude" / "settings.json",
+        {"permissions": {"additionalDirectories": ["../shared", "~/notes", "/opt/x"]}},
+    )
     s = load(dirs)
     assert s.additional_dirs == [project / "../shared", home / "notes", Path("/opt/x")]
 
@@ -184,14 +274,46 @@ def test_environment_turns_back_on_what_a_file_turned_off(dirs):
 @pytest.mark.parametrize(
     ("name", "raw", "message"),
     [
-        ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "abc", 'CLAUDE_AUTOCOMPACT_PCT_OVERRIDE: expected a number in (0, 100], got "abc"'),
-        ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "0", 'CLAUDE_AUTOCOMPACT_PCT_OVERRIDE: expected a number in (0, 100], got "0"'),
-        ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "150", 'CLAUDE_AUTOCOMPACT_PCT_OVERRIDE: expected a number in (0, 100], got "150"'),
-        ("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "nan", 'CLAUDE_AUTOCOMPACT_PCT_OVERRIDE: expected a number in (0, 100], got "nan"'),
-        ("CLAUDE_CODE_AUTO_COMPACT_WINDOW", "big", 'CLAUDE_CODE_AUTO_COMPACT_WINDOW: expected a positive integer, got "big"'),
-        ("CLAUDE_CODE_AUTO_COMPACT_WINDOW", "-5", 'CLAUDE_CODE_AUTO_COMPACT_WINDOW: expected a positive integer, got "-5"'),
-        ("CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE", "1.5", 'CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE: expected a positive integer, got "1.5"'),
-        ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "0", 'CLAUDE_CODE_MAX_OUTPUT_TOKENS: expected a positive integer, got "0"'),
+        (
+            "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
+            "abc",
+            'CLAUDE_AUTOCOMPACT_PCT_OVERRIDE: expected a number in (0, 100], got "abc"',
+        ),
+        (
+            "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
+            "0",
+            'CLAUDE_AUTOCOMPACT_PCT_OVERRIDE: expected a number in (0, 100], got "0"',
+        ),
+        (
+            "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
+            "150",
+            'CLAUDE_AUTOCOMPACT_PCT_OVERRIDE: expected a number in (0, 100], got "150"',
+        ),
+        (
+            "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE",
+            "nan",
+            'CLAUDE_AUTOCOMPACT_PCT_OVERRIDE: expected a number in (0, 100], got "nan"',
+        ),
+        (
+            "CLAUDE_CODE_AUTO_COMPACT_WINDOW",
+            "big",
+            'CLAUDE_CODE_AUTO_COMPACT_WINDOW: expected a positive integer, got "big"',
+        ),
+        (
+            "CLAUDE_CODE_AUTO_COMPACT_WINDOW",
+            "-5",
+            'CLAUDE_CODE_AUTO_COMPACT_WINDOW: expected a positive integer, got "-5"',
+        ),
+        (
+            "CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE",
+            "1.5",
+            'CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE: expected a positive integer, got "1.5"',
+        ),
+        (
+            "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
+            "0",
+            'CLAUDE_CODE_MAX_OUTPUT_TOKENS: expected a positive integer, got "0"',
+        ),
     ],
 )
 def test_invalid_environment_values_give_one_line(dirs, name, raw, message):
@@ -204,7 +326,10 @@ def test_invalid_value_from_a_file_env_map_names_the_file(dirs):
     path = write(dirs[2] / ".claude" / "settings.json", {"env": {"CLAUDE_CODE_MAX_OUTPUT_TOKENS": "lots"}})
     with pytest.raises(SettingsError) as info:
         load(dirs)
-    assert str(info.value) == f'CLAUDE_CODE_MAX_OUTPUT_TOKENS: expected a positive integer, got "lots" (set in {path} "env")'
+    assert (
+        str(info.value)
+        == f'CLAUDE_CODE_MAX_OUTPUT_TOKENS: expected a positive integer, got "lots" (set in {path} "env")'
+    )
 
 
 def test_malformed_json_names_file_and_position(dirs):
@@ -229,28 +354,53 @@ def test_empty_file_is_fine(dirs):
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"permissions": {"defaultMode": "yolo"}},
-         '"permissions.defaultMode" must be one of default, acceptEdits, bypassPermissions, plan (got "yolo")'),
+        (
+            {"permissions": {"defaultMode": "yolo"}},
+            '"permissions.defaultMode" must be one of default, acceptEdits, bypassPermissions, plan (got "yolo")',
+        ),
         ({"permissions": []}, '"permissions" must be an object (got [])'),
-        ({"permissions": {"allow": "Read"}}, '"permissions.allow" must be an array of rule strings (got "Read")'),
-        ({"permissions": {"deny": ["Read", 3]}},
-         '"permissions.deny[1]" must be a rule like "Read", "Bash(git status:*)" or "Edit(src/**)" (got 3)'),
+        (
+            {"permissions": {"allow": "Read"}},
+            '"permissions.allow" must be an array of rule strings (got "Read")',
+        ),
+        (
+            {"permissions": {"deny": ["Read", 3]}},
+            '"permissions.deny[1]" must be a rule like "Read", "Bash(git status:*)" or "Edit(src/**)" (got 3)',
+        ),
         ({"model": 42}, '"model" must be a non-empty string (got 42)'),
         ({"env": {"X": ["a"]}}, '"env.X" must be a string (got ["a"])'),
         ({"autoCompactEnabled": "no"}, '"autoCompactEnabled" must be true or false (got "no")'),
         ({"sessionMemory": 1}, '"sessionMemory" must be true or false (got 1)'),
-        ({"compaction": {"autoCompactPct": 0}}, '"compaction.autoCompactPct" must be a number in (0, 100] (got 0)'),
-        ({"compaction": {"contextWindow": 1.5}}, '"compaction.contextWindow" must be a positive integer (got 1.5)'),
-        ({"compaction": {"blockingLimit": True}}, '"compaction.blockingLimit" must be a positive integer (got true)'),
+        (
+            {"compaction": {"autoCompactPct": 0}},
+            '"compaction.autoCompactPct" must be a number in (0, 100] (got 0)',
+        ),
+        (
+            {"compaction": {"contextWindow": 1.5}},
+            '"compaction.contextWindow" must be a positive integer (got 1.5)',
+        ),
+        (
+            {"compaction": {"blockingLimit": True}},
+            '"compaction.blockingLimit" must be a positive integer (got true)',
+        ),
         ({"microcompact": "yes"}, '"microcompact" must be true, false or an object (got "yes")'),
         ({"microcompact": {"keepRecent": -1}}, '"microcompact.keepRecent" must be an integer >= 0 (got -1)'),
-        ({"contextEditing": {"triggerTokens": "many"}},
-         '"contextEditing.triggerTokens" must be a positive integer (got "many")'),
-        ({"hooks": {"PreCompact": {"hooks": []}}}, '"hooks.PreCompact" must be an array of matcher groups (got {"hooks": []})'),
-        ({"hooks": {"PreCompact": [{"hooks": [{"type": "command"}]}]}},
-         '"hooks.PreCompact[0].hooks[0].command" must be a non-empty string (got null)'),
-        ({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "x", "timeout": "5"}]}]}},
-         '"hooks.Stop[0].hooks[0].timeout" must be a positive number of seconds (got "5")'),
+        (
+            {"contextEditing": {"triggerTokens": "many"}},
+            '"contextEditing.triggerTokens" must be a positive integer (got "many")',
+        ),
+        (
+            {"hooks": {"PreCompact": {"hooks": []}}},
+            '"hooks.PreCompact" must be an array of matcher groups (got {"hooks": []})',
+        ),
+        (
+            {"hooks": {"PreCompact": [{"hooks": [{"type": "command"}]}]}},
+            '"hooks.PreCompact[0].hooks[0].command" must be a non-empty string (got null)',
+        ),
+        (
+            {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "x", "timeout": "5"}]}]}},
+            '"hooks.Stop[0].hooks[0].timeout" must be a positive number of seconds (got "5")',
+        ),
     ],
 )
 def test_wrong_types_name_file_and_key(dirs, data, message):
@@ -265,21 +415,33 @@ def test_cli_permission_mode_and_skip_permissions(dirs):
     assert load(dirs).permission_mode == "plan"
     assert load(dirs, {"permission_mode": "acceptEdits"}).permission_mode == "acceptEdits"
     s = load(dirs, {"dangerously_skip_permissions": True})
-    assert (s.permission_mode, s.sources["permission_mode"]) == ("bypassPermissions", "--dangerously-skip-permissions")
+    assert (s.permission_mode, s.sources["permission_mode"]) == (
+        "bypassPermissions",
+        "--dangerously-skip-permissions",
+    )
     with pytest.raises(SettingsError) as info:
         load(dirs, {"permission_mode": "yolo"})
-    assert str(info.value) == ('--permission-mode must be one of default, acceptEdits, bypassPermissions, plan '
-                               '(got "yolo")')
+    assert str(info.value) == (
+        '--permission-mode must be one of default, acceptEdits, bypassPermissions, plan (got "yolo")'
+    )
 
 
 def test_cli_rules_are_checked(dirs):
     with pytest.raises(SettingsError) as info:
         load(dirs, {"allowed_tools": ["Bash(git"]})
-    assert str(info.value) == '--allowedTools: "Bash(git" is not a rule like "Read", "Bash(git status:*)" or "Edit(src/**)"'
+    assert (
+        str(info.value)
+        == '--allowedTools: "Bash(git" is not a rule like "Read", "Bash(git status:*)" or "Edit(src/**)"'
+    )
 
 
 def test_split_rules_keeps_parenthesised_text():
-    assert split_rules("Bash(git log:*) Edit,Read  Bash(a, b)") == ["Bash(git log:*)", "Edit", "Read", "Bash(a, b)"]
+    assert split_rules("Bash(git log:*) Edit,Read  Bash(a, b)") == [
+        "Bash(git log:*)",
+        "Edit",
+        "Read",
+        "Bash(a, b)",
+    ]
 
 
 def test_truthy_and_falsy():
@@ -302,7 +464,13 @@ def test_context_editing_object_turns_it_on_unless_disabled(tmp_path):
     env = {"HOME": str(tmp_path), "COMPACT_AGENT_HOME": str(tmp_path / "h")}
     (project / ".claude" / "settings.json").write_text('{"contextEditing": {"keepToolUses": 2}}')
     s = load_settings(cwd=project, environ=env, cli={})
-    assert s.context_editing == {"keep_tool_uses": 2, "trigger_tokens": None, "clear_at_least_tokens": None,
-                                 "clear_thinking": False}
-    (project / ".claude" / "settings.json").write_text('{"contextEditing": {"enabled": false, "keepToolUses": 2}}')
+    assert s.context_editing == {
+        "keep_tool_uses": 2,
+        "trigger_tokens": None,
+        "clear_at_least_tokens": None,
+        "clear_thinking": False,
+    }
+    (project / ".claude" / "settings.json").write_text(
+        '{"contextEditing": {"enabled": false, "keepToolUses": 2}}'
+    )
     assert load_settings(cwd=project, environ=env, cli={}).context_editing is None

@@ -62,15 +62,23 @@ def test_a_program_name_is_literal_only_after_plain_quote_removal(command, progr
 
 def test_arguments_keep_their_text_when_they_have_an_expansion():
     (command,) = analyze('grep -rn "$PAT" src/*.py "a b" \'c\'', CWD).commands
-    assert command.words == (Word("grep", "grep"), Word("-rn", "-rn"), Word('"$PAT"', None),
-                             Word("src/*.py", None), Word('"a b"', "a b"), Word("'c'", "c"))
+    assert command.words == (
+        Word("grep", "grep"),
+        Word("-rn", "-rn"),
+        Word('"$PAT"', None),
+        Word("src/*.py", None),
+        Word('"a b"', "a b"),
+        Word("'c'", "c"),
+    )
     assert command.line() == 'grep -rn "$PAT" src/*.py a b c'
     assert command.known_head() == "grep -rn"
 
 
 def test_simple_commands_are_found_wherever_they_are_nested():
-    command = ("if a; then b | c; fi && (d) && { e; } ; f $(g `h`) <(i) >(j); k() { l; }; "
-               "for x in y; do m; done; while n; do o; done; case z in z) p;; esac; cat <<EOF\n$(q)\nEOF")
+    command = (
+        "if a; then b | c; fi && (d) && { e; } ; f $(g `h`) <(i) >(j); k() { l; }; "
+        "for x in y; do m; done; while n; do o; done; case z in z) p;; esac; cat <<EOF\n$(q)\nEOF"
+    )
     programs = [c.program for c in analyze(command, CWD).commands]
     assert sorted(programs) == sorted("a b c d e h g f i j l m n o p q cat".split())
 
@@ -78,19 +86,30 @@ def test_simple_commands_are_found_wherever_they_are_nested():
 def test_wrappers_list_what_they_run():
     a = analyze("timeout 5 nice -n 2 env A=1 pytest -q", CWD)
     assert [(c.line(), c.wrapper) for c in a.commands] == [
-        ("timeout 5 nice -n 2 env A=1 pytest -q", True), ("nice -n 2 env A=1 pytest -q", True),
-        ("env A=1 pytest -q", True), ("pytest -q", False)]
+        ("timeout 5 nice -n 2 env A=1 pytest -q", True),
+        ("nice -n 2 env A=1 pytest -q", True),
+        ("env A=1 pytest -q", True),
+        ("pytest -q", False),
+    ]
 
 
 def test_shell_scripts_are_parsed_in_turn():
     assert lines("bash -c 'cd x && make' && sh -c \"eval 'ls'\"") == [
-        "bash -c cd x && make", "cd x", "make", "sh -c eval 'ls'", "eval ls", "ls"]
+        "bash -c cd x && make",
+        "cd x",
+        "make",
+        "sh -c eval 'ls'",
+        "eval ls",
+        "ls",
+    ]
 
 
 def test_unresolved_reasons_name_the_command():
     a = analyze("echo ok; $CMD x; source env.sh", CWD)
-    assert a.unresolved == ("$CMD x: the program name comes from a variable expansion",
-                            "source env.sh: source runs the commands of a script file")
+    assert a.unresolved == (
+        "$CMD x: the program name comes from a variable expansion",
+        "source env.sh: source runs the commands of a script file",
+    )
 
 
 @pytest.mark.parametrize(
@@ -104,7 +123,7 @@ def test_unresolved_reasons_name_the_command():
         ("for IFS in a; do :; done", ("sets IFS",)),
         ("IFS=, read -r a b < f", ()),  # only read's own splitting
         ("IFS=, ls", ("sets IFS",)),
-        ('IFS=$(cat f) read -r a', ("sets IFS",)),
+        ("IFS=$(cat f) read -r a", ("sets IFS",)),
     ],
 )
 def test_variables_that_change_what_runs(command, variables):
@@ -112,8 +131,9 @@ def test_variables_that_change_what_runs(command, variables):
 
 
 def test_risky_variable():
-    assert [risky_variable(n) for n in ["PATH", "LD_LIBRARY_PATH", "GIT_CONFIG_COUNT", "CI", "PYTEST_ADDOPTS"]] == [
-        True, True, True, False, False]
+    assert [
+        risky_variable(n) for n in ["PATH", "LD_LIBRARY_PATH", "GIT_CONFIG_COUNT", "CI", "PYTEST_ADDOPTS"]
+    ] == [True, True, True, False, False]
 
 
 def test_writes_are_resolved_in_every_directory_the_line_may_be_in():
@@ -128,13 +148,16 @@ def test_writes_are_resolved_in_every_directory_the_line_may_be_in():
 def test_a_cd_is_followed_both_textually_and_through_symlinks():
     # plain cd takes "up/.." as the current directory; cd -P as the parent of wherever up points
     assert analyze("cd -P up/.. && echo > out", CWD).writes[0].paths == (
-        CWD / "out", CWD / "up" / ".." / "out")
+        CWD / "out",
+        CWD / "up" / ".." / "out",
+    )
 
 
 def test_time_is_the_keyword_timing_a_pipeline():
     assert lines("time ! rm f") == ["time ! rm f", "rm f"]
     assert analyze("time { rm f; }", CWD).unresolved == (
-        "time { rm f: time runs a compound command that the parser splits apart",)
+        "time { rm f: time runs a compound command that the parser splits apart",
+    )
 
 
 def test_writes_that_cannot_be_placed_have_no_paths():
@@ -182,8 +205,13 @@ def test_arithmetic_on_data_is_unresolved(command, unresolved):
         (["timeout", "-s", "KILL", "5", "rm", "x"], (Run(4, 6),), (), False, True),
         (["xargs", "-0", "rm"], (Run(2, 3, appends_input=True),), (), False, True),
         (["sudo", "-u", "root", "rm", "x"], (Run(3, 5),), (), False, False),
-        (["find", ".", "-exec", "rm", "{}", ";", "-o", "-execdir", "ls", "+"], (Run(3, 5), Run(8, 9)), (), False,
-         False),
+        (
+            ["find", ".", "-exec", "rm", "{}", ";", "-o", "-execdir", "ls", "+"],
+            (Run(3, 5), Run(8, 9)),
+            (),
+            False,
+            False,
+        ),
         (["bash", "-o", "pipefail", "-c", "ls"], (), ("ls",), False, True),
         (["watch", "-n", "1", "ls", "-l"], (), ("ls -l",), False, True),
         (["eval", "ls", "-l"], (), ("ls -l",), True, False),
@@ -199,7 +227,11 @@ def test_arithmetic_on_data_is_unresolved(command, unresolved):
 def test_unwrap(values, runs, scripts, unresolved, transparent):
     how = unwrap(values)
     assert (how.runs, how.scripts, how.unresolved is not None, how.transparent) == (
-        runs, scripts, unresolved, transparent)
+        runs,
+        scripts,
+        unresolved,
+        transparent,
+    )
 
 
 def test_command_line_and_head():

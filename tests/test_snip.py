@@ -31,8 +31,11 @@ def conversation() -> list[Message]:
     b = Builder(21)
     out = [b.summary("Earlier work, summarised."), b.prompt("first task")]
     out += b.round("Bash", output(4_000))
-    out += [b.assistant([{"type": "text", "text": "first done"}]), b.meta("<system-reminder>x</system-reminder>"),
-            b.prompt("second task", image_block())]
+    out += [
+        b.assistant([{"type": "text", "text": "first done"}]),
+        b.meta("<system-reminder>x</system-reminder>"),
+        b.prompt("second task", image_block()),
+    ]
     out += b.round("Grep", "a.py:1: hit") + b.round("Read", output(9_000))
     out += [b.assistant([{"type": "text", "text": "second done"}]), b.prompt("third task")]
     call, _ = b.calls("Snip")
@@ -122,8 +125,15 @@ def test_perform_snip_records_applies_and_answers() -> None:
     first = turns(messages)[0]
     records: list[dict] = []
     state = ContextState(tokens_at_last_nudge=1_000)
-    answer = perform_snip(messages, state, [snip_id(first[0].uuid)], "done with it", messages[-1].uuid,
-                          records.append, tokens_now=50_000)
+    answer = perform_snip(
+        messages,
+        state,
+        [snip_id(first[0].uuid)],
+        "done with it",
+        messages[-1].uuid,
+        records.append,
+        tokens_now=50_000,
+    )
     freed = sum(m.tokens for m in first)
     assert answer == f"Snipped 5 messages, freeing about {freed:,} tokens."
     assert records == [{"type": "snip", "removedUuids": [m.uuid for m in first], "reason": "done with it"}]

@@ -31,8 +31,11 @@ def test_the_smallest_window_leaves_the_minimum_threshold() -> None:
 @pytest.mark.parametrize("value", ["20000", "1", "42999"])
 def test_a_window_cap_without_room_is_refused(run_cli, fake_api: FakeAPI, value: str) -> None:
     res = run_cli(fake_api, "-p", "hi", env={"CLAUDE_CODE_AUTO_COMPACT_WINDOW": value})
-    refused(res, f"CLAUDE_CODE_AUTO_COMPACT_WINDOW={value} leaves no room for the conversation (after the output "
-                 "reserve and the auto-compact buffer); the smallest usable window is 43000")
+    refused(
+        res,
+        f"CLAUDE_CODE_AUTO_COMPACT_WINDOW={value} leaves no room for the conversation (after the output "
+        "reserve and the auto-compact buffer); the smallest usable window is 43000",
+    )
     assert fake_api.requests == []
 
 
@@ -47,8 +50,11 @@ def test_a_window_cap_in_a_settings_file_is_named(run_cli, fake_api: FakeAPI, pr
     path.parent.mkdir()
     path.write_text(json.dumps({"compaction": {"contextWindow": 30000}}))
     res = run_cli(fake_api, "-p", "hi")
-    refused(res, f'"compaction.contextWindow": 30000 in {path} leaves no room for the conversation (after the '
-                 "output reserve and the auto-compact buffer); the smallest usable window is 43000")
+    refused(
+        res,
+        f'"compaction.contextWindow": 30000 in {path} leaves no room for the conversation (after the '
+        "output reserve and the auto-compact buffer); the smallest usable window is 43000",
+    )
 
 
 @pytest.mark.parametrize("value", ["0", "-3"])
@@ -99,8 +105,9 @@ def load(tmp_path: Path, files: dict | None = None, **env: str):  # type: ignore
     if files is not None:
         home.mkdir(exist_ok=True)
         (home / "settings.json").write_text(json.dumps(files))
-    return load_settings(cwd=tmp_path, environ={"HOME": str(tmp_path), "COMPACT_AGENT_HOME": str(home), **env},
-                         cli={})
+    return load_settings(
+        cwd=tmp_path, environ={"HOME": str(tmp_path), "COMPACT_AGENT_HOME": str(home), **env}, cli={}
+    )
 
 
 def test_retry_seconds_default_file_and_environment(tmp_path: Path) -> None:
@@ -111,12 +118,18 @@ def test_retry_seconds_default_file_and_environment(tmp_path: Path) -> None:
     assert (s.retry_seconds, s.sources["retry_seconds"]) == (0.5, "env COMPACT_AGENT_RETRY_SECONDS")
 
 
-@pytest.mark.parametrize(("files", "env", "message"), [
-    ({"retry": {"maxSeconds": -1}}, {}, '"retry.maxSeconds" must be a number of seconds >= 0 (got -1)'),
-    ({"retry": 3}, {}, '"retry" must be an object (got 3)'),
-    (None, {"COMPACT_AGENT_RETRY_SECONDS": "soon"},
-     'COMPACT_AGENT_RETRY_SECONDS: expected a number of seconds >= 0, got "soon"'),
-])
+@pytest.mark.parametrize(
+    ("files", "env", "message"),
+    [
+        ({"retry": {"maxSeconds": -1}}, {}, '"retry.maxSeconds" must be a number of seconds >= 0 (got -1)'),
+        ({"retry": 3}, {}, '"retry" must be an object (got 3)'),
+        (
+            None,
+            {"COMPACT_AGENT_RETRY_SECONDS": "soon"},
+            'COMPACT_AGENT_RETRY_SECONDS: expected a number of seconds >= 0, got "soon"',
+        ),
+    ],
+)
 def test_bad_retry_settings(tmp_path: Path, files, env, message) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(SettingsError) as err:
         load(tmp_path, files, **env)

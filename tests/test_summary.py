@@ -27,8 +27,17 @@ from tests.test_compactor import SUMMARY_REPLY, conversation, main_request, make
 
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
 DOCUMENT = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "hello"}}
-SECTIONS = ["Primary Request and Intent", "Key Technical Concepts", "Files and Code Sections", "Errors and fixes",
-            "Problem Solving", "All user messages", "Pending Tasks", "Current Work", "Optional Next Step"]
+SECTIONS = [
+    "Primary Request and Intent",
+    "Key Technical Concepts",
+    "Files and Code Sections",
+    "Errors and fixes",
+    "Problem Solving",
+    "All user messages",
+    "Pending Tasks",
+    "Current Work",
+    "Optional Next Step",
+]
 
 
 @pytest.fixture
@@ -76,9 +85,15 @@ def test_strip_media_replaces_images_and_documents_without_mutating() -> None:
     out = summary.strip_media([plain, with_image, nested])
 
     assert out[0] is plain
-    assert out[1].content == [{"type": "text", "text": "look"}, {"type": "text", "text": "[image]"},
-                              {"type": "text", "text": "[document]"}]
-    assert out[2].content[0]["content"] == [{"type": "text", "text": "shot"}, {"type": "text", "text": "[image]"}]
+    assert out[1].content == [
+        {"type": "text", "text": "look"},
+        {"type": "text", "text": "[image]"},
+        {"type": "text", "text": "[document]"},
+    ]
+    assert out[2].content[0]["content"] == [
+        {"type": "text", "text": "shot"},
+        {"type": "text", "text": "[image]"},
+    ]
     assert [m.uuid for m in out] == [plain.uuid, with_image.uuid, nested.uuid]
     assert [plain.content, with_image.content, nested.content] == before
 
@@ -86,13 +101,16 @@ def test_strip_media_replaces_images_and_documents_without_mutating() -> None:
 # --- parsing ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("reply, expected", [
-    ("<analysis>thinking</analysis>\n<summary>\nthe body\n</summary>", "the body"),
-    ("just a plain summary", "just a plain summary"),
-    ("<analysis>scratch</analysis> no summary tags here", "no summary tags here"),
-    ("<analysis>cut off before the end <summary>body</summary>", "body"),
-    ("<summary>truncated at max_tokens", "truncated at max_tokens"),
-])
+@pytest.mark.parametrize(
+    "reply, expected",
+    [
+        ("<analysis>thinking</analysis>\n<summary>\nthe body\n</summary>", "the body"),
+        ("just a plain summary", "just a plain summary"),
+        ("<analysis>scratch</analysis> no summary tags here", "no summary tags here"),
+        ("<analysis>cut off before the end <summary>body</summary>", "body"),
+        ("<summary>truncated at max_tokens", "truncated at max_tokens"),
+    ],
+)
 def test_parse_summary(reply: str, expected: str) -> None:
     assert summary.parse_summary(reply) == expected
 
@@ -109,7 +127,9 @@ def test_unusable_replies_are_errors(text: str) -> None:
 def _history(n: int, size: int = 50) -> list[Message]:
     out: list[Message] = [user_prompt("start")]
     for i in range(n):
-        out.append(assistant([{"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "ls"}}]))
+        out.append(
+            assistant([{"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "ls"}}])
+        )
         out.append(tool_results([tool_result_block(f"t{i}", "x " * size)]))
         if i == 2:
             out.append(user_prompt("also check the docs"))
@@ -142,7 +162,10 @@ def test_drop_without_gap_takes_a_fifth_and_always_keeps_one_round() -> None:
     assert len(summary.rounds(summary.drop_oldest_rounds(history, None))) == 8
     out = summary.drop_oldest_rounds(history, 10**9)
     assert [m.text for m in out] == [summary.TRIMMED_MARKER, "done"]
-    assert summary.drop_oldest_rounds([user_prompt("hi"), assistant([{"type": "text", "text": "yo"}])], 5) is None
+    assert (
+        summary.drop_oldest_rounds([user_prompt("hi"), assistant([{"type": "text", "text": "yo"}])], 5)
+        is None
+    )
 
 
 # --- the request on the wire ---------------------------------------------------------------------------------
@@ -203,7 +226,9 @@ def test_prompt_too_long_gives_up_after_three_retries(tmp_path: Path, api: FakeA
     assert len(api.message_requests) == 4
 
 
-def test_an_instruction_after_a_trailing_user_message_keeps_the_request_valid(tmp_path: Path, api: FakeAPI) -> None:
+def test_an_instruction_after_a_trailing_user_message_keeps_the_request_valid(
+    tmp_path: Path, api: FakeAPI
+) -> None:
     bench, _ = make_session(tmp_path, api)
     conversation(bench, ["a.py"])  # ends with tool results: the instruction joins that user message
     bench.add(meta("a reminder the agent injected"))

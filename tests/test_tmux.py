@@ -28,8 +28,10 @@ CLI = ROOT / ".venv" / "bin" / "compact-agent"
 
 pytestmark = pytest.mark.skipif(not Path(TMUX).exists(), reason="tmux is not installed")
 
-LONG_REPLY = "".join(f"Reply line {i:03d}: the quick brown fox jumps over the lazy dog again.\n"
-                     for i in range(560)) + "END-OF-LONG-REPLY"
+LONG_REPLY = (
+    "".join(f"Reply line {i:03d}: the quick brown fox jumps over the lazy dog again.\n" for i in range(560))
+    + "END-OF-LONG-REPLY"
+)
 
 
 def is_compaction(body: dict) -> bool:
@@ -42,15 +44,22 @@ class Pane:
     def __init__(self, home: Path, project: Path, env: dict[str, str], args: list[str]) -> None:
         self.socket = f"ca-test-{uuid.uuid4().hex[:10]}"
         command = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "agent"]
-        full_env = {"HOME": str(home), "COMPACT_AGENT_HOME": str(home / ".compact-agent"),
-                    "PYTHONPATH": str(ROOT), "TERM": "xterm-256color", "LANG": "C.UTF-8", **env}
+        full_env = {
+            "HOME": str(home),
+            "COMPACT_AGENT_HOME": str(home / ".compact-agent"),
+            "PYTHONPATH": str(ROOT),
+            "TERM": "xterm-256color",
+            "LANG": "C.UTF-8",
+            **env,
+        }
         self.home = home
         shell = " ".join(["env", *(f"{k}={v}" for k, v in full_env.items()), *command, *args])
         self.tmux("new-session", "-d", "-s", "main", "-x", "120", "-y", "40", "-c", str(project), shell)
 
     def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([TMUX, "-L", self.socket, "-f", "/dev/null", *args], capture_output=True,
-                              text=True, timeout=10)
+        return subprocess.run(
+            [TMUX, "-L", self.socket, "-f", "/dev/null", *args], capture_output=True, text=True, timeout=10
+        )
 
     def screen(self) -> str:
         """The visible screen and the scrollback."""
@@ -105,8 +114,9 @@ def agent_in_tmux(fake_api, project, isolated_env):
     panes: list[Pane] = []
 
     def start(*args: str, **env: str) -> Pane:
-        pane = Pane(isolated_env, project, {**fake_api.env(), "COMPACT_AGENT_SESSION_MEMORY": "0", **env},
-                    list(args))
+        pane = Pane(
+            isolated_env, project, {**fake_api.env(), "COMPACT_AGENT_SESSION_MEMORY": "0", **env}, list(args)
+        )
         panes.append(pane)
         pane.wait_for(r"/help for commands")
         pane.wait_prompt()
@@ -160,8 +170,9 @@ def test_reply_warning_compact_context_and_exit(agent_in_tmux, fake_api):
     screen = pane.wait_for(r"Context left until auto-compact: \d+%", visible=True)
     assert "Reply line 559" in screen
 
-    fake_api.reply_text("<analysis>Reviewing.</analysis>\n<summary>The user said hello and got a long reply."
-                        "</summary>")
+    fake_api.reply_text(
+        "<analysis>Reviewing.</analysis>\n<summary>The user said hello and got a long reply.</summary>"
+    )
     pane.type("/compact keep the greeting")
     screen = pane.wait_for(r"Compacted · manual · \d+(\.\d)?k → \d+(\.\d)?k? tokens · \d+s")
     compaction = [r.body for r in fake_api.message_requests if is_compaction(r.body)]
@@ -242,8 +253,11 @@ def test_ctrl_c_interrupts_a_reply_a_bash_call_and_a_compaction(agent_in_tmux, f
     texts = json.dumps(last["messages"])
     assert "run the long command" in texts and "answer slowly" in texts  # the compaction changed nothing
     assert texts.count("[Request interrupted by user]") == 2
-    markers = [r for r in transcript_records(pane.home) if r.get("isMeta") and "interrupted by user" in
-               json.dumps(r.get("message", {})).lower()]
+    markers = [
+        r
+        for r in transcript_records(pane.home)
+        if r.get("isMeta") and "interrupted by user" in json.dumps(r.get("message", {})).lower()
+    ]
     assert len(markers) == 2
     pane.keys("C-d")
     pane.wait_exit()
@@ -261,15 +275,15 @@ def test_second_ctrl_c_at_an_empty_prompt_exits(agent_in_tmux):
     pane.wait_exit()
 
 
-
 def test_esc_during_a_streamed_reply_returns_to_the_prompt(agent_in_tmux, fake_api, monkeypatch):
     # A pause, not a stall: the client notices the cancel when the next bytes arrive (closing the
     # stream from another thread does not wake a read that is blocked on the socket).
     slowed, release = slow_streams(fake_api, monkeypatch, lambda b: "stream slowly" in last_user_text(b), 2.0)
     pane = agent_in_tmux()
     # the fake streams a text in three pieces: the first holds the whole first paragraph
-    fake_api.reply_text("The first paragraph, in **bold** at once.\n\nThe second paragraph never ends "
-                        + "slowly " * 25)
+    fake_api.reply_text(
+        "The first paragraph, in **bold** at once.\n\nThe second paragraph never ends " + "slowly " * 25
+    )
     fake_api.reply_text("Back after Esc.")
     try:
         pane.type("stream slowly")
@@ -294,8 +308,11 @@ def test_esc_during_a_streamed_reply_returns_to_the_prompt(agent_in_tmux, fake_a
     last = fake_api.message_requests[-1].body
     assert "still there?" in last_user_text(last)
     assert json.dumps(last["messages"]).count("[Request interrupted by user]") == 1
-    markers = [r for r in transcript_records(pane.home) if r.get("isMeta") and "interrupted by user" in
-               json.dumps(r.get("message", {})).lower()]
+    markers = [
+        r
+        for r in transcript_records(pane.home)
+        if r.get("isMeta") and "interrupted by user" in json.dumps(r.get("message", {})).lower()
+    ]
     assert len(markers) == 1
     pane.keys("C-d")
     pane.wait_exit()

@@ -26,7 +26,9 @@ def fresh_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tokens, "_loaded", False)
 
 
-def test_encoding_loads_offline_with_the_network_cut(fresh_encoding: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_encoding_loads_offline_with_the_network_cut(
+    fresh_encoding: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def no_network(*args: object, **kwargs: object) -> None:
         raise OSError("no network in this test")
 
@@ -37,8 +39,9 @@ def test_encoding_loads_offline_with_the_network_cut(fresh_encoding: None, monke
     assert estimate_text("hello world") == 2
 
 
-def test_falls_back_to_chars_over_four_when_tiktoken_fails(fresh_encoding: None,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_falls_back_to_chars_over_four_when_tiktoken_fails(
+    fresh_encoding: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import tiktoken
 
     def broken(name: str) -> None:
@@ -61,7 +64,8 @@ def test_images_and_documents_count_2000_whatever_their_size() -> None:
     assert estimate_blocks([doc]) == MESSAGE_OVERHEAD + BLOCK_OVERHEAD + MEDIA_TOKENS
     result = tool_result_block("t1", [{"type": "text", "text": "hello world"}, IMAGE])
     assert estimate_blocks([result]) == MESSAGE_OVERHEAD + BLOCK_OVERHEAD + (BLOCK_OVERHEAD + 2) + (
-        BLOCK_OVERHEAD + MEDIA_TOKENS)
+        BLOCK_OVERHEAD + MEDIA_TOKENS
+    )
 
 
 def test_every_kind_of_block_is_counted() -> None:
@@ -69,16 +73,22 @@ def test_every_kind_of_block_is_counted() -> None:
     n = estimate_text(text)
     assert estimate_blocks([{"type": "text", "text": text}]) == MESSAGE_OVERHEAD + BLOCK_OVERHEAD + n
     assert estimate_blocks([{"type": "thinking", "thinking": text, "signature": "s"}]) == (
-        MESSAGE_OVERHEAD + BLOCK_OVERHEAD + n)
+        MESSAGE_OVERHEAD + BLOCK_OVERHEAD + n
+    )
     assert estimate_blocks([tool_result_block("t", text)]) == MESSAGE_OVERHEAD + BLOCK_OVERHEAD + n
     use = {"type": "tool_use", "id": "t", "name": "Bash", "input": {"command": "ls -la"}}
-    assert estimate_blocks([use]) == MESSAGE_OVERHEAD + BLOCK_OVERHEAD + estimate_text("Bash") + estimate_text(
-        '{"command": "ls -la"}')
+    assert estimate_blocks([use]) == MESSAGE_OVERHEAD + BLOCK_OVERHEAD + estimate_text(
+        "Bash"
+    ) + estimate_text('{"command": "ls -la"}')
     assert estimate_blocks([]) == MESSAGE_OVERHEAD
 
 
-USAGE = {"input_tokens": 1_000, "cache_creation_input_tokens": 200, "cache_read_input_tokens": 30_000,
-         "output_tokens": 150}
+USAGE = {
+    "input_tokens": 1_000,
+    "cache_creation_input_tokens": 200,
+    "cache_read_input_tokens": 30_000,
+    "output_tokens": 150,
+}
 
 
 def test_count_is_the_last_usage_plus_estimates_after_it() -> None:

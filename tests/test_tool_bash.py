@@ -44,8 +44,9 @@ def wait_until_gone(pid: int, seconds: float = 2.0) -> bool:
 def test_stdout_and_stderr_are_combined(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     result = bash(ctx, "echo out; echo err >&2; echo more")
-    assert result == ToolResult(content="out\nerr\nmore", summary="3 lines of output",
-                                facts={"exitCode": 0, "cwd": str(ctx.cwd)})
+    assert result == ToolResult(
+        content="out\nerr\nmore", summary="3 lines of output", facts={"exitCode": 0, "cwd": str(ctx.cwd)}
+    )
 
 
 def test_no_output_is_said_explicitly(tmp_path: Path) -> None:
@@ -55,8 +56,12 @@ def test_no_output_is_said_explicitly(tmp_path: Path) -> None:
 def test_non_zero_exit_is_reported_but_not_raised(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     result = bash(ctx, "echo failing; exit 3")
-    assert result == ToolResult(content="failing\nExit code 3", is_error=True, summary="Exit code 3",
-                                facts={"exitCode": 3, "cwd": str(ctx.cwd)})
+    assert result == ToolResult(
+        content="failing\nExit code 3",
+        is_error=True,
+        summary="Exit code 3",
+        facts={"exitCode": 3, "cwd": str(ctx.cwd)},
+    )
 
 
 def test_non_zero_exit_without_output(tmp_path: Path) -> None:

@@ -21,8 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def make_ctx(tmp_path: Path, hidden: object = None) -> ToolContext:
-    return ToolContext(project_dir=tmp_path, session_dir=tmp_path / ".session", cwd=tmp_path,
-                       hidden=hidden)  # type: ignore[arg-type]
+    return ToolContext(project_dir=tmp_path, session_dir=tmp_path / ".session", cwd=tmp_path, hidden=hidden)  # type: ignore[arg-type]
 
 
 def put(path: Path, text: str, mtime: float = 1_000) -> Path:
@@ -38,8 +37,9 @@ def grep(ctx: ToolContext, pattern: str, **extra: object) -> ToolResult:
 
 def plain_rg(*args: str) -> list[str]:
     """What rg itself prints (no --null): the lines Grep must show when nothing is hidden."""
-    done = subprocess.run([find_rg(), "--hidden", "--color", "never", "--no-heading", *args],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [find_rg(), "--hidden", "--color", "never", "--no-heading", *args], capture_output=True, text=True
+    )
     return [line for line in done.stdout.splitlines() if line]
 
 
@@ -64,13 +64,16 @@ def odd_tree(tmp_path: Path) -> Path:
     return tmp_path / "tree"
 
 
-@pytest.mark.parametrize("flags", [
-    {},
-    {"-n": False},
-    {"-C": 1},
-    {"-A": 2, "-n": False},
-    {"-B": 1, "-i": True},
-])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        {},
+        {"-n": False},
+        {"-C": 1},
+        {"-A": 2, "-n": False},
+        {"-B": 1, "-i": True},
+    ],
+)
 def test_content_lines_are_rgs_own_whatever_the_file_names(odd_tree: Path, flags: dict[str, object]) -> None:
     shown = content(grep(make_ctx(odd_tree), "needle", output_mode="content", **flags)).split("\n")
     rg_flags = ["--no-line-number" if flags.get("-n") is False else "--line-number"]
@@ -111,8 +114,11 @@ def test_hidden_files_leave_no_trace_in_any_mode(odd_tree: Path) -> None:
     for flags in ({}, {"-C": 1}, {"-C": 5, "-n": False}):
         lines = content(grep(ctx, "needle", output_mode="content", **flags)).split("\n")
         visible = [str(odd_tree / name) for name in ("x-2-y.txt", "12:34", "plain.txt")]
-        from_file = {next((p for p in visible if line.startswith((p + ":", p + "-"))), line)
-                     for line in lines if line != "--"}
+        from_file = {
+            next((p for p in visible if line.startswith((p + ":", p + "-"))), line)
+            for line in lines
+            if line != "--"
+        }
         assert from_file == set(visible)
         assert len([line for line in lines if "needle" in line]) == 9
         check_separators(lines)
@@ -123,8 +129,10 @@ def test_separators_between_groups_survive_hiding(tmp_path: Path) -> None:
     put(tmp_path / "d" / "secret.txt", "needle\n")
     ctx = make_ctx(tmp_path, lambda p: p.name == "secret.txt")
     result = grep(ctx, "needle", output_mode="content", path=str(tmp_path / "d"), **{"-A": 1})
-    assert content(result) == f"{tmp_path}/d/open.txt:1:needle 1\n{tmp_path}/d/open.txt-2-x\n--\n" \
+    assert (
+        content(result) == f"{tmp_path}/d/open.txt:1:needle 1\n{tmp_path}/d/open.txt-2-x\n--\n"
         f"{tmp_path}/d/open.txt:6:needle 6"
+    )
 
 
 def test_a_hidden_file_searched_directly_has_no_matches(tmp_path: Path) -> None:
@@ -132,7 +140,8 @@ def test_a_hidden_file_searched_directly_has_no_matches(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, lambda p: p == path)
     for mode in ("content", "files_with_matches", "count"):
         assert grep(ctx, "needle", path=str(path), output_mode=mode) == ToolResult(
-            content="No matches found", summary="No matches")
+            content="No matches found", summary="No matches"
+        )
 
 
 def test_glob_leaves_hidden_files_out(tmp_path: Path) -> None:
@@ -166,7 +175,9 @@ def test_output_too_large_is_saved_whole_and_the_result_says_where(
     assert result.summary == "200 lines"
 
 
-def test_huge_file_lists_show_the_newest_of_their_head(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_huge_file_lists_show_the_newest_of_their_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(output_module, "HEAD_BYTES", 300)
     for n in range(40):
         put(tmp_path / "t" / f"f{n:02}.txt", "needle\n", 1_000 + n)
@@ -205,12 +216,18 @@ PEAK_SCRIPT = textwrap.dedent("""
 
 
 def test_memory_stays_bounded_on_a_huge_search(tmp_path: Path) -> None:
-    body = "".join(f"line {n:06} of a file that matches on every line, padded to eighty bytes\n"
-                   for n in range(10_000))
+    body = "".join(
+        f"line {n:06} of a file that matches on every line, padded to eighty bytes\n" for n in range(10_000)
+    )
     for n in range(60):  # 60 files of 800 KB: about 55 MB of output
         put(tmp_path / "t" / f"f{n:02}.txt", body)
-    done = subprocess.run([sys.executable, "-c", PEAK_SCRIPT, str(tmp_path)], cwd=ROOT, capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_SCRIPT, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     length, peak_kb = map(int, done.stdout.split())
     assert length < output_module.HEAD_BYTES + 1000
     [saved] = (tmp_path / "session" / "tool-results").iterdir()
@@ -219,7 +236,9 @@ def test_memory_stays_bounded_on_a_huge_search(tmp_path: Path) -> None:
 
 
 def test_rgs_note_on_a_binary_file_stays_with_that_file(tmp_path: Path) -> None:
-    late_nul = "needle first\n" + "filler\n" * 100_000 + "x\0y\nneedle after\n"  # the NUL is past rg's first read
+    late_nul = (
+        "needle first\n" + "filler\n" * 100_000 + "x\0y\nneedle after\n"
+    )  # the NUL is past rg's first read
     put(tmp_path / "t" / "open.bin", late_nul)
     put(tmp_path / "t" / "secret.bin", late_nul)
     ctx = make_ctx(tmp_path, lambda p: p.name == "secret.bin")

@@ -21,7 +21,12 @@ def test_output_that_fits_stays_in_memory(tmp_path: Path) -> None:
         out.write(b"")
         out.write(b"67890")
     assert (out.spilled, bytes(out.head), out.text(), out.total_bytes, out.total_lines) == (
-        False, b"1234567890", "1234567890", 10, 1)
+        False,
+        b"1234567890",
+        "1234567890",
+        10,
+        1,
+    )
     assert not (tmp_path / "results").exists()
 
 

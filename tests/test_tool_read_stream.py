@@ -37,8 +37,10 @@ def whole_file_read(path: Path, offset: int, limit: int) -> str:
     if not shown:
         return f"(The file {path} has {total} lines; offset {offset} is past its end.)"
     cut = read_module.MAX_LINE_CHARS
-    lines = [line if len(line) <= cut else line[:cut] + f"... [line cut: {len(line):,} characters in all]"
-             for line in shown]
+    lines = [
+        line if len(line) <= cut else line[:cut] + f"... [line cut: {len(line):,} characters in all]"
+        for line in shown
+    ]
     text = number_lines(lines, offset)
     last = offset + len(shown) - 1
     if last < total:
@@ -83,19 +85,25 @@ def test_streaming_matches_reading_the_whole_file(
     assert streamed_read(make_ctx(tmp_path), path, offset, limit) == whole_file_read(path, offset, limit)
 
 
-def test_crlf_split_between_two_reads_is_one_line_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crlf_split_between_two_reads_is_one_line_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(read_module, "BINARY_SNIFF_BYTES", 4)
     monkeypatch.setattr(read_module, "READ_CHUNK_BYTES", 4)
     (tmp_path / "w.txt").write_bytes(b"one\r\ntwo\r\n\r\nfour")
     result = ReadTool().run({"file_path": str(tmp_path / "w.txt")}, make_ctx(tmp_path))
-    assert result == ToolResult(content="     1\tone\n     2\ttwo\n     3\t\n     4\tfour", summary="Read 4 lines")
+    assert result == ToolResult(
+        content="     1\tone\n     2\ttwo\n     3\t\n     4\tfour", summary="Read 4 lines"
+    )
 
 
 def test_a_line_longer_than_many_reads_is_cut_and_counted(tmp_path: Path) -> None:
     path = tmp_path / "one-line.txt"
     path.write_bytes(b"x" * 1_000_000 + b"\nend\n")
     result = ReadTool().run({"file_path": str(path)}, make_ctx(tmp_path))
-    assert result.content == "     1\t" + "x" * 2000 + "... [line cut: 1,000,000 characters in all]\n     2\tend"
+    assert (
+        result.content == "     1\t" + "x" * 2000 + "... [line cut: 1,000,000 characters in all]\n     2\tend"
+    )
 
 
 def test_offset_near_the_end_of_a_long_file(tmp_path: Path) -> None:
@@ -135,8 +143,9 @@ def test_memory_stays_small_on_a_huge_single_line(tmp_path: Path) -> None:
     with path.open("wb") as out:
         for _ in range(128):
             out.write(block)
-    done = subprocess.run([sys.executable, "-c", PEAK_SCRIPT, str(path)], cwd=ROOT, capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_SCRIPT, str(path)], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     length, peak_kb = map(int, done.stdout.split())
     assert length == len("     1\t") + 2000 + len("... [line cut: 134,217,728 characters in all]")
     assert peak_kb < 50 * 1024

@@ -72,8 +72,13 @@ def wait_for(check, seconds: float = 5.0) -> bool:  # type: ignore[no-untyped-de
 
 
 def start_agent(tmp_path: Path, command: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", AGENT, str(tmp_path), command], cwd=ROOT,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", AGENT, str(tmp_path), command],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_sigkill_of_the_agent_kills_the_running_command_and_its_background_jobs(tmp_path: Path) -> None:

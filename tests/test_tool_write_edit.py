@@ -44,8 +44,11 @@ def test_write_creates_a_new_file_and_its_directories(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     path = tmp_path / "new" / "deep" / "f.txt"
     result = write(ctx, path, "a\nb\n")
-    assert result == ToolResult(content=f"Created {path} (2 lines).", summary=f"Wrote 2 lines to {path}",
-                                facts={"added": 2, "removed": 0})
+    assert result == ToolResult(
+        content=f"Created {path} (2 lines).",
+        summary=f"Wrote 2 lines to {path}",
+        facts={"added": 2, "removed": 0},
+    )
     assert path.read_text() == "a\nb\n"
     assert ctx.read_files == {str(path.resolve()): path.stat().st_mtime}
 
@@ -204,7 +207,8 @@ def test_empty_old_string_creates_a_missing_file(tmp_path: Path) -> None:
     result = edit(ctx, path, "", "print('hi')\n")
     assert path.read_text() == "print('hi')\n"
     assert result == ToolResult(
-        content=f"Created {path}. The edited region now reads:\n     1\tprint('hi')", summary="Created new.py",
+        content=f"Created {path}. The edited region now reads:\n     1\tprint('hi')",
+        summary="Created new.py",
         facts={"added": 1, "removed": 0},
     )
     assert str(path.resolve()) in ctx.read_files

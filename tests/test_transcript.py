@@ -41,15 +41,25 @@ def writer(path: Path, **kw) -> TranscriptWriter:
 
 
 def reply(text: str, **kw) -> Message:
-    return assistant([{"type": "text", "text": text}], message_id=f"msg_{text[:8]}", model=MODEL,
-                     usage={"input_tokens": 10, "output_tokens": 5}, **kw)
+    return assistant(
+        [{"type": "text", "text": text}],
+        message_id=f"msg_{text[:8]}",
+        model=MODEL,
+        usage={"input_tokens": 10, "output_tokens": 5},
+        **kw,
+    )
 
 
 def call(tid: str, text: str = "") -> Message:
     content = [{"type": "text", "text": text}] if text else []
     content.append({"type": "tool_use", "id": tid, "name": "Read", "input": {"file_path": "/a"}})
-    return assistant(content, message_id=f"msg_{tid}", model=MODEL, stop_reason="tool_use",
-                     usage={"input_tokens": 20, "output_tokens": 7})
+    return assistant(
+        content,
+        message_id=f"msg_{tid}",
+        model=MODEL,
+        stop_reason="tool_use",
+        usage={"input_tokens": 20, "output_tokens": 7},
+    )
 
 
 def result(tid: str, text: str = "out") -> Message:
@@ -83,10 +93,18 @@ def test_message_records_chain_their_parents(tmp_path):
         assert w.last_uuid == a.uuid
     recs = lines(path)
     assert [(r["parentUuid"], r["uuid"]) for r in recs] == [("earlier", p.uuid), (p.uuid, a.uuid)]
-    assert recs[0] == {"parentUuid": "earlier", "isSidechain": False, "userType": "external", "cwd": "/proj",
-                       "sessionId": "sess-1", "version": "0.1.0", "type": "user",
-                       "message": {"role": "user", "content": [{"type": "text", "text": "hi"}]},
-                       "uuid": p.uuid, "timestamp": p.timestamp}
+    assert recs[0] == {
+        "parentUuid": "earlier",
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": "/proj",
+        "sessionId": "sess-1",
+        "version": "0.1.0",
+        "type": "user",
+        "message": {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        "uuid": p.uuid,
+        "timestamp": p.timestamp,
+    }
     assert recs[1]["message"]["id"] == a.message_id and recs[1]["message"]["usage"] == a.usage
 
 
@@ -108,18 +126,46 @@ def test_boundary_has_no_parent_and_parents_the_summary(tmp_path):
     summary = meta("the summary").replace(kind="summary")
     with writer(path) as w:
         w.append_message(p)
-        b = w.append_boundary("manual", 154_000, p.uuid, {"headUuid": "h", "anchorUuid": summary.uuid,
-                                                           "tailUuid": "t"})
+        b = w.append_boundary(
+            "manual", 154_000, p.uuid, {"headUuid": "h", "anchorUuid": summary.uuid, "tailUuid": "t"}
+        )
         w.append_message(summary)
     recs = lines(path)
     assert recs[1] == b
-    assert {k: b[k] for k in ("parentUuid", "logicalParentUuid", "type", "subtype", "content", "isMeta",
-                              "level", "compactMetadata", "isSidechain", "sessionId", "cwd", "version")} == {
-        "parentUuid": None, "logicalParentUuid": p.uuid, "type": "system", "subtype": "compact_boundary",
-        "content": "Conversation compacted", "isMeta": False, "level": "info", "isSidechain": False,
-        "compactMetadata": {"trigger": "manual", "preTokens": 154_000,
-                            "preservedSegment": {"headUuid": "h", "anchorUuid": summary.uuid, "tailUuid": "t"}},
-        "sessionId": "sess-1", "cwd": "/proj", "version": "0.1.0"}
+    assert {
+        k: b[k]
+        for k in (
+            "parentUuid",
+            "logicalParentUuid",
+            "type",
+            "subtype",
+            "content",
+            "isMeta",
+            "level",
+            "compactMetadata",
+            "isSidechain",
+            "sessionId",
+            "cwd",
+            "version",
+        )
+    } == {
+        "parentUuid": None,
+        "logicalParentUuid": p.uuid,
+        "type": "system",
+        "subtype": "compact_boundary",
+        "content": "Conversation compacted",
+        "isMeta": False,
+        "level": "info",
+        "isSidechain": False,
+        "compactMetadata": {
+            "trigger": "manual",
+            "preTokens": 154_000,
+            "preservedSegment": {"headUuid": "h", "anchorUuid": summary.uuid, "tailUuid": "t"},
+        },
+        "sessionId": "sess-1",
+        "cwd": "/proj",
+        "version": "0.1.0",
+    }
     assert recs[2]["parentUuid"] == b["uuid"] and recs[2]["isCompactSummary"] is True
 
 
@@ -134,7 +180,10 @@ def test_writer_redacts_the_secrets_and_keeps_the_records(tmp_path):
     assert key not in text and token not in text
     recs = lines(path)
     assert len(recs) == 3
-    assert recs[1]["message"]["content"][0]["text"] == "my key is [redacted API key] and my token [redacted API key]"
+    assert (
+        recs[1]["message"]["content"][0]["text"]
+        == "my key is [redacted API key] and my token [redacted API key]"
+    )
 
 
 def test_torn_last_line_loads_with_a_warning_and_nothing_earlier_lost(tmp_path):
@@ -149,7 +198,9 @@ def test_torn_last_line_loads_with_a_warning_and_nothing_earlier_lost(tmp_path):
     loaded = load_transcript(path, model=MODEL)
     assert loaded.messages == msgs
     assert loaded.last_uuid == msgs[-1].uuid
-    assert loaded.warnings == ["s.jsonl: line 5 is incomplete (the session was interrupted while writing it); skipped"]
+    assert loaded.warnings == [
+        "s.jsonl: line 5 is incomplete (the session was interrupted while writing it); skipped"
+    ]
     # the resumed session ends the torn line first, so its own records stay whole
     six = user_prompt("six")
     with writer(path, last_uuid=loaded.last_uuid) as w:
@@ -177,23 +228,33 @@ def test_torn_line_in_the_middle_names_its_line(tmp_path):
 def _kept_session(path: Path, mode: str) -> tuple[list[Message], dict]:
     """A session compacted once with a kept segment; returns the expected live list and facts."""
     p1, a1, r1, a2 = user_prompt("first"), call("t1"), result("t1", "big output one"), reply("did one")
-    p2, a3, r2, a4 = user_prompt("second"), call("t2", "reading"), result("t2", "big output two"), reply("did two")
+    p2, a3, r2, a4 = (
+        user_prompt("second"),
+        call("t2", "reading"),
+        result("t2", "big output two"),
+        reply("did two"),
+    )
     summary = meta("Summary of the first part").replace(kind="summary")
     restored = meta("Restored /a")
     p3, a5, r3 = user_prompt("third"), call("t3"), result("t3", "three")
     with writer(path) as w:
         for m in (p1, a1, r1):
             w.append_message(m)
-        w.append_record({"type": "content-replacement", "replacements": [{"toolUseId": "t1", "content": "R1"}]})
+        w.append_record(
+            {"type": "content-replacement", "replacements": [{"toolUseId": "t1", "content": "R1"}]}
+        )
         for m in (a2, p2, a3, r2):
             w.append_message(m)
-        w.append_record({"type": "content-replacement", "replacements": [{"toolUseId": "t2", "content": "R2"}]})
+        w.append_record(
+            {"type": "content-replacement", "replacements": [{"toolUseId": "t2", "content": "R2"}]}
+        )
         w.append_record({"type": "microcompact", "clearedToolUseIds": ["t1", "t2"]})
         w.append_message(a4)
         w.append_record({"type": "snip", "removedUuids": [p1.uuid, a4.uuid], "reason": "old"})
         w.append_record({"type": "session-memory", "lastSummarizedUuid": a2.uuid})
-        w.append_boundary("auto", 170_000, a4.uuid, {"headUuid": p2.uuid, "anchorUuid": summary.uuid,
-                                                      "tailUuid": a4.uuid})
+        w.append_boundary(
+            "auto", 170_000, a4.uuid, {"headUuid": p2.uuid, "anchorUuid": summary.uuid, "tailUuid": a4.uuid}
+        )
         w.append_message(summary)
         if mode == "rewritten":  # Claude Code style: the kept messages written again after the boundary
             for m in (p2, a3, r2, a4):
@@ -203,7 +264,9 @@ def _kept_session(path: Path, mode: str) -> tuple[list[Message], dict]:
         w.append_message(restored)
         w.append_message(p3)
         w.append_message(a5)
-        w.append_record({"type": "content-replacement", "replacements": [{"toolUseId": "t3", "content": "R3"}]})
+        w.append_record(
+            {"type": "content-replacement", "replacements": [{"toolUseId": "t3", "content": "R3"}]}
+        )
         w.append_message(r3)
     kept = [p2, a3.replace(usage=None), r2, a4.replace(usage=None)]
     return [summary, *kept, restored, p3, a5, r3], {"p1": p1, "a2": a2, "a4": a4, "r3": r3}
@@ -237,7 +300,9 @@ def test_kept_segment_with_nothing_after_the_summary(tmp_path):
     with writer(path) as w:
         for m in (p1, a1, p2, a2):
             w.append_message(m)
-        w.append_boundary("auto", 9, a2.uuid, {"headUuid": p2.uuid, "anchorUuid": summary.uuid, "tailUuid": a2.uuid})
+        w.append_boundary(
+            "auto", 9, a2.uuid, {"headUuid": p2.uuid, "anchorUuid": summary.uuid, "tailUuid": a2.uuid}
+        )
         w.append_message(summary)
     loaded = load_transcript(path)
     assert loaded.messages == [summary, p2, a2.replace(usage=None)]
@@ -253,12 +318,16 @@ def test_two_compactions_only_the_last_counts(tmp_path):
         w.append_boundary("manual", 100, a1.uuid)
         w.append_message(s1)
         w.append_message(p2)
-        w.append_record({"type": "collapse-commit", "collapsedUuids": [p2.uuid], "summary": "x", "placeholderUuid": "ph"})
+        w.append_record(
+            {"type": "collapse-commit", "collapsedUuids": [p2.uuid], "summary": "x", "placeholderUuid": "ph"}
+        )
         w.append_message(a2)
         w.append_boundary("auto", 200, a2.uuid)
         w.append_message(s2)
         w.append_message(p3)
-        w.append_record({"type": "collapse-commit", "collapsedUuids": [p3.uuid], "summary": "y", "placeholderUuid": "ph2"})
+        w.append_record(
+            {"type": "collapse-commit", "collapsedUuids": [p3.uuid], "summary": "y", "placeholderUuid": "ph2"}
+        )
     loaded = load_transcript(path)
     assert loaded.messages == [s2, p3]
     assert loaded.boundary["compactMetadata"] == {"trigger": "auto", "preTokens": 200}
@@ -285,8 +354,11 @@ def test_unanswered_tool_calls_mid_history_are_dropped_and_the_last_ones_are_ans
         w.append_message(a)  # answered by nothing: its tool_use goes, its text stays
         w.append_message(lone)  # the leaf: the agent stopped while its call ran
     loaded = load_transcript(path)
-    assert [m.content for m in loaded.messages] == [p.content, [{"type": "text", "text": "let me look"}],
-                                                    lone.content]
+    assert [m.content for m in loaded.messages] == [
+        p.content,
+        [{"type": "text", "text": "let me look"}],
+        lone.content,
+    ]
     [answer] = loaded.pending  # for the resuming session to record after the leaf
     assert answer.content == [tool_result_block("t2", INTERRUPTED_BY_STOP, True)]
     assert loaded.last_uuid == lone.uuid  # the writer still continues from the real leaf
@@ -295,8 +367,12 @@ def test_unanswered_tool_calls_mid_history_are_dropped_and_the_last_ones_are_ans
 def test_a_partly_answered_last_response_gets_answers_for_the_rest(tmp_path):
     path = tmp_path / "s.jsonl"
     p = user_prompt("go")
-    both = assistant([{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/a"}},
-                      {"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "/b"}}])
+    both = assistant(
+        [
+            {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/a"}},
+            {"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "/b"}},
+        ]
+    )
     first = tool_results([tool_result_block("t1", "contents of a")])
     with writer(path) as w:
         for m in (p, both, first):
@@ -343,7 +419,10 @@ def test_thinking_of_another_model_is_dropped(tmp_path):
     other = load_transcript(path, model="claude-new")
     assert [m.content for m in other.messages[1:]] == [[{"type": "text", "text": "answer"}]]
     for model in ("claude-old", None):
-        assert [m.content for m in load_transcript(path, model=model).messages[1:]] == [[thought], both.content]
+        assert [m.content for m in load_transcript(path, model=model).messages[1:]] == [
+            [thought],
+            both.content,
+        ]
 
 
 def test_a_dated_model_id_and_its_alias_are_the_same_model():
@@ -388,11 +467,14 @@ def test_claude_code_transcripts_load(copies, name, model):
     loaded = load_transcript(path, model=model)
     assert path.read_bytes() == before
     recs = lines(path)
-    main_uuids = {r["uuid"] for r in recs if r.get("type") in ("user", "assistant") and not r.get("isSidechain")}
+    main_uuids = {
+        r["uuid"] for r in recs if r.get("type") in ("user", "assistant") and not r.get("isSidechain")
+    }
     if name == SIDECHAIN_ONLY:  # a sub-agent's own file: nothing of the main conversation to resume
         assert loaded.messages == [] and loaded.last_uuid is None
-        assert loaded.warnings == [f"{name} holds only sub-agent (sidechain) records; there is no main "
-                                   "conversation to resume"]
+        assert loaded.warnings == [
+            f"{name} holds only sub-agent (sidechain) records; there is no main conversation to resume"
+        ]
         return
     ms = loaded.messages
     assert ms
@@ -432,15 +514,24 @@ def test_compacted_claude_code_session_starts_at_its_summary(copies):
 def test_streamed_blocks_and_parallel_results_are_rebuilt(copies):
     loaded = load_transcript(copies / "marot__spotter__short.jsonl")
     shape = [(m.role, [b["type"] for b in m.content]) for m in loaded.messages]
-    assert shape == [("user", ["text"]), ("assistant", ["text", "thinking", "text", "tool_use", "tool_use"]),
-                     ("user", ["tool_result"]), ("user", ["tool_result"]), ("user", ["text"])]
+    assert shape == [
+        ("user", ["text"]),
+        ("assistant", ["text", "thinking", "text", "tool_use", "tool_use"]),
+        ("user", ["tool_result"]),
+        ("user", ["tool_result"]),
+        ("user", ["text"]),
+    ]
     response = loaded.messages[1]
     # the last block's uuid (the one later records point at), the first block's timestamp
     assert (response.message_id, response.uuid, response.timestamp) == (
-        "msg_01MKH1ccEGrZGNPvu8pYiiQa", "ed2ec700-d1ee-4a18-9100-da63317716fc", "2026-02-10T21:11:59.186Z")
+        "msg_01MKH1ccEGrZGNPvu8pYiiQa",
+        "ed2ec700-d1ee-4a18-9100-da63317716fc",
+        "2026-02-10T21:11:59.186Z",
+    )
     api = to_api(loaded.messages)
-    assert [b["tool_use_id"] for b in api[2]["content"] if b["type"] == "tool_result"] == \
-        [b["id"] for b in response.tool_uses]
+    assert [b["tool_use_id"] for b in api[2]["content"] if b["type"] == "tool_result"] == [
+        b["id"] for b in response.tool_uses
+    ]
 
 
 def test_images_are_preserved(copies):
@@ -448,7 +539,9 @@ def test_images_are_preserved(copies):
     assert any(b["type"] == "image" and b["source"]["data"] for m in user.messages for b in m.content)
     tools = load_transcript(copies / "moredip__session-share__images-in-tool-results.jsonl")
     results = [b for m in tools.messages for b in m.tool_results]
-    assert any(isinstance(r["content"], list) and any(c["type"] == "image" for c in r["content"]) for r in results)
+    assert any(
+        isinstance(r["content"], list) and any(c["type"] == "image" for c in r["content"]) for r in results
+    )
 
 
 # --- listing ------------------------------------------------------------------------------------------
@@ -462,7 +555,9 @@ def test_latest_and_list_sessions(tmp_path, copies):
         w.append_message(reply("ok"))
     with writer(new) as w:
         w.append_message(meta("injected context"))
-        w.append_message(user_prompt("<command-name>/review</command-name>\n<command-args>main.py</command-args>"))
+        w.append_message(
+            user_prompt("<command-name>/review</command-name>\n<command-args>main.py</command-args>")
+        )
     (proj / "empty.jsonl").write_bytes(b"")
     (proj / "notes.txt").write_text("x")
     os.utime(old, (1_000_000, 1_000_000))

@@ -42,7 +42,8 @@ def render(*events, **kw) -> str:
 
 def test_a_short_session_renders_text_tools_diffs_errors_and_retries():
     out = render(
-        TextDelta("Let me look"), TextDelta(" at it."),
+        TextDelta("Let me look"),
+        TextDelta(" at it."),
         MessageRecorded(assistant([{"type": "text", "text": "Let me look at it."}])),
         ToolStarted("t1", "Read", {"file_path": "/p/app.py"}),
         ToolFinished("t1", "Read", "     1\tx = 1\n", False, "Read 1 line"),
@@ -105,8 +106,15 @@ def test_turn_endings_and_notices():
 def test_compaction_line_manual_and_auto_with_hook_messages_and_failure():
     out = render(
         CompactStarted("manual"),
-        CompactFinished("manual", 154_321, 18_042, 21.4, "summary", "S",
-                        ("PreCompact hook output added to the summary instructions",)),
+        CompactFinished(
+            "manual",
+            154_321,
+            18_042,
+            21.4,
+            "summary",
+            "S",
+            ("PreCompact hook output added to the summary instructions",),
+        ),
         CompactStarted("reactive"),
         CompactFinished("reactive", 9_500, 850, 3.0, "session-memory"),
         CompactStarted("auto"),
@@ -126,14 +134,24 @@ def test_compaction_line_manual_and_auto_with_hook_messages_and_failure():
 
 
 def test_compaction_line_says_how_much_state_was_attached_and_todos_render_as_a_checklist():
-    todos = ({"content": "Fix the parser", "status": "completed", "activeForm": "Fixing the parser"},
-             {"content": "Run the tests", "status": "in_progress", "activeForm": "Running the tests"},
-             {"content": "Update the docs", "status": "pending", "activeForm": "Updating the docs"})
+    todos = (
+        {"content": "Fix the parser", "status": "completed", "activeForm": "Fixing the parser"},
+        {"content": "Run the tests", "status": "in_progress", "activeForm": "Running the tests"},
+        {"content": "Update the docs", "status": "pending", "activeForm": "Updating the docs"},
+    )
     out = render(
         TodosChanged(todos),
         CompactStarted("auto"),
-        CompactFinished("auto", 170_000, 20_000, 2.0, "summary", "S", (),
-                        "state: 3 modified files, 5 read, 8 commands, 3 todos, 2 user messages"),
+        CompactFinished(
+            "auto",
+            170_000,
+            20_000,
+            2.0,
+            "summary",
+            "S",
+            (),
+            "state: 3 modified files, 5 read, 8 commands, 3 todos, 2 user messages",
+        ),
         width=160,
     )
     assert out == (
@@ -149,8 +167,16 @@ def test_compaction_line_says_how_much_state_was_attached_and_todos_render_as_a_
 def state_at(tokens: int, *, auto: bool = True) -> TokenState:
     th = thresholds.compute(200_000, 64_000, auto_enabled=auto)
     lv = thresholds.level(tokens, th)
-    return TokenState(tokens=tokens, window=th.window, threshold=th.auto_compact, warning=lv.warning,
-                      error=lv.error, blocking=lv.blocking, percent_left=lv.percent_left, auto_compact=auto)
+    return TokenState(
+        tokens=tokens,
+        window=th.window,
+        threshold=th.auto_compact,
+        warning=lv.warning,
+        error=lv.error,
+        blocking=lv.blocking,
+        percent_left=lv.percent_left,
+        auto_compact=auto,
+    )
 
 
 def test_warning_states_at_the_three_thresholds():
@@ -159,14 +185,19 @@ def test_warning_states_at_the_three_thresholds():
     assert warning_of(state_at(146_999)) is None
     assert warning_of(state_at(147_000)) == ("warning", "Context left until auto-compact: 12%")
     assert warning_of(state_at(157_000)) == ("error", "Context left until auto-compact: 6%")
-    assert warning_of(state_at(177_000)) == ("blocking", "Context limit reached · /compact or /clear to continue")
+    assert warning_of(state_at(177_000)) == (
+        "blocking",
+        "Context limit reached · /compact or /clear to continue",
+    )
 
 
 def test_warning_text_when_auto_compact_is_off():
     # off: E (180,000) takes T's place, so the warning starts at 160,000
     assert warning_of(state_at(159_999, auto=False)) is None
     assert warning_of(state_at(165_000, auto=False)) == (
-        "warning", "Context low (8% remaining) · Run /compact to compact & continue")
+        "warning",
+        "Context low (8% remaining) · Run /compact to compact & continue",
+    )
 
 
 def test_colours_and_no_color():
@@ -179,14 +210,23 @@ def test_colours_and_no_color():
 
 
 def test_context_grid_and_legend():
-    cats = [commands.Category("System prompt", "system", 3_000, 1.5, 2),
-            commands.Category("System tools", "tools", 9_000, 4.5, 5),
-            commands.Category("Memory files", "memory", 0, 0.0, 0),
-            commands.Category("Messages", "messages", 20_000, 10.0, 10),
-            commands.Category("Free space", "free", 135_000, 67.5, 66),
-            commands.Category("Autocompact buffer", "buffer", 33_000, 16.5, 17)]
-    usage = commands.ContextUsage("", model="claude-sonnet-4-5", used=32_000, window=200_000, percent=16.0,
-                                  categories=cats, memory_files=[])
+    cats = [
+        commands.Category("System prompt", "system", 3_000, 1.5, 2),
+        commands.Category("System tools", "tools", 9_000, 4.5, 5),
+        commands.Category("Memory files", "memory", 0, 0.0, 0),
+        commands.Category("Messages", "messages", 20_000, 10.0, 10),
+        commands.Category("Free space", "free", 135_000, 67.5, 66),
+        commands.Category("Autocompact buffer", "buffer", 33_000, 16.5, 17),
+    ]
+    usage = commands.ContextUsage(
+        "",
+        model="claude-sonnet-4-5",
+        used=32_000,
+        window=200_000,
+        percent=16.0,
+        categories=cats,
+        memory_files=[],
+    )
     con, buf = console(width=100)
     con.print(context_grid(usage))
     assert buf.getvalue() == (
@@ -208,7 +248,9 @@ def test_permission_question_shows_exactly_what_will_run_and_the_call_does_not_r
     con, buf = console()
     r = Renderer(con)
     edit = {"file_path": "/p/app.py", "old_string": "x = 1", "new_string": "x = 2"}
-    r.permission("Edit", edit, "Edit /p/app.py\n--- app.py before\n+++ app.py after\n@@ -1 +1 @@\n-x = 1\n+x = 2")
+    r.permission(
+        "Edit", edit, "Edit /p/app.py\n--- app.py before\n+++ app.py after\n@@ -1 +1 @@\n-x = 1\n+x = 2"
+    )
     r.answered("Edit", edit, "Yes")
     r(ToolStarted("t1", "Edit", edit))
     r(ToolFinished("t1", "Edit", "The file was edited.", False, "Updated /p/app.py"))
@@ -244,8 +286,11 @@ def test_permission_question_shows_exactly_what_will_run_and_the_call_does_not_r
 
 
 def test_long_result_lines_wrap_under_their_indent():
-    out = render(ToolStarted("t1", "Bash", {"command": "cat notes"}),
-                 ToolFinished("t1", "Bash", "word " * 20, False), width=40)
+    out = render(
+        ToolStarted("t1", "Bash", {"command": "cat notes"}),
+        ToolFinished("t1", "Bash", "word " * 20, False),
+        width=40,
+    )
     assert out == (
         "● Bash(cat notes)\n"
         "  ⎿  word word word word word word word\n"
@@ -268,17 +313,19 @@ def test_status_text_counts_seconds_and_streamed_tokens():
     assert r.status_text() == "Compacting conversation… 9s · esc to interrupt"
 
 
-REPLY = ("Here is the **plan**: read `app.py`, then fix it.\n"
-         "\n"
-         "- first *item*\n"
-         "- second item\n"
-         "  continues here\n"
-         "\n"
-         "```python\n"
-         "def add(a, b):\n"
-         "    return a + b\n"
-         "```\n"
-         "That is all.")
+REPLY = (
+    "Here is the **plan**: read `app.py`, then fix it.\n"
+    "\n"
+    "- first *item*\n"
+    "- second item\n"
+    "  continues here\n"
+    "\n"
+    "```python\n"
+    "def add(a, b):\n"
+    "    return a + b\n"
+    "```\n"
+    "That is all."
+)
 REPLY_RENDERED = (
     "● Here is the plan: read app.py, then fix it.\n"
     "\n"
@@ -295,9 +342,20 @@ REPLY_RENDERED = (
 
 def test_markdown_is_rendered_block_by_block_while_it_streams():
     # cuts inside "**", inside the fence line "```python" and inside the closing fence
-    cuts = ["Here is the *", "*pla", "n**: read `app", ".py`, then fix it.\n", "\n- first *it", "em*\n- sec",
-            "ond item\n  continues here\n\n`", "``pyt", "hon\ndef add(a, b):\n    return a + b\n`", "``",
-            "\nThat is", " all."]
+    cuts = [
+        "Here is the *",
+        "*pla",
+        "n**: read `app",
+        ".py`, then fix it.\n",
+        "\n- first *it",
+        "em*\n- sec",
+        "ond item\n  continues here\n\n`",
+        "``pyt",
+        "hon\ndef add(a, b):\n    return a + b\n`",
+        "``",
+        "\nThat is",
+        " all.",
+    ]
     assert "".join(cuts) == REPLY
     con, buf = console()
     r = Renderer(con)
@@ -312,8 +370,20 @@ def test_markdown_is_rendered_block_by_block_while_it_streams():
     # the paragraph's line once it ends; an item once the next one's line is whole; the list's end once
     # the fence line after it is whole; the code once its closing fence line is whole; the last line
     # when the message is recorded
-    assert seen == ["", "", "", paragraph, paragraph, paragraph, first_item, first_item, the_list, the_list,
-                    REPLY_RENDERED[:-len("\n  That is all.\n")], REPLY_RENDERED[:-len("\n  That is all.\n")]]
+    assert seen == [
+        "",
+        "",
+        "",
+        paragraph,
+        paragraph,
+        paragraph,
+        first_item,
+        first_item,
+        the_list,
+        the_list,
+        REPLY_RENDERED[: -len("\n  That is all.\n")],
+        REPLY_RENDERED[: -len("\n  That is all.\n")],
+    ]
     assert buf.getvalue() == REPLY_RENDERED
 
 
@@ -321,7 +391,14 @@ def test_a_paragraph_streams_line_by_line_and_keeps_its_single_newlines():
     con, buf = console()
     r = Renderer(con)
     seen = []
-    for cut in ["First **line**", " ends here.\nSecond li", "ne.\n", "\nA new paragraph.\n", "- item\n", "\nEnd.\n"]:
+    for cut in [
+        "First **line**",
+        " ends here.\nSecond li",
+        "ne.\n",
+        "\nA new paragraph.\n",
+        "- item\n",
+        "\nEnd.\n",
+    ]:
         r(TextDelta(cut))
         seen.append(buf.getvalue())
     r(TurnFinished("", "end_turn"))
@@ -337,8 +414,15 @@ def test_list_items_stream_one_by_one_and_a_fence_inside_an_item_holds_them():
     con, buf = console()
     r = Renderer(con)
     seen = []
-    for cut in ["1. one\n", "2. two\n   more\n", "3. three\n   ```sh\n", "   4. inside the fence\n",
-                "   ```\n", "4. four\n", "\nDone.\n"]:
+    for cut in [
+        "1. one\n",
+        "2. two\n   more\n",
+        "3. three\n   ```sh\n",
+        "   4. inside the fence\n",
+        "   ```\n",
+        "4. four\n",
+        "\nDone.\n",
+    ]:
         r(TextDelta(cut))
         seen.append(buf.getvalue())
     one = "●  1 one\n"
@@ -348,15 +432,15 @@ def test_list_items_stream_one_by_one_and_a_fence_inside_an_item_holds_them():
 
 
 def test_markdown_in_one_delta_renders_the_same_and_each_reply_gets_its_bullet():
-    out = render(TextDelta(REPLY), ToolStarted("t1", "Read", {"file_path": "/p/app.py"}),
-                 ToolFinished("t1", "Read", "x", False, "Read 1 line"),
-                 TextDelta("# Result\n\nAll **good**; see <b>app.py</b>."), TurnFinished("", "end_turn"))
+    out = render(
+        TextDelta(REPLY),
+        ToolStarted("t1", "Read", {"file_path": "/p/app.py"}),
+        ToolFinished("t1", "Read", "x", False, "Read 1 line"),
+        TextDelta("# Result\n\nAll **good**; see <b>app.py</b>."),
+        TurnFinished("", "end_turn"),
+    )
     assert out == REPLY_RENDERED + (
-        "● Read(/p/app.py)\n"
-        "  ⎿  Read 1 line\n"
-        "● Result\n"
-        "\n"
-        "  All good; see <b>app.py</b>.\n"
+        "● Read(/p/app.py)\n  ⎿  Read 1 line\n● Result\n\n  All good; see <b>app.py</b>.\n"
     )
 
 
@@ -366,9 +450,12 @@ def test_an_interrupted_reply_keeps_its_unfinished_text():
 
 
 def test_a_retried_stream_drops_its_partial_text_and_says_so():
-    out = render(TextDelta("First paragraph.\n\nSecond, cut"), Retrying(1, "the connection broke", 0.5),
-                 TextDelta("First paragraph.\n\nSecond, whole."),
-                 MessageRecorded(assistant([{"type": "text", "text": "First paragraph.\n\nSecond, whole."}])))
+    out = render(
+        TextDelta("First paragraph.\n\nSecond, cut"),
+        Retrying(1, "the connection broke", 0.5),
+        TextDelta("First paragraph.\n\nSecond, whole."),
+        MessageRecorded(assistant([{"type": "text", "text": "First paragraph.\n\nSecond, whole."}])),
+    )
     assert out == (
         "● First paragraph.\n"
         "Retrying in 0.5s… (attempt 2) · the connection broke · the reply starts again\n"
@@ -399,26 +486,51 @@ def test_complete_blocks_waits_for_whole_lines_and_for_lists_to_end():
 
 
 def test_a_permission_diff_shows_the_files_own_line_numbers():
-    diff = ["@@ -12,3 +12,4 @@", " def add(a, b):", "-    return a - b", "+    # fixed", "+    return a + b",
-            " ", "@@ -40 +41 @@", "-x", "+y", "... (3 more diff lines)"]
+    diff = [
+        "@@ -12,3 +12,4 @@",
+        " def add(a, b):",
+        "-    return a - b",
+        "+    # fixed",
+        "+    return a + b",
+        " ",
+        "@@ -40 +41 @@",
+        "-x",
+        "+y",
+        "... (3 more diff lines)",
+    ]
     assert [line for _, line in numbered_diff(diff)] == [
-        "  12  def add(a, b):", "  13 -    return a - b", "  13 +    # fixed", "  14 +    return a + b",
-        "  15  ", "   ⋮", "  40 -x", "  41 +y", "... (3 more diff lines)"]
+        "  12  def add(a, b):",
+        "  13 -    return a - b",
+        "  13 +    # fixed",
+        "  14 +    return a + b",
+        "  15  ",
+        "   ⋮",
+        "  40 -x",
+        "  41 +y",
+        "... (3 more diff lines)",
+    ]
     assert [style for style, _ in numbered_diff(diff)][:3] == ["", "red", "green"]
 
 
 def test_an_interrupted_tool_prints_one_line():
     from agent.tool_exec import INTERRUPTED
 
-    out = render(ToolStarted("t1", "Bash", {"command": "sleep 30"}),
-                 ToolFinished("t1", "Bash", f"{INTERRUPTED}\n\nPartial output:\nstarting", True),
-                 TurnFinished("", "interrupted", "Interrupted by user"))
+    out = render(
+        ToolStarted("t1", "Bash", {"command": "sleep 30"}),
+        ToolFinished("t1", "Bash", f"{INTERRUPTED}\n\nPartial output:\nstarting", True),
+        TurnFinished("", "interrupted", "Interrupted by user"),
+    )
     assert out == "● Bash(sleep 30)\n  ⎿  Interrupted by user\n"
 
 
 def test_memory_notes_render_as_markdown_and_their_path_is_never_cut():
-    path = "/home/someone/.compact-agent/projects/-home-someone-work-project/0b6f0c2e/session-memory/summary.md"
+    path = (
+        "/home/someone/.compact-agent/projects/-home-someone-work-project/0b6f0c2e/session-memory/summary.md"
+    )
     con, buf = console(width=60)
-    Renderer(con).result(commands.Result(f"Session notes ({path}):\n\n# Current State\nFixing `ui.py`\n"
-                                         "then the tests", markdown=True))
+    Renderer(con).result(
+        commands.Result(
+            f"Session notes ({path}):\n\n# Current State\nFixing `ui.py`\nthen the tests", markdown=True
+        )
+    )
     assert buf.getvalue() == f"Session notes ({path}):\n\nCurrent State\n\nFixing ui.py\nthen the tests\n"

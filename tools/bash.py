@@ -104,8 +104,9 @@ class ShellOutcome:
     final_cwd: Path | None = None
 
 
-def run_shell(command: str, cwd: Path, timeout_s: float, cancel: threading.Event, environ: Any,
-              spill_dir: Path) -> ShellOutcome:
+def run_shell(
+    command: str, cwd: Path, timeout_s: float, cancel: threading.Event, environ: Any, spill_dir: Path
+) -> ShellOutcome:
     """Run ``command`` with bash in ``cwd``; stop its whole process group on timeout or cancel.
 
     ``environ`` is the session's environment (settings "env" maps included); None means the process's.

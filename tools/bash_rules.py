@@ -89,8 +89,13 @@ def _states(tokens: tuple[str | None, ...], text: str) -> set[int]:
 
     states = close({0})
     for ch in text:
-        states = close({s + (tokens[s] is not _ANY) for s in states
-                        if s < len(tokens) and (tokens[s] is _ANY or tokens[s] == ch)})
+        states = close(
+            {
+                s + (tokens[s] is not _ANY)
+                for s in states
+                if s < len(tokens) and (tokens[s] is _ANY or tokens[s] == ch)
+            }
+        )
         if not states:
             break
     return states

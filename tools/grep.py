@@ -119,7 +119,11 @@ def _search(args: dict[str, Any], mode: str, target: Path, ctx: ToolContext) -> 
     lines = RgLines(mode, target, numbers=args.get("-n", True), hidden=ctx.hidden)
     with SpillingOutput(ctx.session_dir / "tool-results", "grep") as output:
         try:
-            _run_rg(build_rg_args(args, mode, target, lines.null), ctx, lambda data: output.write(lines.feed(data)))
+            _run_rg(
+                build_rg_args(args, mode, target, lines.null),
+                ctx,
+                lambda data: output.write(lines.feed(data)),
+            )
         except ToolError:
             output.discard()  # a failed search names no file, so none may be left behind
             raise
@@ -186,8 +190,9 @@ class RgLines:
     hiding a file's lines leaves no stray or doubled "--".
     """
 
-    def __init__(self, mode: str, target: Path, numbers: bool = True,
-                 hidden: Callable[[Path], bool] | None = None) -> None:
+    def __init__(
+        self, mode: str, target: Path, numbers: bool = True, hidden: Callable[[Path], bool] | None = None
+    ) -> None:
         self.mode, self.numbers, self.hidden = mode, numbers, hidden
         self.null = mode != "content" or target.is_dir()
         self.end = b"\0" if mode == "files_with_matches" else b"\n"
@@ -252,7 +257,9 @@ class RgLines:
 
 
 # what rg writes about a binary file, after its path and ": " (never a NUL)
-_RG_NOTE = re.compile(rb"(.*): (?:WARNING: stopped searching binary file|binary file matches) .*\)\Z", re.DOTALL)
+_RG_NOTE = re.compile(
+    rb"(.*): (?:WARNING: stopped searching binary file|binary file matches) .*\)\Z", re.DOTALL
+)
 
 
 def _run_rg(command: list[str], ctx: ToolContext, sink: Callable[[bytes], None]) -> None:
@@ -272,7 +279,9 @@ def _run_rg(command: list[str], ctx: ToolContext, sink: Callable[[bytes], None])
             while selector.get_map():
                 if ctx.cancelled or time.monotonic() > deadline:
                     reason = "was interrupted" if ctx.cancelled else f"took over {RG_TIMEOUT_SECONDS} s"
-                    raise ToolError(f"The search {reason} and was stopped. Narrow it with path, glob or type.")
+                    raise ToolError(
+                        f"The search {reason} and was stopped. Narrow it with path, glob or type."
+                    )
                 for key, _ in selector.select(POLL_SECONDS):
                     data = _read(key.fd)
                     if data is None:

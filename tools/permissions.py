@@ -211,7 +211,9 @@ class Permissions:
             ours = inside(target, self._editable_dirs())
             if self.mode == "acceptEdits" and ours:
                 return Decision("allow", "acceptEdits mode: edits inside the project are allowed")
-            return Decision("ask", f"{tool_name} of {shown}{'' if ours else ' (outside the project)'} needs approval")
+            return Decision(
+                "ask", f"{tool_name} of {shown}{'' if ours else ' (outside the project)'} needs approval"
+            )
         return Decision("allow", f"{tool_name} only changes the conversation")
 
     # ---- Bash ----------------------------------------------------------------------------------
@@ -240,8 +242,12 @@ class Permissions:
             return Decision("deny", f'Bash is denied by the rule "{rule}" in the settings', rule)
         for path in _written(a):
             if rule := self._path_rule(self.deny, "Write", path, every=False):
-                return Decision("deny", f'the command writes {normal(path)}, and the rule "{rule}" in the '
-                                "settings denies changing it", rule)
+                return Decision(
+                    "deny",
+                    f'the command writes {normal(path)}, and the rule "{rule}" in the '
+                    "settings denies changing it",
+                    rule,
+                )
         return None
 
     def _bash_ask_rule(self, command: str, a: Analysis) -> str | None:
@@ -249,7 +255,9 @@ class Permissions:
         ask = _bash_patterns(self.ask)
         if rule := _bash_hit(ask, command, a, by_base_name=True) or _bash_could(ask, a):
             return rule
-        return next((r for p in _written(a) if (r := self._path_rule(self.ask, "Write", p, every=False))), None)
+        return next(
+            (r for p in _written(a) if (r := self._path_rule(self.ask, "Write", p, every=False))), None
+        )
 
     def _bash_allowed(self, command: str, a: Analysis) -> Decision:
         """Allowed when a bare Bash rule is given, the line is exactly an allow rule, or every program it
@@ -258,15 +266,20 @@ class Permissions:
         if rule := next((text for text, pattern in allow if pattern is None), None):
             return Decision("allow", f'allowed by the rule "{rule}"', rule)
         if a.unresolved:
-            return Decision("ask", f"the command's program can't be determined statically ({a.unresolved[0]}), "
-                            "so no allow rule covers it and it needs the user's approval")
+            return Decision(
+                "ask",
+                f"the command's program can't be determined statically ({a.unresolved[0]}), "
+                "so no allow rule covers it and it needs the user's approval",
+            )
         if a.error:
             return Decision("ask", f"{a.error}, so it needs the user's approval")
         if rule := next((text for text, p in allow if p and p.exact == command.strip()), None):
             return Decision("allow", f'allowed by the rule "{rule}"', rule)
         needed = [c for c in a.commands if not c.wrapper]
-        used = [next((t for t, p in allow if p and bash_rules.matches(p, c, by_base_name=False)), None)
-                for c in needed]
+        used = [
+            next((t for t, p in allow if p and bash_rules.matches(p, c, by_base_name=False)), None)
+            for c in needed
+        ]
         if needed and all(used):
             return Decision("allow", f'allowed by the rule "{used[0]}"', used[0])
         missing = next((c.line() for c, u in zip(needed, used) if u is None), None)
@@ -292,8 +305,10 @@ class Permissions:
         for text, pattern in deny:
             for c in a.commands:
                 if pattern is not None and bash_rules.could_match(pattern, c):
-                    return (f'"{c.line()}" has a word known only when it runs, so the deny rule "{text}" might '
-                            "match it; it needs the user's approval")
+                    return (
+                        f'"{c.line()}" has a word known only when it runs, so the deny rule "{text}" might '
+                        "match it; it needs the user's approval"
+                    )
         return None
 
     def _bash_needs_approval(self, a: Analysis) -> str | None:
@@ -301,20 +316,27 @@ class Permissions:
         the project or somewhere unknown, or sets a variable that changes which program runs."""
         for write in a.writes:
             if not write.paths:
-                return (f"the command writes to {write.target}, a path that can't be determined statically (an "
-                        "expansion, or a cd that can't be followed), so it needs the user's approval")
+                return (
+                    f"the command writes to {write.target}, a path that can't be determined statically (an "
+                    "expansion, or a cd that can't be followed), so it needs the user's approval"
+                )
             for path in write.paths:
                 if _harmless_write(path):
                     continue
                 if why := why_protected(path, self.places):
                     return f"the command writes {normal(path)}: {why}"
                 if not inside(path, self._editable_dirs()) and not self._path_rule(
-                        self.allow + self.session_allow, "Write", path, every=True):
-                    return (f"the command writes {normal(path)}, outside the project; like a Write there, that "
-                            "needs the user's approval")
+                    self.allow + self.session_allow, "Write", path, every=True
+                ):
+                    return (
+                        f"the command writes {normal(path)}, outside the project; like a Write there, that "
+                        "needs the user's approval"
+                    )
         if a.variables:
-            return (f"the command {a.variables[0]}, which can change which program actually runs or what it "
-                    "loads; that always needs the user's approval")
+            return (
+                f"the command {a.variables[0]}, which can change which program actually runs or what it "
+                "loads; that always needs the user's approval"
+            )
         return None
 
     # ---- paths ---------------------------------------------------------------------------------
@@ -372,8 +394,11 @@ class Permissions:
 
 
 def _plan_denial(tool_name: str) -> Decision:
-    return Decision("deny", f"{tool_name} is not available in plan mode: only Read, Grep and Glob may run; "
-                    "finish the plan and present it to the user instead")
+    return Decision(
+        "deny",
+        f"{tool_name} is not available in plan mode: only Read, Grep and Glob may run; "
+        "finish the plan and present it to the user instead",
+    )
 
 
 def _bash_patterns(rules: list[str]) -> list[tuple[str, BashPattern | None]]:
@@ -385,8 +410,9 @@ def _bash_patterns(rules: list[str]) -> list[tuple[str, BashPattern | None]]:
     return out
 
 
-def _bash_hit(patterns: list[tuple[str, BashPattern | None]], command: str, a: Analysis, *,
-              by_base_name: bool) -> str | None:
+def _bash_hit(
+    patterns: list[tuple[str, BashPattern | None]], command: str, a: Analysis, *, by_base_name: bool
+) -> str | None:
     """The first rule matching the whole line exactly or any simple command in it."""
     for text, pattern in patterns:
         if pattern is None or pattern.exact == command.strip():
@@ -397,7 +423,9 @@ def _bash_hit(patterns: list[tuple[str, BashPattern | None]], command: str, a: A
 
 
 def _bash_could(patterns: list[tuple[str, BashPattern | None]], a: Analysis) -> str | None:
-    return next((text for text, p in patterns for c in a.commands if p and bash_rules.could_match(p, c)), None)
+    return next(
+        (text for text, p in patterns for c in a.commands if p and bash_rules.could_match(p, c)), None
+    )
 
 
 def _written(a: Analysis) -> list[Path]:
@@ -437,7 +465,11 @@ def _edit_preview(tool_name: str, target: Path, args: dict[str, Any]) -> str:
 
 def _text_of(target: Path) -> str | None:
     try:
-        return target.read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n") if target.is_file() else None
+        return (
+            target.read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n")
+            if target.is_file()
+            else None
+        )
     except OSError:
         return None
 

@@ -16,8 +16,21 @@ from pathlib import Path
 from tools.path_rules import below, inside, path_forms
 
 # below the user's home: run by every shell, or read by git in every repository
-_SHELL_STARTUP = (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zprofile",
-                  ".zshenv", ".zlogin", ".zlogout", ".kshrc", ".mkshrc", ".config/fish")
+_SHELL_STARTUP = (
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".zlogin",
+    ".zlogout",
+    ".kshrc",
+    ".mkshrc",
+    ".config/fish",
+)
 _GIT_USER_CONFIG = (".gitconfig", ".config/git")
 
 
@@ -37,8 +50,10 @@ def why_protected(path: Path, places: Places) -> str | None:
         return f"it controls the agent's own behaviour ({what}), so it always needs the user's approval"
     links = hard_links(path)
     if links > 1:
-        return (f"it has {links} hard links, so changing it changes the same file elsewhere too (perhaps outside "
-                "the project); that needs the user's approval")
+        return (
+            f"it has {links} hard links, so changing it changes the same file elsewhere too (perhaps outside "
+            "the project); that needs the user's approval"
+        )
     return None
 
 
@@ -48,7 +63,9 @@ def steers_agent(path: Path, places: Places) -> str | None:
         parts = form.parts
         for i, part in enumerate(parts[:-1]):
             rest = parts[i + 1 :]
-            if part == ".claude" and (rest[0] == "hooks" or rest in (("settings.json",), ("settings.local.json",))):
+            if part == ".claude" and (
+                rest[0] == "hooks" or rest in (("settings.json",), ("settings.local.json",))
+            ):
                 return "hooks/settings"
             if part == ".git" and ("hooks" in rest[:-1] or rest[-1] in ("config", "config.worktree")):
                 return "git hooks/config"  # also .git/worktrees/<name>/config

@@ -128,14 +128,20 @@ def _check_readable(path: Path) -> None:
         raise ToolError(_missing_file_message(path))
     if not path.is_file():
         # opening a FIFO blocks until someone writes to it, a device may never end: neither is a file
-        raise ToolError(f"{path} is not a regular file ({_kind(path)}), so Read cannot show it. "
-                        "Inspect it with a Bash command instead.")
+        raise ToolError(
+            f"{path} is not a regular file ({_kind(path)}), so Read cannot show it. "
+            "Inspect it with a Bash command instead."
+        )
 
 
 def _kind(path: Path) -> str:
     mode = path.stat().st_mode
-    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISSOCK, "a socket"))
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
     return next((name for test, name in kinds if test(mode)), "not a file")
 
 
@@ -201,7 +207,9 @@ def _read_text(path: Path, offset: int, limit: int, cancel: threading.Event) -> 
             f"That part of {path} is too large to show at once ({size:,} characters, the limit is "
             f"{MAX_OUTPUT_CHARS:,}). Read a smaller section with offset and limit, or search it with Grep."
         )
-    return ToolResult(content=number_lines(lines.shown, offset) + note, summary=f"Read {lines.shown_count} lines")
+    return ToolResult(
+        content=number_lines(lines.shown, offset) + note, summary=f"Read {lines.shown_count} lines"
+    )
 
 
 class _LineWindow:

@@ -48,7 +48,9 @@ def precheck(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult | None:
     """
     problem = validate(args, tool.input_schema)
     if problem:
-        return ToolResult(content=f"Invalid input for {tool.name}: {problem}", is_error=True, summary="invalid input")
+        return ToolResult(
+            content=f"Invalid input for {tool.name}: {problem}", is_error=True, summary="invalid input"
+        )
     check = getattr(tool, "check", None)
     if check is None:
         return None

@@ -35,18 +35,90 @@ _MAX_DIRS = 32  # directories a line may cd to before we stop counting
 _PLACEHOLDER = "\x00"  # stands for a quoted or escaped character when looking for globs and braces
 
 # variables that change which program runs or what it runs on start-up
-_RISKY = frozenset({
-    "PATH", "BASH_ENV", "ENV", "PROMPT_COMMAND", "IFS", "CDPATH", "SHELLOPTS", "BASHOPTS", "PS4", "HOME", "SHELL",
-    "XDG_CONFIG_HOME", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONINSPECT",
-    "NODE_OPTIONS", "NODE_PATH", "PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB", "RUBYOPT", "RUBYLIB",
-    "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXEC_PATH", "GIT_DIR", "GIT_PAGER", "GIT_EDITOR", "GIT_ASKPASS",
-    "GIT_EXTERNAL_DIFF", "GIT_TEMPLATE_DIR", "GIT_PROXY_COMMAND", "PAGER", "EDITOR", "VISUAL", "MANPAGER",
-    "LESSOPEN", "LESSCLOSE", "SSH_ASKPASS", "BROWSER", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
-    "CLASSPATH", "GCONV_PATH", "MAKEFLAGS", "MFLAGS", "GOFLAGS", "RUSTC_WRAPPER", "CARGO_BUILD_RUSTC_WRAPPER",
-})
+_RISKY = frozenset(
+    {
+        "PATH",
+        "BASH_ENV",
+        "ENV",
+        "PROMPT_COMMAND",
+        "IFS",
+        "CDPATH",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "PS4",
+        "HOME",
+        "SHELL",
+        "XDG_CONFIG_HOME",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "PYTHONHOME",
+        "PYTHONUSERBASE",
+        "PYTHONINSPECT",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+        "PERL5OPT",
+        "PERL5LIB",
+        "PERLLIB",
+        "PERL5DB",
+        "RUBYOPT",
+        "RUBYLIB",
+        "GIT_SSH",
+        "GIT_SSH_COMMAND",
+        "GIT_EXEC_PATH",
+        "GIT_DIR",
+        "GIT_PAGER",
+        "GIT_EDITOR",
+        "GIT_ASKPASS",
+        "GIT_EXTERNAL_DIFF",
+        "GIT_TEMPLATE_DIR",
+        "GIT_PROXY_COMMAND",
+        "PAGER",
+        "EDITOR",
+        "VISUAL",
+        "MANPAGER",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "SSH_ASKPASS",
+        "BROWSER",
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+        "CLASSPATH",
+        "GCONV_PATH",
+        "MAKEFLAGS",
+        "MFLAGS",
+        "GOFLAGS",
+        "RUSTC_WRAPPER",
+        "CARGO_BUILD_RUSTC_WRAPPER",
+    }
+)
 _RISKY_PREFIXES = ("LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_", "NPM_CONFIG_", "npm_config_")
-_RESERVED = frozenset({"{", "}", "(", "if", "then", "else", "elif", "fi", "while", "until", "for", "do", "done",
-                       "case", "esac", "select", "function", "coproc", "time", "[[", "((", "!"})
+_RESERVED = frozenset(
+    {
+        "{",
+        "}",
+        "(",
+        "if",
+        "then",
+        "else",
+        "elif",
+        "fi",
+        "while",
+        "until",
+        "for",
+        "do",
+        "done",
+        "case",
+        "esac",
+        "select",
+        "function",
+        "coproc",
+        "time",
+        "[[",
+        "((",
+        "!",
+    }
+)
 _READERS = frozenset({"read", "mapfile", "readarray"})
 _WRITE_OPERATORS = frozenset({">", ">>", "&>", "&>>", ">|", "<>"})
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
@@ -154,15 +226,22 @@ class _Reader:
 
     def result(self) -> Analysis:
         if self.arithmetic_on_variables and self.data_in_variables:
-            self.unresolved.append("bash evaluates a variable's value as arithmetic here, and a value holding an "
-                                   "array subscript like a[$(cmd)] would run cmd")
+            self.unresolved.append(
+                "bash evaluates a variable's value as arithmetic here, and a value holding an "
+                "array subscript like a[$(cmd)] would run cmd"
+            )
         writes = []
         for target, paths in self.writes:
             if paths is None:  # not normalised: "link/../x" lands next to the link's target, not here
                 paths = tuple(d / target for d in self.dirs) if self.dirs_known else ()
             writes.append(Write(target, paths))
-        return Analysis(tuple(self.commands), tuple(dict.fromkeys(self.unresolved)),
-                        tuple(dict.fromkeys(self.variables)), tuple(writes), self.error)
+        return Analysis(
+            tuple(self.commands),
+            tuple(dict.fromkeys(self.unresolved)),
+            tuple(dict.fromkeys(self.variables)),
+            tuple(writes),
+            self.error,
+        )
 
     def script(self, text: str, depth: int) -> None:
         if depth > _MAX_DEPTH:
@@ -247,8 +326,10 @@ class _Reader:
         while rest and rest[0].text in ("-p", "--", "!"):
             rest = rest[1:]
         if rest and rest[0].text in _RESERVED:
-            self.unresolved.append(f"{_short(' '.join(w.text for w in words))}: time runs a compound command "
-                                   "that the parser splits apart")
+            self.unresolved.append(
+                f"{_short(' '.join(w.text for w in words))}: time runs a compound command "
+                "that the parser splits apart"
+            )
         elif rest:
             self.program(rest, " ".join(w.text for w in rest), depth + 1)
 
@@ -336,7 +417,14 @@ class _Reader:
             self.arithmetic_on_variables = True
         if operators & {"-v", "-R"}:
             for n in _descendants(node):
-                if n.type in ("word", "string", "raw_string", "concatenation", "simple_expansion", "expansion"):
+                if n.type in (
+                    "word",
+                    "string",
+                    "raw_string",
+                    "concatenation",
+                    "simple_expansion",
+                    "expansion",
+                ):
                     literal = _literal(n)[0]
                     if literal is None or _SUBSCRIPT_SUBSTITUTION.search(literal):
                         self.unresolved.append(f"{_text(node)}: -v names a variable bash may evaluate")
@@ -346,8 +434,10 @@ class _Reader:
     # -- functions, substitutions, redirections
 
     def function(self, node: Any, depth: int) -> bool:
-        self.unresolved.append(f"{_short(_text(node).split('{', 1)[0])}: defines a shell function, so a later "
-                               "word may run it instead of a program")
+        self.unresolved.append(
+            f"{_short(_text(node).split('{', 1)[0])}: defines a shell function, so a later "
+            "word may run it instead of a program"
+        )
         return False
 
     def substitution(self, node: Any, depth: int) -> bool:
@@ -368,8 +458,9 @@ class _Reader:
         if destination is None or destination.type == "process_substitution":
             return False
         value = _literal(destination)[0]
-        writes = operator in _WRITE_OPERATORS or (operator == ">&" and not (value or "").isdigit()
-                                                  and value != "-")
+        writes = operator in _WRITE_OPERATORS or (
+            operator == ">&" and not (value or "").isdigit() and value != "-"
+        )
         if not writes:
             return False
         if value is None:
@@ -421,8 +512,9 @@ def _literal(node: Any) -> tuple[str | None, str]:
     value, mask = _pieces(node)
     if value is None:
         return None, ""
-    if node.type in ("word", "concatenation") and (_GLOB.search(mask) or _BRACE.search(mask)
-                                                   or mask.startswith("~")):
+    if node.type in ("word", "concatenation") and (
+        _GLOB.search(mask) or _BRACE.search(mask) or mask.startswith("~")
+    ):
         return None, mask
     return value, mask
 
@@ -502,8 +594,11 @@ def _descendants(node: Any) -> list[Any]:
 
 
 def _mentions_variable(node: Any) -> bool:
-    return any(n.type in ("variable_name", "simple_expansion", "expansion", "word", "subscript",
-                          "command_substitution") for n in _descendants(node))
+    return any(
+        n.type
+        in ("variable_name", "simple_expansion", "expansion", "word", "subscript", "command_substitution")
+        for n in _descendants(node)
+    )
 
 
 def _first_error(root: Any) -> str:

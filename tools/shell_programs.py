@@ -55,8 +55,11 @@ def _opts(text: str) -> frozenset[str]:
 
 
 _WRAPPERS: dict[str, _Wrapper] = {
-    "timeout": _Wrapper(_opts("-s -k --signal --kill-after"), _opts("-v --verbose --foreground --preserve-status"),
-                        positional=1),
+    "timeout": _Wrapper(
+        _opts("-s -k --signal --kill-after"),
+        _opts("-v --verbose --foreground --preserve-status"),
+        positional=1,
+    ),
     "nice": _Wrapper(_opts("-n --adjustment"), numeric_flags=True),
     "nohup": _Wrapper(),
     "stdbuf": _Wrapper(_opts("-i -o -e --input --output --error")),
@@ -64,38 +67,87 @@ _WRAPPERS: dict[str, _Wrapper] = {
     "time": _Wrapper(flags=_opts("-p -a -v -q --portability --verbose --quiet")),
     "command": _Wrapper(flags=_opts("-p")),
     "builtin": _Wrapper(),
-    "env": _Wrapper(_opts("-u -C --unset --chdir"), _opts("- -i -0 --null --ignore-environment"), assignments=True),
+    "env": _Wrapper(
+        _opts("-u -C --unset --chdir"), _opts("- -i -0 --null --ignore-environment"), assignments=True
+    ),
     "ionice": _Wrapper(_opts("-c -n --class --classdata"), _opts("-t --ignore")),
-    "xargs": _Wrapper(_opts("-I -n -P -L -s -d -E -a --max-args --max-procs --max-lines --max-chars --delimiter "
-                            "--arg-file --process-slot-var --replace --eof"),
-                      _opts("-0 -r -t -p -x -o --null --no-run-if-empty --verbose --interactive --exit "
-                            "--open-tty")),
+    "xargs": _Wrapper(
+        _opts(
+            "-I -n -P -L -s -d -E -a --max-args --max-procs --max-lines --max-chars --delimiter "
+            "--arg-file --process-slot-var --replace --eof"
+        ),
+        _opts("-0 -r -t -p -x -o --null --no-run-if-empty --verbose --interactive --exit --open-tty"),
+    ),
     "busybox": _Wrapper(),
-    "sudo": _Wrapper(_opts("-u -g -h -p -C -D -r -t -U -T -R --user --group --host --prompt --close-from "
-                           "--chdir --role --type --other-user --command-timeout --chroot"),
-                     _opts("-A -b -E -H -k -K -l -n -P -S -s -i -v -V -B -N --preserve-env --login --shell "
-                           "--non-interactive --stdin --askpass --background --set-home --reset-timestamp "
-                           "--preserve-groups --bell --no-update"), transparent=False, assignments=True),
+    "sudo": _Wrapper(
+        _opts(
+            "-u -g -h -p -C -D -r -t -U -T -R --user --group --host --prompt --close-from "
+            "--chdir --role --type --other-user --command-timeout --chroot"
+        ),
+        _opts(
+            "-A -b -E -H -k -K -l -n -P -S -s -i -v -V -B -N --preserve-env --login --shell "
+            "--non-interactive --stdin --askpass --background --set-home --reset-timestamp "
+            "--preserve-groups --bell --no-update"
+        ),
+        transparent=False,
+        assignments=True,
+    ),
     "doas": _Wrapper(_opts("-u -C"), _opts("-n -s"), transparent=False),
     "chroot": _Wrapper(_opts("--userspec --groups"), _opts("--skip-chdir"), positional=1, transparent=False),
-    "flock": _Wrapper(_opts("-w -E --timeout --conflict-exit-code"),
-                      _opts("-s -x -u -n -o -e --shared --exclusive --unlock --nonblock --close"), positional=1),
+    "flock": _Wrapper(
+        _opts("-w -E --timeout --conflict-exit-code"),
+        _opts("-s -x -u -n -o -e --shared --exclusive --unlock --nonblock --close"),
+        positional=1,
+    ),
 }
 
 # runs a shell script given in its arguments; the script is parsed as bash
 _BASH_LIKE = frozenset({"bash", "sh", "dash", "ash", "ksh", "mksh", "yash", "posh", "rbash"})
 # shells whose language is not bash: their scripts can't be judged with a bash parser
-_OTHER_SHELLS = frozenset({"zsh", "fish", "csh", "tcsh", "nu", "xonsh", "pwsh", "elvish", "osh", "ysh", "rc", "es"})
-_SHELL_LONG_FLAGS = _opts("--norc --noprofile --posix --login --noediting --restricted --verbose --debugger "
-                          "--protected")
+_OTHER_SHELLS = frozenset(
+    {"zsh", "fish", "csh", "tcsh", "nu", "xonsh", "pwsh", "elvish", "osh", "ysh", "rc", "es"}
+)
+_SHELL_LONG_FLAGS = _opts(
+    "--norc --noprofile --posix --login --noediting --restricted --verbose --debugger --protected"
+)
 
 # programs that run a command taken from their arguments in ways not worth modelling
-_RUNNERS = frozenset({
-    "su", "runuser", "script", "tmux", "screen", "expect", "unshare", "nsenter", "firejail", "strace", "ltrace",
-    "valgrind", "gdb", "systemd-run", "dbus-run-session", "ssh-agent", "chrt", "taskset", "unbuffer",
-    "caffeinate", "proot", "fakeroot", "fakechroot", "torsocks", "proxychains", "proxychains4", "sg", "newgrp",
-    "pkexec", "sudoedit", "run-parts", "entr",
-})
+_RUNNERS = frozenset(
+    {
+        "su",
+        "runuser",
+        "script",
+        "tmux",
+        "screen",
+        "expect",
+        "unshare",
+        "nsenter",
+        "firejail",
+        "strace",
+        "ltrace",
+        "valgrind",
+        "gdb",
+        "systemd-run",
+        "dbus-run-session",
+        "ssh-agent",
+        "chrt",
+        "taskset",
+        "unbuffer",
+        "caffeinate",
+        "proot",
+        "fakeroot",
+        "fakechroot",
+        "torsocks",
+        "proxychains",
+        "proxychains4",
+        "sg",
+        "newgrp",
+        "pkexec",
+        "sudoedit",
+        "run-parts",
+        "entr",
+    }
+)
 # builtins that run code they read or define, or change how later names are found
 _CODE_BUILTINS = {
     "source": "runs the commands of a script file",
@@ -121,8 +173,10 @@ _INTERPRETERS: list[tuple[re.Pattern[str], _Interpreter]] = [
     (re.compile(r"(python|pypy)[0-9.]*"), _Interpreter("c", valued_short="WXQ", stop_short="m")),
     (re.compile(r"perl[0-9.]*"), _Interpreter("eE", attached_short="IMmxilC0dDF")),
     (re.compile(r"ruby[0-9.]*|jruby"), _Interpreter("e", valued_short="rIC", attached_short="iExTWK")),
-    (re.compile(r"node(js)?|bun"), _Interpreter("ep", _opts("--eval --print"), valued_short="r",
-                                                attached_short="")),
+    (
+        re.compile(r"node(js)?|bun"),
+        _Interpreter("ep", _opts("--eval --print"), valued_short="r", attached_short=""),
+    ),
     (re.compile(r"deno"), _Interpreter(subcommand=_opts("eval repl"))),
     (re.compile(r"php[0-9.]*"), _Interpreter("rBRFE", valued_short="cdz")),
     (re.compile(r"lua(jit)?[0-9.]*"), _Interpreter("e", valued_short="l")),
@@ -211,8 +265,11 @@ def _wrapper(name: str, values: Values) -> Unwrapped:
         return NOTHING
     if start >= len(values):
         return NOTHING  # "env" prints the environment, "xargs" alone runs echo, "nohup" alone fails
-    return Unwrapped(runs=(Run(start, len(values), appends_input=name == "xargs"),), transparent=spec.transparent,
-                     variables=tuple(names))
+    return Unwrapped(
+        runs=(Run(start, len(values), appends_input=name == "xargs"),),
+        transparent=spec.transparent,
+        variables=tuple(names),
+    )
 
 
 def _exec(values: Values) -> Unwrapped:
@@ -222,7 +279,9 @@ def _exec(values: Values) -> Unwrapped:
     start, _ = found
     if start >= len(values):
         return NOTHING  # "exec 3>file" only redirects
-    return Unwrapped(runs=(Run(start, len(values)),), unresolved="exec replaces the shell with the program it runs")
+    return Unwrapped(
+        runs=(Run(start, len(values)),), unresolved="exec replaces the shell with the program it runs"
+    )
 
 
 def _coproc(values: Values) -> Unwrapped:
@@ -245,9 +304,13 @@ def _trap(values: Values) -> Unwrapped:
 
 
 def _watch(values: Values) -> Unwrapped:
-    spec = _Wrapper(_opts("-n -q --interval --equexit"),
-                    _opts("-b -c -C -d -e -g -p -t -x -w -r --beep --color --no-color --differences --errexit "
-                          "--chgexit --precise --no-title --exec --no-wrap --no-rerun"))
+    spec = _Wrapper(
+        _opts("-n -q --interval --equexit"),
+        _opts(
+            "-b -c -C -d -e -g -p -t -x -w -r --beep --color --no-color --differences --errexit "
+            "--chgexit --precise --no-title --exec --no-wrap --no-rerun"
+        ),
+    )
     found = _options(spec, values, 1)
     if isinstance(found, str):
         return Unwrapped(unresolved=f"watch: {found}")
@@ -295,7 +358,9 @@ def _read_builtin(values: Values) -> Unwrapped:
     """``read``/``mapfile`` name variables; a name can't be told when it is an expansion."""
     if any(v is None for v in values[1:]):
         return Unwrapped(unresolved=f"{values[0]} sets a variable whose name comes from an expansion")
-    if values[0] in ("mapfile", "readarray") and any(v is not None and v.startswith("-C") for v in values[1:]):
+    if values[0] in ("mapfile", "readarray") and any(
+        v is not None and v.startswith("-C") for v in values[1:]
+    ):
         return Unwrapped(unresolved=f"{values[0]} -C runs a callback command")
     return Unwrapped(variables=tuple(v for v in values[1:] if v is not None and not v.startswith("-")))
 
@@ -333,9 +398,19 @@ def _git(values: Values) -> Unwrapped:
 
 
 _SPECIAL = {
-    "exec": _exec, "coproc": _coproc, "eval": _eval, "trap": _trap, "watch": _watch, "parallel": _parallel,
-    "find": _find, "read": _read_builtin, "mapfile": _read_builtin, "readarray": _read_builtin,
-    "printf": _printf, "git": _git, "hash": _hash,
+    "exec": _exec,
+    "coproc": _coproc,
+    "eval": _eval,
+    "trap": _trap,
+    "watch": _watch,
+    "parallel": _parallel,
+    "find": _find,
+    "read": _read_builtin,
+    "mapfile": _read_builtin,
+    "readarray": _read_builtin,
+    "printf": _printf,
+    "git": _git,
+    "hash": _hash,
 }
 
 
@@ -347,7 +422,9 @@ def _shell(name: str, values: Values) -> Unwrapped:
     while i < len(values):
         word = values[i]
         if word is None:
-            return Unwrapped(unresolved=f"{name} has an argument with an expansion, so what it runs can't be told")
+            return Unwrapped(
+                unresolved=f"{name} has an argument with an expansion, so what it runs can't be told"
+            )
         if word in ("--version", "--help"):
             return NOTHING
         if word in ("--", "-"):

@@ -31,8 +31,12 @@ class SnipTool:
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "ids": {"type": "array", "items": {"type": "string"}, "minItems": 1,
-                    "description": "The ids of the turns to remove, as in their [id:...] tags."},
+            "ids": {
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": 1,
+                "description": "The ids of the turns to remove, as in their [id:...] tags.",
+            },
             "reason": {"type": "string", "description": "Why these turns are no longer needed (optional)."},
         },
         "required": ["ids"],
@@ -46,7 +50,7 @@ class SnipTool:
         if isinstance(ids, str):
             ids = [ids]
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i.strip() for i in ids):
-            raise ToolError("ids must be a non-empty list of turn ids, e.g. [\"a1b2c3\"].")
+            raise ToolError('ids must be a non-empty list of turn ids, e.g. ["a1b2c3"].')
         service = ctx.services.get("snip")
         if service is None:
             raise ToolError("Snip is not available in this session.")

@@ -25,8 +25,10 @@ activeForm (present continuous: "Running the tests") and its status: pending, in
 in batches), and only when it is fully done — not while tests fail or the work is partial.
 - Remove tasks that no longer matter, and add new ones as you discover them."""
 
-RESULT = ("The todo list has been updated ({counts}). Keep it current as you go: mark tasks in_progress when "
-          "you start them and completed as soon as they are done, then carry on with the next task.")
+RESULT = (
+    "The todo list has been updated ({counts}). Keep it current as you go: mark tasks in_progress when "
+    "you start them and completed as soon as they are done, then carry on with the next task."
+)
 
 
 class TodoWriteTool:
@@ -57,11 +59,16 @@ class TodoWriteTool:
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         todos = args["todos"]
-        empty = [i + 1 for i, t in enumerate(todos) if not t["content"].strip() or not t["activeForm"].strip()]
+        empty = [
+            i + 1 for i, t in enumerate(todos) if not t["content"].strip() or not t["activeForm"].strip()
+        ]
         if empty:
-            raise ToolError(f"Todo item {empty[0]} has an empty content or activeForm; give both as short sentences.")
+            raise ToolError(
+                f"Todo item {empty[0]} has an empty content or activeForm; give both as short sentences."
+            )
         done = sum(t["status"] == "completed" for t in todos)
         active = sum(t["status"] == "in_progress" for t in todos)
         counts = f"{len(todos)} tasks: {done} completed, {active} in progress, {len(todos) - done - active} pending"
-        return ToolResult(content=RESULT.format(counts=counts), summary=counts,
-                          facts={"todos": [dict(t) for t in todos]})
+        return ToolResult(
+            content=RESULT.format(counts=counts), summary=counts, facts={"todos": [dict(t) for t in todos]}
+        )

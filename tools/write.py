@@ -53,8 +53,11 @@ class WriteTool:
         amount = f"{lines} line{'' if lines == 1 else 's'}"
         verb = "Updated" if existed else "Created"
         added, removed = line_delta(before, content)
-        return ToolResult(content=f"{verb} {path} ({amount}).", summary=f"Wrote {amount} to {path}",
-                          facts={"added": added, "removed": removed})
+        return ToolResult(
+            content=f"{verb} {path} ({amount}).",
+            summary=f"Wrote {amount} to {path}",
+            facts={"added": added, "removed": removed},
+        )
 
 
 def write_text(path: Path, content: str) -> None:

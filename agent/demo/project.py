@@ -57,5 +57,7 @@ def order_log(year: int) -> tuple[str, YearFacts]:
             overcharged += 1
             overcharge += charged - fair
         date = f"{year}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
-        lines.append(f"{year}-{n:04d},{date},c{rng.randrange(10_000):04d},{code},{subtotal:.2f},{charged:.2f}")
+        lines.append(
+            f"{year}-{n:04d},{date},c{rng.randrange(10_000):04d},{code},{subtotal:.2f},{charged:.2f}"
+        )
     return "\n".join(lines) + "\n", YearFacts(year, ORDERS_PER_YEAR, overcharged, round(overcharge, 2))

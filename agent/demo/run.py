@@ -88,11 +88,18 @@ def demo(root: Path, *, auto: bool, environ: Mapping[str, str]) -> Iterator[Demo
     models = [model_info(MODEL, max_input_tokens=WINDOW)]
     with ScriptedAPI(story.respond, models=models, chunk=chunk, pace=pace) as api:
         env = {k: v for k, v in environ.items() if not k.startswith(LEFT_OUT)}
-        env.update({"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "demo-key-not-a-secret",
-                    "ANTHROPIC_MODEL": MODEL, "COMPACT_AGENT_HOME": str(home)})
+        env.update(
+            {
+                "ANTHROPIC_BASE_URL": api.url,
+                "ANTHROPIC_API_KEY": "demo-key-not-a-secret",
+                "ANTHROPIC_MODEL": MODEL,
+                "COMPACT_AGENT_HOME": str(home),
+            }
+        )
         settings = load_settings(cwd=project, environ=env, cli={})
-        driver = Driver(story, _intro(api.url, project, home, auto), _outro(project, auto), auto=auto,
-                        pause=pause)
+        driver = Driver(
+            story, _intro(api.url, project, home, auto), _outro(project, auto), auto=auto, pause=pause
+        )
         yield Demo(root, project, settings, env, story, driver)
 
 
@@ -109,19 +116,26 @@ _KEEP_OPEN: list[int] = []
 
 
 def _intro(url: str, project: Path, home: Path, auto: bool) -> list[str]:
-    keys = ("--auto: the demo types and answers by itself." if auto else
-            "Press Enter to send each line the demo puts in the prompt, and answer the questions it asks. "
-            "Ctrl-D leaves.")
-    return [f"No key needed: a scripted model answers on {url}. Only its words are written in advance; "
-            "the SDK, streaming, tools, permissions and context pipeline are the real ones.",
-            f"The sample project is a throwaway copy in {project}; the agent's state goes to {home}.",
-            keys]
+    keys = (
+        "--auto: the demo types and answers by itself."
+        if auto
+        else "Press Enter to send each line the demo puts in the prompt, and answer the questions it asks. "
+        "Ctrl-D leaves."
+    )
+    return [
+        f"No key needed: a scripted model answers on {url}. Only its words are written in advance; "
+        "the SDK, streaming, tools, permissions and context pipeline are the real ones.",
+        f"The sample project is a throwaway copy in {project}; the agent's state goes to {home}.",
+        keys,
+    ]
 
 
 def _outro(project: Path, auto: bool) -> list[str]:
     if auto:
         return ["That was the tour. --auto leaves now and removes its copy of the project."]
-    return ["That was the tour: a bug found and fixed, a 720 KB output kept on disk, the window filling "
-            "up, and compaction, automatic and by hand.",
-            f"The project stays in {project}; delete it when you like. /exit leaves. With ANTHROPIC_API_KEY "
-            "set, compact-agent works on your own code."]
+    return [
+        "That was the tour: a bug found and fixed, a 720 KB output kept on disk, the window filling "
+        "up, and compaction, automatic and by hand.",
+        f"The project stays in {project}; delete it when you like. /exit leaves. With ANTHROPIC_API_KEY "
+        "set, compact-agent works on your own code.",
+    ]

@@ -242,12 +242,16 @@ def _pieces(text: str, parts: int = 3) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
-def _block_events(index: int, block: dict, raw_inputs: dict[str, str] | None = None,
-                  chunk: int | None = None) -> list[tuple[str, dict]]:
+def _block_events(
+    index: int, block: dict, raw_inputs: dict[str, str] | None = None, chunk: int | None = None
+) -> list[tuple[str, dict]]:
     kind = block["type"]
     if kind == "text":
         parts = max(3, math.ceil(len(block["text"]) / chunk)) if chunk else 3
-        start, deltas = text_block(""), [{"type": "text_delta", "text": p} for p in _pieces(block["text"], parts)]
+        start, deltas = (
+            text_block(""),
+            [{"type": "text_delta", "text": p} for p in _pieces(block["text"], parts)],
+        )
     elif kind == "tool_use":
         start = {**block, "input": {}}
         raw = (raw_inputs or {}).get(block["id"])
@@ -271,8 +275,9 @@ def _block_events(index: int, block: dict, raw_inputs: dict[str, str] | None = N
     ]
 
 
-def stream_events(message: dict, raw_inputs: dict[str, str] | None = None,
-                  chunk: int | None = None) -> list[tuple[str, dict]]:
+def stream_events(
+    message: dict, raw_inputs: dict[str, str] | None = None, chunk: int | None = None
+) -> list[tuple[str, dict]]:
     """The SSE events (name, data) that stream ``message`` (tool inputs in ``raw_inputs`` as given, text
     in pieces of about ``chunk`` characters)."""
     opening = {
@@ -292,8 +297,11 @@ def stream_events(message: dict, raw_inputs: dict[str, str] | None = None,
     return [
         ("message_start", {"type": "message_start", "message": opening}),
         ("ping", {"type": "ping"}),
-        *[event for i, block in enumerate(message["content"])
-          for event in _block_events(i, block, raw_inputs, chunk)],
+        *[
+            event
+            for i, block in enumerate(message["content"])
+            for event in _block_events(i, block, raw_inputs, chunk)
+        ],
         ("message_delta", closing),
         ("message_stop", {"type": "message_stop"}),
     ]
@@ -590,8 +598,13 @@ class ScriptedAPI:
             message = self._message(step, body)
         if not body.get("stream"):
             return Answer(200, hang_up=step.drop_after is not None, payload=message)
-        return Answer(200, events=stream_events(message, step.raw_inputs, self.chunk), cut_after=step.drop_after,
-                      stream_error=step.stream_error, pace=self.pace)
+        return Answer(
+            200,
+            events=stream_events(message, step.raw_inputs, self.chunk),
+            cut_after=step.drop_after,
+            stream_error=step.stream_error,
+            pace=self.pace,
+        )
 
     def _max_input(self, body: dict) -> int:
         return self.models.get(str(body.get("model")), {}).get("max_input_tokens", 200_000)

@@ -31,8 +31,10 @@ from agent.demo.server import Reply, Step, last_user_text
 ReplyFn = Callable[[dict], Reply]
 ID_TAG = re.compile(r"\s*\[id:[^\]]*\]\s*$")
 SAVED_TO = re.compile(r"Full output saved to: (\S+)")
-OUT_OF_STORY = ("I'm the demo's scripted model, so I only know the story: press Enter to send the prompt "
-                "the demo suggests, or type /exit. With an API key, `compact-agent` talks to a real model.")
+OUT_OF_STORY = (
+    "I'm the demo's scripted model, so I only know the story: press Enter to send the prompt "
+    "the demo suggests, or type /exit. With an API key, `compact-agent` talks to a real model."
+)
 
 
 @dataclass
@@ -80,8 +82,10 @@ class Story:
             self.problems.append(f"a tool call failed: {failed}")
             self.index = len(self.current.replies) if self.current else 0
             first = (failed.splitlines() or ["no reason given"])[0]
-            return Reply.text(f"That call did not go through ({first}), so I'll stop here. "
-                              "Tell me how you would like to go on.")
+            return Reply.text(
+                f"That call did not go through ({first}), so I'll stop here. "
+                "Tell me how you would like to go on."
+            )
         elif typed is not None:
             self.problems.append(f"a prompt the story does not know: {typed!r}")
             return Reply.text(OUT_OF_STORY)
@@ -114,8 +118,11 @@ class Story:
         asked = [b.line for b in self.started]
         current = self.current.line if self._has_more() and self.current else ""
         fixed = any(b.fix for b in self.played)
-        parts = ["<analysis>The user is fixing a pricing bug in a toy shop and measuring what it cost "
-                 "customers.</analysis>", "<summary>"]
+        parts = [
+            "<analysis>The user is fixing a pricing bug in a toy shop and measuring what it cost "
+            "customers.</analysis>",
+            "<summary>",
+        ]
         if instructions:
             parts.append(f"(Written as asked: {instructions}.)\n")
         parts += [
@@ -124,10 +131,18 @@ class Story:
             "2. Key Technical Concepts: Python, unittest, percentage discounts, money rounded to cents.",
             "3. Files and Code Sections:",
             *[f"   - {line}" for line in done or ["none yet"]],
-            "4. Errors and fixes: " + ("tests/test_pricing.py failed (190.0 != 180.0) until apply_discount "
-                                      "was fixed." if fixed else "none yet."),
-            "5. Problem Solving: " + ("every order with a coupon and a subtotal over 100.00 was overcharged."
-                                     if any(b.refunds for b in self.played) else "under way."),
+            "4. Errors and fixes: "
+            + (
+                "tests/test_pricing.py failed (190.0 != 180.0) until apply_discount was fixed."
+                if fixed
+                else "none yet."
+            ),
+            "5. Problem Solving: "
+            + (
+                "every order with a coupon and a subtotal over 100.00 was overcharged."
+                if any(b.refunds for b in self.played)
+                else "under way."
+            ),
             "6. All user messages:",
             *[f"   - {line}" for line in asked or ["none yet"]],
             f"7. Pending Tasks: {current or 'none'}",
@@ -172,8 +187,11 @@ def tool_results(body: dict) -> list[str]:
     for block in _last_user_blocks(body):
         if block.get("type") == "tool_result":
             content = block.get("content")
-            out.append(content if isinstance(content, str) else
-                       "\n".join(b.get("text", "") for b in content or [] if b.get("type") == "text"))
+            out.append(
+                content
+                if isinstance(content, str)
+                else "\n".join(b.get("text", "") for b in content or [] if b.get("type") == "text")
+            )
     return out
 
 
@@ -198,16 +216,21 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
         if found is None:
             return Reply.text("The simulation did not produce its log, so there is nothing to check.")
         saved["path"] = found.group(1)
-        return Reply.tool("Grep", {"pattern": "^TOTAL", "path": found.group(1), "output_mode": "content"},
-                          text="That log is far too big for my context, so the agent saved it to disk and "
-                               f"gave me a 2 KB preview and the path:\n`{found.group(1)}`\n\n"
-                               "I can still search it. The last line holds the day's total:")
+        return Reply.tool(
+            "Grep",
+            {"pattern": "^TOTAL", "path": found.group(1), "output_mode": "content"},
+            text="That log is far too big for my context, so the agent saved it to disk and "
+            f"gave me a 2 KB preview and the path:\n`{found.group(1)}`\n\n"
+            "I can still search it. The last line holds the day's total:",
+        )
 
     def total_said(body: dict) -> Reply:
         line = next((ln for text in tool_results(body) for ln in text.splitlines() if "TOTAL" in ln), "")
         total = line.split("TOTAL", 1)[-1].strip() or "(no total line)"
-        return Reply.text(f"The day ran clean: **{total}**. Every checkout went through the fixed "
-                          "`apply_discount`, and the full log stays on disk if we need it again.")
+        return Reply.text(
+            f"The day ran clean: **{total}**. Every checkout went through the fixed "
+            "`apply_discount`, and the full log stays on disk if we need it again."
+        )
 
     def log_read(year: int) -> ReplyFn:
         path = str(project / "data" / f"orders-{year}.csv")
@@ -218,75 +241,124 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
         return lambda body: Reply.text(
             f"**{year}:** {f.overcharged} of {f.orders} orders were overcharged, **{f.overcharge:,.2f}** in "
             "all: every order with a coupon and a subtotal over 100.00, since the old code took the "
-            "percentage off as money (SAVE25 on 300.00 charged 275.00 instead of 225.00).")
+            "percentage off as money (SAVE25 on 300.00 charged 275.00 instead of 225.00)."
+        )
 
     def refund_said(body: dict) -> Reply:
-        rows = "\n".join(f"| {y} | {facts[y].overcharged} | {facts[y].overcharge:,.2f} |" for y in sorted(facts))
+        rows = "\n".join(
+            f"| {y} | {facts[y].overcharged} | {facts[y].overcharge:,.2f} |" for y in sorted(facts)
+        )
         total = sum(f.overcharge for f in facts.values())
         count = sum(f.overcharged for f in facts.values())
-        return Reply.text("Picking up from the summary, with 2023 read as well:\n\n"
-                          f"| year | orders overcharged | to refund |\n|---|---|---|\n{rows}\n\n"
-                          f"**{count} orders, {total:,.2f} to refund in all.**")
+        return Reply.text(
+            "Picking up from the summary, with 2023 read as well:\n\n"
+            f"| year | orders overcharged | to refund |\n|---|---|---|\n{rows}\n\n"
+            f"**{count} orders, {total:,.2f} to refund in all.**"
+        )
 
     answer = "--auto answers y" if auto else "answer y to allow it (n tells the model no)"
     first, second, third = YEARS
     return [
-        Beat("The model explores: Glob, Grep and Read run for real in the sample project. Reads inside "
-             "the project never ask for permission.",
-             "The tests fail. Find out why, but don't change anything yet.",
-             [lambda body: Reply.tool("Glob", {"pattern": "**/*.py"}, text="Let me look at the layout first."),
-              lambda body: Reply.tool("Grep", {"pattern": "apply_discount", "output_mode": "content", "-n": True}),
-              lambda body: Reply.tool("Read", {"file_path": pricing}),
-              lambda body: Reply.text(
-                  "Found it. `apply_discount(total, percent)` in `shop/pricing.py` subtracts the percentage "
-                  "as if it were money:\n\n```python\nreturn round(total - percent, 2)\n```\n\n"
-                  "so 10% off 200.00 gives 190.00, and `test_ten_percent_off` expects 180.00. "
-                  "The fix is `round(total * (1 - percent / 100), 2)`.")],
-             "shop/pricing.py: apply_discount took the percentage off as money; tests/test_pricing.py "
-             "failed (190.0 != 180.0)."),
-        Beat(f"An Edit changes a file, so the agent asks first: {answer}. The test run after it does not "
-             "ask: this demo's settings allow `python3 -m unittest`.",
-             "Fix it and run the tests.",
-             [lambda body: Reply.tool("Edit", {"file_path": pricing, "old_string": "return round(total - percent, 2)",
-                                              "new_string": "return round(total * (1 - percent / 100), 2)"},
-                                      text="The fix is one line:"),
-              lambda body: Reply.tool("Bash", {"command": "python3 -m unittest",
-                                               "description": "Run the test suite"}),
-              lambda body: Reply.text("All tests pass now: `apply_discount` takes a percentage off.")],
-             "shop/pricing.py fixed: apply_discount returns round(total * (1 - percent / 100), 2); all "
-             "tests pass.", fix=True),
-        Beat("This command prints 720 KB. A Bash result over 30,000 characters goes to disk: the model "
-             "gets a 2 KB preview and the file's path, and can still search the whole output.",
-             "Simulate a busy day of checkouts with the fix in place.",
-             [lambda body: Reply.tool("Bash", {"command": "python3 scripts/simulate.py",
-                                               "description": "Replay 10,000 checkouts"}),
-              total_line, total_said],
-             "scripts/simulate.py replayed 10,000 checkouts; its 720 KB log was saved to disk."),
-        Beat("Each order log is about 9k tokens of context. This window is small (60k tokens), so "
-             "watch the bar under the prompt after this one.",
-             f"Which {first} orders were overcharged? The log is data/orders-{first}.csv.",
-             [log_read(first), year_said(first)],
-             f"data/orders-{first}.csv: {facts[first].overcharged} orders overcharged, "
-             f"{facts[first].overcharge:,.2f}.", refunds=True),
-        Beat("The bar under the prompt is yellow: it appears 20k tokens before the auto-compact threshold "
-             "(27k here). Another log brings it closer.",
-             f"Same for {second}: data/orders-{second}.csv.",
-             [log_read(second), year_said(second)],
-             f"data/orders-{second}.csv: {facts[second].overcharged} orders overcharged, "
-             f"{facts[second].overcharge:,.2f}.", refunds=True),
-        Beat("Red now: under 10k tokens to go. The next read crosses the threshold, so before the model's "
-             "next request the agent compacts on its own (\"Compacting conversation…\", then before → after) "
-             "and the model carries on from the summary.",
-             f"And {third}: data/orders-{third}.csv. Then give me the refund total for all three years.",
-             [log_read(third), refund_said],
-             f"data/orders-{third}.csv: {facts[third].overcharged} orders overcharged, "
-             f"{facts[third].overcharge:,.2f}; {sum(f.overcharge for f in facts.values()):,.2f} to refund "
-             "for the three years.", refunds=True),
-        Beat("/context shows where the window goes now: system prompt, tools, CLAUDE.md, messages, "
-             "free space and the auto-compact buffer.", "/context"),
-        Beat("/summary shows what the model wrote when it compacted, and the before → after figures.",
-             "/summary"),
-        Beat("/compact compacts by hand, and words after it steer the summary.",
-             "/compact keep only what the refund team needs"),
+        Beat(
+            "The model explores: Glob, Grep and Read run for real in the sample project. Reads inside "
+            "the project never ask for permission.",
+            "The tests fail. Find out why, but don't change anything yet.",
+            [
+                lambda body: Reply.tool(
+                    "Glob", {"pattern": "**/*.py"}, text="Let me look at the layout first."
+                ),
+                lambda body: Reply.tool(
+                    "Grep", {"pattern": "apply_discount", "output_mode": "content", "-n": True}
+                ),
+                lambda body: Reply.tool("Read", {"file_path": pricing}),
+                lambda body: Reply.text(
+                    "Found it. `apply_discount(total, percent)` in `shop/pricing.py` subtracts the percentage "
+                    "as if it were money:\n\n```python\nreturn round(total - percent, 2)\n```\n\n"
+                    "so 10% off 200.00 gives 190.00, and `test_ten_percent_off` expects 180.00. "
+                    "The fix is `round(total * (1 - percent / 100), 2)`."
+                ),
+            ],
+            "shop/pricing.py: apply_discount took the percentage off as money; tests/test_pricing.py "
+            "failed (190.0 != 180.0).",
+        ),
+        Beat(
+            f"An Edit changes a file, so the agent asks first: {answer}. The test run after it does not "
+            "ask: this demo's settings allow `python3 -m unittest`.",
+            "Fix it and run the tests.",
+            [
+                lambda body: Reply.tool(
+                    "Edit",
+                    {
+                        "file_path": pricing,
+                        "old_string": "return round(total - percent, 2)",
+                        "new_string": "return round(total * (1 - percent / 100), 2)",
+                    },
+                    text="The fix is one line:",
+                ),
+                lambda body: Reply.tool(
+                    "Bash", {"command": "python3 -m unittest", "description": "Run the test suite"}
+                ),
+                lambda body: Reply.text("All tests pass now: `apply_discount` takes a percentage off."),
+            ],
+            "shop/pricing.py fixed: apply_discount returns round(total * (1 - percent / 100), 2); all "
+            "tests pass.",
+            fix=True,
+        ),
+        Beat(
+            "This command prints 720 KB. A Bash result over 30,000 characters goes to disk: the model "
+            "gets a 2 KB preview and the file's path, and can still search the whole output.",
+            "Simulate a busy day of checkouts with the fix in place.",
+            [
+                lambda body: Reply.tool(
+                    "Bash",
+                    {"command": "python3 scripts/simulate.py", "description": "Replay 10,000 checkouts"},
+                ),
+                total_line,
+                total_said,
+            ],
+            "scripts/simulate.py replayed 10,000 checkouts; its 720 KB log was saved to disk.",
+        ),
+        Beat(
+            "Each order log is about 9k tokens of context. This window is small (60k tokens), so "
+            "watch the bar under the prompt after this one.",
+            f"Which {first} orders were overcharged? The log is data/orders-{first}.csv.",
+            [log_read(first), year_said(first)],
+            f"data/orders-{first}.csv: {facts[first].overcharged} orders overcharged, "
+            f"{facts[first].overcharge:,.2f}.",
+            refunds=True,
+        ),
+        Beat(
+            "The bar under the prompt is yellow: it appears 20k tokens before the auto-compact threshold "
+            "(27k here). Another log brings it closer.",
+            f"Same for {second}: data/orders-{second}.csv.",
+            [log_read(second), year_said(second)],
+            f"data/orders-{second}.csv: {facts[second].overcharged} orders overcharged, "
+            f"{facts[second].overcharge:,.2f}.",
+            refunds=True,
+        ),
+        Beat(
+            "Red now: under 10k tokens to go. The next read crosses the threshold, so before the model's "
+            'next request the agent compacts on its own ("Compacting conversation…", then before → after) '
+            "and the model carries on from the summary.",
+            f"And {third}: data/orders-{third}.csv. Then give me the refund total for all three years.",
+            [log_read(third), refund_said],
+            f"data/orders-{third}.csv: {facts[third].overcharged} orders overcharged, "
+            f"{facts[third].overcharge:,.2f}; {sum(f.overcharge for f in facts.values()):,.2f} to refund "
+            "for the three years.",
+            refunds=True,
+        ),
+        Beat(
+            "/context shows where the window goes now: system prompt, tools, CLAUDE.md, messages, "
+            "free space and the auto-compact buffer.",
+            "/context",
+        ),
+        Beat(
+            "/summary shows what the model wrote when it compacted, and the before → after figures.",
+            "/summary",
+        ),
+        Beat(
+            "/compact compacts by hand, and words after it steer the summary.",
+            "/compact keep only what the refund team needs",
+        ),
         Beat("/summary again: this time the summary followed the instructions.", "/summary"),
     ]
