@@ -134,6 +134,7 @@ class Session:
             config=compact_config(s),
         )
         wire(self.conv, self.ports, clock=self.clock)
+        self.subagents: Any = None  # the Task service: agent.subagents.install gives it (lifecycle)
 
     def use_settings(self, s: Settings) -> None:
         """Continue under settings built again (/trust revoke): permissions, hooks, the tools' environment

@@ -16,6 +16,7 @@ permission check, the hooks and the tool all judge the same file; and after a to
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -45,6 +46,13 @@ NOT_RUN_DECLINED = "Not run: the user said no to an earlier tool call of this me
 
 class Declined(Exception):
     """The user answered "no": the turn ends once every call of the message has its result."""
+
+
+_call = threading.local()  # the id of the call a tool thread is running (a Task names its subagent by it)
+
+
+def current_call_id() -> str | None:
+    return getattr(_call, "id", None)
 
 
 # the argument of each file tool that names a path (Grep/Glob: the search root)
@@ -115,8 +123,9 @@ def _redacted(session: Session, result: ToolResult) -> ToolResult:
 
 
 def _read_only(session: Session, use: dict[str, Any]) -> bool:
+    """Whether the call may run beside its neighbours: read-only tools, and Task (own context each)."""
     tool = get(session.tools, use["name"])
-    return bool(tool and tool.read_only)
+    return bool(tool and getattr(tool, "concurrency_safe", tool.read_only))
 
 
 def _touched(uses: list[dict[str, Any]]) -> set[str]:
@@ -188,8 +197,14 @@ def _execute(session: Session, use: dict[str, Any]) -> ToolResult:
     if unchanged is not None:
         session.emit(ToolFinished(use["id"], name, unchanged, False, "unchanged since restored"))
         return ToolResult(unchanged, summary="unchanged since restored")
-    result = _redacted(session, run_tool(tool, args, session.tool_ctx))
-    if session.cancel.is_set() and not result.is_error:
+    _call.id = use["id"]
+    try:
+        result = _redacted(session, run_tool(tool, args, session.tool_ctx))
+    finally:
+        _call.id = None
+    if _says_interrupted(result):
+        pass  # the tool said itself what was stopped (a Task names its subagent's transcript)
+    elif session.cancel.is_set() and not result.is_error:
         result = ToolResult(
             f"{INTERRUPTED}\n\nPartial output:\n{result.content}"
             if isinstance(result.content, str)
@@ -212,6 +227,10 @@ def _execute(session: Session, use: dict[str, Any]) -> ToolResult:
         },
     )
     return result
+
+
+def _says_interrupted(result: ToolResult) -> bool:
+    return result.is_error and isinstance(result.content, str) and result.content.startswith(INTERRUPTED)
 
 
 def record_interruption(session: Session) -> None:

@@ -158,3 +158,21 @@ class TranscriptWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def sidechain_path(transcript: Path, agent_id: str) -> Path:
+    """Where a subagent's transcript lives: ``P/<session-id>/subagents/agent-<id>.jsonl``, as Claude Code
+    lays them out, beside the session's own directory."""
+    return transcript.with_suffix("") / "subagents" / f"agent-{agent_id}.jsonl"
+
+
+class SidechainWriter(TranscriptWriter):
+    """A subagent's transcript: the same records, each marked ``isSidechain: true`` with the ``agentId``;
+    ``sessionId`` is the parent session's."""
+
+    def __init__(self, path: Path, session_id: str, cwd: str, version: str, *, agent_id: str, **kw: Any):
+        super().__init__(path, session_id, cwd, version, **kw)
+        self.agent_id = agent_id
+
+    def _write(self, rec: dict[str, Any], *, sync: bool) -> None:
+        super()._write({**rec, "isSidechain": True, "agentId": self.agent_id}, sync=sync)
