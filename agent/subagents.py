@@ -20,7 +20,6 @@ id, so a session resumed after a crash can name the sidechain of a call that nev
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from agent.loop import stop_hook_blocks
 from agent.session import Session
 from agent.system_prompt import build_system, environment_text
 from agent.tool_exec import INTERRUPTED, Declined, current_call_id, record_interruption, run_tools
-from agent.transcript import SidechainWriter, sidechain_path
+from agent.transcript import SidechainWriter, agent_id_for, sidechain_path
 from compact.prepare import after_response, prepare_request, send
 from core.errors import ContextLimitReached, Interrupted, ModelError
 from core.events import (
@@ -54,11 +53,6 @@ from tools.task import NAME, AgentType, TaskTool
 MAX_PARALLEL = 4  # Task calls of one response running at once (agent.tool_exec's pool)
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 NO_ANSWER = "(The subagent ended without a final answer.)"
-
-
-def agent_id_for(tool_use_id: str) -> str:
-    """Seven characters like Claude Code's ids ("a2898e3"), derived from the Task call's id."""
-    return "a" + hashlib.sha256(tool_use_id.encode()).hexdigest()[:6]
 
 
 def context_tokens(usage: dict[str, Any]) -> int:

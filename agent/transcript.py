@@ -11,6 +11,7 @@ listing a directory's sessions is agent.sessions'; our non-message records are c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -158,6 +159,12 @@ class TranscriptWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def agent_id_for(tool_use_id: str) -> str:
+    """A subagent's id: seven characters like Claude Code's ("a2898e3"), derived from its Task call's id
+    so that a session resumed after a crash can name the transcript of a call left without an answer."""
+    return "a" + hashlib.sha256(tool_use_id.encode()).hexdigest()[:6]
 
 
 def sidechain_path(transcript: Path, agent_id: str) -> Path:

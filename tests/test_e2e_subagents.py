@@ -8,11 +8,15 @@ the test can check what each one sent.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import records, transcripts
-from tests.fakeapi import FakeAPI, Reply, first_user_text, request_text
+from tests.fakeapi import FakeAPI, Reply, first_user_text, last_user_text, request_text
+from tests.test_crash import spawn, wait_for  # noqa: F401 - spawn is a fixture
 from tests.test_e2e_compaction import make_files
 from tests.test_e2e_resume import Reader
 
@@ -93,3 +97,194 @@ def test_a_task_reads_25_files_in_its_own_context_and_the_parent_gets_the_answer
     assert resumed["messages"][:3] == after["messages"][:3] or ANSWER in request_text(resumed)
     assert "CONTINUED-PROMPT" in request_text(resumed) and ANSWER in request_text(resumed)
     assert "def f3_0" not in request_text(resumed)
+
+
+class Gate:
+    """A child's first reply waits until ``parties`` children have all asked: only concurrent runs pass."""
+
+    def __init__(self, parties: int) -> None:
+        self.barrier = threading.Barrier(parties, timeout=20)
+
+    def wait(self) -> bool:
+        try:
+            self.barrier.wait()
+            return True
+        except threading.BrokenBarrierError:
+            return False
+
+
+class GatedReader(Reader):
+    def __init__(self, paths: list[Path], final: str, gate: Gate) -> None:
+        super().__init__(paths, final)
+        self.gate, self.first = gate, True
+
+    def __call__(self, body: dict) -> Reply:
+        if self.first:
+            self.first = False
+            if not self.gate.wait():
+                return Reply.text("RAN-ONE-AFTER-ANOTHER")
+        return super().__call__(body)
+
+
+def test_parallel_tasks_run_at_once_and_answer_in_order(
+    run_cli: Any, project: Path, isolated_env: Path
+) -> None:
+    paths = make_files(project, 6)
+    gate = Gate(3)
+    calls = [
+        (
+            "Task",
+            {"description": f"Part {n}", "prompt": f"PART-{n}-PROMPT read two files", "subagent_type": kind},
+            f"toolu_part{n}",
+        )
+        for n, kind in ((1, "Explore"), (2, "general-purpose"), (3, "Explore"))
+    ]
+    with FakeAPI() as api:
+        for n in (1, 2, 3):
+            api.conversation(f"PART-{n}-PROMPT", GatedReader(paths[2 * n - 2 : 2 * n], f"ANSWER-{n}", gate))
+        api.reply(Reply.tools(calls).content)
+        api.reply_text("All three parts are in.")
+        res = run_cli(api, "-p", PARENT, "--output-format", "json", env=NO_NOTES)
+        assert res.code == 0, res.stderr
+    api.check()
+    parent = bodies(api, "PARENT-PROMPT-7k2")
+    results = tool_results_of(parent[1])
+    assert [r["tool_use_id"] for r in results] == ["toolu_part1", "toolu_part2", "toolu_part3"]
+    assert [f"ANSWER-{n}" in text_of(r) for n, r in zip((1, 2, 3), results)] == [True] * 3
+    assert "RAN-ONE-AFTER-ANOTHER" not in request_text(parent[1])
+    assert len(sidechains(isolated_env)) == 3
+    general = bodies(api, "PART-2-PROMPT")[0]
+    assert {"Write", "Edit", "Bash"} <= {t["name"] for t in general["tools"]}
+    assert "Task" not in {t["name"] for t in general["tools"]}
+
+
+SUMMARY = (
+    "<analysis>notes</analysis>\n<summary>TASK-PROMPT-q9w: SUBAGENT-SUMMARY of the reads so far.</summary>"
+)
+
+
+def is_compaction(body: dict) -> bool:
+    text = last_user_text(body)
+    return "<analysis>" in text and "<summary>" in text
+
+
+def test_a_subagent_compacts_on_its_own(run_cli: Any, project: Path, isolated_env: Path) -> None:
+    paths = make_files(project, 8)
+    reader = Reader(paths, ANSWER)
+    env = {**NO_NOTES, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"}  # T = 27,000 tokens
+    with FakeAPI() as api:
+        api.conversation(
+            "TASK-PROMPT-q9w", lambda body: Reply.text(SUMMARY) if is_compaction(body) else reader(body)
+        )
+        api.reply(task_call().content)
+        api.reply_text("Done.")
+        res = run_cli(api, "-p", PARENT, "--output-format", "json", env=env, timeout=180)
+        assert res.code == 0, res.stderr
+    api.check()
+    child = bodies(api, "TASK-PROMPT-q9w")
+    at = next(i for i, b in enumerate(child) if is_compaction(b))
+    last = child[-1]
+    assert "SUBAGENT-SUMMARY" in first_user_text(last)
+    assert len(request_text(last)) < len(request_text(child[at - 1]))  # the reads before it are gone
+    [side] = sidechains(isolated_env)
+    boundaries = [r for r in records(side) if r.get("subtype") == "compact_boundary"]
+    assert boundaries and all(r["isSidechain"] for r in boundaries)
+    [main] = transcripts(isolated_env)
+    assert not any(r.get("subtype") == "compact_boundary" for r in records(main))
+    parent = bodies(api, "PARENT-PROMPT-7k2")
+    assert ANSWER in request_text(parent[1])
+
+
+AGENT_FILE = """---
+name: lister
+description: Lists and reads files
+tools: Glob, Read
+model: haiku
+---
+LISTER-SYSTEM-PROMPT: you list files and read them.
+"""
+
+
+def test_a_custom_agent_is_limited_to_its_tools(run_cli: Any, project: Path, isolated_env: Path) -> None:
+    (project / ".claude" / "agents").mkdir(parents=True)
+    (project / ".claude" / "agents" / "lister.md").write_text(AGENT_FILE)
+    steps = iter([Reply.tool("Bash", {"command": "ls"}), Reply.text("LISTER-DONE")])
+    with FakeAPI() as api:
+        api.conversation("LIST-PROMPT", lambda body: next(steps))
+        api.reply(task_call("LIST-PROMPT list the files", "lister", "List files").content)
+        api.reply_text("ok")
+        res = run_cli(api, "-p", PARENT, "--trust-project", env=NO_NOTES)
+        assert res.code == 0, res.stderr
+    api.check()
+    [first, second] = bodies(api, "LIST-PROMPT")
+    assert {t["name"] for t in first["tools"]} == {"Glob", "Read"}
+    assert first["model"] == "claude-haiku-4-5"
+    assert "LISTER-SYSTEM-PROMPT" in json.dumps(first["system"])
+    [refused] = tool_results_of(second)
+    assert refused.get("is_error") and "no tool named Bash" in text_of(refused)
+    parent = bodies(api, "PARENT-PROMPT-7k2")
+    assert "lister" in next(t["description"] for t in parent[0]["tools"] if t["name"] == "Task")
+    assert "LISTER-DONE" in request_text(parent[1])
+
+
+def test_an_untrusted_projects_agents_are_not_offered(
+    run_cli: Any, project: Path, isolated_env: Path
+) -> None:
+    (project / ".claude" / "agents").mkdir(parents=True)
+    (project / ".claude" / "agents" / "lister.md").write_text(AGENT_FILE)
+    with FakeAPI() as api:
+        api.reply(task_call("LIST-PROMPT list the files", "lister", "List files").content)
+        api.reply_text("ok")
+        res = run_cli(api, "-p", PARENT, env=NO_NOTES)
+        assert res.code == 0, res.stderr
+    api.check()
+    assert bodies(api, "LIST-PROMPT") == []  # the agent never ran
+    parent = bodies(api, "PARENT-PROMPT-7k2")
+    assert "lister" not in next(t["description"] for t in parent[0]["tools"] if t["name"] == "Task")
+    [refused] = tool_results_of(parent[1])
+    assert refused.get("is_error") and "not trusted" in text_of(refused)
+    assert "trust" in res.stderr and "lister" in res.stderr
+
+
+def test_kill_9_during_a_subagent_then_continue(
+    spawn: Any,  # noqa: F811 - the fixture imported above
+    run_cli: Any,
+    project: Path,
+    isolated_env: Path,
+) -> None:
+    paths = make_files(project, 3)
+    asked, release = threading.Event(), threading.Event()
+
+    def child(body: dict) -> Reply:
+        if len(body["messages"]) == 1:
+            return Reply.tool("Read", {"file_path": str(paths[0])})
+        asked.set()  # the subagent is mid-task: hold its second request until the agent is gone
+        release.wait(30)
+        return Reply.text("too late")
+
+    with FakeAPI() as api:
+        api.conversation("TASK-PROMPT-q9w", child)
+        api.reply(
+            Reply.tool(
+                "Task",
+                {"description": "Find f3", "prompt": TASK, "subagent_type": "Explore"},
+                id="toolu_task1",
+            ).content
+        )
+        proc = spawn(api, "-p", PARENT)
+        assert asked.wait(60)
+        [side] = wait_for(lambda: sidechains(isolated_env))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+        release.set()
+        api.reply_text("The exploration was cut short; I will run it again.")
+        res = run_cli(api, "-p", "what happened?", "--continue", env=NO_NOTES)
+        assert res.code == 0, res.stderr
+    assert api.violations == []
+    last = bodies(api, "PARENT-PROMPT-7k2")[-1]
+    [answer] = [r for r in tool_results_of(last) if r["tool_use_id"] == "toolu_task1"]
+    assert answer["is_error"] and str(side) in text_of(answer) and "Interrupted" in text_of(answer)
+    assert "what happened?" in request_text(last)
+    # the sidechain is whole lines of valid records (the read it did is there)
+    recs = records(side)
+    assert recs[0]["isSidechain"] and any("tool_result" in json.dumps(r) for r in recs)
