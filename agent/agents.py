@@ -1,12 +1,12 @@
 """The agent types a Task call may name: the two built in, and custom agents from Markdown files.
 
-Custom agents are Claude Code's files: ``.claude/agents/*.md`` in the project and ``~/.claude/agents/*.md``
+Custom agents are Claude Code's files: ``.claude/agents/*.md`` in the project (its root) and ``~/.claude/agents/*.md``
 (and ``H/agents/*.md``) for the user, each with a front matter block::
 
     ---
     name: reviewer
     description: Reviews a diff for bugs
-    tools: Read, Grep, Glob        # optional: a comma-separated list (or [a, b]); omitted = every tool
+    tools: Read, Grep, Glob        # optional: a list (agent.frontmatter); omitted = every tool but Task
     model: haiku                   # optional: sonnet / opus / haiku / inherit, or a full model id
     ---
     The body is the agent's system prompt.
@@ -22,6 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from agent import frontmatter
+from agent.project import FileProblem, read_small
 
 GENERAL = "general-purpose"
 EXPLORE = "Explore"
@@ -96,14 +99,15 @@ class Agents:
         return next((a for a in self.types if a.name == name), None)
 
 
-def load_agents(cwd: Path, home: Path, user_home: Path | None, *, trusted: bool) -> Agents:
+def load_agents(root: Path, home: Path, user_home: Path | None, *, trusted: bool) -> Agents:
+    """The agent types for a project whose root (agent.project) is ``root``."""
     out = Agents(list(BUILT_IN))
     user_dirs = [d for d in ((user_home / ".claude" / "agents") if user_home else None, home / "agents") if d]
     found: dict[str, AgentDef] = {}
     for directory in user_dirs:
         for agent in _read_dir(directory, out.warnings):
             found[agent.name] = agent
-    for agent in _read_dir(cwd / ".claude" / "agents", out.warnings):
+    for agent in _read_dir(root / ".claude" / "agents", out.warnings):
         if trusted:
             found[agent.name] = agent
         else:
@@ -122,41 +126,28 @@ def _read_dir(directory: Path, warnings: list[str]) -> list[AgentDef]:
     agents = []
     for path in sorted(directory.glob("*.md")):
         try:
-            agents.append(parse_agent(path.read_text(encoding="utf-8"), str(path)))
-        except (OSError, UnicodeDecodeError, ValueError) as e:
+            text = read_small(path)
+            if text is not None:
+                agents.append(parse_agent(text, str(path)))
+        except (FileProblem, ValueError) as e:
             warnings.append(f"{path}: {e}; agent skipped")
     return agents
 
 
 def parse_agent(text: str, source: str) -> AgentDef:
     """One agent file (front matter + body); ValueError says what is wrong with it."""
-    lines = text.splitlines()
-    if not lines or lines[0].strip() != "---":
-        raise ValueError("no front matter (the file must start with a --- line)")
-    end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
-    if end is None:
-        raise ValueError("the front matter is not closed by a --- line")
-    meta: dict[str, str] = {}
-    for line in lines[1:end]:
-        if ":" in line and not line.startswith((" ", "\t", "#")):
-            key, value = line.split(":", 1)
-            meta[key.strip()] = value.split(" #", 1)[0].strip().strip("\"'")
-    name = meta.get("name", "")
+    doc = frontmatter.parse(text)
+    name = doc.text("name").strip()
     if not name:
-        raise ValueError("the front matter has no name")
-    tools = _tool_list(meta["tools"]) if meta.get("tools") else None
-    model = meta.get("model") or None
+        raise ValueError("its front matter has no name")
+    model = doc.text("model").strip() or None
     if model == "inherit":
         model = None
     return AgentDef(
         name=name,
-        description=meta.get("description", "") or name,
-        prompt="\n".join(lines[end + 1 :]).strip(),
-        tools=tools,
+        description=doc.text("description").strip() or name,
+        prompt=doc.body.strip(),
+        tools=tuple(doc.items("tools")) if doc.meta.get("tools") else None,
         model=MODEL_ALIASES.get(model, model) if model else None,
         source=source,
     )
-
-
-def _tool_list(value: str) -> tuple[str, ...]:
-    return tuple(t.strip().strip("\"'") for t in value.strip("[]").split(",") if t.strip().strip("\"'"))

@@ -339,7 +339,7 @@ def install(session: Session) -> None:
     if isinstance(session, SubagentSession):
         return
     s = session.settings
-    agents = load_agents(s.cwd, s.home, s.user_home, trusted=s.trust.trusted)
+    agents = load_agents(s.root, s.home, s.user_home, trusted=s.trust.trusted)
     subagents = Subagents(session, agents)
     session.subagents = subagents
     types = [AgentType(a.name, a.description, a.tools_text) for a in agents.types]
