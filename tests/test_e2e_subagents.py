@@ -288,3 +288,64 @@ def test_kill_9_during_a_subagent_then_continue(
     # the sidechain is whole lines of valid records (the read it did is there)
     recs = records(side)
     assert recs[0]["isSidechain"] and any("tool_result" in json.dumps(r) for r in recs)
+
+
+def test_stream_json_tags_the_subagents_events_with_its_id(
+    run_cli: Any, project: Path, fake_api: FakeAPI
+) -> None:
+    paths = make_files(project, 2)
+    fake_api.conversation("TASK-PROMPT-q9w", Reader(paths, ANSWER))
+    fake_api.reply(
+        Reply.tool(
+            "Task", {"description": "Find f3", "prompt": TASK, "subagent_type": "Explore"}, id="toolu_t"
+        ).content
+    )
+    fake_api.reply_text("Done.")
+    res = run_cli(fake_api, "-p", PARENT, "--output-format", "stream-json", env=NO_NOTES)
+    assert res.code == 0, res.stderr
+    fake_api.check()
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
+    tagged = [x for x in lines if x.get("agentId")]
+    agent_id = tagged[0]["agentId"]
+    side = [x for x in tagged if x.get("type") in ("user", "assistant") and not x.get("isMeta")]
+    assert len(side) == 6  # the task prompt, 2 reads and their results, the answer (reminders aside)
+    assert all(x["isSidechain"] and x["parent_tool_use_id"] == "toolu_t" for x in side)
+    assert side[0]["message"]["content"][0]["text"].startswith(TASK)
+    subtypes = [x["subtype"] for x in lines if x.get("type") == "system" and x.get("agent_id") == agent_id]
+    assert subtypes == ["subagent_started", "subagent_finished"]
+    main = [x for x in lines if x.get("type") in ("user", "assistant") and not x.get("agentId")]
+    assert all(not x["isSidechain"] for x in main) and ANSWER in json.dumps(main)
+    assert lines[-1]["type"] == "result" and lines[-1]["total_cost_usd"] > 0
+
+
+def test_cost_and_context_count_subagents_apart(tmp_path: Path, fake_api: FakeAPI) -> None:
+    from agent import commands, subagents
+    from agent.loop import run_turn
+    from tests.conftest import make_session
+
+    session, events = make_session(tmp_path, fake_api, session_memory=False)
+    subagents.install(session)
+    paths = make_files(tmp_path / "project", 3)
+    fake_api.conversation("TASK-PROMPT-q9w", Reader(paths, ANSWER))
+    fake_api.reply(task_call().content)
+    fake_api.reply_text("Done.")
+    finished = run_turn(session, PARENT)
+    assert finished.stop_reason == "end_turn", finished.error
+    fake_api.check()
+    [run] = session.subagents.runs
+    assert run.status == "completed" and run.tool_uses == 3 and run.tokens > 15_000
+    cost = commands.run(session, "/cost").text
+    assert "of which subagents (1 task)" in cost
+    assert f"{run.usage['output_tokens']:,} output" in cost.splitlines()[-1]
+    context = commands.run(session, "/context")
+    assert f"{run.agent_id} Find f3 modules (Explore, completed): 3 tool uses" in context.text
+    assert context.used < run.tokens  # the reads are in the subagent's context, not this one
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.count("SubagentStarted") == 1 and kinds.count("SubagentFinished") == 1
+    assert kinds.count("SubagentProgress") >= 6
+    state = session.conv.view()
+    from compact import ledger
+
+    text = ledger.render(ledger.derive(session.messages, str(session.settings.cwd)))
+    assert f"- {run.agent_id} [completed] Find f3 modules (Explore) → {run.sidechain}" in text
+    assert state.tokens < run.tokens
