@@ -222,11 +222,20 @@ def _execute(session: Session, use: dict[str, Any]) -> ToolResult:
         tool_name=name,
         tool_input=args,
         tool_response={
-            "content": result.content if isinstance(result.content, str) else "[blocks]",
+            "content": _hook_text(result.content),
             "is_error": result.is_error,
         },
     )
     return result
+
+
+def _hook_text(content: str | list[dict[str, Any]]) -> str:
+    """A result's text for a PostToolUse hook: text blocks joined (a Task's answer); "[blocks]" for media."""
+    if isinstance(content, str):
+        return content
+    if all(b.get("type") == "text" for b in content):
+        return "\n\n".join(str(b.get("text", "")) for b in content)
+    return "[blocks]"
 
 
 def _says_interrupted(result: ToolResult) -> bool:

@@ -349,3 +349,46 @@ def test_cost_and_context_count_subagents_apart(tmp_path: Path, fake_api: FakeAP
     text = ledger.render(ledger.derive(session.messages, str(session.settings.cwd)))
     assert f"- {run.agent_id} [completed] Find f3 modules (Explore) → {run.sidechain}" in text
     assert state.tokens < run.tokens
+
+
+def test_hooks_and_deny_rules_reach_the_subagent(run_cli: Any, project: Path, isolated_env: Path) -> None:
+    paths = make_files(project, 3)
+    logs = project.parent / "hook-logs"
+    logs.mkdir()
+    script = project.parent / "hook.py"
+    script.write_text(
+        "import json, sys, pathlib\n"
+        "data = json.load(sys.stdin)\n"
+        f"with open(pathlib.Path({str(logs)!r}) / (data['hook_event_name'] + '.jsonl'), 'a') as f:\n"
+        "    f.write(json.dumps(data) + '\\n')\n"
+    )
+    hook = [{"hooks": [{"type": "command", "command": f"python3 {script}"}]}]
+    settings = {
+        "hooks": {"PreToolUse": [{"matcher": "Task", **hook[0]}], "PostToolUse": hook, "SubagentStop": hook},
+        "permissions": {"deny": ["Read(src/module_01.py)"]},
+    }
+    home = isolated_env / ".compact-agent"
+    home.mkdir(exist_ok=True)
+    (home / "settings.json").write_text(json.dumps(settings))
+    with FakeAPI() as api:
+        api.conversation("TASK-PROMPT-q9w", Reader(paths, ANSWER))
+        api.reply(task_call().content)
+        api.reply_text("Done.")
+        res = run_cli(api, "-p", PARENT, "--output-format", "json", env=NO_NOTES)
+        assert res.code == 0, res.stderr
+    api.check()
+    sid = res.json()["session_id"]
+    [main] = transcripts(isolated_env)
+    [side] = sidechains(isolated_env)
+    [pre] = records(logs / "PreToolUse.jsonl")  # the matcher "Task": the subagent's Reads don't match it
+    assert pre["tool_name"] == "Task" and pre["tool_input"]["subagent_type"] == "Explore"
+    post = records(logs / "PostToolUse.jsonl")
+    assert [p["tool_name"] for p in post] == ["Read", "Read", "Task"]  # the denied Read never ran
+    assert post[-1]["tool_response"]["content"].startswith(ANSWER)
+    [stop] = records(logs / "SubagentStop.jsonl")
+    assert stop["session_id"] == sid and stop["transcript_path"] == str(main)
+    assert stop["agent_transcript_path"] == str(side) and side.stem == f"agent-{stop['agent_id']}"
+    assert stop["stop_hook_active"] is False
+    child = bodies(api, "TASK-PROMPT-q9w")
+    denied = [r for r in tool_results_of(child[-1]) if r.get("is_error")]
+    assert len(denied) == 1 and "denied" in text_of(denied[0])
