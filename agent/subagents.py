@@ -31,7 +31,7 @@ from agent.agents import AgentDef, Agents, load_agents
 from agent.loop import stop_hook_blocks
 from agent.session import Session
 from agent.system_prompt import build_system, environment_text
-from agent.tool_exec import INTERRUPTED, Declined, current_call_id, record_interruption, run_tools
+from agent.tool_exec import DECLINED, INTERRUPTED, Declined, current_call_id, record_interruption, run_tools
 from agent.transcript import SidechainWriter, agent_id_for, sidechain_path
 from compact.prepare import after_response, prepare_request, send
 from core.errors import ContextLimitReached, Interrupted, ModelError
@@ -169,10 +169,13 @@ def task_result(run: TaskRun, status: str, text: str, duration: float) -> ToolRe
     if status == "completed":
         content = [{"type": "text", "text": text or NO_ANSWER}, {"type": "text", "text": usage}]
         return ToolResult(content, summary=summary, facts=facts)
-    why = {
-        "interrupted": f"{INTERRUPTED} The subagent was stopped before it finished.",
-        "declined": "The user said no to a tool call of the subagent, so it stopped. Wait for the user.",
-    }.get(status, f"The subagent failed: {text}")
+    if status == "declined":  # the parent's turn ends too, as after any "no" (agent.tool_exec)
+        return ToolResult(DECLINED, is_error=True, summary="Stopped: the user said no", facts=facts)
+    why = (
+        f"{INTERRUPTED} The subagent was stopped before it finished."
+        if status == "interrupted"
+        else f"The subagent failed: {text}"
+    )
     partial = f"\n\nIts last words:\n{text}" if text and status != "error" else ""
     return ToolResult(f"{why}{partial}\n\n{usage}", is_error=True, summary=summary, facts=facts)
 

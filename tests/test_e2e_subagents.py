@@ -392,3 +392,52 @@ def test_hooks_and_deny_rules_reach_the_subagent(run_cli: Any, project: Path, is
     child = bodies(api, "TASK-PROMPT-q9w")
     denied = [r for r in tool_results_of(child[-1]) if r.get("is_error")]
     assert len(denied) == 1 and "denied" in text_of(denied[0])
+
+
+def test_a_permission_question_names_the_subagent_and_a_no_ends_both_turns(
+    tmp_path: Path, fake_api: FakeAPI
+) -> None:
+    from agent import subagents
+    from agent.loop import run_turn
+    from core.messages import from_record, tool_pairs_ok
+    from tests.conftest import make_session
+
+    session, _ = make_session(tmp_path, fake_api, session_memory=False)
+    asked: list[tuple[str, str]] = []
+    answers = iter(["no", "yes"])
+
+    def ask(tool: str, args: dict[str, Any], description: str) -> str:
+        asked.append((tool, description))
+        return next(answers)
+
+    session.ask = ask
+    subagents.install(session)
+    steps = iter(
+        [
+            Reply.tool("Bash", {"command": "touch made-by-subagent"}),
+            Reply.tool("Bash", {"command": "touch made-by-subagent"}),
+            Reply.text("MADE"),
+        ]
+    )
+    fake_api.conversation("MAKE-PROMPT", lambda body: next(steps))
+    call = {
+        "description": "Make a file",
+        "prompt": "MAKE-PROMPT create the file",
+        "subagent_type": "general-purpose",
+    }
+    fake_api.reply_tool("Task", call)
+    assert run_turn(session, "make it").stop_reason == "declined"
+    assert asked[0][0] == "Bash" and asked[0][1].endswith(
+        'Asked by the subagent general-purpose ("Make a file")'
+    )
+    assert not (tmp_path / "project" / "made-by-subagent").exists()
+    assert tool_pairs_ok(session.messages)
+    fake_api.reply_tool("Task", call)
+    fake_api.reply_text("It is made.")
+    assert run_turn(session, "yes, make it").stop_reason == "end_turn"
+    assert (tmp_path / "project" / "made-by-subagent").exists()
+    fake_api.check()
+    [declined, done] = session.subagents.runs
+    assert (declined.status, done.status) == ("declined", "completed")
+    side = records(declined.sidechain)
+    assert tool_pairs_ok([m for m in map(from_record, side) if m is not None])
