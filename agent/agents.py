@@ -25,6 +25,7 @@ from pathlib import Path
 
 from agent import frontmatter
 from agent.project import FileProblem, read_small
+from agent.trust import Ignored
 
 GENERAL = "general-purpose"
 EXPLORE = "Explore"
@@ -118,6 +119,17 @@ def load_agents(root: Path, home: Path, user_home: Path | None, *, trusted: bool
             continue
         out.types.append(agent)
     return out
+
+
+def withheld_agents(root: Path) -> list[Ignored]:
+    """The project's agents an untrusted project does not get, for the trust dialog and print mode's line."""
+    found = _read_dir(root / ".claude" / "agents", [])
+    return [Ignored("agent", f"agent {a.name}: {_one_line(a.description)}", a.source) for a in found]
+
+
+def _one_line(text: str, limit: int = 80) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _read_dir(directory: Path, warnings: list[str]) -> list[AgentDef]:

@@ -350,10 +350,3 @@ def install(session: Session) -> None:
     session.tool_ctx.services["task"] = subagents.run
     for warning in agents.warnings:
         session.notice(warning, "warning")
-    if agents.skipped:
-        names = ", ".join(name for name, _ in agents.skipped)
-        session.notice(
-            f"This project is not trusted, so its agents ({names}) are not available; trust it "
-            "(/trust, or --trust-project) to use them.",
-            "warning",
-        )

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.agents import EXPLORE, GENERAL, load_agents, parse_agent
+from agent.agents import EXPLORE, GENERAL, load_agents, parse_agent, withheld_agents
+from agent.settings import load_settings
+from agent.trust import dialog_lines
 from compact import ledger
 from core.messages import assistant, tool_result_block, tool_results
 from tools.base import ToolContext, ToolError
@@ -52,6 +54,12 @@ def test_user_and_project_agents_and_the_trust_rules(tmp_path: Path) -> None:
     untrusted = load_agents(root, home, user, trusted=False)
     assert [a.name for a in untrusted.types] == [GENERAL, EXPLORE, "mine", "ours"]
     assert ("theirs", str(project_file)) in untrusted.skipped
+    # the trust dialog and print mode's line name them (agent.settings adds them to Settings.ignored)
+    withheld = withheld_agents(root)
+    assert [i.what for i in withheld] == ["agent Explore: Reviews code", "agent theirs: Reviews code"]
+    assert "Offer these subagents" in "\n".join(dialog_lines(withheld))
+    s = load_settings(cwd=root, environ={"HOME": str(user)}, cli={})
+    assert [i.what for i in s.ignored if i.kind == "agent"] == [i.what for i in withheld]
 
 
 @pytest.mark.parametrize(
