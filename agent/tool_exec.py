@@ -74,6 +74,7 @@ def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
             else _guarded(_permit, "checking", session, use, _touched(uses[:i]), stops)
         )
     results: list[ToolResult | None] = [v if isinstance(v, ToolResult) else None for v in verdicts]
+    asked = len(stops)  # calls before a PreToolUse stop still run; after a PostToolUse stop none does
     i = 0
     while i < len(uses):
         j = i
@@ -89,7 +90,9 @@ def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
             continue
         if results[i] is None:
             results[i] = (
-                ToolResult(STOPPED, is_error=True) if stops else _execute_guarded(session, uses[i], stops)
+                ToolResult(STOPPED, is_error=True)
+                if len(stops) > asked
+                else _execute_guarded(session, uses[i], stops)
             )
         i += 1
     blocks = [tool_result_block(u["id"], r.content, r.is_error) for u, r in zip(uses, results)]  # type: ignore[union-attr]

@@ -145,3 +145,67 @@ def test_cancel_stops_a_hook_and_the_ones_after_it(tmp_path):
     assert time.monotonic() - started < 5
     assert [o.interrupted for o in outcomes] == [True] and not outcomes[0].ok
     assert runner.report_lines(outcomes) == []  # the turn's end says it was interrupted
+
+
+def _project_hooks(project: Path, hooks: dict) -> None:
+    from agent import trust
+
+    (project / ".claude").mkdir(exist_ok=True)
+    (project / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}))
+    trust.grant(Path(os.environ["COMPACT_AGENT_HOME"]), project)
+
+
+def test_continue_false_from_a_pre_tool_use_hook_ends_the_turn(fake_api, run_cli, project):
+    stop = json.dumps({"continue": False, "stopReason": "frozen for the release"})
+    _project_hooks(
+        project,
+        {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": f"echo '{stop}'"}]}]},
+    )
+    fake_api.reply_tools(
+        [
+            ("Read", {"file_path": "a.txt"}),
+            ("Bash", {"command": "touch ran"}),
+            ("Bash", {"command": "touch ran2"}),
+        ]
+    )
+    (project / "a.txt").write_text("hello\n")
+
+    res = run_cli(fake_api, "-p", "go", "--dangerously-skip-permissions")
+
+    assert res.code == 0, res.stderr
+    assert "Stopped by a hook: frozen for the release" in res.stderr
+    assert len(fake_api.message_requests) == 1  # the turn ended: no further request
+    assert not (project / "ran").exists() and not (project / "ran2").exists()
+    from tests.test_e2e_print import records, transcripts
+
+    [path] = transcripts(Path(os.environ["HOME"]))
+    results = [
+        b
+        for r in records(path)
+        if r.get("type") == "user"
+        for b in r["message"]["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
+    assert [bool(r.get("is_error")) for r in results] == [False, True, True]  # every call answered
+
+
+def test_post_tool_use_exit_2_stderr_reaches_the_model(fake_api, run_cli, project):
+    _project_hooks(
+        project,
+        {
+            "PostToolUse": [
+                {"hooks": [{"type": "command", "command": "echo 'lint: line 3 is too long' >&2; exit 2"}]}
+            ]
+        },
+    )
+    fake_api.reply_tool("Bash", {"command": "echo built"})
+    fake_api.reply_text("ok")
+
+    res = run_cli(fake_api, "-p", "go", "--dangerously-skip-permissions")
+
+    assert res.code == 0, res.stderr
+    from tests.test_e2e_print import result_text, tool_results_of
+
+    [result] = tool_results_of(fake_api.message_requests[1].body)
+    text = result_text(result)
+    assert "built" in text and "PostToolUse hook feedback:\nlint: line 3 is too long" in text
