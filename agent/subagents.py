@@ -28,11 +28,20 @@ from typing import Any, Callable
 
 from agent import __version__
 from agent.agents import AgentDef, Agents, load_agents
-from agent.loop import stop_hook_blocks
+from agent.loop import NOT_RUN_FAILED, stop_hook_blocks
 from agent.session import Session
 from agent.system_prompt import build_system, environment_text
-from agent.tool_exec import DECLINED, INTERRUPTED, Declined, current_call_id, record_interruption, run_tools
-from agent.transcript import SidechainWriter, agent_id_for, sidechain_path
+from agent.tool_exec import (
+    DECLINED,
+    INTERRUPTED,
+    Declined,
+    HookStopped,
+    answer_open_calls,
+    current_call_id,
+    record_interruption,
+    run_tools,
+)
+from agent.transcript import SidechainWriter, TranscriptWriter, agent_id_for, sidechain_path
 from compact.prepare import after_response, prepare_request, send
 from core.errors import ContextLimitReached, Interrupted, ModelError
 from core.events import (
@@ -201,19 +210,20 @@ class SubagentSession(Session):
 
     def __post_init__(self, history: list[Message] | None, replayed: Any) -> None:
         super().__post_init__(history, replayed)
-        parent = self.parent
-        assert parent is not None
-        self.writer = SidechainWriter(
+        assert self.parent is not None
+        # the parent's Ctrl-C stops the subagent: one event for both
+        self.conv.cancel = self.tool_ctx.cancel = self.parent.conv.cancel
+
+    def make_writer(self) -> TranscriptWriter:
+        assert self.parent is not None
+        return SidechainWriter(
             self.transcript_path,
-            parent.session_id,
+            self.parent.session_id,
             str(self.settings.cwd),
             __version__,
             agent_id=self.agent_id,
             secret=(self.settings.api_key, self.settings.auth_token),
         )
-        self.conv.writer = self.writer
-        # the parent's Ctrl-C stops the subagent: one event for both
-        self.conv.cancel = self.tool_ctx.cancel = parent.conv.cancel
 
     @property
     def transcript_path(self) -> Path:
@@ -330,11 +340,16 @@ def run_child(child: Session, prompt: str) -> tuple[str, str]:
                 return "completed", reply.text
     except Declined:
         return "declined", text
+    except HookStopped as e:  # a hook's {"continue": false} inside the subagent ends its work
+        return "error", f"a hook stopped it: {e}"
     except Interrupted:
         record_interruption(child)
         return "interrupted", text
     except (ContextLimitReached, ModelError) as e:
         return "error", str(e)
+    except Exception as e:  # noqa: BLE001 - a bug ends the subagent, never the parent's turn
+        answer_open_calls(child, f"{NOT_RUN_FAILED} ({type(e).__name__})")
+        return "error", f"internal error: {type(e).__name__}: {e}"
 
 
 def install(session: Session) -> None:
