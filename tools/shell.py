@@ -28,9 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools.shell_eval import ARITHMETIC_VALUE, Evaluations
 from tools.shell_programs import Unwrapped, unwrap
 
 _MAX_DEPTH = 8  # nested scripts and wrappers (bash -c "eval 'sudo env ...'")
+_MAX_LEVELS = 120  # syntax-tree nesting followed before the line is refused as too deep ($( $( ... )))
 _MAX_DIRS = 32  # directories a line may cd to before we stop counting
 _PLACEHOLDER = "\x00"  # stands for a quoted or escaped character when looking for globs and braces
 
@@ -218,18 +220,14 @@ class _Reader:
     dirs: list[Path] = field(default_factory=list)  # every directory the line may have cd'ed to so far
     dirs_known: bool = True
     loops: int = 0
-    arithmetic_on_variables: bool = False
-    data_in_variables: bool = False  # a variable gets a value not known statically, or holding a "["
+    levels: int = 0  # how deep the walk is in the syntax tree, scripts inside scripts included
+    evals: Evaluations = field(default_factory=Evaluations)  # what bash evaluates as code
 
     def __post_init__(self) -> None:
         self.dirs = [self.cwd]
 
     def result(self) -> Analysis:
-        if self.arithmetic_on_variables and self.data_in_variables:
-            self.unresolved.append(
-                "bash evaluates a variable's value as arithmetic here, and a value holding an "
-                "array subscript like a[$(cmd)] would run cmd"
-            )
+        self.unresolved.extend(self.evals.problems())
         writes = []
         for target, paths in self.writes:
             if paths is None:  # not normalised: "link/../x" lands next to the link's target, not here
@@ -256,6 +254,16 @@ class _Reader:
         self.visit(root, depth)
 
     def visit(self, node: Any, depth: int) -> None:
+        if self.levels >= _MAX_LEVELS:
+            self.error = self.error or f"it is nested more than {_MAX_LEVELS} levels deep, too deep to judge"
+            return
+        self.levels += 1
+        try:
+            self.visit_node(node, depth)
+        finally:
+            self.levels -= 1
+
+    def visit_node(self, node: Any, depth: int) -> None:
         kind = node.type
         handler = _HANDLERS.get(kind)
         if handler is not None:
@@ -354,24 +362,22 @@ class _Reader:
         name_node = node.child_by_field_name("name")
         value = node.child_by_field_name("value")
         name = _text(name_node) if name_node is not None and name_node.type == "variable_name" else None
-        literal = _literal(value)[0] if value is not None else ""
-        if name is None:  # a[...]=x: the subscript is arithmetic
-            self.arithmetic_on_variables = True
-            if name_node is not None and _SUBSCRIPT_SUBSTITUTION.search(_text(name_node)):
-                self.unresolved.append(f"{_text(node)}: an array subscript runs a command substitution")
+        if value is None:
+            literal: str | None = ""
+        elif value.type == "arithmetic_expansion":
+            literal = ARITHMETIC_VALUE
         else:
-            self.assigned(name, literal)
+            literal = _literal(value)[0]
+        written = _text(value) if value is not None else ""
+        if name_node is not None:  # a[...]=x too: the subscript is arithmetic
+            self.assigned(name or _text(name_node), literal, written)
         return False  # the value may hold substitutions: visit it
 
-    def assigned(self, name: str, value: str | None) -> None:
-        """Note a variable set to ``value`` (None: not known statically)."""
+    def assigned(self, name: str, value: str | None, written: str = "") -> None:
+        """Note a variable set to ``value`` (None: not known statically; ``written``: as in the line)."""
         if risky_variable(name):
             self.variables.append(f"sets {name}")
-        if _SUBSCRIPT_SUBSTITUTION.search(name):
-            self.unresolved.append(f"the variable name {name} has an array subscript that runs a command")
-        # a plain word is harmless as arithmetic (it names another variable); a subscript may run a command
-        if value is None or "[" in value:
-            self.data_in_variables = True
+        self.evals.assigned(name, value, written)
 
     def declaration(self, node: Any, depth: int) -> bool:
         """export/declare/local/readonly/typeset/unset: assignments are visited; other words must be literal."""
@@ -387,7 +393,7 @@ class _Reader:
                 if "n" in value[1:]:  # declare -n r=PATH: assigning r assigns PATH
                     self.variables.append(f"makes a variable a reference to another ({values[0]} {value})")
                 if "i" in value[1:]:  # declare -i: every assignment is arithmetic
-                    self.arithmetic_on_variables = True
+                    self.evals.integer = True
             else:
                 name, _, assigned = value.partition("=")
                 self.assigned(name, assigned)
@@ -395,15 +401,23 @@ class _Reader:
     def for_loop(self, node: Any, depth: int) -> bool:
         variable = node.child_by_field_name("variable")
         if variable is not None:
-            values = [_literal(v)[0] for v in node.children_by_field_name("value")]
-            self.assigned(_text(variable), None if any(v is None or "[" in v for v in values) else "")
+            values = node.children_by_field_name("value")
+            for v in values or [None]:  # "for x; do" walks the positional parameters
+                self.assigned(_text(variable), None if v is None else _literal(v)[0])
         return False
 
     # -- arithmetic, tests
 
     def arithmetic(self, node: Any, depth: int) -> bool:
-        if _mentions_variable(node):
-            self.arithmetic_on_variables = True
+        """``$((...))``, ``$[...]``, ``((...))`` and a ``for ((...))`` header: bash evaluates the text."""
+        parts, inside = [], False
+        for child in node.children:
+            if child.type in ("))", "]"):
+                break
+            if inside:
+                parts.append(_text(child))
+            inside = inside or child.type in ("((", "$((", "$[")
+        self.evals.arithmetic(" ".join(parts), _short(_text(node).split("\n", 1)[0]))
         return False
 
     def compound(self, node: Any, depth: int) -> bool:
@@ -411,10 +425,20 @@ class _Reader:
             self.arithmetic(node, depth)
         return False
 
+    def expansion(self, node: Any, depth: int) -> bool:
+        self.evals.expansion(_text(node))
+        return False
+
     def test(self, node: Any, depth: int) -> bool:
+        if _text(node).startswith("[["):  # the test builtin ([, test) compares integers without evaluating
+            for n in _descendants(node):
+                operator = n.child_by_field_name("operator")
+                if n.type == "binary_expression" and operator is not None:
+                    if _text(operator) in _ARITHMETIC_TESTS:
+                        for side in ("left", "right"):
+                            if (operand := n.child_by_field_name(side)) is not None:
+                                self.evals.arithmetic(_text(operand), f"{_short(_text(n))} in [[ ]]")
         operators = {_text(n) for n in _descendants(node) if n.type == "test_operator"}
-        if operators & _ARITHMETIC_TESTS and _text(node).startswith("[[") and _mentions_variable(node):
-            self.arithmetic_on_variables = True
         if operators & {"-v", "-R"}:
             for n in _descendants(node):
                 if n.type in (
@@ -480,6 +504,7 @@ _HANDLERS = {
     "unset_command": _Reader.declaration,
     "for_statement": _Reader.for_loop,
     "arithmetic_expansion": _Reader.arithmetic,
+    "expansion": _Reader.expansion,
     "c_style_for_statement": _Reader.arithmetic,
     "compound_statement": _Reader.compound,
     "test_command": _Reader.test,
@@ -591,14 +616,6 @@ def _descendants(node: Any) -> list[Any]:
         out.append(n)
         stack.extend(n.children)
     return out
-
-
-def _mentions_variable(node: Any) -> bool:
-    return any(
-        n.type
-        in ("variable_name", "simple_expansion", "expansion", "word", "subscript", "command_substitution")
-        for n in _descendants(node)
-    )
 
 
 def _first_error(root: Any) -> str:
