@@ -702,7 +702,7 @@ def test_edit_rules_govern_bash_redirections(project):
     )
     assert (
         behavior(perms(project, allow=["Bash"], deny=["Edit(.env)"]), "Bash", command='echo x > "$F"')
-        == "ask"
+        == "deny"
     )
 
 
@@ -724,17 +724,18 @@ def test_harmless_device_writes(project, target):
     assert behavior(perms(project, allow=["Bash(echo:*)"]), "Bash", command=f"echo x > {target}") == "allow"
 
 
-def test_deny_rule_in_force_turns_doubt_into_a_question_the_model_can_act_on(project):
+def test_deny_rule_in_force_refuses_what_cannot_be_judged_and_says_why(project):
     p = perms(project, mode="bypassPermissions", deny=["Bash(git push:*)"])
     assert p.check("Bash", {"command": "$'git' push"}) == Decision(
-        "ask",
+        "deny",
         "the command's program can't be determined statically ($'git' push: the program name uses $'...' "
-        "quoting); a deny rule is in force, so it needs the user's approval",
+        "quoting); a deny rule is in force and might cover it, so it is refused (fail closed)",
     )
     assert p.check("Bash", {"command": "git $WHAT origin"}) == Decision(
-        "ask",
-        '"git $WHAT origin" has a word known only when it runs, so the deny rule "Bash(git push:*)" might '
-        "match it; it needs the user's approval",
+        "deny",
+        'in "git $WHAT origin" a word before the subcommand comes from an expansion, so the deny rule '
+        '"Bash(git push:*)" '
+        "might match it; it is refused (fail closed)",
     )
     assert behavior(p, "Bash", command='git commit -m "$MSG"') == "allow"
     assert behavior(p, "Bash", command="git push") == "deny"

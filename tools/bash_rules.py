@@ -47,13 +47,23 @@ class BashPattern:
 
 
 def matches(pattern: BashPattern, command: Command, *, by_base_name: bool) -> bool:
-    return any(pattern.matches(form) for form in _forms(command.line(), by_base_name))
+    """Deny and ask rules (``by_base_name``) also see the line past global options (``git -C . push`` is
+    ``git push``); allow rules see past them only when they just change output (``git --no-pager log``)."""
+    lines = [command.line()]
+    bare = command.without_globals()
+    if bare is not None and (by_base_name or command.quiet_globals):
+        lines.append(bare)
+    return any(pattern.matches(form) for line in lines for form in _forms(line, by_base_name))
 
 
 def could_match(pattern: BashPattern, command: Command) -> bool:
-    """The command has a word with an expansion, and the rule may match once it is expanded."""
+    """The command has a word with an expansion, or an option before its subcommand that isn't known,
+    and the rule may match once the words are known."""
     head = command.known_head()
-    return head is not None and any(pattern.could_start(form) for form in _forms(head, True))
+    if head is not None and any(pattern.could_start(form) for form in _forms(head, True)):
+        return True
+    program = command.program.rsplit("/", 1)[-1]
+    return command.subcommand_unknown is not None and pattern.could_start(program + " ")
 
 
 def suggest(command: str, commands: list[Command], simple: bool) -> str:

@@ -5,9 +5,12 @@ Order of evaluation for one call::
     deny rule matches            -> deny   (every mode, bypassPermissions included); for Bash, a deny rule
                                             on the command or an Edit deny rule on a file it redirects to
     plan mode, mutating tool     -> deny   (Bash, Write, Edit: plan mode only looks)
-    Bash, a deny rule could match-> ask    (every mode): a program that can't be told statically, a line
-                                            that doesn't parse, a PATH-like variable, or a word with an
-                                            expansion where the rule looks
+    Bash, a deny rule could match-> deny   (every mode, fail closed): a program that can't be told
+                                            statically (an expansion bash evaluates as code, a program
+                                            running a command from its arguments, an unknown option before
+                                            a subcommand), a line that doesn't parse or is nested too deep, a
+                                            PATH-like variable, or a word with an expansion where the rule
+                                            looks
     ask rule matches (or could)  -> ask    (allow in bypassPermissions)
     bypassPermissions            -> allow
     a file that steers the agent -> ask    (Write/Edit targets and Bash redirections: hooks, settings, CLAUDE.md
@@ -225,7 +228,7 @@ class Permissions:
         if self.mode == "plan":
             return _plan_denial("Bash")
         if doubt := self._deny_doubt(a):
-            return Decision("ask", doubt)
+            return Decision("deny", doubt)
         if rule := self._bash_ask_rule(command, a):
             if self.mode == "bypassPermissions":
                 return Decision("allow", "bypassPermissions mode", rule)
@@ -288,9 +291,10 @@ class Permissions:
         return Decision("ask", "shell commands need approval")
 
     def _deny_doubt(self, a: Analysis) -> str | None:
-        """With a deny rule in force, why the line might still be denied: then it asks, in every mode."""
+        """With a deny rule in force, why the line might be what it denies: then it is refused (fail
+        closed), in every mode, since what it runs can't be judged statically."""
         deny = _bash_patterns(self.deny)
-        tail = "a deny rule is in force, so it needs the user's approval"
+        tail = "a deny rule is in force and might cover it, so it is refused (fail closed)"
         if any(not w.paths for w in a.writes) and any(Rule.parse(r).covers("Write") for r in self.deny):
             target = next(w.target for w in a.writes if not w.paths)
             return f"the command writes to {target}, a path known only when it runs; {tail}"
@@ -305,9 +309,10 @@ class Permissions:
         for text, pattern in deny:
             for c in a.commands:
                 if pattern is not None and bash_rules.could_match(pattern, c):
+                    why = c.subcommand_unknown or "it has a word known only when it runs"
                     return (
-                        f'"{c.line()}" has a word known only when it runs, so the deny rule "{text}" might '
-                        "match it; it needs the user's approval"
+                        f'in "{c.line()}" {why}, so the deny rule "{text}" might match it; it is refused '
+                        "(fail closed)"
                     )
         return None
 

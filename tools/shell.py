@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools import subcommands
 from tools.shell_eval import ARITHMETIC_VALUE, Evaluations
 from tools.shell_programs import Unwrapped, unwrap
 
@@ -146,6 +147,11 @@ class Command:
     # a wrapper whose wrapped command is listed too (timeout, nice, env, xargs, bash -c): allow rules
     # judge what it runs, deny and ask rules judge both
     wrapper: bool = False
+    # for CLIs with global options (git -C . push): where the subcommand is, why it can't be told, and
+    # whether the options skipped only change output (then allow rules see past them too)
+    subcommand: int | None = None
+    subcommand_unknown: str | None = None
+    quiet_globals: bool = False
 
     @property
     def program(self) -> str:
@@ -154,6 +160,14 @@ class Command:
     def line(self) -> str:
         """The words joined by spaces: values where known, text as written where not."""
         return " ".join(w.value if w.value is not None else w.text for w in self.words)
+
+    def without_globals(self) -> str | None:
+        """The line with the global options before the subcommand left out (``git push`` for ``git -C .
+        push``), or None when there are none."""
+        if self.subcommand is None or self.subcommand <= 1:
+            return None
+        rest = self.words[self.subcommand :]
+        return " ".join([self.program, *(w.value if w.value is not None else w.text for w in rest)])
 
     def known_head(self) -> str | None:
         """The words before the first one with an expansion, joined; None when every word is known."""
@@ -308,7 +322,16 @@ class _Reader:
             self.change_directory(name, values)
         how: Unwrapped = unwrap(values)
         wraps = bool(how.runs or how.scripts)
-        self.commands.append(Command(tuple(words), wrapper=how.transparent and wraps))
+        sub = subcommands.find(values)
+        self.commands.append(
+            Command(
+                tuple(words),
+                wrapper=how.transparent and wraps,
+                subcommand=sub.index if sub else None,
+                subcommand_unknown=sub.unknown if sub else None,
+                quiet_globals=sub.quiet if sub else False,
+            )
+        )
         if how.unresolved:
             self.unresolved.append(f"{_short(text)}: {how.unresolved}")
         self.variables.extend(how.settings)
