@@ -53,7 +53,7 @@ from typing import Any, Literal, Protocol
 from tools import bash_rules
 from tools.bash_rules import BashPattern
 from tools.path_rules import inside, normal, path_forms, pattern_regexes
-from tools.protected import Places, why_protected
+from tools.protected import Places, tree_steers_agent, why_protected
 from tools.shell import Analysis, analyze
 
 READ_ONLY_TOOLS = frozenset({"Read", "Grep", "Glob"})
@@ -323,11 +323,17 @@ class Permissions:
             if not write.paths:
                 return (
                     f"the command writes to {write.target}, a path that can't be determined statically (an "
-                    "expansion, or a cd that can't be followed), so it needs the user's approval"
+                    "expansion, a cd that can't be followed, or a symlink the command itself creates), so it "
+                    "needs the user's approval"
                 )
             for path in write.paths:
                 if _harmless_write(path):
                     continue
+                if write.tree and (what := tree_steers_agent(path, self.places)):
+                    return (
+                        f"the command fills {normal(path)} with files it names itself, which may include "
+                        f"ones that control the agent's own behaviour ({what}); that needs the user's approval"
+                    )
                 if why := why_protected(path, self.places):
                     return f"the command writes {normal(path)}: {why}"
                 if not inside(path, self._editable_dirs()) and not self._path_rule(

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tools import subcommands
+from tools.program_effects import effects
 from tools.shell_eval import ARITHMETIC_VALUE, Evaluations
 from tools.shell_programs import Unwrapped, unwrap
 
@@ -183,6 +184,7 @@ class Write:
 
     target: str
     paths: tuple[Path, ...]
+    tree: bool = False  # a directory the command fills with names that can't be told (tar -x, cp -r)
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,9 @@ class _Reader:
     commands: list[Command] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)
     variables: list[str] = field(default_factory=list)
-    writes: list[tuple[str, tuple[Path, ...] | None]] = field(default_factory=list)  # None: relative
+    # (target, where it lands or None while relative, a tree): redirections and files programs write
+    writes: list[tuple[str, tuple[Path, ...] | None, bool]] = field(default_factory=list)
+    links_from: int | None = None  # writes from this index on may go through a symlink the line made
     error: str | None = None
     dirs: list[Path] = field(default_factory=list)  # every directory the line may have cd'ed to so far
     dirs_known: bool = True
@@ -243,10 +247,12 @@ class _Reader:
     def result(self) -> Analysis:
         self.unresolved.extend(self.evals.problems())
         writes = []
-        for target, paths in self.writes:
-            if paths is None:  # not normalised: "link/../x" lands next to the link's target, not here
+        for i, (target, paths, tree) in enumerate(self.writes):
+            if self.links_from is not None and i >= self.links_from:
+                paths = ()  # "ln -s .. up && echo x > up/P": up doesn't exist yet, so it can't be resolved
+            elif paths is None:  # not normalised: "link/../x" lands next to the link's target, not here
                 paths = tuple(d / target for d in self.dirs) if self.dirs_known else ()
-            writes.append(Write(target, paths))
+            writes.append(Write(target, paths, tree))
         return Analysis(
             tuple(self.commands),
             tuple(dict.fromkeys(self.unresolved)),
@@ -344,10 +350,33 @@ class _Reader:
             self.program(inner, " ".join(w.text for w in inner), depth + 1)
         for script in how.scripts:
             self.script(script, depth + 1)
+        self.effects(values, text, depth)
         if name in _DECLARATIONS:  # reached through "builtin export ..." or "command declare ..."
             self.declared(values, text)
         if name in ("test", "[") and any(v in ("-v", "-R") for v in values):
             self.unresolved.append(f"{_short(text)}: -v names a variable whose subscript bash may evaluate")
+
+    def effects(self, values: list[str | None], text: str, depth: int) -> None:
+        """Commands a program runs and files it writes through its arguments (sed, tar, git, cp...)."""
+        found = effects(values)
+        if found.unresolved:
+            self.unresolved.append(f"{_short(text)}: {found.unresolved}")
+        for script in found.scripts:
+            self.script(script, depth + 1)
+        for target in found.writes:
+            self.write(target, target if target is not None else "an expansion", tree=False)
+        for target in found.trees:
+            self.write(target, target, tree=True)
+        if found.links and self.links_from is None:
+            self.links_from = len(self.writes)
+
+    def write(self, value: str | None, shown: str, *, tree: bool) -> None:
+        if value is None:
+            self.writes.append((shown, (), tree))
+        elif value.startswith("/"):
+            self.writes.append((value, (Path(value),), tree))
+        else:
+            self.writes.append((value, None, tree))
 
     def time_keyword(self, words: list[Word], depth: int) -> None:
         """Unquoted ``time`` is bash's keyword timing a whole pipeline (``time ! rm x``, ``time { rm x; }``);
@@ -508,14 +537,8 @@ class _Reader:
         writes = operator in _WRITE_OPERATORS or (
             operator == ">&" and not (value or "").isdigit() and value != "-"
         )
-        if not writes:
-            return False
-        if value is None:
-            self.writes.append((_text(destination), ()))
-        elif value.startswith("/"):
-            self.writes.append((value, (Path(value),)))
-        else:
-            self.writes.append((value, None))
+        if writes:
+            self.write(value, _text(destination), tree=False)
         return False
 
 

@@ -225,9 +225,6 @@ _INTERPRETERS: list[tuple[re.Pattern[str], _Interpreter]] = [
     (re.compile(r"tclsh|wish|irb|jshell|ghci|scala|groovy"), _Interpreter()),
 ]
 _VERSION = _opts("-V --version -h --help")
-_AWKS = frozenset({"awk", "gawk", "mawk", "nawk", "busybox-awk"})
-# an awk program that runs commands (system, pipes) or writes files (print > "f")
-_AWK_RUNS = re.compile(r"system|\||>\s*[\"$(]|>>")
 
 
 def unwrap(values: Values) -> Unwrapped:
@@ -246,8 +243,6 @@ def unwrap(values: Values) -> Unwrapped:
         return _wrapper("ld.so", values)
     if name in _BASH_LIKE or name in _OTHER_SHELLS:
         return _shell(name, values)
-    if name in _AWKS:
-        return _awk(name, values)
     for pattern, interpreter in _INTERPRETERS:
         if pattern.fullmatch(name):
             return _interpreter(name, interpreter, values)
@@ -551,28 +546,3 @@ def _interpreter(name: str, spec: _Interpreter, values: Values) -> Unwrapped:
             return NOTHING  # a script file: what it does is the allow rule's business
         i += 1
     return stdin
-
-
-def _awk(name: str, values: Values) -> Unwrapped:
-    i = 1
-    while i < len(values):
-        word = values[i]
-        if word is None:
-            return Unwrapped(unresolved=f"the {name} program comes from an expansion")
-        if word == "--":
-            i += 1
-            break
-        if word.startswith("-f") or word.startswith("--file") or word in ("-E", "--exec", "-i", "--include"):
-            return Unwrapped(unresolved=f"{name} runs a program file")
-        if word in ("-F", "-v", "--assign", "--field-separator"):
-            i += 2
-            continue
-        if not word.startswith("-") or word == "-":
-            break
-        i += 1
-    program = values[i] if i < len(values) else None
-    if program is None:
-        return Unwrapped(unresolved=f"the {name} program can't be told")
-    if _AWK_RUNS.search(program):
-        return Unwrapped(unresolved=f"the {name} program can run commands or write files (system, |, >)")
-    return NOTHING
