@@ -627,8 +627,11 @@ class Renderer:
             self._just_asked = None
             self.console.print(Text(text, style=style), highlight=False, soft_wrap=True)
 
-    def permission(self, tool: str, args: dict[str, Any], description: str) -> None:
-        """The call's header, what it will do (unless the header already says it all) and the question."""
+    def permission(
+        self, tool: str, args: dict[str, Any], description: str, always: str | None = None
+    ) -> None:
+        """The call's header, what it will do (unless the header already says it all) and the question;
+        ``always`` is the rule an "always" answer adds, named before the user picks it."""
         with self._lock:
             self._end_text()
             self._just_asked = None
@@ -647,7 +650,8 @@ class Renderer:
                     )
                 )
             self.console.print(
-                Text(REPLY_INDENT + "Allow? [y]es / [n]o / [a]lways for this session", style="bold"),
+                Text(REPLY_INDENT + "Allow? [y]es / [n]o / [a]lways for this session", style="bold")
+                + Text(f" (adds {_visible(always)})" if always else "", style="bold"),
                 highlight=False,
             )
 
@@ -846,3 +850,9 @@ def context_grid(usage: commands.ContextUsage) -> Text:
         out.append("\n")
     out.rstrip()
     return out
+
+
+def _visible(text: str) -> str:
+    """The rule an "always" answer adds holds the model's command: control characters are shown as
+    escapes, never sent to the terminal."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)

@@ -159,8 +159,16 @@ class Permissions:
         if tool_name == "Bash":
             command = str(args.get("command", ""))
             a = analyze(command, self.project_dir)
-            simple = not (a.unresolved or a.error or a.variables)
-            return bash_rules.suggest(command, [c for c in a.commands if not c.wrapper], simple)
+            if a.unresolved or a.error or a.variables:
+                return bash_rules.suggest(command, None)
+            allow = _bash_patterns(self.allow + self.session_allow)
+            pending = [
+                c
+                for c in a.commands
+                if not c.wrapper
+                and not any(p is not None and bash_rules.matches(p, c, by_base_name=False) for _, p in allow)
+            ]
+            return bash_rules.suggest(command, pending[0] if pending else None)
         if tool_name in EDIT_TOOLS:
             return "Edit"
         if tool_name in READ_ONLY_TOOLS:

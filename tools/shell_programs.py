@@ -227,6 +227,23 @@ _INTERPRETERS: list[tuple[re.Pattern[str], _Interpreter]] = [
 _VERSION = _opts("-V --version -h --help")
 
 
+# run whatever program, package or code they are given: never widened to "prog:*" by an "always" answer
+_LAUNCHERS = frozenset({"npx", "pnpx", "bunx", "uvx", "pipx", "java", "dotnet", "ssh"})
+
+
+def runs_anything(name: str) -> str | None:
+    """How an "always" rule for ``name`` must stay narrow: "script" for an interpreter, shell or launcher
+    (keep the module or script it runs), "exact" for a wrapper or runner (only the exact line), None for
+    other programs."""
+    if name in _WRAPPERS or name in _RUNNERS or name in _CODE_BUILTINS or _LOADER.fullmatch(name):
+        return "exact"
+    if name in ("exec", "coproc", "eval", "trap", "watch", "parallel"):
+        return "exact"
+    if name in _LAUNCHERS or name in _BASH_LIKE or name in _OTHER_SHELLS:
+        return "script"
+    return "script" if any(pattern.fullmatch(name) for pattern, _ in _INTERPRETERS) else None
+
+
 def unwrap(values: Values) -> Unwrapped:
     """What the simple command ``values`` runs besides itself (``values[0]`` is its program, a literal)."""
     name = (values[0] or "").rsplit("/", 1)[-1]
