@@ -234,6 +234,12 @@ WORKING_DAY_RULES = [
     "Bash(sort:*)",
     "Bash(mkdir:*)",
     "Bash(read:*)",
+    "Bash(sed:*)",
+    "Bash(awk:*)",
+    "Bash(cp:*)",
+    "Bash(tar:*)",
+    "Bash(tee:*)",
+    "Bash(uniq:*)",
 ]
 
 WORKING_DAY = [
@@ -280,11 +286,33 @@ WORKING_DAY = [
     "ls -la && git status",
     "git status && git diff --stat && pytest -q",
     'grep -l TODO -r src | while IFS= read -r f; do wc -l "$f"; done',
+    # global options that only change output, wrappers, programs that could run commands but don't here
+    "git --no-pager log --oneline -3",
+    "git --no-pager diff --stat",
+    "npm --silent test",
+    "timeout 60 pytest -q",
+    "find src -name '*.py' | xargs grep -l TODO",
+    "ls src | xargs -n1 echo",
+    "sed -n '1,20p' README.md",
+    "sed -i 's/foo/bar/g' src/a.py",
+    "awk '{print $1}' logs/run.txt | sort | uniq -c",
+    "awk -F: '$3 > 100 {print $1}' data.txt",
+    "cp src/a.py src/b.py",
+    "mkdir -p build && cp -r src build/",
+    "tar czf build/src.tgz src",
+    "python -m pytest -q 2>&1 | tee logs/test.log",
+    "git diff > changes.patch",
+    "sort -o sorted.txt data.txt",
+    # arithmetic on values the line fixes itself
+    'i=0; for f in src/*.py; do i=$((i + 1)); done; echo "$i files"',
+    "n=3; echo $((n * 2))",
+    "for ((k = 0; k < 3; k++)); do echo $k; done",
+    '[[ $# -eq 0 ]] && echo "no arguments"',
 ]
 
 
 def test_the_working_day_table_is_large():
-    assert len(WORKING_DAY) >= 40
+    assert len(WORKING_DAY) >= 60
 
 
 @pytest.mark.parametrize("deny", [[], DENY_RM], ids=["no deny rule", "deny rm"])
