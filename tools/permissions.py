@@ -306,6 +306,13 @@ class Permissions:
         if any(not w.paths for w in a.writes) and any(Rule.parse(r).covers("Write") for r in self.deny):
             target = next(w.target for w in a.writes if not w.paths)
             return f"the command writes to {target}, a path known only when it runs; {tail}"
+        for write in (w for w in a.writes if w.unpacked):
+            for path in write.paths:
+                if rule := self._tree_write_rule(path):
+                    return (
+                        f'the command fills {normal(path)} with files it names itself, and the rule "{rule}" '
+                        f"may cover one of them; {tail}"
+                    )
         if not deny:
             return None
         if a.error:
@@ -322,6 +329,15 @@ class Permissions:
                         f'in "{c.line()}" {why}, so the deny rule "{text}" might match it; it is refused '
                         "(fail closed)"
                     )
+        return None
+
+    def _tree_write_rule(self, directory: Path) -> str | None:
+        """A Write deny rule that may match a file a command puts below ``directory`` (tar -x, cp -r):
+        tried with the rule's own last name there (``Edit(.env)`` covers ``dir/.env``)."""
+        for rule in (r for r in map(Rule.parse, self.deny) if r.covers("Write")):
+            last = (rule.content or "x").rstrip("/*").rsplit("/", 1)[-1].replace("*", "x") or "x"
+            if self._path_rule([rule.text], "Write", directory / last, every=False):
+                return rule.text
         return None
 
     def _bash_needs_approval(self, a: Analysis) -> str | None:

@@ -8,7 +8,8 @@
   ProxyCommand=``, ``vim -c '!...'``, ``awk 'BEGIN{system(...)}'``, a git alias, ``make CC=...``);
 - ``writes``: files named in its arguments that it writes (``cp``/``mv``/``install``/``ln``/``rsync``
   destinations, ``tee``, ``dd of=``, ``sed -i``/``w FILE``, ``git log --output``, ``curl -o``...), and
-  ``trees``: directories it fills with names that can't be told (``tar -x``, ``cp -r``, ``rsync``);
+  ``trees``: directories it fills with names that can't be told (``cp -r``, ``rsync``), ``unpacks``: the
+  same from an archive (``tar -x``, ``unzip``), whose names come from outside;
 - ``links``: it may create symbolic links, so later writes on the same line may go through them.
 
 An allow rule for such a program covers it only when none of this is present: ``tools.permissions`` asks
@@ -33,6 +34,7 @@ class Effects:
     unresolved: str | None = None
     writes: tuple[str | None, ...] = ()  # None: a file named by an expansion
     trees: tuple[str, ...] = ()
+    unpacks: tuple[str, ...] = ()  # trees filled from an archive: not even the names' sources are known
     links: bool = False
 
 
@@ -357,7 +359,7 @@ def _tar(values: Values) -> Effects:
                     break
     if not extract:
         return NONE
-    return Effects(trees=(directory,), links=True)
+    return Effects(unpacks=(directory,), links=True)
 
 
 def _unzip(values: Values) -> Effects:
@@ -365,7 +367,7 @@ def _unzip(values: Values) -> Effects:
     if "-l" in options or "-v" in options or "-t" in options or "-p" in options or "-Z" in options:
         return NONE  # lists, tests or prints: writes nothing
     directory = options.get("-d") or "."
-    return Effects(trees=(directory,), links=True)
+    return Effects(unpacks=(directory,), links=True)
 
 
 def _zip(values: Values) -> Effects:

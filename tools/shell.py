@@ -185,6 +185,7 @@ class Write:
     target: str
     paths: tuple[Path, ...]
     tree: bool = False  # a directory the command fills with names that can't be told (tar -x, cp -r)
+    unpacked: bool = False  # ... from an archive: names that no rule about the sources can vouch for
 
 
 @dataclass(frozen=True)
@@ -232,7 +233,7 @@ class _Reader:
     unresolved: list[str] = field(default_factory=list)
     variables: list[str] = field(default_factory=list)
     # (target, where it lands or None while relative, a tree): redirections and files programs write
-    writes: list[tuple[str, tuple[Path, ...] | None, bool]] = field(default_factory=list)
+    writes: list[tuple[str, tuple[Path, ...] | None, bool, bool]] = field(default_factory=list)
     links_from: int | None = None  # writes from this index on may go through a symlink the line made
     error: str | None = None
     dirs: list[Path] = field(default_factory=list)  # every directory the line may have cd'ed to so far
@@ -247,12 +248,12 @@ class _Reader:
     def result(self) -> Analysis:
         self.unresolved.extend(self.evals.problems())
         writes = []
-        for i, (target, paths, tree) in enumerate(self.writes):
+        for i, (target, paths, tree, unpacked) in enumerate(self.writes):
             if self.links_from is not None and i >= self.links_from:
                 paths = ()  # "ln -s .. up && echo x > up/P": up doesn't exist yet, so it can't be resolved
             elif paths is None:  # not normalised: "link/../x" lands next to the link's target, not here
                 paths = tuple(d / target for d in self.dirs) if self.dirs_known else ()
-            writes.append(Write(target, paths, tree))
+            writes.append(Write(target, paths, tree, unpacked))
         return Analysis(
             tuple(self.commands),
             tuple(dict.fromkeys(self.unresolved)),
@@ -367,16 +368,18 @@ class _Reader:
             self.write(target, target if target is not None else "an expansion", tree=False)
         for target in found.trees:
             self.write(target, target, tree=True)
+        for target in found.unpacks:
+            self.write(target, target, tree=True, unpacked=True)
         if found.links and self.links_from is None:
             self.links_from = len(self.writes)
 
-    def write(self, value: str | None, shown: str, *, tree: bool) -> None:
+    def write(self, value: str | None, shown: str, *, tree: bool, unpacked: bool = False) -> None:
         if value is None:
-            self.writes.append((shown, (), tree))
+            self.writes.append((shown, (), tree, unpacked))
         elif value.startswith("/"):
-            self.writes.append((value, (Path(value),), tree))
+            self.writes.append((value, (Path(value),), tree, unpacked))
         else:
-            self.writes.append((value, None, tree))
+            self.writes.append((value, None, tree, unpacked))
 
     def time_keyword(self, words: list[Word], depth: int) -> None:
         """Unquoted ``time`` is bash's keyword timing a whole pipeline (``time ! rm x``, ``time { rm x; }``);
