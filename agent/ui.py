@@ -690,7 +690,7 @@ class Renderer:
                 )
             self.console.print(
                 Text(REPLY_INDENT + "Allow? [y]es / [n]o / [a]lways for this session", style="bold")
-                + Text(f" (adds {_visible(always)})" if always else "", style="bold"),
+                + Text(f" (adds {visible(always, one_line=True)})" if always else "", style="bold"),
                 highlight=False,
             )
 
@@ -896,9 +896,3 @@ def context_grid(usage: commands.ContextUsage) -> Text:
         out.append("\n")
     out.rstrip()
     return out
-
-
-def _visible(text: str) -> str:
-    """The rule an "always" answer adds holds the model's command: control characters are shown as
-    escapes, never sent to the terminal."""
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
