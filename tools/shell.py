@@ -200,7 +200,10 @@ class Analysis:
 def analyze(command: str, cwd: Path) -> Analysis:
     """Everything the permission check needs to know about one Bash command line run in ``cwd``."""
     reader = _Reader(Path(os.path.normpath(cwd)))
-    reader.script(command, 0)
+    try:
+        reader.script(command, 0)
+    except RecursionError:  # the walk is bounded (_MAX_LEVELS); this only guards a caller already deep
+        return Analysis(error="it is nested too deeply to judge")
     return reader.result()
 
 

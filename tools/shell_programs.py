@@ -377,12 +377,13 @@ def _trap(values: Values) -> Unwrapped:
 
 
 def _watch(values: Values) -> Unwrapped:
-    spec = _Wrapper(
+    spec = _Wrapper(  # procps watch --help
         _opts("-n -q --interval --equexit"),
         _opts(
-            "-b -c -C -d -e -g -p -t -x -w -r --beep --color --no-color --differences --errexit "
+            "-b -c -C -e -g -p -t -x -w -r --beep --color --no-color --errexit "
             "--chgexit --precise --no-title --exec --no-wrap --no-rerun"
         ),
+        optional=_opts("-d --differences"),
     )
     found = _options(spec, values, 1)
     if isinstance(found, str):
