@@ -207,7 +207,7 @@ def test_arithmetic_on_data_is_unresolved(command, unresolved):
         (["sudo", "-u", "root", "rm", "x"], (Run(3, 5),), (), False, False),
         (
             ["find", ".", "-exec", "rm", "{}", ";", "-o", "-execdir", "ls", "+"],
-            (Run(3, 5), Run(8, 9)),
+            (Run(3, 5, placeholder="{}"), Run(8, 9, placeholder="{}")),
             (),
             False,
             False,

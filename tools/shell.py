@@ -76,6 +76,12 @@ _RISKY = frozenset(
         "GIT_EXTERNAL_DIFF",
         "GIT_TEMPLATE_DIR",
         "GIT_PROXY_COMMAND",
+        "GIT_SEQUENCE_EDITOR",
+        "LESS",  # less runs "+!cmd" from it
+        "MORE",
+        "MANOPT",
+        "SYSTEMD_PAGER",
+        "SYSTEMD_LESS",
         "PAGER",
         "EDITOR",
         "VISUAL",
@@ -349,6 +355,8 @@ class _Reader:
             self.assigned(variable, None if name in ("read", "mapfile", "readarray", "printf") else "")
         for run in how.runs:
             inner = words[run.start : run.stop]
+            if run.placeholder:  # "xargs -I{} sh -c 'echo {}'": the script is data from the input
+                inner = [Word(w.text, None) if run.placeholder in w.text else w for w in inner]
             if run.appends_input:
                 inner.append(Word("<input>", None))
             self.program(inner, " ".join(w.text for w in inner), depth + 1)
