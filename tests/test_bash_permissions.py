@@ -480,6 +480,8 @@ COMMAND_RUNNERS = [
     ("git rebase main", "allow", "Bash(git rebase:*)", "allow"),
     ("git config user.name", "allow", "Bash(git config:*)", "allow"),
     ("make -j4 test", "allow", "Bash(make:*)", "allow"),
+    ("make test VERBOSE=1 DEBUG=no", "allow", "Bash(make:*)", "allow"),
+    ("make CC=rm clean", "deny", "Bash(make:*)", "ask"),
     ("ssh host uptime", "allow", "Bash(ssh:*)", "allow"),
 ]
 

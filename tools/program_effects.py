@@ -471,10 +471,15 @@ _AWK_RUNS = re.compile(
 )
 
 
+_MAKE_SWITCH = re.compile(r"[A-Za-z_][\w]*=(\d*|yes|no|true|false|on|off)", re.IGNORECASE)
+
+
 def _make(values: Values) -> Effects:
     for word in values[1:]:
         if word is None:
             return _why(values, "has an argument with an expansion, so what it runs can't be told")
+        if _MAKE_SWITCH.fullmatch(word):
+            continue  # VERBOSE=1, DEBUG=no: a number or a switch names no program
         if re.fullmatch(r"[A-Za-z_.][\w.]*\s*[:+?!]?=.*", word, re.DOTALL) or word.startswith(("--ev", "-E")):
             return _why(values, f"{word.split('=', 1)[0]}=... can replace a command its recipes run")
     for k, word in enumerate(values[1:], 1):
