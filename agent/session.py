@@ -19,7 +19,15 @@ from agent import __version__
 from agent.client import ModelClient, default_model
 from agent.hooks import HookRunner, base_payload
 from agent.settings import Settings
-from agent.system_prompt import build_system, compact_instructions, memory_files
+from agent.system_prompt import (
+    GitFacts,
+    Instructions,
+    Where,
+    build_system,
+    compact_instructions,
+    git_facts,
+    instruction_files,
+)
 from agent.transcript import TranscriptWriter
 from compact import thresholds
 from compact.conversation import CompactConfig, Conversation, Ports
@@ -90,6 +98,9 @@ class Session:
         self.usage_total: dict[str, int] = {}
         self.cost = 0.0
         self._window: int | None = None
+        self._git: GitFacts | None = None
+        self._git_taken = False  # the snapshot is taken on the first request, not on the way to the prompt
+        self._refusals_said: set[str] = set()
         self.writer = writer = TranscriptWriter(
             self.transcript_path,
             self.session_id,
@@ -129,8 +140,8 @@ class Session:
             thresholds=self.thresholds,
             account=self.account_side_request,
             hooks=self.hook_context,
-            instructions=lambda: compact_instructions(s.cwd, s.home),
-            instruction_files=lambda: memory_files(s.cwd, s.home),
+            instructions=lambda: compact_instructions(s.cwd, s.home, self.where()),
+            instruction_files=lambda: [f.path for f in self.instructions().files],
             config=compact_config(s),
         )
         wire(self.conv, self.ports, clock=self.clock)
@@ -216,8 +227,29 @@ class Session:
             self._account(message.model or self.model, message.usage)
 
     # --- model requests ----------------------------------------------------------------------------
+    def where(self) -> Where:
+        s = self.settings
+        return Where(s.cwd, s.home, s.user_home, s.root, tuple(self.tool_ctx.read_files))
+
+    def instructions(self) -> Instructions:
+        """The instruction files as they are on disk now; a file refused for safety is said once."""
+        found = instruction_files(self.where())
+        for reason in found.refused:
+            if reason not in self._refusals_said:
+                self._refusals_said.add(reason)
+                self.notice(f"Instruction file not read: {reason}.", "warning")
+        return found
+
+    def git(self) -> GitFacts | None:
+        if not self._git_taken:
+            self._git, self._git_taken = git_facts(self.settings.root), True
+        return self._git
+
     def system_blocks(self) -> list[dict[str, Any]]:
-        return build_system(self.settings.cwd, self.settings.home, self.model)
+        s = self.settings
+        return build_system(
+            s.cwd, s.home, self.model, git=self.git(), where=self.where(), instructions=self.instructions()
+        )
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return tool_schemas(self.tools)
