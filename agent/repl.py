@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application.current import get_app
 from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input, create_input
 from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
@@ -56,11 +58,13 @@ STYLE = Style.from_dict(
         "error": "fg:ansired",
         "blocking": "fg:ansired bold",
         "prompt": "bold",
+        "thinking": "fg:ansimagenta",
     }
 )
 INTERRUPT_KEYS = (Keys.Escape, Keys.ControlC)
 ANSWERS = {"y": "yes", "n": "no", "a": "always"}
 SHOW_SUMMARY = "/summary"
+THINKING_ON = "✻ thinking on (tab to turn off)"
 DRAFT_MARK = "\0"  # ctrl+o's result: the command, this, then the text the user had typed
 
 
@@ -128,8 +132,15 @@ class RedactingHistory(FileHistory):
         super().store_string(redact(string, self.secrets))
 
 
-def key_bindings() -> KeyBindings:
+def key_bindings(toggle_thinking: Callable[[], None] | None = None) -> KeyBindings:
     kb = KeyBindings()
+
+    if toggle_thinking is not None:
+
+        @kb.add("tab", filter=Condition(lambda: not get_app().current_buffer.text))
+        def _thinking(event: Any) -> None:  # Tab on an empty line, as in Claude Code; else it completes
+            toggle_thinking()
+            event.app.invalidate()
 
     @kb.add("escape", "enter")
     def _newline(event: Any) -> None:  # Alt-Enter, or Esc then Enter
@@ -217,7 +228,7 @@ class Repl:
             output=output,
             completer=SlashCompleter(),
             complete_while_typing=True,
-            key_bindings=key_bindings(),
+            key_bindings=key_bindings(self.toggle_thinking),
             multiline=False,
             enable_history_search=False,
             style=STYLE,
@@ -348,10 +359,16 @@ class Repl:
 
     def _toolbar(self) -> Any:
         shown = warning_of(self.token_state)
+        thinking = [("class:thinking", THINKING_ON)] if getattr(self.session, "thinking_on", False) else []
         if shown is None:
-            return ""
+            return thinking or ""
         severity, text = shown
-        return [(f"class:{severity}", text)]
+        return [(f"class:{severity}", text), *([("", "  ")] if thinking else []), *thinking]
+
+    def toggle_thinking(self) -> None:
+        """Tab on an empty input line: extended thinking on or off for the rest of the session."""
+        if self.session is not None:
+            self.session.thinking_on = not self.session.thinking_on
 
     def handle(self, line: str) -> bool:
         """Run one input line; False when the REPL should end."""

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from agent import __version__
+from agent import __version__, thinking
 from agent.client import ModelClient, default_model
 from agent.hooks import HookRunner, base_payload
 from agent.settings import Settings
@@ -101,6 +101,9 @@ class Session:
         self._git: GitFacts | None = None
         self._git_taken = False  # the snapshot is taken on the first request, not on the way to the prompt
         self._refusals_said: set[str] = set()
+        # extended thinking: on for every turn (settings; the REPL's toggle), or raised by a prompt's words
+        self.thinking_on = s.always_thinking or s.max_thinking_tokens is not None
+        self.prompt_thinking: int | None = None  # the budget the current prompt's words ask for
         self.writer = writer = TranscriptWriter(
             self.transcript_path,
             self.session_id,
@@ -142,6 +145,7 @@ class Session:
             hooks=self.hook_context,
             instructions=lambda: compact_instructions(s.cwd, s.home, self.where()),
             instruction_files=lambda: [f.path for f in self.instructions().files],
+            thinking=self.apply_thinking,
             config=compact_config(s),
         )
         wire(self.conv, self.ports, clock=self.clock)
@@ -274,6 +278,26 @@ class Session:
             max_tokens=max_tokens or self.max_output,
             **kw,
         )
+
+    def thinking_budget(self) -> int | None:
+        """The budget the next main request thinks with (None: no thinking)."""
+        if not thinking.supports_thinking(self.model):
+            return None
+        return thinking.budget_for(
+            enabled=self.thinking_on,
+            configured=self.settings.max_thinking_tokens,
+            prompt=self.prompt_thinking,
+        )
+
+    def apply_thinking(self, req: Request) -> None:
+        """Make a main-loop request think, within the API's rules (agent/thinking.py)."""
+        budget = self.thinking_budget()
+        if budget is None or req.tool_choice:
+            return
+        fitted = thinking.fit(budget, req.max_tokens, max_output_tokens(req.model))
+        if fitted is not None:
+            budget, req.max_tokens = fitted
+            req.thinking = {"type": "enabled", "budget_tokens": budget}
 
     def set_model(self, model: str) -> None:
         self.model = model
