@@ -64,7 +64,10 @@ def tool_use_block(name: str, input: dict, id: str | None = None) -> dict:
     return {"type": "tool_use", "id": id or new_id("toolu"), "name": name, "input": input}
 
 
-def thinking_block(thinking: str, signature: str = "fake-signature") -> dict:
+DEFAULT_SIGNATURE = "fake-signature"  # replaced by the server's own signature when sent
+
+
+def thinking_block(thinking: str, signature: str = DEFAULT_SIGNATURE) -> dict:
     return {"type": "thinking", "thinking": thinking, "signature": signature}
 
 
@@ -426,6 +429,7 @@ class Thinking:
     def __init__(self) -> None:
         self._key = secrets.token_hex(16)
         self._redacted: set[str] = set()
+        self._given: set[tuple[str, str]] = set()
         self._sent: dict[str, list[dict]] = {}  # tool_use id -> the thinking blocks of its reply, as sent
 
     def sign(self, text: str) -> str:
@@ -435,8 +439,10 @@ class Thinking:
         """The reply's content with each thinking block signed; remembers what each tool call came with."""
         out = []
         for block in content:
-            if block.get("type") == "thinking":
+            if block.get("type") == "thinking" and block.get("signature") == DEFAULT_SIGNATURE:
                 block = {**block, "signature": self.sign(block.get("thinking", ""))}
+            elif block.get("type") == "thinking":  # a script's own signature: valid with this text
+                self._given.add((str(block.get("thinking", "")), str(block.get("signature"))))
             elif block.get("type") == "redacted_thinking":
                 self._redacted.add(str(block.get("data")))
             out.append(block)
@@ -480,7 +486,8 @@ class Thinking:
         if not isinstance(block, dict):
             return []
         if block.get("type") == "thinking":
-            if block.get("signature") != self.sign(str(block.get("thinking", ""))):
+            text, signature = str(block.get("thinking", "")), str(block.get("signature"))
+            if signature != self.sign(text) and (text, signature) not in self._given:
                 return [f"{where}: Invalid `signature` in `thinking` block"]
         elif block.get("type") == "redacted_thinking" and str(block.get("data")) not in self._redacted:
             return [f"{where}: Invalid `data` in `redacted_thinking` block"]
