@@ -96,7 +96,10 @@ def run_repl(
 
 
 class SlashCompleter(Completer):
-    """Completes command names while the line is a lone "/word"."""
+    """Completes command names (built-in, then custom ones from ``custom``) while the line is a lone "/word"."""
+
+    def __init__(self, custom: Callable[[], dict[str, str]] | None = None) -> None:
+        self.custom = custom or dict
 
     def get_completions(self, document: Any, complete_event: Any) -> Any:
         text = document.text_before_cursor
@@ -107,6 +110,9 @@ class SlashCompleter(Completer):
                 yield Completion(
                     "/" + name, start_position=-len(text), display_meta=commands.COMMANDS[name].summary
                 )
+        for name, summary in self.custom().items():
+            if name.startswith(text[1:]):
+                yield Completion("/" + name, start_position=-len(text), display_meta=summary)
 
 
 def history_file(settings: Any) -> Path:
@@ -226,7 +232,7 @@ class Repl:
             history=history if history is not None else self._history(),
             input=self.input,
             output=output,
-            completer=SlashCompleter(),
+            completer=SlashCompleter(self._custom_commands),
             complete_while_typing=True,
             key_bindings=key_bindings(self.toggle_thinking),
             multiline=False,
@@ -365,6 +371,11 @@ class Repl:
         severity, text = shown
         return [(f"class:{severity}", text), *([("", "  ")] if thinking else []), *thinking]
 
+    def _custom_commands(self) -> dict[str, str]:
+        """Custom command names and what completion shows beside them (read from disk as typed)."""
+        found = commands.custom_for(self.settings).commands.values()
+        return {c.name: (c.argument_hint + " " if c.argument_hint else "") + c.description for c in found}
+
     def toggle_thinking(self) -> None:
         """Tab on an empty input line: extended thinking on or off for the rest of the session."""
         if self.session is not None:
@@ -377,9 +388,15 @@ class Repl:
         self.turn(line)
         return True
 
-    def turn(self, text: str) -> None:
+    def turn(self, text: str, allowed: tuple[str, ...] = ()) -> None:
         self.renderer.begin_turn()
-        self.in_worker(lambda: run_turn(self.session, text))
+        session = self.session
+
+        def work() -> Any:
+            with session.allowing(allowed):
+                return run_turn(session, text)
+
+        self.in_worker(work)
         self.refresh_tokens()
 
     def command(self, line: str) -> bool:
@@ -389,6 +406,9 @@ class Repl:
             return True
         if isinstance(result, commands.Exit):
             return False
+        if isinstance(result, commands.Prompt):  # a custom command: its prompt runs as a turn
+            self.turn(result.prompt, result.allowed)
+            return True
         if isinstance(result, commands.Switched):
             self.renderer.recap(result.session.messages)  # /resume: where the conversation was
         if not isinstance(result, commands.Compacted) or self.renderer.compact_events == before:

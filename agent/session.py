@@ -10,10 +10,11 @@ swapping ``emit`` and ``ask`` when it takes over a session (/clear, /resume).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from agent import __version__, thinking
 from agent.client import ModelClient, default_model
@@ -278,6 +279,19 @@ class Session:
             max_tokens=max_tokens or self.max_output,
             **kw,
         )
+
+    @contextmanager
+    def allowing(self, rules: tuple[str, ...]) -> Iterator[None]:
+        """Allow calls matching ``rules`` without asking while the block runs (a custom command's
+        allowed-tools); deny rules still win."""
+        added = [rule for rule in rules if rule not in self.permissions.session_allow]
+        self.permissions.session_allow.extend(added)
+        try:
+            yield
+        finally:
+            for rule in added:
+                if rule in self.permissions.session_allow:
+                    self.permissions.session_allow.remove(rule)
 
     def thinking_budget(self) -> int | None:
         """The budget the next main request thinks with (None: no thinking)."""
