@@ -139,3 +139,39 @@ def test_a_nested_claude_md_joins_once_a_file_under_it_is_read(fake_api, run_cli
 def test_status_summary_counts_kinds():
     assert status_summary([]) == "clean"
     assert status_summary([" M a", "M  b", "?? c", " D d"]) == "2 modified, 1 untracked, 1 deleted"
+
+
+def test_the_system_prompt_says_how_to_work_and_keeps_the_stable_part_first(fake_api, run_cli, repo):
+    from agent.system_prompt import INTRO
+
+    for phrase in (
+        "Read a file before you change it",
+        "Grep tool",
+        "Glob tool",
+        "in one response",
+        "conventions",
+        "run the project's tests",
+        "TodoWrite",
+        "pushing",
+        "concise",
+        "path:line",
+    ):
+        assert phrase in INTRO, phrase
+    (repo / "CLAUDE.md").write_text("version one")
+    fake_api.reply_tool("Bash", {"command": "echo 'version two' > CLAUDE.md"})
+    fake_api.reply_text("changed")
+    res = run_cli(fake_api, "-p", "edit it", "--permission-mode", "bypassPermissions")
+    assert res.code == 0, res.stderr
+    first, second = (r.body["system"] for r in fake_api.message_requests)
+    assert first[0] == second[0]  # guidance and environment: byte for byte the same (the cache holds)
+    assert "version one" in first[-1]["text"] and "version two" in second[-1]["text"]
+    assert "cache_control" in second[-1]
+
+
+def test_git_facts_wait_for_the_first_request(fake_api, tmp_path, repo):
+    from tests.conftest import make_session
+
+    session, _ = make_session(tmp_path, fake_api)
+    assert session._git_taken is False  # building a session (the way to the first prompt) runs no git
+    session.system_blocks()
+    assert session._git_taken is True
