@@ -22,6 +22,7 @@ from agent.settings import reload_settings
 from compact import compactor, ledger, usage
 from compact.notes import notes_text
 from core.errors import AgentError, Interrupted
+from core.tokens import estimate_blocks
 
 NO_COMPACTION = "No compaction in this session yet."
 COMMAND_LINE = re.compile(r"^/([A-Za-z][\w:-]*)(?:\s+(.*))?$", re.DOTALL)
@@ -270,6 +271,8 @@ def context_usage(session: Session) -> ContextUsage:
     lines += [f"| {c.name} | {fmt_tokens(c.tokens)} | {c.share:.1f}% |" for c in categories]
     if memory:
         lines += ["", "Memory files:"] + [f"- {path}: {fmt_tokens(t)} tokens" for path, t in memory]
+    if thinking := thinking_tokens(session):
+        lines += ["", f"Of the messages, extended thinking: {fmt_tokens(thinking)} tokens"]
     return ContextUsage(
         "\n".join(lines),
         markdown=True,
@@ -280,6 +283,18 @@ def context_usage(session: Session) -> ContextUsage:
         categories=categories,
         memory_files=memory,
     )
+
+
+def thinking_tokens(session: Session) -> int:
+    """The thinking blocks' share of the messages, scaled as the server counts."""
+    blocks = [
+        b
+        for m in session.conv.view().messages
+        if m.role == "assistant"
+        for b in m.content
+        if b.get("type") in ("thinking", "redacted_thinking")
+    ]
+    return session.conv.calibration.scale(estimate_blocks(blocks)) if blocks else 0
 
 
 def _cells(tokens: list[int], window: int, total: int = 100) -> list[int]:
