@@ -51,7 +51,7 @@ ANSWER_FLOOR = 300
 ANSWER_CAP = 8_000
 GROUP_NEWEST = 3  # paths named in each directory group, most recent first
 MAX_GROUPS = 12
-COMPACT_READS = 8
+COMPACT_READS = 3
 COMPACT_COMMANDS = 5
 FULL_LIST_DIR = "working-state"  # under the session directory: the complete lists, one file a compaction
 MAX_PROMPTS = 500  # prompts a snapshot carries (the budget chooses how each is shown)
@@ -455,7 +455,9 @@ def _sections(ledger: Ledger, compact: bool = False) -> list[str]:
             "Commands run (each one's latest result: failing ones, then the most recent; oldest first):"
         )
         recent = ledger.commands[-COMPACT_COMMANDS:] if compact else ledger.commands
-        lines += [_command_line(c) for c in ledger.commands if c.exit_code != 0 and c not in recent]
+        # shortened, failures a later wider run made old news go to the complete list only
+        old = [c for c in ledger.commands if c.exit_code != 0 and c not in recent]
+        lines += [_command_line(c) for c in old if not (compact and c.passed_later)]
         lines += [_command_line(c) for c in recent]
     if ledger.searches:
         lines.append("Recent searches (Grep / Glob; oldest first):")

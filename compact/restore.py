@@ -38,6 +38,7 @@ MAX_LINE_CHARS = 2_000
 SNIFF_BYTES = 8_192
 REPEATED_EDITS = 3  # a file edited this often is the session's working document: restored first
 MAX_FIRST = 2  # of the five slots, at most this many go to such files
+FIRST_FLOOR = 200  # tokens such a file gets even when the room the compactor offers is smaller
 
 
 @dataclass
@@ -157,6 +158,7 @@ def plan_restore(
     instructions, own_dir = _excluded(conv, ports)
     out = Restored()
     shown_in_kept = 0  # recent files the kept messages show take their slots among the five
+    first = set(edited_repeatedly(conv, history))
     for name in recent_files(conv, history):
         if len(out.files) + shown_in_kept >= MAX_FILES:
             break
@@ -173,6 +175,8 @@ def plan_restore(
         ):
             continue
         room_left = min(per_file, total - out.tokens)
+        if name in first:  # the session's working document comes back even when the room is short
+            room_left = max(room_left, min(per_file, FIRST_FLOOR))
         if room_left < per_file // 4:
             break  # what would fit is too small a piece to be worth showing
         shown = _numbered(path, room_left)
