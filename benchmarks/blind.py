@@ -57,7 +57,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from compact import compactor, notes_updater  # noqa: E402
-from compact.autocompact import MAX_FAILURES  # noqa: E402
 from compact.ledger import FACTS_KEY, program_and_args  # noqa: E402
 from compact.notes_template import SECTIONS  # noqa: E402
 from core.events import CompactFailed  # noqa: E402
@@ -378,7 +377,7 @@ class Session:
         """What happens before each main request: auto-compact at T, then the request is scored."""
         th = self.ports.thresholds()
         view = self.conv.view()
-        if view.tokens < th.auto_compact or self.conv.compact_failures >= MAX_FAILURES:
+        if view.tokens < th.auto_compact or self.conv.breaker.open:
             self.at_limit += view.tokens >= th.blocking  # the loop would stop: "Context limit reached"
             return
         self.model.account(self._body(view))  # the request before it: what the cache holds
@@ -550,7 +549,7 @@ def run(shape: str, window: int, kind: str, chain: int = max(CHAINS)) -> Result:
         events = s.bench.events
         for turn, rules in shape_turns(shape, unit_for(window), window):
             s.play(turn, rules)
-            if s.compactions >= chain or s.conv.compact_failures >= MAX_FAILURES:
+            if s.compactions >= chain or s.conv.breaker.open:
                 break
         failures = sum(1 for e in events if isinstance(e, CompactFailed))
         return Result(
@@ -559,7 +558,7 @@ def run(shape: str, window: int, kind: str, chain: int = max(CHAINS)) -> Result:
             kind,
             s.checks,
             failures,
-            s.conv.compact_failures >= MAX_FAILURES,
+            s.conv.breaker.open,
             s.at_limit,
             time.monotonic() - started,
         )
