@@ -53,6 +53,7 @@ GROUP_NEWEST = 3  # paths named in each directory group, most recent first
 MAX_GROUPS = 12
 COMPACT_READS = 3
 COMPACT_COMMANDS = 5
+FULL, SHORT, GROUPED = 0, 1, 2  # the ledger's levels of detail (render)
 FULL_LIST_DIR = "working-state"  # under the session directory: the complete lists, one file a compaction
 MAX_PROMPTS = 500  # prompts a snapshot carries (the budget chooses how each is shown)
 PROMPT_CHARS = 200_000  # a longer prompt is carried by its head (the transcript has the rest)
@@ -393,16 +394,20 @@ def render(ledger: Ledger, budget: int | None = None, full_list: Path | None = N
     Over ``budget`` tokens the lists are shortened (paths grouped by directory with counts and the most
     recent named, the last few reads and commands, every failing one kept) and ``full_list`` — where
     the complete text was written — is named, so every path stays one Read away."""
-    whole = _render(ledger, compact=False)
+    whole = _render(ledger, FULL)
     if budget is None or estimate_text(whole) <= budget:
         return whole
-    return _render(ledger, compact=True, full_list=full_list)
+    short = _render(ledger, SHORT, full_list)
+    return short if estimate_text(short) <= budget else _render(ledger, GROUPED, full_list)
 
 
-def _render(ledger: Ledger, compact: bool, full_list: Path | None = None) -> str:
-    lines = [HEADER, f"Working directory: {ledger.cwd}", *_sections(ledger, compact)]
+def _render(ledger: Ledger, level: int, full_list: Path | None = None) -> str:
+    """The text at one level of detail: FULL, SHORT (every path, no details; the last few reads,
+    commands and searches) or GROUPED (paths grouped by directory as well)."""
+    compact = level > FULL
+    lines = [HEADER, f"Working directory: {ledger.cwd}", *_sections(ledger, level)]
     if ledger.named:
-        if compact:
+        if level == GROUPED:
             lines += [f"Files the user named ({len(ledger.named)}):", *group_paths(ledger.named)]
         else:
             lines.append("Files the user named: " + ", ".join(ledger.named))
@@ -433,12 +438,17 @@ def group_paths(paths: list[str], newest: int = GROUP_NEWEST, max_groups: int = 
     return lines
 
 
-def _sections(ledger: Ledger, compact: bool = False) -> list[str]:
+def _sections(ledger: Ledger, level: int = 0) -> list[str]:
+    compact = level > FULL
     lines = []
     if ledger.modified:
-        lines.append(f"Files modified ({len(ledger.modified)}{', grouped by directory' if compact else ''}):")
-        if compact:
+        lines.append(
+            f"Files modified ({len(ledger.modified)}{', grouped by directory' if level == GROUPED else ''}):"
+        )
+        if level == GROUPED:
             lines += group_paths(list(ledger.modified))
+        elif level == SHORT:
+            lines += [f"- {p}" for p in ledger.modified]
         else:
             lines += [
                 f"- {p}: {c.edits} edit{'' if c.edits == 1 else 's'}, +{c.added} -{c.removed} lines, "
@@ -579,8 +589,8 @@ def attachment(
     users = user_messages(ledger.prompts, kept, user_budget(threshold))
     budget = ledger_budget(threshold)
     full_list = None
-    if session_dir is not None and estimate_text(_render(ledger, compact=False)) > budget:
-        full_list = write_private(session_dir / FULL_LIST_DIR / f"{new_uuid()}.md", _render(ledger, False))
+    if session_dir is not None and estimate_text(_render(ledger, FULL)) > budget:
+        full_list = write_private(session_dir / FULL_LIST_DIR / f"{new_uuid()}.md", _render(ledger, FULL))
     answers = recent_answers(ledger.answers, kept, answer_budget(threshold))
     parts = (render(ledger, budget, full_list), render_answers(answers), render_user(users))
     body = "\n\n".join(p for p in parts if p)
