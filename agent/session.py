@@ -10,23 +10,32 @@ swapping ``emit`` and ``ask`` when it takes over a session (/clear, /resume).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from agent import __version__, wiring
+from agent import __version__, thinking, wiring
 from agent.client import default_model
 from agent.hooks import HookRunner, base_payload
 from agent.settings import Settings
-from agent.system_prompt import build_system
+from agent.system_prompt import (
+    GitFacts,
+    Instructions,
+    Where,
+    build_system,
+    compact_instructions,
+    git_facts,
+    instruction_files,
+)
 from agent.transcript import TranscriptWriter
 from compact import thresholds
-from compact.conversation import LastCompaction
+from compact.conversation import LastCompaction, Ports
 from compact.state import ContextState
 from core.events import Event, MessageRecorded, Notice
 from core.messages import Message
-from core.model import Request, context_window_for, cost_usd
+from core.model import Request, context_window_for, cost_usd, max_output_tokens
 from tools.base import ToolContext
 from tools.permissions import Permissions
 from tools.registry import builtin_tools, tool_schemas
@@ -62,6 +71,12 @@ class Session:
         self.usage_total: dict[str, int] = {}
         self.cost = 0.0
         self._window: int | None = None
+        self._git: GitFacts | None = None
+        self._git_taken = False  # the snapshot is taken on the first request, not on the way to the prompt
+        self._refusals_said: set[str] = set()
+        # extended thinking: on for every turn (settings; the REPL's toggle), or raised by a prompt's words
+        self.thinking_on = s.always_thinking or s.max_thinking_tokens is not None
+        self.prompt_thinking: int | None = None  # the budget the current prompt's words ask for
         self.writer = writer = TranscriptWriter(
             self.transcript_path,
             self.session_id,
@@ -79,15 +94,16 @@ class Session:
         if s.deny:  # a file the Read rules deny never shows up in Grep or Glob output either
             self.tool_ctx.hidden = self.permissions.read_denied
         self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
-        self.ports = wiring.ports(
+        self.ports = Ports(
             model=self.client,
             emit=self._emit,
             request=self.request,
             thresholds=self.thresholds,
             account=self.account_side_request,
             hooks=self.hook_context,
-            cwd=s.cwd,
-            home=s.home,
+            instructions=lambda: compact_instructions(s.cwd, s.home, self.where()),
+            instruction_files=lambda: [f.path for f in self.instructions().files],
+            thinking=self.apply_thinking,
             config=wiring.compact_config(s),
         )
         self.conv = wiring.conversation(
@@ -174,8 +190,29 @@ class Session:
             self._account(message.model or self.model, message.usage)
 
     # --- model requests ----------------------------------------------------------------------------
+    def where(self) -> Where:
+        s = self.settings
+        return Where(s.cwd, s.home, s.user_home, s.root, tuple(self.tool_ctx.read_files))
+
+    def instructions(self) -> Instructions:
+        """The instruction files as they are on disk now; a file refused for safety is said once."""
+        found = instruction_files(self.where())
+        for reason in found.refused:
+            if reason not in self._refusals_said:
+                self._refusals_said.add(reason)
+                self.notice(f"Instruction file not read: {reason}.", "warning")
+        return found
+
+    def git(self) -> GitFacts | None:
+        if not self._git_taken:
+            self._git, self._git_taken = git_facts(self.settings.root), True
+        return self._git
+
     def system_blocks(self) -> list[dict[str, Any]]:
-        return build_system(self.settings.cwd, self.settings.home, self.model)
+        s = self.settings
+        return build_system(
+            s.cwd, s.home, self.model, git=self.git(), where=self.where(), instructions=self.instructions()
+        )
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return tool_schemas(self.tools)
@@ -197,6 +234,39 @@ class Session:
             self.settings.max_output_tokens,
             **kw,
         )
+
+    @contextmanager
+    def allowing(self, rules: tuple[str, ...]) -> Iterator[None]:
+        """Allow calls matching ``rules`` without asking while the block runs (a custom command's
+        allowed-tools); deny rules still win."""
+        added = [rule for rule in rules if rule not in self.permissions.session_allow]
+        self.permissions.session_allow.extend(added)
+        try:
+            yield
+        finally:
+            for rule in added:
+                if rule in self.permissions.session_allow:
+                    self.permissions.session_allow.remove(rule)
+
+    def thinking_budget(self) -> int | None:
+        """The budget the next main request thinks with (None: no thinking)."""
+        if not thinking.supports_thinking(self.model):
+            return None
+        return thinking.budget_for(
+            enabled=self.thinking_on,
+            configured=self.settings.max_thinking_tokens,
+            prompt=self.prompt_thinking,
+        )
+
+    def apply_thinking(self, req: Request) -> None:
+        """Make a main-loop request think, within the API's rules (agent/thinking.py)."""
+        budget = self.thinking_budget()
+        if budget is None or req.tool_choice:
+            return
+        fitted = thinking.fit(budget, req.max_tokens, max_output_tokens(req.model))
+        if fitted is not None:
+            budget, req.max_tokens = fitted
+            req.thinking = {"type": "enabled", "budget_tokens": budget}
 
     def set_model(self, model: str) -> None:
         self.model = model
@@ -231,10 +301,8 @@ class Session:
     def run_hooks(self, event: str, match_value: str | None, **fields: Any) -> list[Any]:
         # hooks of a turn stop when the user interrupts it; the session's own (start, end) run regardless
         cancel = self.conv.cancel if event in TURN_HOOKS else None
-        outcomes = self.hooks.run(event, self.hook_payload(event, **fields), match_value, cancel)
-        for line in self.hooks.report_lines(outcomes):
-            self.notice(line, "warning")
-        return outcomes
+        payload = self.hook_payload(event, **fields)
+        return wiring.run_hooks(self.hooks, event, payload, match_value, self.notice, cancel)
 
     def hook_context(self, event: str, match_value: str | None, **fields: Any) -> str:
         """Run a hook event; what its successful hooks printed (failures are reported as notices)."""

@@ -1,6 +1,6 @@
 """The one wiring of the floors, shared by a session (agent/session.py) and the tests' bench
 (tests/harness.py): the SDK client, the compaction settings, the hooks compaction runs, the thresholds,
-the main request, the Ports and a ready Conversation with the Snip tool's service.
+the main request and a ready Conversation with the Snip tool's service.
 
 Each piece is built here only, so the two can't drift apart (a client rebuilt under new settings keeps
 the retry budget; the bench's thresholds and requests are a session's).
@@ -8,6 +8,7 @@ the retry budget; the bench's thresholds and requests are a session's).
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
@@ -15,13 +16,11 @@ from typing import Any, Callable
 from agent.client import ModelClient
 from agent.hooks import HookRunner
 from agent.settings import Settings
-from agent.system_prompt import compact_instructions, memory_files
 from compact import start, thresholds
 from compact.conversation import CompactConfig, Conversation, Ports, TranscriptSink
 from compact.snip import perform_snip
 from compact.state import ContextState
 from compact.thresholds import Thresholds
-from core.events import Event
 from core.messages import Message
 from core.model import Request, max_output_tokens
 from tools.base import ToolContext
@@ -74,9 +73,10 @@ def run_hooks(
     payload: dict[str, Any],
     match_value: str | None,
     notice: Callable[[str, str], None],
+    cancel: threading.Event | None = None,
 ) -> list[Any]:
-    """Run a hook event; its failures are reported as warnings."""
-    outcomes = runner.run(event, payload, match_value)
+    """Run a hook event (stopped early if ``cancel`` is set); its failures are reported as warnings."""
+    outcomes = runner.run(event, payload, match_value, cancel)
     for line in runner.report_lines(outcomes):
         notice(line, "warning")
     return outcomes
@@ -115,32 +115,6 @@ def request(
     default = configured_max or min(max_output_tokens(model), DEFAULT_MAX_OUTPUT)
     return Request(
         model=model, system=system, tools=tools, messages=api_messages, max_tokens=max_tokens or default, **kw
-    )
-
-
-def ports(
-    *,
-    model: ModelClient,
-    emit: Callable[[Event], None],
-    request: Callable[..., Request],
-    thresholds: Callable[[], Thresholds],
-    account: Callable[[Message], None],
-    hooks: Callable[..., str],
-    cwd: Path,
-    home: Path,
-    config: CompactConfig,
-) -> Ports:
-    """What compaction reaches the agent through; CLAUDE.md's instructions are re-read on each use."""
-    return Ports(
-        model=model,
-        emit=emit,
-        request=request,
-        thresholds=thresholds,
-        account=account,
-        hooks=hooks,
-        instructions=lambda: compact_instructions(cwd, home),
-        instruction_files=lambda: memory_files(cwd, home),
-        config=config,
     )
 
 

@@ -23,7 +23,7 @@ from agent import wiring
 from agent.client import ModelClient
 from agent.hooks import HookRunner, base_payload
 from agent.settings import Settings
-from agent.system_prompt import build_system
+from agent.system_prompt import build_system, compact_instructions, memory_files
 from agent.transcript import TranscriptWriter
 from compact import thresholds
 from compact.conversation import CompactConfig, Conversation, Ports
@@ -191,15 +191,15 @@ def make_bench(
         limits=limits,
         events=events,
     )
-    bench.ports = wiring.ports(
+    bench.ports = Ports(
         model=client,
         emit=events.append,
         request=bench.request,
         thresholds=bench.thresholds,
         account=bench.account,
         hooks=run_hooks,
-        cwd=cwd,
-        home=home,
+        instructions=lambda: compact_instructions(cwd, home),
+        instruction_files=lambda: memory_files(cwd, home),
         config=CompactConfig(**config),
     )
     bench.conv = wiring.conversation(writer, store / session_id, tools, bench.ports, clock=clock)
