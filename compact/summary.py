@@ -106,11 +106,15 @@ def build_instruction(custom: list[str] | None = None) -> str:
 
 
 def _strip_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Blocks with media replaced by text markers; None when nothing needed replacing."""
+    """Blocks with media replaced by text markers and thinking left out (a summary reads what was said
+    and done, not how the model got there); None when nothing needed changing."""
     changed = False
     out = []
     for b in blocks:
         kind = b.get("type")
+        if kind in ("thinking", "redacted_thinking"):
+            changed = True
+            continue
         if kind in ("image", "document"):
             b, changed = {"type": "text", "text": f"[{kind}]"}, True
         elif kind == "tool_result" and isinstance(b.get("content"), list):
@@ -122,7 +126,8 @@ def _strip_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
 
 
 def strip_media(messages: list[Message]) -> list[Message]:
-    """Images become ``[image]`` and documents ``[document]`` text, also inside tool results; never mutates."""
+    """Images become ``[image]`` and documents ``[document]`` text, also inside tool results, and thinking
+    blocks are left out; never mutates."""
     out = []
     for m in messages:
         blocks = _strip_blocks(m.content)
