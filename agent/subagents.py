@@ -30,7 +30,7 @@ from agent import __version__
 from agent.agents import AgentDef, Agents, load_agents
 from agent.loop import NOT_RUN_FAILED, stop_hook_blocks
 from agent.session import Session
-from agent.system_prompt import build_system, environment_text
+from agent.system_prompt import environment_text, memory_block
 from agent.tool_exec import (
     DECLINED,
     INTERRUPTED,
@@ -236,10 +236,12 @@ class SubagentSession(Session):
         return self.parent.session_dir / "subagents" / f"agent-{self.agent_id}"
 
     def system_blocks(self) -> list[dict[str, Any]]:
-        assert self.agent is not None
-        blocks = build_system(self.settings.cwd, self.settings.home, self.model)
-        intro = self.agent.prompt + "\n\n" + environment_text(self.settings.cwd, self.model)
-        return [{"type": "text", "text": intro}, *blocks[1:]]  # the CLAUDE.md files apply to it too
+        """Its agent's prompt and the environment, then the CLAUDE.md files (they apply to it too)."""
+        assert self.agent is not None and self.parent is not None
+        s = self.settings
+        env = environment_text(s.cwd, self.model, git=self.parent.git(), root=s.root)
+        memory = memory_block(self.instructions())
+        return [{"type": "text", "text": self.agent.prompt + "\n\n" + env}, *([memory] if memory else [])]
 
     def hook_payload(self, event: str, **fields: Any) -> dict[str, Any]:
         assert self.parent is not None  # hooks see the parent's session and transcript
