@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from agent import __version__
 from agent.agents import AgentDef, Agents, load_agents
@@ -125,19 +125,22 @@ class Subagents:
         )
         self.runs.append(run)
         self._emit(SubagentStarted(agent_id, tool_use_id, run.description, agent.name))
-        child = build_child(self.parent, agent, run, self._child_emit(run))
+        status, text = "error", "it could not start"
         try:
-            status, text = run_child(child, str(args["prompt"]))
-        finally:
-            child.writer.close()
-            run.usage, run.cost = dict(child.usage_total), child.cost
-        run.status = status
-        duration = time.monotonic() - run.started
-        self._emit(
-            SubagentFinished(
-                agent_id, status, run.tool_uses, run.tokens, duration, text if status == "error" else ""
+            child = build_child(self.parent, agent, run, self._child_emit(run))
+            try:
+                status, text = run_child(child, str(args["prompt"]))
+            finally:
+                child.writer.close()
+                run.usage, run.cost = dict(child.usage_total), child.cost
+        finally:  # the REPL's line for it always ends
+            run.status = status
+            duration = time.monotonic() - run.started
+            self._emit(
+                SubagentFinished(
+                    agent_id, status, run.tool_uses, run.tokens, duration, text if status == "error" else ""
+                )
             )
-        )
         return task_result(run, status, text, duration)
 
     def _emit(self, event: Event) -> None:
@@ -248,10 +251,11 @@ class SubagentSession(Session):
         return self.parent.hook_payload(event, **fields)
 
 
-class ReadOnlyPermissions(Permissions):
-    """The parent's permissions, with Bash held to the read-only rules (an Explore subagent)."""
+class ReadOnlyPermissions:
+    """The parent's permissions, with Bash held to the read-only rules (an Explore subagent). Everything
+    but ``check`` is the parent's own (its rules, its "always" answers)."""
 
-    def __init__(self, inner: Permissions) -> None:  # noqa: D107 - wraps, never builds its own rules
+    def __init__(self, inner: Permissions) -> None:
         self.inner = inner
 
     def check(self, tool_name: str, args: dict[str, Any], cwd: Path | None = None) -> Decision:
@@ -261,18 +265,6 @@ class ReadOnlyPermissions(Permissions):
             if why is not None:
                 return Decision("deny", f"this agent is read-only and {why}")
         return decision
-
-    def read_denied(self, path: Path) -> bool:
-        return self.inner.read_denied(path)
-
-    def allow_for_session(self, rule: str) -> None:
-        self.inner.allow_for_session(rule)
-
-    def suggest_rule(self, tool_name: str, args: dict[str, Any]) -> str:
-        return self.inner.suggest_rule(tool_name, args)
-
-    def describe(self, tool_name: str, args: dict[str, Any]) -> str:
-        return self.inner.describe(tool_name, args)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -294,7 +286,9 @@ def build_child(parent: Session, agent: AgentDef, run: TaskRun, emit: Callable[[
         agent=agent,
         agent_id=run.agent_id,
     )
-    child.permissions = ReadOnlyPermissions(parent.permissions) if agent.read_only else parent.permissions
+    child.permissions = (
+        cast(Permissions, ReadOnlyPermissions(parent.permissions)) if agent.read_only else parent.permissions
+    )
     child.hooks = parent.hooks
     child.tool_ctx.hidden = parent.tool_ctx.hidden
     allowed = agent.tools

@@ -441,3 +441,30 @@ def test_a_permission_question_names_the_subagent_and_a_no_ends_both_turns(
     assert (declined.status, done.status) == ("declined", "completed")
     side = records(declined.sidechain)
     assert tool_pairs_ok([m for m in map(from_record, side) if m is not None])
+
+
+def test_an_explore_subagent_only_looks_even_when_everything_is_allowed(
+    tmp_path: Path, fake_api: FakeAPI
+) -> None:
+    from agent import subagents
+    from agent.loop import run_turn
+    from tests.conftest import make_session
+
+    session, _ = make_session(tmp_path, fake_api, session_memory=False, permission_mode="bypassPermissions")
+    subagents.install(session)
+    steps = iter(
+        [
+            Reply.tools([("Bash", {"command": "touch made"}), ("Bash", {"command": "ls -la"})]),
+            Reply.text("LOOKED"),
+        ]
+    )
+    fake_api.conversation("LOOK-PROMPT", lambda body: next(steps))
+    fake_api.reply(task_call("LOOK-PROMPT look around").content)
+    fake_api.reply_text("ok")
+    assert run_turn(session, "look").stop_reason == "end_turn"
+    fake_api.check()
+    assert not (tmp_path / "project" / "made").exists()
+    child = bodies(fake_api, "LOOK-PROMPT")
+    refused, listed = tool_results_of(child[-1])
+    assert refused.get("is_error") and "read-only" in text_of(refused)
+    assert not listed.get("is_error") and "total" in text_of(listed)
