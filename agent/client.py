@@ -240,6 +240,14 @@ class ModelClient:
         return reply.message()
 
 
+def _dump(value: Any) -> dict[str, Any]:
+    """A pydantic model (or dict) from the SDK as a dict of its set fields; {} for None or anything else."""
+    if hasattr(value, "model_dump"):
+        dumped = value.model_dump(exclude_none=True)
+        return dumped if isinstance(dumped, dict) else {}
+    return {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else {}
+
+
 class _Reply:
     """A streamed response put together event by event (what the SDK's accumulator does, except that a
     tool input which is not valid JSON does not end the stream)."""
@@ -254,16 +262,18 @@ class _Reply:
 
     def add(self, event: Any) -> TextDelta | ThinkingDelta | None:
         kind = event.type
+        # a server may leave out fields the SDK's types declare (usage above all): what is missing is
+        # read as absent, never as an AttributeError that would end the turn
         if kind == "message_start":
-            self.head = event.message.model_dump(exclude_none=True)
+            self.head = _dump(getattr(event, "message", None))
             self.usage = dict(self.head.get("usage") or {})
         elif kind == "content_block_start":
             self.blocks[event.index] = event.content_block.model_dump(exclude_none=True)
         elif kind == "content_block_delta":
             return self._delta(self.blocks[event.index], event.index, event.delta)
         elif kind == "message_delta":
-            self.stop_reason = event.delta.stop_reason
-            self.usage.update(event.usage.model_dump(exclude_none=True))
+            self.stop_reason = getattr(getattr(event, "delta", None), "stop_reason", None)
+            self.usage.update(_dump(getattr(event, "usage", None)))
             applied = getattr(event, "context_management", None)
             if applied is not None:
                 self.context_management = (
