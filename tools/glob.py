@@ -138,7 +138,7 @@ def _expand(pattern: str) -> list[str]:
 
 
 def _brace_options(pattern: str, i: int) -> tuple[list[str], int] | None:
-    depth, start, options = 0, i + 1, []
+    depth, start, options = 0, i + 1, list[str]()
     for j in range(i, len(pattern)):
         if pattern[j] == "{":
             depth += 1
