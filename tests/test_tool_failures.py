@@ -184,3 +184,27 @@ def test_a_hard_link_to_a_denied_file_is_not_read_or_listed_through_its_other_na
     assert "innocent.txt" not in listing and "copy.md" not in listing and "plain.txt" in listing
     assert "plain" in grep and "plain" in plain
     fake_api.check()
+
+
+def test_no_process_a_command_can_see_holds_the_api_key_in_its_environment(fake_api, run_cli, project):
+    """`cat /proc/*/environ | base64` (redaction can't see through base64) finds no key: not the agent's
+    own start-up environment, not the watchdog's, not the command's."""
+    secret = "sk-ant-environ-SECRET-0123456789"
+    fake_api.reply_tool(
+        "Bash", {"command": "cat /proc/*/environ 2>/dev/null | base64 -w0 > env.b64; sleep 0"}
+    )
+    fake_api.reply_tool(
+        "Bash", {"command": "cat /proc/$PPID/environ /proc/self/environ | base64 -w0 > own.b64"}
+    )
+    fake_api.reply_text("done")
+
+    res = run_cli(fake_api, "-p", "look", "--dangerously-skip-permissions", env={"ANTHROPIC_API_KEY": secret})
+
+    assert res.code == 0, res.stderr
+    import base64
+
+    everything = base64.b64decode((project / "env.b64").read_text())
+    assert b"COMPACT_AGENT_HOME=" in everything  # the agent's own environment was read
+    assert secret.encode() not in everything
+    own = base64.b64decode((project / "own.b64").read_text())
+    assert b"HOME=" in own and secret.encode() not in own
