@@ -18,6 +18,7 @@ from agent.loader import load_transcript, messages_before
 from agent.session import AskFn, Session
 from agent.sessions import earlier_usage, latest_session, session_info
 from agent.settings import Settings
+from agent.transcript import in_use
 from compact.compactor import COMPACT_RESULT
 from compact.state import state_records
 from core.errors import SessionError
@@ -54,6 +55,15 @@ def open_session(
     for warning in loaded.warnings:
         emit(Notice(warning, "warning"))
     ours = path.parent == settings.project_dir and path.suffix == ".jsonl"
+    if ours and in_use(path):  # another process is writing it: continue in a copy, never in between
+        ours = False
+        emit(
+            Notice(
+                f"Session {path.stem} is open in another process; this run continues it in a new session "
+                "(a copy), so neither conversation is mixed into the other",
+                "warning",
+            )
+        )
     if ours:
         session = Session(
             settings,

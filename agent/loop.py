@@ -8,7 +8,7 @@ from __future__ import annotations
 from agent.session import Session
 from agent.tool_exec import Declined, HookStopped, answer_open_calls, record_interruption, run_tools
 from compact.prepare import after_response, prepare_request, send
-from core.errors import ContextLimitReached, Interrupted, ModelError
+from core.errors import AgentError, ContextLimitReached, Interrupted, ModelError
 from core.events import TurnFinished
 from core.messages import meta, user_prompt
 
@@ -51,6 +51,8 @@ def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> Tu
         return finish(session, "context_limit", reply_text, str(e))
     except ModelError as e:
         return finish(session, "error", reply_text, str(e))
+    except AgentError:
+        raise  # one clear line where the front end reports it (a transcript that can't be written)
     except Exception as e:  # noqa: BLE001 - a bug must not leave a call unanswered (every request would fail)
         answer_open_calls(session, f"{NOT_RUN_FAILED} ({type(e).__name__})")
         return finish(session, "error", reply_text, f"internal error: {type(e).__name__}: {e}")

@@ -11,11 +11,13 @@ listing a directory's sessions is agent.sessions'; our non-message records are c
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from core.errors import SessionError
 from core.messages import Message, new_uuid, now_iso, to_record
 from core.private import open_private, redact, secrets_of
 
@@ -83,6 +85,16 @@ class TranscriptWriter:
     def _open(self) -> int:
         if self._fd is None:
             fd = open_private(self.path, os.O_WRONLY | os.O_APPEND)
+            # one writer a transcript: a second process appending would interleave two conversations
+            # (lifecycle forks a session another process holds; this catches the race between them)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise SessionError(
+                    f"Session {self.path.stem} was taken up by another process meanwhile; nothing of this "
+                    "run was written to it. Run again to continue it in a new session."
+                ) from None
             if _ends_torn(self.path):  # end a line torn by a crash, so our first record stays whole
                 os.write(fd, b"\n")
             self._fd = fd
@@ -91,11 +103,21 @@ class TranscriptWriter:
     def _write(self, rec: dict[str, Any], *, sync: bool) -> None:
         line = redact(_dumps(rec), self._secrets)
         view = memoryview(line.encode("utf-8"))
-        fd = self._open()
-        while view:  # a regular file takes the whole line at once; loop only in case it does not
-            view = view[os.write(fd, view) :]
-        if sync or self.sync:
-            os.fsync(fd)
+        try:
+            fd = self._open()
+            while view:  # a regular file takes the whole line at once; loop only in case it does not
+                view = view[os.write(fd, view) :]
+            if sync or self.sync:
+                os.fsync(fd)
+        except SessionError:
+            raise
+        except OSError as exc:
+            # a full disk (or a quota): part of the line may be there, so the next write opens the file
+            # again and ends that torn line first; the caller gets one clear line, not a traceback
+            self.close()
+            raise SessionError(
+                f"Can't write the session transcript {self.path}: {exc.strerror or exc}"
+            ) from None
 
     def append_message(self, m: Message) -> dict[str, Any]:
         rec = to_record(
@@ -158,3 +180,18 @@ class TranscriptWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def in_use(path: Path) -> bool:
+    """Whether another process is writing the transcript at ``path`` (its writer holds the lock)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock this probe took
+    return False
