@@ -55,8 +55,11 @@ def open_session(
     for warning in loaded.warnings:
         emit(Notice(warning, "warning"))
     ours = path.parent == settings.project_dir and path.suffix == ".jsonl"
+    messages, pending = list(loaded.messages), loaded.pending
     if ours and in_use(path):  # another process is writing it: continue in a copy, never in between
         ours = False
+        # the turn that process is in the middle of is its own: the copy ends at the last finished one
+        messages, pending = _settled(messages), []
         emit(
             Notice(
                 f"Session {path.stem} is open in another process; this run continues it in a new session "
@@ -70,7 +73,7 @@ def open_session(
             loaded.session_id,
             emit,
             ask,
-            history=list(loaded.messages),
+            history=messages,
             replayed=loaded.state,
             last_uuid=loaded.last_uuid,
             environ=environ,
@@ -80,13 +83,21 @@ def open_session(
         session = Session(settings, new_uuid(), emit, ask, replayed=loaded.state, environ=environ)
         # seed our own store; the foreign file is only read. Not through add(): the imported replies
         # are no turns of this run and their usage was paid for back then (num_turns, cost)
-        for m in loaded.messages:
+        for m in messages:
             session.conv.append(m)
         for rec in state_records(loaded.state):
             session.record(rec)
-    _answer_interrupted(session, loaded.pending)
+    _answer_interrupted(session, pending)
     session.conv.last_compaction = _last_compaction(loaded)
     return session
+
+
+def _settled(messages: list[Any]) -> list[Any]:
+    """The messages up to the model's last finished reply (an assistant message that calls no tool)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "assistant" and not messages[i].tool_uses:
+            return messages[: i + 1]
+    return []
 
 
 def _answer_interrupted(session: Session, answers: list[Any]) -> None:
