@@ -255,7 +255,10 @@ class _Reply:
     def __init__(self) -> None:
         self.head: dict[str, Any] = {}
         self.blocks: dict[int, dict[str, Any]] = {}
-        self.json: dict[int, str] = {}
+        # streamed pieces, joined once at the end: adding each to a growing string copies it every
+        # time, which for a 200 MB tool input is quadratic in time and many times the memory
+        self.json: dict[int, list[str]] = {}
+        self.parts: dict[tuple[int, str], list[str]] = {}
         self.usage: dict[str, Any] = {}
         self.stop_reason: str | None = None
         self.context_management: Any = None
@@ -284,12 +287,12 @@ class _Reply:
     def _delta(self, block: dict[str, Any], index: int, delta: Any) -> TextDelta | ThinkingDelta | None:
         kind = delta.type
         if kind == "text_delta":
-            block["text"] = block.get("text", "") + delta.text
+            self.parts.setdefault((index, "text"), [block.get("text", "")]).append(delta.text)
             return TextDelta(delta.text)
         if kind == "input_json_delta":
-            self.json[index] = self.json.get(index, "") + delta.partial_json
+            self.json.setdefault(index, []).append(delta.partial_json)
         elif kind == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + delta.thinking
+            self.parts.setdefault((index, "thinking"), [block.get("thinking", "")]).append(delta.thinking)
             return ThinkingDelta(delta.thinking)
         elif kind == "signature_delta":
             block["signature"] = delta.signature
@@ -301,11 +304,14 @@ class _Reply:
         """The complete message; None when the stream ended before its stop reason came."""
         if self.stop_reason is None:
             return None
+        for (index, key), parts in self.parts.items():
+            self.blocks[index][key] = "".join(parts)
+        self.parts.clear()
         content = []
         for index in sorted(self.blocks):
             block = _block_dict(self.blocks[index])
-            if index in self.json:
-                block["input"] = tool_input(self.json[index])
+            if index in self.json:  # popped: the pieces are freed before the whole is parsed
+                block["input"] = tool_input("".join(self.json.pop(index)))
             content.append(block)
         msg = assistant(
             content,

@@ -18,13 +18,14 @@ from agent.loader import load_transcript, messages_before
 from agent.session import AskFn, Session
 from agent.sessions import earlier_usage, latest_session, session_info
 from agent.settings import Settings
+from agent.tool_exec import for_history
 from agent.transcript import in_use
 from compact.compactor import COMPACT_RESULT
 from compact.state import state_records
 from core.errors import SessionError
 from core.events import Event, Notice
 from core.messages import meta, new_uuid
-from core.model import cost_usd
+from core.model import context_window_for, cost_usd
 from tools.path_rules import pattern_regexes
 from tools.permissions import EDIT_TOOLS, READ_ONLY_TOOLS, Rule
 
@@ -55,7 +56,9 @@ def open_session(
     for warning in loaded.warnings:
         emit(Notice(warning, "warning"))
     ours = path.parent == settings.project_dir and path.suffix == ".jsonl"
-    messages, pending = list(loaded.messages), loaded.pending
+    # a transcript written before inputs were cut may hold one larger than the window: cut it here too
+    window = context_window_for(settings.model if settings.model_explicit else default_model())
+    messages, pending = [for_history(m, window) for m in loaded.messages], loaded.pending
     if ours and in_use(path):  # another process is writing it: continue in a copy, never in between
         ours = False
         # the turn that process is in the middle of is its own: the copy ends at the last finished one

@@ -128,3 +128,38 @@ def test_two_resumes_of_one_session_at_once_keep_both_conversations(fake_api, pr
     assert "prompt A" not in texts[copy]
     assert all(_chain_ok(f) for f in files)
     fake_api.check()
+
+
+def test_a_tool_input_larger_than_the_window_is_cut_in_the_history_and_the_session_goes_on(
+    fake_api, project, isolated_env
+):
+    content = "".join(f"line {i:06d} of a file far larger than the window\n" for i in range(12_000))  # 600k
+    fake_api.reply_tool("Write", {"file_path": str(project / "big.txt"), "content": content})
+    fake_api.reply_text("written")
+    small = {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "60000"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {**_env(fake_api, isolated_env), **small}
+        return subprocess.run(
+            [sys.executable, "-m", "agent", *args],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    res = run("-p", "write the big file", "--dangerously-skip-permissions")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "written\n"
+    assert (project / "big.txt").read_text() == content  # the tool had the whole input
+    after = json.dumps(fake_api.message_requests[1].body["messages"])
+    assert len(after) < 60_000 and "more characters cut from the conversation history" in after
+    [path] = transcripts(isolated_env)
+    assert len(path.read_text()) < 100_000  # the transcript holds the cut input too
+
+    fake_api.reply_text("still going")
+    again = run("-p", "and now?", "--continue")
+    assert again.returncode == 0 and again.stdout == "still going\n", again.stderr
+    assert "too long" not in again.stderr
+    fake_api.check()
