@@ -5,6 +5,7 @@ Everything else (compaction, retries, permissions, rendering) lives in the named
 
 from __future__ import annotations
 
+from agent import mentions
 from agent.session import Session
 from agent.tool_exec import Declined, record_interruption, run_tools
 from compact.prepare import after_response, prepare_request, send
@@ -58,6 +59,8 @@ def submit_prompt(session: Session, text: str) -> str:
     session.conv.current_prompt_uuid = prompt.uuid
     session.conv.reactive_compacted = False
     session.add(prompt)
+    for attached in mentions.attachments(session, text):  # @path: what the user put in on purpose
+        session.add(attached)
     context = session.hooks.context_text(outcomes)
     if context:
         session.add(meta(f"UserPromptSubmit hook output:\n{context}", hookContext=True))

@@ -39,7 +39,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 from rich.console import Console
 
-from agent import __version__, commands, lifecycle, trust
+from agent import __version__, commands, lifecycle, memory_note, mentions, shell_escape, trust
 from agent.client import import_in_background
 from agent.loop import run_turn
 from agent.settings import reload_settings
@@ -92,10 +92,18 @@ def run_repl(
 
 
 class SlashCompleter(Completer):
-    """Completes command names while the line is a lone "/word"."""
+    """Completes command names while the line is a lone "/word", and paths after "@" anywhere."""
+
+    def __init__(self, cwd: Path | None = None) -> None:
+        self.cwd = cwd
 
     def get_completions(self, document: Any, complete_event: Any) -> Any:
         text = document.text_before_cursor
+        word = text.rsplit(None, 1)[-1] if text and not text[-1].isspace() else ""
+        if self.cwd is not None and word.startswith("@"):
+            for path in mentions.complete(self.cwd, word[1:]):
+                yield Completion("@" + path, start_position=-len(word))
+            return
         if not text.startswith("/") or any(c.isspace() for c in text):
             return
         for name in commands.names():
@@ -215,7 +223,7 @@ class Repl:
             history=history if history is not None else self._history(),
             input=self.input,
             output=output,
-            completer=SlashCompleter(),
+            completer=SlashCompleter(settings.cwd),
             complete_while_typing=True,
             key_bindings=key_bindings(),
             multiline=False,
@@ -298,12 +306,16 @@ class Repl:
         self.renderer.line("Trusted: its settings apply (/trust revoke withdraws it).", "dim")
 
     def _yes(self, question: str) -> bool:
+        return self._ask_line(question).lower() in ("y", "yes")
+
+    def _ask_line(self, question: str) -> str:
+        """One line typed in answer to ``question`` ("" for Ctrl-C / Ctrl-D)."""
         try:
             with patch_stdout(raw=True) if self.real_terminal else nullcontext():
                 answer = PromptSession[str](input=self.input, output=self.output).prompt(question)
         except (KeyboardInterrupt, EOFError):
-            return False
-        return answer.strip().lower() in ("y", "yes")
+            return ""
+        return answer.strip()
 
     def use(self, session: Any) -> None:
         """Continue with another session (tests; /clear and /resume)."""
@@ -355,8 +367,43 @@ class Repl:
         """Run one input line; False when the REPL should end."""
         if commands.is_command(line):
             return self.command(line)
-        self.turn(line)
+        if line.startswith("!") and line[1:].strip():
+            self.shell(line[1:].strip())
+        elif memory_note.note_of(line) and "\n" not in line.strip():
+            self.remember(memory_note.note_of(line))
+        else:
+            self.turn(line)
         return True
+
+    def shell(self, command: str) -> None:
+        """!command: run by the user, its output shown here and recorded for the model."""
+        ran = self.in_worker(lambda: shell_escape.run(self.session, command))
+        if ran is None:
+            return
+        if not ran.ran:
+            self.renderer.line(ran.output, "red")
+            return
+        for text in (ran.output.rstrip("\n") or "(no output)").splitlines():
+            self.renderer.line("  " + text, "red" if ran.is_error else "dim")
+        self.refresh_tokens()
+
+    def remember(self, note: str) -> None:
+        """# note: appended to the project's or the user's CLAUDE.md, as the user picks."""
+        places = memory_note.targets(self.settings)
+        self.renderer.line(
+            f"Add to memory: [p]roject {places['project']} or [u]ser {places['user']}? (Enter cancels)"
+        )
+        answer = self._ask_line("p / u: ").lower()
+        where = next((k for k in memory_note.CHOICES if answer and k.startswith(answer)), None)
+        if where is None:
+            self.renderer.line("Not saved.", "dim")
+            return
+        try:
+            memory_note.add(places[where], note)
+        except OSError as e:
+            self.renderer.line(f"Could not save the note to {places[where]}: {e}", "red")
+            return
+        self.renderer.line(f"Noted in {places[where]} (read with every request).", "dim")
 
     def turn(self, text: str) -> None:
         self.renderer.begin_turn()
@@ -382,15 +429,9 @@ class Repl:
         return True
 
     def _pick_session(self, count: int) -> None:
-        try:
-            with patch_stdout(raw=True) if self.real_terminal else nullcontext():
-                answer = PromptSession[str](input=self.input, output=self.output).prompt(
-                    f"Resume which session? (1-{count}, Enter to stay here) "
-                )
-        except (KeyboardInterrupt, EOFError):
-            return
-        if answer.strip():
-            self.command(f"/resume {answer.strip()}")
+        answer = self._ask_line(f"Resume which session? (1-{count}, Enter to stay here) ")
+        if answer:
+            self.command(f"/resume {answer}")
 
     # --- the worker and the wait -----------------------------------------------------------------------
     def in_worker(self, fn: Callable[[], Any]) -> Any:
