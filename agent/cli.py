@@ -29,6 +29,7 @@ REPL commands:
   /context                  what fills the context window
   /clear                    start a new conversation
   /resume                   continue an earlier session
+  /rewind                   back to before an earlier prompt, or summarize up to it (Esc Esc)
   /model [NAME]             show or switch the model
   /cost                     tokens and cost so far
   /summary, /history        the last compaction's summary, and what it replaced

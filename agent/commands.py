@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
-from agent import lifecycle, trust
+from agent import lifecycle, rewind, trust
 from agent.session import Session
 from agent.sessions import list_sessions
 from agent.settings import reload_settings
@@ -51,6 +51,13 @@ class SessionList(Result):
     """/resume without an argument: the REPL offers to pick one by number."""
 
     sessions: list[Any] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class RewindMenu(Result):
+    """/rewind: the prompts one can go back to (oldest first); the REPL asks which."""
+
+    points: list[Any] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)
@@ -167,6 +174,8 @@ def _help(session: Session, args: str) -> Result:
     lines += [
         "",
         "Enter sends · Alt-Enter (or Esc then Enter) adds a line · Esc or Ctrl-C interrupts · Ctrl-D exits",
+        "@path attaches a file · !command runs it in the shell · # note adds it to CLAUDE.md · "
+        "Esc Esc rewinds",
     ]
     return Result("\n".join(lines))
 
@@ -284,6 +293,16 @@ def _resume(session: Session, args: str) -> Result:
         return Result("That is the current session.", ok=False)
     new = lifecycle.resume(session, ref)
     return Switched(lifecycle.resumed_line(new), session=new)
+
+
+@command("rewind", "Go back to before an earlier prompt, or summarize up to it (Esc Esc)")
+def _rewind(session: Session, args: str) -> Result:
+    found = rewind.points(session)
+    if not found:
+        return RewindMenu("No earlier prompt to go back to.", points=[])
+    lines = ["Prompts in this conversation:"]
+    lines += [f"  {i}. {_clip(m.text, 90)}" for i, m in enumerate(found, 1)]
+    return RewindMenu("\n".join(lines), points=found)
 
 
 @command("model", "Show the model, or switch to NAME", usage="[name]")

@@ -39,7 +39,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 from rich.console import Console
 
-from agent import __version__, commands, lifecycle, memory_note, mentions, shell_escape, trust
+from agent import __version__, commands, lifecycle, memory_note, mentions, rewind, shell_escape, trust
 from agent.client import import_in_background
 from agent.loop import run_turn
 from agent.settings import reload_settings
@@ -146,6 +146,14 @@ def key_bindings() -> KeyBindings:
     @kb.add("c-o")
     def _show_summary(event: Any) -> None:  # as in Claude Code; what was typed comes back afterwards
         event.app.exit(result=SHOW_SUMMARY + DRAFT_MARK + event.current_buffer.text)
+
+    @kb.add("escape", "escape")
+    def _rewind(event: Any) -> None:  # as in Claude Code: Esc Esc clears the line, or on an empty one rewinds
+        buffer = event.current_buffer
+        if buffer.text:
+            buffer.reset()
+        else:
+            event.app.exit(result="/rewind")
 
     @kb.add("c-c")
     def _ctrl_c(event: Any) -> None:
@@ -425,8 +433,37 @@ class Repl:
             self.use(result.session)
         elif isinstance(result, commands.SessionList) and result.sessions:
             self._pick_session(len(result.sessions))
+        elif isinstance(result, commands.RewindMenu) and result.points:
+            self._pick_rewind(result.points)
         self.refresh_tokens()
         return True
+
+    def _pick_rewind(self, points: list[Any]) -> None:
+        """N: back to just before prompt N (its text returns to the input line); sN: summarize up to it."""
+        n = len(points)
+        self.renderer.line(
+            f"N (1-{n}) goes back to just before prompt N · sN summarizes what came before it, keeping "
+            "the rest · Enter stays here",
+            "dim",
+        )
+        answer = self._ask_line("Rewind: ").lower()
+        summarize = answer.startswith("s")
+        number = answer[1:].strip() if summarize else answer
+        if not number.isdigit() or not 1 <= int(number) <= n:
+            if answer:
+                self.renderer.line(f"No prompt {answer!r}; the conversation is unchanged.", "dim")
+            return
+        point = points[int(number) - 1]
+        if summarize:
+            self.in_worker(lambda: rewind.summarize_up_to(self.session, point))
+        else:
+            self._draft = rewind.rewind(self.session, point)
+            self.renderer.line(
+                f"Rewound to just before prompt {number}; it is back in the input line "
+                "(the transcript keeps everything).",
+                "dim",
+            )
+        self.refresh_tokens()
 
     def _pick_session(self, count: int) -> None:
         answer = self._ask_line(f"Resume which session? (1-{count}, Enter to stay here) ")
