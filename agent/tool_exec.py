@@ -24,7 +24,7 @@ from agent.client import INVALID_INPUT
 from agent.session import Session
 from compact import ledger, restore
 from core.errors import Interrupted
-from core.events import TodosChanged, ToolFinished, ToolStarted
+from core.events import PermissionDenied, TodosChanged, ToolFinished, ToolStarted
 from core.messages import Message, meta, tool_result_block, tool_results
 from core.private import redact, secrets_of
 from tools.base import ToolResult
@@ -147,6 +147,7 @@ def _permit(session: Session, use: dict[str, Any], touched: set[str] | None = No
         return ToolResult(f"There is no tool named {name}. Available tools: {names}.", is_error=True)
     decision = session.permissions.check(name, args, cwd=session.tool_ctx.cwd)
     if decision.behavior == "deny":
+        _denied(session, use, decision.reason)
         return ToolResult(
             f"Permission to use {name} was denied: {decision.reason}. Do not retry this call; "
             "choose another approach or ask the user.",
@@ -159,6 +160,7 @@ def _permit(session: Session, use: dict[str, Any], touched: set[str] | None = No
             session.emit(ToolFinished(use["id"], name, failure.content, True, failure.summary))
             return failure
         if session.ask is None or session.cancel.is_set():
+            _denied(session, use, f"needs approval ({decision.reason}) and nobody can give it")
             return ToolResult(
                 f"{name} needs the user's approval ({decision.reason}), and nobody can approve it in this "
                 "non-interactive session, so it was not run. Continue without it or tell the "
@@ -169,12 +171,18 @@ def _permit(session: Session, use: dict[str, Any], touched: set[str] | None = No
         if answer == "always":
             session.permissions.allow_for_session(session.permissions.suggest_rule(name, args))
         elif answer != "yes":
+            _denied(session, use, "the user said no")
             return ToolResult(DECLINED, is_error=True)
     outcomes = session.run_hooks("PreToolUse", name, tool_name=name, tool_input=args)
     reason = session.hooks.blocked(outcomes)
     if reason is not None:
         return ToolResult(f"A PreToolUse hook blocked this call: {reason}", is_error=True)
     return None
+
+
+def _denied(session: Session, use: dict[str, Any], reason: str) -> None:
+    args = use.get("input")
+    session.emit(PermissionDenied(use["id"], use["name"], args if isinstance(args, dict) else {}, reason))
 
 
 def _execute(session: Session, use: dict[str, Any]) -> ToolResult:

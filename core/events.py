@@ -106,6 +106,16 @@ class TurnFinished:
     usage: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class PermissionDenied:
+    """A tool call was not run for want of permission: a deny rule, the user's "no", or nobody to ask."""
+
+    tool_use_id: str
+    tool_name: str
+    tool_input: dict[str, Any]
+    reason: str
+
+
 Event = (
     TextDelta
     | ThinkingDelta
@@ -120,4 +130,5 @@ Event = (
     | Notice
     | TokenState
     | TurnFinished
+    | PermissionDenied
 )
