@@ -136,7 +136,7 @@ def run(session: Session, line: str) -> Result:
 
 
 def unknown(name: str) -> Result:
-    close = difflib.get_close_matches(name, names(), n=1, cutoff=0.5)
+    close = difflib.get_close_matches(name, names(), n=1, cutoff=0.6)  # 0.5 offered /quit for /init
     hint = f"Did you mean /{close[0]}?" if close else "Type /help for the list of commands."
     return Result(f"Unknown command /{name}. {hint}", ok=False)
 
@@ -341,8 +341,22 @@ def _summary(session: Session, args: str) -> Result:
 def _state(session: Session, args: str) -> Result:
     state = ledger.derive(session.messages, str(session.tool_ctx.project_dir))
     users = ledger.user_messages(state.prompts, [], ledger.user_budget(session.thresholds().auto_compact))
-    parts = [ledger.render(state), ledger.render_user(users), state.counts(len(users))]
-    return Result("\n\n".join(p for p in parts if p))
+    return Result(
+        state_for_a_person(ledger.render(state), [text for text, _ in users], state.counts(len(users)))
+    )
+
+
+def state_for_a_person(rendered: str, prompts: list[str], counts: str) -> str:
+    """/state: the ledger's lines without the wrapping meant for the model (its tags and preamble),
+    then the user's own prompts (newest first, one line each) and the counts."""
+    body = rendered.split("\n")
+    body = [line for line in body if not line.startswith(("<working-state", "</working-state"))]
+    body = [line for line in body if line not in ledger.HEADER.split("\n")]
+    lines = ["What a compaction would carry over (the working state):", *body]
+    if prompts:
+        lines += ["", f"Your messages it would keep word for word ({len(prompts)}, newest first):"]
+        lines += [f"- {_clip(text, 100)}" for text in prompts]
+    return "\n".join([*lines, "", counts])
 
 
 @command("history", "Show, in brief, the messages the last compaction replaced")

@@ -367,7 +367,7 @@ class Repl:
         return line
 
     def _toolbar(self) -> Any:
-        shown = warning_of(self.token_state)
+        shown = warning_of(self.token_state, self.settings.disable_compact)
         if shown is None:
             return ""
         severity, text = shown
@@ -427,6 +427,8 @@ class Repl:
             return True
         if isinstance(result, commands.Exit):
             return False
+        if isinstance(result, commands.Switched) and not result.session.messages:
+            self.renderer.clear_screen()  # /clear, as in Claude Code
         if isinstance(result, commands.Switched):
             self.renderer.recap(result.session.messages)  # /resume: where the conversation was
         if not isinstance(result, commands.Compacted) or self.renderer.compact_events == before:

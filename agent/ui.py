@@ -306,12 +306,21 @@ def _without_trailing_blanks(line: list[Segment]) -> list[Segment]:
     return line
 
 
-def warning_of(state: TokenState | None) -> tuple[str, str] | None:
+def warning_of(state: TokenState | None, compact_disabled: bool = False) -> tuple[str, str] | None:
     """(severity, text) of the line under the input, or None below the warning level.
 
     severity is "warning" (yellow), "error" (red, from the error threshold) or "blocking" (red).
-    The text is compact.thresholds.warning_text for the state the trigger computed.
+    The text is compact.thresholds.warning_text for the state the trigger computed; with compaction
+    disabled (DISABLE_COMPACT) it advises /clear, the one way left to free the context.
     """
+    if compact_disabled and state is not None and (state.warning or state.blocking):
+        severity = "blocking" if state.blocking else "error" if state.error else "warning"
+        if state.blocking:
+            return severity, "Context limit reached · /clear to start a new session (compaction is disabled)"
+        return (
+            severity,
+            f"Context low ({state.percent_left}% remaining) · compaction is disabled; /clear starts anew",
+        )
     if state is None or not (state.warning or state.blocking):
         return None
     lv = thresholds.Level(
@@ -469,6 +478,8 @@ class Renderer:
             pass  # the turn's end says "Interrupted by user", once; this text is for the model
         elif event.is_error:
             self._result_lines(result_text(event.content).strip().splitlines(), "red")
+        elif name == "TodoWrite":
+            pass  # the checklist follows (TodosChanged); the result's text is a reminder for the model
         else:
             output = result_text(event.content).strip()
             prefer_summary = name in SUMMARY_TOOLS or not output
@@ -620,6 +631,10 @@ class Renderer:
         """A prompt the user did not type at our prompt (the command line's), shown as if typed."""
         with self._lock:
             self.console.print(Text(PROMPT_ECHO + prompt, style="bold"), highlight=False, soft_wrap=True)
+
+    def clear_screen(self) -> None:
+        """/clear: a fresh screen for the fresh session (nothing happens on a console that is not a terminal)."""
+        self.console.clear()
 
     def line(self, text: str, style: str = "") -> None:
         with self._lock:
