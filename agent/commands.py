@@ -430,7 +430,7 @@ def trust_report(session: Session) -> str:
         ]
     if s.ignored:
         lines += ["Ignored from its settings files:"] + [f"  - {i.what}  ({i.source})" for i in s.ignored]
-    lines += [f"Permission mode: {s.permission_mode}"]
+    lines += [f"Permission mode: {session.permissions.mode}"]
     for name, rules in (
         ("allow", s.allow + session.permissions.session_allow),
         ("ask", s.ask),

@@ -56,6 +56,7 @@ STYLE = Style.from_dict(
         "error": "fg:ansired",
         "blocking": "fg:ansired bold",
         "prompt": "bold",
+        "mode": "fg:ansimagenta",
     }
 )
 INTERRUPT_KEYS = (Keys.Escape, Keys.ControlC)
@@ -136,8 +137,27 @@ class RedactingHistory(FileHistory):
         super().store_string(redact(string, self.secrets))
 
 
-def key_bindings() -> KeyBindings:
+MODES = ("default", "acceptEdits", "plan")  # what Shift-Tab cycles through, as in Claude Code
+MODE_LABELS = {
+    "acceptEdits": "⏵⏵ accept edits on (shift+tab to cycle)",
+    "plan": "⏸ plan mode on (shift+tab to cycle)",
+    "bypassPermissions": "bypass permissions on (shift+tab to cycle)",
+}
+
+
+def next_mode(mode: str, started: str) -> str:
+    """The mode after ``mode``; bypassPermissions stays in the cycle only if the session started in it."""
+    cycle = MODES + (("bypassPermissions",) if started == "bypassPermissions" else ())
+    return cycle[(cycle.index(mode) + 1) % len(cycle)] if mode in cycle else cycle[0]
+
+
+def key_bindings(cycle_mode: Callable[[], None] = lambda: None) -> KeyBindings:
     kb = KeyBindings()
+
+    @kb.add("s-tab")
+    def _cycle_mode(event: Any) -> None:
+        cycle_mode()
+        event.app.invalidate()  # the line under the input shows the new mode
 
     @kb.add("escape", "enter")
     def _newline(event: Any) -> None:  # Alt-Enter, or Esc then Enter
@@ -233,7 +253,7 @@ class Repl:
             output=output,
             completer=SlashCompleter(settings.cwd),
             complete_while_typing=True,
-            key_bindings=key_bindings(),
+            key_bindings=key_bindings(self.cycle_mode),
             multiline=False,
             enable_history_search=False,
             style=STYLE,
@@ -367,11 +387,22 @@ class Repl:
         return line
 
     def _toolbar(self) -> Any:
+        parts: list[tuple[str, str]] = []
+        mode = self.session.permissions.mode if self.session is not None else "default"
+        if mode in MODE_LABELS:
+            parts.append(("class:mode", MODE_LABELS[mode]))
         shown = warning_of(self.token_state, self.settings.disable_compact)
-        if shown is None:
-            return ""
-        severity, text = shown
-        return [(f"class:{severity}", text)]
+        if shown is not None:
+            severity, text = shown
+            parts += [("", " · ")] if parts else []
+            parts.append((f"class:{severity}", text))
+        return parts or ""
+
+    def cycle_mode(self) -> None:
+        """Shift-Tab: default → acceptEdits → plan → default, for this session."""
+        if self.session is not None:
+            perms = self.session.permissions
+            perms.mode = next_mode(perms.mode, self.settings.permission_mode)
 
     def handle(self, line: str) -> bool:
         """Run one input line; False when the REPL should end."""

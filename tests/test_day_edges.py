@@ -90,3 +90,33 @@ def test_the_todo_list_shows_as_a_checklist_without_the_reminder_for_the_model(f
         d.wait_idle()
     assert "☐ Writing the parser" in d.out and "☐ Test it" in d.out
     assert RESULT.split("{counts}")[0].strip()[:30] not in d.out  # the model's reminder stays with the model
+
+
+SHIFT_TAB = "\x1b[Z"
+
+
+def test_shift_tab_cycles_the_permission_mode_shown_under_the_input(fake_api, project):
+    fake_api.reply_tool("Write", {"file_path": str(project / "a.txt"), "content": "new\n"})
+    fake_api.reply_text("Written.")
+    with repl_for(fake_api, project) as d:
+        assert d.repl._toolbar() == ""
+        d.type(SHIFT_TAB)
+        wait_until(lambda: d.repl.session.permissions.mode == "acceptEdits")
+        assert d.repl._toolbar() == [("class:mode", "⏵⏵ accept edits on (shift+tab to cycle)")]
+        d.type("write a.txt\r")  # accepted without a question
+        d.wait_for("Written.")
+        d.wait_idle()
+        assert "Allow?" not in d.out and (project / "a.txt").read_text() == "new\n"
+        d.type(SHIFT_TAB)
+        wait_until(lambda: d.repl.session.permissions.mode == "plan")
+        assert d.repl._toolbar() == [("class:mode", "⏸ plan mode on (shift+tab to cycle)")]
+        d.type(SHIFT_TAB)
+        wait_until(lambda: d.repl.session.permissions.mode == "default")
+        assert d.repl._toolbar() == ""
+
+
+def wait_until(check, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "never happened"
+        time.sleep(0.02)
