@@ -14,7 +14,7 @@ from typing import Annotated, Optional, cast
 
 import typer
 
-from agent import __version__
+from agent import RESUME_PICK, __version__
 
 HELP = """Compact Agent: a terminal coding agent that keeps working when the conversation outgrows the \
 model's context window.
@@ -194,6 +194,8 @@ def run(
         _fail(str(e), 2)
     if continue_ and resume:
         _fail("--continue and --resume can't be used together", 2)
+    if print_mode and resume == RESUME_PICK:
+        _fail("--resume needs a session id (or a unique start of one) with -p", 2)
     if not (settings.api_key or settings.auth_token):
         _fail(NO_KEY, 2)
     try:
@@ -248,6 +250,16 @@ def _fail(message: str, code: int) -> None:
     raise typer.Exit(code)
 
 
+def resume_pick(args: list[str]) -> list[str]:
+    """``--resume`` (or ``-r``) with no id after it, as in Claude Code, opens the session picker: the
+    flag gets the picker's mark as its value, so the option parser sees one."""
+    out = list(args)
+    for i, arg in enumerate(args):
+        if arg in ("--resume", "-r") and (i + 1 == len(args) or args[i + 1].startswith("-")):
+            out.insert(i + 1 + (len(out) - len(args)), RESUME_PICK)
+    return out
+
+
 def main() -> None:
     if sys.argv[1:] in (["--version"], ["-v"]):  # the fast path: no typer, no SDK
         sys.stdout.write(f"{__version__} (Compact Agent)\n")
@@ -257,7 +269,7 @@ def main() -> None:
         type[Exception], next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
     )
     try:
-        code = app(standalone_mode=False, prog_name="compact-agent")
+        code = app(args=resume_pick(sys.argv[1:]), standalone_mode=False, prog_name="compact-agent")
     except click_error as e:
         message = " ".join(e.format_message().split())  # type: ignore[attr-defined]
         sys.stderr.write(f"compact-agent: {message} (see --help)\n")

@@ -274,13 +274,7 @@ def _resume(session: Session, args: str) -> Result:
     if not args:
         if not sessions:
             return SessionList("No saved sessions in this directory.", sessions=[])
-        lines = [f"Sessions in {session.settings.cwd}:"]
-        for i, info in enumerate(sessions, 1):
-            mark = " (current)" if info.session_id == session.session_id else ""
-            lines.append(
-                f"  {i}. {_when(info.mtime)} · {info.message_count} messages · "
-                f"{_clip(info.first_prompt or '(no prompt)', 60)} · {info.session_id}{mark}"
-            )
+        lines = session_lines(sessions, str(session.settings.cwd), session.session_id)
         lines.append("Resume one with /resume N or /resume ID.")
         return SessionList("\n".join(lines), sessions=sessions)
     ref = args
@@ -303,6 +297,18 @@ def _rewind(session: Session, args: str) -> Result:
     lines = ["Prompts in this conversation:"]
     lines += [f"  {i}. {_clip(m.text, 90)}" for i, m in enumerate(found, 1)]
     return RewindMenu("\n".join(lines), points=found)
+
+
+def session_lines(sessions: list[Any], cwd: str, current: str | None = None) -> list[str]:
+    """The numbered list of a directory's sessions (/resume, and --resume without an id)."""
+    lines = [f"Sessions in {cwd}:"]
+    for i, info in enumerate(sessions, 1):
+        mark = " (current)" if info.session_id == current else ""
+        lines.append(
+            f"  {i}. {_when(info.mtime)} · {info.message_count} messages · "
+            f"{_clip(info.first_prompt or '(no prompt)', 60)} · {info.session_id}{mark}"
+        )
+    return lines
 
 
 @command("model", "Show the model, or switch to NAME", usage="[name]")

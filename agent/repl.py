@@ -39,9 +39,20 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 from rich.console import Console
 
-from agent import __version__, commands, lifecycle, memory_note, mentions, rewind, shell_escape, trust
+from agent import (
+    RESUME_PICK,
+    __version__,
+    commands,
+    lifecycle,
+    memory_note,
+    mentions,
+    rewind,
+    shell_escape,
+    trust,
+)
 from agent.client import import_in_background
 from agent.loop import run_turn
+from agent.sessions import list_sessions
 from agent.settings import reload_settings
 from agent.ui import Renderer, warning_of
 from compact.prepare import token_state
@@ -285,6 +296,8 @@ class Repl:
         for warning in self.settings.warnings:  # a project's broken settings file: skipped, said once
             self.renderer.line(f"Warning: {warning}", "yellow")
         self.confirm_trust()  # before anything of the project's runs (SessionStart hooks)
+        if resume == RESUME_PICK:
+            resume = self.pick_at_start()
         self.session = lifecycle.open_session(
             self.settings,
             emit=self.renderer,
@@ -300,6 +313,21 @@ class Repl:
         lifecycle.start(self.session, "resume" if (resume or continue_last) else "startup")
         if self.session.messages:  # a resumed conversation may already be over the warning level
             self.when_drawn(lambda: threading.Thread(target=self._refresh_tokens_bg, daemon=True).start())
+
+    def pick_at_start(self) -> str | None:
+        """--resume without an id: the directory's sessions, and the one picked (None: a new session)."""
+        found = list_sessions(self.settings.project_dir)
+        if not found:
+            self.renderer.line("No saved sessions in this directory; starting a new one.", "dim")
+            return None
+        for line in commands.session_lines(found, str(self.settings.cwd)):
+            self.renderer.line(line)
+        answer = self._ask_line(f"Resume which session? (1-{len(found)}, Enter for a new one) ")
+        if answer.isdigit() and 1 <= int(answer) <= len(found):
+            return str(found[int(answer) - 1].path)
+        if answer:
+            self.renderer.line(f"No session {answer!r}; starting a new one.", "dim")
+        return None
 
     def confirm_trust(self) -> None:
         """The trust dialog, when the project's settings files ask for what needs trust (agent/trust.py):
