@@ -37,6 +37,8 @@ from tools.snip import SnipTool
 # "yes" | "no" | "always"; None means nobody can answer (print mode): the call is denied
 AskFn = Callable[[str, dict[str, Any], str], str]
 NOTES_TEMPLATE = "session-memory-template.md"  # a user's own notes template, in COMPACT_AGENT_HOME
+# hooks that belong to a turn: the user's interrupt (Ctrl-C, Esc, SIGINT in print mode) stops them
+TURN_HOOKS = frozenset({"UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact", "PostCompact"})
 
 
 def _utcnow() -> datetime:
@@ -274,7 +276,9 @@ class Session:
         return {**base_payload(self.session_id, self.transcript_path, self.settings.cwd, event), **fields}
 
     def run_hooks(self, event: str, match_value: str | None, **fields: Any) -> list[Any]:
-        outcomes = self.hooks.run(event, self.hook_payload(event, **fields), match_value)
+        # hooks of a turn stop when the user interrupts it; the session's own (start, end) run regardless
+        cancel = self.conv.cancel if event in TURN_HOOKS else None
+        outcomes = self.hooks.run(event, self.hook_payload(event, **fields), match_value, cancel)
         for line in self.hooks.report_lines(outcomes):
             self.notice(line, "warning")
         return outcomes
