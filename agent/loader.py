@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from agent.claude_code import Rec, clean, merge, recover_siblings
-from agent.transcript import BOUNDARY_NEEDLE, MESSAGE_TYPES, is_boundary
+from agent.transcript import BOUNDARY_NEEDLE, MESSAGE_TYPES, SIDE_USAGE, is_boundary
 from compact.state import STATE_TYPES, ContextState, replay
 from core.messages import Message, from_record, tool_result_block, tool_results
 
@@ -48,6 +48,7 @@ QUIET_TYPES = frozenset(
         "pr-link",
         "system",
         REWIND,
+        SIDE_USAGE,
         *STATE_TYPES,
     }
 )

@@ -45,7 +45,9 @@ def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> Tu
         return finish(session, "declined", reply_text)
     except HookStopped as e:  # a hook's {"continue": false}: its stopReason is for the user
         return finish(session, "hook_stopped", reply_text, f"Stopped by a hook: {e}")
-    except Interrupted:
+    except Interrupted as e:
+        if e.usage:  # the reply cut short was billed for what it had read and written
+            session.account_unrecorded(session.model, e.usage)
         record_interruption(session)
         return finish(session, "interrupted", reply_text, "Interrupted by user")
     except ContextLimitReached as e:

@@ -20,7 +20,7 @@ from agent.client import ModelClient, default_model
 from agent.hooks import HookRunner, base_payload
 from agent.settings import Settings
 from agent.system_prompt import build_system, compact_instructions, memory_files
-from agent.transcript import TranscriptWriter
+from agent.transcript import SIDE_USAGE, TranscriptWriter
 from compact import thresholds
 from compact.conversation import CompactConfig, Conversation, Ports
 from compact.prepare import wire
@@ -215,7 +215,13 @@ class Session:
     def account_side_request(self, message: Message) -> None:
         """Usage of compaction / notes requests counts toward /cost, not toward the context."""
         if message.usage:
-            self._account(message.model or self.model, message.usage)
+            self.account_unrecorded(message.model or self.model, message.usage)
+
+    def account_unrecorded(self, model: str, usage: dict[str, Any]) -> None:
+        """Usage no message record carries (side requests, a reply cut short by Ctrl-C): counted, and
+        written as a ``side-usage`` record so /cost after a resume counts it too (agent.sessions)."""
+        self._account(model, usage)
+        self.conv.record({"type": SIDE_USAGE, "model": model, "usage": dict(usage)})
 
     # --- model requests ----------------------------------------------------------------------------
     def system_blocks(self) -> list[dict[str, Any]]:

@@ -163,3 +163,19 @@ def test_resume_without_an_id_opens_the_picker_and_a_unique_prefix_is_enough(fak
 def test_print_mode_needs_an_id_for_resume(fake_api, run_cli):
     res = run_cli(fake_api, "-p", "hi", "--resume")
     assert res.code == 2 and "--resume needs a session id" in res.stderr
+
+
+def test_cost_after_a_resume_counts_the_summary_request_too(fake_api, project):
+    session = new_session(fake_api, project)
+    chat(session, "remember apricot", "noted")
+    chat(session, "and plum", "noted too")
+    fake_api.reply_text("<summary>The user named two fruits.</summary>")
+    assert commands.run(session, "/compact").ok
+    live = commands.run(session, "/cost").text
+    assert session.cost > 0 and "$0.0000" not in live
+    lifecycle.close(session)
+    resumed = lifecycle.open_session(
+        session.settings, emit=lambda e: None, ask=None, resume=session.session_id, environ=session.environ
+    )
+    assert commands.run(resumed, "/cost").text == live  # the summary request is read back as well
+    fake_api.check()
