@@ -224,6 +224,19 @@ class KeyReader:
             store_typeahead(self.inp, keys)
 
 
+def typed_text(keys: list[KeyPress]) -> str:
+    """What keys typed during a turn will put in the input line (backspace applied, Enter as a newline)."""
+    text = ""
+    for k in keys:
+        if k.key in (Keys.Backspace, Keys.ControlH):
+            text = text[:-1]
+        elif k.key in (Keys.Enter, Keys.ControlM, Keys.ControlJ):
+            text += "\n"
+        elif len(k.data) == 1 and k.data.isprintable():
+            text += k.data
+    return text
+
+
 @dataclass
 class _Question:
     tool: str
@@ -579,9 +592,11 @@ class Repl:
                                 self.interrupt()
                             else:
                                 reader.kept.append(key)
+                                self.renderer.queued = typed_text(reader.kept)
                     except KeyboardInterrupt:
                         self.interrupt()
         finally:
+            self.renderer.queued = ""
             reader.close()
 
     def interrupt(self) -> None:

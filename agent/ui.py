@@ -420,6 +420,9 @@ class SafeConsole(Console):
                 yield Segment(visible(segment.text), segment.style, segment.control)
 
 
+QUEUED_CHARS = 60  # the end of the text typed during a turn, as the status line shows it
+
+
 class _Status:
     """The spinner line; its text is recomputed at every refresh so the seconds keep counting."""
 
@@ -450,6 +453,9 @@ class Renderer:
         self._turn_since: float | None = None
         self._compact_since: float | None = None
         self._out_chars = 0
+        self.queued = (
+            ""  # what the user has typed meanwhile, sent when the turn is over (shown in the status)
+        )
         self._pending = ""  # reply text not printed yet (its block is not finished)
         self._blocks_shown = 0  # blocks of the current reply already printed
         self._continuing = False  # the last thing printed was a paragraph's first lines: no blank line next
@@ -628,6 +634,8 @@ class Renderer:
         if self._out_chars:
             parts.append(f"↓ {commands.fmt_tokens(self._out_chars // 4)} tokens")
         parts.append("esc to interrupt")
+        if self.queued.strip():
+            parts.append(f"queued: {visible(self.queued, one_line=True)[-QUEUED_CHARS:]}")
         return " · ".join(parts)
 
     # --- other output --------------------------------------------------------------------------------

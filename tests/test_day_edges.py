@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 import time
 
 import pytest
@@ -16,6 +17,7 @@ from agent import RESUME_PICK, commands, lifecycle
 from agent.cli import resume_pick
 from agent.repl import Repl
 from core.errors import SessionError
+from tests.fakeapi import Reply, last_user_text
 from tests.test_commands import chat, new_session
 from tests.test_repl import repl_for
 from tools.todo import RESULT
@@ -179,3 +181,26 @@ def test_cost_after_a_resume_counts_the_summary_request_too(fake_api, project):
     )
     assert commands.run(resumed, "/cost").text == live  # the summary request is read back as well
     fake_api.check()
+
+
+def test_text_typed_while_the_agent_works_is_shown_then_sent(fake_api, project):
+    release = threading.Event()
+
+    def slow(body: dict) -> Reply:
+        release.wait(15)
+        return Reply.text("First done.")
+
+    fake_api.on(lambda body: "slow please" in last_user_text(body), slow, once=True)
+    fake_api.reply_text("Second done.")
+    with repl_for(fake_api, project) as d:
+        d.type("slow please\r")
+        wait_until(lambda: d.repl.renderer._turn_since is not None)
+        d.type("next onx\x7fe")  # a typo mended with backspace
+        wait_until(lambda: "queued: next one" in d.repl.renderer.status_text())
+        release.set()
+        d.wait_for("First done.")
+        d.wait_idle()
+        assert d.repl.renderer.queued == ""
+        d.type("\r")  # what was typed is in the input line
+        d.wait_for("Second done.")
+    assert last_user_text(fake_api.message_requests[-1].body).startswith("next one")
