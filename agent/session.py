@@ -26,10 +26,11 @@ from compact.conversation import CompactConfig, Conversation, Ports
 from compact.prepare import wire
 from compact.snip import perform_snip
 from compact.state import ContextState
-from core.events import Event, MessageRecorded, Notice
+from core.events import Event, MessageRecorded, Notice, ToolOutput
 from core.messages import Message
 from core.model import Request, context_window_for, cost_usd, max_output_tokens
 from tools.base import ToolContext
+from tools.bash import LIVE_OUTPUT
 from tools.permissions import Permissions
 from tools.registry import builtin_tools, tool_schemas
 from tools.snip import SnipTool
@@ -120,6 +121,9 @@ class Session:
         )
         self.tool_ctx.cancel = self.conv.cancel
         self.tool_ctx.services["snip"] = self._snip
+        self.tool_ctx.services[LIVE_OUTPUT] = lambda chunk: self._emit(
+            ToolOutput(chunk.decode("utf-8", "replace"))
+        )
         self.permissions = Permissions(s, session_dir=self.session_dir)
         if s.deny:  # a file the Read rules deny never shows up in Grep or Glob output either
             self.tool_ctx.hidden = self.permissions.read_denied

@@ -280,8 +280,9 @@ def _execute(session: Session, use: dict[str, Any], stops: list[str] | None = No
             else INTERRUPTED,
             is_error=True,
         )
-    elif session.cancel.is_set():
-        result = ToolResult(INTERRUPTED, is_error=True)
+    elif session.cancel.is_set():  # what it printed before it was stopped (Bash says so) reaches the model
+        said = result.content if isinstance(result.content, str) and result.content.strip() else ""
+        result = ToolResult(f"{INTERRUPTED}\n\n{said}" if said else INTERRUPTED, is_error=True)
     session.emit(ToolFinished(use["id"], name, result.content, result.is_error, result.summary))
     if name == "TodoWrite" and not result.is_error:
         session.emit(TodosChanged(tuple(dict(t) for t in args.get("todos") or [])))

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
 from rich.segment import Segment, Segments
@@ -50,6 +50,7 @@ from core.events import (
     TodosChanged,
     TokenState,
     ToolFinished,
+    ToolOutput,
     ToolStarted,
     TurnFinished,
 )
@@ -420,6 +421,9 @@ class SafeConsole(Console):
                 yield Segment(visible(segment.text), segment.style, segment.control)
 
 
+LIVE_LINES = 5  # a running command's last lines under the spinner
+LIVE_LINE_CHARS = 160
+LIVE_TAIL_CHARS = 4000
 QUEUED_CHARS = 60  # the end of the text typed during a turn, as the status line shows it
 
 
@@ -430,9 +434,12 @@ class _Status:
         self.renderer = renderer
         self.spinner = Spinner("dots", style="cyan")
 
-    def __rich__(self) -> Spinner:
+    def __rich__(self) -> Any:
         self.spinner.update(text=Text(self.renderer.status_text(), style="cyan"))
-        return self.spinner
+        lines = self.renderer.live_lines()
+        if not lines:
+            return self.spinner
+        return Group(self.spinner, Text("\n".join(INDENT + line for line in lines), style="dim"))
 
 
 class Renderer:
@@ -453,6 +460,7 @@ class Renderer:
         self._turn_since: float | None = None
         self._compact_since: float | None = None
         self._out_chars = 0
+        self._live_tail = ""  # the end of what the running command has printed so far
         self.queued = (
             ""  # what the user has typed meanwhile, sent when the turn is over (shown in the status)
         )
@@ -510,7 +518,16 @@ class Renderer:
         if self._turn_since is not None:
             self._show_status(f"Running {event.name}…")
 
+    def _on_ToolOutput(self, event: ToolOutput) -> None:
+        self._live_tail = (self._live_tail + event.text)[-LIVE_TAIL_CHARS:]
+
+    def live_lines(self) -> list[str]:
+        """The last lines the running command printed (what the status shows under the spinner)."""
+        lines = [ln for ln in self._live_tail.replace("\r", "\n").split("\n") if ln.strip()]
+        return [visible(ln, one_line=True)[:LIVE_LINE_CHARS] for ln in lines[-LIVE_LINES:]]
+
     def _on_ToolFinished(self, event: ToolFinished) -> None:
+        self._live_tail = ""
         name, args = self._inputs.pop(event.tool_use_id, (event.name, {}))
         if event.is_error and result_text(event.content).startswith((INTERRUPTED, NOT_RUN)):
             pass  # the turn's end says "Interrupted by user", once; this text is for the model

@@ -107,6 +107,13 @@ class TurnFinished:
 
 
 @dataclass(frozen=True)
+class ToolOutput:
+    """Output of a running command as it arrives (the REPL shows its last lines while it runs)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class PermissionDenied:
     """A tool call was not run for want of permission: a deny rule, the user's "no", or nobody to ask."""
 
@@ -131,4 +138,5 @@ Event = (
     | TokenState
     | TurnFinished
     | PermissionDenied
+    | ToolOutput
 )

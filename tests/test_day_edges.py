@@ -19,7 +19,7 @@ from agent.repl import Repl
 from core.errors import SessionError
 from tests.fakeapi import Reply, last_user_text
 from tests.test_commands import chat, new_session
-from tests.test_repl import repl_for
+from tests.test_repl import ESC, repl_for
 from tools.todo import RESULT
 
 
@@ -204,3 +204,31 @@ def test_text_typed_while_the_agent_works_is_shown_then_sent(fake_api, project):
         d.type("\r")  # what was typed is in the input line
         d.wait_for("Second done.")
     assert last_user_text(fake_api.message_requests[-1].body).startswith("next one")
+
+
+def test_a_running_command_shows_its_last_lines_and_ctrl_c_gives_the_model_what_it_printed(fake_api, project):
+    command = (
+        "for i in 1 2 3 4 5 6 7; do echo line$i; done; while [ ! -f go ]; do sleep 0.05; done; echo never"
+    )
+    fake_api.reply_tool("Bash", {"command": command})
+    fake_api.reply_text("I see it stopped.")
+    with repl_for(fake_api, project) as d:
+        d.type("count\r")
+        d.wait_for("Allow?")
+        d.type("y")
+        # the last five lines, live, while it runs
+        wait_until(lambda: d.repl.renderer.live_lines() == [f"line{i}" for i in range(3, 8)])
+        d.type(ESC)
+        d.wait_for("Interrupted by user")
+        d.wait_idle()
+        assert d.repl.renderer.live_lines() == []
+        d.type("what happened?\r")
+        d.wait_for("I see it stopped.")
+    [result] = [
+        b
+        for m in fake_api.message_requests[-1].body["messages"]
+        for b in (m["content"] if isinstance(m["content"], list) else [])
+        if b.get("type") == "tool_result"
+    ]
+    text = str(result["content"])
+    assert "line1" in text and "line7" in text and "never" not in text
