@@ -195,7 +195,7 @@ def _compact(session: Session, args: str) -> Result:
     last = session.last_compaction
     if not ok or last is None:
         return Compacted("Compaction failed; the conversation is unchanged.", ok=False)
-    return Compacted(compaction_text("manual", last["pre_tokens"], last["post_tokens"]))
+    return Compacted(compaction_text("manual", last.pre_tokens, last.post_tokens))
 
 
 @command("context", "Show how the context window is used")
@@ -337,10 +337,10 @@ def _summary(session: Session, args: str) -> Result:
     if not last:
         return Result(NO_COMPACTION)
     head = (
-        f"Summary from the last compaction ({last.get('trigger', '?')} · "
-        f"{fmt_tokens(last.get('pre_tokens', 0))} → {fmt_tokens(last.get('post_tokens', 0))} tokens):"
+        f"Summary from the last compaction ({last.trigger} · "
+        f"{fmt_tokens(last.pre_tokens)} → {fmt_tokens(last.post_tokens)} tokens):"
     )
-    return Result(f"{head}\n\n{last.get('summary', '')}", markdown=True)
+    return Result(f"{head}\n\n{last.summary}", markdown=True)
 
 
 @command("state", "Show the working-state ledger a compaction would attach (files, commands, todos)")
@@ -370,8 +370,7 @@ def _history(session: Session, args: str) -> Result:
     last = session.last_compaction
     if not last:
         return Result(NO_COMPACTION)
-    pre = last.get("pre_messages") or []
-    messages = list(pre() if callable(pre) else pre)  # a resumed session reads them from the transcript
+    messages = last.replaced()  # a resumed session reads them from the transcript
     lines = [f"Before the last compaction ({len(messages)} messages):"]
     lines += [f"{i:>4}. {brief(m)}" for i, m in enumerate(messages, 1)]
     return Result("\n".join(lines))

@@ -20,6 +20,7 @@ from agent.session import AskFn, Session
 from agent.sessions import earlier_usage, latest_session, session_info
 from agent.settings import Settings
 from compact.compactor import COMPACT_RESULT
+from compact.conversation import LastCompaction
 from compact.state import state_records
 from core.errors import SessionError
 from core.events import Event, Notice
@@ -106,22 +107,22 @@ def locate(settings: Settings, resume: str | None, continue_last: bool) -> Path 
     return _find_transcript(settings, resume) if resume else None
 
 
-def _last_compaction(loaded: Any) -> dict[str, Any] | None:
+def _last_compaction(loaded: Any) -> LastCompaction | None:
     """What /summary and /history show after a resume: the recorded boundary and its summary."""
     first = loaded.messages[0] if loaded.messages else None
     if not loaded.boundary or first is None or first.kind != "summary":
         return None
     meta_ = loaded.boundary.get("compactMetadata") or {}
     post = _recorded_post_tokens(loaded.path, loaded.boundary_offset)
-    return {
-        "summary": first.text,
-        "trigger": meta_.get("trigger", "?"),
-        "pre_tokens": meta_.get("preTokens", 0),
-        "post_tokens": post if post is not None else sum(m.tokens for m in loaded.messages),
-        "method": "resumed",
-        "tail_uuid": None,
-        "pre_messages": lambda: messages_before(loaded.path, loaded.boundary_offset),
-    }
+    return LastCompaction(
+        summary=first.text,
+        trigger=meta_.get("trigger", "?"),
+        pre_tokens=meta_.get("preTokens", 0),
+        post_tokens=post if post is not None else sum(m.tokens for m in loaded.messages),
+        method="resumed",
+        tail_uuid=None,
+        replaced=lambda: messages_before(loaded.path, loaded.boundary_offset),
+    )
 
 
 def _recorded_post_tokens(path: Path, boundary_offset: int) -> int | None:

@@ -619,7 +619,8 @@ class Repl:
         except queue.Empty:
             return
         self.renderer.pause()
-        self.renderer.permission(question.tool, question.args, question.description)
+        always = self.session.permissions.suggest_rule(question.tool, question.args) if self.session else None
+        self.renderer.permission(question.tool, question.args, question.description, always)
         scripted = self.driver.answer(question.tool, question.args) if self.driver is not None else None
         question.answer = scripted or self._read_answer(reader)
         label = {"yes": "Yes", "no": "No", "always": "Yes, and don't ask again this session"}[question.answer]

@@ -21,9 +21,8 @@ from agent.hooks import HookRunner, base_payload
 from agent.settings import Settings
 from agent.system_prompt import build_system, compact_instructions, memory_files
 from agent.transcript import SIDE_USAGE, TranscriptWriter
-from compact import thresholds
-from compact.conversation import CompactConfig, Conversation, Ports
-from compact.prepare import wire
+from compact import start, thresholds
+from compact.conversation import CompactConfig, LastCompaction, Ports
 from compact.snip import perform_snip
 from compact.state import ContextState
 from core.events import Event, MessageRecorded, Notice, ToolOutput
@@ -112,14 +111,6 @@ class Session:
         self.tool_ctx = ToolContext(
             project_dir=s.cwd, session_dir=self.session_dir, cwd=s.cwd, environ=s.environ or None
         )
-        self.conv = Conversation(
-            writer=writer,
-            session_dir=self.session_dir,
-            tools=self.tool_ctx,
-            messages=list(history or []),
-            state=replayed or ContextState(),
-        )
-        self.tool_ctx.cancel = self.conv.cancel
         self.tool_ctx.services["snip"] = self._snip
         self.tool_ctx.services[LIVE_OUTPUT] = lambda chunk: self._emit(
             ToolOutput(chunk.decode("utf-8", "replace"))
@@ -139,7 +130,16 @@ class Session:
             instruction_files=lambda: memory_files(s.cwd, s.home),
             config=compact_config(s),
         )
-        wire(self.conv, self.ports, clock=self.clock)
+        self.conv = start.conversation(
+            writer,
+            self.session_dir,
+            self.tool_ctx,
+            self.ports,
+            messages=history,
+            state=replayed,
+            clock=self.clock,
+        )
+        self.tool_ctx.cancel = self.conv.cancel
 
     def use_settings(self, s: Settings) -> None:
         """Continue under settings built again (/trust revoke): permissions, hooks, the tools' environment
@@ -185,7 +185,7 @@ class Session:
         return self.conv.state
 
     @property
-    def last_compaction(self) -> dict[str, Any] | None:
+    def last_compaction(self) -> LastCompaction | None:
         return self.conv.last_compaction
 
     @property

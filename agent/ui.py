@@ -705,8 +705,11 @@ class Renderer:
             self._just_asked = None
             self.console.print(Text(visible(text), style=style), highlight=False, soft_wrap=True)
 
-    def permission(self, tool: str, args: dict[str, Any], description: str) -> None:
-        """The call's header, what it will do (unless the header already says it all) and the question."""
+    def permission(
+        self, tool: str, args: dict[str, Any], description: str, always: str | None = None
+    ) -> None:
+        """The call's header, what it will do (unless the header already says it all) and the question;
+        ``always`` is the rule an "always" answer adds, named before the user picks it."""
         with self._lock:
             self._end_text()
             self._just_asked = None
@@ -726,7 +729,8 @@ class Renderer:
                     )
                 )
             self.console.print(
-                Text(REPLY_INDENT + "Allow? [y]es / [n]o / [a]lways for this session", style="bold"),
+                Text(REPLY_INDENT + "Allow? [y]es / [n]o / [a]lways for this session", style="bold")
+                + Text(f" (adds {visible(always, one_line=True)})" if always else "", style="bold"),
                 highlight=False,
             )
 
