@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application.current import get_app
 from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input, create_input
 from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
@@ -69,11 +71,13 @@ STYLE = Style.from_dict(
         "blocking": "fg:ansired bold",
         "prompt": "bold",
         "mode": "fg:ansimagenta",
+        "thinking": "fg:ansimagenta",
     }
 )
 INTERRUPT_KEYS = (Keys.Escape, Keys.ControlC)
 ANSWERS = {"y": "yes", "n": "no", "a": "always"}
 SHOW_SUMMARY = "/summary"
+THINKING_ON = "✻ thinking on (tab to turn off)"
 DRAFT_MARK = "\0"  # ctrl+o's result: the command, this, then the text the user had typed
 
 
@@ -105,9 +109,11 @@ def run_repl(
 
 
 class SlashCompleter(Completer):
-    """Completes command names while the line is a lone "/word", and paths after "@" anywhere."""
+    """Completes command names (built-in, then custom ones from ``custom``) while the line is a lone
+    "/word", and paths after "@" anywhere (relative to ``cwd``)."""
 
-    def __init__(self, cwd: Path | None = None) -> None:
+    def __init__(self, custom: Callable[[], dict[str, str]] | None = None, cwd: Path | None = None) -> None:
+        self.custom = custom or dict
         self.cwd = cwd
 
     def get_completions(self, document: Any, complete_event: Any) -> Any:
@@ -126,6 +132,9 @@ class SlashCompleter(Completer):
                 yield Completion(
                     "/" + name, start_position=-len(text), display_meta=commands.COMMANDS[name].summary
                 )
+        for name, summary in self.custom().items():
+            if name.startswith(text[1:]):
+                yield Completion("/" + name, start_position=-len(text), display_meta=summary)
 
 
 def history_file(settings: Any) -> Path:
@@ -165,13 +174,22 @@ def next_mode(mode: str, started: str) -> str:
     return cycle[(cycle.index(mode) + 1) % len(cycle)] if mode in cycle else cycle[0]
 
 
-def key_bindings(cycle_mode: Callable[[], None] = lambda: None) -> KeyBindings:
+def key_bindings(
+    cycle_mode: Callable[[], None] = lambda: None, toggle_thinking: Callable[[], None] | None = None
+) -> KeyBindings:
     kb = KeyBindings()
 
     @kb.add("s-tab")
     def _cycle_mode(event: Any) -> None:
         cycle_mode()
         event.app.invalidate()  # the line under the input shows the new mode
+
+    if toggle_thinking is not None:
+
+        @kb.add("tab", filter=Condition(lambda: not get_app().current_buffer.text))
+        def _thinking(event: Any) -> None:  # Tab on an empty line, as in Claude Code; else it completes
+            toggle_thinking()
+            event.app.invalidate()
 
     @kb.add("escape", "enter")
     def _newline(event: Any) -> None:  # Alt-Enter, or Esc then Enter
@@ -278,9 +296,9 @@ class Repl:
             history=history if history is not None else self._history(),
             input=self.input,
             output=output,
-            completer=SlashCompleter(settings.cwd),
+            completer=SlashCompleter(self._custom_commands, Path(settings.cwd)),
             complete_while_typing=True,
-            key_bindings=key_bindings(self.cycle_mode),
+            key_bindings=key_bindings(self.cycle_mode, self.toggle_thinking),
             multiline=False,
             enable_history_search=False,
             style=STYLE,
@@ -442,6 +460,9 @@ class Repl:
             severity, text = shown
             parts += [("", " · ")] if parts else []
             parts.append((f"class:{severity}", text))
+        if getattr(self.session, "thinking_on", False):
+            parts += [("", "  ")] if parts else []
+            parts.append(("class:thinking", THINKING_ON))
         return parts or ""
 
     def cycle_mode(self) -> None:
@@ -449,6 +470,16 @@ class Repl:
         if self.session is not None:
             perms = self.session.permissions
             perms.mode = next_mode(perms.mode, self.settings.permission_mode)
+
+    def _custom_commands(self) -> dict[str, str]:
+        """Custom command names and what completion shows beside them (read from disk as typed)."""
+        found = commands.custom_for(self.settings).commands.values()
+        return {c.name: (c.argument_hint + " " if c.argument_hint else "") + c.description for c in found}
+
+    def toggle_thinking(self) -> None:
+        """Tab on an empty input line: extended thinking on or off for the rest of the session."""
+        if self.session is not None:
+            self.session.thinking_on = not self.session.thinking_on
 
     def handle(self, line: str) -> bool:
         """Run one input line; False when the REPL should end."""
@@ -492,9 +523,15 @@ class Repl:
             return
         self.renderer.line(f"Noted in {places[where]} (read with every request).", "dim")
 
-    def turn(self, text: str) -> None:
+    def turn(self, text: str, allowed: tuple[str, ...] = ()) -> None:
         self.renderer.begin_turn()
-        self.in_worker(lambda: run_turn(self.session, text))
+        session = self.session
+
+        def work() -> Any:
+            with session.allowing(allowed):
+                return run_turn(session, text)
+
+        self.in_worker(work)
         self.refresh_tokens()
 
     def command(self, line: str) -> bool:
@@ -504,6 +541,9 @@ class Repl:
             return True
         if isinstance(result, commands.Exit):
             return False
+        if isinstance(result, commands.Prompt):  # a custom command: its prompt runs as a turn
+            self.turn(result.prompt, result.allowed)
+            return True
         if isinstance(result, commands.Switched) and not result.session.messages:
             self.renderer.clear_screen()  # /clear, as in Claude Code
         if isinstance(result, commands.Switched):

@@ -61,6 +61,7 @@ REPLY_INDENT = "  "
 RESULT = "  ⎿  "
 INDENT = "     "
 RESULT_LINES = 3
+THINKING_LINES = 3  # a reply's thinking is shown folded to this many lines, dimmed
 SUMMARY_HINT = "/summary (or ctrl+o) shows the summary"
 PROMPT_ECHO = "> "  # a prompt as the REPL's input line shows it
 RECAP_EXCHANGES = 3  # a resumed session shows its last few exchanges
@@ -151,6 +152,8 @@ def complete_blocks(text: str) -> tuple[list[str], str]:
 
 
 BLANK_START = re.compile(r"[ \t]*\n")
+
+
 TABLE_ROW = re.compile(r" {0,3}\|")
 
 
@@ -465,6 +468,7 @@ class Renderer:
             ""  # what the user has typed meanwhile, sent when the turn is over (shown in the status)
         )
         self._pending = ""  # reply text not printed yet (its block is not finished)
+        self._thinking = ""  # the reply's thinking so far, shown folded once the reply moves on
         self._blocks_shown = 0  # blocks of the current reply already printed
         self._continuing = False  # the last thing printed was a paragraph's first lines: no blank line next
         self._paused = False
@@ -482,6 +486,7 @@ class Renderer:
                 handler(event)
 
     def _on_TextDelta(self, event: TextDelta) -> None:
+        self._flush_thinking()
         self._out_chars += len(event.text)
         text = self._pending + event.text
         if self._continuing and BLANK_START.match(text):
@@ -497,16 +502,35 @@ class Renderer:
 
     def _on_ThinkingDelta(self, event: ThinkingDelta) -> None:
         self._out_chars += len(event.text)
+        self._thinking += event.text
         if self._turn_since is not None:
             self._show_status("Thinking…")
 
+    def _flush_thinking(self) -> None:
+        """The thinking just finished, dimmed and folded to its first lines (the model's, not an answer)."""
+        lines = [line for line in self._thinking.strip().splitlines() if line.strip()]
+        self._thinking = ""
+        if not lines:
+            return
+        self.console.print(Text("✻ Thinking…", style="dim italic"))
+        width = max(20, self.console.width - 4)
+        for line in lines[:THINKING_LINES]:
+            shown = visible(line, one_line=True)
+            self.console.print(
+                Text("  " + (shown if len(shown) <= width else shown[: width - 1] + "…"), style="dim italic")
+            )
+        if len(lines) > THINKING_LINES:
+            self.console.print(Text(f"  … {len(lines) - THINKING_LINES} more lines of thinking", style="dim"))
+
     def _on_MessageRecorded(self, event: MessageRecorded) -> None:
         if event.message.role == "assistant":
+            self._flush_thinking()
             self._end_text()
             if self._turn_since is not None:
                 self._show_status("Working…")
 
     def _on_ToolStarted(self, event: ToolStarted) -> None:
+        self._flush_thinking()
         self._end_text()
         call = (event.name, dict(event.input))
         if call == self._just_asked:

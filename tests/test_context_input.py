@@ -64,7 +64,7 @@ def test_at_completion_lists_paths_relative_as_typed(tmp_path: Path):
     (tmp_path / "src" / "main.py").write_text("")
     (tmp_path / "setup.cfg").write_text("")
     (tmp_path / ".hidden").write_text("")
-    completer = SlashCompleter(tmp_path)
+    completer = SlashCompleter(cwd=tmp_path)
     found = [c.text for c in completer.get_completions(Document("see @s"), None)]
     assert found == ["@setup.cfg", "@src/"]
     found = [c.text for c in completer.get_completions(Document("see @src/"), None)]
