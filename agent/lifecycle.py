@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from agent import RESUME_PICK
 from agent.client import default_model
 from agent.loader import load_transcript, messages_before
 from agent.session import AskFn, Session
@@ -101,6 +102,8 @@ def locate(settings: Settings, resume: str | None, continue_last: bool) -> Path 
         if path is None:
             raise SessionError(f"No earlier session to continue in {settings.cwd}")
         return path
+    if resume == RESUME_PICK:
+        return None  # the REPL asks which (Repl.open)
     return _find_transcript(settings, resume) if resume else None
 
 
@@ -153,6 +156,22 @@ def _find_transcript(settings: Settings, ref: str) -> Path:
     if projects.is_dir():
         for p in projects.glob(f"*/{ref}.jsonl"):
             return p
+    return _by_prefix(settings, ref)
+
+
+def _by_prefix(settings: Settings, ref: str) -> Path:
+    """The one session of this directory whose id starts with ``ref`` (as git takes a short hash)."""
+    try:
+        found = sorted(
+            p for p in settings.project_dir.iterdir() if p.suffix == ".jsonl" and p.name.startswith(ref)
+        )
+    except OSError:
+        found = []
+    if len(found) == 1:
+        return found[0]
+    if found:
+        ids = ", ".join(p.stem for p in found[:5])
+        raise SessionError(f"{len(found)} sessions start with {ref} ({ids}); give more of the id")
     raise SessionError(f"No session with id {ref} (looked in {settings.project_dir})")
 
 

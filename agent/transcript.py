@@ -23,6 +23,11 @@ MESSAGE_TYPES = ("user", "assistant")
 BOUNDARY_NEEDLE = b'"compact_boundary"'
 
 
+SIDE_USAGE = (
+    "side-usage"  # usage no message record carries (agent.session writes it, agent.sessions reads it)
+)
+
+
 def is_boundary(rec: dict[str, Any]) -> bool:
     """A compact_boundary record of the main conversation."""
     return (
