@@ -197,13 +197,14 @@ class ModelClient:
         """One attempt. With a cancel event the reading happens in a daemon thread, so Ctrl-C returns at
         once even while the socket is stalled (a blocked read can't be woken from outside); the
         abandoned reader stops at its next event."""
+        reply = _Reply()
         if cancel is None:
-            return self._read(req, None, emit_text)
+            return self._read(req, None, emit_text, reply)
         box: dict[str, Any] = {}
 
         def read() -> None:
             try:
-                box["message"] = self._read(req, cancel, emit_text)
+                box["message"] = self._read(req, cancel, emit_text, reply)
             except BaseException as e:  # noqa: BLE001 - handed to the waiting thread as is
                 box["error"] = e
 
@@ -211,18 +212,19 @@ class ModelClient:
         reader.start()
         while reader.is_alive():
             if cancel.wait(0.05):
-                raise Interrupted("interrupted")
+                raise Interrupted("interrupted", usage=dict(reply.usage) or None)  # billed though cut short
         if "error" in box:
             raise box["error"]
         return box["message"]
 
-    def _read(self, req: Request, cancel: threading.Event | None, emit_text: bool) -> Message | None:
+    def _read(
+        self, req: Request, cancel: threading.Event | None, emit_text: bool, reply: _Reply
+    ) -> Message | None:
         params = req.params()
         api = self.client.beta.messages if req.betas else self.client.messages
         if req.betas:
             params["betas"] = req.betas
         cancelled = cancel.is_set if cancel is not None else (lambda: False)
-        reply = _Reply()
         with api.create(**params, stream=True) as events:
             try:
                 for event in events:

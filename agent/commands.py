@@ -15,16 +15,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
-from agent import lifecycle, trust
+from agent import custom_commands, lifecycle, rewind, trust
 from agent.session import Session
 from agent.sessions import list_sessions
 from agent.settings import reload_settings
 from compact import compactor, ledger, usage
 from compact.notes import notes_text
 from core.errors import AgentError, Interrupted
+from core.tokens import estimate_blocks
 
 NO_COMPACTION = "No compaction in this session yet."
-COMMAND_LINE = re.compile(r"^/([A-Za-z][\w-]*)(?:\s+(.*))?$", re.DOTALL)
+COMMAND_LINE = re.compile(r"^/([A-Za-z][\w:-]*)(?:\s+(.*))?$", re.DOTALL)
 
 
 @dataclass
@@ -51,6 +52,22 @@ class SessionList(Result):
     """/resume without an argument: the REPL offers to pick one by number."""
 
     sessions: list[Any] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class RewindMenu(Result):
+    """/rewind: the prompts one can go back to (oldest first); the REPL asks which."""
+
+    points: list[Any] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class Prompt(Result):
+    """A custom command (agent/custom_commands.py): ``prompt`` runs as the user's message, with
+    ``allowed`` rules allowing calls without asking while its turn runs."""
+
+    prompt: str
+    allowed: tuple[str, ...] = ()
 
 
 @dataclass(kw_only=True)
@@ -121,15 +138,34 @@ def run(session: Session, line: str) -> Result:
     name, args = match.group(1).lower(), (match.group(2) or "").strip()
     cmd = COMMANDS.get(name)
     if cmd is None:
-        return unknown(name)
+        custom = custom_for(session.settings).commands.get(name)
+        if custom is None:
+            return unknown(name)
+        return Prompt(f"/{custom.name} {args}".strip(), prompt=custom.expand(args), allowed=custom.allowances)
     try:
         return cmd.handler(session, args)
     except AgentError as e:
         return Result(str(e), ok=False)
 
 
+def custom_for(settings: Any) -> custom_commands.Found:
+    """The custom commands on disk now: the user's (~/.claude/commands, COMPACT_AGENT_HOME/commands),
+    then the project's (.claude/commands at its root), which follow its trust."""
+    user_dirs = [settings.home / "commands"]
+    if settings.user_home is not None:
+        user_dirs.insert(0, settings.user_home / ".claude" / "commands")
+    project = settings.root / ".claude" / "commands"
+    return custom_commands.load(
+        user_dirs=user_dirs,
+        project_dir=None if project in user_dirs else project,
+        project_root=settings.root,
+        trusted=settings.trust.trusted,
+        reserved=set(COMMANDS),
+    )
+
+
 def unknown(name: str) -> Result:
-    close = difflib.get_close_matches(name, names(), n=1, cutoff=0.5)
+    close = difflib.get_close_matches(name, names(), n=1, cutoff=0.6)  # 0.5 offered /quit for /init
     hint = f"Did you mean /{close[0]}?" if close else "Type /help for the list of commands."
     return Result(f"Unknown command /{name}. {hint}", ok=False)
 
@@ -162,11 +198,26 @@ def _help(session: Session, args: str) -> Result:
         label = "/" + cmd.name + (" " + cmd.usage if cmd.usage else "")
         aliases = "".join(f" (or /{a})" for a in cmd.aliases)
         rows.append((label, cmd.summary + aliases))
-    width = max(len(label) for label, _ in rows)
+    found = custom_for(session.settings)
+    custom = [
+        (
+            "/" + c.name + (" " + c.argument_hint if c.argument_hint else ""),
+            f"{c.description} ({c.scope}{'' if c.trusted else ', untrusted: allowed-tools ignored'})",
+        )
+        for c in found.commands.values()
+    ]
+    width = max(len(label) for label, _ in rows + custom)
     lines = ["Commands:"] + [f"  {label.ljust(width)}  {summary}" for label, summary in rows]
+    if custom:
+        lines += ["", "Custom commands:"] + [
+            f"  {label.ljust(width)}  {summary}" for label, summary in custom
+        ]
+    lines += [f"  (not read: {problem})" for problem in found.problems]
     lines += [
         "",
         "Enter sends · Alt-Enter (or Esc then Enter) adds a line · Esc or Ctrl-C interrupts · Ctrl-D exits",
+        "@path attaches a file · !command runs it in the shell · # note adds it to CLAUDE.md · "
+        "Esc Esc rewinds",
     ]
     return Result("\n".join(lines))
 
@@ -186,7 +237,7 @@ def _compact(session: Session, args: str) -> Result:
     last = session.last_compaction
     if not ok or last is None:
         return Compacted("Compaction failed; the conversation is unchanged.", ok=False)
-    return Compacted(compaction_text("manual", last["pre_tokens"], last["post_tokens"]))
+    return Compacted(compaction_text("manual", last.pre_tokens, last.post_tokens))
 
 
 @command("context", "Show how the context window is used")
@@ -229,6 +280,8 @@ def context_usage(session: Session) -> ContextUsage:
     lines += [f"| {c.name} | {fmt_tokens(c.tokens)} | {c.share:.1f}% |" for c in categories]
     if memory:
         lines += ["", "Memory files:"] + [f"- {path}: {fmt_tokens(t)} tokens" for path, t in memory]
+    if thinking := thinking_tokens(session):
+        lines += ["", f"Of the messages, extended thinking: {fmt_tokens(thinking)} tokens"]
     return ContextUsage(
         "\n".join(lines),
         markdown=True,
@@ -239,6 +292,18 @@ def context_usage(session: Session) -> ContextUsage:
         categories=categories,
         memory_files=memory,
     )
+
+
+def thinking_tokens(session: Session) -> int:
+    """The thinking blocks' share of the messages, scaled as the server counts."""
+    blocks = [
+        b
+        for m in session.conv.view().messages
+        if m.role == "assistant"
+        for b in m.content
+        if b.get("type") in ("thinking", "redacted_thinking")
+    ]
+    return session.conv.calibration.scale(estimate_blocks(blocks)) if blocks else 0
 
 
 def _cells(tokens: list[int], window: int, total: int = 100) -> list[int]:
@@ -265,13 +330,7 @@ def _resume(session: Session, args: str) -> Result:
     if not args:
         if not sessions:
             return SessionList("No saved sessions in this directory.", sessions=[])
-        lines = [f"Sessions in {session.settings.cwd}:"]
-        for i, info in enumerate(sessions, 1):
-            mark = " (current)" if info.session_id == session.session_id else ""
-            lines.append(
-                f"  {i}. {_when(info.mtime)} · {info.message_count} messages · "
-                f"{_clip(info.first_prompt or '(no prompt)', 60)} · {info.session_id}{mark}"
-            )
+        lines = session_lines(sessions, str(session.settings.cwd), session.session_id)
         lines.append("Resume one with /resume N or /resume ID.")
         return SessionList("\n".join(lines), sessions=sessions)
     ref = args
@@ -284,6 +343,28 @@ def _resume(session: Session, args: str) -> Result:
         return Result("That is the current session.", ok=False)
     new = lifecycle.resume(session, ref)
     return Switched(lifecycle.resumed_line(new), session=new)
+
+
+@command("rewind", "Go back to before an earlier prompt, or summarize up to it (Esc Esc)")
+def _rewind(session: Session, args: str) -> Result:
+    found = rewind.points(session)
+    if not found:
+        return RewindMenu("No earlier prompt to go back to.", points=[])
+    lines = ["Prompts in this conversation:"]
+    lines += [f"  {i}. {_clip(m.text, 90)}" for i, m in enumerate(found, 1)]
+    return RewindMenu("\n".join(lines), points=found)
+
+
+def session_lines(sessions: list[Any], cwd: str, current: str | None = None) -> list[str]:
+    """The numbered list of a directory's sessions (/resume, and --resume without an id)."""
+    lines = [f"Sessions in {cwd}:"]
+    for i, info in enumerate(sessions, 1):
+        mark = " (current)" if info.session_id == current else ""
+        lines.append(
+            f"  {i}. {_when(info.mtime)} · {info.message_count} messages · "
+            f"{_clip(info.first_prompt or '(no prompt)', 60)} · {info.session_id}{mark}"
+        )
+    return lines
 
 
 @command("model", "Show the model, or switch to NAME", usage="[name]")
@@ -312,18 +393,32 @@ def _summary(session: Session, args: str) -> Result:
     if not last:
         return Result(NO_COMPACTION)
     head = (
-        f"Summary from the last compaction ({last.get('trigger', '?')} · "
-        f"{fmt_tokens(last.get('pre_tokens', 0))} → {fmt_tokens(last.get('post_tokens', 0))} tokens):"
+        f"Summary from the last compaction ({last.trigger} · "
+        f"{fmt_tokens(last.pre_tokens)} → {fmt_tokens(last.post_tokens)} tokens):"
     )
-    return Result(f"{head}\n\n{last.get('summary', '')}", markdown=True)
+    return Result(f"{head}\n\n{last.summary}", markdown=True)
 
 
 @command("state", "Show the working-state ledger a compaction would attach (files, commands, todos)")
 def _state(session: Session, args: str) -> Result:
     state = ledger.derive(session.messages, str(session.tool_ctx.project_dir))
     users = ledger.user_messages(state.prompts, [], ledger.user_budget(session.thresholds().auto_compact))
-    parts = [ledger.render(state), ledger.render_user(users), state.counts(len(users))]
-    return Result("\n\n".join(p for p in parts if p))
+    return Result(
+        state_for_a_person(ledger.render(state), [text for text, _ in users], state.counts(len(users)))
+    )
+
+
+def state_for_a_person(rendered: str, prompts: list[str], counts: str) -> str:
+    """/state: the ledger's lines without the wrapping meant for the model (its tags and preamble),
+    then the user's own prompts (newest first, one line each) and the counts."""
+    body = rendered.split("\n")
+    body = [line for line in body if not line.startswith(("<working-state", "</working-state"))]
+    body = [line for line in body if line not in ledger.HEADER.split("\n")]
+    lines = ["What a compaction would carry over (the working state):", *body]
+    if prompts:
+        lines += ["", f"Your messages it would keep word for word ({len(prompts)}, newest first):"]
+        lines += [f"- {_clip(text, 100)}" for text in prompts]
+    return "\n".join([*lines, "", counts])
 
 
 @command("history", "Show, in brief, the messages the last compaction replaced")
@@ -331,8 +426,7 @@ def _history(session: Session, args: str) -> Result:
     last = session.last_compaction
     if not last:
         return Result(NO_COMPACTION)
-    pre = last.get("pre_messages") or []
-    messages = list(pre() if callable(pre) else pre)  # a resumed session reads them from the transcript
+    messages = last.replaced()  # a resumed session reads them from the transcript
     lines = [f"Before the last compaction ({len(messages)} messages):"]
     lines += [f"{i:>4}. {brief(m)}" for i, m in enumerate(messages, 1)]
     return Result("\n".join(lines))
@@ -397,7 +491,7 @@ def trust_report(session: Session) -> str:
         ]
     if s.ignored:
         lines += ["Ignored from its settings files:"] + [f"  - {i.what}  ({i.source})" for i in s.ignored]
-    lines += [f"Permission mode: {s.permission_mode}"]
+    lines += [f"Permission mode: {session.permissions.mode}"]
     for name, rules in (
         ("allow", s.allow + session.permissions.session_allow),
         ("ask", s.ask),

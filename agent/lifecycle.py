@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from agent import RESUME_PICK
 from agent.client import default_model
 from agent.loader import load_transcript, messages_before
 from agent.session import AskFn, Session
@@ -21,6 +22,7 @@ from agent.settings import Settings
 from agent.tool_exec import for_history
 from agent.transcript import in_use
 from compact.compactor import COMPACT_RESULT
+from compact.conversation import LastCompaction
 from compact.state import state_records
 from core.errors import SessionError
 from core.events import Event, Notice
@@ -124,25 +126,27 @@ def locate(settings: Settings, resume: str | None, continue_last: bool) -> Path 
         if path is None:
             raise SessionError(f"No earlier session to continue in {settings.cwd}")
         return path
+    if resume == RESUME_PICK:
+        return None  # the REPL asks which (Repl.open)
     return _find_transcript(settings, resume) if resume else None
 
 
-def _last_compaction(loaded: Any) -> dict[str, Any] | None:
+def _last_compaction(loaded: Any) -> LastCompaction | None:
     """What /summary and /history show after a resume: the recorded boundary and its summary."""
     first = loaded.messages[0] if loaded.messages else None
     if not loaded.boundary or first is None or first.kind != "summary":
         return None
     meta_ = loaded.boundary.get("compactMetadata") or {}
     post = _recorded_post_tokens(loaded.path, loaded.boundary_offset)
-    return {
-        "summary": first.text,
-        "trigger": meta_.get("trigger", "?"),
-        "pre_tokens": meta_.get("preTokens", 0),
-        "post_tokens": post if post is not None else sum(m.tokens for m in loaded.messages),
-        "method": "resumed",
-        "tail_uuid": None,
-        "pre_messages": lambda: messages_before(loaded.path, loaded.boundary_offset),
-    }
+    return LastCompaction(
+        summary=first.text,
+        trigger=meta_.get("trigger", "?"),
+        pre_tokens=meta_.get("preTokens", 0),
+        post_tokens=post if post is not None else sum(m.tokens for m in loaded.messages),
+        method="resumed",
+        tail_uuid=None,
+        replaced=lambda: messages_before(loaded.path, loaded.boundary_offset),
+    )
 
 
 def _recorded_post_tokens(path: Path, boundary_offset: int) -> int | None:
@@ -176,6 +180,22 @@ def _find_transcript(settings: Settings, ref: str) -> Path:
     if projects.is_dir():
         for p in projects.glob(f"*/{ref}.jsonl"):
             return p
+    return _by_prefix(settings, ref)
+
+
+def _by_prefix(settings: Settings, ref: str) -> Path:
+    """The one session of this directory whose id starts with ``ref`` (as git takes a short hash)."""
+    try:
+        found = sorted(
+            p for p in settings.project_dir.iterdir() if p.suffix == ".jsonl" and p.name.startswith(ref)
+        )
+    except OSError:
+        found = []
+    if len(found) == 1:
+        return found[0]
+    if found:
+        ids = ", ".join(p.stem for p in found[:5])
+        raise SessionError(f"{len(found)} sessions start with {ref} ({ids}); give more of the id")
     raise SessionError(f"No session with id {ref} (looked in {settings.project_dir})")
 
 

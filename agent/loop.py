@@ -5,7 +5,9 @@ Everything else (compaction, retries, permissions, rendering) lives in the named
 
 from __future__ import annotations
 
+from agent import mentions
 from agent.session import Session
+from agent.thinking import prompt_budget
 from agent.tool_exec import (
     Declined,
     HookStopped,
@@ -51,7 +53,9 @@ def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> Tu
         return finish(session, "declined", reply_text)
     except HookStopped as e:  # a hook's {"continue": false}: its stopReason is for the user
         return finish(session, "hook_stopped", reply_text, f"Stopped by a hook: {e}")
-    except Interrupted:
+    except Interrupted as e:
+        if e.usage:  # the reply cut short was billed for what it had read and written
+            session.account_unrecorded(session.model, e.usage)
         record_interruption(session)
         return finish(session, "interrupted", reply_text, "Interrupted by user")
     except ContextLimitReached as e:
@@ -83,9 +87,12 @@ def submit_prompt(session: Session, text: str) -> str:
     if reason is not None:
         return f"A UserPromptSubmit hook blocked the prompt: {reason}"
     prompt = user_prompt(text)
+    session.prompt_thinking = prompt_budget(text)  # "think hard" raises this turn's thinking budget
     session.conv.current_prompt_uuid = prompt.uuid
     session.conv.reactive_compacted = False
     session.add(prompt)
+    for attached in mentions.attachments(session, text):  # @path: what the user put in on purpose
+        session.add(attached)
     context = session.hooks.context_text(outcomes)
     if context:
         session.add(meta(f"UserPromptSubmit hook output:\n{context}", hookContext=True))

@@ -26,6 +26,7 @@ from core.events import (
     Event,
     MessageRecorded,
     Notice,
+    PermissionDenied,
     Retrying,
     TurnFinished,
 )
@@ -42,6 +43,7 @@ class PrintRenderer:
         self.secrets = secrets  # redacted from stdout, as the transcript redacts them
         self.session: Session | None = None
         self.num_turns = 0
+        self.denials: list[PermissionDenied] = []  # the result's permission_denials, as Claude Code's
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, MessageRecorded):
@@ -58,6 +60,8 @@ class PrintRenderer:
                 )
                 rec.pop("parentUuid")
                 self._line(rec)
+        elif isinstance(event, PermissionDenied):
+            self.denials.append(event)
         elif isinstance(event, (CompactStarted, CompactFinished, CompactFailed)):
             self._compaction(event)
         elif isinstance(event, Notice):
@@ -112,7 +116,16 @@ class PrintRenderer:
                     "duration_ms": int((time.monotonic() - started) * 1000),
                     "usage": dict(session.usage_total),
                     "total_cost_usd": round(session.cost, 6),
+                    "permission_denials": [
+                        {"tool_name": d.tool_name, "tool_use_id": d.tool_use_id, "tool_input": d.tool_input}
+                        for d in self.denials
+                    ],
                 }
+            )
+        if self.denials:  # one line, in every format: what was not run and why
+            calls = "; ".join(f"{d.tool_name} ({d.reason})" for d in self.denials)
+            self.err.write(
+                redact(f"Permission denied for {len(self.denials)} tool call(s): {calls}\n", self.secrets)
             )
         if is_error:
             self.say(f"compact-agent: {finished.error or finished.stop_reason}")
@@ -139,7 +152,7 @@ def run_print(
         fmt, out or sys.stdout, err or sys.stderr, secrets_of(settings.api_key, settings.auth_token)
     )
     for warning in settings.warnings:  # a project's broken settings file: skipped, said once
-        renderer.err.write(f"compact-agent: warning: {warning}\n")
+        renderer.say(f"compact-agent: warning: {warning}")
     if ignored := print_mode_line(settings.ignored, settings.trust.trusted):  # never asks: says so, once
         renderer.say(ignored)
     session = lifecycle.open_session(
@@ -159,11 +172,16 @@ def run_print(
             }
         )
     lifecycle.start(session, "resume" if (resume or continue_last) else "startup")
+    allowed: tuple[str, ...] = ()
     if prompt.startswith("/"):
-        return run_command(session, prompt, renderer, started)
+        result = commands.run(session, prompt)
+        if not isinstance(result, commands.Prompt):
+            return run_command(session, result, renderer, started)
+        prompt, allowed = result.prompt, result.allowed  # a custom command: its prompt runs as a turn
     outcome: dict[str, Any] = {}
     done = threading.Event()
-    threading.Thread(target=_turn, args=(session, prompt, max_turns, outcome, done), daemon=True).start()
+    args = (session, prompt, max_turns, outcome, done, allowed)
+    threading.Thread(target=_turn, args=args, daemon=True).start()
     _wait(done, session.cancel)
     if "finished" not in outcome and "error" not in outcome:
         return 130  # the turn did not wind down in time; the transcript is valid up to here
@@ -193,10 +211,16 @@ def _wait(done: threading.Event, cancel: threading.Event, grace: float = 30.0) -
 
 
 def _turn(
-    session: Session, prompt: str, max_turns: int | None, outcome: dict[str, Any], done: threading.Event
+    session: Session,
+    prompt: str,
+    max_turns: int | None,
+    outcome: dict[str, Any],
+    done: threading.Event,
+    allowed: tuple[str, ...] = (),
 ) -> None:
     try:
-        outcome["finished"] = run_turn(session, prompt, max_turns=max_turns)
+        with session.allowing(allowed):
+            outcome["finished"] = run_turn(session, prompt, max_turns=max_turns)
     except AgentError as e:
         outcome["error"] = e
     except Exception as e:  # noqa: BLE001 - reported as one line by the CLI, never a traceback
@@ -205,8 +229,7 @@ def _turn(
         done.set()
 
 
-def run_command(session: Session, line: str, renderer: PrintRenderer, started: float) -> int:
-    result = commands.run(session, line)
+def run_command(session: Session, result: commands.Result, renderer: PrintRenderer, started: float) -> int:
     ok = getattr(result, "ok", True)
     text = getattr(result, "text", "") or ""
     finished = TurnFinished(

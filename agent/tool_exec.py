@@ -24,7 +24,7 @@ from agent.client import INVALID_INPUT
 from agent.session import Session
 from compact import ledger, restore
 from core.errors import Interrupted
-from core.events import TodosChanged, ToolFinished, ToolStarted
+from core.events import PermissionDenied, TodosChanged, ToolFinished, ToolStarted
 from core.messages import Message, meta, tool_result_block, tool_results
 from core.private import redact, secrets_of
 from tools.base import ToolResult
@@ -218,6 +218,7 @@ def _permit(
         return ToolResult(f"There is no tool named {name}. Available tools: {names}.", is_error=True)
     decision = session.permissions.check(name, args, cwd=session.tool_ctx.cwd)
     if decision.behavior == "deny":
+        _denied(session, use, decision.reason)
         return ToolResult(
             f"Permission to use {name} was denied: {decision.reason}. Do not retry this call; "
             "choose another approach or ask the user.",
@@ -230,6 +231,7 @@ def _permit(
             session.emit(ToolFinished(use["id"], name, failure.content, True, failure.summary))
             return failure
         if session.ask is None or session.cancel.is_set():
+            _denied(session, use, f"needs approval ({decision.reason}) and nobody can give it")
             return ToolResult(
                 f"{name} needs the user's approval ({decision.reason}), and nobody can approve it in this "
                 "non-interactive session, so it was not run. Continue without it or tell the "
@@ -240,6 +242,7 @@ def _permit(
         if answer == "always":
             session.permissions.allow_for_session(session.permissions.suggest_rule(name, args))
         elif answer != "yes":
+            _denied(session, use, "the user said no")
             return ToolResult(DECLINED, is_error=True)
     outcomes = session.run_hooks("PreToolUse", name, tool_name=name, tool_input=args)
     stop = session.hooks.stop_reason(outcomes)
@@ -251,6 +254,11 @@ def _permit(
     if reason is not None:
         return ToolResult(f"A PreToolUse hook blocked this call: {reason}", is_error=True)
     return None
+
+
+def _denied(session: Session, use: dict[str, Any], reason: str) -> None:
+    args = use.get("input")
+    session.emit(PermissionDenied(use["id"], use["name"], args if isinstance(args, dict) else {}, reason))
 
 
 def _execute(session: Session, use: dict[str, Any], stops: list[str] | None = None) -> ToolResult:
@@ -272,8 +280,9 @@ def _execute(session: Session, use: dict[str, Any], stops: list[str] | None = No
             else INTERRUPTED,
             is_error=True,
         )
-    elif session.cancel.is_set():
-        result = ToolResult(INTERRUPTED, is_error=True)
+    elif session.cancel.is_set():  # what it printed before it was stopped (Bash says so) reaches the model
+        said = result.content if isinstance(result.content, str) and result.content.strip() else ""
+        result = ToolResult(f"{INTERRUPTED}\n\n{said}" if said else INTERRUPTED, is_error=True)
     session.emit(ToolFinished(use["id"], name, result.content, result.is_error, result.summary))
     if name == "TodoWrite" and not result.is_error:
         session.emit(TodosChanged(tuple(dict(t) for t in args.get("todos") or [])))

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
 from rich.segment import Segment, Segments
@@ -50,6 +50,7 @@ from core.events import (
     TodosChanged,
     TokenState,
     ToolFinished,
+    ToolOutput,
     ToolStarted,
     TurnFinished,
 )
@@ -60,6 +61,7 @@ REPLY_INDENT = "  "
 RESULT = "  ⎿  "
 INDENT = "     "
 RESULT_LINES = 3
+THINKING_LINES = 3  # a reply's thinking is shown folded to this many lines, dimmed
 SUMMARY_HINT = "/summary (or ctrl+o) shows the summary"
 PROMPT_ECHO = "> "  # a prompt as the REPL's input line shows it
 RECAP_EXCHANGES = 3  # a resumed session shows its last few exchanges
@@ -150,6 +152,8 @@ def complete_blocks(text: str) -> tuple[list[str], str]:
 
 
 BLANK_START = re.compile(r"[ \t]*\n")
+
+
 TABLE_ROW = re.compile(r" {0,3}\|")
 
 
@@ -307,12 +311,21 @@ def _without_trailing_blanks(line: list[Segment]) -> list[Segment]:
     return line
 
 
-def warning_of(state: TokenState | None) -> tuple[str, str] | None:
+def warning_of(state: TokenState | None, compact_disabled: bool = False) -> tuple[str, str] | None:
     """(severity, text) of the line under the input, or None below the warning level.
 
     severity is "warning" (yellow), "error" (red, from the error threshold) or "blocking" (red).
-    The text is compact.thresholds.warning_text for the state the trigger computed.
+    The text is compact.thresholds.warning_text for the state the trigger computed; with compaction
+    disabled (DISABLE_COMPACT) it advises /clear, the one way left to free the context.
     """
+    if compact_disabled and state is not None and (state.warning or state.blocking):
+        severity = "blocking" if state.blocking else "error" if state.error else "warning"
+        if state.blocking:
+            return severity, "Context limit reached · /clear to start a new session (compaction is disabled)"
+        return (
+            severity,
+            f"Context low ({state.percent_left}% remaining) · compaction is disabled; /clear starts anew",
+        )
     if state is None or not (state.warning or state.blocking):
         return None
     lv = thresholds.Level(
@@ -419,6 +432,12 @@ class SafeConsole(Console):
                 yield Segment(visible(segment.text), segment.style, segment.control)
 
 
+LIVE_LINES = 5  # a running command's last lines under the spinner
+LIVE_LINE_CHARS = 160
+LIVE_TAIL_CHARS = 4000
+QUEUED_CHARS = 60  # the end of the text typed during a turn, as the status line shows it
+
+
 class _Status:
     """The spinner line; its text is recomputed at every refresh so the seconds keep counting."""
 
@@ -426,9 +445,12 @@ class _Status:
         self.renderer = renderer
         self.spinner = Spinner("dots", style="cyan")
 
-    def __rich__(self) -> Spinner:
+    def __rich__(self) -> Any:
         self.spinner.update(text=Text(self.renderer.status_text(), style="cyan"))
-        return self.spinner
+        lines = self.renderer.live_lines()
+        if not lines:
+            return self.spinner
+        return Group(self.spinner, Text("\n".join(INDENT + line for line in lines), style="dim"))
 
 
 class Renderer:
@@ -449,7 +471,12 @@ class Renderer:
         self._turn_since: float | None = None
         self._compact_since: float | None = None
         self._out_chars = 0
+        self._live_tail = ""  # the end of what the running command has printed so far
+        self.queued = (
+            ""  # what the user has typed meanwhile, sent when the turn is over (shown in the status)
+        )
         self._pending = ""  # reply text not printed yet (its block is not finished)
+        self._thinking = ""  # the reply's thinking so far, shown folded once the reply moves on
         self._blocks_shown = 0  # blocks of the current reply already printed
         self._continuing = False  # the last thing printed was a paragraph's first lines: no blank line next
         self._paused = False
@@ -467,6 +494,7 @@ class Renderer:
                 handler(event)
 
     def _on_TextDelta(self, event: TextDelta) -> None:
+        self._flush_thinking()
         self._out_chars += len(event.text)
         text = self._pending + event.text
         if self._continuing and BLANK_START.match(text):
@@ -482,16 +510,35 @@ class Renderer:
 
     def _on_ThinkingDelta(self, event: ThinkingDelta) -> None:
         self._out_chars += len(event.text)
+        self._thinking += event.text
         if self._turn_since is not None:
             self._show_status("Thinking…")
 
+    def _flush_thinking(self) -> None:
+        """The thinking just finished, dimmed and folded to its first lines (the model's, not an answer)."""
+        lines = [line for line in self._thinking.strip().splitlines() if line.strip()]
+        self._thinking = ""
+        if not lines:
+            return
+        self.console.print(Text("✻ Thinking…", style="dim italic"))
+        width = max(20, self.console.width - 4)
+        for line in lines[:THINKING_LINES]:
+            shown = visible(line, one_line=True)
+            self.console.print(
+                Text("  " + (shown if len(shown) <= width else shown[: width - 1] + "…"), style="dim italic")
+            )
+        if len(lines) > THINKING_LINES:
+            self.console.print(Text(f"  … {len(lines) - THINKING_LINES} more lines of thinking", style="dim"))
+
     def _on_MessageRecorded(self, event: MessageRecorded) -> None:
         if event.message.role == "assistant":
+            self._flush_thinking()
             self._end_text()
             if self._turn_since is not None:
                 self._show_status("Working…")
 
     def _on_ToolStarted(self, event: ToolStarted) -> None:
+        self._flush_thinking()
         self._end_text()
         call = (event.name, dict(event.input))
         if call == self._just_asked:
@@ -503,12 +550,23 @@ class Renderer:
         if self._turn_since is not None:
             self._show_status(f"Running {event.name}…")
 
+    def _on_ToolOutput(self, event: ToolOutput) -> None:
+        self._live_tail = (self._live_tail + event.text)[-LIVE_TAIL_CHARS:]
+
+    def live_lines(self) -> list[str]:
+        """The last lines the running command printed (what the status shows under the spinner)."""
+        lines = [ln for ln in self._live_tail.replace("\r", "\n").split("\n") if ln.strip()]
+        return [visible(ln, one_line=True)[:LIVE_LINE_CHARS] for ln in lines[-LIVE_LINES:]]
+
     def _on_ToolFinished(self, event: ToolFinished) -> None:
+        self._live_tail = ""
         name, args = self._inputs.pop(event.tool_use_id, (event.name, {}))
         if event.is_error and result_text(event.content).startswith((INTERRUPTED, NOT_RUN)):
             pass  # the turn's end says "Interrupted by user", once; this text is for the model
         elif event.is_error:
             self._result_lines(result_text(event.content).strip().splitlines(), "red")
+        elif name == "TodoWrite":
+            pass  # the checklist follows (TodosChanged); the result's text is a reminder for the model
         else:
             output = result_text(event.content).strip()
             prefer_summary = name in SUMMARY_TOOLS or not output
@@ -625,6 +683,8 @@ class Renderer:
         if self._out_chars:
             parts.append(f"↓ {commands.fmt_tokens(self._out_chars // 4)} tokens")
         parts.append("esc to interrupt")
+        if self.queued.strip():
+            parts.append(f"queued: {visible(self.queued, one_line=True)[-QUEUED_CHARS:]}")
         return " · ".join(parts)
 
     # --- other output --------------------------------------------------------------------------------
@@ -667,14 +727,21 @@ class Renderer:
                 Text(PROMPT_ECHO + visible(prompt), style="bold"), highlight=False, soft_wrap=True
             )
 
+    def clear_screen(self) -> None:
+        """/clear: a fresh screen for the fresh session (nothing happens on a console that is not a terminal)."""
+        self.console.clear()
+
     def line(self, text: str, style: str = "") -> None:
         with self._lock:
             self._end_text()
             self._just_asked = None
             self.console.print(Text(visible(text), style=style), highlight=False, soft_wrap=True)
 
-    def permission(self, tool: str, args: dict[str, Any], description: str) -> None:
-        """The call's header, what it will do (unless the header already says it all) and the question."""
+    def permission(
+        self, tool: str, args: dict[str, Any], description: str, always: str | None = None
+    ) -> None:
+        """The call's header, what it will do (unless the header already says it all) and the question;
+        ``always`` is the rule an "always" answer adds, named before the user picks it."""
         with self._lock:
             self._end_text()
             self._just_asked = None
@@ -694,7 +761,8 @@ class Renderer:
                     )
                 )
             self.console.print(
-                Text(REPLY_INDENT + "Allow? [y]es / [n]o / [a]lways for this session", style="bold"),
+                Text(REPLY_INDENT + "Allow? [y]es / [n]o / [a]lways for this session", style="bold")
+                + Text(f" (adds {visible(always, one_line=True)})" if always else "", style="bold"),
                 highlight=False,
             )
 

@@ -10,6 +10,7 @@ from agent import commands
 from agent.lifecycle import open_session
 from agent.session import Session
 from agent.settings import load_settings
+from compact.conversation import LastCompaction
 from core.events import CompactFinished, Notice
 from core.messages import assistant, user_prompt
 from tests.fakeapi import last_user_text
@@ -50,6 +51,7 @@ def test_help_lists_every_command(fake_api, project):
         "  /context                 Show how the context window is used\n"
         "  /clear                   Start a new session (the current one stays saved)\n"
         "  /resume [N | ID]         List this directory's sessions, or resume one by number or id\n"
+        "  /rewind                  Go back to before an earlier prompt, or summarize up to it (Esc Esc)\n"
         "  /model [name]            Show the model, or switch to NAME\n"
         "  /cost                    Tokens used and estimated cost of this session\n"
         "  /summary                 Show the summary written by the last compaction\n"
@@ -60,7 +62,8 @@ def test_help_lists_every_command(fake_api, project):
         "(or /permissions)\n"
         "  /exit                    Leave the agent (or /quit)\n"
         "\n"
-        "Enter sends · Alt-Enter (or Esc then Enter) adds a line · Esc or Ctrl-C interrupts · Ctrl-D exits"
+        "Enter sends · Alt-Enter (or Esc then Enter) adds a line · Esc or Ctrl-C interrupts · Ctrl-D exits\n"
+        "@path attaches a file · !command runs it in the shell · # note adds it to CLAUDE.md · Esc Esc rewinds"
     )
 
 
@@ -117,13 +120,15 @@ def test_summary_and_history_before_and_after_a_compaction(fake_api, project):
         ),
         session_messages_tool_result(),
     ]
-    session.conv.last_compaction = {
-        "summary": "The user wants the login bug fixed.",
-        "pre_messages": old,
-        "trigger": "manual",
-        "pre_tokens": 154_000,
-        "post_tokens": 18_000,
-    }
+    session.conv.last_compaction = LastCompaction(
+        summary="The user wants the login bug fixed.",
+        trigger="manual",
+        pre_tokens=154_000,
+        post_tokens=18_000,
+        method="summary",
+        tail_uuid=None,
+        replaced=lambda: old,
+    )
     summary = commands.run(session, "/summary")
     assert summary.markdown
     assert summary.text == (
@@ -202,7 +207,7 @@ def test_compact_with_instructions_reaches_the_summary_request(fake_api, project
     [request] = fake_api.message_requests
     assert "keep the greeting" in last_user_text(request.body)
     assert any(isinstance(e, CompactFinished) and e.trigger == "manual" for e in events)
-    assert session.last_compaction["summary"] == "The user is Ada and said hello."
+    assert session.last_compaction.summary == "The user is Ada and said hello."
     fake_api.check()
 
 

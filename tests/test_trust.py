@@ -21,10 +21,11 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from agent import trust
+from agent import commands, trust
 from agent.lifecycle import start
 from agent.loop import MAX_STOP_BLOCKS, run_turn
 from agent.repl import Repl
+from agent.session import Session
 from agent.settings import load_settings
 from tests.conftest import make_session
 from tests.fakeapi import FakeAPI, Reply, request_text
@@ -78,7 +79,7 @@ def _script_probe(api: FakeAPI, project: Path) -> None:
 
 
 def _stderr_trust_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if "trust" in line]
+    return [line for line in stderr.splitlines() if line.startswith("compact-agent:") and "trust" in line]
 
 
 def test_untrusted_hostile_project_in_print_mode(fake_api, attacker, hostile, run_cli, project, isolated_env):
@@ -467,3 +468,21 @@ def test_eight_parallel_trust_project_runs_keep_all_eight_records(tmp_path, isol
     assert all(trust.load(home, p).trusted for p in projects)
     assert len(json.loads(trust.trust_file(home).read_text())["projects"]) == 8
     assert oct(trust.trust_file(home).stat().st_mode & 0o777) == "0o600"
+
+
+def test_trust_revoke_keeps_the_retry_budget(fake_api, project, isolated_env):
+    """/trust revoke rebuilds the client under the settings built again, retry budget included."""
+    home = isolated_env / ".compact-agent"
+    trust.grant(home, project)
+    environ = {
+        "HOME": str(isolated_env),
+        "COMPACT_AGENT_HOME": str(home),
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": fake_api.url,
+        "COMPACT_AGENT_RETRY_SECONDS": "7",
+    }
+    settings = load_settings(cwd=project, environ=environ, cli={})
+    session = Session(settings, "0b5e3c1e-1111-4222-8333-444455556666", lambda e: None, environ=environ)
+    assert session.client.retry_seconds == 7.0
+    assert "revoked" in commands.run(session, "/trust revoke").text
+    assert session.client is session.ports.model and session.client.retry_seconds == 7.0
