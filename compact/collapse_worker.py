@@ -34,7 +34,7 @@ from compact.snip import is_typed_prompt, tag_prompts
 from compact.state import collapse_record
 from compact.tokens import Calibration, count_tokens
 from compact.view import ViewContext
-from core.errors import CollapseError, Interrupted
+from core.errors import CollapseError, Interrupted, describe
 from core.messages import Message, meta, new_uuid, to_api
 from core.model import Request
 
@@ -197,7 +197,7 @@ class Collapser:
         if self.reported:
             return
         self.reported = True
-        reason = str(e).strip() or type(e).__name__
+        reason = describe(e)
         try:
             self.ports.notice(
                 f"Context collapse could not summarise an old part of the conversation: "

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compact.thresholds import window_scale
 from core.messages import Message, meta
 from core.tokens import estimate_text
 
@@ -44,7 +45,6 @@ PROMPT_CHARS = 40_000  # a longer prompt is kept cut in the middle
 OUTCOME_CHARS = 160
 COMMAND_CHARS = 1_000
 USER_BUDGET = 3_000  # tokens of the user's messages at the reference threshold
-REFERENCE_THRESHOLD = 167_000
 SPAN_PROMPT_TOKENS = 500  # of each user message in a collapsed span's placeholder
 CURRENT_FACTOR = 4  # the current request is cut only beyond this many reference budgets (12,000 tokens)
 _EXIT = re.compile(r"\nExit code (-?\d+)\s*$|^Exit code (-?\d+)\s*$")
@@ -272,7 +272,7 @@ def cut_middle(text: str, tokens: int) -> str:
 
 def user_budget(threshold: int) -> int:
     """Tokens of the user's earlier messages, scaled with the window like the notes' tail."""
-    return int(USER_BUDGET * max(0.0, min(1.0, threshold / REFERENCE_THRESHOLD)))
+    return int(USER_BUDGET * window_scale(threshold))
 
 
 def user_messages(prompts: list[str], kept: list[Message], budget: int) -> list[tuple[str, bool]]:

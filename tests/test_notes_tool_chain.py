@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agent.loop import run_turn
-from compact import notes_compaction, notes_updater
+from compact import notes_updater, thresholds
 from compact.notes_template import SECTIONS
 from core.events import CompactFinished
 from tests.conftest import make_session
@@ -164,9 +164,9 @@ def test_at_a_small_window_notes_and_tail_leave_room_for_restored_files(tmp_path
 
 
 def test_the_tail_range_scales_with_the_window() -> None:
-    assert notes_compaction.window_scale(167_000) == 1.0
-    assert notes_compaction.window_scale(900_000) == 1.0
-    assert notes_compaction.window_scale(27_000) == pytest.approx(27_000 / 167_000)
+    assert thresholds.window_scale(167_000) == 1.0
+    assert thresholds.window_scale(900_000) == 1.0
+    assert thresholds.window_scale(27_000) == pytest.approx(27_000 / 167_000)
 
 
 def notes_updater_wait(session: Any) -> None:
