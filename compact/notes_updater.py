@@ -36,6 +36,7 @@ from compact.state import notes_record
 from compact.tokens import count_tokens
 from core.errors import Interrupted, describe
 from core.messages import Message, meta, to_api
+from core.model import deadline
 from core.tokens import estimate_text
 from tools.base import ToolContext, ToolError
 from tools.edit import EditTool
@@ -305,20 +306,15 @@ def _without_open_calls(messages: list[Message]) -> list[Message]:
 
 def _run(conv: Conversation, ports: Ports, job: _Job, timeout: float) -> bool:
     """Send the update and apply its edits; never raises. True when the notes are up to date."""
-    cancel = threading.Event()
-    timer = threading.Timer(timeout, cancel.set)
-    timer.daemon = True
-    timer.start()
-    try:
-        problems = _update(conv, ports, job, cancel)
-    except Exception as e:  # noqa: BLE001 - API errors, disk trouble: reported, never raised
-        # the timer closes the stream: whatever the client then raises, the cause is the timeout
-        timed_out = cancel.is_set() or isinstance(e, Interrupted)
-        problems = [
-            f"the update took longer than {timeout:g} s and was abandoned" if timed_out else describe(e)
-        ]
-    finally:
-        timer.cancel()
+    with deadline(timeout) as cancel:
+        try:
+            problems = _update(conv, ports, job, cancel)
+        except Exception as e:  # noqa: BLE001 - API errors, disk trouble: reported, never raised
+            # the deadline closes the stream: whatever the client then raises, the cause is the timeout
+            timed_out = cancel.is_set() or isinstance(e, Interrupted)
+            problems = [
+                f"the update took longer than {timeout:g} s and was abandoned" if timed_out else describe(e)
+            ]
     if problems:
         _report(conv, ports, problems[0])
         return False
