@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core.private import write_private
+from core.private import locked, replace_private
 from core.terminal import visible
 
 TRUST_FILE = "trusted-projects.json"
@@ -101,7 +101,13 @@ def load(home: Path, project: Path) -> Trust:
 
 def grant(home: Path, project: Path, confirmed: tuple[str, ...] = (), declined: tuple[str, ...] = ()) -> None:
     """Record the project as trusted; ``confirmed``/``declined`` ANTHROPIC_* keys (``confirmation`` of
-    each) replace earlier answers about the same names."""
+    each) replace earlier answers about the same names. Under the store's lock: runs at the same time
+    each keep their record."""
+    with locked(_lock_file(home)):
+        _grant(home, project, confirmed, declined)
+
+
+def _grant(home: Path, project: Path, confirmed: tuple[str, ...], declined: tuple[str, ...]) -> None:
     projects = _read(home)
     entry = projects.get(_key(project))
     entry = dict(entry) if isinstance(entry, dict) else {"trusted_at": datetime.now(timezone.utc).isoformat()}
@@ -115,15 +121,21 @@ def grant(home: Path, project: Path, confirmed: tuple[str, ...] = (), declined: 
 
 def revoke(home: Path, project: Path) -> bool:
     """Forget the project's trust; False when it was not trusted."""
-    projects = _read(home)
-    if projects.pop(_key(project), None) is None:
-        return False
-    _write(home, projects)
-    return True
+    with locked(_lock_file(home)):
+        projects = _read(home)
+        if projects.pop(_key(project), None) is None:
+            return False
+        _write(home, projects)
+        return True
+
+
+def _lock_file(home: Path) -> Path:
+    return Path(home) / (TRUST_FILE + ".lock")
 
 
 def _write(home: Path, projects: dict[str, Any]) -> None:
-    write_private(trust_file(home), json.dumps({"projects": projects}, indent=2, sort_keys=True) + "\n")
+    # whole or not at all: a reader without the lock (a starting session) never sees half a file
+    replace_private(trust_file(home), json.dumps({"projects": projects}, indent=2, sort_keys=True) + "\n")
 
 
 # ---- what an untrusted project file may not set ----------------------------------------------------

@@ -72,7 +72,7 @@ REFERENCE_THRESHOLD = 167_000
 SPAN_PROMPT_TOKENS = 500  # of each user message in a collapsed span's placeholder
 _EXIT = re.compile(r"\nExit code (-?\d+)\s*$|^Exit code (-?\d+)\s*$")
 _PATHISH = re.compile(r"^[\w.~/-]*[\w-](/[\w.-]+|\.[A-Za-z0-9]{1,8})$")  # a/b, x.py, ./x, ~/x.md
-_STRIP = "\"'`()[]{}<>,;:!?"
+_STRIP = "\"'`()[]{}<>,;:!?@"  # "@x.py" is the REPL's way of naming x.py
 HEADER = (
     "<working-state>\nRecorded by the agent from its own tool calls (not from the summary), so it is "
     "exact. It says what was done; the summary says why."
