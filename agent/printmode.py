@@ -26,6 +26,7 @@ from core.events import (
     Event,
     MessageRecorded,
     Notice,
+    PermissionDenied,
     Retrying,
     TurnFinished,
 )
@@ -42,6 +43,7 @@ class PrintRenderer:
         self.secrets = secrets  # redacted from stdout, as the transcript redacts them
         self.session: Session | None = None
         self.num_turns = 0
+        self.denials: list[PermissionDenied] = []  # the result's permission_denials, as Claude Code's
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, MessageRecorded):
@@ -58,6 +60,8 @@ class PrintRenderer:
                 )
                 rec.pop("parentUuid")
                 self._line(rec)
+        elif isinstance(event, PermissionDenied):
+            self.denials.append(event)
         elif isinstance(event, (CompactStarted, CompactFinished, CompactFailed)):
             self._compaction(event)
         elif isinstance(event, Notice):
@@ -112,7 +116,16 @@ class PrintRenderer:
                     "duration_ms": int((time.monotonic() - started) * 1000),
                     "usage": dict(session.usage_total),
                     "total_cost_usd": round(session.cost, 6),
+                    "permission_denials": [
+                        {"tool_name": d.tool_name, "tool_use_id": d.tool_use_id, "tool_input": d.tool_input}
+                        for d in self.denials
+                    ],
                 }
+            )
+        if self.denials:  # one line, in every format: what was not run and why
+            calls = "; ".join(f"{d.tool_name} ({d.reason})" for d in self.denials)
+            self.err.write(
+                redact(f"Permission denied for {len(self.denials)} tool call(s): {calls}\n", self.secrets)
             )
         if is_error:
             self.say(f"compact-agent: {finished.error or finished.stop_reason}")

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
 from rich.segment import Segment, Segments
@@ -50,6 +50,7 @@ from core.events import (
     TodosChanged,
     TokenState,
     ToolFinished,
+    ToolOutput,
     ToolStarted,
     TurnFinished,
 )
@@ -310,12 +311,21 @@ def _without_trailing_blanks(line: list[Segment]) -> list[Segment]:
     return line
 
 
-def warning_of(state: TokenState | None) -> tuple[str, str] | None:
+def warning_of(state: TokenState | None, compact_disabled: bool = False) -> tuple[str, str] | None:
     """(severity, text) of the line under the input, or None below the warning level.
 
     severity is "warning" (yellow), "error" (red, from the error threshold) or "blocking" (red).
-    The text is compact.thresholds.warning_text for the state the trigger computed.
+    The text is compact.thresholds.warning_text for the state the trigger computed; with compaction
+    disabled (DISABLE_COMPACT) it advises /clear, the one way left to free the context.
     """
+    if compact_disabled and state is not None and (state.warning or state.blocking):
+        severity = "blocking" if state.blocking else "error" if state.error else "warning"
+        if state.blocking:
+            return severity, "Context limit reached · /clear to start a new session (compaction is disabled)"
+        return (
+            severity,
+            f"Context low ({state.percent_left}% remaining) · compaction is disabled; /clear starts anew",
+        )
     if state is None or not (state.warning or state.blocking):
         return None
     lv = thresholds.Level(
@@ -388,12 +398,20 @@ def diff_lines(name: str, args: dict[str, Any]) -> list[tuple[str, str]]:
             if not ln.startswith(("---", "+++", "@@"))
         ]
     elif name == "Write":
-        body = ["+" + ln for ln in visible(str(args.get("content", ""))).splitlines()]
+        content = str(args.get("content", ""))
+        # only the lines shown are split out: a 200 MB Write must not be copied line by line to show ten
+        body = ["+" + ln for ln in visible(content[: DIFF_LINES * 1000]).splitlines()]
+        total = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+        return _diff_rows(body, max(total, len(body)))
     else:
         return []
+    return _diff_rows(body, len(body))
+
+
+def _diff_rows(body: list[str], total: int) -> list[tuple[str, str]]:
     out = [(DIFF_STYLES.get(ln[:1], "dim"), ln) for ln in body[:DIFF_LINES]]
-    if len(body) > DIFF_LINES:
-        out.append(("dim", f"… +{len(body) - DIFF_LINES} lines"))
+    if total > DIFF_LINES:
+        out.append(("dim", f"… +{total - DIFF_LINES} lines"))
     return out
 
 
@@ -414,6 +432,12 @@ class SafeConsole(Console):
                 yield Segment(visible(segment.text), segment.style, segment.control)
 
 
+LIVE_LINES = 5  # a running command's last lines under the spinner
+LIVE_LINE_CHARS = 160
+LIVE_TAIL_CHARS = 4000
+QUEUED_CHARS = 60  # the end of the text typed during a turn, as the status line shows it
+
+
 class _Status:
     """The spinner line; its text is recomputed at every refresh so the seconds keep counting."""
 
@@ -421,9 +445,12 @@ class _Status:
         self.renderer = renderer
         self.spinner = Spinner("dots", style="cyan")
 
-    def __rich__(self) -> Spinner:
+    def __rich__(self) -> Any:
         self.spinner.update(text=Text(self.renderer.status_text(), style="cyan"))
-        return self.spinner
+        lines = self.renderer.live_lines()
+        if not lines:
+            return self.spinner
+        return Group(self.spinner, Text("\n".join(INDENT + line for line in lines), style="dim"))
 
 
 class Renderer:
@@ -444,6 +471,10 @@ class Renderer:
         self._turn_since: float | None = None
         self._compact_since: float | None = None
         self._out_chars = 0
+        self._live_tail = ""  # the end of what the running command has printed so far
+        self.queued = (
+            ""  # what the user has typed meanwhile, sent when the turn is over (shown in the status)
+        )
         self._pending = ""  # reply text not printed yet (its block is not finished)
         self._thinking = ""  # the reply's thinking so far, shown folded once the reply moves on
         self._blocks_shown = 0  # blocks of the current reply already printed
@@ -519,12 +550,23 @@ class Renderer:
         if self._turn_since is not None:
             self._show_status(f"Running {event.name}…")
 
+    def _on_ToolOutput(self, event: ToolOutput) -> None:
+        self._live_tail = (self._live_tail + event.text)[-LIVE_TAIL_CHARS:]
+
+    def live_lines(self) -> list[str]:
+        """The last lines the running command printed (what the status shows under the spinner)."""
+        lines = [ln for ln in self._live_tail.replace("\r", "\n").split("\n") if ln.strip()]
+        return [visible(ln, one_line=True)[:LIVE_LINE_CHARS] for ln in lines[-LIVE_LINES:]]
+
     def _on_ToolFinished(self, event: ToolFinished) -> None:
+        self._live_tail = ""
         name, args = self._inputs.pop(event.tool_use_id, (event.name, {}))
         if event.is_error and result_text(event.content).startswith((INTERRUPTED, NOT_RUN)):
             pass  # the turn's end says "Interrupted by user", once; this text is for the model
         elif event.is_error:
             self._result_lines(result_text(event.content).strip().splitlines(), "red")
+        elif name == "TodoWrite":
+            pass  # the checklist follows (TodosChanged); the result's text is a reminder for the model
         else:
             output = result_text(event.content).strip()
             prefer_summary = name in SUMMARY_TOOLS or not output
@@ -641,6 +683,8 @@ class Renderer:
         if self._out_chars:
             parts.append(f"↓ {commands.fmt_tokens(self._out_chars // 4)} tokens")
         parts.append("esc to interrupt")
+        if self.queued.strip():
+            parts.append(f"queued: {visible(self.queued, one_line=True)[-QUEUED_CHARS:]}")
         return " · ".join(parts)
 
     # --- other output --------------------------------------------------------------------------------
@@ -682,6 +726,10 @@ class Renderer:
             self.console.print(
                 Text(PROMPT_ECHO + visible(prompt), style="bold"), highlight=False, soft_wrap=True
             )
+
+    def clear_screen(self) -> None:
+        """/clear: a fresh screen for the fresh session (nothing happens on a console that is not a terminal)."""
+        self.console.clear()
 
     def line(self, text: str, style: str = "") -> None:
         with self._lock:

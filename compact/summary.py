@@ -197,17 +197,27 @@ def parse_summary(text: str) -> str:
     return body.strip()
 
 
+EMPTY_SUMMARY = (
+    "(The summary came back empty. The working state, the user's own messages and the restored files "
+    "below, and the transcript, hold what happened.)"
+)
+
+
 def check_reply(reply: Message) -> str:
     """The summary in a reply, or CompactionError when the reply can't be one."""
     text = reply.text.strip()
-    if not text:
-        raise CompactionError("the model returned no summary text")
     if text.startswith("API Error"):
         raise CompactionError(f"the summary request failed: {text.splitlines()[0]}")
     body = parse_summary(text)
-    if not body:
-        raise CompactionError("the model's reply held no summary")
-    return body
+    if body:
+        return body
+    if reply.stop_reason != "end_turn" or (text and not _SUMMARY.search(text)):
+        raise CompactionError(
+            "the model returned no summary text" if not text else "the model's reply held no summary"
+        )
+    # an empty answer that ended normally is a (very) poor summary, not a failure: the request saw every
+    # message, and the working state, the user's words and the restored files still follow it
+    return EMPTY_SUMMARY
 
 
 def summarize(

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 
 class AgentError(Exception):
@@ -33,6 +34,10 @@ class SettingsError(AgentError):
 
 class Interrupted(AgentError):
     exit_code = 130
+
+    def __init__(self, message: str = "interrupted", usage: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage  # what a reply cut short had already used (billed all the same), if known
 
 
 CONTEXT_LIMIT = "Context limit reached · /compact or /clear to continue"

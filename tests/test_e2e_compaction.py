@@ -210,12 +210,19 @@ def test_prompt_too_long_compacts_once_and_retries(run_cli, project: Path, isola
     assert "Primary Request and Intent" in request_text(served[1])  # the retried main request
     assert len(boundaries(isolated_env)) == 1
     assert api.violations == []
+    # the user is told the server refused, and which window was learned from its answer
+    [told] = [line for line in res.stderr.splitlines() if "refused" in line]
+    assert told.startswith("The server refused the request as too long (")
+    assert told.endswith(
+        "limit 60,000); the context window is taken as 60,000 tokens from now on. Compacting the conversation."
+    )
 
 
 def test_failing_compactions_trip_the_breaker_and_the_session_finishes(run_cli, project: Path) -> None:
     paths = make_files(project, 14)
     with FakeAPI() as api:
-        script(api, paths, summary=Reply([]))  # every summary comes back empty
+        # every reply holds an analysis and no summary (an empty one would be a poor summary, not a failure)
+        script(api, paths, summary=Reply.text("<analysis>ran out before the summary</analysis>"))
         res = run_cli(api, "-p", "Read every file.", env={**ENV, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"})
     assert res.code == 0, res.stderr
     assert res.stdout == FINAL + "\n"
