@@ -8,7 +8,8 @@ and permission settings that widen access (``allow`` rules, a ``defaultMode`` ot
 always apply. Each item taken out becomes an ``Ignored``, for the dialog, ``/trust`` and print mode's
 one stderr line. User-level settings (``H/settings.json``) are never restricted.
 
-A project's ``model`` key (what the user pays for) needs trust too. ``ANTHROPIC_*`` entries of a
+A project's ``model``, ``alwaysThinkingEnabled`` and ``maxThinkingTokens`` (what the user pays for) need
+trust too. ``ANTHROPIC_*`` entries of a
 project's ``env`` (credentials, the base URL the API key is sent to, the model) need more than trust: each key must have been confirmed by name, with its value, in the REPL's
 dialog; a repository that later changes the value is asked about again.
 
@@ -37,6 +38,7 @@ from core.terminal import visible
 
 TRUST_FILE = "trusted-projects.json"
 NARROW_MODES = ("default", "plan")
+COST_KEYS = ("model", "alwaysThinkingEnabled", "maxThinkingTokens")  # need trust: they decide the bill
 CREDENTIAL_PREFIX = "ANTHROPIC_"
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 
@@ -163,8 +165,9 @@ def restrict(data: dict[str, Any], source: str, trust: Trust) -> tuple[dict[str,
         out["env"] = env
     if trust.trusted:
         return out, ignored
-    if "model" in out:  # the model decides what the user pays for: never chosen silently by a repository
-        ignored.append(Ignored("model", f"model {_one_line(out.pop('model'))}", source, "model"))
+    for key in COST_KEYS:  # what the user pays for is never chosen silently by a repository
+        if key in out:
+            ignored.append(Ignored("model", f"{key} {_one_line(str(out.pop(key)))}", source, key))
     for event, groups in (out.pop("hooks", None) or {}).items():
         for group in groups:
             for hook in group.get("hooks") or []:
@@ -223,7 +226,7 @@ def dialog_lines(ignored: list[Ignored]) -> list[str]:
         "hook": "Run these commands (hooks):",
         "env": "Set these environment variables:",
         "permission": "Widen permissions:",
-        "model": "Choose the model (what you pay for):",
+        "model": "Choose the model or thinking budget (what you pay for):",
     }
     lines = []
     for kind, title in titles.items():
