@@ -361,4 +361,14 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
             "/compact keep only what the refund team needs",
         ),
         Beat("/summary again: this time the summary followed the instructions.", "/summary"),
+        Beat(
+            "/history lists, in brief, the messages that compaction replaced: nothing is lost from the "
+            "transcript, only from what the model is sent.",
+            "/history",
+        ),
+        Beat(
+            "/state is the working state the agent recorded from its own tool calls (files changed and "
+            "read, commands and their exit codes): exact, and attached after every compaction.",
+            "/state",
+        ),
     ]
