@@ -63,6 +63,7 @@ def test_demo_auto_plays_the_whole_story_and_exits_0(tmp_path: Path, isolated_en
     # narration is wrapped at 80 columns: a long path may be broken across lines
     assert "throwawaycopyin" + str(scratch) in re.sub(r"\s+", "", screen)
     # after the compactions: /history and /state, for a person
+    assert "> /memory" in screen and "Session notes (" in screen and "Working on: " in screen
     assert "> /history" in screen and "Before the last compaction (" in screen
     assert "> /state" in screen and "What a compaction would carry over" in screen
     # reading and grepping, then the Edit's permission question, answered by --auto
