@@ -175,10 +175,12 @@ def run(
             _fail("--demo takes no other options (only --auto)", 2)
         raise typer.Exit(_demo(auto))
     # imported here, not at the top: --version and --help must not pay for them (start-up speed)
+    from agent.credentials import hide_credentials
     from agent.settings import ensure_home, load_settings
     from core.errors import AgentError, SettingsError
 
     environ = dict(os.environ)
+    hide_credentials()  # the settings have their copy; no child process can read it from ours
     try:
         settings = load_settings(
             cwd=Path.cwd().resolve(),

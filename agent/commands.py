@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
-from agent import custom_commands, lifecycle, rewind, trust
+from agent import lifecycle, rewind, trust
 from agent.session import Session
 from agent.sessions import list_sessions
 from agent.settings import reload_settings
@@ -148,9 +148,12 @@ def run(session: Session, line: str) -> Result:
         return Result(str(e), ok=False)
 
 
-def custom_for(settings: Any) -> custom_commands.Found:
-    """The custom commands on disk now: the user's (~/.claude/commands, COMPACT_AGENT_HOME/commands),
-    then the project's (.claude/commands at its root), which follow its trust."""
+def custom_for(settings: Any) -> Any:
+    """The custom commands on disk now (a custom_commands.Found): the user's (~/.claude/commands,
+    COMPACT_AGENT_HOME/commands), then the project's (.claude/commands at its root), which follow its
+    trust."""
+    from agent import custom_commands  # start-up speed: read only once a command line needs it
+
     user_dirs = [settings.home / "commands"]
     if settings.user_home is not None:
         user_dirs.insert(0, settings.user_home / ".claude" / "commands")

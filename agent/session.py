@@ -38,6 +38,7 @@ from core.messages import Message
 from core.model import Request, context_window_for, cost_usd, max_output_tokens
 from tools.base import ToolContext
 from tools.bash import LIVE_OUTPUT
+from tools.links import Hidden
 from tools.permissions import Permissions
 from tools.registry import builtin_tools, tool_schemas
 from tools.snip import SnipTool
@@ -96,7 +97,7 @@ class Session:
         )
         self.permissions = Permissions(s, session_dir=self.session_dir)
         if s.deny:  # a file the Read rules deny never shows up in Grep or Glob output either
-            self.tool_ctx.hidden = self.permissions.read_denied
+            self.tool_ctx.hidden = Hidden(self.permissions.read_denied, [s.root])
         self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
         self.ports = Ports(
             model=self.client,
@@ -125,7 +126,7 @@ class Session:
         and the client follow; the conversation and its compaction settings stay as they are."""
         self.settings = s
         self.permissions = Permissions(s, session_dir=self.session_dir)
-        self.tool_ctx.hidden = self.permissions.read_denied if s.deny else None
+        self.tool_ctx.hidden = Hidden(self.permissions.read_denied, [s.root]) if s.deny else None
         self.tool_ctx.environ = s.environ or None
         self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
         self.client = wiring.client(s, self._emit)

@@ -322,3 +322,46 @@ def answer_open_calls(session: Session, text: str) -> None:
     last = session.messages[-1] if session.messages else None
     if last is not None and last.role == "assistant" and last.tool_uses:
         session.add(tool_results([tool_result_block(u["id"], text, True) for u in last.tool_uses]))
+
+
+CUT_HEAD = 2_000  # characters of a cut input value kept in the history
+
+
+def for_history(message: Message, limit: int) -> Message:
+    """The message as the conversation keeps it: a tool input of more than ``limit`` characters is cut.
+
+    The call itself runs with the whole input (a 200 MB Write still writes 200 MB); only the history
+    holds the head of each long value and a note. Otherwise one input larger than the context window
+    would make every later request, the summary request included, too long to send.
+    """
+    if message.role != "assistant" or not message.tool_uses:
+        return message
+    content, changed = [], False
+    for block in message.content:
+        if block.get("type") == "tool_use" and _chars(block.get("input")) > limit:
+            block, changed = {**block, "input": _cut(block.get("input"))}, True
+        content.append(block)
+    return message.replace(content=content) if changed else message
+
+
+def _chars(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(len(str(k)) + _chars(v) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_chars(v) for v in value)
+    return 8
+
+
+def _cut(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > CUT_HEAD:
+        return (
+            f"{value[:CUT_HEAD]}\n[… {len(value) - CUT_HEAD:,} more characters cut from the conversation "
+            "history to keep it within the context window; the tool call had the whole input]"
+        )
+    if isinstance(value, dict):
+        return {k: _cut(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut(v) for v in value]
+    return value

@@ -400,12 +400,20 @@ def diff_lines(name: str, args: dict[str, Any]) -> list[tuple[str, str]]:
             if not ln.startswith(("---", "+++", "@@"))
         ]
     elif name == "Write":
-        body = ["+" + ln for ln in visible(str(args.get("content", ""))).splitlines()]
+        content = str(args.get("content", ""))
+        # only the lines shown are split out: a 200 MB Write must not be copied line by line to show ten
+        body = ["+" + ln for ln in visible(content[: DIFF_LINES * 1000]).splitlines()]
+        total = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+        return _diff_rows(body, max(total, len(body)))
     else:
         return []
+    return _diff_rows(body, len(body))
+
+
+def _diff_rows(body: list[str], total: int) -> list[tuple[str, str]]:
     out = [(DIFF_STYLES.get(ln[:1], "dim"), ln) for ln in body[:DIFF_LINES]]
-    if len(body) > DIFF_LINES:
-        out.append(("dim", f"… +{len(body) - DIFF_LINES} lines"))
+    if total > DIFF_LINES:
+        out.append(("dim", f"… +{total - DIFF_LINES} lines"))
     return out
 
 
