@@ -1,7 +1,8 @@
 """The command line (CONTRACT §2): the only place that turns errors into a line on stderr and an exit code.
 
-``--version`` is answered before anything heavy is imported; the SDK is imported lazily (print mode) or
-in the background while the REPL draws its prompt.
+``--version`` is answered before the command line is parsed (typer itself is imported with this module;
+typer is pinned below 0.29 so that costs little); the SDK is imported lazily (print mode) or in the
+background while the REPL draws its prompt.
 """
 
 from __future__ import annotations
@@ -266,7 +267,7 @@ def resume_pick(args: list[str]) -> list[str]:
 
 
 def main() -> None:
-    if sys.argv[1:] in (["--version"], ["-v"]):  # the fast path: no typer, no SDK
+    if sys.argv[1:] in (["--version"], ["-v"]):  # the fast path: no parsing, no SDK
         sys.stdout.write(f"{__version__} (Compact Agent)\n")
         return
     # typer answers a bad flag with a usage block; the contract wants one line, so its errors come here

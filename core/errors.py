@@ -107,3 +107,8 @@ def classify_bad_request(message: str) -> ModelError | None:
     if "prompt is too long" in message.lower():
         return PromptTooLong(message)
     return None
+
+
+def describe(e: BaseException) -> str:
+    """An exception in a few words for a notice: its message, or its type when it has none."""
+    return str(e).strip() or type(e).__name__

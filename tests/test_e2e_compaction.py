@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import records, transcripts
-from tests.fakeapi import FakeAPI, Reply, estimate_tokens, last_user_text, request_text
+from tests.fakeapi import FakeAPI, Reply, estimate_tokens, is_compaction, last_user_text, request_text
 
 SUMMARY = (
     "<analysis>PRIVATE-ANALYSIS walking through every read</analysis>\n"
@@ -41,11 +41,6 @@ def make_files(project: Path, count: int) -> list[Path]:
         path.write_text("\n".join(lines) + "\n")
         paths.append(path)
     return paths
-
-
-def is_compaction(body: dict) -> bool:
-    text = last_user_text(body)
-    return "<analysis>" in text and "<summary>" in text
 
 
 class Reader:
