@@ -5,7 +5,7 @@ Everything else (compaction, retries, permissions, rendering) lives in the named
 
 from __future__ import annotations
 
-from agent import mentions
+from agent import mentions, paste
 from agent.session import Session
 from agent.thinking import prompt_budget
 from agent.tool_exec import (
@@ -86,7 +86,7 @@ def submit_prompt(session: Session, text: str) -> str:
     reason = session.hooks.blocked(outcomes)
     if reason is not None:
         return f"A UserPromptSubmit hook blocked the prompt: {reason}"
-    prompt = user_prompt(text)
+    prompt = user_prompt(paste.fit(session, text))  # a prompt past the window: its head and a file
     session.prompt_thinking = prompt_budget(text)  # "think hard" raises this turn's thinking budget
     session.conv.current_prompt_uuid = prompt.uuid
     session.conv.reactive_compacted = False

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import re
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from rich.console import Console, Group
@@ -472,6 +474,7 @@ class Renderer:
         self._compact_since: float | None = None
         self._out_chars = 0
         self._live_tail = ""  # the end of what the running command has printed so far
+        self.cwd: Path | None = None  # the project: tool headers show paths under it relative to it
         self.queued = (
             ""  # what the user has typed meanwhile, sent when the turn is over (shown in the status)
         )
@@ -544,7 +547,9 @@ class Renderer:
         if call == self._just_asked:
             self._in_question.add(event.tool_use_id)  # its header and diff are on screen just above
         else:
-            self.console.print(tool_header(event.name, event.input), highlight=False)
+            self.console.print(
+                tool_header(event.name, relative_paths(event.input, self.cwd)), highlight=False
+            )
         self._just_asked = None
         self._inputs[event.tool_use_id] = call
         if self._turn_since is not None:
@@ -731,11 +736,16 @@ class Renderer:
         """/clear: a fresh screen for the fresh session (nothing happens on a console that is not a terminal)."""
         self.console.clear()
 
-    def line(self, text: str, style: str = "") -> None:
+    def line(self, text: str, style: str = "", *, wrap: int | None = None) -> None:
+        """One line of our own; ``wrap``: broken at word boundaries to at most that many columns."""
         with self._lock:
             self._end_text()
             self._just_asked = None
-            self.console.print(Text(visible(text), style=style), highlight=False, soft_wrap=True)
+            shown = Text(visible(text), style=style)
+            if wrap:
+                self.console.print(shown, highlight=False, width=min(wrap, self.console.width))
+            else:
+                self.console.print(shown, highlight=False, soft_wrap=True)
 
     def permission(
         self, tool: str, args: dict[str, Any], description: str, always: str | None = None
@@ -862,6 +872,19 @@ def recent_exchanges(messages: list[Any], exchanges: int) -> list[Any]:
         elif m.role == "assistant" and m.text.strip():
             out.append(m)
     return out[::-1]
+
+
+def relative_paths(args: dict[str, Any], cwd: Path | None) -> dict[str, Any]:
+    """``args`` with a path under ``cwd`` shown relative to it, as Claude Code shows them (a permission
+    question keeps the whole path: it is what the user approves)."""
+    out = dict(args)
+    for key in ("file_path", "path"):
+        value = out.get(key)
+        if cwd is not None and isinstance(value, str) and os.path.isabs(value):
+            rel = os.path.relpath(value, cwd)
+            if not rel.startswith(".."):
+                out[key] = rel
+    return out
 
 
 def tool_header(name: str, args: dict[str, Any], whole: bool = False) -> Text:
