@@ -29,10 +29,18 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from agent.claude_code import Rec, clean, merge, recover_siblings
-from agent.transcript import BOUNDARY_NEEDLE, MESSAGE_TYPES, agent_id_for, is_boundary, sidechain_path
+from agent.transcript import (
+    BOUNDARY_NEEDLE,
+    MESSAGE_TYPES,
+    SIDE_USAGE,
+    agent_id_for,
+    is_boundary,
+    sidechain_path,
+)
 from compact.state import STATE_TYPES, ContextState, replay
 from core.messages import Message, from_record, tool_result_block, tool_results
 
+REWIND = "rewind"  # the user went back to an earlier point (agent.rewind): its leafUuid is the new leaf
 # record types that carry no message: skipped without a word
 QUIET_TYPES = frozenset(
     {
@@ -46,6 +54,8 @@ QUIET_TYPES = frozenset(
         "last-prompt",
         "pr-link",
         "system",
+        REWIND,
+        SIDE_USAGE,
         *STATE_TYPES,
     }
 )
@@ -234,16 +244,37 @@ class _Loader:
                 readable=readable,
             )
         leaf = messages[-1]
+        target = self._rewind_target(main, leaf)
+        if target == "":  # rewound to before the first message: nothing is live
+            return LoadedSession(
+                self.path,
+                session_id,
+                [],
+                ContextState(),
+                None,
+                None,
+                self.warnings,
+                size=self.size,
+                readable=True,
+            )
+        index: dict[str, Rec] = {}
+        for r in main:
+            if r.uuid and "parentUuid" in r.data:
+                index[r.uuid] = r
+        if target and not partial and target in index:
+            leaf = index[target]  # before picking the boundary, which is the last one before the leaf
         if found is None:  # full parse: the boundary that matters is the last one before the leaf
             bounds = [r for r in main if is_boundary(r.data) and r.offset < leaf.offset]
             found = (bounds[-1].offset, bounds[-1].data) if bounds else None
         boundary_offset, boundary = found if found else (0, None)
 
-        index: dict[str, Rec] = {}
-        for r in main:
-            if r.uuid and "parentUuid" in r.data:
-                index[r.uuid] = r
-        kept = self._kept_segment(boundary, boundary_offset, index)
+        kept = self._kept_segment(boundary, boundary_offset, index)  # (adds the kept records to index)
+        if target and target in index:
+            leaf = index[target]
+        elif target and partial:
+            raise _NeedFullParse
+        elif target:
+            self.warnings.append(f"{self.path.name}: a rewind points at {target}, which is missing; ignored")
         chain = self._walk(leaf, index, boundary, kept, partial)
         kept_uuids = {r.uuid for r in kept}
         groups = recover_siblings(chain, main)
@@ -271,6 +302,14 @@ class _Loader:
             readable=True,
             pending=pending,
         )
+
+    def _rewind_target(self, main: list[Rec], leaf: Rec) -> str | None:
+        """The leafUuid of a rewind written after the newest message ("" when it went back to before
+        the first message); None without one."""
+        last = next((r for r in reversed(main) if r.type == REWIND), None)
+        if last is None or last.offset < leaf.offset:
+            return None
+        return str(last.data.get("leafUuid") or "")
 
     def _note_type(self, rec: dict[str, Any]) -> None:
         kind = rec.get("type")

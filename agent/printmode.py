@@ -26,6 +26,7 @@ from core.events import (
     Event,
     MessageRecorded,
     Notice,
+    PermissionDenied,
     Retrying,
     SubagentEvent,
     SubagentFinished,
@@ -45,6 +46,7 @@ class PrintRenderer:
         self.secrets = secrets  # redacted from stdout, as the transcript redacts them
         self.session: Session | None = None
         self.num_turns = 0
+        self.denials: list[PermissionDenied] = []  # the result's permission_denials, as Claude Code's
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, MessageRecorded):
@@ -56,6 +58,8 @@ class PrintRenderer:
             self._subagent(event)
         elif isinstance(event, (SubagentStarted, SubagentFinished)) and self.fmt == "stream-json":
             self._line({"type": "system", "subtype": _snake(type(event).__name__), **vars(event)})
+        elif isinstance(event, PermissionDenied):
+            self.denials.append(event)
         elif isinstance(event, (CompactStarted, CompactFinished, CompactFailed)):
             self._compaction(event)
         elif isinstance(event, Notice):
@@ -85,6 +89,8 @@ class PrintRenderer:
         if isinstance(event, MessageRecorded) and self.fmt == "stream-json":
             tags = {"isSidechain": True, "agentId": tagged.agent_id, "parent_tool_use_id": tagged.tool_use_id}
             self._message(event.message, **tags)
+        elif isinstance(event, PermissionDenied):  # the result lists the subagents' denials too
+            self.denials.append(event)
         elif isinstance(event, Notice):
             self.err.write(f"[subagent {tagged.agent_id}] {event.text}\n")
         elif isinstance(event, Retrying):
@@ -139,7 +145,16 @@ class PrintRenderer:
                     "duration_ms": int((time.monotonic() - started) * 1000),
                     "usage": dict(session.usage_total),
                     "total_cost_usd": round(session.cost + _subagents_cost(session), 6),
+                    "permission_denials": [
+                        {"tool_name": d.tool_name, "tool_use_id": d.tool_use_id, "tool_input": d.tool_input}
+                        for d in self.denials
+                    ],
                 }
+            )
+        if self.denials:  # one line, in every format: what was not run and why
+            calls = "; ".join(f"{d.tool_name} ({d.reason})" for d in self.denials)
+            self.err.write(
+                redact(f"Permission denied for {len(self.denials)} tool call(s): {calls}\n", self.secrets)
             )
         if is_error:
             self.say(f"compact-agent: {finished.error or finished.stop_reason}")

@@ -25,7 +25,7 @@ from agent.client import INVALID_INPUT
 from agent.session import Session
 from compact import ledger, restore
 from core.errors import Interrupted
-from core.events import TodosChanged, ToolFinished, ToolStarted
+from core.events import PermissionDenied, TodosChanged, ToolFinished, ToolStarted
 from core.messages import Message, meta, tool_result_block, tool_results
 from core.private import redact, secrets_of
 from tools.base import ToolResult
@@ -227,6 +227,7 @@ def _permit(
         return ToolResult(f"There is no tool named {name}. Available tools: {names}.", is_error=True)
     decision = session.permissions.check(name, args, cwd=session.tool_ctx.cwd)
     if decision.behavior == "deny":
+        _denied(session, use, decision.reason)
         return ToolResult(
             f"Permission to use {name} was denied: {decision.reason}. Do not retry this call; "
             "choose another approach or ask the user.",
@@ -239,6 +240,7 @@ def _permit(
             session.emit(ToolFinished(use["id"], name, failure.content, True, failure.summary))
             return failure
         if session.ask is None or session.cancel.is_set():
+            _denied(session, use, f"needs approval ({decision.reason}) and nobody can give it")
             return ToolResult(
                 f"{name} needs the user's approval ({decision.reason}), and nobody can approve it in this "
                 "non-interactive session, so it was not run. Continue without it or tell the "
@@ -249,6 +251,7 @@ def _permit(
         if answer == "always":
             session.permissions.allow_for_session(session.permissions.suggest_rule(name, args))
         elif answer != "yes":
+            _denied(session, use, "the user said no")
             return ToolResult(DECLINED, is_error=True)
     outcomes = session.run_hooks("PreToolUse", name, tool_name=name, tool_input=args)
     stop = session.hooks.stop_reason(outcomes)
@@ -260,6 +263,11 @@ def _permit(
     if reason is not None:
         return ToolResult(f"A PreToolUse hook blocked this call: {reason}", is_error=True)
     return None
+
+
+def _denied(session: Session, use: dict[str, Any], reason: str) -> None:
+    args = use.get("input")
+    session.emit(PermissionDenied(use["id"], use["name"], args if isinstance(args, dict) else {}, reason))
 
 
 def _execute(session: Session, use: dict[str, Any], stops: list[str] | None = None) -> ToolResult:
@@ -287,8 +295,9 @@ def _execute(session: Session, use: dict[str, Any], stops: list[str] | None = No
             else INTERRUPTED,
             is_error=True,
         )
-    elif session.cancel.is_set():
-        result = ToolResult(INTERRUPTED, is_error=True)
+    elif session.cancel.is_set():  # what it printed before it was stopped (Bash says so) reaches the model
+        said = result.content if isinstance(result.content, str) and result.content.strip() else ""
+        result = ToolResult(f"{INTERRUPTED}\n\n{said}" if said else INTERRUPTED, is_error=True)
     session.emit(ToolFinished(use["id"], name, result.content, result.is_error, result.summary))
     if name == "TodoWrite" and not result.is_error:
         session.emit(TodosChanged(tuple(dict(t) for t in args.get("todos") or [])))
@@ -341,3 +350,46 @@ def answer_open_calls(session: Session, text: str) -> None:
     last = session.messages[-1] if session.messages else None
     if last is not None and last.role == "assistant" and last.tool_uses:
         session.add(tool_results([tool_result_block(u["id"], text, True) for u in last.tool_uses]))
+
+
+CUT_HEAD = 2_000  # characters of a cut input value kept in the history
+
+
+def for_history(message: Message, limit: int) -> Message:
+    """The message as the conversation keeps it: a tool input of more than ``limit`` characters is cut.
+
+    The call itself runs with the whole input (a 200 MB Write still writes 200 MB); only the history
+    holds the head of each long value and a note. Otherwise one input larger than the context window
+    would make every later request, the summary request included, too long to send.
+    """
+    if message.role != "assistant" or not message.tool_uses:
+        return message
+    content, changed = [], False
+    for block in message.content:
+        if block.get("type") == "tool_use" and _chars(block.get("input")) > limit:
+            block, changed = {**block, "input": _cut(block.get("input"))}, True
+        content.append(block)
+    return message.replace(content=content) if changed else message
+
+
+def _chars(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(len(str(k)) + _chars(v) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_chars(v) for v in value)
+    return 8
+
+
+def _cut(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > CUT_HEAD:
+        return (
+            f"{value[:CUT_HEAD]}\n[… {len(value) - CUT_HEAD:,} more characters cut from the conversation "
+            "history to keep it within the context window; the tool call had the whole input]"
+        )
+    if isinstance(value, dict):
+        return {k: _cut(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut(v) for v in value]
+    return value

@@ -69,11 +69,10 @@ _RULE = re.compile(
     r"(?i)\b(don'?t|do not|never|always|only|must|instead|actually|should(?: not|n'?t)|make sure|avoid|"
     r"from now on|no longer|rather|stop|revert|remember|keep|prefer|not)\b"
 )
-REFERENCE_THRESHOLD = 167_000
 SPAN_PROMPT_TOKENS = 500  # of each user message in a collapsed span's placeholder
 _EXIT = re.compile(r"\nExit code (-?\d+)\s*$|^Exit code (-?\d+)\s*$")
 _PATHISH = re.compile(r"^[\w.~/-]*[\w-](/[\w.-]+|\.[A-Za-z0-9]{1,8})$")  # a/b, x.py, ./x, ~/x.md
-_STRIP = "\"'`()[]{}<>,;:!?"
+_STRIP = "\"'`()[]{}<>,;:!?@"  # "@x.py" is the REPL's way of naming x.py
 HEADER = (
     "<working-state>\nRecorded by the agent from its own tool calls (not from the summary), so it is "
     "exact. It says what was done; the summary says why."

@@ -145,6 +145,23 @@ class TurnFinished:
     usage: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ToolOutput:
+    """Output of a running command as it arrives (the REPL shows its last lines while it runs)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class PermissionDenied:
+    """A tool call was not run for want of permission: a deny rule, the user's "no", or nobody to ask."""
+
+    tool_use_id: str
+    tool_name: str
+    tool_input: dict[str, Any]
+    reason: str
+
+
 Event = (
     TextDelta
     | ThinkingDelta
@@ -163,4 +180,6 @@ Event = (
     | SubagentFinished
     | SubagentEvent
     | TurnFinished
+    | PermissionDenied
+    | ToolOutput
 )

@@ -162,6 +162,21 @@ class PromptCache:
 
 
 # --------------------------------------------------------------------------------------------------
+# Which side request a body is (the tests route and count them by these)
+
+
+def is_compaction(body: dict) -> bool:
+    """A compaction's full summary request: its instruction asks for <analysis> and <summary>."""
+    text = last_user_text(body)
+    return "<analysis>" in text and "<summary>" in text
+
+
+def is_notes_update(body: dict) -> bool:
+    """A session-notes update: its instruction names the notes file."""
+    return "summary.md" in last_user_text(body)
+
+
+# --------------------------------------------------------------------------------------------------
 # Validation: what the real API refuses
 
 

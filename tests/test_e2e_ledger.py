@@ -20,7 +20,7 @@ from agent.settings import Settings
 from compact import ledger
 from compact.notes_template import SECTIONS
 from tests.conftest import make_session, records, transcripts
-from tests.fakeapi import FakeAPI, Reply, last_user_text, request_text
+from tests.fakeapi import FakeAPI, Reply, is_compaction, is_notes_update, last_user_text, request_text
 
 POOR = "We worked on some code."
 CONSTRAINT = (
@@ -50,15 +50,6 @@ def make_files(project: Path, count: int) -> list[Path]:
         path.write_text("\n".join(lines) + "\n")
         paths.append(path)
     return paths
-
-
-def is_compaction(body: dict) -> bool:
-    text = last_user_text(body)
-    return "<analysis>" in text and "<summary>" in text
-
-
-def is_notes_update(body: dict) -> bool:
-    return "summary.md" in last_user_text(body)
 
 
 class Refactorer:
