@@ -336,6 +336,9 @@ def test_cost_and_context_count_subagents_apart(tmp_path: Path, fake_api: FakeAP
     assert run.status == "completed" and run.tool_uses == 3 and run.tokens > 15_000
     cost = commands.run(session, "/cost").text
     assert "of which subagents (1 task)" in cost
+    # the usage is in the session's transcript too (a resumed session's /cost counts it)
+    [side_usage] = [r for r in records(session.transcript_path) if r.get("agentId") == run.agent_id]
+    assert side_usage["type"] == "side-usage" and side_usage["usage"] == run.usage
     assert f"{run.usage['output_tokens']:,} output" in cost.splitlines()[-1]
     context = commands.run(session, "/context")
     assert f"{run.agent_id} Find f3 modules (Explore, completed): 3 tool uses" in context.text
