@@ -22,6 +22,7 @@ from agent.settings import reload_settings
 from compact import compactor, ledger, usage
 from compact.notes import notes_text
 from core.errors import AgentError, Interrupted
+from core.events import CompactFinished, Retrying
 
 NO_COMPACTION = "No compaction in this session yet."
 COMMAND_LINE = re.compile(r"^/([A-Za-z][\w-]*)(?:\s+(.*))?$", re.DOTALL)
@@ -147,6 +148,22 @@ def compaction_text(trigger: str, pre_tokens: int, post_tokens: int) -> str:
     """The "a → b" line of a compaction, the same live, in /compact's result and in print mode."""
     kind = "manual" if trigger == "manual" else "auto"
     return f"Compacted · {kind} · {fmt_tokens(pre_tokens)} → {fmt_tokens(post_tokens)} tokens"
+
+
+def compaction_line(event: CompactFinished) -> str:
+    """The whole line after a compaction: "a → b", how long the user waited, the state attached, and what
+    became of a prepared candidate (used, or refused and why) — the same in the REPL and print mode."""
+    parts = [compaction_text(event.trigger, event.pre_tokens, event.post_tokens), f"{event.duration:.1f}s"]
+    return " · ".join([*parts, *(p for p in (event.state, event.candidate) if p)])
+
+
+def retry_line(event: Retrying, *, live: bool = False) -> str:
+    """A retry's announcement: the main reply's ("…" after the wait when shown live), or a compaction's
+    own request's ("Compacting… retrying in 2s (attempt 2)")."""
+    wait, attempt = f"{round(event.delay, 1):g}s", f"(attempt {event.attempt + 1})"
+    if event.compaction:
+        return f"Compacting… retrying in {wait} {attempt}"
+    return f"Retrying in {wait}{'…' if live else ''} {attempt}"
 
 
 # --- the commands ------------------------------------------------------------------------------------

@@ -62,17 +62,12 @@ class PrintRenderer:
         elif isinstance(event, Notice):
             self.err.write(f"{event.text}\n")
         elif isinstance(event, Retrying):  # stderr in every format: stdout stays the result alone
-            self.err.write(
-                f"Retrying in {round(event.delay, 1):g}s (attempt {event.attempt + 1}) · {event.reason}\n"
-            )
+            self.err.write(f"{commands.retry_line(event)} · {event.reason}\n")
             self.err.flush()
 
     def _compaction(self, event: Event) -> None:
         if isinstance(event, CompactFinished):
-            text = (
-                f"{commands.compaction_text(event.trigger, event.pre_tokens, event.post_tokens)} · "
-                f"{event.duration:.0f}s" + (f" · {event.state}" if event.state else "")
-            )
+            text = commands.compaction_line(event)
             for line in event.hook_messages:
                 self.err.write(f"{line}\n")
         elif isinstance(event, CompactFailed):

@@ -5,12 +5,13 @@ and the context is at or over T (compact.thresholds). Never inside a side reques
 Skips: after 3 consecutive failed automatic compactions (the circuit breaker; said once, reset by any
 success), and when nothing was added since the last compaction (compacting the same content again
 would only fail again).
-Drops / keeps / writes: as compact.compactor. Model calls: those of one compaction.
+Drops / keeps / writes: as compact.compactor. Model calls: those of one compaction, or none when a
+candidate prepared in the background (compact.preparer) is applied.
 """
 
 from __future__ import annotations
 
-from compact import compactor
+from compact import compactor, preparer
 from compact.conversation import Conversation, Ports
 from core.events import Notice
 
@@ -53,4 +54,5 @@ def maybe_autocompact(conv: Conversation, ports: Ports, tokens: int) -> bool:
         new_content=not compactor.nothing_new_since_compaction(conv),
     ):
         return False
-    return compactor.compact(conv, ports, "auto")
+    # a candidate prepared in the background when there is one; the foreground compaction otherwise
+    return preparer.at_threshold(conv, ports, tokens, compactor.compact)

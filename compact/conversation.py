@@ -12,7 +12,8 @@ Conversation — the state of one conversation as compaction sees it:
   calibration  real / estimated token ratio (compact.tokens)
   lock, cancel one lock for the list and the transcript; the turn's Ctrl-C
   counters     compacting, compact_failures(_reported), reactive_compacted, current_prompt_uuid
-  workers      notes (the session-memory updater) and collapser (context collapse), declared here
+  workers      notes (the session-memory updater), collapser (context collapse) and preparer (the
+               compaction candidate prepared in the background), declared here
   pipeline     the cheap stages' context and caches (compact.pipeline)
 compact.prepare.wire() fills in the last three for a given Ports.
 
@@ -46,6 +47,7 @@ from tools.base import ToolContext
 if TYPE_CHECKING:  # the workers' modules work on a Conversation; it only holds them
     from compact.collapse_worker import Collapser
     from compact.notes_updater import NotesWorker
+    from compact.preparer import Preparer
 
 
 class TranscriptSink(Protocol):
@@ -142,6 +144,7 @@ class Conversation:
     guard_warned: bool = False  # the post-compaction guard said what fills the context (once until a success)
     notes: NotesWorker | None = None
     collapser: Collapser | None = None
+    preparer: Preparer | None = None  # the compaction candidate prepared in the background (compact.preparer)
     pipeline: PrepareContext | None = None
 
     @property

@@ -31,8 +31,10 @@
           │             max_tokens overflow → once more with a smaller max_tokens; the reply's usage
           │             calibrates the estimate (the server's count of the whole request against ours)
           ▼
-    after_response      session notes updated in the background (compact.notes_updater), unless a
-                        compaction is due next and the notes as they are already serve it
+    after_response      from the preparation level P < T: the next compaction prepared in the background
+                        (compact.preparer: a notes update, or a summary when notes are off or unusable);
+                        session notes kept current (compact.notes_updater), unless a compaction is due
+                        next and the notes as they are already serve it
 
 Every stage before auto-compact is a function from messages to messages that never mutates its input
 and never separates a tool_use from its tool_result. ``wire`` gives a conversation its pipeline context
@@ -45,7 +47,16 @@ import json
 from datetime import datetime
 from typing import Any, Callable
 
-from compact import autocompact, compactor, context_editing, notes_compaction, notes_updater, snip, thresholds
+from compact import (
+    autocompact,
+    compactor,
+    context_editing,
+    notes_compaction,
+    notes_updater,
+    preparer,
+    snip,
+    thresholds,
+)
 from compact.collapse_worker import Collapser
 from compact.conversation import Conversation, Ports
 from compact.notes_updater import NotesWorker
@@ -147,10 +158,15 @@ def maybe_nudge(conv: Conversation, ports: Ports, tokens: int) -> bool:
 
 
 def after_response(conv: Conversation, ports: Ports) -> None:
-    """After each main response: keep the session notes current in the background — unless a compaction
-    is due at the next request and can use the notes as they are, which would throw the update away."""
+    """After each main response: prepare the next compaction in the background from the preparation
+    level on (compact.preparer), and keep the session notes current — unless this cycle's candidate
+    already owns them, or a compaction is due at the next request and can use the notes as they are,
+    which would throw the update away."""
+    tokens = conv.view().tokens
+    if preparer.after_response(conv, ports, tokens):
+        return
     if ports.config.auto_enabled and not conv.compacting:
-        due = conv.view().tokens >= ports.thresholds().auto_compact
+        due = tokens >= ports.thresholds().auto_compact
         if due and notes_compaction.plan(conv, ports) is not None:
             return
     notes_updater.after_response(conv, ports)
