@@ -8,7 +8,8 @@ clock — and answers with the reason it is refused, or None:
     empty                     nothing but whitespace
     truncated                 the reply stopped at max_tokens, a <summary> was opened and never closed,
                               a code fence is left open, or the text ends mid-sentence (",", "and" …)
-    missing sections          a required section heading is absent (the summary's nine, the notes' ten)
+    missing sections          a required section heading is absent (the summary's request and current
+                              work, the notes' ten)
     misquoted user            a quotation given as the user's words is not in any of the user's messages
     not smaller               it is at least as large as what it replaces
 
@@ -38,6 +39,9 @@ SUMMARY_SECTIONS = (
     "Current Work",
     "Optional Next Step",
 )
+# the sections a summary cannot go without: what the user wants, and where the work stands (the others
+# may be empty or merged by a terse model; the ledger carries files, commands and the user's words anyway)
+REQUIRED_SUMMARY_SECTIONS = ("Primary Request and Intent", "Current Work")
 # the sections in which a quotation stands for what the user said
 USER_SECTIONS = ("All user messages", "Optional Next Step")
 MIN_QUOTE = 12  # shorter quotations (a word or two in quotes) are names, not the user's words

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from compact import notes_compaction, notes_updater, summary
-from compact.candidate import SUMMARY_SECTIONS, Candidate, fingerprint, still_covered, validate
+from compact.candidate import REQUIRED_SUMMARY_SECTIONS, Candidate, fingerprint, still_covered, validate
 from compact.conversation import Conversation, Ports
 from compact.notes import headers, section_name, template_for
 from compact.result import Compaction
@@ -300,7 +300,7 @@ def _from_summary(conv: Conversation, ports: Ports, p: Preparer, c: Candidate) -
     covered = view.messages[:n]
     said = [m.text for m in covered if m.role == "user"]
     reason = validate(
-        c, required=SUMMARY_SECTIONS, user_texts=said, replaced_tokens=sum(m.tokens for m in covered)
+        c, required=REQUIRED_SUMMARY_SECTIONS, user_texts=said, replaced_tokens=sum(m.tokens for m in covered)
     )
     if reason:
         _reject(p, reason)

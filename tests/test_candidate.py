@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from compact.candidate import SUMMARY_SECTIONS, Candidate, fingerprint, still_covered, validate
+from compact.candidate import (
+    REQUIRED_SUMMARY_SECTIONS,
+    SUMMARY_SECTIONS,
+    Candidate,
+    fingerprint,
+    still_covered,
+    validate,
+)
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 
 USER = ["Rename load_config to read_config everywhere. Never touch tests/legacy/.", "Go on with the rest."]
@@ -33,7 +40,7 @@ def candidate(text: str, *, stop: str | None = "end_turn", raw: str | None = Non
 
 
 def check(c: Candidate) -> str | None:
-    return validate(c, required=SUMMARY_SECTIONS, user_texts=USER)
+    return validate(c, required=REQUIRED_SUMMARY_SECTIONS, user_texts=USER)
 
 
 def test_a_good_summary_passes() -> None:
@@ -48,7 +55,7 @@ def test_a_good_summary_passes() -> None:
         (lambda: candidate(good_summary(), raw="<summary>" + good_summary()), "never closed"),
         (lambda: candidate(good_summary(**{"Optional Next Step": "Edit the file and"})), "mid-sentence"),
         (lambda: candidate(good_summary(**{"Current Work": "```python\ndef f():"})), "code block"),
-        (lambda: candidate(good_summary().replace("7. Pending Tasks:", "7. Later:")), "Pending Tasks"),
+        (lambda: candidate(good_summary().replace("8. Current Work:", "8. Lately:")), "Current Work"),
         (
             lambda: candidate(good_summary(**{"All user messages": '- "Delete tests/legacy/ when done."'})),
             "did not write",
