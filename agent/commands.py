@@ -388,11 +388,11 @@ def _memory(session: Session, args: str) -> Result:
 def _trust(session: Session, args: str) -> Result:
     s = session.settings
     if args == "revoke":
-        if not trust.revoke(s.home, s.cwd):
-            return Result(f"{s.cwd} is not trusted; nothing to revoke.")
+        if not trust.revoke(s.home, s.root):
+            return Result(f"{s.root} is not trusted; nothing to revoke.")
         session.use_settings(reload_settings(s, session.environ))
         return Result(
-            f"Trust in {s.cwd} revoked: its settings files' hooks, env and widened permissions no "
+            f"Trust in {s.root} revoked: its settings files' hooks, env and widened permissions no "
             "longer apply, from now on."
         )
     if args:
@@ -404,13 +404,13 @@ def trust_report(session: Session) -> str:
     s = session.settings
     if s.trust.trusted:
         lines = [
-            f"Project {s.cwd}: trusted since {s.trust.since[:16].replace('T', ' ')} (/trust revoke withdraws it)."
+            f"Project {s.root}: trusted since {s.trust.since[:16].replace('T', ' ')} (/trust revoke withdraws it)."
         ]
         if s.trust.confirmed_keys:
             lines.append("Confirmed keys from its settings: " + ", ".join(s.trust.key_names()))
     else:
         lines = [
-            f"Project {s.cwd}: not trusted (restart the REPL here to be asked, or pass --trust-project)."
+            f"Project {s.root}: not trusted (restart the REPL here to be asked, or pass --trust-project)."
         ]
     if s.ignored:
         lines += ["Ignored from its settings files:"] + [f"  - {i.what}  ({i.source})" for i in s.ignored]

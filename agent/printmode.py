@@ -126,6 +126,8 @@ def run_print(
     renderer = PrintRenderer(
         fmt, out or sys.stdout, err or sys.stderr, secrets_of(settings.api_key, settings.auth_token)
     )
+    for warning in settings.warnings:  # a project's broken settings file: skipped, said once
+        renderer.err.write(f"compact-agent: warning: {warning}\n")
     if ignored := print_mode_line(settings.ignored, settings.trust.trusted):  # never asks: says so, once
         renderer.err.write(ignored + "\n")
     session = lifecycle.open_session(

@@ -246,6 +246,8 @@ class Repl:
 
     # --- session -----------------------------------------------------------------------------------
     def open(self, *, resume: str | None = None, continue_last: bool = False) -> None:
+        for warning in self.settings.warnings:  # a project's broken settings file: skipped, said once
+            self.renderer.line(f"Warning: {warning}", "yellow")
         self.confirm_trust()  # before anything of the project's runs (SessionStart hooks)
         self.session = lifecycle.open_session(
             self.settings,
@@ -273,7 +275,7 @@ class Repl:
             return
         if untrusted:
             self.renderer.line(
-                f"This project ({s.cwd}) is not trusted yet. Its settings files would:", "bold"
+                f"This project ({s.root}) is not trusted yet. Its settings files would:", "bold"
             )
             for line in trust.dialog_lines(untrusted):
                 self.renderer.line(line)
@@ -291,7 +293,7 @@ class Repl:
             (confirmed if self._yes(f"Use {item.key} from this project? [y/N] ") else declined).append(
                 item.confirm
             )
-        trust.grant(s.home, s.cwd, tuple(confirmed), tuple(declined))
+        trust.grant(s.home, s.root, tuple(confirmed), tuple(declined))
         self.settings = s = reload_settings(s, self.environ)
         if isinstance(self.prompt.history, RedactingHistory):  # a confirmed project key is a secret too
             self.prompt.history.secrets = secrets_of(s.api_key, s.auth_token)

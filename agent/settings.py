@@ -1,9 +1,13 @@
 """Settings, built once at the CLI boundary and passed down; nothing below reads ``os.environ``.
 
-Precedence, lowest to highest: defaults < $COMPACT_AGENT_HOME/settings.json < .claude/settings.json <
-.claude/settings.local.json < environment (the process's, overlaid on the files' "env" maps) < command line.
-The two project files pass through ``agent.trust.restrict`` first: until the project is trusted their hooks,
-env entries and widening permission settings are left out and listed in ``Settings.ignored``.
+Precedence, lowest to highest: defaults < ~/.claude/settings.json < $COMPACT_AGENT_HOME/settings.json <
+.claude/settings.json < .claude/settings.local.json < environment (the process's, overlaid on the files'
+"env" maps) < command line. The two user files are the user's own: trusted, and a malformed one stops the
+agent. The two project files are those of the project root (agent.project: found upwards from the working
+directory); a malformed one is skipped with a warning (``Settings.warnings``), and both pass through
+``agent.trust.restrict`` first: until the project is trusted their hooks, env entries, widening permission
+settings and model are left out and listed in ``Settings.ignored``. Every file is read only if it is a
+regular file of reasonable size (agent.project.read_small).
 
 ``load_settings`` is the one place that merges them. Across files, permission lists and
 ``additionalDirectories`` are concatenated (duplicates dropped), hook groups are concatenated per event,
@@ -20,6 +24,8 @@ Settings-file keys beyond Claude Code's (each mirrors an environment variable of
     contextCollapse     bool                       (CLAUDE_CONTEXT_COLLAPSE)
     contextEditing      bool | {enabled, keepToolUses, triggerTokens, clearAtLeastTokens, clearThinking}
     noColor             bool                       (NO_COLOR)
+    alwaysThinkingEnabled bool                     (Claude Code's key: extended thinking on every turn)
+    maxThinkingTokens   int >= 1024                (MAX_THINKING_TOKENS)
     retry               {maxSeconds}               (COMPACT_AGENT_RETRY_SECONDS)
 """
 
@@ -37,12 +43,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agent import trust as trust_store
+from agent.project import SETTINGS_CAP, FileProblem, project_root, read_small
 from agent.trust import Ignored, Trust
 from compact.thresholds import smallest_window
 from core.errors import SettingsError
 from core.private import make_private_dirs
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
+MIN_THINKING = 1024  # the API's smallest thinking budget
 PERMISSION_MODES = ("default", "acceptEdits", "bypassPermissions", "plan")
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -82,6 +90,10 @@ class Settings:
     # keep_tool_uses, trigger_tokens, clear_at_least_tokens (int | None each) and clear_thinking (bool)
     context_editing: dict[str, Any] | None = None
     no_color: bool = False
+    # extended thinking: MAX_THINKING_TOKENS / maxThinkingTokens (a budget, on every turn), or
+    # alwaysThinkingEnabled (the default budget on every turn); else only when a prompt asks ("think hard")
+    max_thinking_tokens: int | None = None
+    always_thinking: bool = False
     # how long to keep retrying an overloaded / failing / unreachable API before giving up
     retry_seconds: float = 120.0
     # where each value came from, for /config-like displays and error messages
@@ -95,8 +107,17 @@ class Settings:
     # project trust (agent/trust.py): the record, and what the project files asked for and did not get
     trust: Trust = field(default_factory=lambda: Trust(False))
     ignored: list[Ignored] = field(default_factory=list)
+    # the project's root (agent.project): where its .claude/ and the top CLAUDE.md are; trust is keyed on it
+    project_root: Path | None = None
+    # problems with project settings files that were skipped, shown once (print mode: stderr)
+    warnings: list[str] = field(default_factory=list)
     # the command-line values these settings were built from, so they can be rebuilt (reload_settings)
     cli: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def root(self) -> Path:
+        """The project root (the working directory when there is no marker above it)."""
+        return self.project_root or self.cwd
 
     @property
     def project_key(self) -> str:
@@ -130,17 +151,25 @@ def load_settings(*, cwd: Path, environ: Mapping[str, str], cli: dict[str, Any])
     s = Settings(cwd=cwd, home=home, user_home=user_home)
     s.sources["home"] = "env COMPACT_AGENT_HOME" if environ.get("COMPACT_AGENT_HOME") else "default"
 
+    root = s.project_root = project_root(cwd, user_home)
     if cli.get("trust_project"):
         _make_home(home)  # the trust record lives there: a home that can't be made says so first
-        trust_store.grant(home, cwd)
-    s.trust, s.cli = trust_store.load(home, cwd), dict(cli)
+        trust_store.grant(home, root)
+    s.trust, s.cli = trust_store.load(home, root), dict(cli)
 
     layer: dict[str, Any] = {}
-    _merge_layer(layer, _read_file(home / "settings.json"), str(home / "settings.json"))
-    for path in (cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"):
-        data, ignored = trust_store.restrict(
-            _read_file(path), str(path), s.trust
-        )  # the user's file is trusted
+    user_files = _dedupe_paths([user_home / ".claude" / "settings.json", home / "settings.json"])
+    for path in user_files:  # the user's own: trusted, and a broken one stops the agent
+        _merge_layer(layer, _read_file(path), str(path))
+    for path in (root / ".claude" / "settings.json", root / ".claude" / "settings.local.json"):
+        if path in user_files:  # started in the home directory: ~/.claude is the user's, read above
+            continue
+        try:
+            raw = _read_file(path)
+        except SettingsError as e:  # a project's file is not the user's to fix: warn and go on
+            s.warnings.append(f"{e}; going on without this file")
+            continue
+        data, ignored = trust_store.restrict(raw, str(path), s.trust)
         s.ignored += ignored
         _merge_layer(layer, data, str(path))
 
@@ -176,15 +205,18 @@ def _agent_home(environ: Mapping[str, str], cwd: Path, user_home: Path) -> Path:
     return path if path.is_absolute() else cwd / path
 
 
+def _dedupe_paths(paths: list[Path]) -> list[Path]:
+    return list(dict.fromkeys(paths))
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     """The validated contents of one settings file ({} when it does not exist)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError):  # (a home under a regular file: ensure_home says so)
+        text = read_small(path, SETTINGS_CAP)
+    except FileProblem as exc:
+        raise SettingsError(f"{path}: cannot read settings file: {exc}") from None
+    if text is None:  # (a home under a regular file: ensure_home says so)
         return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SettingsError(f"{path}: cannot read settings file ({reason})") from None
     if not text.strip():
         return {}
     try:
@@ -305,7 +337,22 @@ def _validate(data: dict[str, Any], where: _Where) -> dict[str, Any]:
         for name, value in env.items():
             _check(where, f"env.{name}", value, lambda v: isinstance(v, str) or _is_number(v), "a string")
         out["env"] = {name: value if isinstance(value, str) else str(value) for name, value in env.items()}
-    for name in ("autoCompactEnabled", "disableCompact", "sessionMemory", "contextCollapse", "noColor"):
+    if "maxThinkingTokens" in data:
+        out["maxThinkingTokens"] = _check(
+            where,
+            "maxThinkingTokens",
+            data["maxThinkingTokens"],
+            lambda v: _is_int(v) and v >= MIN_THINKING,
+            f"an integer >= {MIN_THINKING}",
+        )
+    for name in (
+        "autoCompactEnabled",
+        "disableCompact",
+        "sessionMemory",
+        "contextCollapse",
+        "noColor",
+        "alwaysThinkingEnabled",
+    ):
         if name in data:
             out[name] = _bool(where, name, data[name])
     if "compaction" in data:
@@ -460,6 +507,8 @@ def _apply_files(s: Settings, layer: dict[str, Any]) -> None:
         "sessionMemory": "session_memory",
         "contextCollapse": "context_collapse",
         "noColor": "no_color",
+        "alwaysThinkingEnabled": "always_thinking",
+        "maxThinkingTokens": "max_thinking_tokens",
     }
     for key, attr in simple.items():
         if key in layer:
@@ -588,6 +637,17 @@ def _apply_env(s: Settings, env: Mapping[str, str], origin: Mapping[str, str]) -
         if raw is not None and (truthy(raw) or falsy(raw)):
             setattr(s, attr, truthy(raw))
             mark(attr, name)
+    if (raw := get("MAX_THINKING_TOKENS")) is not None:
+        try:
+            budget = int(raw.strip())
+        except ValueError:
+            raise bad("MAX_THINKING_TOKENS", f"an integer >= {MIN_THINKING}, or 0 for no thinking") from None
+        if budget != 0 and budget < MIN_THINKING:
+            raise bad("MAX_THINKING_TOKENS", f"an integer >= {MIN_THINKING}, or 0 for no thinking")
+        s.max_thinking_tokens = budget or None
+        if budget == 0:
+            s.always_thinking = False
+        mark("max_thinking_tokens", "MAX_THINKING_TOKENS")
     if get("NO_COLOR") is not None:
         s.no_color = True
         mark("no_color", "NO_COLOR")

@@ -8,8 +8,8 @@ and permission settings that widen access (``allow`` rules, a ``defaultMode`` ot
 always apply. Each item taken out becomes an ``Ignored``, for the dialog, ``/trust`` and print mode's
 one stderr line. User-level settings (``H/settings.json``) are never restricted.
 
-``ANTHROPIC_*`` entries of a project's ``env`` (credentials, the base URL the API key is sent to, the
-model) need more than trust: each key must have been confirmed by name, with its value, in the REPL's
+A project's ``model`` key (what the user pays for) needs trust too. ``ANTHROPIC_*`` entries of a
+project's ``env`` (credentials, the base URL the API key is sent to, the model) need more than trust: each key must have been confirmed by name, with its value, in the REPL's
 dialog; a repository that later changes the value is asked about again.
 
 The record, ``H/trusted-projects.json`` (0600), is keyed by the project's resolved path::
@@ -44,7 +44,7 @@ _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE
 class Ignored:
     """One thing a project settings file asked for and did not get."""
 
-    kind: str  # "hook" | "env" | "permission" | "credential"
+    kind: str  # "hook" | "env" | "permission" | "model" | "credential"
     what: str  # shown to the user, e.g. 'SessionStart hook: touch /tmp/x'
     source: str  # the settings file
     key: str = ""  # the env key, for "env" and "credential"
@@ -150,6 +150,8 @@ def restrict(data: dict[str, Any], source: str, trust: Trust) -> tuple[dict[str,
         out["env"] = env
     if trust.trusted:
         return out, ignored
+    if "model" in out:  # the model decides what the user pays for: never chosen silently by a repository
+        ignored.append(Ignored("model", f"model {_one_line(out.pop('model'))}", source, "model"))
     for event, groups in (out.pop("hooks", None) or {}).items():
         for group in groups:
             for hook in group.get("hooks") or []:
@@ -195,8 +197,8 @@ def print_mode_line(ignored: list[Ignored], trusted: bool) -> str:
         )
     return (
         f"compact-agent: this project is not trusted, so its settings files' hooks, env and widened "
-        f"permissions were ignored: {items}. Pass --trust-project to trust it (recorded); ANTHROPIC_* "
-        f"keys also need confirming in the REPL"
+        f"permissions and model were ignored: {items}. Pass --trust-project to trust it (recorded); "
+        f"ANTHROPIC_* keys also need confirming in the REPL"
     )
 
 
@@ -206,6 +208,7 @@ def dialog_lines(ignored: list[Ignored]) -> list[str]:
         "hook": "Run these commands (hooks):",
         "env": "Set these environment variables:",
         "permission": "Widen permissions:",
+        "model": "Choose the model (what you pay for):",
     }
     lines = []
     for kind, title in titles.items():

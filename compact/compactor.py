@@ -36,10 +36,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from compact import ledger, micro, notes_compaction, restore, summary, usage
+from compact import coverage, ledger, micro, notes_compaction, restore, summary, usage
 from compact.conversation import Conversation, Ports
 from compact.result import Compaction
-from compact.state import microcompact_record
+from compact.state import microcompact_record, notes_record
 from compact.thresholds import Thresholds
 from core.errors import CompactionError, Interrupted
 from core.events import CompactFailed, CompactFinished, CompactStarted, MessageRecorded, Notice
@@ -262,6 +262,7 @@ def finish(
     added = [state.message, *restored.messages, *hook_msgs]
 
     _commit(conv, ports, trigger, pre_tokens, old, compaction, summary_msg, kept, added)
+    _move_coverage(conv, compaction, summary_msg, kept, added)
     if stale:
         conv.state.cleared.update(stale)
         conv.record(microcompact_record(stale))
@@ -305,6 +306,22 @@ COMPACT_RESULT = "compact_result"
 def compact_result_record(post_tokens: int) -> dict[str, Any]:
     """What a compaction left, written right after its messages (the boundary can't know it yet)."""
     return {"type": "system", "subtype": COMPACT_RESULT, "isMeta": True, "postTokens": int(post_tokens)}
+
+
+def _move_coverage(
+    conv: Conversation,
+    compaction: Compaction,
+    summary_msg: Message,
+    kept: list[Message],
+    added: list[Message],
+) -> None:
+    """Carry "summarized up to here" onto the new list (compact.coverage): the notes keep covering what
+    they covered, and nothing of an LLM summary; recorded so a resume finds the same point."""
+    notes_path = compaction.method == notes_compaction.METHOD
+    marker = coverage.covered_after(summary_msg, kept, added, conv.state.last_summarized_uuid, notes_path)
+    conv.state.last_summarized_uuid = marker
+    if marker:
+        conv.record(notes_record(marker))
 
 
 def _stale_in_kept(conv: Conversation, ports: Ports, kept: list[Message]) -> list[str]:

@@ -1,24 +1,28 @@
 """Compaction from the session notes: no model call, a verbatim tail, the notes in place of the rest.
 
 Triggers  tried first by auto-compact, reactive compaction and ``/compact`` without instructions.
-Drops     every message before the kept tail; the notes (each section trimmed to ~8,000 characters)
-          stand in for them.
-Keeps     the messages after "summarized up to here" (or, with no marker, none to begin with), extended
-          backwards to ≥10,000 tokens and ≥5 messages with text, ≤40,000 tokens — a range scaled by
-          T / 167,000 for smaller windows, as is the notes' per-section cut — never past the previous
-          boundary's summary, never splitting a tool_use from its tool_result or the blocks of one
-          streamed response.
+Drops     only messages the last completed notes update covered (compact.coverage: by message
+          identity; with no marker in the live list the notes cover nothing); the notes (each section
+          trimmed to ~8,000 characters) stand in for them.
+Keeps     every message after "summarized up to here", extended backwards to ≥10,000 tokens and ≥5
+          messages with text, ≤40,000 tokens — a range scaled by T / 167,000 for smaller windows, as is
+          the notes' per-section cut — never past the previous boundary's summary, never splitting a
+          tool_use from its tool_result or the blocks of one streamed response.
+Folds     when the uncovered messages don't fit beside the notes (or an earlier summary is uncovered):
+          one notes update of just that span (notes_updater.update_span), then plans again.
 Gives up  (None: the caller falls back to the LLM summary) when session memory is off, the notes are
-          missing or still the bare template, or notes and tail would take more than 45% of the
-          threshold (no room left for the restored files).
-Model calls none; it waits (at most 15 s) for an update in flight so the notes are current.
+          missing or still the bare template, the fold failed, or notes and tail would take more than
+          45% of the threshold (no room left for the restored files). Never drops a message unseen.
+Model calls none, unless it folds (one update); it waits (at most 15 s) for an update in flight so the
+          notes are current.
 """
 
 from __future__ import annotations
 
+from compact import coverage
 from compact.conversation import Conversation, Ports
 from compact.notes import SECTION_CHARS, headers, is_template, notes_text, template_for, trim_sections
-from compact.notes_updater import wait_for_update
+from compact.notes_updater import update_span, wait_for_update
 from compact.result import Compaction
 from core.messages import Message
 from core.tokens import estimate_text
@@ -42,7 +46,31 @@ def compact_with_notes(conv: Conversation, ports: Ports, trigger: str) -> Compac
     if not ports.config.notes_enabled:
         return None
     wait_for_update(conv, COMPACT_WAIT)
+    made = plan(conv, ports)
+    if made is not None or not _usable(conv, ports):
+        return made
+    # what the notes don't cover does not fit beside them: fold just that span into the notes (one
+    # update), then plan again; if the update fails, the caller summarizes — never a silent drop
+    with conv.lock:
+        messages = list(conv.messages)
+    first = coverage.covered_count(messages, conv.state.last_summarized_uuid)
+    if not _worth_folding(messages, first, ports) or not update_span(conv, ports, messages[first:]):
+        return None
     return plan(conv, ports)
+
+
+def _worth_folding(messages: list[Message], first: int, ports: Ports) -> bool:
+    """Folding helps when an earlier summary is uncovered, or when the uncovered span is more than the
+    tail a compaction keeps anyway (a fold then lets the tail shrink to its minimum)."""
+    if first < summary_floor(messages):
+        return True
+    scale = window_scale(ports.thresholds().auto_compact)
+    return sum(m.tokens for m in messages[first:]) > KEEP_MIN_TOKENS * scale
+
+
+def _usable(conv: Conversation, ports: Ports) -> bool:
+    text = notes_text(conv.notes_path)
+    return text is not None and not is_template(text, template_for(ports))
 
 
 def plan(conv: Conversation, ports: Ports) -> Compaction | None:
@@ -58,18 +86,10 @@ def plan(conv: Conversation, ports: Ports) -> Compaction | None:
         messages = list(conv.messages)
     threshold = ports.thresholds().auto_compact
     scale = window_scale(threshold)
-    marker = conv.state.last_summarized_uuid
-    index = next((i for i, m in enumerate(messages) if m.uuid == marker), None) if marker else None
-    # no marker (a resumed session, older notes): the notes stand for everything before the kept tail
-    covered = len(messages) if index is None else index + 1
-    kept = messages[
-        kept_start(
-            messages,
-            covered,
-            min_tokens=int(KEEP_MIN_TOKENS * scale),
-            max_tokens=int(KEEP_MAX_TOKENS * scale),
-        ) :
-    ]
+    start = tail_start(messages, conv.state.last_summarized_uuid, scale)
+    if not start:
+        return None  # an earlier summary the notes never saw, or nothing they cover: fold first
+    kept = messages[start:]
     limit = max(MIN_SECTION_CHARS, int(SECTION_CHARS * scale))
     summary = trim_sections(text, headers(template), conv.notes_path, limit).strip()
     cal = conv.calibration
@@ -80,6 +100,21 @@ def plan(conv: Conversation, ports: Ports) -> Compaction | None:
         return None  # it would leave no room for the restored files (or not free enough): summarize instead
     segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid} if kept else None
     return Compaction(method=METHOD, summary=summary, kept=kept, preserved_segment=segment)
+
+
+def tail_start(messages: list[Message], marker: str | None, scale: float = 1.0) -> int | None:
+    """Where a notes compaction's verbatim tail starts in ``messages`` (the notes stand for everything
+    before it); None when the notes don't cover an earlier compaction summary, which the tail may never
+    include. Every message before the start is covered (``coverage.uncovered_before`` is empty)."""
+    covered = coverage.covered_count(messages, marker)
+    if covered < summary_floor(messages):
+        return None
+    return kept_start(
+        messages,
+        covered,
+        min_tokens=int(KEEP_MIN_TOKENS * scale),
+        max_tokens=int(KEEP_MAX_TOKENS * scale),
+    )
 
 
 def window_scale(threshold: int) -> float:
@@ -102,7 +137,7 @@ def kept_start(
     one streamed response) until both minimums are met; a unit that would pass ``max_tokens`` is not
     added; a previous compaction's summary is never crossed.
     """
-    floor = max((i + 1 for i, m in enumerate(messages) if m.kind == "summary"), default=0)
+    floor = summary_floor(messages)
     start = _safe_cut(messages, min(max(first_uncovered, floor), len(messages)), floor)
     tokens = sum(m.tokens for m in messages[start:])
     texts = sum(1 for m in messages[start:] if _has_text(m))
@@ -114,6 +149,12 @@ def kept_start(
             break
         start, tokens, texts = prev, tokens + extra, texts + sum(1 for m in unit if _has_text(m))
     return start
+
+
+def summary_floor(messages: list[Message]) -> int:
+    """Index just past the last compaction summary in ``messages`` (0 without one): a kept tail never
+    starts before it."""
+    return max((i + 1 for i, m in enumerate(messages) if m.kind == "summary"), default=0)
 
 
 def _safe_cut(messages: list[Message], i: int, floor: int) -> int:

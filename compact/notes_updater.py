@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from compact import context_editing
+from compact import context_editing, coverage
 from compact.conversation import Conversation, Ports
 from compact.notes import ensure_notes, headers, oversized_sections, template_for
 from compact.notes_template import update_instruction
@@ -256,6 +256,38 @@ def update_notes(conv: Conversation, ports: Ports, timeout: float | None = None)
     return _run(conv, ports, job, timeout or w.timeout)
 
 
+SPAN_LEAD = (
+    "Your session notes already cover the conversation before the messages below; those earlier "
+    "messages are about to leave the context. Bring the notes up to date with what follows."
+)
+
+
+def update_span(conv: Conversation, ports: Ports, span: list[Message], timeout: float | None = None) -> bool:
+    """Fold ``span`` (the live messages the notes don't cover yet) into the notes with one update that
+    sends just that span; True when it succeeded and the notes now cover it (SPEC §7).
+
+    A compaction calls it when the uncovered messages would not fit beside the notes. A span that is
+    itself bigger than the auto-compact threshold is refused (False): the caller summarizes instead."""
+    if not ports.config.notes_enabled or not span:
+        return False
+    w = _worker(conv)
+    wait_for_update(conv, timeout or w.timeout)
+    try:
+        with conv.lock:
+            view = list(conv.view().tagged)
+            marker = safe_marker(conv.messages)
+        ids = {m.uuid for m in span}
+        first = next((i for i, m in enumerate(view) if m.uuid in ids), len(view))
+        part = _without_open_calls(view[first:])
+        if not part or count_tokens(part, conv.calibration) > ports.thresholds().auto_compact:
+            return False
+        w.trigger.updating(count_tokens(conv.messages, conv.calibration))
+    except Exception as e:  # noqa: BLE001
+        _report(conv, ports, f"could not prepare the update ({_describe(e)})")
+        return False
+    return _run(conv, ports, _Job([meta(SPAN_LEAD), *part], marker), timeout or w.timeout)
+
+
 # --- one update -------------------------------------------------------------------------------------
 
 
@@ -316,10 +348,19 @@ def _run(conv: Conversation, ports: Ports, job: _Job, timeout: float) -> bool:
     if problems:
         _report(conv, ports, problems[0])
         return False
-    if job.marker:
+    if job.marker and _advances(conv, job.marker):
         conv.state.last_summarized_uuid = job.marker
         conv.record(notes_record(job.marker))
     return True
+
+
+def _advances(conv: Conversation, marker: str) -> bool:
+    """True when ``marker`` is live and later than the current "summarized up to here": an update that
+    finishes after a compaction must not move coverage onto messages that left, or backwards."""
+    with conv.lock:
+        messages = list(conv.messages)
+    new = coverage.covered_count(messages, marker)
+    return new > 0 and new > coverage.covered_count(messages, conv.state.last_summarized_uuid)
 
 
 def _update(conv: Conversation, ports: Ports, job: _Job, cancel: threading.Event) -> list[str]:

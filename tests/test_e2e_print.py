@@ -219,7 +219,7 @@ def test_version_and_help(run_cli):
         assert option in help_.stdout, option
 
 
-def test_clear_one_line_errors(run_cli, project):
+def test_clear_one_line_errors(run_cli, project, isolated_env):
     bad_flag = run_cli(None, "--no-such-flag")
     assert bad_flag.code != 0
     no_key = run_cli(None, "-p", "hi", env={"ANTHROPIC_API_KEY": ""})
@@ -241,10 +241,11 @@ def test_clear_one_line_errors(run_cli, project):
         "compact-agent: --permission-mode must be one of default, "
         'acceptEdits, bypassPermissions, plan (got "yolo")\n'
     )
-    (project / ".claude").mkdir()
-    (project / ".claude" / "settings.json").write_text("{not json")
+    (isolated_env / ".claude").mkdir()
+    (isolated_env / ".claude" / "settings.json").write_text("{not json")  # the user's own: it stops
     broken = run_cli(None, "-p", "hi")
     assert broken.code == 2 and "settings.json" in broken.stderr and "Traceback" not in broken.stderr
+    assert len(broken.stderr.splitlines()) == 1
 
 
 def test_unrecoverable_api_error_exits_non_zero(fake_api, run_cli):

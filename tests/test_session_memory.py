@@ -536,22 +536,6 @@ def test_compact_with_notes_keeps_a_tail_and_uses_the_notes(tmp_path, api):
     assert api.message_requests == []  # no model call
 
 
-def test_without_a_marker_the_notes_stand_for_everything_before_the_tail(tmp_path, api):
-    bench = notes_session(tmp_path, api)
-    with_marker = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
-    for lost in ("not-in-the-list", None):  # a marker from elsewhere, or none (resumed, older notes)
-        bench.state.last_summarized_uuid = lost
-        result = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
-        expected = bench.messages[notes_compaction.kept_start(bench.messages, len(bench.messages)) :]
-        assert result is not None and [m.uuid for m in result.kept] == [m.uuid for m in expected]
-        assert result.summary == with_marker.summary
-        assert (
-            notes_compaction.KEEP_MIN_TOKENS
-            <= sum(m.tokens for m in result.kept)
-            <= notes_compaction.KEEP_MAX_TOKENS
-        )
-
-
 def test_compact_with_notes_declines_without_usable_notes(tmp_path, api):
     bench = notes_session(tmp_path, api)
     assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is not None

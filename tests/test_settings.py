@@ -332,11 +332,21 @@ def test_invalid_value_from_a_file_env_map_names_the_file(dirs):
     )
 
 
-def test_malformed_json_names_file_and_position(dirs):
-    path = write(dirs[2] / ".claude" / "settings.json", '{\n  "model": "x"\n    "permissions": {}\n}')
+def test_malformed_user_json_stops_naming_file_and_position(dirs):
+    path = write(dirs[1] / "settings.json", '{\n  "model": "x"\n    "permissions": {}\n}')
     with pytest.raises(SettingsError) as info:
         load(dirs)
     assert str(info.value) == f"{path}: invalid JSON at line 3 column 5 (Expecting ',' delimiter)"
+
+
+def test_malformed_project_json_is_skipped_with_one_warning(dirs):
+    path = write(dirs[2] / ".claude" / "settings.json", '{\n  "model": "x"\n    "permissions": {}\n}')
+    write(dirs[2] / ".claude" / "settings.local.json", {"permissions": {"deny": ["Bash(rm:*)"]}})
+    s = load(dirs)
+    assert s.warnings == [
+        f"{path}: invalid JSON at line 3 column 5 (Expecting ',' delimiter); going on without this file"
+    ]
+    assert s.model == DEFAULT_MODEL and s.deny == ["Bash(rm:*)"]  # the other file still applies
 
 
 def test_a_settings_file_must_be_an_object(dirs):
@@ -404,10 +414,13 @@ def test_empty_file_is_fine(dirs):
     ],
 )
 def test_wrong_types_name_file_and_key(dirs, data, message):
-    path = write(dirs[2] / ".claude" / "settings.local.json", data)
+    path = write(dirs[1] / "settings.json", data)
     with pytest.raises(SettingsError) as info:
         load(dirs)
     assert str(info.value) == f"{path}: {message}"
+    project_file = write(dirs[2] / ".claude" / "settings.local.json", data)
+    path.unlink()
+    assert load(dirs).warnings == [f"{project_file}: {message}; going on without this file"]
 
 
 def test_cli_permission_mode_and_skip_permissions(dirs):

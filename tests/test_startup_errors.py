@@ -89,12 +89,22 @@ def test_a_base_url_that_is_not_an_http_url(run_cli, url: str) -> None:
     assert time.monotonic() - started < 10
 
 
-def test_deeply_nested_settings_json(run_cli, fake_api: FakeAPI, project: Path) -> None:
-    path = project / ".claude" / "settings.local.json"
+def test_deeply_nested_settings_json(run_cli, fake_api: FakeAPI, project: Path, isolated_env: Path) -> None:
+    path = isolated_env / ".compact-agent" / "settings.json"  # the user's own file: it stops the agent
     path.parent.mkdir()
     path.write_text("[" * 100_000 + "]" * 100_000)
     res = run_cli(fake_api, "-p", "hi")
     refused(res, f"{path}: invalid JSON (nested too deeply)")
+    path.unlink()
+    local = project / ".claude" / "settings.local.json"  # a project's: skipped with one warning
+    local.parent.mkdir()
+    local.write_text("[" * 100_000 + "]" * 100_000)
+    fake_api.reply_text("fine")
+    res = run_cli(fake_api, "-p", "hi")
+    assert (res.code, res.stdout) == (0, "fine\n")
+    assert res.stderr == (
+        f"compact-agent: warning: {local}: invalid JSON (nested too deeply); going on without this file\n"
+    )
 
 
 # --- the retry budget setting ------------------------------------------------------------------------------

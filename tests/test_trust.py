@@ -147,16 +147,25 @@ def test_trust_project_flag_applies_them_but_not_the_base_url(
 def test_a_project_without_risky_settings_is_silent(fake_api, run_cli, project):
     (project / ".claude").mkdir()
     (project / ".claude" / "settings.json").write_text(
-        json.dumps(
-            {
-                "model": "claude-sonnet-4-5",
-                "permissions": {"deny": ["Bash(rm:*)"], "ask": ["Read"], "defaultMode": "plan"},
-            }
-        )
+        json.dumps({"permissions": {"deny": ["Bash(rm:*)"], "ask": ["Read"], "defaultMode": "plan"}})
     )
     fake_api.reply_text("hi")
     res = run_cli(fake_api, "-p", "hello")
     assert (res.code, res.stdout, res.stderr) == (0, "hi\n", "")
+
+
+def test_an_untrusted_projects_model_is_not_used_and_said_once(fake_api, run_cli, project):
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(json.dumps({"model": "claude-opus-4-1"}))
+    fake_api.reply_text("hi")
+    res = run_cli(fake_api, "-p", "hello")
+    assert res.code == 0 and "model claude-opus-4-1" in res.stderr and "trust" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert fake_api.message_requests[0].body["model"] != "claude-opus-4-1"
+    fake_api.reply_text("hi again")
+    res = run_cli(fake_api, "-p", "hello", "--trust-project")
+    assert res.code == 0 and res.stderr == ""
+    assert fake_api.message_requests[-1].body["model"] == "claude-opus-4-1"
 
 
 # ---- the REPL's dialog ------------------------------------------------------------------------------
