@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from compact import notes_compaction, notes_updater, summary
+from compact import coverage, notes_compaction, notes_updater, summary
 from compact.candidate import REQUIRED_SUMMARY_SECTIONS, Candidate, fingerprint, still_covered, validate
 from compact.conversation import Conversation, Ports
 from compact.notes import headers, section_name, template_for
@@ -305,11 +305,10 @@ def _from_summary(conv: Conversation, ports: Ports, p: Preparer, c: Candidate) -
     if reason:
         _reject(p, reason)
         return None
-    index = {m.uuid: i for i, m in enumerate(live)}
-    first_uncovered = index.get(covered[-1].uuid, -1) + 1
-    if first_uncovered == 0:
-        _reject(p, "the messages it covered are gone")
-        return None
+    # from here on the rule is the notes' one (compact.coverage): the last message it still covers is
+    # its "summarized up to here"; only what comes before may go, everything after stays verbatim
+    marker = covered[-1].uuid
+    first_uncovered = coverage.covered_count(live, marker)
     scale = notes_compaction.window_scale(ports.thresholds().auto_compact)
     start = notes_compaction.kept_start(
         live,
@@ -317,6 +316,9 @@ def _from_summary(conv: Conversation, ports: Ports, p: Preparer, c: Candidate) -
         min_tokens=int(notes_compaction.KEEP_MIN_TOKENS * scale),
         max_tokens=int(notes_compaction.KEEP_MAX_TOKENS * scale),
     )
+    if first_uncovered == 0 or start == 0 or coverage.uncovered_before(live, start, marker):
+        _reject(p, "the messages it covered are gone")
+        return None
     kept = live[start:]
     segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid} if kept else None
     return Compaction(
