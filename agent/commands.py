@@ -19,7 +19,7 @@ from agent import lifecycle, trust
 from agent.session import Session
 from agent.sessions import list_sessions
 from agent.settings import reload_settings
-from compact import compactor, ledger, usage
+from compact import compactor, ledger, preparer, usage
 from compact.notes import notes_text
 from core.errors import AgentError, Interrupted
 from core.events import CompactFinished, Retrying
@@ -76,6 +76,7 @@ class ContextUsage(Result):
     percent: float
     categories: list[Category]
     memory_files: list[tuple[str, int]] = field(default_factory=list)
+    prepared: str = ""  # whether a compaction candidate is ready and what it covers (compact.preparer)
 
 
 Handler = Callable[["Session", str], Result]
@@ -246,6 +247,9 @@ def context_usage(session: Session) -> ContextUsage:
     lines += [f"| {c.name} | {fmt_tokens(c.tokens)} | {c.share:.1f}% |" for c in categories]
     if memory:
         lines += ["", "Memory files:"] + [f"- {path}: {fmt_tokens(t)} tokens" for path, t in memory]
+    prepared = preparer.describe(session.conv, session.ports)
+    if prepared:
+        lines += ["", prepared]
     return ContextUsage(
         "\n".join(lines),
         markdown=True,
@@ -255,6 +259,7 @@ def context_usage(session: Session) -> ContextUsage:
         percent=percent,
         categories=categories,
         memory_files=memory,
+        prepared=prepared,
     )
 
 
@@ -332,7 +337,15 @@ def _summary(session: Session, args: str) -> Result:
         f"Summary from the last compaction ({last.get('trigger', '?')} · "
         f"{fmt_tokens(last.get('pre_tokens', 0))} → {fmt_tokens(last.get('post_tokens', 0))} tokens):"
     )
-    return Result(f"{head}\n\n{last.get('summary', '')}", markdown=True)
+    candidate = last.get("candidate") or ""
+    note = (
+        "\n\n_Compacted from a candidate prepared in the background._"
+        if candidate == preparer.PREPARED
+        else ""
+    )
+    if candidate and candidate != preparer.PREPARED:
+        note = f"\n\n_{candidate[0].upper()}{candidate[1:]}._"  # why a prepared candidate was not used
+    return Result(f"{head}\n\n{last.get('summary', '')}{note}", markdown=True)
 
 
 @command("state", "Show the working-state ledger a compaction would attach (files, commands, todos)")

@@ -838,6 +838,8 @@ def context_grid(usage: commands.ContextUsage) -> Text:
         )
     for path, tokens in usage.memory_files:
         legend.append(Text(f"  └ {path}: {commands.fmt_tokens(tokens)} tokens", style="dim"))
+    if usage.prepared:
+        legend += [Text(), Text(usage.prepared, style="dim")]
     out = Text("Context usage\n", style="bold")
     for i in range(max(len(rows), len(legend))):
         row = rows[i] if i < len(rows) else Text(" " * 19)

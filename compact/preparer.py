@@ -369,8 +369,10 @@ def _apply(
 def describe(conv: Conversation, ports: Ports) -> str:
     """One line for /context: whether a candidate is ready and what it covers."""
     p = conv.preparer
-    if p is None or not active(conv, ports):
-        return "Prepared compaction: none (auto-compact is off)" if not active(conv, ports) else ""
+    if not active(conv, ports):
+        return ""
+    if p is None:
+        return "Prepared compaction: none yet"
     if p.cycle == _cycle(conv) and p.kind == "summary" and p.ready is not None:
         c = p.ready
         return f"Prepared compaction: a summary, ready · covers {c.covers} messages ({c.replaced_tokens:,} tokens)"
