@@ -75,6 +75,7 @@ class CompactConfig:
     disable_compact: bool = False
     auto_compact: bool = True
     session_memory: bool = True
+    prepare_compaction: bool = True  # candidates prepared in the background before T (compact.preparer)
     microcompact: bool = True
     gap_minutes: float = 60.0
     keep_recent: int = 5

@@ -38,9 +38,12 @@ from compact.result import Compaction
 from core.events import Notice
 from core.messages import Message
 
-MIN_SHARE, MAX_SHARE = 0.70, 0.85  # P stays within these shares of T
+MIN_SHARE, MAX_SHARE = 0.30, 0.85  # P stays within these shares of T
 DEFAULT_SHARE = {"notes": 0.80, "summary": 0.70}  # before anything was measured
-LEAD = 2.0  # start this many times the candidate's expected time ahead of T, at the measured growth rate
+# before a candidate of a kind was timed: its time in main steps (a notes update reads the whole
+# context and writes a few edits: ~4 replies' time; a summary writes ~20K tokens: ~10)
+PRIOR_STEPS = {"notes": 4.0, "summary": 10.0}
+LEAD = 1.3  # margin on the expected time
 CANDIDATE_TIMEOUT = 180.0  # seconds before a background summary is abandoned
 WAIT_NOTICE = "Waiting for the compaction prepared in the background (running for {s:.0f}s)…"
 PREPARED = "prepared"
@@ -53,6 +56,7 @@ class Stats:
     rejected: int = 0
     wasted: int = 0
     waited: list[float] = field(default_factory=list)  # seconds the user waited at each automatic compaction
+    blocked: list[float] = field(default_factory=list)  # of which blocked on a model request
 
 
 @dataclass
@@ -69,6 +73,7 @@ class Preparer:
     last_rejected: str = ""  # the reason the last candidate was refused (shown by /summary and /context)
     seconds: dict[str, float] = field(default_factory=dict)  # measured time per kind of candidate
     growth: float = 0.0  # tokens per second, measured between responses (smoothed)
+    step_seconds: float = 0.0  # seconds between responses (smoothed)
     last: tuple[float, int] | None = None
     step: int = 0  # the last response's growth in tokens
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -86,15 +91,20 @@ def _preparer(conv: Conversation) -> Preparer:
         return conv.preparer
 
 
-def level(p: Preparer, threshold: int, kind: str) -> int:
-    """The preparation level P: T minus the tokens the conversation is expected to add while a candidate
-    of this kind is prepared (measured time × measured growth rate × LEAD), within 70–85% of T."""
+def level(p: Preparer, threshold: int, blocking: int, kind: str) -> int:
+    """The preparation level P: the blocking limit B (a compaction may be put off until close to it)
+    minus the tokens the conversation is expected to add while a candidate of this kind is prepared —
+    its measured time (before the first, PRIOR_STEPS main steps' time) × the measured growth rate ×
+    LEAD — within 30–85% of T. At a 200K window with a model that answers in 2 s, a notes update
+    taking 8 s and a summary 20 s, that is ~85% for notes and ~70% for a summary in a text-turn
+    session; a tool chain adding ~5,000 tokens a step at a 100K window needs ~40% for a summary."""
     seconds = p.seconds.get(kind)
+    if seconds is None and p.step_seconds > 0:
+        seconds = PRIOR_STEPS[kind] * p.step_seconds
     if seconds is None or p.growth <= 0:
-        share = DEFAULT_SHARE[kind]
-    else:
-        share = 1 - seconds * p.growth * LEAD / max(1, threshold)
-    return int(threshold * min(MAX_SHARE, max(MIN_SHARE, share)))
+        return int(threshold * DEFAULT_SHARE[kind])
+    start = blocking - seconds * p.growth * LEAD
+    return int(min(threshold * MAX_SHARE, max(threshold * MIN_SHARE, start)))
 
 
 def _cycle(conv: Conversation) -> int:
@@ -103,7 +113,7 @@ def _cycle(conv: Conversation) -> int:
 
 def active(conv: Conversation, ports: Ports) -> bool:
     """Whether this conversation prepares its compactions ahead (auto-compact on, not a side request)."""
-    return ports.config.auto_enabled
+    return ports.config.auto_enabled and ports.config.prepare_compaction
 
 
 # --- before T --------------------------------------------------------------------------------------------
@@ -116,14 +126,15 @@ def after_response(conv: Conversation, ports: Ports, tokens: int) -> bool:
     _measure(p, tokens)
     if not active(conv, ports) or conv.compacting:
         return False
-    threshold = ports.thresholds().auto_compact
+    th = ports.thresholds()
+    threshold, blocking = th.auto_compact, th.blocking
     kind = "notes" if _notes_usable(conv, ports) else "summary"
     if p.cycle == _cycle(conv):
         if p.kind == "notes" and not _notes_running(conv) and _notes_plan(conv, ports) is None:
-            if not p.failed and not p.running and tokens >= level(p, threshold, "summary"):
+            if not p.failed and not p.running and tokens >= level(p, threshold, blocking, "summary"):
                 _start_summary(conv, ports, p)  # the notes can't serve this compaction: summarize
         return p.kind == "notes"
-    if tokens < level(p, threshold, kind):
+    if tokens < level(p, threshold, blocking, kind):
         return False
     return _start(conv, ports, p, tokens)
 
@@ -151,6 +162,7 @@ def _measure(p: Preparer, tokens: int) -> None:
         if dt > 0 and grown > 0:  # a compaction in between shrank it: no measure
             rate = grown / dt
             p.growth = rate if p.growth <= 0 else 0.7 * p.growth + 0.3 * rate
+            p.step_seconds = dt if p.step_seconds <= 0 else 0.7 * p.step_seconds + 0.3 * dt
     p.last = (now, tokens)
 
 
@@ -260,6 +272,7 @@ def at_threshold(conv: Conversation, ports: Ports, tokens: int, compact: Callabl
     started = p.clock()
     done = compact(conv, ports, "auto", note=note)
     p.stats.waited.append(p.clock() - started)
+    p.stats.blocked.append(p.stats.waited[-1])  # its own request, mostly
     return done
 
 
@@ -360,6 +373,7 @@ def _apply(
     started = p.clock()
     done = compact(conv, ports, "auto", prepared=made, note=PREPARED, waited=waited)
     p.stats.waited.append(waited + p.clock() - started)
+    p.stats.blocked.append(waited)
     if done:
         p.stats.applied += 1
         p.ready, p.kind, p.last_rejected = None, "", ""
