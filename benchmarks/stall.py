@@ -44,7 +44,7 @@ from agent.loop import run_turn  # noqa: E402
 from compact import preparer  # noqa: E402
 from core.events import CompactFinished  # noqa: E402
 from tests.conftest import make_session  # noqa: E402
-from tests.fakeapi import Reply, estimate_tokens  # noqa: E402
+from tests.fakeapi import Reply  # noqa: E402
 
 SCALE = 10.0  # every delay is divided by this; stalls are reported in the model's seconds
 PACES = {

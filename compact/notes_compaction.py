@@ -19,7 +19,7 @@ Model calls none, unless it folds (one update); it waits (at most 15 s) for an u
 
 from __future__ import annotations
 
-from compact import coverage
+from compact import coverage, micro
 from compact.conversation import Conversation, Ports
 from compact.notes import SECTION_CHARS, headers, is_template, notes_text, template_for, trim_sections
 from compact.notes_updater import update_span, wait_for_update
@@ -73,9 +73,10 @@ def _usable(conv: Conversation, ports: Ports) -> bool:
     return text is not None and not is_template(text, template_for(ports))
 
 
-def plan(conv: Conversation, ports: Ports) -> Compaction | None:
+def plan(conv: Conversation, ports: Ports, share: float = RESULT_SHARE) -> Compaction | None:
     """The notes compaction the notes as they are now allow; None when session memory is off, there are
-    no notes or only the bare template, or notes and tail would not leave room for the restored files."""
+    no notes or only the bare template, or notes and tail would take more than ``share`` of T (no room
+    for the restored files; a compaction prepared ahead allows a longer tail, compact.preparer)."""
     if not ports.config.notes_enabled:
         return None
     text = notes_text(conv.notes_path)
@@ -94,8 +95,8 @@ def plan(conv: Conversation, ports: Ports) -> Compaction | None:
     summary = trim_sections(text, headers(template), conv.notes_path, limit).strip()
     cal = conv.calibration
     if (
-        cal.scale(cal.fixed_tokens() + estimate_text(summary) + sum(m.tokens for m in kept))
-        > threshold * RESULT_SHARE
+        cal.scale(cal.fixed_tokens() + estimate_text(summary) + tail_tokens(kept, conv, ports))
+        > threshold * share
     ):
         return None  # it would leave no room for the restored files (or not free enough): summarize instead
     segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid} if kept else None
@@ -114,6 +115,23 @@ def tail_start(messages: list[Message], marker: str | None, scale: float = 1.0) 
         covered,
         min_tokens=int(KEEP_MIN_TOKENS * scale),
         max_tokens=int(KEEP_MAX_TOKENS * scale),
+    )
+
+
+def tail_tokens(kept: list[Message], conv: Conversation, ports: Ports) -> int:
+    """The kept tail's size as the compactor leaves it: it clears the tail's old tool results in the same
+    stroke (microcompact's rule, compact.compactor), so a long tool run kept verbatim costs its recent
+    results only. A tail started early (a compaction prepared ahead, compact.preparer) fits the same."""
+    c = ports.config
+    if not c.microcompact or c.disable_compact:
+        return sum(m.tokens for m in kept)
+    stale = set(micro.stale_results(kept, conv.state, c.keep_recent))
+    cleared = estimate_text(micro.CLEARED)
+    return sum(
+        cleared * len(m.tool_results)
+        if m.tool_results and all(b.get("tool_use_id") in stale for b in m.tool_results)
+        else m.tokens
+        for m in kept
     )
 
 

@@ -44,6 +44,9 @@ DEFAULT_SHARE = {"notes": 0.80, "summary": 0.70}  # before anything was measured
 # context and writes a few edits: ~4 replies' time; a summary writes ~20K tokens: ~10)
 PRIOR_STEPS = {"notes": 4.0, "summary": 10.0}
 LEAD = 1.3  # margin on the expected time
+# notes and kept tail may take this share of T when applied from a prepared update (the usual one, 45%,
+# keeps room for restored files; a tail that began at P holds the recent reads verbatim anyway)
+PREPARED_SHARE = 0.6
 CANDIDATE_TIMEOUT = 180.0  # seconds before a background summary is abandoned
 WAIT_NOTICE = "Waiting for the compaction prepared in the background (running for {s:.0f}s)…"
 PREPARED = "prepared"
@@ -77,6 +80,7 @@ class Preparer:
     last: tuple[float, int] | None = None
     step: int = 0  # the last response's growth in tokens
     cancel: threading.Event = field(default_factory=threading.Event)
+    notes_done: bool = False  # this cycle's notes update has finished (its edits and marker are in)
     stats: Stats = field(default_factory=Stats)
 
     @property
@@ -103,7 +107,8 @@ def level(p: Preparer, threshold: int, blocking: int, kind: str) -> int:
         seconds = PRIOR_STEPS[kind] * p.step_seconds
     if seconds is None or p.growth <= 0:
         return int(threshold * DEFAULT_SHARE[kind])
-    start = blocking - seconds * p.growth * LEAD
+    # the last response before B where a compaction can still be put off is one step short of it
+    start = blocking - p.step - seconds * p.growth * LEAD
     return int(min(threshold * MAX_SHARE, max(threshold * MIN_SHARE, start)))
 
 
@@ -130,7 +135,7 @@ def after_response(conv: Conversation, ports: Ports, tokens: int) -> bool:
     threshold, blocking = th.auto_compact, th.blocking
     kind = "notes" if _notes_usable(conv, ports) else "summary"
     if p.cycle == _cycle(conv):
-        if p.kind == "notes" and not _notes_running(conv) and _notes_plan(conv, ports) is None:
+        if p.kind == "notes" and p.notes_done and _notes_plan(conv, ports) is None:
             if not p.failed and not p.running and tokens >= level(p, threshold, blocking, "summary"):
                 _start_summary(conv, ports, p)  # the notes can't serve this compaction: summarize
         return p.kind == "notes"
@@ -146,7 +151,7 @@ def _start(conv: Conversation, ports: Ports, p: Preparer, tokens: int) -> bool:
     p.cycle, p.failed = _cycle(conv), ""
     p.started_at = p.clock()
     if _notes_usable(conv, ports):
-        p.kind = "notes"
+        p.kind, p.notes_done = "notes", False
         p.stats.prepared += 1
         notes_updater.update_in_background(conv, ports, on_done=lambda ok: _notes_done(p, ok))
         return True
@@ -171,12 +176,9 @@ def _notes_usable(conv: Conversation, ports: Ports) -> bool:
     return ports.config.notes_enabled and not (w is not None and w.reported)
 
 
-def _notes_running(conv: Conversation) -> bool:
-    return conv.notes is not None and conv.notes.running
-
-
 def _notes_done(p: Preparer, ok: bool) -> None:
     p.seconds["notes"] = p.clock() - p.started_at
+    p.notes_done = True
     if not ok:
         p.failed = "the notes update failed"
 
@@ -258,7 +260,7 @@ def at_threshold(conv: Conversation, ports: Ports, tokens: int, compact: Callabl
     made = _usable(conv, ports, p) if cycle_ok else None
     if made is not None:
         return _apply(conv, ports, p, made, compact, waited=0.0)
-    in_flight = cycle_ok and (p.running or (p.kind == "notes" and _notes_running(conv)))
+    in_flight = cycle_ok and (p.running or (p.kind == "notes" and not p.notes_done))
     if in_flight and clear:
         return False  # not ready yet and still clear of B: carry on, it will be soon
     if in_flight:
@@ -282,7 +284,9 @@ def _wait(conv: Conversation, ports: Ports, p: Preparer) -> float:
     ports.emit(Notice(WAIT_NOTICE.format(s=max(0.0, started - p.started_at)), "info"))
     thread = p.thread if p.kind == "summary" else (conv.notes.thread if conv.notes else None)
     while thread is not None and thread.is_alive() and not conv.cancel.is_set():
-        thread.join(0.05)
+        if p.kind == "notes" and p.notes_done:
+            break  # its edits and marker are in; the thread only winds down
+        thread.join(0.02)
     return p.clock() - started
 
 
@@ -291,7 +295,7 @@ def _usable(conv: Conversation, ports: Ports, p: Preparer) -> Compaction | None:
     refused one is recorded in ``last_rejected`` and counted)."""
     if p.kind == "summary" and p.ready is not None and not p.running:
         return _from_summary(conv, ports, p, p.ready)
-    if p.kind == "notes" and not _notes_running(conv) and not p.failed:
+    if p.kind == "notes" and p.notes_done and not p.failed:
         return _from_notes(conv, ports, p)
     return None
 
@@ -357,7 +361,7 @@ def _from_notes(conv: Conversation, ports: Ports, p: Preparer) -> Compaction | N
 
 def _notes_plan(conv: Conversation, ports: Ports) -> Compaction | None:
     try:
-        return notes_compaction.plan(conv, ports)
+        return notes_compaction.plan(conv, ports, share=PREPARED_SHARE)
     except OSError:
         return None
 
@@ -390,7 +394,7 @@ def describe(conv: Conversation, ports: Ports) -> str:
     if p.cycle == _cycle(conv) and p.kind == "summary" and p.ready is not None:
         c = p.ready
         return f"Prepared compaction: a summary, ready · covers {c.covers} messages ({c.replaced_tokens:,} tokens)"
-    if p.cycle == _cycle(conv) and (p.running or (p.kind == "notes" and _notes_running(conv))):
+    if p.cycle == _cycle(conv) and (p.running or (p.kind == "notes" and not p.notes_done)):
         return f"Prepared compaction: a {'notes update' if p.kind == 'notes' else 'summary'} in progress"
     if p.cycle == _cycle(conv) and p.kind == "notes":
         marker = conv.state.last_summarized_uuid
