@@ -44,7 +44,7 @@ from agent.loop import run_turn  # noqa: E402
 from compact import preparer  # noqa: E402
 from core.events import CompactFinished  # noqa: E402
 from tests.conftest import make_session  # noqa: E402
-from tests.fakeapi import Reply  # noqa: E402
+from tests.fakeapi import Reply, model_info  # noqa: E402
 
 SCALE = 10.0  # every delay is divided by this; stalls are reported in the model's seconds
 PACES = {
@@ -85,6 +85,7 @@ class Session:
     name: str
     window: int
     setup: Callable[[Path], list[Any]]  # -> the turns: (prompt, [each reply's calls])
+    model: str = scripted.MODEL
 
 
 def _files(project: Path, count: int, lines: int, tag: str = "m") -> list[Path]:
@@ -178,7 +179,8 @@ class Main:
 
 def run(session: Session, notes: bool, pace: str, prepare: bool) -> Result:
     delays = PACES[pace]
-    with tempfile.TemporaryDirectory() as tmp_name, scripted.BillingAPI() as api:
+    models = [model_info(scripted.MODEL, max_input_tokens=session.window)]  # the Models API says the window
+    with tempfile.TemporaryDirectory() as tmp_name, scripted.BillingAPI(models=models) as api:
         tmp = Path(tmp_name)
         project = tmp / "project"
         project.mkdir()
@@ -193,7 +195,7 @@ def run(session: Session, notes: bool, pace: str, prepare: bool) -> Result:
             tmp,
             api,
             permission_mode="bypassPermissions",
-            model=scripted.MODEL,
+            model=session.model,
             model_explicit=True,
             context_window=session.window,
             session_memory=notes,

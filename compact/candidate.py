@@ -79,16 +79,20 @@ def fingerprint(m: Message) -> str:
     return hashlib.sha1(json.dumps([m.role, m.content], sort_keys=True).encode()).hexdigest()[:16]
 
 
-def still_covered(candidate: Candidate, current: Sequence[Message]) -> int:
+def still_covered(
+    candidate: Candidate, current: Sequence[Message], stands_in: frozenset[str] = frozenset()
+) -> int:
     """How many leading messages of ``current`` (the model's view now) the candidate may replace.
 
     Walks the view in order: a message the candidate covered and that is unchanged counts; one it saw
     that is gone from the view (snipped, collapsed) is simply skipped; the first message it did not
-    see, or that changed since, ends the run — text the candidate never saw is never replaced."""
+    see, or that changed since, ends the run — text the candidate never saw is never replaced. The one
+    exception, ``stands_in``: messages a compaction put in place of messages the candidate saw every
+    one of (that compaction's summary and attachments) — the candidate holds what they stood for."""
     covered = dict(candidate.seen[: candidate.covers])
     n = 0
     for m in current:
-        if covered.get(m.uuid) != fingerprint(m):
+        if m.uuid not in stands_in and covered.get(m.uuid) != fingerprint(m):
             break
         n += 1
     return n

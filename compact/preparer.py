@@ -81,6 +81,11 @@ class Preparer:
     step: int = 0  # the last response's growth in tokens
     cancel: threading.Event = field(default_factory=threading.Event)
     notes_done: bool = False  # this cycle's notes update has finished (its edits and marker are in)
+    chained: bool = False  # the next summary was started when this cycle's completed (see ``_apply``)
+    # after a compaction applied while the next summary was in flight: (what that compaction added —
+    # its summary and attachments —, what it dropped); the next one saw all it dropped, so it may
+    # replace what stood in for those messages too
+    rebase: tuple[frozenset[str], frozenset[str]] | None = None
     stats: Stats = field(default_factory=Stats)
 
     @property
@@ -138,6 +143,10 @@ def after_response(conv: Conversation, ports: Ports, tokens: int) -> bool:
         if p.kind == "notes" and p.notes_done and _notes_plan(conv, ports) is None:
             if not p.failed and not p.running and tokens >= level(p, threshold, blocking, "summary"):
                 _start_summary(conv, ports, p)  # the notes can't serve this compaction: summarize
+        elif p.kind == "summary" and p.ready is not None and not p.running and not p.chained:
+            if tokens + 2 * p.step >= threshold:  # this one is about to be applied: the next one starts
+                p.chained = True
+                _start_summary(conv, ports, p)
         return p.kind == "notes"
     if tokens < level(p, threshold, blocking, kind):
         return False
@@ -148,7 +157,7 @@ def _start(conv: Conversation, ports: Ports, p: Preparer, tokens: int) -> bool:
     """Start this cycle's candidate; True when it is a notes update."""
     if p.ready is not None or p.kind:
         _discard(p)  # the previous cycle's, never used
-    p.cycle, p.failed = _cycle(conv), ""
+    p.cycle, p.failed, p.chained, p.rebase = _cycle(conv), "", False, None
     p.started_at = p.clock()
     if _notes_usable(conv, ports):
         p.kind, p.notes_done = "notes", False
@@ -229,6 +238,8 @@ def _summarize(
         reply = ports.model.stream(req, cancel=p.cancel, emit_text=False)
         ports.account(reply)
         text = summary.check_reply(reply)
+        if p.ready is not None:
+            p.stats.wasted += 1  # a newer one replaces an older one, unused, when it completes
         p.ready = Candidate(
             method="summary",
             summary=text,
@@ -293,7 +304,7 @@ def _wait(conv: Conversation, ports: Ports, p: Preparer) -> float:
 def _usable(conv: Conversation, ports: Ports, p: Preparer) -> Compaction | None:
     """The compaction the cycle's completed candidate gives now, checked; None when there is none (a
     refused one is recorded in ``last_rejected`` and counted)."""
-    if p.kind == "summary" and p.ready is not None and not p.running:
+    if p.kind == "summary" and p.ready is not None:  # the newest completed one (a newer may be running)
         return _from_summary(conv, ports, p, p.ready)
     if p.kind == "notes" and p.notes_done and not p.failed:
         return _from_notes(conv, ports, p)
@@ -310,7 +321,7 @@ def _from_summary(conv: Conversation, ports: Ports, p: Preparer, c: Candidate) -
     with conv.lock:
         view = conv.view()
         live = list(conv.messages)
-    n = still_covered(c, view.messages)
+    n = still_covered(c, view.messages, _stands_in(p, c))
     if n == 0:
         _reject(p, "the messages it covered changed meanwhile")
         return None
@@ -341,6 +352,16 @@ def _from_summary(conv: Conversation, ports: Ports, p: Preparer, c: Candidate) -
     return Compaction(
         method="summary", summary=c.summary, kept=kept, preserved_segment=segment, usage=c.usage
     )
+
+
+def _stands_in(p: Preparer, c: Candidate) -> frozenset[str]:
+    """What the compaction applied while ``c`` was prepared added in place of messages ``c`` saw all
+    of (its summary, its attachments, rebuilt at every compaction): ``c`` may replace those too."""
+    if p.rebase is None:
+        return frozenset()
+    added, dropped = p.rebase
+    seen = {u for u, _ in c.seen}
+    return added if dropped <= seen else frozenset()
 
 
 def _from_notes(conv: Conversation, ports: Ports, p: Preparer) -> Compaction | None:
@@ -375,12 +396,18 @@ def _apply(
     waited: float,
 ) -> bool:
     started = p.clock()
+    before = {m.uuid for m in conv.messages}
     done = compact(conv, ports, "auto", prepared=made, note=PREPARED, waited=waited)
     p.stats.waited.append(waited + p.clock() - started)
     p.stats.blocked.append(waited)
     if done:
         p.stats.applied += 1
-        p.ready, p.kind, p.last_rejected = None, "", ""
+        p.ready, p.kind, p.last_rejected, p.chained = None, "", "", False
+        if p.running:  # the next summary, started when this one completed, becomes the new cycle's
+            after = {m.uuid for m in conv.messages}
+            kept = {m.uuid for m in made.kept}
+            p.cycle, p.kind = _cycle(conv), "summary"
+            p.rebase = (frozenset(after - before), frozenset(before - kept))
     return done
 
 
