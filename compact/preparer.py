@@ -5,7 +5,10 @@ Triggers  ``after_response`` (after each main response): once the context reache
           prepared per compaction cycle in a background thread: a session-notes update when the notes
           are on (compact.notes_updater), else a summary request (compact.summary's, text only) over the
           model's view as it stands. One in flight at a time; a failed one is not tried again before
-          the next compaction.
+          the next compaction. A summary that completes just before T starts the next one at once
+          (it becomes the next cycle's: the compaction applied meanwhile only replaced messages it saw,
+          so it may replace that compaction's summary and attachments too — ``rebase``); a newer one
+          replaces an older one only when it completes.
           ``at_threshold`` (auto-compact, at T): applies the newest completed candidate that passes
           compact.candidate's checks — what it covers, by message identity, is replaced; everything
           after it stays verbatim. With none usable yet but one in flight, the compaction is put off
@@ -148,8 +151,8 @@ def after_response(conv: Conversation, ports: Ports, tokens: int) -> bool:
                 p.chained = True
                 _start_summary(conv, ports, p)
         return p.kind == "notes"
-    if tokens < level(p, threshold, blocking, kind):
-        return False
+    if p.running or tokens < level(p, threshold, blocking, kind):
+        return False  # (one in flight at a time: an older one, overtaken by a compaction, ends first)
     return _start(conv, ports, p, tokens)
 
 
