@@ -15,6 +15,7 @@ from typing import Annotated, Optional, cast
 import typer
 
 from agent import __version__
+from core.terminal import visible
 
 HELP = """Compact Agent: a terminal coding agent that keeps working when the conversation outgrows the \
 model's context window.
@@ -243,7 +244,7 @@ def _stdin_prompt() -> str:
 
 
 def _fail(message: str, code: int) -> None:
-    sys.stderr.write(f"compact-agent: {message}\n")
+    sys.stderr.write(f"compact-agent: {visible(message)}\n")  # it may quote a file name or a value
     raise typer.Exit(code)
 
 
@@ -259,7 +260,7 @@ def main() -> None:
         code = app(standalone_mode=False, prog_name="compact-agent")
     except click_error as e:
         message = " ".join(e.format_message().split())  # type: ignore[attr-defined]
-        sys.stderr.write(f"compact-agent: {message} (see --help)\n")
+        sys.stderr.write(f"compact-agent: {visible(message)} (see --help)\n")
         sys.exit(e.exit_code)  # type: ignore[attr-defined]
     except typer.Abort:
         sys.stderr.write("compact-agent: Interrupted\n")

@@ -204,7 +204,7 @@ def _compact(session: Session, args: str) -> Result:
     last = session.last_compaction
     if not ok or last is None:
         return Compacted("Compaction failed; the conversation is unchanged.", ok=False)
-    return Compacted(compaction_text("manual", last["pre_tokens"], last["post_tokens"]))
+    return Compacted(compaction_text("manual", last.pre_tokens, last.post_tokens))
 
 
 @command("context", "Show how the context window is used")
@@ -334,10 +334,10 @@ def _summary(session: Session, args: str) -> Result:
     if not last:
         return Result(NO_COMPACTION)
     head = (
-        f"Summary from the last compaction ({last.get('trigger', '?')} · "
-        f"{fmt_tokens(last.get('pre_tokens', 0))} → {fmt_tokens(last.get('post_tokens', 0))} tokens):"
+        f"Summary from the last compaction ({last.trigger} · "
+        f"{fmt_tokens(last.pre_tokens)} → {fmt_tokens(last.post_tokens)} tokens):"
     )
-    candidate = last.get("candidate") or ""
+    candidate = last.candidate
     note = (
         "\n\n_Compacted from a candidate prepared in the background._"
         if candidate == preparer.PREPARED
@@ -345,7 +345,7 @@ def _summary(session: Session, args: str) -> Result:
     )
     if candidate and candidate != preparer.PREPARED:
         note = f"\n\n_{candidate[0].upper()}{candidate[1:]}._"  # why a prepared candidate was not used
-    return Result(f"{head}\n\n{last.get('summary', '')}{note}", markdown=True)
+    return Result(f"{head}\n\n{last.summary}{note}", markdown=True)
 
 
 @command("state", "Show the working-state ledger a compaction would attach (files, commands, todos)")
@@ -361,8 +361,7 @@ def _history(session: Session, args: str) -> Result:
     last = session.last_compaction
     if not last:
         return Result(NO_COMPACTION)
-    pre = last.get("pre_messages") or []
-    messages = list(pre() if callable(pre) else pre)  # a resumed session reads them from the transcript
+    messages = last.replaced()  # a resumed session reads them from the transcript
     lines = [f"Before the last compaction ({len(messages)} messages):"]
     lines += [f"{i:>4}. {brief(m)}" for i, m in enumerate(messages, 1)]
     return Result("\n".join(lines))

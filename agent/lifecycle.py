@@ -9,6 +9,7 @@ ends (agent.repl, agent.printmode) and the commands call these, and nothing else
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,11 +19,14 @@ from agent.session import AskFn, Session
 from agent.sessions import earlier_usage, latest_session, session_info
 from agent.settings import Settings
 from compact.compactor import COMPACT_RESULT
+from compact.conversation import LastCompaction
 from compact.state import state_records
 from core.errors import SessionError
 from core.events import Event, Notice
 from core.messages import meta, new_uuid
 from core.model import cost_usd
+from tools.path_rules import pattern_regexes
+from tools.permissions import EDIT_TOOLS, READ_ONLY_TOOLS, Rule
 
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
@@ -100,22 +104,22 @@ def locate(settings: Settings, resume: str | None, continue_last: bool) -> Path 
     return _find_transcript(settings, resume) if resume else None
 
 
-def _last_compaction(loaded: Any) -> dict[str, Any] | None:
+def _last_compaction(loaded: Any) -> LastCompaction | None:
     """What /summary and /history show after a resume: the recorded boundary and its summary."""
     first = loaded.messages[0] if loaded.messages else None
     if not loaded.boundary or first is None or first.kind != "summary":
         return None
     meta_ = loaded.boundary.get("compactMetadata") or {}
     post = _recorded_post_tokens(loaded.path, loaded.boundary_offset)
-    return {
-        "summary": first.text,
-        "trigger": meta_.get("trigger", "?"),
-        "pre_tokens": meta_.get("preTokens", 0),
-        "post_tokens": post if post is not None else sum(m.tokens for m in loaded.messages),
-        "method": "resumed",
-        "tail_uuid": None,
-        "pre_messages": lambda: messages_before(loaded.path, loaded.boundary_offset),
-    }
+    return LastCompaction(
+        summary=first.text,
+        trigger=meta_.get("trigger", "?"),
+        pre_tokens=meta_.get("preTokens", 0),
+        post_tokens=post if post is not None else sum(m.tokens for m in loaded.messages),
+        method="resumed",
+        tail_uuid=None,
+        replaced=lambda: messages_before(loaded.path, loaded.boundary_offset),
+    )
 
 
 def _recorded_post_tokens(path: Path, boundary_offset: int) -> int | None:
@@ -178,7 +182,12 @@ def earlier_cost(session: Session) -> tuple[dict[str, int], float]:
 
 
 def start(session: Session, source: str) -> None:
-    """SessionStart hooks (source startup / resume / clear); their stdout becomes context for the model."""
+    """SessionStart hooks (source startup / resume / clear); their stdout becomes context for the model.
+
+    First, once a process (not after /clear), what in the settings can't be used as written."""
+    if source != "clear":
+        for line in setting_problems(session):
+            session.notice(line, "warning")
     context = session.hook_context("SessionStart", source, source=source)
     if context:
         session.add(meta(f"SessionStart hook output ({source}):\n{context}", hookContext=True))
@@ -207,3 +216,22 @@ def close(session: Session) -> None:
         session.writer.close()
     except Exception:  # noqa: BLE001 - a writer that never opened its file has nothing to close
         pass
+
+
+def setting_problems(session: Session) -> list[str]:
+    """What in the settings can't be used as written: path rules that are no pattern, hook timeouts."""
+    s = session.settings
+    lines = []
+    for kind, rules in (("deny", s.deny), ("ask", s.ask), ("allow", s.allow)):
+        for text in rules:
+            rule = Rule.parse(str(text))
+            if rule.content is None or rule.tool not in READ_ONLY_TOOLS | EDIT_TOOLS:
+                continue
+            try:
+                pattern_regexes(rule.content, s.cwd, s.user_home)
+            except (re.error, RecursionError, ValueError) as e:
+                lines.append(
+                    f'The {kind} rule "{rule.text}" is not a usable pattern ({e}): every {rule.tool} call '
+                    "it is checked against fails with an error until the rule is fixed"
+                )
+    return lines + session.hooks.problems()

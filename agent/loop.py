@@ -6,18 +6,21 @@ Everything else (compaction, retries, permissions, rendering) lives in the named
 from __future__ import annotations
 
 from agent.session import Session
-from agent.tool_exec import Declined, record_interruption, run_tools
+from agent.tool_exec import Declined, HookStopped, answer_open_calls, record_interruption, run_tools
 from compact.prepare import after_response, prepare_request, send
 from core.errors import ContextLimitReached, Interrupted, ModelError
 from core.events import TurnFinished
 from core.messages import meta, user_prompt
 
 MAX_STOP_BLOCKS = 8  # Stop hook blocks in one turn before it ends regardless
+NOT_RUN_FAILED = "Not run: the agent failed before this tool call could run"
 
 
 def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> TurnFinished:
     conv, ports = session.conv, session.ports
     conv.cancel.clear()
+    # a call a failure left unanswered would make every later request invalid: answer it first
+    answer_open_calls(session, NOT_RUN_FAILED)
     blocked = submit_prompt(session, text)
     if blocked:
         return finish(session, "error", "", blocked)
@@ -39,6 +42,8 @@ def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> Tu
                 return finish(session, "max_turns", reply_text, f"Reached the maximum of {max_turns} turns")
     except Declined:  # the user said no to a tool call: the next step is theirs
         return finish(session, "declined", reply_text)
+    except HookStopped as e:  # a hook's {"continue": false}: its stopReason is for the user
+        return finish(session, "hook_stopped", reply_text, f"Stopped by a hook: {e}")
     except Interrupted:
         record_interruption(session)
         return finish(session, "interrupted", reply_text, "Interrupted by user")
@@ -46,6 +51,9 @@ def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> Tu
         return finish(session, "context_limit", reply_text, str(e))
     except ModelError as e:
         return finish(session, "error", reply_text, str(e))
+    except Exception as e:  # noqa: BLE001 - a bug must not leave a call unanswered (every request would fail)
+        answer_open_calls(session, f"{NOT_RUN_FAILED} ({type(e).__name__})")
+        return finish(session, "error", reply_text, f"internal error: {type(e).__name__}: {e}")
 
 
 def submit_prompt(session: Session, text: str) -> str:

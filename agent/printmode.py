@@ -31,8 +31,9 @@ from core.events import (
 )
 from core.messages import to_record
 from core.private import redact, secrets_of
+from core.terminal import visible
 
-SUBTYPES = {"end_turn": "success", "max_turns": "error_max_turns"}
+SUBTYPES = {"end_turn": "success", "hook_stopped": "success", "max_turns": "error_max_turns"}
 
 
 class PrintRenderer:
@@ -60,16 +61,20 @@ class PrintRenderer:
         elif isinstance(event, (CompactStarted, CompactFinished, CompactFailed)):
             self._compaction(event)
         elif isinstance(event, Notice):
-            self.err.write(f"{event.text}\n")
+            self.say(event.text)
         elif isinstance(event, Retrying):  # stderr in every format: stdout stays the result alone
-            self.err.write(f"{commands.retry_line(event)} · {event.reason}\n")
-            self.err.flush()
+            self.say(f"{commands.retry_line(event)} · {event.reason}")
+
+    def say(self, line: str) -> None:
+        """One line for the user on stderr, terminal-safe (it may quote hook output, a path, an error)."""
+        self.err.write(visible(line) + "\n")
+        self.err.flush()
 
     def _compaction(self, event: Event) -> None:
         if isinstance(event, CompactFinished):
             text = commands.compaction_line(event)
             for line in event.hook_messages:
-                self.err.write(f"{line}\n")
+                self.say(line)
         elif isinstance(event, CompactFailed):
             text = f"Compaction failed: {event.reason}"
         else:
@@ -78,18 +83,20 @@ class PrintRenderer:
             payload = {k: v for k, v in vars(event).items() if k != "summary"}
             self._line({"type": "system", "subtype": _snake(type(event).__name__), **payload})
         else:
-            self.err.write(text + "\n")
+            self.say(text)
 
     def _line(self, obj: dict[str, Any]) -> None:
         self.out.write(redact(json.dumps(obj, ensure_ascii=False), self.secrets) + "\n")
         self.out.flush()
 
     def result(self, finished: TurnFinished, session: Session, started: float) -> int:
-        is_error = finished.stop_reason != "end_turn"
+        is_error = finished.stop_reason not in ("end_turn", "hook_stopped")
         text = finished.text if not is_error or not finished.error else (finished.text or finished.error)
         if self.fmt == "text":
+            # text is for reading (a terminal, or a pager it is piped to): control characters are shown,
+            # never obeyed; the exact text is in the JSON formats, whose encoding escapes them
             if finished.text and finished.text != finished.error:  # an error goes to stderr, once
-                self.out.write(redact(finished.text.rstrip("\n"), self.secrets) + "\n")
+                self.out.write(visible(redact(finished.text.rstrip("\n"), self.secrets)) + "\n")
         else:
             self._line(
                 {
@@ -105,8 +112,10 @@ class PrintRenderer:
                 }
             )
         if is_error:
-            self.err.write(f"compact-agent: {finished.error or finished.stop_reason}\n")
+            self.say(f"compact-agent: {finished.error or finished.stop_reason}")
             return 130 if finished.stop_reason == "interrupted" else 1
+        if finished.error:  # a hook ended the turn: not a failure, but the user is told why
+            self.say(finished.error)
         return 0
 
 
@@ -129,7 +138,7 @@ def run_print(
     for warning in settings.warnings:  # a project's broken settings file: skipped, said once
         renderer.err.write(f"compact-agent: warning: {warning}\n")
     if ignored := print_mode_line(settings.ignored, settings.trust.trusted):  # never asks: says so, once
-        renderer.err.write(ignored + "\n")
+        renderer.say(ignored)
     session = lifecycle.open_session(
         settings, emit=renderer, ask=None, resume=resume, continue_last=continue_last, environ=environ
     )

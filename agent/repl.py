@@ -43,10 +43,11 @@ from agent import __version__, commands, lifecycle, trust
 from agent.client import import_in_background
 from agent.loop import run_turn
 from agent.settings import reload_settings
-from agent.ui import Renderer, warning_of
+from agent.ui import Renderer, SafeConsole, warning_of
 from compact.prepare import token_state
 from core.errors import AgentError
 from core.private import redact, secrets_of
+from core.terminal import visible
 
 PROMPT = "> "
 STYLE = Style.from_dict(
@@ -76,7 +77,7 @@ def run_repl(
     lifecycle.locate(
         settings, resume, continue_last
     )  # a bad --resume: its one error line, before the terminal is touched
-    console = Console(no_color=settings.no_color, highlight=False)
+    console = SafeConsole(no_color=settings.no_color, highlight=False)
     repl = Repl(settings, console, environ=dict(environ or {}), driver=driver)
     if initial_prompt:
         import_in_background()  # the first request needs it at once
@@ -290,9 +291,11 @@ class Repl:
                 "credentials are used and where your API key is sent.",
                 "yellow",
             )
-            (confirmed if self._yes(f"Use {item.key} from this project? [y/N] ") else declined).append(
-                item.confirm
-            )
+            (
+                confirmed
+                if self._yes(f"Use {visible(item.key, one_line=True)} from this project? [y/N] ")
+                else declined
+            ).append(item.confirm)
         trust.grant(s.home, s.root, tuple(confirmed), tuple(declined))
         self.settings = s = reload_settings(s, self.environ)
         if isinstance(self.prompt.history, RedactingHistory):  # a confirmed project key is a secret too

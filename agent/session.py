@@ -21,9 +21,8 @@ from agent.hooks import HookRunner, base_payload
 from agent.settings import Settings
 from agent.system_prompt import build_system, compact_instructions, memory_files
 from agent.transcript import TranscriptWriter
-from compact import thresholds
-from compact.conversation import CompactConfig, Conversation, Ports
-from compact.prepare import wire
+from compact import start, thresholds
+from compact.conversation import CompactConfig, LastCompaction, Ports
 from compact.snip import perform_snip
 from compact.state import ContextState
 from core.events import Event, MessageRecorded, Notice
@@ -37,6 +36,8 @@ from tools.snip import SnipTool
 # "yes" | "no" | "always"; None means nobody can answer (print mode): the call is denied
 AskFn = Callable[[str, dict[str, Any], str], str]
 NOTES_TEMPLATE = "session-memory-template.md"  # a user's own notes template, in COMPACT_AGENT_HOME
+# hooks that belong to a turn: the user's interrupt (Ctrl-C, Esc, SIGINT in print mode) stops them
+TURN_HOOKS = frozenset({"UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact", "PostCompact"})
 
 
 def _utcnow() -> datetime:
@@ -110,14 +111,6 @@ class Session:
         self.tool_ctx = ToolContext(
             project_dir=s.cwd, session_dir=self.session_dir, cwd=s.cwd, environ=s.environ or None
         )
-        self.conv = Conversation(
-            writer=writer,
-            session_dir=self.session_dir,
-            tools=self.tool_ctx,
-            messages=list(history or []),
-            state=replayed or ContextState(),
-        )
-        self.tool_ctx.cancel = self.conv.cancel
         self.tool_ctx.services["snip"] = self._snip
         self.permissions = Permissions(s, session_dir=self.session_dir)
         if s.deny:  # a file the Read rules deny never shows up in Grep or Glob output either
@@ -134,7 +127,16 @@ class Session:
             instruction_files=lambda: memory_files(s.cwd, s.home),
             config=compact_config(s),
         )
-        wire(self.conv, self.ports, clock=self.clock)
+        self.conv = start.conversation(
+            writer,
+            self.session_dir,
+            self.tool_ctx,
+            self.ports,
+            messages=history,
+            state=replayed,
+            clock=self.clock,
+        )
+        self.tool_ctx.cancel = self.conv.cancel
 
     def use_settings(self, s: Settings) -> None:
         """Continue under settings built again (/trust revoke): permissions, hooks, the tools' environment
@@ -180,7 +182,7 @@ class Session:
         return self.conv.state
 
     @property
-    def last_compaction(self) -> dict[str, Any] | None:
+    def last_compaction(self) -> LastCompaction | None:
         return self.conv.last_compaction
 
     @property
@@ -275,7 +277,9 @@ class Session:
         return {**base_payload(self.session_id, self.transcript_path, self.settings.cwd, event), **fields}
 
     def run_hooks(self, event: str, match_value: str | None, **fields: Any) -> list[Any]:
-        outcomes = self.hooks.run(event, self.hook_payload(event, **fields), match_value)
+        # hooks of a turn stop when the user interrupts it; the session's own (start, end) run regardless
+        cancel = self.conv.cancel if event in TURN_HOOKS else None
+        outcomes = self.hooks.run(event, self.hook_payload(event, **fields), match_value, cancel)
         for line in self.hooks.report_lines(outcomes):
             self.notice(line, "warning")
         return outcomes

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from agent.client import INVALID_INPUT
 from agent.session import Session
@@ -41,10 +41,19 @@ DECLINED = (
     "retry it or try another way; wait for the user's next message."
 )
 NOT_RUN_DECLINED = "Not run: the user said no to an earlier tool call of this message."
+_T = TypeVar("_T")
 
 
 class Declined(Exception):
     """The user answered "no": the turn ends once every call of the message has its result."""
+
+
+class HookStopped(Exception):
+    """A PreToolUse or PostToolUse hook answered ``{"continue": false}``: as with a "no", the turn ends once
+    every call has its result. The message is the hook's ``stopReason``, for the user (not the model)."""
+
+
+STOPPED = "Not run: a hook ended the turn. Wait for the user's next message."
 
 
 # the argument of each file tool that names a path (Grep/Glob: the search root)
@@ -54,14 +63,18 @@ _PATH_ARGS = {"Read": "file_path", "Write": "file_path", "Edit": "file_path", "G
 def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
     uses = [_with_absolute_path(session, use) for use in uses]
     verdicts: list[ToolResult | None] = []
+    stops: list[str] = []  # a hook's {"continue": false}: nothing more is asked or run
     for i, use in enumerate(uses):  # after a "no", nothing more is asked or run
         declined = any(isinstance(v, ToolResult) and v.content == DECLINED for v in verdicts)
         verdicts.append(
             ToolResult(NOT_RUN_DECLINED, is_error=True)
             if declined
-            else _permit(session, use, _touched(uses[:i]))
+            else ToolResult(STOPPED, is_error=True)
+            if stops
+            else _guarded(_permit, "checking", session, use, _touched(uses[:i]), stops)
         )
     results: list[ToolResult | None] = [v if isinstance(v, ToolResult) else None for v in verdicts]
+    asked = len(stops)  # calls before a PreToolUse stop still run; after a PostToolUse stop none does
     i = 0
     while i < len(uses):
         j = i
@@ -69,12 +82,18 @@ def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
             j += 1
         if j - i > 1:
             with ThreadPoolExecutor(max_workers=min(4, j - i)) as pool:
-                for k, res in zip(range(i, j), pool.map(lambda u: _execute(session, u), uses[i:j])):
+                for k, res in zip(
+                    range(i, j), pool.map(lambda u: _execute_guarded(session, u, stops), uses[i:j])
+                ):
                     results[k] = res
             i = j
             continue
         if results[i] is None:
-            results[i] = _execute(session, uses[i])
+            results[i] = (
+                ToolResult(STOPPED, is_error=True)
+                if len(stops) > asked
+                else _execute_guarded(session, uses[i], stops)
+            )
         i += 1
     blocks = [tool_result_block(u["id"], r.content, r.is_error) for u, r in zip(uses, results)]  # type: ignore[union-attr]
     message = tool_results(blocks)
@@ -87,15 +106,64 @@ def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
     if any(r is not None and r.content == DECLINED for r in results):
         session.add(message)
         raise Declined()
+    if stops:
+        session.add(message)
+        raise HookStopped(stops[0])
     return message
 
 
+def _guarded(
+    step: Callable[..., _T], doing: str, session: Session, use: dict[str, Any], *rest: Any
+) -> _T | ToolResult:
+    """``step(session, use, *rest)``, or, when it fails in any way, the error result that answers the call.
+
+    Whatever goes wrong while a call is prepared, checked or run (a command nested past the parser's
+    depth, a NUL byte in a path, a rule or a hook setting that can't be used) ends that call, never the
+    turn: every tool_use still gets its tool_result, so the conversation stays valid. Only the user's
+    interrupt and "no" leave through here, as they are meant to.
+    """
+    try:
+        return step(session, use, *rest)
+    except (Interrupted, Declined):
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure becomes this call's error result
+        return _failure(use, doing, exc)
+
+
+def _execute_guarded(session: Session, use: dict[str, Any], stops: list[str]) -> ToolResult:
+    try:
+        return _execute(session, use, stops)
+    except (Interrupted, Declined):
+        raise
+    except Exception as exc:  # noqa: BLE001 - as in _guarded; the front end is told the call ended
+        result = _failure(use, "running", exc)
+        session.emit(ToolFinished(use["id"], use.get("name", "?"), result.content, True, result.summary))
+        return result
+
+
+def _failure(use: dict[str, Any], doing: str, exc: Exception) -> ToolResult:
+    detail = " ".join(str(exc).split())[:300]
+    what = type(exc).__name__ + (f": {detail}" if detail else "")
+    return ToolResult(
+        f"The {use.get('name', '?')} call failed while {doing} it ({what}), so it did not run (or did not "
+        "finish). Try it another way, or tell the user what went wrong.",
+        is_error=True,
+        summary=f"failed while {doing} it",
+    )
+
+
 def _with_absolute_path(session: Session, use: dict[str, Any]) -> dict[str, Any]:
-    """The call with its path argument made absolute where the tool would resolve it (the Bash cwd)."""
+    """The call with its path argument made absolute where the tool would resolve it (the Bash cwd).
+
+    A path that can't be resolved (a NUL byte in it) is left as written: the check and the tool then
+    fail on it, and that becomes the call's error result."""
     key, args = _PATH_ARGS.get(use.get("name", "")), use.get("input")
     if key is None or not isinstance(args, dict) or not isinstance(args.get(key), str) or not args[key]:
         return use
-    resolved = str(session.tool_ctx.resolve(args[key]))
+    try:
+        resolved = str(session.tool_ctx.resolve(args[key]))
+    except Exception:  # noqa: BLE001 - see above
+        return use
     return use if resolved == args[key] else {**use, "input": {**args, key: resolved}}
 
 
@@ -115,7 +183,7 @@ def _redacted(session: Session, result: ToolResult) -> ToolResult:
 
 
 def _read_only(session: Session, use: dict[str, Any]) -> bool:
-    tool = get(session.tools, use["name"])
+    tool = get(session.tools, use.get("name", ""))
     return bool(tool and tool.read_only)
 
 
@@ -128,11 +196,14 @@ def _touched(uses: list[dict[str, Any]]) -> set[str]:
     }
 
 
-def _permit(session: Session, use: dict[str, Any], touched: set[str] | None = None) -> ToolResult | None:
+def _permit(
+    session: Session, use: dict[str, Any], touched: set[str] | None = None, stops: list[str] | None = None
+) -> ToolResult | None:
     """None when the call may run; otherwise the error result to send instead.
 
     ``touched``: files earlier calls of the same message name; a call on one of them is not checked
-    ahead (a Read just before it in the message has not run yet)."""
+    ahead (a Read just before it in the message has not run yet). ``stops`` collects the stopReason of
+    a PreToolUse hook that ends the turn."""
     name, args = use["name"], use.get("input") or {}
     if isinstance(args, dict) and isinstance(args.get(INVALID_INPUT), dict):
         problem = str(args[INVALID_INPUT].get("error", ""))[:300]
@@ -171,13 +242,18 @@ def _permit(session: Session, use: dict[str, Any], touched: set[str] | None = No
         elif answer != "yes":
             return ToolResult(DECLINED, is_error=True)
     outcomes = session.run_hooks("PreToolUse", name, tool_name=name, tool_input=args)
+    stop = session.hooks.stop_reason(outcomes)
+    if stop is not None:  # Claude Code's protocol: "continue": false wins over any decision
+        if stops is not None:
+            stops.append(stop)
+        return ToolResult(STOPPED, is_error=True)
     reason = session.hooks.blocked(outcomes)
     if reason is not None:
         return ToolResult(f"A PreToolUse hook blocked this call: {reason}", is_error=True)
     return None
 
 
-def _execute(session: Session, use: dict[str, Any]) -> ToolResult:
+def _execute(session: Session, use: dict[str, Any], stops: list[str] | None = None) -> ToolResult:
     if session.cancel.is_set():
         return ToolResult(NOT_RUN, is_error=True)
     name, args = use["name"], use.get("input") or {}
@@ -201,7 +277,7 @@ def _execute(session: Session, use: dict[str, Any]) -> ToolResult:
     session.emit(ToolFinished(use["id"], name, result.content, result.is_error, result.summary))
     if name == "TodoWrite" and not result.is_error:
         session.emit(TodosChanged(tuple(dict(t) for t in args.get("todos") or [])))
-    session.run_hooks(
+    outcomes = session.run_hooks(
         "PostToolUse",
         name,
         tool_name=name,
@@ -211,12 +287,29 @@ def _execute(session: Session, use: dict[str, Any]) -> ToolResult:
             "is_error": result.is_error,
         },
     )
-    return result
+    stop = session.hooks.stop_reason(outcomes)
+    if stop is not None and stops is not None:
+        stops.append(stop)
+    feedback = session.hooks.blocked(outcomes)  # exit 2's stderr (or a "block" reason) is for the model
+    return result if feedback is None else _with_feedback(result, feedback)
+
+
+def _with_feedback(result: ToolResult, feedback: str) -> ToolResult:
+    """The call's result with a PostToolUse hook's feedback after it (the call has run either way)."""
+    note = f"PostToolUse hook feedback:\n{feedback}"
+    if isinstance(result.content, str):
+        return replace(result, content=f"{result.content}\n\n{note}")
+    return replace(result, content=[*result.content, {"type": "text", "text": note}])
 
 
 def record_interruption(session: Session) -> None:
     """After Ctrl-C: answer any unanswered tool call and leave a marker, so the next request is valid."""
+    answer_open_calls(session, NOT_RUN)
+    session.add(meta(INTERRUPT_MARKER, interrupted=True))
+
+
+def answer_open_calls(session: Session, text: str) -> None:
+    """Answer, with the error ``text``, the tool calls of a last assistant message that has no results."""
     last = session.messages[-1] if session.messages else None
     if last is not None and last.role == "assistant" and last.tool_uses:
-        session.add(tool_results([tool_result_block(u["id"], NOT_RUN, True) for u in last.tool_uses]))
-    session.add(meta(INTERRUPT_MARKER, interrupted=True))
+        session.add(tool_results([tool_result_block(u["id"], text, True) for u in last.tool_uses]))

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from core.private import write_private
+from core.terminal import visible
 
 TRUST_FILE = "trusted-projects.json"
 NARROW_MODES = ("default", "plan")
@@ -159,11 +160,13 @@ def restrict(data: dict[str, Any], source: str, trust: Trust) -> tuple[dict[str,
                 ignored.append(Ignored("hook", f"{event} hook: {_one_line(str(command))}", source))
     perms = dict(out.get("permissions") or {})
     for rule in perms.pop("allow", []):
-        ignored.append(Ignored("permission", f"allow rule {rule}", source))
+        ignored.append(Ignored("permission", f"allow rule {_one_line(str(rule))}", source))
     if perms.get("defaultMode", "default") not in NARROW_MODES:
-        ignored.append(Ignored("permission", f"defaultMode {perms.pop('defaultMode')}", source))
+        ignored.append(
+            Ignored("permission", f"defaultMode {_one_line(str(perms.pop('defaultMode')))}", source)
+        )
     for directory in perms.pop("additionalDirectories", []):
-        ignored.append(Ignored("permission", f"additional directory {directory}", source))
+        ignored.append(Ignored("permission", f"additional directory {_one_line(str(directory))}", source))
     if "permissions" in out:
         out["permissions"] = perms
     return out, ignored
@@ -177,8 +180,8 @@ def _show_value(name: str, value: str) -> str:
 
 
 def _one_line(text: str) -> str:
-    """Newlines and control characters escaped: what is shown is what would run, on one line."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    """Newlines and control characters escaped (core.terminal): what is shown is what would run, on one line."""
+    return visible(text, one_line=True)
 
 
 # ---- telling the user ------------------------------------------------------------------------------

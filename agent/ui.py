@@ -53,6 +53,7 @@ from core.events import (
     ToolStarted,
     TurnFinished,
 )
+from core.terminal import visible
 
 BULLET = "● "
 REPLY_INDENT = "  "
@@ -342,41 +343,72 @@ def key_argument(name: str, args: dict[str, Any]) -> str:
         value = next((v for v in args.values() if isinstance(v, str)), "")
     if isinstance(value, list):
         value = ", ".join(str(v) for v in value)
-    lines = str(value).strip().splitlines() or [""]
+    lines = visible(str(value)).strip().splitlines() or [""]
     text = lines[0] + (" …" if len(lines) > 1 else "")
     if name == "Grep" and args.get("path"):
-        text += f" in {args['path']}"
+        text += f" in {visible(str(args['path']), one_line=True)}"
     return text if len(text) <= 80 else text[:79] + "…"
 
 
+def whole_argument(name: str, args: dict[str, Any]) -> str:
+    """The key argument in full, every line of it (a permission question never cuts what it asks about)."""
+    value = args.get(KEY_ARGS.get(name, ""))
+    if value is None:
+        value = next((v for v in args.values() if isinstance(v, str)), "")
+    if isinstance(value, list):
+        value = ", ".join(str(v) for v in value)
+    text = visible(str(value)).strip()
+    if name == "Grep" and args.get("path"):
+        text += f" in {visible(str(args['path']), one_line=True)}"
+    return text
+
+
 def result_text(content: Any) -> str:
+    """A tool result's text as shown (terminal-safe); an image or other block as its kind."""
     if isinstance(content, str):
-        return content
+        return visible(content)
     parts = []
     for block in content or []:
         kind = block.get("type") if isinstance(block, dict) else None
-        parts.append(block.get("text", "") if kind == "text" else f"[{kind or 'content'}]")
-    return "\n".join(parts)
+        parts.append(str(block.get("text", "")) if kind == "text" else f"[{kind or 'content'}]")
+    return visible("\n".join(parts))
 
 
 def diff_lines(name: str, args: dict[str, Any]) -> list[tuple[str, str]]:
     """(style, line) pairs of a small diff for an Edit or a Write."""
     if name == "Edit":
-        old = str(args.get("old_string", "")).splitlines()
-        new = str(args.get("new_string", "")).splitlines()
+        old = visible(str(args.get("old_string", ""))).splitlines()
+        new = visible(str(args.get("new_string", ""))).splitlines()
         body = [
             ln
             for ln in difflib.unified_diff(old, new, lineterm="", n=1)
             if not ln.startswith(("---", "+++", "@@"))
         ]
     elif name == "Write":
-        body = ["+" + ln for ln in str(args.get("content", "")).splitlines()]
+        body = ["+" + ln for ln in visible(str(args.get("content", ""))).splitlines()]
     else:
         return []
     out = [(DIFF_STYLES.get(ln[:1], "dim"), ln) for ln in body[:DIFF_LINES]]
     if len(body) > DIFF_LINES:
         out.append(("dim", f"… +{len(body) - DIFF_LINES} lines"))
     return out
+
+
+class SafeConsole(Console):
+    """The REPL's console: every text segment it renders passes through ``visible`` on its way out.
+
+    The renderer already makes each untrusted string visible where it builds its ``Text``; this is the
+    guard for anything that reaches the console without that (a path added later, a renderable we did
+    not build). Only the sequences Rich writes for our own styles, and its control segments (the
+    spinner's cursor moves), get to the terminal as they are.
+    """
+
+    def render(self, renderable: Any, options: Any = None) -> Any:
+        for segment in super().render(renderable, options):
+            if segment.control or not segment.text:
+                yield segment
+            else:
+                yield Segment(visible(segment.text), segment.style, segment.control)
 
 
 class _Status:
@@ -493,7 +525,7 @@ class Renderer:
             self._pending, self._blocks_shown, self._continuing = "", 0, False
         line = Text(commands.retry_line(event, live=True), style="yellow")
         if event.reason:
-            line.append(f" · {event.reason}", style="dim")
+            line.append(f" · {visible(event.reason)}", style="dim")
         if restarts:
             line.append(" · the reply starts again", style="yellow")
         self.console.print(line, highlight=False, soft_wrap=True)
@@ -502,7 +534,9 @@ class Renderer:
         self._end_text()
         self._just_asked = None
         self.compact_events += 1
-        self.console.print(Text(event.text, style=NOTICE_STYLES.get(event.level, "")), highlight=False)
+        self.console.print(
+            Text(visible(event.text), style=NOTICE_STYLES.get(event.level, "")), highlight=False
+        )
 
     def _on_CompactStarted(self, event: CompactStarted) -> None:
         self._end_text()
@@ -516,7 +550,7 @@ class Renderer:
         self._stop_status()
         self.console.print(Text(compaction_line(event), style="bold"), highlight=False)
         for line in event.hook_messages:
-            self.console.print(Text(RESULT + line, style="dim"), highlight=False)
+            self.console.print(Text(RESULT + visible(line), style="dim"), highlight=False)
         self.console.print(Text(RESULT + SUMMARY_HINT, style="dim"), highlight=False)
         self._resume_turn_status()
 
@@ -527,7 +561,7 @@ class Renderer:
         if event.reason == "cancelled":
             line = Text("Compaction cancelled · the conversation is unchanged", style="yellow")
         else:
-            line = Text(f"Compaction failed: {event.reason}", style="red")
+            line = Text(f"Compaction failed: {visible(event.reason)}", style="red")
         self.console.print(line, highlight=False)
         self._resume_turn_status()
 
@@ -541,9 +575,11 @@ class Renderer:
         if event.stop_reason == "interrupted":
             self.console.print(Text(RESULT + "Interrupted by user", style="red"), highlight=False)
         elif event.stop_reason == "max_turns":
-            self.console.print(Text(event.error or "Stopped: maximum turns", style="yellow"), highlight=False)
+            self.console.print(
+                Text(visible(event.error or "Stopped: maximum turns"), style="yellow"), highlight=False
+            )
         elif event.stop_reason not in ("end_turn", "declined"):  # a "no" was shown where it was answered
-            self.console.print(Text(event.error or event.stop_reason, style="red"), highlight=False)
+            self.console.print(Text(visible(event.error or event.stop_reason), style="red"), highlight=False)
 
     # --- turn lifecycle (called by the REPL) --------------------------------------------------------
     def begin_turn(self) -> None:
@@ -588,7 +624,7 @@ class Renderer:
     def banner(self, version: str, model: str, cwd: str) -> None:
         line = Text("✻ ", style="bold magenta")
         line.append(f"Compact Agent v{version}", style="bold")
-        line.append(f" · {model} · {cwd}")
+        line.append(f" · {visible(model, one_line=True)} · {visible(cwd, one_line=True)}")
         self.console.print(line, highlight=False, soft_wrap=True)
         self.console.print(Text("/help for commands", style="dim"), highlight=False)
 
@@ -603,7 +639,7 @@ class Renderer:
                 )
                 shown = shown[1:]
             for m in shown:
-                lines = m.text.strip().splitlines()
+                lines = visible(m.text).strip().splitlines()
                 clipped = "\n".join(lines[:RECAP_LINES])
                 if m.role == "user":
                     self.console.print(
@@ -620,20 +656,23 @@ class Renderer:
     def echo(self, prompt: str) -> None:
         """A prompt the user did not type at our prompt (the command line's), shown as if typed."""
         with self._lock:
-            self.console.print(Text(PROMPT_ECHO + prompt, style="bold"), highlight=False, soft_wrap=True)
+            self.console.print(
+                Text(PROMPT_ECHO + visible(prompt), style="bold"), highlight=False, soft_wrap=True
+            )
 
     def line(self, text: str, style: str = "") -> None:
         with self._lock:
             self._end_text()
             self._just_asked = None
-            self.console.print(Text(text, style=style), highlight=False, soft_wrap=True)
+            self.console.print(Text(visible(text), style=style), highlight=False, soft_wrap=True)
 
     def permission(self, tool: str, args: dict[str, Any], description: str) -> None:
         """The call's header, what it will do (unless the header already says it all) and the question."""
         with self._lock:
             self._end_text()
             self._just_asked = None
-            self.console.print(tool_header(tool, args), highlight=False)
+            # the whole argument, wrapped: what is approved is what was shown, however long
+            self.console.print(tool_header(tool, args, whole=True), highlight=False)
             details = question_details(tool, args, description)
             if details:
                 body = Text()
@@ -664,19 +703,21 @@ class Renderer:
             if isinstance(result, commands.ContextUsage):
                 self.console.print(context_grid(result), highlight=False)
             elif result.markdown:
-                head, rest = markdown_head(result.text)
+                head, rest = markdown_head(visible(result.text))
                 if head:  # a line naming a path: not wrapped by us, so the path is never cut mid-word
                     self.console.print(Text(head, style="bold"), highlight=False, soft_wrap=True)
                     self.console.print()
                 self.console.print(indented(self.console, _reply_markdown()(rest), "", ""))
             elif result.text:
                 self.console.print(
-                    Text(result.text, style="" if result.ok else "red"), highlight=False, soft_wrap=True
+                    Text(visible(result.text), style="" if result.ok else "red"),
+                    highlight=False,
+                    soft_wrap=True,
                 )
 
     # --- internals -----------------------------------------------------------------------------------
     def _result_lines(self, lines: list[str], style: str) -> None:
-        shown = Text("\n".join(lines[:RESULT_LINES]), style=style, overflow="fold")
+        shown = Text(visible("\n".join(lines[:RESULT_LINES])), style=style, overflow="fold")
         self.console.print(indented(self.console, shown, RESULT, INDENT))
         if len(lines) > RESULT_LINES:
             self.console.print(
@@ -688,7 +729,7 @@ class Renderer:
         self._just_asked = None
         if self._blocks_shown and not self._continuing:
             self.console.print()
-        self.console.print(markdown_lines(self.console, block, first=not self._blocks_shown))
+        self.console.print(markdown_lines(self.console, visible(block), first=not self._blocks_shown))
         self._blocks_shown += 1
         self._continuing = partial
 
@@ -748,10 +789,11 @@ def recent_exchanges(messages: list[Any], exchanges: int) -> list[Any]:
     return out[::-1]
 
 
-def tool_header(name: str, args: dict[str, Any]) -> Text:
+def tool_header(name: str, args: dict[str, Any], whole: bool = False) -> Text:
+    """``● Name(argument)``: the argument on one short line, or (``whole``: a question) all of it."""
     line = Text(BULLET, style="bold")
-    line.append(name, style="bold")
-    line.append(f"({key_argument(name, args)})")
+    line.append(visible(name, one_line=True), style="bold")
+    line.append(f"({whole_argument(name, args) if whole else key_argument(name, args)})")
     return line
 
 
@@ -761,12 +803,12 @@ def question_details(tool: str, args: dict[str, Any], description: str) -> list[
     Dropped: a first line naming the tool and its target ("Edit /p/app.py") and the two file-name lines
     that open a diff; nothing at all is left when it would only repeat the header's own argument.
     """
-    lines = description.splitlines()
+    lines = visible(description).splitlines()
     if lines and lines[0].startswith(f"{tool} "):
         lines = lines[1:]
     if len(lines) > 1 and lines[0].startswith("--- ") and lines[1].startswith("+++ "):
         lines = lines[2:]
-    if "\n".join(lines).strip() == key_argument(tool, args):
+    if "\n".join(lines).strip() == whole_argument(tool, args):  # the header shows all of it already
         return []
     return lines
 
@@ -810,7 +852,7 @@ def todo_lines(todos: tuple[dict[str, Any], ...]) -> list[tuple[str, str]]:
     for i, t in enumerate(todos):
         mark, style = TODO_MARKS.get(str(t.get("status")), ("☐", ""))
         text = t.get("activeForm") if t.get("status") == "in_progress" else t.get("content")
-        out.append((f"{RESULT if i == 0 else INDENT}{mark} {text}", style))
+        out.append((f"{RESULT if i == 0 else INDENT}{mark} {visible(str(text), one_line=True)}", style))
     return out
 
 
@@ -837,7 +879,11 @@ def context_grid(usage: commands.ContextUsage) -> Text:
             )
         )
     for path, tokens in usage.memory_files:
-        legend.append(Text(f"  └ {path}: {commands.fmt_tokens(tokens)} tokens", style="dim"))
+        legend.append(
+            Text(
+                f"  └ {visible(str(path), one_line=True)}: {commands.fmt_tokens(tokens)} tokens", style="dim"
+            )
+        )
     if usage.prepared:
         legend += [Text(), Text(usage.prepared, style="dim")]
     out = Text("Context usage\n", style="bold")

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scripted  # noqa: E402
 
 from agent.loop import submit_prompt  # noqa: E402
-from compact import notes_updater  # noqa: E402
+from compact import collapse_worker, notes_updater  # noqa: E402
 from compact.prepare import after_response, prepare_request, send  # noqa: E402
 from core.errors import ContextLimitReached  # noqa: E402
 from core.messages import Message  # noqa: E402
@@ -270,8 +270,8 @@ def replay(path: Path, config: str, settings: dict[str, Any]) -> Row:
                 problems.append(f"context limit: {e}")
                 break
         notes_updater.wait_for_update(conv, 30)
-        if conv.collapser is not None:
-            conv.collapser.join(30)
+        if (collapser := collapse_worker.collapser(conv)) is not None:
+            collapser.join(30)
         mains = [tokens for kind, _, tokens in api.billed if kind == "main"]
         return row_of(
             path.name.split("__")[-1][:24],

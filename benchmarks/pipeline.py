@@ -1,14 +1,14 @@
-"""How much prepare() costs next to serialising the request it prepares.
+"""How much build_view() costs next to serialising the request it prepares.
 
 For synthetic sessions of 500 to 4,000 messages (~150K tokens at 2,000: prompts, parallel tool calls,
 results from a few lines to huge, responses with usage) it measures, in steady state (a second call
 after a warm first one, as in a running session where only new messages arrive):
 
-  prepare  — compact.pipeline.prepare(), token count included
+  view     — compact.view.build_view(), token count included
   dumps    — one json.dumps of the same request's messages
-  turn     — one more turn: append a tool call, its result and a response, then prepare again
+  turn     — one more turn: append a tool call, its result and a response, then build the view again
 
-Run: .venv/bin/python benchmarks/pipeline.py [--repeat N]. Exits 1 if prepare costs more than one
+Run: .venv/bin/python benchmarks/pipeline.py [--repeat N]. Exits 1 if building the view costs more than one
 json.dumps at any size.
 """
 
@@ -27,8 +27,8 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compact.pipeline import PrepareContext, prepare  # noqa: E402
 from compact.state import ContextState  # noqa: E402
+from compact.view import ViewContext, build_view  # noqa: E402
 from core.messages import Message  # noqa: E402
 from core.tokens import estimate_text  # noqa: E402
 
@@ -142,25 +142,25 @@ def timed(fn: Callable[[], object], repeat: int) -> float:
 def measure(size: int, repeat: int, tmp: Path) -> dict:
     session = Session(size)
     messages = session.history(size)
-    ctx = PrepareContext(ContextState(), tmp / f"s{size}" / "tool-results", now=lambda: NOW)
+    ctx = ViewContext(ContextState(), tmp / f"s{size}" / "tool-results", now=lambda: NOW)
     t0 = time.perf_counter()
-    warm = prepare(messages, ctx)
+    warm = build_view(messages, ctx)
     first = time.perf_counter() - t0
     api = warm.api
     estimate = sum(m.tokens for m in warm.messages)
-    steady = timed(lambda: prepare(messages, ctx).tokens, repeat)
-    cold = PrepareContext(ctx.state, ctx.results_dir, now=lambda: NOW, incremental=False)
-    prepare(messages, cold)
-    no_reuse = timed(lambda: prepare(messages, cold).tokens, repeat)
+    steady = timed(lambda: build_view(messages, ctx).tokens, repeat)
+    cold = ViewContext(ctx.state, ctx.results_dir, now=lambda: NOW, incremental=False)
+    build_view(messages, cold)
+    no_reuse = timed(lambda: build_view(messages, cold).tokens, repeat)
     dumps = timed(lambda: json.dumps(api), repeat)
-    to_api_time = timed(lambda: prepare(messages, ctx).api, repeat)
+    to_api_time = timed(lambda: build_view(messages, ctx).api, repeat)
     turn_samples = []
     grown = list(messages)
     for _ in range(repeat):
         new = [*session.round(), session.response([{"type": "text", "text": session.words(30)}], 80)]
         grown = grown + new
         t0 = time.perf_counter()
-        _ = prepare(grown, ctx).tokens
+        _ = build_view(grown, ctx).tokens
         turn_samples.append(time.perf_counter() - t0)
     return {
         "size": size,
@@ -185,7 +185,7 @@ def main() -> int:
         for size in SIZES:
             rows.append(measure(size, args.repeat, Path(tmp)))
     print(
-        f"{'messages':>8} {'~tokens':>8} {'persisted':>9} {'first ms':>9} {'prepare ms':>10} "
+        f"{'messages':>8} {'~tokens':>8} {'persisted':>9} {'first ms':>9} {'view ms':>10} "
         f"{'dumps ms':>9} {'ratio':>6} {'no-reuse ms':>11} {'ratio':>6} {'+to_api ms':>10} {'turn ms':>8}"
     )
     worst = 0.0
@@ -200,13 +200,13 @@ def main() -> int:
             f"{r['turn'] * 1e3:>8.3f}"
         )
     print(
-        "\nfirst: the first prepare() (tokenizes, writes large outputs to disk); prepare: steady-state "
-        "prepare() incl. token count;\nratio: prepare / one json.dumps of the request's messages; no-reuse: "
-        "the same with PrepareContext(incremental=False)\n(per-message caches only); +to_api: prepare() "
-        "and building the API messages; turn: append a round and a response, then prepare()."
+        "\nfirst: the first build_view() (tokenizes, writes large outputs to disk); view: steady-state "
+        "build_view() incl. token count;\nratio: view / one json.dumps of the request's messages; no-reuse: "
+        "the same with ViewContext(incremental=False)\n(per-message caches only); +to_api: build_view() "
+        "and building the API messages; turn: append a round and a response, then build_view()."
     )
     if worst > 1.0:
-        print(f"FAIL: prepare() costs {worst:.2f}x a json.dumps of the request")
+        print(f"FAIL: build_view() costs {worst:.2f}x a json.dumps of the request")
         return 1
     return 0
 

@@ -604,8 +604,8 @@ def run(
             if manual_at is not None and session.conv.view().tokens >= manual_at:
                 commands.run(session, "/compact")
         notes_updater.wait_for_update(session.conv, 30)
-        if session.conv.collapser is not None:
-            session.conv.collapser.join(30)
+        if (collapser := collapse_worker.collapser(session.conv)) is not None:
+            collapser.join(30)
         errors += api.violations
         mains = [tokens for kind, _, tokens in api.billed if kind == "main"]
         return Run(

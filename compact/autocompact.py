@@ -1,25 +1,24 @@
-"""Auto-compact: compact before a model call once the context reaches the threshold T (SPEC §6).
+"""Auto-compact: whether to compact before a model call, the whole policy in one place (SPEC §6).
 
-Triggers: every model call of the main conversation (tool loops included), when auto-compact is on
-and the context is at or over T (compact.thresholds). Never inside a side request.
-Skips: after 3 consecutive failed automatic compactions (the circuit breaker; said once, reset by any
-success), and when nothing was added since the last compaction (compacting the same content again
-would only fail again).
+Triggers: every model call of the main conversation (tool loops included), never inside a side request
+or while a compaction runs:
+  auto-compact on      the context at or over the threshold T (compact.thresholds);
+  context collapse on  (auto-compact is then off) the view at the blocking limit, or over T with nothing
+                       collapse could take (one long turn has no old spans): compacting at T then beats
+                       carrying a view over T up to the blocking limit (benchmarks/cost.py).
+Skips: while the circuit breaker is open (compact.breaker: 3 failures in a row; said once), and when
+nothing was added since the last compaction (compacting the same content again would only fail again).
 Drops / keeps / writes: as compact.compactor. Model calls: those of one compaction, or none when a
 candidate prepared in the background (compact.preparer) is applied.
 """
 
 from __future__ import annotations
 
-from compact import compactor, preparer
+from compact import compactor, preparer, thresholds
+from compact.breaker import MAX_FAILURES
+from compact.collapse_worker import collapser
 from compact.conversation import Conversation, Ports
-from core.events import Notice
-
-MAX_FAILURES = 3
-BREAKER_NOTICE = (
-    "Auto-compact failed {n} times in a row, so it is off for the rest of this session. "
-    "Run /compact to try again, or /clear to start afresh."
-)
+from core.messages import Message
 
 
 def should_compact(
@@ -31,28 +30,52 @@ def should_compact(
     new_content: bool = True,
     max_failures: int = MAX_FAILURES,
 ) -> bool:
-    """Whether an automatic compaction should run now (pure; the policy in one place)."""
+    """The pure core of the policy: at or over T, breaker closed, something new to compact."""
     return enabled and tokens >= threshold and failures < max_failures and new_content
 
 
-def maybe_autocompact(conv: Conversation, ports: Ports, tokens: int) -> bool:
-    """Compact when the policy says so; True when the conversation was replaced."""
-    if not ports.config.auto_enabled or conv.compacting:
+def threshold_reached(conv: Conversation, ports: Ports, tokens: int) -> bool:
+    """Auto-compact is on, no compaction is running, and ``tokens`` reach T."""
+    return ports.config.auto_enabled and not conv.compacting and tokens >= ports.thresholds().auto_compact
+
+
+def due(conv: Conversation, ports: Ports, tokens: int, view: list[Message] | None = None) -> bool:
+    """Whether an automatic compaction runs now, for a view of ``tokens`` (its ``messages`` when collapse
+    is on); the breaker's notice is emitted here, the first time it is found open."""
+    c = ports.config
+    th = ports.thresholds()
+    if c.auto_enabled:
+        if not threshold_reached(conv, ports, tokens):
+            return False
+        if conv.breaker.open:
+            conv.breaker.say_once(ports.emit)
+            return False
+    elif not c.context_collapse or c.disable_compact:
         return False
-    threshold = ports.thresholds().auto_compact
-    if tokens < threshold:
+    elif thresholds.level(tokens, th).blocking:
+        return True
+    elif tokens < th.auto_compact:
         return False
-    if conv.compact_failures >= MAX_FAILURES:
-        if not conv.compact_failures_reported:
-            conv.compact_failures_reported = True
-            ports.emit(Notice(BREAKER_NOTICE.format(n=conv.compact_failures), "warning"))
-        return False
-    if not should_compact(
+    else:
+        worker = collapser(conv)
+        if worker is None or worker.can_help(view or []):
+            return False
+    return should_compact(
         tokens,
-        threshold,
-        failures=conv.compact_failures,
+        th.auto_compact,
+        failures=conv.breaker.failures,
         new_content=not compactor.nothing_new_since_compaction(conv),
-    ):
+    )
+
+
+def maybe_autocompact(
+    conv: Conversation, ports: Ports, tokens: int, view: list[Message] | None = None
+) -> bool:
+    """Compact when the policy says so; True when the conversation was replaced. With auto-compact on, a
+    candidate prepared in the background is applied when there is one (compact.preparer: no model
+    call, or the compaction put off while it is still being prepared); the foreground one otherwise."""
+    if not due(conv, ports, tokens, view):
         return False
-    # a candidate prepared in the background when there is one; the foreground compaction otherwise
-    return preparer.at_threshold(conv, ports, tokens, compactor.compact)
+    if ports.config.auto_enabled:
+        return preparer.at_threshold(conv, ports, tokens, compactor.compact)
+    return compactor.compact(conv, ports, "auto")

@@ -1,7 +1,7 @@
 """Context collapse: old spans of the conversation archived behind short summaries (SPEC §5, opt-in).
 
-Triggers  ``CLAUDE_CONTEXT_COLLAPSE=1`` (compact.prepare.wire adds the worker, compact.collapse_worker,
-          to the pipeline's late stages, and proactive auto-compact is off). Against the effective window E, at every model call:
+Triggers  ``CLAUDE_CONTEXT_COLLAPSE=1`` (compact.start makes the worker, compact.collapse_worker, of the
+          view's "collapse" stage, and proactive auto-compact is off). Against the effective window E, at every model call:
             ≥ 70% E   a background worker summarises candidate spans and *stages* them (in memory);
             ≥ 90% E   staged spans are *committed*, oldest first, all in one stroke down to the
                       staging target (60% E): each commit rewrites the cached prefix after it, so
@@ -10,7 +10,7 @@ Triggers  ``CLAUDE_CONTEXT_COLLAPSE=1`` (compact.prepare.wire adds the worker, c
                       worker (at most 60 s; Ctrl-C interrupts) instead of sending a request that is too big.
           The commit level is never above the auto-compact threshold T (at small windows 90% E is the
           blocking limit itself); start and target then keep their distance below it (``levels``). Over T
-          with nothing collapse could take, compact.prepare compacts as auto-compact would.
+          with nothing collapse could take, compact.prepare compacts (compact.autocompact.due).
 Drops     from the model's view only: each committed span — a contiguous run of old, completed user turns
           (a typed prompt and everything up to the next one), never one of the last 3 turns, never a
           turn that leaves a tool_use or a tool_result without its partner, never a summary or a

@@ -1,6 +1,6 @@
 """Context collapse, the stateful half: the background worker, the commits and the usage correction.
 
-``Collapser(conv, ports)`` is a late pipeline stage (compact.pipeline), put there by compact.prepare.wire
+``Collapser(conv, ports)`` is the worker of the "collapse" stage (compact.view), made by compact.start
 when context collapse is on. At every model call it applies the committed spans (compact.collapse), then
 against the effective window E: from 90% E it commits the staged spans, oldest first, in one stroke; from 95% E with
 nothing committable it waits for the worker (at most 60 s; Ctrl-C interrupts); from 70% E it starts the
@@ -30,10 +30,10 @@ from compact.collapse import (
     render_span,
 )
 from compact.conversation import Conversation, Ports
-from compact.pipeline import PrepareContext
 from compact.snip import is_typed_prompt, tag_prompts
 from compact.state import collapse_record
 from compact.tokens import Calibration, count_tokens
+from compact.view import ViewContext
 from core.errors import CollapseError, Interrupted
 from core.messages import Message, meta, new_uuid, to_api
 from core.model import Request
@@ -98,6 +98,12 @@ def _quote(m: Message) -> str:
     return text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS] + "…"
 
 
+def collapser(conv: Conversation) -> Collapser | None:
+    """The conversation's collapser, when context collapse is on."""
+    w = conv.workers.get("collapse")
+    return w if isinstance(w, Collapser) else None
+
+
 @dataclass
 class Staged:
     uuids: list[str]
@@ -121,7 +127,7 @@ class Collapser:
     _copies: dict[str, tuple[Message, int, Message]] = field(default_factory=dict)
 
     # -- the stage ---------------------------------------------------------------------------------
-    def __call__(self, messages: list[Message], ctx: PrepareContext) -> list[Message]:
+    def __call__(self, messages: list[Message], ctx: ViewContext) -> list[Message]:
         conv = self.conv
         raw = apply_collapses(messages, conv.state.collapses)
         if conv.compacting:  # a compaction is reading the view: apply what is committed, no more

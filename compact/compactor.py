@@ -23,12 +23,9 @@ A failure of any kind — no summary, an API error, Ctrl-C — leaves the conver
 exactly as they were and emits CompactFailed. Ctrl-C (errors.Interrupted) is then raised again, so the
 turn (or the REPL command) ends as "interrupted"; every other failure returns False.
 
-Failures of automatic compactions (auto and reactive) count toward the circuit breaker in
-``conv.compact_failures`` (compact.autocompact); any success resets it. A compaction whose result is
-still over the auto-compact threshold is kept (it did shrink the context) but counted as a failure; so is
-an automatic one from a full context that frees less than 20% of it or leaves it at the warning level
-(the post-compaction guard: the user is told once what fills the context, and the same content is not
-compacted again).
+Failures of automatic compactions (auto and reactive) count toward the circuit breaker
+``conv.breaker`` (compact.breaker); any compaction that helps resets it. Whether one helped is the
+post-compaction guard's call (compact.guard).
 """
 
 from __future__ import annotations
@@ -36,19 +33,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from compact import coverage, ledger, micro, notes_compaction, restore, summary, usage
-from compact.conversation import Conversation, Ports
+from compact import coverage, guard, ledger, micro, notes_compaction, restore, summary
+from compact.conversation import Conversation, LastCompaction, Ports, Trigger
 from compact.result import Compaction
 from compact.state import microcompact_record, notes_record
-from compact.thresholds import Thresholds
 from core.errors import CompactionError, Interrupted
 from core.events import CompactFailed, CompactFinished, CompactStarted, MessageRecorded, Notice
 from core.messages import Message, meta
 
 DISABLED = "Compaction is disabled (DISABLE_COMPACT is set)"
-STILL_OVER = "still over the threshold after compacting"
 CANCELLED = "cancelled"
-MIN_FREED = 0.2  # an automatic compaction freeing less than this share of the context did not help
 NOTHING = "there is nothing to compact yet"
 # the restored files may use at most this share of T, so the result lands well under it
 RESTORE_SHARE = 0.5
@@ -57,7 +51,7 @@ RESTORE_SHARE = 0.5
 def compact(
     conv: Conversation,
     ports: Ports,
-    trigger: str,
+    trigger: Trigger,
     instructions: str | None = None,
     reactive: bool = False,
     *,
@@ -88,7 +82,7 @@ def compact(
 def _attempt(
     conv: Conversation,
     ports: Ports,
-    trigger: str,
+    trigger: Trigger,
     instructions: str | None,
     shown: str,
     prepared: Compaction | None = None,
@@ -132,7 +126,7 @@ def _attempt(
 def _make(
     conv: Conversation,
     ports: Ports,
-    trigger: str,
+    trigger: Trigger,
     instructions: str | None,
     prepared: Compaction | None = None,
 ) -> tuple[Compaction, int, list[str]] | None:
@@ -155,9 +149,9 @@ def _describe(e: Exception) -> str:
     return text if text else type(e).__name__
 
 
-def _failed(conv: Conversation, ports: Ports, trigger: str, shown: str, reason: str) -> bool:
+def _failed(conv: Conversation, ports: Ports, trigger: Trigger, shown: str, reason: str) -> bool:
     if trigger == "auto":
-        conv.compact_failures += 1
+        conv.breaker.failed()
     ports.emit(CompactFailed(shown, reason))
     return False
 
@@ -232,7 +226,7 @@ def finish(
     conv: Conversation,
     ports: Ports,
     compaction: Compaction,
-    trigger: str,
+    trigger: Trigger,
     pre_tokens: int,
     started: float,
     *,
@@ -272,16 +266,16 @@ def finish(
     # the "a → b" figure: recorded once, so /summary after a resume shows the same b as the live line
     conv.record(compact_result_record(post_tokens))
     conv.state.reset_after_compaction(post_tokens)
-    conv.last_compaction = {
-        "summary": compaction.summary,
-        "pre_messages": old,
-        "trigger": trigger,
-        "pre_tokens": pre_tokens,
-        "post_tokens": post_tokens,
-        "method": compaction.method,
-        "tail_uuid": conv.messages[-1].uuid,
-        "candidate": candidate,
-    }
+    conv.last_compaction = LastCompaction(
+        summary=compaction.summary,
+        trigger=trigger,
+        pre_tokens=pre_tokens,
+        post_tokens=post_tokens,
+        method=compaction.method,
+        tail_uuid=conv.messages[-1].uuid,
+        replaced=lambda: old,
+        candidate=candidate,
+    )
     lines = [*(hook_lines or []), *start_lines, *([f"PostCompact hook: {post_text}"] if post_text else [])]
     ports.emit(
         CompactFinished(
@@ -296,7 +290,7 @@ def finish(
             candidate,
         )
     )
-    _guard(conv, ports, trigger, shown, pre_tokens, post_tokens)
+    guard.check(conv, ports, trigger, shown, pre_tokens, post_tokens)
     return True
 
 
@@ -336,7 +330,7 @@ def _stale_in_kept(conv: Conversation, ports: Ports, kept: list[Message]) -> lis
 def _commit(
     conv: Conversation,
     ports: Ports,
-    trigger: str,
+    trigger: Trigger,
     pre_tokens: int,
     old: list[Message],
     compaction: Compaction,
@@ -359,53 +353,7 @@ def _commit(
         ports.emit(MessageRecorded(m))
 
 
-def _guard(
-    conv: Conversation, ports: Ports, trigger: str, shown: str, pre_tokens: int, post_tokens: int
-) -> None:
-    """A compaction that did not help counts as a failure for the breaker; anything else resets it.
-
-    Not helping: still over T (any trigger), or — for automatic ones that started from a full context (at
-    the warning level or above) — freeing less than MIN_FREED of it or leaving it at the warning level.
-    The user is told once (until a compaction helps again) what fills the context."""
-    th = ports.thresholds()
-    still_over = post_tokens >= th.auto_compact
-    level = warning_level(th)
-    weak = (
-        trigger == "auto"
-        and pre_tokens >= level
-        and (post_tokens > pre_tokens * (1 - MIN_FREED) or post_tokens >= level)
-    )
-    if not (still_over or weak):
-        conv.compact_failures = 0
-        conv.compact_failures_reported = False
-        conv.guard_warned = False
-        return
-    if trigger == "auto":
-        conv.compact_failures += 1
-    if still_over:
-        ports.emit(CompactFailed(shown, STILL_OVER))
-    if not conv.guard_warned:
-        conv.guard_warned = True
-        ports.emit(Notice(guard_text(pre_tokens, post_tokens, usage.categories(conv, ports)), "warning"))
-
-
-def warning_level(th: Thresholds) -> int:
-    """The warning level, or ¾ of T on a window so small that the warning level sits below it."""
-    return max(th.warning, th.auto_compact * 3 // 4)
-
-
-def guard_text(pre_tokens: int, post_tokens: int, parts: list[tuple[str, int]]) -> str:
-    freed = max(0, pre_tokens - post_tokens)
-    share = round(freed / pre_tokens * 100) if pre_tokens else 0
-    filled = ", ".join(f"{name} {tokens:,}" for name, tokens in parts)
-    return (
-        f"Compaction did not free enough room ({pre_tokens:,} → {post_tokens:,} tokens, {share}% freed), so "
-        f"auto-compact will not run again on the same content. What fills the context (tokens): {filled}. "
-        "Run /context for details; remove large memory files or tools, or /clear to start afresh."
-    )
-
-
 def nothing_new_since_compaction(conv: Conversation) -> bool:
     """True when nothing was added since the last compaction (compacting again would change nothing)."""
     last = conv.last_compaction
-    return bool(last and conv.messages and conv.messages[-1].uuid == last.get("tail_uuid"))
+    return bool(last and conv.messages and conv.messages[-1].uuid == last.tail_uuid)

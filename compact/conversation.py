@@ -1,8 +1,9 @@
 """What compaction works on (``Conversation``) and the few services it reaches through (``Ports``).
 
 Every function of compact/ that needs more than a message list takes ``(conversation, ports)`` — never
-a session. ``agent/session.py`` builds both once and passes them down; a test builds them with the
-loopback fake API and a real ``TranscriptWriter`` and needs nothing else.
+a session. ``compact.start.conversation()`` builds a ready Conversation for given Ports once, at
+start-up; ``agent/session.py`` and a test's bench call it, the test with the loopback fake API and a real
+``TranscriptWriter``, and need nothing else.
 
 Conversation — the state of one conversation as compaction sees it:
   messages     the live list: what follows the last compaction boundary, as it happened
@@ -11,11 +12,11 @@ Conversation — the state of one conversation as compaction sees it:
   tools        the tools' context: the "files read" state and path resolution (compact.restore)
   calibration  real / estimated token ratio (compact.tokens)
   lock, cancel one lock for the list and the transcript; the turn's Ctrl-C
-  counters     compacting, compact_failures(_reported), reactive_compacted, current_prompt_uuid
-  workers      notes (the session-memory updater), collapser (context collapse) and preparer (the
-               compaction candidate prepared in the background), declared here
-  pipeline     the cheap stages' context and caches (compact.pipeline)
-compact.prepare.wire() fills in the last three for a given Ports.
+  counters     compacting, breaker (compact.breaker), reactive_compacted, current_prompt_uuid
+  workers      the background workers by name ("notes", "collapse", "prepare"), each owned and typed by
+               its own module (compact.notes_updater, compact.collapse_worker, compact.preparer); the
+               conversation only holds them
+  view_ctx     the view's context and caches (compact.view)
 
 Ports — what compaction needs from the floors above it:
   model        anything with ``stream(req, cancel=, emit_text=) -> Message`` (core.model.Model)
@@ -33,21 +34,20 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import Any, Callable, Literal, Protocol
 
-from compact.pipeline import PrepareContext, Prepared, prepare
+from compact.breaker import Breaker
 from compact.state import ContextState
 from compact.thresholds import Thresholds
 from compact.tokens import Calibration
+from compact.view import View, ViewContext, build_view
 from core.events import Event, Notice
 from core.messages import Message
 from core.model import Model, Request
 from tools.base import ToolContext
 
-if TYPE_CHECKING:  # the workers' modules work on a Conversation; it only holds them
-    from compact.collapse_worker import Collapser
-    from compact.notes_updater import NotesWorker
-    from compact.preparer import Preparer
+# what started a compaction, as recorded on its boundary (a reactive one is recorded as "auto")
+Trigger = Literal["manual", "auto"]
 
 
 class TranscriptSink(Protocol):
@@ -61,7 +61,7 @@ class TranscriptSink(Protocol):
 
     def append_boundary(
         self,
-        trigger: str,
+        trigger: Trigger,
         pre_tokens: int,
         logical_parent_uuid: str | None,
         preserved_segment: dict[str, str] | None = None,
@@ -122,6 +122,28 @@ class Ports:
         self.emit(Notice(text, level))
 
 
+@dataclass(frozen=True)
+class LastCompaction:
+    """What /summary and /history show of the last compaction (a resumed one: read from its records)."""
+
+    summary: str
+    trigger: str  # a Trigger; "?" when a resumed boundary did not record one
+    pre_tokens: int
+    post_tokens: int
+    method: str  # "notes", "summary", or "resumed"
+    tail_uuid: str | None  # the last live message right after it (None after a resume)
+    # the messages it replaced; a resumed session reads them from the transcript when asked
+    replaced: Callable[[], list[Message]]
+    candidate: str = ""  # "prepared" when a background candidate was applied, or why one was refused
+
+
+class Worker(Protocol):
+    """A background worker a conversation holds (the notes updater, the collapser)."""
+
+    @property
+    def busy(self) -> bool: ...
+
+
 @dataclass(eq=False)
 class Conversation:
     writer: TranscriptSink
@@ -133,20 +155,16 @@ class Conversation:
     lock: threading.RLock = field(default_factory=threading.RLock)
     cancel: threading.Event = field(default_factory=threading.Event)
     compacting: bool = False  # a compaction is running (no recursion from side requests or hooks)
-    compact_failures: int = 0  # consecutive failed automatic compactions (the circuit breaker)
-    compact_failures_reported: bool = False
+    breaker: Breaker = field(default_factory=Breaker)  # of automatic compaction
     reactive_compacted: bool = False  # the once-per-turn reactive compaction was used
     current_prompt_uuid: str | None = None  # the typed prompt of the turn in progress (Snip can't take it)
     window_limit: int | None = None  # a smaller window the server told us about (prompt too long)
-    # what /summary and /history show: summary, trigger, pre/post tokens, method, replaced messages
-    last_compaction: dict[str, Any] | None = None
+    last_compaction: LastCompaction | None = None
     # files restored by the last compaction: path -> (mtime, size, lines shown, lines) (compact.restore)
     restored: dict[str, tuple[float, int, int, int]] = field(default_factory=dict)
     guard_warned: bool = False  # the post-compaction guard said what fills the context (once until a success)
-    notes: NotesWorker | None = None
-    collapser: Collapser | None = None
-    preparer: Preparer | None = None  # the compaction candidate prepared in the background (compact.preparer)
-    pipeline: PrepareContext | None = None
+    workers: dict[str, Worker] = field(default_factory=dict)
+    view_ctx: ViewContext | None = None
 
     @property
     def transcript_path(self) -> Path:
@@ -171,7 +189,7 @@ class Conversation:
         with self.lock:
             return self.writer.append_record(rec)
 
-    def view(self) -> Prepared:
-        """The model's view right now: the cheap stages over the live list (compact.pipeline)."""
-        assert self.pipeline is not None, "wire() the conversation first"
-        return prepare(self.messages, self.pipeline)
+    def view(self) -> View:
+        """The model's view right now: the registered stages over the live list (compact.view)."""
+        assert self.view_ctx is not None, "build the conversation with compact.start.conversation()"
+        return build_view(self.messages, self.view_ctx)

@@ -73,10 +73,11 @@ def _usable(conv: Conversation, ports: Ports) -> bool:
     return text is not None and not is_template(text, template_for(ports))
 
 
-def plan(conv: Conversation, ports: Ports, share: float = RESULT_SHARE) -> Compaction | None:
+def plan(conv: Conversation, ports: Ports, share: float | None = None) -> Compaction | None:
     """The notes compaction the notes as they are now allow; None when session memory is off, there are
-    no notes or only the bare template, or notes and tail would take more than ``share`` of T (no room
-    for the restored files; a compaction prepared ahead allows a longer tail, compact.preparer)."""
+    no notes or only the bare template, or notes and tail would take more than 45% of T (no room for
+    the restored files). ``share``: a compaction prepared ahead (compact.preparer) allows a longer tail,
+    this share of T, counted as the compactor leaves it (``tail_tokens``)."""
     if not ports.config.notes_enabled:
         return None
     text = notes_text(conv.notes_path)
@@ -94,10 +95,9 @@ def plan(conv: Conversation, ports: Ports, share: float = RESULT_SHARE) -> Compa
     limit = max(MIN_SECTION_CHARS, int(SECTION_CHARS * scale))
     summary = trim_sections(text, headers(template), conv.notes_path, limit).strip()
     cal = conv.calibration
-    if (
-        cal.scale(cal.fixed_tokens() + estimate_text(summary) + tail_tokens(kept, conv, ports))
-        > threshold * share
-    ):
+    if cal.scale(
+        cal.fixed_tokens() + estimate_text(summary) + _tail_size(kept, conv, ports, share)
+    ) > threshold * (share or RESULT_SHARE):
         return None  # it would leave no room for the restored files (or not free enough): summarize instead
     segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid} if kept else None
     return Compaction(method=METHOD, summary=summary, kept=kept, preserved_segment=segment)
@@ -116,6 +116,10 @@ def tail_start(messages: list[Message], marker: str | None, scale: float = 1.0) 
         min_tokens=int(KEEP_MIN_TOKENS * scale),
         max_tokens=int(KEEP_MAX_TOKENS * scale),
     )
+
+
+def _tail_size(kept: list[Message], conv: Conversation, ports: Ports, prepared: float | None) -> int:
+    return tail_tokens(kept, conv, ports) if prepared else sum(m.tokens for m in kept)
 
 
 def tail_tokens(kept: list[Message], conv: Conversation, ports: Ports) -> int:

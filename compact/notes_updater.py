@@ -127,11 +127,13 @@ class NotesWorker:
         return self.running
 
 
-def _worker(conv: Conversation) -> NotesWorker:
+def worker(conv: Conversation) -> NotesWorker:
+    """The conversation's notes worker (made on first need; compact.start makes it at start-up)."""
     with conv.lock:
-        if conv.notes is None:
-            conv.notes = NotesWorker()
-        return conv.notes
+        w = conv.workers.get("notes")
+        if not isinstance(w, NotesWorker):
+            w = conv.workers["notes"] = NotesWorker()
+        return w
 
 
 def after_response(conv: Conversation, ports: Ports) -> None:
@@ -146,7 +148,7 @@ def after_response(conv: Conversation, ports: Ports) -> None:
     last = conv.messages[-1]
     if last.role != "assistant":
         return
-    w = _worker(conv)
+    w = worker(conv)
     try:
         tokens = count_tokens(conv.messages, conv.calibration)
         threshold = ports.thresholds().auto_compact
@@ -169,7 +171,7 @@ def update_in_background(
         if on_done:
             on_done(False)
         return
-    w = _worker(conv)
+    w = worker(conv)
     try:
         job = _job(conv, on_done)
         w.trigger.updating(count_tokens(conv.messages, conv.calibration))
@@ -234,7 +236,8 @@ def _wait_at_exit() -> None:
 
 def wait_for_update(conv: Conversation, timeout: float) -> bool:
     """Wait up to ``timeout`` seconds for an update in flight; True when none is running any more."""
-    thread = conv.notes.thread if conv.notes is not None else None
+    w = conv.workers.get("notes")
+    thread = w.thread if isinstance(w, NotesWorker) else None
     if thread is None:
         return True
     thread.join(timeout)
@@ -245,7 +248,7 @@ def update_notes(conv: Conversation, ports: Ports, timeout: float | None = None)
     """Run one update now, in this thread (after any update in flight); True when it succeeded."""
     if not ports.config.notes_enabled or not conv.messages:
         return False
-    w = _worker(conv)
+    w = worker(conv)
     wait_for_update(conv, timeout or w.timeout)
     try:
         job = _job(conv)
@@ -270,7 +273,7 @@ def update_span(conv: Conversation, ports: Ports, span: list[Message], timeout: 
     itself bigger than the auto-compact threshold is refused (False): the caller summarizes instead."""
     if not ports.config.notes_enabled or not span:
         return False
-    w = _worker(conv)
+    w = worker(conv)
     wait_for_update(conv, timeout or w.timeout)
     try:
         with conv.lock:
@@ -424,7 +427,7 @@ def _write_back(path: Path, text: str) -> None:
 
 def _report(conv: Conversation, ports: Ports, problem: str) -> None:
     """Say once per session that the notes could not be updated."""
-    w = _worker(conv)
+    w = worker(conv)
     if w.reported:
         return
     w.reported = True

@@ -1,51 +1,15 @@
-"""Everything that happens to the conversation around a model request, in order (SPEC §0).
+"""Everything that happens to the conversation around a model request, after the view (SPEC §0).
 
-``prepare_request`` runs before every model call of the main conversation (tool loops included);
-``send`` makes the call and recovers from a prompt that is still too long::
-
-    live messages after the last compaction boundary
-          │
-          ▼
-    tool-result budget  (compact.budget)         large results → file on disk + preview       no model call
-          │
-          ▼
-    snip                (compact.snip)           drop the turns the model snipped             no model call
-          │
-          ▼
-    microcompact        (compact.micro)          cache cold → clear old tool outputs          no model call
-          │
-          ▼
-    context collapse    (compact.collapse_worker) opt-in: old spans → short summaries         worker's side requests
-          │                                       (the four above are compact.pipeline: the model's view)
-          ▼
-    auto-compact        (compact.autocompact)    at T: notes first, else the LLM summary      0 or 1 (+PTL retries)
-          │              collapse on and at the blocking limit, or over T with nothing to collapse: compact
-          ▼
-    snip nudge          (compact.snip)           a reminder once the context grew ~10k        no model call
-          │
-          ▼
-    token state         → TokenState event (the warning bar); at the blocking limit B: ContextLimitReached
-          │
-          ▼
-    send                the request; prompt too long → reactive compaction once per turn, then again;
-          │             max_tokens overflow → once more with a smaller max_tokens; the reply's usage
-          │             calibrates the estimate (the server's count of the whole request against ours)
-          ▼
-    after_response      from the preparation level P < T: the next compaction prepared in the background
-                        (compact.preparer: a notes update, or a summary when notes are off or unusable);
-                        session notes kept current (compact.notes_updater), unless a compaction is due
-                        next and the notes as they are already serve it
-
-Every stage before auto-compact is a function from messages to messages that never mutates its input
-and never separates a tool_use from its tool_result. ``wire`` gives a conversation its pipeline context
-and workers once, at start-up.
+``prepare_request`` runs before every model call of the main conversation (tool loops included): the
+view (compact.view), auto-compact when the policy says so, the snip nudge, the token state;
+``send`` makes the call and recovers from a prompt that is still too long; ``after_response`` keeps
+the session notes current and prepares the next
+compaction in the background (compact.preparer). The one diagram of the whole order is compact/view.py's docstring.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
-from typing import Any, Callable
 
 from compact import (
     autocompact,
@@ -57,11 +21,9 @@ from compact import (
     snip,
     thresholds,
 )
-from compact.collapse_worker import Collapser
 from compact.conversation import Conversation, Ports
-from compact.notes_updater import NotesWorker
-from compact.pipeline import PrepareContext, Prepared
 from compact.state import context_edit_record
+from compact.view import View
 from core.errors import CONTEXT_LIMIT, ContextLimitReached, MaxTokensOverflow, PromptTooLong
 from core.events import MessageRecorded, TokenState
 from core.messages import Message
@@ -71,37 +33,10 @@ from core.tokens import estimate_text, usage_total
 NEAR_FULL = "The context is nearly full; the next request will compact or stop."
 
 
-def wire(conv: Conversation, ports: Ports, *, clock: Callable[[], datetime] | None = None) -> Conversation:
-    """Give the conversation its pipeline context and workers for these ports (once, at start-up)."""
-    c = ports.config
-    conv.notes = conv.notes or NotesWorker()
-    late: list[Any] = []
-    if c.context_collapse and not c.disable_compact:
-        conv.collapser = conv.collapser or Collapser(conv, ports)
-        late.append(conv.collapser)
-    conv.pipeline = PrepareContext(
-        state=conv.state,
-        results_dir=conv.results_dir,
-        microcompact_enabled=c.microcompact and not c.disable_compact,
-        gap_minutes=c.gap_minutes,
-        keep_recent=c.keep_recent,
-        record=conv.record,
-        late_stages=late,
-        calibration=conv.calibration,
-    )
-    if clock is not None:
-        conv.pipeline.now = clock
-    # counted on first need, not here: the tokenizer takes ~0.2 s to load, and start-up must not wait
-    conv.calibration.overhead_source = lambda: overhead_tokens(ports.request([]))
-    return conv
-
-
-def prepare_request(conv: Conversation, ports: Ports) -> Prepared:
+def prepare_request(conv: Conversation, ports: Ports) -> View:
     """The view to send next, after whatever compaction it needs; ContextLimitReached at the blocking limit."""
     current = conv.view()
-    if autocompact.maybe_autocompact(conv, ports, current.tokens):
-        current = conv.view()
-    elif _collapse_cannot_help(conv, ports, current) and compactor.compact(conv, ports, "auto"):
+    if autocompact.maybe_autocompact(conv, ports, current.tokens, current.messages):
         current = conv.view()
     if maybe_nudge(conv, ports, current.tokens):
         current = conv.view()
@@ -128,24 +63,6 @@ def token_state(ports: Ports, tokens: int) -> TokenState:
     )
 
 
-def _collapse_cannot_help(conv: Conversation, ports: Ports, current: Prepared) -> bool:
-    """Collapse is on (so auto-compact is off) and the view still reaches the blocking limit — or it is
-    over the auto-compact threshold T with nothing collapse could take (one long turn has no old spans):
-    compacting at T then beats carrying a view over T up to the blocking limit (benchmarks/cost.py)."""
-    c = ports.config
-    if not c.context_collapse or c.disable_compact:
-        return False
-    th = ports.thresholds()
-    if thresholds.level(current.tokens, th).blocking:
-        return True
-    collapser = conv.collapser
-    if current.tokens < th.auto_compact or collapser is None or collapser.can_help(current.messages):
-        return False
-    return conv.compact_failures < autocompact.MAX_FAILURES and not compactor.nothing_new_since_compaction(
-        conv
-    )
-
-
 def maybe_nudge(conv: Conversation, ports: Ports, tokens: int) -> bool:
     """Remind the model, now and then, that old turns can be snipped (SPEC §3); True if it did."""
     if ports.config.disable_compact or not snip.nudge_needed(tokens, conv.state):
@@ -166,7 +83,7 @@ def after_response(conv: Conversation, ports: Ports) -> None:
     if preparer.after_response(conv, ports, tokens):
         return
     if ports.config.auto_enabled and not conv.compacting:
-        due = tokens >= ports.thresholds().auto_compact
+        due = autocompact.threshold_reached(conv, ports, tokens)
         if due and notes_compaction.plan(conv, ports) is not None:
             return
     notes_updater.after_response(conv, ports)
@@ -175,13 +92,13 @@ def after_response(conv: Conversation, ports: Ports) -> None:
 # --- the call ----------------------------------------------------------------------------------------
 
 
-def request_for(ports: Ports, current: Prepared) -> Request:
+def request_for(ports: Ports, current: View) -> Request:
     """The main request for a view (server-side context editing parameters included when configured)."""
     extra, betas = context_editing.request_params(ports.config.context_editing, thinking_enabled=False)
     return ports.request(current.api, extra_body=extra, betas=betas)
 
 
-def send(conv: Conversation, ports: Ports, current: Prepared) -> Message:
+def send(conv: Conversation, ports: Ports, current: View) -> Message:
     """Send the view; on prompt-too-long compact once per turn and retry (SPEC §10)."""
     req = request_for(ports, current)
     shrunk = False
@@ -213,7 +130,7 @@ def reactive_compact(conv: Conversation, ports: Ports, error: PromptTooLong) -> 
     return compactor.compact(conv, ports, "auto", reactive=True)
 
 
-def after_reply(conv: Conversation, ports: Ports, current: Prepared, reply: Message, req: Request) -> None:
+def after_reply(conv: Conversation, ports: Ports, current: View, reply: Message, req: Request) -> None:
     """Learn from the reply's usage (calibration), record applied context edits, warn when nearly full."""
     usage = reply.usage or {}
     real = usage_total({**usage, "output_tokens": 0})

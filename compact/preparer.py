@@ -5,15 +5,15 @@ Triggers  ``after_response`` (after each main response): once the context reache
           prepared per compaction cycle in a background thread: a session-notes update when the notes
           are on (compact.notes_updater), else a summary request (compact.summary's, text only) over the
           model's view as it stands. One in flight at a time; a failed one is not tried again before
-          the next compaction. A summary that completes just before T starts the next one at once
-          (it becomes the next cycle's: the compaction applied meanwhile only replaced messages it saw,
-          so it may replace that compaction's summary and attachments too — ``rebase``); a newer one
+          the next compaction. A summary still in flight when a compaction is applied (the notes'
+          fallback) becomes the next cycle's: that compaction only replaced messages it saw, so it
+          may replace that compaction's summary and attachments too (``rebase``); a newer candidate
           replaces an older one only when it completes.
           ``at_threshold`` (auto-compact, at T): applies the newest completed candidate that passes
           compact.candidate's checks — what it covers, by message identity, is replaced; everything
           after it stays verbatim. With none usable yet but one in flight, the compaction is put off
-          while the context stays clear of the blocking limit B; near B the user waits for it, and is
-          told so and for how long. With none at all (the context jumped from below P to T, or the
+          while the context stays clear of the blocking limit B (at most DEFER_ROOM past T); near it
+          the user waits for it, and is told so and for how long. With none at all (the context jumped from below P to T, or the
           candidate failed or was refused), the foreground compaction of compact.compactor.
 Writes    nothing itself: the compactor writes the boundary, the summary and the kept tail.
 Model calls one side request per candidate (same system, tools and message prefix: the prompt cache),
@@ -51,8 +51,12 @@ LEAD = 1.3  # margin on the expected time
 # keeps room for restored files; a tail that began at P holds the recent reads verbatim anyway)
 PREPARED_SHARE = 0.6
 CANDIDATE_TIMEOUT = 180.0  # seconds before a background summary is abandoned
+# a compaction is put off, waiting for its candidate, at most this far past T (the default distance from
+# T to the blocking limit): a lowered threshold (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE) is still honoured
+DEFER_ROOM = 10_000
 WAIT_NOTICE = "Waiting for the compaction prepared in the background (running for {s:.0f}s)…"
 PREPARED = "prepared"
+WORKER = "prepare"  # its name among the conversation's workers
 
 
 @dataclass
@@ -84,7 +88,6 @@ class Preparer:
     step: int = 0  # the last response's growth in tokens
     cancel: threading.Event = field(default_factory=threading.Event)
     notes_done: bool = False  # this cycle's notes update has finished (its edits and marker are in)
-    chained: bool = False  # the next summary was started when this cycle's completed (see ``_apply``)
     # after a compaction applied while the next summary was in flight: (what that compaction added —
     # its summary and attachments —, what it dropped); the next one saw all it dropped, so it may
     # replace what stood in for those messages too
@@ -95,12 +98,23 @@ class Preparer:
     def running(self) -> bool:
         return self.thread is not None and self.thread.is_alive()
 
+    @property
+    def busy(self) -> bool:
+        return self.running
+
 
 def _preparer(conv: Conversation) -> Preparer:
     with conv.lock:
-        if conv.preparer is None:
-            conv.preparer = Preparer()
-        return conv.preparer
+        p = conv.workers.get(WORKER)
+        if not isinstance(p, Preparer):
+            p = conv.workers[WORKER] = Preparer()
+        return p
+
+
+def preparer(conv: Conversation) -> Preparer | None:
+    """The conversation's preparer, if it has one yet."""
+    p = conv.workers.get(WORKER)
+    return p if isinstance(p, Preparer) else None
 
 
 def level(p: Preparer, threshold: int, blocking: int, kind: str) -> int:
@@ -139,17 +153,12 @@ def after_response(conv: Conversation, ports: Ports, tokens: int) -> bool:
     _measure(p, tokens)
     if not active(conv, ports) or conv.compacting:
         return False
-    th = ports.thresholds()
-    threshold, blocking = th.auto_compact, th.blocking
+    threshold, blocking = ports.thresholds().auto_compact, _limit(ports)
     kind = "notes" if _notes_usable(conv, ports) else "summary"
     if p.cycle == _cycle(conv):
         if p.kind == "notes" and p.notes_done and _notes_plan(conv, ports) is None:
             if not p.failed and not p.running and tokens >= level(p, threshold, blocking, "summary"):
                 _start_summary(conv, ports, p)  # the notes can't serve this compaction: summarize
-        elif p.kind == "summary" and p.ready is not None and not p.running and not p.chained:
-            if tokens + 2 * p.step >= threshold:  # this one is about to be applied: the next one starts
-                p.chained = True
-                _start_summary(conv, ports, p)
         return p.kind == "notes"
     if p.running or tokens < level(p, threshold, blocking, kind):
         return False  # (one in flight at a time: an older one, overtaken by a compaction, ends first)
@@ -160,7 +169,7 @@ def _start(conv: Conversation, ports: Ports, p: Preparer, tokens: int) -> bool:
     """Start this cycle's candidate; True when it is a notes update."""
     if p.ready is not None or p.kind:
         _discard(p)  # the previous cycle's, never used
-    p.cycle, p.failed, p.chained, p.rebase = _cycle(conv), "", False, None
+    p.cycle, p.failed, p.rebase = _cycle(conv), "", None
     p.started_at = p.clock()
     if _notes_usable(conv, ports):
         p.kind, p.notes_done = "notes", False
@@ -184,8 +193,8 @@ def _measure(p: Preparer, tokens: int) -> None:
 
 
 def _notes_usable(conv: Conversation, ports: Ports) -> bool:
-    w = conv.notes
-    return ports.config.notes_enabled and not (w is not None and w.reported)
+    w = conv.workers.get("notes")
+    return ports.config.notes_enabled and not (w is not None and getattr(w, "reported", False))
 
 
 def _notes_done(p: Preparer, ok: bool) -> None:
@@ -268,8 +277,8 @@ def at_threshold(conv: Conversation, ports: Ports, tokens: int, compact: Callabl
     """Compact at T from a prepared candidate when there is a usable one; True when the conversation was
     replaced. ``compact`` is compact.compactor.compact (passed in: the compactor calls back into us)."""
     p = _preparer(conv)
-    th = ports.thresholds()
-    clear = tokens + max(p.step, (th.blocking - th.auto_compact) // 4) < th.blocking
+    threshold, limit = ports.thresholds().auto_compact, _limit(ports)
+    clear = tokens + max(p.step, (limit - threshold) // 4) < limit
     cycle_ok = p.cycle == _cycle(conv)
     made = _usable(conv, ports, p) if cycle_ok else None
     if made is not None:
@@ -292,11 +301,18 @@ def at_threshold(conv: Conversation, ports: Ports, tokens: int, compact: Callabl
     return done
 
 
+def _limit(ports: Ports) -> int:
+    """How far a compaction may be put off: the blocking limit, at most DEFER_ROOM past T."""
+    th = ports.thresholds()
+    return min(th.blocking, th.auto_compact + DEFER_ROOM)
+
+
 def _wait(conv: Conversation, ports: Ports, p: Preparer) -> float:
     """Wait (Ctrl-C ends it) for the candidate in flight; the seconds waited."""
     started = p.clock()
     ports.emit(Notice(WAIT_NOTICE.format(s=max(0.0, started - p.started_at)), "info"))
-    thread = p.thread if p.kind == "summary" else (conv.notes.thread if conv.notes else None)
+    notes = conv.workers.get("notes")
+    thread = p.thread if p.kind == "summary" else getattr(notes, "thread", None)
     while thread is not None and thread.is_alive() and not conv.cancel.is_set():
         if p.kind == "notes" and p.notes_done:
             break  # its edits and marker are in; the thread only winds down
@@ -405,8 +421,8 @@ def _apply(
     p.stats.blocked.append(waited)
     if done:
         p.stats.applied += 1
-        p.ready, p.kind, p.last_rejected, p.chained = None, "", "", False
-        if p.running:  # the next summary, started when this one completed, becomes the new cycle's
+        p.ready, p.kind, p.last_rejected = None, "", ""
+        if p.running:  # a summary still in flight becomes the new cycle's candidate
             after = {m.uuid for m in conv.messages}
             kept = {m.uuid for m in made.kept}
             p.cycle, p.kind = _cycle(conv), "summary"
@@ -416,7 +432,7 @@ def _apply(
 
 def describe(conv: Conversation, ports: Ports) -> str:
     """One line for /context: whether a candidate is ready and what it covers."""
-    p = conv.preparer
+    p = preparer(conv)
     if not active(conv, ports):
         return ""
     if p is None:
@@ -434,5 +450,5 @@ def describe(conv: Conversation, ports: Ports) -> str:
 
 
 def stats(conv: Conversation) -> dict[str, Any]:
-    p = conv.preparer
+    p = preparer(conv)
     return vars(p.stats) if p is not None else vars(Stats())

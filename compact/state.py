@@ -2,7 +2,7 @@
 is read or written).
 
 The live message list always holds the messages as they happened; what the model sees is derived by
-``compact.pipeline.prepare`` from that list plus this state. Each decision is made once, appended to
+``compact.view.build_view`` from that list plus this state. Each decision is made once, appended to
 the transcript as its own record, and replayed on resume, so a resumed session sends the very same
 bytes.
 

@@ -22,9 +22,8 @@ from agent.client import ModelClient
 from agent.hooks import HookRunner, base_payload
 from agent.system_prompt import build_system, compact_instructions, memory_files
 from agent.transcript import TranscriptWriter
-from compact import thresholds
+from compact import start, thresholds
 from compact.conversation import CompactConfig, Conversation, Ports
-from compact.prepare import wire
 from compact.snip import perform_snip
 from core.events import MessageRecorded, Notice
 from core.messages import Message
@@ -171,8 +170,6 @@ def make_bench(
     client = ModelClient(api_key="test-key", auth_token=None, base_url=api.url, on_event=events.append)
     tools = ToolContext(project_dir=cwd, session_dir=store / session_id, cwd=cwd)
     writer = TranscriptWriter(store / f"{session_id}.jsonl", session_id, str(cwd), "test")
-    conv = Conversation(writer=writer, session_dir=store / session_id, tools=tools)
-    tools.cancel = conv.cancel
     runner = HookRunner(hooks or {}, cwd, dict(os.environ))
 
     def run_hooks(event: str, match_value: str | None, **fields: Any) -> str:
@@ -183,7 +180,7 @@ def make_bench(
         return runner.context_text(outcomes)
 
     bench = Bench(
-        conv=conv,
+        conv=None,  # type: ignore[arg-type]
         ports=None,
         client=client,
         cwd=cwd,
@@ -204,5 +201,6 @@ def make_bench(
         config=CompactConfig(**config),
     )
     tools.services["snip"] = bench.snip
-    wire(conv, bench.ports, clock=clock)
+    bench.conv = start.conversation(writer, store / session_id, tools, bench.ports, clock=clock)
+    tools.cancel = bench.conv.cancel
     return bench

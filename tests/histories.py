@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from compact.budget import apply_budget
 from compact.micro import microcompact
-from compact.pipeline import PrepareContext, prepare
 from compact.snip import apply_snips, plan_snip, snip_id, tag_prompts, turns
 from compact.state import ContextState
+from compact.view import ViewContext, build_view
 from core.messages import Message
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
@@ -305,8 +305,8 @@ def _tags(tmp: Path) -> Stage:
 
 
 def _pipeline(tmp: Path) -> Stage:
-    ctx = PrepareContext(ContextState(), tmp / "tool-results", now=lambda: NOW, keep_recent=2)
-    return lambda ms: prepare(ms, ctx).messages
+    ctx = ViewContext(ContextState(), tmp / "tool-results", now=lambda: NOW, keep_recent=2)
+    return lambda ms: build_view(ms, ctx).messages
 
 
 REGISTRY: list[StageCase] = [
@@ -314,7 +314,7 @@ REGISTRY: list[StageCase] = [
     StageCase("snip", _snip),
     StageCase("microcompact", _micro),
     StageCase("tag_prompts", _tags, grows=True),
-    StageCase("prepare", _pipeline),
+    StageCase("view", _pipeline),
 ]
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from compact import autocompact, compactor
+from compact import autocompact, guard
 from core.events import CompactFailed, CompactFinished, Notice
 from core.messages import assistant, user_prompt
 from tests.fakeapi import FakeAPI, Reply
@@ -52,14 +52,26 @@ def test_over_the_threshold_compacts(tmp_path: Path, api: FakeAPI) -> None:
     assert of_type(events, CompactFinished)[0].trigger == "auto"
 
 
-@pytest.mark.parametrize(
-    "settings", [{"auto_compact": False}, {"disable_compact": True}, {"context_collapse": True}]
-)
+@pytest.mark.parametrize("settings", [{"auto_compact": False}, {"disable_compact": True}])
 def test_switched_off(tmp_path: Path, api: FakeAPI, settings: dict) -> None:
     bench, _ = make_session(tmp_path, api, **settings)
     conversation(bench, ["a.py"])
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, 199_000) is False
     assert api.message_requests == []
+
+
+def test_under_context_collapse_it_compacts_only_where_collapse_cannot_help(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    """The one policy (autocompact.due) also covers context collapse: below T nothing; at the blocking
+    limit a compaction even though auto-compact is off."""
+    bench, events = make_session(tmp_path, api, context_collapse=True)
+    conversation(bench, ["a.py"])
+    assert autocompact.maybe_autocompact(bench.conv, bench.ports, T - 1, bench.view().messages) is False
+    assert api.message_requests == []
+    api.reply_text(SUMMARY_REPLY)
+    assert autocompact.maybe_autocompact(bench.conv, bench.ports, 199_000, bench.view().messages) is True
+    assert of_type(events, CompactFinished)[0].trigger == "auto"
 
 
 def test_circuit_breaker_stops_after_three_failures_and_says_so_once(tmp_path: Path, api: FakeAPI) -> None:
@@ -85,7 +97,7 @@ def test_a_success_resets_the_count(tmp_path: Path, api: FakeAPI) -> None:
     for _ in range(3):
         bench.add(user_prompt("more"))
         autocompact.maybe_autocompact(bench.conv, bench.ports, T)
-    assert bench.conv.compact_failures == 0
+    assert bench.conv.breaker.failures == 0
     assert bench.messages[0].kind == "summary"
 
 
@@ -94,7 +106,7 @@ def test_never_twice_in_a_row_for_the_same_content(tmp_path: Path, api: FakeAPI)
     conversation(bench, ["a.py"])
     api.reply_text("<summary>" + "every detail kept " * 600 + "</summary>")
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, 5_000) is True
-    assert of_type(events, CompactFailed)[-1].reason == compactor.STILL_OVER
+    assert of_type(events, CompactFailed)[-1].reason == guard.STILL_OVER
     assert (
         autocompact.maybe_autocompact(bench.conv, bench.ports, 5_000) is False
     )  # nothing new since: not again

@@ -247,7 +247,7 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
     ts = fill(bench, 23_000)  # over the start level: the worker starts; under T: nothing is committed yet
     first = bench.view()
     assert placeholders(first.messages) == [] and first.tokens >= 23_000
-    c = bench.conv.collapser
+    c = collapse_worker.collapser(bench.conv)
     assert c.join(10)
     # two turns fit in one span (8,000 tokens); two spans are needed to reach 15,000 once committed
     assert [s.uuids for s in c.staged] == [[m.uuid for m in ts[0] + ts[1]], [m.uuid for m in ts[2] + ts[3]]]
@@ -314,7 +314,7 @@ def test_usage_measured_before_a_commit_is_lowered_by_what_it_saved(tmp_path: Pa
     api.on(is_collapse_request, summaries())
     ts = fill(bench, 23_000)
     bench.view()
-    assert bench.conv.collapser.join(10)
+    assert collapse_worker.collapser(bench.conv).join(10)
     bench.add(user_prompt("next"))
     real = (
         count_tokens(bench.messages, bench.conv.calibration) + 6_000
@@ -356,7 +356,7 @@ def test_the_wait_ends_on_ctrl_c_and_after_its_time_limit(tmp_path: Path, api: F
     release = threading.Event()
     api.on(is_collapse_request, lambda body: (release.wait(20), Reply.text("late"))[1])
     fill(bench, 37_200)
-    c = bench.conv.collapser
+    c = collapse_worker.collapser(bench.conv)
     try:
         threading.Timer(0.2, bench.cancel.set).start()
         t0 = time.monotonic()
@@ -377,7 +377,7 @@ def test_worker_failures_are_reported_once_and_never_break_the_turn(tmp_path: Pa
     bench, events = make_session(tmp_path, api)
     route = api.on(is_collapse_request, Error(400, "invalid_request_error", "model not available here"))
     fill(bench, 30_000)
-    c = bench.conv.collapser
+    c = collapse_worker.collapser(bench.conv)
     for _ in range(5):
         assert placeholders(bench.view().messages) == []
         assert c.join(10)
@@ -391,7 +391,7 @@ def test_a_staged_span_that_changed_is_not_committed(tmp_path: Path, api: FakeAP
     api.on(is_collapse_request, summaries())
     ts = fill(bench, 23_000)
     bench.view()
-    c = bench.conv.collapser
+    c = collapse_worker.collapser(bench.conv)
     assert c.join(10)
     bench.state.snipped.add(ts[0][0].uuid)  # the model snipped the first turn meanwhile
     bench.state.snipped.update(m.uuid for m in ts[0][1:])
@@ -408,7 +408,7 @@ def test_nothing_is_committed_or_started_while_a_compaction_reads_the_view(
     fill(bench, 37_200)
     bench.conv.compacting = True
     assert placeholders(bench.view().messages) == []
-    assert api.message_requests == [] and bench.conv.collapser.thread is None
+    assert api.message_requests == [] and collapse_worker.collapser(bench.conv).thread is None
 
 
 def test_placeholder_counts_its_messages() -> None:
@@ -546,7 +546,7 @@ def test_span_summaries_read_the_cache_the_main_requests_wrote(tmp_path: Path, a
         add_turn(bench, n)
         n += 1
     view = bench.view()
-    assert bench.conv.collapser.join(10)
+    assert collapse_worker.collapser(bench.conv).join(10)
     body = spans.hits[0]
     assert body["system"] == main_body["system"] and body["tools"] == main_body["tools"]
     sent = plain(body["messages"])
@@ -586,7 +586,7 @@ def test_over_t_with_nothing_to_collapse_it_compacts_at_t_not_at_the_blocking_li
     th = bench.thresholds()
     tokens = bench.view().tokens
     assert th.auto_compact <= tokens < th.blocking
-    assert not bench.conv.collapser.can_help(bench.view().messages)
+    assert not collapse_worker.collapser(bench.conv).can_help(bench.view().messages)
     prepare_request(bench.conv, bench.ports)
     assert len(summary.hits) == 1 and spans.hits == []
     assert bench.messages[0].kind == "summary" and bench.view().tokens < th.auto_compact
@@ -599,8 +599,8 @@ def test_over_t_with_old_turns_to_collapse_it_does_not_compact(tmp_path: Path, a
     api.on(is_collapse_request, summaries())
     fill(bench, 26_000)
     view = bench.view()
-    assert bench.conv.collapser.can_help(view.messages)
-    bench.conv.collapser.join(10)
+    assert collapse_worker.collapser(bench.conv).can_help(view.messages)
+    collapse_worker.collapser(bench.conv).join(10)
     bench.add(user_prompt("more"))
     add_turn(bench, 50)
     prepare_request(bench.conv, bench.ports)

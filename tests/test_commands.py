@@ -10,6 +10,7 @@ from agent import commands
 from agent.lifecycle import open_session
 from agent.session import Session
 from agent.settings import load_settings
+from compact.conversation import LastCompaction
 from core.events import CompactFinished, Notice
 from core.messages import assistant, user_prompt
 from tests.fakeapi import last_user_text
@@ -117,13 +118,15 @@ def test_summary_and_history_before_and_after_a_compaction(fake_api, project):
         ),
         session_messages_tool_result(),
     ]
-    session.conv.last_compaction = {
-        "summary": "The user wants the login bug fixed.",
-        "pre_messages": old,
-        "trigger": "manual",
-        "pre_tokens": 154_000,
-        "post_tokens": 18_000,
-    }
+    session.conv.last_compaction = LastCompaction(
+        summary="The user wants the login bug fixed.",
+        trigger="manual",
+        pre_tokens=154_000,
+        post_tokens=18_000,
+        method="summary",
+        tail_uuid=None,
+        replaced=lambda: old,
+    )
     summary = commands.run(session, "/summary")
     assert summary.markdown
     assert summary.text == (
@@ -203,7 +206,7 @@ def test_compact_with_instructions_reaches_the_summary_request(fake_api, project
     [request] = fake_api.message_requests
     assert "keep the greeting" in last_user_text(request.body)
     assert any(isinstance(e, CompactFinished) and e.trigger == "manual" for e in events)
-    assert session.last_compaction["summary"] == "The user is Ada and said hello."
+    assert session.last_compaction.summary == "The user is Ada and said hello."
     fake_api.check()
 
 

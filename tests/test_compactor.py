@@ -132,8 +132,8 @@ def test_compaction_replaces_history_with_summary_and_writes_boundary(tmp_path: 
     assert [(e.trigger, e.method) for e in finished] == [("auto", "summary")]
     assert finished[0].post_tokens < finished[0].pre_tokens
     assert of_type(events, CompactStarted) == [CompactStarted("auto")]
-    assert bench.conv.last_compaction["pre_messages"] == old
-    assert bench.conv.compact_failures == 0
+    assert bench.conv.last_compaction.replaced() == old
+    assert bench.conv.breaker.failures == 0
 
 
 def test_manual_summary_does_not_tell_the_model_to_carry_on(tmp_path: Path, api: FakeAPI) -> None:
@@ -183,7 +183,7 @@ def test_unusable_reply_leaves_conversation_and_transcript_untouched(
         CompactStarted,
         CompactFailed,
     ]
-    assert bench.conv.compact_failures == 1
+    assert bench.conv.breaker.failures == 1
 
 
 def test_api_error_is_a_failure_that_changes_nothing(tmp_path: Path, api: FakeAPI) -> None:
@@ -194,7 +194,7 @@ def test_api_error_is_a_failure_that_changes_nothing(tmp_path: Path, api: FakeAP
     assert compactor.compact(bench.conv, bench.ports, "manual") is False
     assert bench.transcript_path.read_bytes() == before
     assert "401" in of_type(events, CompactFailed)[0].reason
-    assert bench.conv.compact_failures == 0  # manual failures don't feed the breaker
+    assert bench.conv.breaker.failures == 0  # manual failures don't feed the breaker
 
 
 def test_ctrl_c_during_the_summary_cancels_and_changes_nothing(tmp_path: Path, api: FakeAPI) -> None:
@@ -213,7 +213,7 @@ def test_ctrl_c_during_the_summary_cancels_and_changes_nothing(tmp_path: Path, a
     assert bench.messages == messages
     assert bench.transcript_path.read_bytes() == before
     assert of_type(events, CompactFailed) == [CompactFailed("auto", "cancelled")]
-    assert bench.conv.compact_failures == 0
+    assert bench.conv.breaker.failures == 0
 
 
 def test_disable_compact_says_why_and_sends_nothing(tmp_path: Path, api: FakeAPI) -> None:
@@ -243,7 +243,7 @@ def test_still_over_threshold_is_kept_but_counted_as_a_failure(tmp_path: Path, a
     assert of_type(events, CompactFailed) == [
         CompactFailed("auto", "still over the threshold after compacting")
     ]
-    assert bench.conv.compact_failures == 1
+    assert bench.conv.breaker.failures == 1
     assert compactor.nothing_new_since_compaction(bench.conv)
 
 

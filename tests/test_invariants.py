@@ -1,8 +1,11 @@
-"""Every context stage, and the whole prepare(), over generated and hand-written histories.
+"""Every context stage, and the whole view, over generated and hand-written histories.
 
-For each StageCase in histories.REGISTRY: the output is valid for the API, the input is not mutated,
-the output is no larger than the input (a few tokens of slack per empty result, which gets a
-"(Tool completed with no output)" placeholder), and applying the stage twice equals applying it once.
+For every stage registered in compact.view.STAGES (as the view runs it, on a fresh state), and for each
+StageCase in histories.REGISTRY (a stage driven into its decisions): the output is valid for the API, the
+input is not mutated, the output is no larger than the input (a few tokens of slack per empty result,
+which gets a "(Tool completed with no output)" placeholder), and applying the stage twice equals
+applying it once. A stage added to the registry joins these tests without a line here; the last tests
+add a tiny one the way compact/README.md says.
 """
 
 from __future__ import annotations
@@ -10,20 +13,22 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from compact import view
 from compact.micro import CLEARED
-from compact.pipeline import PrepareContext, prepare
 from compact.snip import snip_id
 from compact.state import ContextState
 from compact.tokens import count_tokens
+from compact.view import WHOLE, Stage, Step, ViewContext, build_view
 from core import tokens
 from core.messages import Message, to_api, tool_pairs_ok
 from tests.histories import (
@@ -120,6 +125,33 @@ def check_stage(case: StageCase, messages: list[Message]) -> None:
         drop(tmp)
 
 
+def registered(stage: Stage) -> StageCase:
+    """A registered stage as the view runs it over the whole list, on a fresh state and directory."""
+
+    def make(tmp: Path) -> Callable[[list[Message]], list[Message]]:
+        ctx = ViewContext(ContextState(), tmp / "tool-results", now=lambda: NOW, keep_recent=2)
+        return lambda ms: stage.run(ms, ctx, WHOLE)
+
+    return StageCase(f"registered:{stage.name}", make)
+
+
+@pytest.mark.parametrize("stage", view.STAGES, ids=lambda s: s.name)
+@pytest.mark.parametrize("history", sorted(HAND_WRITTEN))
+def test_registered_stage_on_hand_written_histories(stage: Stage, history: str) -> None:
+    check_stage(registered(stage), HAND_WRITTEN[history]())
+
+
+@pytest.mark.parametrize("stage", view.STAGES, ids=lambda s: s.name)
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(messages=histories())
+def test_registered_stage_on_generated_histories(stage: Stage, messages: list[Message]) -> None:
+    check_stage(registered(stage), messages)
+
+
 @pytest.mark.parametrize("case", REGISTRY, ids=lambda c: c.name)
 @pytest.mark.parametrize("history", sorted(HAND_WRITTEN))
 def test_stage_on_hand_written_histories(case: StageCase, history: str) -> None:
@@ -145,26 +177,25 @@ def test_generated_histories_are_valid(messages: list[Message]) -> None:
     assert api_problems(messages) == []
 
 
-# --- prepare() as a whole ---------------------------------------------------------------------------
+# --- the view as a whole ----------------------------------------------------------------------------
 
 
 def run_session(
-    messages: list[Message], cuts: list[int], tmp: Path, incremental: bool, late: list | None = None
+    messages: list[Message], cuts: list[int], tmp: Path, incremental: bool
 ) -> tuple[list, list[dict]]:
-    """prepare() on growing prefixes of ``messages``, as a live session calls it."""
+    """build_view() on growing prefixes of ``messages``, as a live session calls it."""
     records: list[dict] = []
-    ctx = PrepareContext(
+    ctx = ViewContext(
         ContextState(),
         tmp,
         now=lambda: NOW,
         keep_recent=2,
         record=records.append,
         incremental=incremental,
-        late_stages=late or [],
     )
     outs = []
     for cut in [*cuts, len(messages)]:
-        p = prepare(messages[:cut], ctx)
+        p = build_view(messages[:cut], ctx)
         outs.append((p.messages, p.tagged, p.tokens, p.api))
     return outs, records
 
@@ -184,11 +215,11 @@ def test_reusing_the_previous_call_changes_nothing(messages: list[Message], data
         drop(tmp)
 
 
-def test_prepare_records_its_decisions_and_tags_only_the_api_copy(tmp_path: Path) -> None:
+def test_the_view_records_its_decisions_and_tags_only_the_api_copy(tmp_path: Path) -> None:
     messages = old_bash_history(8) + seq_history()
     records: list[dict] = []
-    ctx = PrepareContext(ContextState(), tmp_path, now=lambda: NOW, record=records.append)
-    p = prepare(messages, ctx)
+    ctx = ViewContext(ContextState(), tmp_path, now=lambda: NOW, record=records.append)
+    p = build_view(messages, ctx)
     assert [r["type"] for r in records] == ["content-replacement", "microcompact"]
     (replacement,) = records[0]["replacements"]
     assert replacement["content"] == ctx.state.replacements[replacement["toolUseId"]]
@@ -198,26 +229,114 @@ def test_prepare_records_its_decisions_and_tags_only_the_api_copy(tmp_path: Path
         f"[id:{snip_id(messages[0].uuid)}]"
     ]
     assert p.tokens == count_tokens(p.messages)
-    again = prepare(messages, ctx)  # a minute later nothing new is decided, the same bytes go out
+    again = build_view(messages, ctx)  # a minute later nothing new is decided, the same bytes go out
     assert len(records) == 2 and again.api == p.api
 
 
-def test_late_stages_run_in_order_after_microcompact(tmp_path: Path) -> None:
+def test_whole_stages_run_in_order_after_microcompact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seen: list[str] = []
 
-    def first(ms: list[Message], ctx: PrepareContext) -> list[Message]:
+    def first(ms: list[Message], ctx: ViewContext, step: Step) -> list[Message]:
         seen.append("first")
         assert ms[2].tool_results[0]["content"] == CLEARED  # microcompact already ran
         return ms[:1] + ms[3:]  # drop the first call and its result
 
-    def second(ms: list[Message], ctx: PrepareContext) -> list[Message]:
+    def second(ms: list[Message], ctx: ViewContext, step: Step) -> list[Message]:
         seen.append("second")
         return ms
 
+    whole = [Stage("first", first, whole=True), Stage("second", second, whole=True)]
+    monkeypatch.setattr(view, "STAGES", [*view.STAGES, *whole])
     messages = old_bash_history(8)
-    ctx = PrepareContext(ContextState(), tmp_path, now=lambda: NOW, late_stages=[first, second])
-    p = prepare(messages, ctx)
+    p = build_view(messages, ViewContext(ContextState(), tmp_path, now=lambda: NOW))
     assert seen == ["first", "second"]
     assert [m.uuid for m in p.messages] == [m.uuid for m in messages[:1] + messages[3:]]
     assert p.tagged[0].text.endswith(f"[id:{snip_id(messages[0].uuid)}]")
     assert p.tokens == count_tokens(p.messages) and tool_pairs_ok(p.messages)
+
+
+def test_the_registry_is_the_order_the_diagram_draws() -> None:
+    """compact/view.py draws the one diagram of the order; its first part names the registered stages."""
+    drawn = re.findall(r"^    ([\w-]+)\s+\(compact\.", view.__doc__ or "", re.M)
+    assert drawn[: len(view.STAGES)] == [s.name for s in view.STAGES]
+
+
+# --- adding a stage: the registry and the stage's own module, nothing else -------------------------------
+# A tiny stage, as compact/README.md's checklist says: its module (here, these few lines) holds the
+# decisions and the function; registering it is one entry in compact.view.STAGES.
+
+HIDDEN: set[str] = set()  # the tiny stage's sticky decisions: tool_use ids whose results are hidden
+
+
+def hide_results(messages: list[Message], ctx: ViewContext, step: Step) -> list[Message]:
+    """Replace the hidden results with a one-word stand-in (never mutating the input)."""
+    out = []
+    for m in messages:
+        if any(b.get("tool_use_id") in HIDDEN for b in m.tool_results):
+            blocks = [
+                {**b, "content": "(hidden)"} if b.get("tool_use_id") in HIDDEN else b for b in m.content
+            ]
+            m = m.replace(content=blocks)
+        out.append(m)
+    return out
+
+
+def hidden_fingerprint(ctx: ViewContext) -> tuple:
+    return (len(HIDDEN),)
+
+
+TINY = Stage("hide", hide_results, hidden_fingerprint)
+
+
+@pytest.fixture
+def tiny_registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stage]:
+    """Registration: one entry in the list, after microcompact."""
+    monkeypatch.setattr(view, "STAGES", [*view.STAGES[:3], TINY, *view.STAGES[3:]])
+    HIDDEN.clear()
+    yield TINY
+    HIDDEN.clear()
+
+
+@pytest.mark.parametrize("history", sorted(HAND_WRITTEN))
+def test_a_registered_stage_joins_the_invariants(tiny_registered: Stage, history: str) -> None:
+    messages = HAND_WRITTEN[history]()
+    HIDDEN.update(b["id"] for m in messages[::3] for b in m.tool_uses)
+    assert tiny_registered in view.STAGES
+    for stage in view.STAGES:  # what the parametrized tests above do, on the registry as it is now
+        check_stage(registered(stage), messages)
+
+
+def test_a_registered_stage_runs_in_the_view_and_its_fingerprint_keeps_reuse_honest(
+    tiny_registered: Stage, tmp_path: Path
+) -> None:
+    messages = old_bash_history(8)
+    ctx = ViewContext(ContextState(), tmp_path, now=lambda: NOW, microcompact_enabled=False)
+    first = build_view(messages, ctx)
+    assert "(hidden)" not in str(first.api)
+    call = messages[1].tool_uses[0]["id"]
+    HIDDEN.add(call)  # a new decision: the reused view would be stale without the stage's fingerprint
+    grown = build_view([*messages, *seq_history()], ctx)
+    (result,) = [b for m in grown.messages for b in m.tool_results if b["tool_use_id"] == call]
+    assert result["content"] == "(hidden)"
+    fresh = ViewContext(
+        ContextState(), tmp_path, now=lambda: NOW, microcompact_enabled=False, incremental=False
+    )
+    assert grown.messages == build_view([*messages, *seq_history()], fresh).messages
+
+
+def test_without_its_fingerprint_part_a_stage_would_be_reused_stale(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Why a stage contributes to the fingerprint: the same stage without it shows the old view."""
+    monkeypatch.setattr(view, "STAGES", [*view.STAGES, Stage("hide", hide_results)])
+    HIDDEN.clear()
+    messages = old_bash_history(8)
+    ctx = ViewContext(ContextState(), tmp_path, now=lambda: NOW, microcompact_enabled=False)
+    build_view(messages, ctx)
+    HIDDEN.add(messages[1].tool_uses[0]["id"])
+    try:
+        assert "(hidden)" not in str(build_view([*messages, *seq_history()], ctx).api)
+    finally:
+        HIDDEN.clear()

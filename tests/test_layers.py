@@ -7,9 +7,9 @@ libraries stay in the front end that owns them.
     tools/    tools, permissions, shell parsing
     core/     messages, token estimate, events, errors, private files, the model protocol
 
-The imports are read from the source (every ``import`` statement, wherever it is, those under
-``if TYPE_CHECKING:`` included for the floors but not for circles), then every module is imported in a
-fresh interpreter to be sure the static picture is the real one.
+The imports are read from the source (every ``import`` statement, wherever it is: at the top, inside a
+function, under ``if TYPE_CHECKING:``) and all of them count, for the floors and for circles; then every
+module is imported in a fresh interpreter to be sure the static picture is the real one.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_each_floor_imports_only_floors_below_it() -> None:
 def test_there_is_no_import_circle() -> None:
     graph: dict[str, set[str]] = {name: set() for name in MODULES}
     for i in IMPORTS:
-        if not i.type_only and i.target in MODULES and i.target != i.module:
+        if i.target in MODULES and i.target != i.module:  # type-only and function-local ones too
             graph[i.module].add(i.target)
     circles: list[list[str]] = []
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
@@ -116,6 +116,18 @@ def test_there_is_no_import_circle() -> None:
         if name not in state:
             walk(name, [name])
     assert circles == []
+
+
+def test_the_reader_sees_type_only_and_function_local_imports(tmp_path: Path) -> None:
+    """The circle test counts what it must: the reader finds both kinds of import."""
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from compact import view\n"
+        "def f():\n    import compact.state\n"
+    )
+    found = {(i.target, i.type_only, i.local) for i in imports_of("sample", sample)}
+    assert {("compact.view", True, False), ("compact.state", False, True)} <= found
 
 
 def test_the_projects_own_modules_are_imported_at_the_top() -> None:

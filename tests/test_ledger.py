@@ -163,7 +163,7 @@ def test_a_compaction_that_frees_too_little_is_a_failure_said_once(tmp_path: Pat
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, 168_000) is True
     [done] = of_type(events, CompactFinished)
     assert th.warning <= done.post_tokens < th.auto_compact  # kept, but it did not help
-    assert bench.conv.compact_failures == 1 and of_type(events, CompactFailed) == []
+    assert bench.conv.breaker.failures == 1 and of_type(events, CompactFailed) == []
     [warning] = [e for e in of_type(events, Notice) if "did not free enough room" in e.text]
     assert warning.level == "warning" and "memory files 1" in warning.text and "/context" in warning.text
     parts = dict(
@@ -181,7 +181,7 @@ def test_a_compaction_that_frees_too_little_is_a_failure_said_once(tmp_path: Pat
         assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": 168_000, "output_tokens": 5})
     )
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, 168_000) is True
-    assert bench.conv.compact_failures == 2
+    assert bench.conv.breaker.failures == 2
     assert len([e for e in of_type(events, Notice) if "did not free enough room" in e.text]) == 1
 
 
@@ -194,7 +194,7 @@ def test_a_compaction_from_a_small_context_is_not_judged(tmp_path: Path, fake_ap
     conversation(bench, ["a.py"])
     fake_api.reply_text(SUMMARY_REPLY)
     assert compactor.compact(bench.conv, bench.ports, "auto")
-    assert bench.conv.compact_failures == 0 and not [e for e in of_type(events, Notice) if "room" in e.text]
+    assert bench.conv.breaker.failures == 0 and not [e for e in of_type(events, Notice) if "room" in e.text]
 
 
 # --- a Read of a restored file --------------------------------------------------------------------------------

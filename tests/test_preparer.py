@@ -38,7 +38,7 @@ def grow(bench: Bench, names: list[str], lines: int = 600) -> None:
 
 
 def ready(bench: Bench) -> preparer.Preparer:
-    p = bench.conv.preparer
+    p = preparer.preparer(bench.conv)
     assert p is not None
     deadline = time.monotonic() + 30
     while p.thread is not None and p.running and time.monotonic() < deadline:
@@ -99,8 +99,9 @@ def test_a_refused_candidate_is_recorded_and_the_foreground_path_taken(tmp_path:
     assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is True
     [done] = of_type(events, CompactFinished)
     assert done.candidate == "prepared candidate refused: missing sections: Current Work"
-    assert bench.conv.last_compaction and "Current Work" in bench.conv.last_compaction["candidate"]
-    assert bench.conv.preparer and bench.conv.preparer.stats.rejected == 1
+    assert bench.conv.last_compaction and "Current Work" in bench.conv.last_compaction.candidate
+    p = preparer.preparer(bench.conv)
+    assert p is not None and p.stats.rejected == 1
 
 
 def test_put_off_while_in_flight_and_clear_of_the_blocking_limit(tmp_path: Path, api: FakeAPI) -> None:

@@ -178,7 +178,7 @@ def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, ap
     seen: list[Any] = []
 
     def slow(body):
-        seen.append(bench.conv.notes.thread)
+        seen.append(notes_updater.worker(bench.conv).thread)
         release.wait(10)
         return Reply.text("Nothing new to note.")
 
@@ -187,7 +187,7 @@ def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, ap
     read_round(bench, 4_000)
     answer(bench)
     notes_updater.after_response(bench.conv, bench.ports)  # ~4K tokens: too early
-    assert not bench.conv.notes.busy and api.message_requests == []
+    assert not notes_updater.worker(bench.conv).busy and api.message_requests == []
 
     read_round(bench, 7_000)
     started = time.monotonic()
@@ -196,16 +196,16 @@ def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, ap
         bench.conv, bench.ports
     )  # over 10K: an update starts, and after_response returns at once
     assert time.monotonic() - started < 0.5
-    assert bench.conv.notes.busy
+    assert notes_updater.worker(bench.conv).busy
 
     for n in range(2):  # due again (+6K, no tool call) while one runs: it waits; only the newest waits
         read_round(bench, 6_000)
         reply = answer(bench, f"Summary {n}.")
         notes_updater.after_response(bench.conv, bench.ports)
-    assert bench.conv.notes.pending is not None
+    assert notes_updater.worker(bench.conv).pending is not None
     release.set()
     assert notes_updater.wait_for_update(bench.conv, 10)
-    assert not bench.conv.notes.busy
+    assert not notes_updater.worker(bench.conv).busy
     bodies = notes_requests(api)
     assert len(bodies) == 2 and seen[0] is seen[1]  # the waiting update ran on the same thread, after
     assert "Summary 1." in request_text(bodies[1]) and "Summary 0." in request_text(bodies[1])

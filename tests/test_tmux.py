@@ -317,3 +317,84 @@ def test_esc_during_a_streamed_reply_returns_to_the_prompt(agent_in_tmux, fake_a
     pane.keys("C-d")
     pane.wait_exit()
     fake_api.check()
+
+
+def test_a_spoofing_command_title_and_clipboard_sequences_are_shown_never_obeyed(
+    agent_in_tmux, fake_api, project
+):
+    pane = agent_in_tmux()
+    pane.tmux("set-option", "-g", "set-clipboard", "on")  # let OSC 52 reach tmux's buffers, as it could
+    title = pane.tmux("display-message", "-p", "-t", "main", "#{pane_title}").stdout
+    esc = "\x1b"
+    # 1. the attack: the question would be redrawn as an innocent "echo hello"
+    fake_api.reply_tool("Bash", {"command": f"touch PWNED #{esc}[2K{esc}[1G● Bash(echo hello"})
+    pane.type("go")
+    pane.wait_for("Allow\\?")
+    screen = pane.screen()
+    assert "Bash(touch PWNED #\\x1b[2K\\x1b[1G● Bash(echo hello)" in screen, screen
+    pane.keys("n")
+    pane.wait_for("→ No")
+    pane.wait_prompt()
+    # 2. model text and a command's output that set the title and write the clipboard
+    fake_api.reply_text(f"Sure.{esc}]0;model-title\x07{esc}]52;c;bW9kZWw=\x07 Done")
+    pane.type("talk")
+    pane.wait_for("Done")
+    pane.wait_prompt()
+    fake_api.reply_tool(
+        "Bash", {"command": "printf '\\033]2;tool-title\\007\\033]52;c;dG9vbA==\\007' ; echo out"}
+    )
+    fake_api.reply_text("Ran it.")
+    pane.type("run")
+    pane.wait_for("Allow\\?", count=2)
+    pane.keys("y")
+    pane.wait_for("Ran it.")
+    pane.wait_prompt()
+    screen = pane.screen()
+    assert "\\x1b]0;model-title\\x07\\x1b]52;c;bW9kZWw=\\x07" in screen, screen
+    assert "\\x1b]2;tool-title\\x07\\x1b]52;c;dG9vbA==\\x07out" in screen, screen
+    assert pane.tmux("display-message", "-p", "-t", "main", "#{pane_title}").stdout == title
+    assert pane.tmux("list-buffers").stdout == ""  # nothing reached the clipboard
+    assert not (project / "PWNED").exists()
+    pane.keys("C-d")
+    pane.wait_exit()
+    fake_api.check()
+
+
+def test_ctrl_c_stops_a_hanging_pre_tool_use_hook(agent_in_tmux, fake_api, project, isolated_env):
+    marker = project / "hook-pid"
+    settings = isolated_env / ".compact-agent" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    hook = {"type": "command", "command": f"echo $$ > {marker}; exec sleep 300"}  # no timeout: 600 s
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [hook]}]}}))
+    pane = agent_in_tmux("--dangerously-skip-permissions")
+    fake_api.reply_tool("Bash", {"command": "touch ran"})
+    pane.type("go")
+    deadline = time.monotonic() + 15
+    while not marker.exists() or not marker.read_text().strip():
+        assert time.monotonic() < deadline, pane.screen()
+        time.sleep(0.05)
+    pid = int(marker.read_text())
+    started = time.monotonic()
+    pane.keys("C-c")
+    pane.wait_for("Interrupted by user")
+    assert time.monotonic() - started < 5
+    deadline = time.monotonic() + 5
+    while _alive(pid):  # the hook's whole group was killed
+        assert time.monotonic() < deadline, "the hook survived Ctrl-C"
+        time.sleep(0.05)
+    pane.wait_prompt()
+    assert not (project / "ran").exists()
+    fake_api.reply_text("Still here after the hook.")
+    pane.type("and now?")
+    pane.wait_for("Still here after the hook.")
+    assert fake_api.violations == []
+    pane.keys("C-d")
+    pane.wait_exit()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()

@@ -24,12 +24,12 @@ _TYPE_NAMES = {
 
 def run_tool(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
     """Validate ``args``, run ``tool`` and always return a result (never raises)."""
-    problem = validate(args, tool.input_schema)
-    if problem:
-        return ToolResult(
-            content=f"Invalid input for {tool.name}: {problem}", is_error=True, summary="invalid input"
-        )
     try:
+        problem = validate(args, tool.input_schema)
+        if problem:
+            return ToolResult(
+                content=f"Invalid input for {tool.name}: {problem}", is_error=True, summary="invalid input"
+            )
         result = tool.run(args, ctx)
     except ToolError as exc:
         message = str(exc) or f"{tool.name} failed."
@@ -58,6 +58,9 @@ def precheck(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult | None:
         check(args, ctx)
     except ToolError as exc:
         message = str(exc) or f"{tool.name} failed."
+        return ToolResult(content=message, is_error=True, summary=_first_line(message))
+    except Exception as exc:  # the run would fail the same way: say so now, nobody is asked
+        message = f"Tool {tool.name} failed: {type(exc).__name__}: {exc}"
         return ToolResult(content=message, is_error=True, summary=_first_line(message))
     return None
 
