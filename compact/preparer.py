@@ -169,7 +169,7 @@ def _start(conv: Conversation, ports: Ports, p: Preparer, tokens: int) -> bool:
     """Start this cycle's candidate; True when it is a notes update."""
     if p.ready is not None or p.kind:
         _discard(p)  # the previous cycle's, never used
-    p.cycle, p.failed, p.rebase = _cycle(conv), "", None
+    p.cycle, p.failed, p.rebase, p.last_rejected = _cycle(conv), "", None, ""
     p.started_at = p.clock()
     if _notes_usable(conv, ports):
         p.kind, p.notes_done = "notes", False
