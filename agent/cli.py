@@ -36,7 +36,8 @@ REPL commands:
   /memory                   the session's background notes
   /state                    what the agent did: files changed, commands, todo list
   /trust, /permissions      project trust (/trust revoke) and the permission rules
-  /help, /exit, /quit       list the commands; leave (Ctrl-D too)
+  /help, /exit, /quit       list the commands (custom ones from .claude/commands too); leave (Ctrl-D too)
+  Tab on an empty line      extended thinking on or off ("think hard" in a prompt raises it once)
 
 \b
 Environment:
@@ -44,6 +45,7 @@ Environment:
   ANTHROPIC_BASE_URL    any Messages-API-compatible server
   ANTHROPIC_MODEL       default model
   COMPACT_AGENT_HOME    where the agent keeps its state (default ~/.compact-agent)
+  MAX_THINKING_TOKENS   extended thinking on every turn with this budget (0: off)
   DISABLE_COMPACT, DISABLE_AUTO_COMPACT, CLAUDE_AUTOCOMPACT_PCT_OVERRIDE,
   CLAUDE_CODE_AUTO_COMPACT_WINDOW: compaction; the README lists them all."""
 NO_KEY = (

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
-from agent import lifecycle, trust
+from agent import custom_commands, lifecycle, trust
 from agent.session import Session
 from agent.sessions import list_sessions
 from agent.settings import reload_settings
@@ -23,9 +23,10 @@ from compact import compactor, ledger, preparer, usage
 from compact.notes import notes_text
 from core.errors import AgentError, Interrupted
 from core.events import CompactFinished, Retrying
+from core.tokens import estimate_blocks
 
 NO_COMPACTION = "No compaction in this session yet."
-COMMAND_LINE = re.compile(r"^/([A-Za-z][\w-]*)(?:\s+(.*))?$", re.DOTALL)
+COMMAND_LINE = re.compile(r"^/([A-Za-z][\w:-]*)(?:\s+(.*))?$", re.DOTALL)
 
 
 @dataclass
@@ -52,6 +53,15 @@ class SessionList(Result):
     """/resume without an argument: the REPL offers to pick one by number."""
 
     sessions: list[Any] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class Prompt(Result):
+    """A custom command (agent/custom_commands.py): ``prompt`` runs as the user's message, with
+    ``allowed`` rules allowing calls without asking while its turn runs."""
+
+    prompt: str
+    allowed: tuple[str, ...] = ()
 
 
 @dataclass(kw_only=True)
@@ -123,11 +133,30 @@ def run(session: Session, line: str) -> Result:
     name, args = match.group(1).lower(), (match.group(2) or "").strip()
     cmd = COMMANDS.get(name)
     if cmd is None:
-        return unknown(name)
+        custom = custom_for(session.settings).commands.get(name)
+        if custom is None:
+            return unknown(name)
+        return Prompt(f"/{custom.name} {args}".strip(), prompt=custom.expand(args), allowed=custom.allowances)
     try:
         return cmd.handler(session, args)
     except AgentError as e:
         return Result(str(e), ok=False)
+
+
+def custom_for(settings: Any) -> custom_commands.Found:
+    """The custom commands on disk now: the user's (~/.claude/commands, COMPACT_AGENT_HOME/commands),
+    then the project's (.claude/commands at its root), which follow its trust."""
+    user_dirs = [settings.home / "commands"]
+    if settings.user_home is not None:
+        user_dirs.insert(0, settings.user_home / ".claude" / "commands")
+    project = settings.root / ".claude" / "commands"
+    return custom_commands.load(
+        user_dirs=user_dirs,
+        project_dir=None if project in user_dirs else project,
+        project_root=settings.root,
+        trusted=settings.trust.trusted,
+        reserved=set(COMMANDS),
+    )
 
 
 def unknown(name: str) -> Result:
@@ -180,8 +209,21 @@ def _help(session: Session, args: str) -> Result:
         label = "/" + cmd.name + (" " + cmd.usage if cmd.usage else "")
         aliases = "".join(f" (or /{a})" for a in cmd.aliases)
         rows.append((label, cmd.summary + aliases))
-    width = max(len(label) for label, _ in rows)
+    found = custom_for(session.settings)
+    custom = [
+        (
+            "/" + c.name + (" " + c.argument_hint if c.argument_hint else ""),
+            f"{c.description} ({c.scope}{'' if c.trusted else ', untrusted: allowed-tools ignored'})",
+        )
+        for c in found.commands.values()
+    ]
+    width = max(len(label) for label, _ in rows + custom)
     lines = ["Commands:"] + [f"  {label.ljust(width)}  {summary}" for label, summary in rows]
+    if custom:
+        lines += ["", "Custom commands:"] + [
+            f"  {label.ljust(width)}  {summary}" for label, summary in custom
+        ]
+    lines += [f"  (not read: {problem})" for problem in found.problems]
     lines += [
         "",
         "Enter sends · Alt-Enter (or Esc then Enter) adds a line · Esc or Ctrl-C interrupts · Ctrl-D exits",
@@ -250,6 +292,8 @@ def context_usage(session: Session) -> ContextUsage:
     prepared = preparer.describe(session.conv, session.ports)
     if prepared:
         lines += ["", prepared]
+    if thinking := thinking_tokens(session):
+        lines += ["", f"Of the messages, extended thinking: {fmt_tokens(thinking)} tokens"]
     return ContextUsage(
         "\n".join(lines),
         markdown=True,
@@ -261,6 +305,18 @@ def context_usage(session: Session) -> ContextUsage:
         memory_files=memory,
         prepared=prepared,
     )
+
+
+def thinking_tokens(session: Session) -> int:
+    """The thinking blocks' share of the messages, scaled as the server counts."""
+    blocks = [
+        b
+        for m in session.conv.view().messages
+        if m.role == "assistant"
+        for b in m.content
+        if b.get("type") in ("thinking", "redacted_thinking")
+    ]
+    return session.conv.calibration.scale(estimate_blocks(blocks)) if blocks else 0
 
 
 def _cells(tokens: list[int], window: int, total: int = 100) -> list[int]:

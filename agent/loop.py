@@ -6,6 +6,7 @@ Everything else (compaction, retries, permissions, rendering) lives in the named
 from __future__ import annotations
 
 from agent.session import Session
+from agent.thinking import prompt_budget
 from agent.tool_exec import Declined, HookStopped, answer_open_calls, record_interruption, run_tools
 from compact.prepare import after_response, prepare_request, send
 from core.errors import ContextLimitReached, Interrupted, ModelError
@@ -63,6 +64,7 @@ def submit_prompt(session: Session, text: str) -> str:
     if reason is not None:
         return f"A UserPromptSubmit hook blocked the prompt: {reason}"
     prompt = user_prompt(text)
+    session.prompt_thinking = prompt_budget(text)  # "think hard" raises this turn's thinking budget
     session.conv.current_prompt_uuid = prompt.uuid
     session.conv.reactive_compacted = False
     session.add(prompt)

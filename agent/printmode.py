@@ -136,7 +136,7 @@ def run_print(
         fmt, out or sys.stdout, err or sys.stderr, secrets_of(settings.api_key, settings.auth_token)
     )
     for warning in settings.warnings:  # a project's broken settings file: skipped, said once
-        renderer.err.write(f"compact-agent: warning: {warning}\n")
+        renderer.say(f"compact-agent: warning: {warning}")
     if ignored := print_mode_line(settings.ignored, settings.trust.trusted):  # never asks: says so, once
         renderer.say(ignored)
     session = lifecycle.open_session(
@@ -156,11 +156,16 @@ def run_print(
             }
         )
     lifecycle.start(session, "resume" if (resume or continue_last) else "startup")
+    allowed: tuple[str, ...] = ()
     if prompt.startswith("/"):
-        return run_command(session, prompt, renderer, started)
+        result = commands.run(session, prompt)
+        if not isinstance(result, commands.Prompt):
+            return run_command(session, result, renderer, started)
+        prompt, allowed = result.prompt, result.allowed  # a custom command: its prompt runs as a turn
     outcome: dict[str, Any] = {}
     done = threading.Event()
-    threading.Thread(target=_turn, args=(session, prompt, max_turns, outcome, done), daemon=True).start()
+    args = (session, prompt, max_turns, outcome, done, allowed)
+    threading.Thread(target=_turn, args=args, daemon=True).start()
     _wait(done, session.cancel)
     if "finished" not in outcome and "error" not in outcome:
         return 130  # the turn did not wind down in time; the transcript is valid up to here
@@ -190,10 +195,16 @@ def _wait(done: threading.Event, cancel: threading.Event, grace: float = 30.0) -
 
 
 def _turn(
-    session: Session, prompt: str, max_turns: int | None, outcome: dict[str, Any], done: threading.Event
+    session: Session,
+    prompt: str,
+    max_turns: int | None,
+    outcome: dict[str, Any],
+    done: threading.Event,
+    allowed: tuple[str, ...] = (),
 ) -> None:
     try:
-        outcome["finished"] = run_turn(session, prompt, max_turns=max_turns)
+        with session.allowing(allowed):
+            outcome["finished"] = run_turn(session, prompt, max_turns=max_turns)
     except AgentError as e:
         outcome["error"] = e
     except Exception as e:  # noqa: BLE001 - reported as one line by the CLI, never a traceback
@@ -202,8 +213,7 @@ def _turn(
         done.set()
 
 
-def run_command(session: Session, line: str, renderer: PrintRenderer, started: float) -> int:
-    result = commands.run(session, line)
+def run_command(session: Session, result: commands.Result, renderer: PrintRenderer, started: float) -> int:
     ok = getattr(result, "ok", True)
     text = getattr(result, "text", "") or ""
     finished = TurnFinished(

@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 
 SETTINGS_CAP = 1_000_000  # bytes: far beyond any real settings file
-TEXT_CAP = 512_000  # bytes: an instruction file or a custom command
+TEXT_CAP = 4_000_000  # bytes: an instruction file or a custom command (~1M tokens, past any window)
 
 
 class FileProblem(Exception):

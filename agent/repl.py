@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application.current import get_app
 from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input, create_input
 from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
@@ -57,11 +59,13 @@ STYLE = Style.from_dict(
         "error": "fg:ansired",
         "blocking": "fg:ansired bold",
         "prompt": "bold",
+        "thinking": "fg:ansimagenta",
     }
 )
 INTERRUPT_KEYS = (Keys.Escape, Keys.ControlC)
 ANSWERS = {"y": "yes", "n": "no", "a": "always"}
 SHOW_SUMMARY = "/summary"
+THINKING_ON = "✻ thinking on (tab to turn off)"
 DRAFT_MARK = "\0"  # ctrl+o's result: the command, this, then the text the user had typed
 
 
@@ -93,7 +97,10 @@ def run_repl(
 
 
 class SlashCompleter(Completer):
-    """Completes command names while the line is a lone "/word"."""
+    """Completes command names (built-in, then custom ones from ``custom``) while the line is a lone "/word"."""
+
+    def __init__(self, custom: Callable[[], dict[str, str]] | None = None) -> None:
+        self.custom = custom or dict
 
     def get_completions(self, document: Any, complete_event: Any) -> Any:
         text = document.text_before_cursor
@@ -104,6 +111,9 @@ class SlashCompleter(Completer):
                 yield Completion(
                     "/" + name, start_position=-len(text), display_meta=commands.COMMANDS[name].summary
                 )
+        for name, summary in self.custom().items():
+            if name.startswith(text[1:]):
+                yield Completion("/" + name, start_position=-len(text), display_meta=summary)
 
 
 def history_file(settings: Any) -> Path:
@@ -129,8 +139,15 @@ class RedactingHistory(FileHistory):
         super().store_string(redact(string, self.secrets))
 
 
-def key_bindings() -> KeyBindings:
+def key_bindings(toggle_thinking: Callable[[], None] | None = None) -> KeyBindings:
     kb = KeyBindings()
+
+    if toggle_thinking is not None:
+
+        @kb.add("tab", filter=Condition(lambda: not get_app().current_buffer.text))
+        def _thinking(event: Any) -> None:  # Tab on an empty line, as in Claude Code; else it completes
+            toggle_thinking()
+            event.app.invalidate()
 
     @kb.add("escape", "enter")
     def _newline(event: Any) -> None:  # Alt-Enter, or Esc then Enter
@@ -216,9 +233,9 @@ class Repl:
             history=history if history is not None else self._history(),
             input=self.input,
             output=output,
-            completer=SlashCompleter(),
+            completer=SlashCompleter(self._custom_commands),
             complete_while_typing=True,
-            key_bindings=key_bindings(),
+            key_bindings=key_bindings(self.toggle_thinking),
             multiline=False,
             enable_history_search=False,
             style=STYLE,
@@ -351,10 +368,21 @@ class Repl:
 
     def _toolbar(self) -> Any:
         shown = warning_of(self.token_state)
+        thinking = [("class:thinking", THINKING_ON)] if getattr(self.session, "thinking_on", False) else []
         if shown is None:
-            return ""
+            return thinking or ""
         severity, text = shown
-        return [(f"class:{severity}", text)]
+        return [(f"class:{severity}", text), *([("", "  ")] if thinking else []), *thinking]
+
+    def _custom_commands(self) -> dict[str, str]:
+        """Custom command names and what completion shows beside them (read from disk as typed)."""
+        found = commands.custom_for(self.settings).commands.values()
+        return {c.name: (c.argument_hint + " " if c.argument_hint else "") + c.description for c in found}
+
+    def toggle_thinking(self) -> None:
+        """Tab on an empty input line: extended thinking on or off for the rest of the session."""
+        if self.session is not None:
+            self.session.thinking_on = not self.session.thinking_on
 
     def handle(self, line: str) -> bool:
         """Run one input line; False when the REPL should end."""
@@ -363,9 +391,15 @@ class Repl:
         self.turn(line)
         return True
 
-    def turn(self, text: str) -> None:
+    def turn(self, text: str, allowed: tuple[str, ...] = ()) -> None:
         self.renderer.begin_turn()
-        self.in_worker(lambda: run_turn(self.session, text))
+        session = self.session
+
+        def work() -> Any:
+            with session.allowing(allowed):
+                return run_turn(session, text)
+
+        self.in_worker(work)
         self.refresh_tokens()
 
     def command(self, line: str) -> bool:
@@ -375,6 +409,9 @@ class Repl:
             return True
         if isinstance(result, commands.Exit):
             return False
+        if isinstance(result, commands.Prompt):  # a custom command: its prompt runs as a turn
+            self.turn(result.prompt, result.allowed)
+            return True
         if isinstance(result, commands.Switched):
             self.renderer.recap(result.session.messages)  # /resume: where the conversation was
         if not isinstance(result, commands.Compacted) or self.renderer.compact_events == before:
@@ -463,7 +500,8 @@ class Repl:
         except queue.Empty:
             return
         self.renderer.pause()
-        self.renderer.permission(question.tool, question.args, question.description)
+        always = self.session.permissions.suggest_rule(question.tool, question.args) if self.session else None
+        self.renderer.permission(question.tool, question.args, question.description, always)
         scripted = self.driver.answer(question.tool, question.args) if self.driver is not None else None
         question.answer = scripted or self._read_answer(reader)
         label = {"yes": "Yes", "no": "No", "always": "Yes, and don't ask again this session"}[question.answer]

@@ -1,29 +1,37 @@
 """A session: settings, the conversation and its ports, tools, permissions, hooks and the model client.
 
-``Session`` wires the floors together once: it builds the ``Conversation`` (the live list, the
-transcript writer, state, counters, workers) and the ``Ports`` compaction reaches the rest through
-(compact.conversation), the tools and their context, the permission rules, the hook runner and the
-SDK client. Everything added to the conversation goes through ``add`` (list + transcript + event), so
+``Session`` wires the floors together once, with the pieces of agent.wiring (which the tests' bench
+shares): the ``Conversation`` (the live list, the transcript writer, state, counters, workers) and the
+``Ports`` compaction reaches the rest through (compact.conversation), the tools and their context, the
+permission rules, the hook runner and the SDK client. Everything added to the conversation goes through ``add`` (list + transcript + event), so
 the three never disagree. Nothing outside this module sets a session's attributes, except the REPL
 swapping ``emit`` and ``ask`` when it takes over a session (/clear, /resume).
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from agent import __version__
-from agent.client import ModelClient, default_model
+from agent import __version__, thinking, wiring
+from agent.client import default_model
 from agent.hooks import HookRunner, base_payload
 from agent.settings import Settings
-from agent.system_prompt import build_system, compact_instructions, memory_files
+from agent.system_prompt import (
+    GitFacts,
+    Instructions,
+    Where,
+    build_system,
+    compact_instructions,
+    git_facts,
+    instruction_files,
+)
 from agent.transcript import TranscriptWriter
-from compact import start, thresholds
-from compact.conversation import CompactConfig, LastCompaction, Ports
-from compact.snip import perform_snip
+from compact import thresholds
+from compact.conversation import LastCompaction, Ports
 from compact.state import ContextState
 from core.events import Event, MessageRecorded, Notice
 from core.messages import Message
@@ -35,41 +43,12 @@ from tools.snip import SnipTool
 
 # "yes" | "no" | "always"; None means nobody can answer (print mode): the call is denied
 AskFn = Callable[[str, dict[str, Any], str], str]
-NOTES_TEMPLATE = "session-memory-template.md"  # a user's own notes template, in COMPACT_AGENT_HOME
 # hooks that belong to a turn: the user's interrupt (Ctrl-C, Esc, SIGINT in print mode) stops them
 TURN_HOOKS = frozenset({"UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact", "PostCompact"})
 
 
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
-
-
-def compact_config(s: Settings) -> CompactConfig:
-    """The compaction settings, read once from the Settings."""
-    return CompactConfig(
-        disable_compact=s.disable_compact,
-        auto_compact=s.auto_compact,
-        session_memory=s.session_memory,
-        prepare_compaction=s.prepare_compaction,
-        microcompact=s.microcompact,
-        gap_minutes=s.microcompact_gap_minutes,
-        keep_recent=s.microcompact_keep,
-        context_collapse=s.context_collapse,
-        compaction_model=s.compaction_model,
-        context_editing=_editing_config(s.context_editing),
-        notes_template=s.home / NOTES_TEMPLATE,
-    )
-
-
-def _editing_config(c: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not c:
-        return None
-    return {
-        "triggerTokens": c.get("trigger_tokens"),
-        "keepToolUses": c.get("keep_tool_uses"),
-        "clearAtLeastTokens": c.get("clear_at_least_tokens"),
-        "clearThinking": c.get("clear_thinking"),
-    }
 
 
 @dataclass(eq=False)
@@ -92,6 +71,12 @@ class Session:
         self.usage_total: dict[str, int] = {}
         self.cost = 0.0
         self._window: int | None = None
+        self._git: GitFacts | None = None
+        self._git_taken = False  # the snapshot is taken on the first request, not on the way to the prompt
+        self._refusals_said: set[str] = set()
+        # extended thinking: on for every turn (settings; the REPL's toggle), or raised by a prompt's words
+        self.thinking_on = s.always_thinking or s.max_thinking_tokens is not None
+        self.prompt_thinking: int | None = None  # the budget the current prompt's words ask for
         self.writer = writer = TranscriptWriter(
             self.transcript_path,
             self.session_id,
@@ -100,18 +85,11 @@ class Session:
             last_uuid=self.last_uuid,
             secret=(s.api_key, s.auth_token),
         )
-        self.client = ModelClient(
-            api_key=s.api_key,
-            auth_token=s.auth_token,
-            base_url=s.base_url,
-            on_event=self._emit,
-            retry_seconds=s.retry_seconds,
-        )
+        self.client = wiring.client(s, self._emit)
         self.tools = builtin_tools() + [SnipTool()]
         self.tool_ctx = ToolContext(
             project_dir=s.cwd, session_dir=self.session_dir, cwd=s.cwd, environ=s.environ or None
         )
-        self.tool_ctx.services["snip"] = self._snip
         self.permissions = Permissions(s, session_dir=self.session_dir)
         if s.deny:  # a file the Read rules deny never shows up in Grep or Glob output either
             self.tool_ctx.hidden = self.permissions.read_denied
@@ -123,20 +101,20 @@ class Session:
             thresholds=self.thresholds,
             account=self.account_side_request,
             hooks=self.hook_context,
-            instructions=lambda: compact_instructions(s.cwd, s.home),
-            instruction_files=lambda: memory_files(s.cwd, s.home),
-            config=compact_config(s),
+            instructions=lambda: compact_instructions(s.cwd, s.home, self.where()),
+            instruction_files=lambda: [f.path for f in self.instructions().files],
+            thinking=self.apply_thinking,
+            config=wiring.compact_config(s),
         )
-        self.conv = start.conversation(
+        self.conv = wiring.conversation(
             writer,
             self.session_dir,
             self.tool_ctx,
             self.ports,
-            messages=history,
-            state=replayed,
+            history=history,
+            replayed=replayed,
             clock=self.clock,
         )
-        self.tool_ctx.cancel = self.conv.cancel
 
     def use_settings(self, s: Settings) -> None:
         """Continue under settings built again (/trust revoke): permissions, hooks, the tools' environment
@@ -146,18 +124,11 @@ class Session:
         self.tool_ctx.hidden = self.permissions.read_denied if s.deny else None
         self.tool_ctx.environ = s.environ or None
         self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
-        self.client = ModelClient(
-            api_key=s.api_key, auth_token=s.auth_token, base_url=s.base_url, on_event=self._emit
-        )
+        self.client = wiring.client(s, self._emit)
         self.ports.model = self.client
 
     def _emit(self, event: Event) -> None:
         self.emit(event)  # late-bound: the REPL swaps ``emit`` when it takes the session over
-
-    def _snip(self, ids: list[str], reason: str | None) -> str:
-        conv = self.conv
-        with conv.lock:
-            return perform_snip(conv.messages, conv.state, ids, reason, conv.current_prompt_uuid, conv.record)
 
     # --- paths and the live list -------------------------------------------------------------------
     @property
@@ -219,15 +190,32 @@ class Session:
             self._account(message.model or self.model, message.usage)
 
     # --- model requests ----------------------------------------------------------------------------
+    def where(self) -> Where:
+        s = self.settings
+        return Where(s.cwd, s.home, s.user_home, s.root, tuple(self.tool_ctx.read_files))
+
+    def instructions(self) -> Instructions:
+        """The instruction files as they are on disk now; a file refused for safety is said once."""
+        found = instruction_files(self.where())
+        for reason in found.refused:
+            if reason not in self._refusals_said:
+                self._refusals_said.add(reason)
+                self.notice(f"Instruction file not read: {reason}.", "warning")
+        return found
+
+    def git(self) -> GitFacts | None:
+        if not self._git_taken:
+            self._git, self._git_taken = git_facts(self.settings.root), True
+        return self._git
+
     def system_blocks(self) -> list[dict[str, Any]]:
-        return build_system(self.settings.cwd, self.settings.home, self.model)
+        s = self.settings
+        return build_system(
+            s.cwd, s.home, self.model, git=self.git(), where=self.where(), instructions=self.instructions()
+        )
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return tool_schemas(self.tools)
-
-    @property
-    def max_output(self) -> int:
-        return self.settings.max_output_tokens or min(max_output_tokens(self.model), 32_000)
 
     def request(
         self,
@@ -237,14 +225,48 @@ class Session:
         tools: bool = True,
         **kw: Any,
     ) -> Request:
-        return Request(
-            model=self.model,
-            system=self.system_blocks(),
-            tools=self.tool_schemas() if tools else [],
-            messages=api_messages,
-            max_tokens=max_tokens or self.max_output,
+        return wiring.request(
+            self.model,
+            self.system_blocks(),
+            self.tool_schemas() if tools else [],
+            api_messages,
+            max_tokens,
+            self.settings.max_output_tokens,
             **kw,
         )
+
+    @contextmanager
+    def allowing(self, rules: tuple[str, ...]) -> Iterator[None]:
+        """Allow calls matching ``rules`` without asking while the block runs (a custom command's
+        allowed-tools); deny rules still win."""
+        added = [rule for rule in rules if rule not in self.permissions.session_allow]
+        self.permissions.session_allow.extend(added)
+        try:
+            yield
+        finally:
+            for rule in added:
+                if rule in self.permissions.session_allow:
+                    self.permissions.session_allow.remove(rule)
+
+    def thinking_budget(self) -> int | None:
+        """The budget the next main request thinks with (None: no thinking)."""
+        if not thinking.supports_thinking(self.model):
+            return None
+        return thinking.budget_for(
+            enabled=self.thinking_on,
+            configured=self.settings.max_thinking_tokens,
+            prompt=self.prompt_thinking,
+        )
+
+    def apply_thinking(self, req: Request) -> None:
+        """Make a main-loop request think, within the API's rules (agent/thinking.py)."""
+        budget = self.thinking_budget()
+        if budget is None or req.tool_choice:
+            return
+        fitted = thinking.fit(budget, req.max_tokens, max_output_tokens(req.model))
+        if fitted is not None:
+            budget, req.max_tokens = fitted
+            req.thinking = {"type": "enabled", "budget_tokens": budget}
 
     def set_model(self, model: str) -> None:
         self.model = model
@@ -260,12 +282,12 @@ class Session:
 
     def thresholds(self) -> thresholds.Thresholds:
         s = self.settings
-        return thresholds.compute(
+        return wiring.thresholds_for(
             self.window,
-            max_output_tokens(self.model),
-            window_cap=s.context_window,
+            self.model,
+            cap=s.context_window,
             pct=s.autocompact_pct,
-            blocking_override=s.blocking_limit,
+            blocking=s.blocking_limit,
             auto_enabled=self.ports.config.auto_enabled,
         )
 
@@ -279,10 +301,8 @@ class Session:
     def run_hooks(self, event: str, match_value: str | None, **fields: Any) -> list[Any]:
         # hooks of a turn stop when the user interrupts it; the session's own (start, end) run regardless
         cancel = self.conv.cancel if event in TURN_HOOKS else None
-        outcomes = self.hooks.run(event, self.hook_payload(event, **fields), match_value, cancel)
-        for line in self.hooks.report_lines(outcomes):
-            self.notice(line, "warning")
-        return outcomes
+        payload = self.hook_payload(event, **fields)
+        return wiring.run_hooks(self.hooks, event, payload, match_value, self.notice, cancel)
 
     def hook_context(self, event: str, match_value: str | None, **fields: Any) -> str:
         """Run a hook event; what its successful hooks printed (failures are reported as notices)."""

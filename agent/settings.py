@@ -539,7 +539,7 @@ def _apply_files(s: Settings, layer: dict[str, Any]) -> None:
             "keep_tool_uses": editing.get("keepToolUses"),
             "trigger_tokens": editing.get("triggerTokens"),
             "clear_at_least_tokens": editing.get("clearAtLeastTokens"),
-            "clear_thinking": editing.get("clearThinking", False),
+            "clear_thinking": editing.get("clearThinking"),  # None: the default (on, when thinking)
         }
         s.sources["context_editing"] = src.get("contextEditing.enabled", "settings")
 

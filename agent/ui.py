@@ -60,6 +60,7 @@ REPLY_INDENT = "  "
 RESULT = "  ⎿  "
 INDENT = "     "
 RESULT_LINES = 3
+THINKING_LINES = 3  # a reply's thinking is shown folded to this many lines, dimmed
 SUMMARY_HINT = "/summary (or ctrl+o) shows the summary"
 PROMPT_ECHO = "> "  # a prompt as the REPL's input line shows it
 RECAP_EXCHANGES = 3  # a resumed session shows its last few exchanges
@@ -150,6 +151,8 @@ def complete_blocks(text: str) -> tuple[list[str], str]:
 
 
 BLANK_START = re.compile(r"[ \t]*\n")
+
+
 TABLE_ROW = re.compile(r" {0,3}\|")
 
 
@@ -442,6 +445,7 @@ class Renderer:
         self._compact_since: float | None = None
         self._out_chars = 0
         self._pending = ""  # reply text not printed yet (its block is not finished)
+        self._thinking = ""  # the reply's thinking so far, shown folded once the reply moves on
         self._blocks_shown = 0  # blocks of the current reply already printed
         self._continuing = False  # the last thing printed was a paragraph's first lines: no blank line next
         self._paused = False
@@ -459,6 +463,7 @@ class Renderer:
                 handler(event)
 
     def _on_TextDelta(self, event: TextDelta) -> None:
+        self._flush_thinking()
         self._out_chars += len(event.text)
         text = self._pending + event.text
         if self._continuing and BLANK_START.match(text):
@@ -474,16 +479,35 @@ class Renderer:
 
     def _on_ThinkingDelta(self, event: ThinkingDelta) -> None:
         self._out_chars += len(event.text)
+        self._thinking += event.text
         if self._turn_since is not None:
             self._show_status("Thinking…")
 
+    def _flush_thinking(self) -> None:
+        """The thinking just finished, dimmed and folded to its first lines (the model's, not an answer)."""
+        lines = [line for line in self._thinking.strip().splitlines() if line.strip()]
+        self._thinking = ""
+        if not lines:
+            return
+        self.console.print(Text("✻ Thinking…", style="dim italic"))
+        width = max(20, self.console.width - 4)
+        for line in lines[:THINKING_LINES]:
+            shown = visible(line, one_line=True)
+            self.console.print(
+                Text("  " + (shown if len(shown) <= width else shown[: width - 1] + "…"), style="dim italic")
+            )
+        if len(lines) > THINKING_LINES:
+            self.console.print(Text(f"  … {len(lines) - THINKING_LINES} more lines of thinking", style="dim"))
+
     def _on_MessageRecorded(self, event: MessageRecorded) -> None:
         if event.message.role == "assistant":
+            self._flush_thinking()
             self._end_text()
             if self._turn_since is not None:
                 self._show_status("Working…")
 
     def _on_ToolStarted(self, event: ToolStarted) -> None:
+        self._flush_thinking()
         self._end_text()
         call = (event.name, dict(event.input))
         if call == self._just_asked:
@@ -666,8 +690,11 @@ class Renderer:
             self._just_asked = None
             self.console.print(Text(visible(text), style=style), highlight=False, soft_wrap=True)
 
-    def permission(self, tool: str, args: dict[str, Any], description: str) -> None:
-        """The call's header, what it will do (unless the header already says it all) and the question."""
+    def permission(
+        self, tool: str, args: dict[str, Any], description: str, always: str | None = None
+    ) -> None:
+        """The call's header, what it will do (unless the header already says it all) and the question;
+        ``always`` is the rule an "always" answer adds, named before the user picks it."""
         with self._lock:
             self._end_text()
             self._just_asked = None
@@ -687,7 +714,8 @@ class Renderer:
                     )
                 )
             self.console.print(
-                Text(REPLY_INDENT + "Allow? [y]es / [n]o / [a]lways for this session", style="bold"),
+                Text(REPLY_INDENT + "Allow? [y]es / [n]o / [a]lways for this session", style="bold")
+                + Text(f" (adds {visible(always, one_line=True)})" if always else "", style="bold"),
                 highlight=False,
             )
 

@@ -245,7 +245,7 @@ def finish(
     visible = micro.without_calls(kept, stale)  # files whose reads stay visible in the kept tail
     summary_msg = _summary_message(conv, compaction, trigger)
     th = ports.thresholds()
-    state = ledger.attachment(old, kept, str(conv.tools.project_dir), th.auto_compact)
+    state = ledger.attachment(old, kept, str(conv.tools.project_dir), th.auto_compact, conv.session_dir)
     cal = conv.calibration
     base = cal.scale(
         cal.fixed_tokens() + summary_msg.tokens + state.message.tokens + sum(m.tokens for m in kept)

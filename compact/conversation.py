@@ -106,6 +106,10 @@ def _no_files() -> list[Path]:
     return []
 
 
+def _no_thinking(req: Request) -> None:
+    return None
+
+
 @dataclass
 class Ports:
     model: Model
@@ -116,6 +120,8 @@ class Ports:
     hooks: Callable[..., str] = _no_hooks
     instructions: Callable[[], str] = _nothing
     instruction_files: Callable[[], list[Path]] = _no_files
+    # sets extended thinking on a main-loop request (budget, max_tokens); side requests never think
+    thinking: Callable[[Request], None] = _no_thinking
     config: CompactConfig = field(default_factory=CompactConfig)
 
     def notice(self, text: str, level: str = "info") -> None:

@@ -32,7 +32,9 @@ KEEP_MIN_TEXT_MESSAGES = 5
 KEEP_MAX_TOKENS = 40_000
 REFERENCE_THRESHOLD = 167_000  # ... scaled by T / 167,000 for smaller windows
 MIN_SECTION_CHARS = 1_000  # the notes' per-section cut (SECTION_CHARS at the reference) never goes below
-RESULT_SHARE = 0.45  # notes + tail (+ system and tools) at most this share of T: room for restored files
+RESULT_SHARE = (
+    0.35  # notes + tail (+ system and tools) at most this share of T: room for the ledger and restored files
+)
 COMPACT_WAIT = 15.0  # seconds a compaction waits for an update in flight
 METHOD = "session-memory"
 

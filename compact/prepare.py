@@ -93,9 +93,14 @@ def after_response(conv: Conversation, ports: Ports) -> None:
 
 
 def request_for(ports: Ports, current: View) -> Request:
-    """The main request for a view (server-side context editing parameters included when configured)."""
-    extra, betas = context_editing.request_params(ports.config.context_editing, thinking_enabled=False)
-    return ports.request(current.api, extra_body=extra, betas=betas)
+    """The main request for a view: extended thinking when on, and server-side context editing parameters
+    when configured (clearing older turns' thinking too, when the request thinks)."""
+    req = ports.request(current.api)
+    ports.thinking(req)
+    req.extra_body, req.betas = context_editing.request_params(
+        ports.config.context_editing, thinking_enabled=req.thinking is not None
+    )
+    return req
 
 
 def send(conv: Conversation, ports: Ports, current: View) -> Message:

@@ -1,7 +1,8 @@
 """Working state put back after a compaction, read from disk, not from the summary (SPEC §9 item 4).
 
 Triggers: every compaction that succeeds (compact.compactor.finish), on every path.
-Adds: the most recently read or written files (at most 5, most recent first, each cut to 5,000 tokens,
+Adds: files the session edited repeatedly (a plan, a TODO list: at least 3 edits) first, then the most
+recently read or written files (at most 5 in all, most recent first, each cut to 5,000 tokens,
 50,000 together), re-read from disk now with numbered lines as the Read tool shows them, one meta
 message each; then the plan (``<session dir>/plan.md``) if there is one.
 Skips: files still visible in the kept messages (a Read of that path; such a file takes one of the five
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compact import ledger
 from compact.conversation import Conversation, Ports
 from core.messages import Message, meta
 from core.tokens import estimate_text
@@ -34,6 +36,9 @@ REFERENCE_THRESHOLD = 167_000  # T of a 200K window: the budgets above are sized
 FILE_TOOLS = ("Read", "Write", "Edit")
 MAX_LINE_CHARS = 2_000
 SNIFF_BYTES = 8_192
+REPEATED_EDITS = 3  # a file edited this often is the session's working document: restored first
+MAX_FIRST = 2  # of the five slots, at most this many go to such files
+FIRST_FLOOR = 200  # tokens such a file gets even when the room the compactor offers is smaller
 
 
 @dataclass
@@ -71,7 +76,17 @@ def recent_files(conv: Conversation, history: list[Message]) -> list[str]:
     """
     ordered = _paths_in(history, conv, FILE_TOOLS)
     ordered += [p for p in reversed(list(conv.tools.read_files)) if p not in ordered]
-    return ordered
+    first = [p for p in edited_repeatedly(conv, history) if p in ordered or Path(p).is_file()]
+    return first + [p for p in ordered if p not in first]
+
+
+def edited_repeatedly(conv: Conversation, history: list[Message]) -> list[str]:
+    """Files the session keeps editing (a plan, a TODO list, a notes file): at least REPEATED_EDITS
+    edits over the whole session (the ledger carries the counts across compactions), most recently
+    changed first. They are restored before the merely recent ones."""
+    state = ledger.derive(history, str(conv.tools.project_dir))
+    repeated = [(c.last, p) for p, c in state.modified.items() if c.edits >= REPEATED_EDITS]
+    return [str(conv.tools.resolve(p).resolve()) for _, p in sorted(repeated, reverse=True)][:MAX_FIRST]
 
 
 def _excluded(conv: Conversation, ports: Ports) -> tuple[set[str], Path]:
@@ -143,6 +158,7 @@ def plan_restore(
     instructions, own_dir = _excluded(conv, ports)
     out = Restored()
     shown_in_kept = 0  # recent files the kept messages show take their slots among the five
+    first = set(edited_repeatedly(conv, history))
     for name in recent_files(conv, history):
         if len(out.files) + shown_in_kept >= MAX_FILES:
             break
@@ -159,6 +175,8 @@ def plan_restore(
         ):
             continue
         room_left = min(per_file, total - out.tokens)
+        if name in first:  # the session's working document comes back even when the room is short
+            room_left = max(room_left, min(per_file, FIRST_FLOOR))
         if room_left < per_file // 4:
             break  # what would fit is too small a piece to be worth showing
         shown = _numbered(path, room_left)

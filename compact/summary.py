@@ -106,11 +106,15 @@ def build_instruction(custom: list[str] | None = None) -> str:
 
 
 def _strip_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Blocks with media replaced by text markers; None when nothing needed replacing."""
+    """Blocks with media replaced by text markers and thinking left out (a summary reads what was said
+    and done, not how the model got there); None when nothing needed changing."""
     changed = False
     out = []
     for b in blocks:
         kind = b.get("type")
+        if kind in ("thinking", "redacted_thinking"):
+            changed = True
+            continue
         if kind in ("image", "document"):
             b, changed = {"type": "text", "text": f"[{kind}]"}, True
         elif kind == "tool_result" and isinstance(b.get("content"), list):
@@ -122,7 +126,8 @@ def _strip_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
 
 
 def strip_media(messages: list[Message]) -> list[Message]:
-    """Images become ``[image]`` and documents ``[document]`` text, also inside tool results; never mutates."""
+    """Images become ``[image]`` and documents ``[document]`` text, also inside tool results, and thinking
+    blocks are left out; never mutates."""
     out = []
     for m in messages:
         blocks = _strip_blocks(m.content)
@@ -193,17 +198,27 @@ def parse_summary(text: str) -> str:
     return body.strip()
 
 
+EMPTY_SUMMARY = (
+    "(The summary came back empty. The working state, the user's own messages and the restored files "
+    "below, and the transcript, hold what happened.)"
+)
+
+
 def check_reply(reply: Message) -> str:
     """The summary in a reply, or CompactionError when the reply can't be one."""
     text = reply.text.strip()
-    if not text:
-        raise CompactionError("the model returned no summary text")
     if text.startswith("API Error"):
         raise CompactionError(f"the summary request failed: {text.splitlines()[0]}")
     body = parse_summary(text)
-    if not body:
-        raise CompactionError("the model's reply held no summary")
-    return body
+    if body:
+        return body
+    if reply.stop_reason != "end_turn" or (text and not _SUMMARY.search(text)):
+        raise CompactionError(
+            "the model returned no summary text" if not text else "the model's reply held no summary"
+        )
+    # an empty answer that ended normally is a (very) poor summary, not a failure: the request saw every
+    # message, and the working state, the user's words and the restored files still follow it
+    return EMPTY_SUMMARY
 
 
 def summarize(

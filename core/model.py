@@ -46,11 +46,35 @@ class Request:
             p["tools"] = self.tools[:-1] + [{**self.tools[-1], "cache_control": CACHE}]
         if self.tool_choice:
             p["tool_choice"] = self.tool_choice
-        if self.thinking:
-            p["thinking"] = self.thinking
-        if self.extra_body:
-            p["extra_body"] = self.extra_body
+        thinking = self.valid_thinking()
+        if thinking:
+            p["thinking"] = thinking
+        extra = self.extra_body if thinking else _without_thinking_edits(self.extra_body)
+        if extra:
+            p["extra_body"] = extra
         return p
+
+    def valid_thinking(self) -> dict[str, Any] | None:
+        """``thinking`` as the API accepts it: a budget of at least MIN_THINKING and below max_tokens
+        (cut down after max_tokens shrank), and none with a forced tool choice."""
+        if not self.thinking or self.thinking.get("type") != "enabled":
+            return self.thinking
+        if (self.tool_choice or {}).get("type") in ("any", "tool"):
+            return None
+        budget = min(int(self.thinking.get("budget_tokens", 0)), self.max_tokens - 1)
+        return {**self.thinking, "budget_tokens": budget} if budget >= MIN_THINKING else None
+
+
+MIN_THINKING = 1024  # the API's smallest thinking budget
+
+
+def _without_thinking_edits(extra: dict[str, Any]) -> dict[str, Any]:
+    """extra_body without a clear-thinking context edit (the API refuses one when thinking is off)."""
+    edits = (extra.get("context_management") or {}).get("edits")
+    if not edits:
+        return extra
+    kept = [e for e in edits if not str(e.get("type", "")).startswith("clear_thinking")]
+    return {**extra, "context_management": {**extra["context_management"], "edits": kept}}
 
 
 def _mark_tail(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -461,6 +461,7 @@ class FakeAPI(ScriptedAPI):
 
     def _problems(self, request: Request, *, count_only: bool) -> list[str]:
         problems = validate(request.body, count_only=count_only) + self._beta_problems(request)
+        problems += self.thinking.problems(request.body)
         return problems if count_only else problems + self._model_problems(request.body)
 
     def _beta_problems(self, request: Request) -> list[str]:

@@ -1,8 +1,9 @@
 """A Conversation and its Ports on the loopback fake API, wired the way a session wires them — without one.
 
-Compaction code takes ``(conversation, ports)``; these tests build both here, from real parts: the SDK
-client (agent.client.ModelClient) pointed at the fake server, a real transcript writer in a temp
-directory, the built-in tools' schemas and context, and (when a test gives hooks) the real hook runner.
+Compaction code takes ``(conversation, ports)``; these tests build both here, from real parts and with
+the session's own wiring (agent.wiring): the SDK client pointed at the fake server, a real transcript
+writer in a temp directory, the built-in tools' schemas and context, and (when a test gives hooks) the
+real hook runner. Only the window is the bench's own (``Limits``), so a test sets it without a server.
 
     bench = make_bench(tmp_path, api, session_memory=True, hooks={...})
     bench.add(user_prompt("hi"))                  # live list + transcript + MessageRecorded event
@@ -18,16 +19,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
+from agent import wiring
 from agent.client import ModelClient
 from agent.hooks import HookRunner, base_payload
+from agent.settings import Settings
 from agent.system_prompt import build_system, compact_instructions, memory_files
 from agent.transcript import TranscriptWriter
-from compact import start, thresholds
+from compact import thresholds
 from compact.conversation import CompactConfig, Conversation, Ports
-from compact.snip import perform_snip
 from core.events import MessageRecorded, Notice
 from core.messages import Message
-from core.model import Request, cost_usd, max_output_tokens
+from core.model import Request, cost_usd
 from tools.base import ToolContext
 from tools.registry import builtin_tools, tool_schemas
 from tools.snip import SnipTool
@@ -83,13 +85,13 @@ class Bench:
         tools: bool = True,
         **kw: Any,
     ) -> Request:
-        default = self.limits.max_output_tokens or min(max_output_tokens(self.model), 32_000)
-        return Request(
-            model=self.model,
-            system=self.system_blocks(),
-            tools=self.tool_schemas() if tools else [],
-            messages=api_messages,
-            max_tokens=max_tokens or default,
+        return wiring.request(
+            self.model,
+            self.system_blocks(),
+            self.tool_schemas() if tools else [],
+            api_messages,
+            max_tokens,
+            self.limits.max_output_tokens,
             **kw,
         )
 
@@ -102,18 +104,17 @@ class Bench:
     def thresholds(self) -> thresholds.Thresholds:
         lim = self.limits
         window = min(lim.window, self.conv.window_limit) if self.conv.window_limit else lim.window
-        return thresholds.compute(
+        return wiring.thresholds_for(
             window,
-            max_output_tokens(self.model),
-            window_cap=lim.context_window,
+            self.model,
+            cap=lim.context_window,
             pct=lim.autocompact_pct,
-            blocking_override=lim.blocking_limit,
+            blocking=lim.blocking_limit,
             auto_enabled=self.ports.config.auto_enabled,
         )
 
     def snip(self, ids: list[str], reason: str | None = None) -> str:
-        conv = self.conv
-        return perform_snip(conv.messages, conv.state, ids, reason, conv.current_prompt_uuid, conv.record)
+        return self.conv.tools.services["snip"](ids, reason)
 
     # --- shortcuts to the conversation -----------------------------------------------------------
     @property
@@ -167,17 +168,18 @@ def make_bench(
     config.setdefault("notes_template", home / "session-memory-template.md")
     limits = Limits(**options)
     events: list[Any] = []
-    client = ModelClient(api_key="test-key", auth_token=None, base_url=api.url, on_event=events.append)
+    settings = Settings(cwd=cwd, home=home, api_key="test-key", base_url=api.url)
+    client = wiring.client(settings, events.append)
     tools = ToolContext(project_dir=cwd, session_dir=store / session_id, cwd=cwd)
     writer = TranscriptWriter(store / f"{session_id}.jsonl", session_id, str(cwd), "test")
     runner = HookRunner(hooks or {}, cwd, dict(os.environ))
 
+    def notice(text: str, level: str) -> None:
+        events.append(Notice(text, level))
+
     def run_hooks(event: str, match_value: str | None, **fields: Any) -> str:
         payload = {**base_payload(session_id, writer.path, cwd, event), **fields}
-        outcomes = runner.run(event, payload, match_value)
-        for line in runner.report_lines(outcomes):
-            events.append(Notice(line, "warning"))
-        return runner.context_text(outcomes)
+        return runner.context_text(wiring.run_hooks(runner, event, payload, match_value, notice))
 
     bench = Bench(
         conv=None,  # type: ignore[arg-type]
@@ -200,7 +202,5 @@ def make_bench(
         instruction_files=lambda: memory_files(cwd, home),
         config=CompactConfig(**config),
     )
-    tools.services["snip"] = bench.snip
-    bench.conv = start.conversation(writer, store / session_id, tools, bench.ports, clock=clock)
-    tools.cancel = bench.conv.cancel
+    bench.conv = wiring.conversation(writer, store / session_id, tools, bench.ports, clock=clock)
     return bench

@@ -74,10 +74,14 @@ def test_under_context_collapse_it_compacts_only_where_collapse_cannot_help(
     assert of_type(events, CompactFinished)[0].trigger == "auto"
 
 
+# a reply with an analysis and no summary fails (an empty one that ended normally is a poor summary)
+NO_SUMMARY = Reply.text("<analysis>ran out before the summary</analysis>")
+
+
 def test_circuit_breaker_stops_after_three_failures_and_says_so_once(tmp_path: Path, api: FakeAPI) -> None:
     bench, events = make_session(tmp_path, api)
     conversation(bench, ["a.py"])
-    api.on(lambda body: True, Reply([]))  # every summary comes back empty
+    api.on(lambda body: True, NO_SUMMARY)  # no summary in any reply
     for i in range(6):
         bench.add(user_prompt(f"turn {i}"))
         bench.add(assistant([{"type": "text", "text": "ok"}]))
@@ -91,8 +95,8 @@ def test_circuit_breaker_stops_after_three_failures_and_says_so_once(tmp_path: P
 def test_a_success_resets_the_count(tmp_path: Path, api: FakeAPI) -> None:
     bench, _ = make_session(tmp_path, api)
     conversation(bench, ["a.py"])
-    api.add(Reply([]))
-    api.add(Reply([]))
+    api.add(NO_SUMMARY)
+    api.add(NO_SUMMARY)
     api.reply_text(SUMMARY_REPLY)
     for _ in range(3):
         bench.add(user_prompt("more"))

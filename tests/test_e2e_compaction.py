@@ -227,7 +227,8 @@ def test_prompt_too_long_compacts_once_and_retries(run_cli, project: Path, isola
 def test_failing_compactions_trip_the_breaker_and_the_session_finishes(run_cli, project: Path) -> None:
     paths = make_files(project, 14)
     with FakeAPI() as api:
-        script(api, paths, summary=Reply([]))  # every summary comes back empty
+        # every reply holds an analysis and no summary (an empty one would be a poor summary, not a failure)
+        script(api, paths, summary=Reply.text("<analysis>ran out before the summary</analysis>"))
         res = run_cli(api, "-p", "Read every file.", env={**ENV, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"})
     assert res.code == 0, res.stderr
     assert res.stdout == FINAL + "\n"

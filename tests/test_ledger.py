@@ -61,8 +61,7 @@ def test_the_ledger_follows_real_tool_runs(tmp_path: Path, fake_api: FakeAPI) ->
         cwd=str(project / "sub"),
         modified={str(a): FileChange(edits=2, added=4, removed=1, last=times[2])},
         read={str(a): "whole file", str(b): "lines 10-14"},
-        commands=[
-            Command("echo nope; exit 2", 2, "nope", times[4]),
+        commands=[  # each command's latest result only
             Command("mkdir -p sub && cd sub && echo moved", 0, "moved", times[5]),
             Command("echo nope; exit 2", 2, "nope", times[6]),
         ],
@@ -78,7 +77,7 @@ def test_the_ledger_follows_real_tool_runs(tmp_path: Path, fake_api: FakeAPI) ->
     # /state shows the same, with the user's words
     shown = commands.run(session, "/state").text
     assert text in shown and "Fix a.py and keep b.py as it is. Never run rm." in shown
-    assert shown.endswith("state: 1 modified file, 2 read, 3 commands, 2 todos, 1 user message")
+    assert shown.endswith("state: 1 modified file, 2 read, 2 commands, 2 todos, 1 user message")
 
 
 def bash_round(n: int, command: str, code: int) -> list[Message]:
@@ -125,24 +124,35 @@ def test_todowrite_never_asks(tmp_path: Path, fake_api: FakeAPI) -> None:
     assert session.permissions.check("TodoWrite", {"todos": TODOS}).behavior == "allow"
 
 
-def test_user_messages_current_whole_earlier_newest_first_cut_in_the_middle() -> None:
-    long_old = "OLD-START " + "alpha beta " * 2_000 + " OLD-END"
-    prompts = ["first: never push to main", long_old, "kept verbatim already", "current: " + "x y " * 400]
+def test_user_messages_stay_whole_in_order_and_over_budget_rules_stay_whole() -> None:
+    rule = "Keep the API stable.\nNever touch anything under migrations/ " + "because they are applied. " * 40
+    chatter = "Look at the parser next.\n" + "Some background about it. " * 60
+    prompts = [rule, chatter, "kept verbatim already", "current: " + "x y " * 400]
     kept = [user_prompt("kept verbatim already")]
-    out = ledger.user_messages(prompts, kept, budget=600)
-    assert out[0] == (prompts[-1], True)  # the current request whole, though over the per-message cut
-    assert [current for _, current in out] == [True, False, False]
-    cut = out[1][0]
-    assert (
-        cut.startswith("OLD-START")
-        and cut.endswith("OLD-END")
-        and "characters of the user's message left out" in cut
+    out = ledger.user_messages(prompts, kept, budget=100_000)  # within budget: every one whole, in order
+    assert out == [
+        (rule, "whole"),
+        (chatter, "whole"),
+        ("kept verbatim already", "kept"),
+        (prompts[-1], "current"),
+    ]
+    out = ledger.user_messages(prompts, kept, budget=50)  # over it: the rule and the current request whole
+    assert out == [
+        (rule, "whole"),
+        ("Look at the parser next.", "first line"),
+        ("kept verbatim already", "kept"),
+        (prompts[-1], "current"),
+    ]
+    text = ledger.render_user(out)
+    assert text.index("Never touch anything under migrations/") < text.index("Look at the parser next.")
+    assert ledger.FIRST_LINE_NOTE in text and "characters of the user's message left out" not in text
+    # the current request kept in the tail is still labelled as the current one, where it sits
+    now = ledger.user_messages(
+        ["Never push to main.", "Now add a test."], [user_prompt("Now add a test.")], 0
     )
-    assert estimate_text(cut) < 300
-    assert out[2] == ("first: never push to main", False)
-    assert ledger.user_budget(167_000) == 3_000 and ledger.user_budget(27_000) == 485
-    # a budget too small for the older ones still keeps the current request
-    assert ledger.user_messages(prompts, [], budget=0) == [(prompts[-1], True)]
+    assert now == [("Never push to main.", "whole"), ("Now add a test.", "kept current")]
+    assert 'kept-above="true" current-request="true">\nNow add a test.' in ledger.render_user(now)
+    assert ledger.user_budget(167_000) == 10_020 and ledger.user_budget(10_000) == 600
 
 
 # --- the post-compaction guard ----------------------------------------------------------------------------------
@@ -239,3 +249,53 @@ def test_files_the_user_named_are_those_that_exist(tmp_path: Path, text: str, ex
     (tmp_path / "docs").mkdir()
     state = ledger.derive([user_prompt(text)], str(tmp_path))
     assert state.named == [str(tmp_path / p) for p in expected]
+
+
+# --- the budgets, searches, answers and command status (issue 19 §2-§4) ---------------------------------------
+
+_n = iter(range(1_000_000))
+
+
+def used(name: str, args: dict[str, Any], result: str, is_error: bool = False) -> list[Message]:
+    use = {"type": "tool_use", "id": f"toolu_b{next(_n)}", "name": name, "input": args}
+    block = tool_result_block(use["id"], result, is_error=is_error)
+    return [assistant([use], stop_reason="tool_use"), tool_results([block])]
+
+
+def test_over_its_budget_the_state_groups_paths_and_writes_the_full_list_privately(tmp_path: Path) -> None:
+    messages = [user_prompt("Apply the codemod to every handler.")]
+    paths = [f"/p/src/pkg{i % 6}/handler_{i}.py" for i in range(300)]
+    for path in paths:
+        messages += used("Write", {"file_path": path, "content": "x = 1\n"}, "File written")
+    threshold = 17_000  # a 50K window
+    state = ledger.attachment(messages, [], "/p", threshold, tmp_path)
+    text = state.message.text
+    assert estimate_text(text) < threshold * 0.1  # was ~45 tokens a path: over 13,000
+    assert "- /p/src/pkg5/: 50 files (most recent: handler_299.py, handler_293.py, handler_287.py" in text
+    [full] = (tmp_path / ledger.FULL_LIST_DIR).iterdir()
+    assert str(full) in text and oct(full.stat().st_mode & 0o777) == "0o600"
+    assert all(p in full.read_text() for p in paths)
+    assert oct(full.parent.stat().st_mode & 0o777) == "0o700"
+    small = ledger.attachment(messages[:7], [], "/p", threshold, tmp_path / "other")
+    assert not (tmp_path / "other").exists() and paths[2] in small.message.text  # under budget: listed
+
+
+def test_searches_final_answers_and_the_latest_result_of_each_command() -> None:
+    messages = [user_prompt("Is jobs/legacy_sync.py used anywhere?")]
+    messages += used("Grep", {"pattern": "legacy_sync", "path": "/p"}, "Found 2 files\n/p/a.py\n/p/b.py")
+    messages += used("Glob", {"pattern": "jobs/**/*.py"}, "/p/jobs/x.py\n/p/jobs/legacy_sync.py")
+    messages.append(assistant([{"type": "text", "text": "jobs/legacy_sync.py is never imported."}]))
+    messages.append(user_prompt("Fix the pricing tests."))
+    messages += used(
+        "Bash", {"command": "./dev.sh test tests/test_pricing.py"}, "1 failed\nExit code 1", True
+    )
+    messages += used("Bash", {"command": "./dev.sh test tests/test_pricing.py -k bulk"}, "3 passed")
+    messages += used("Bash", {"command": "./dev.sh test"}, "412 passed")
+    text = ledger.attachment(messages, [], "/p", 167_000).message.text
+    assert "- Grep 'legacy_sync' in /p: 2 files" in text and "- Glob 'jobs/**/*.py': 2 lines" in text
+    assert "<final-answer>\njobs/legacy_sync.py is never imported.\n</final-answer>" in text
+    assert (
+        "$ ./dev.sh test tests/test_pricing.py\n    → 1 failed\n"
+        "    (old news: a later, wider run passed: $ ./dev.sh test)" in text
+    )
+    assert "-k bulk\n    → 3 passed\n" in text  # a narrower pass does not clear the failure by itself

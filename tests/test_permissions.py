@@ -423,7 +423,19 @@ def test_session_rule_never_beats_a_deny(project):
         ("Bash", {"command": "ls -la"}, "Bash(ls:*)"),
         ("Bash", {"command": "./run.sh fast"}, "Bash(./run.sh fast:*)"),
         ("Bash", {"command": "pytest tests/test_a.py"}, "Bash(pytest:*)"),
-        ("Bash", {"command": "make && make install"}, "Bash(make && make install)"),
+        ("Bash", {"command": "make && make install"}, "Bash(make:*)"),
+        ("Bash", {"command": "python3 -m unittest -q"}, "Bash(python3 -m unittest:*)"),
+        ("Bash", {"command": "python3 -m unittest -q 2>&1 | tail -5"}, "Bash(python3 -m unittest:*)"),
+        ("Bash", {"command": "python3 tools/gen.py --all"}, "Bash(python3 tools/gen.py:*)"),
+        ("Bash", {"command": "node -e 'x'"}, "Bash(node -e 'x')"),
+        ("Bash", {"command": "bash -c 'make'"}, "Bash(make:*)"),  # never Bash(bash:*)
+        ("Bash", {"command": "env CI=1 npm test"}, "Bash(npm test:*)"),
+        ("Bash", {"command": "sudo apt install x"}, "Bash(sudo apt install x)"),
+        ("Bash", {"command": "npx prettier --write ."}, "Bash(npx prettier:*)"),
+        ("Bash", {"command": "uv run pytest -q"}, "Bash(uv run pytest:*)"),
+        ("Bash", {"command": "git --no-pager log -3"}, "Bash(git log:*)"),
+        ("Bash", {"command": "git -C ../other push"}, "Bash(git -C ../other push)"),
+        ("Bash", {"command": "echo hi | xargs -n1 echo"}, "Bash(echo:*)"),
         ("Write", {"file_path": "/x", "content": ""}, "Edit"),
         ("Edit", {"file_path": "/x"}, "Edit"),
         ("Read", {"file_path": "/opt/data/a.csv"}, "Read(//opt/data/**)"),
@@ -594,6 +606,8 @@ def steering(project, home, tmp_path):
         project / ".claude" / "hooks" / "pre.sh": "hooks/settings",
         project / "sub" / ".claude" / "settings.json": "hooks/settings",
         home / ".claude" / "settings.json": "hooks/settings",
+        project / ".claude" / "commands" / "deploy.md": "custom commands",
+        home / ".claude" / "commands" / "git" / "push.md": "custom commands",
         tmp_path / "elsewhere" / "CLAUDE.md": "CLAUDE.md",
         project / ".git" / "hooks" / "pre-commit": "git hooks/config",
         project / ".git" / "config": "git hooks/config",
@@ -648,7 +662,7 @@ def test_ordinary_files_near_steering_ones_do_not_ask(project, home):
     p = perms(project, home, mode="acceptEdits")
     for path in [
         project / "CLAUDE.md",
-        project / ".claude" / "commands" / "x.md",
+        project / ".claude" / "commands.md",  # (.claude/commands/*.md carry allowed-tools: they ask)
         project / "git" / "config",
         project / "src" / ".bashrc",
         project / ".github" / "hooks" / "x",
@@ -702,7 +716,7 @@ def test_edit_rules_govern_bash_redirections(project):
     )
     assert (
         behavior(perms(project, allow=["Bash"], deny=["Edit(.env)"]), "Bash", command='echo x > "$F"')
-        == "ask"
+        == "deny"
     )
 
 
@@ -724,17 +738,18 @@ def test_harmless_device_writes(project, target):
     assert behavior(perms(project, allow=["Bash(echo:*)"]), "Bash", command=f"echo x > {target}") == "allow"
 
 
-def test_deny_rule_in_force_turns_doubt_into_a_question_the_model_can_act_on(project):
+def test_deny_rule_in_force_refuses_what_cannot_be_judged_and_says_why(project):
     p = perms(project, mode="bypassPermissions", deny=["Bash(git push:*)"])
     assert p.check("Bash", {"command": "$'git' push"}) == Decision(
-        "ask",
+        "deny",
         "the command's program can't be determined statically ($'git' push: the program name uses $'...' "
-        "quoting); a deny rule is in force, so it needs the user's approval",
+        "quoting); a deny rule is in force and might cover it, so it is refused (fail closed)",
     )
     assert p.check("Bash", {"command": "git $WHAT origin"}) == Decision(
-        "ask",
-        '"git $WHAT origin" has a word known only when it runs, so the deny rule "Bash(git push:*)" might '
-        "match it; it needs the user's approval",
+        "deny",
+        'in "git $WHAT origin" a word before the subcommand comes from an expansion, so the deny rule '
+        '"Bash(git push:*)" '
+        "might match it; it is refused (fail closed)",
     )
     assert behavior(p, "Bash", command='git commit -m "$MSG"') == "allow"
     assert behavior(p, "Bash", command="git push") == "deny"

@@ -152,16 +152,16 @@ def test_permission_question_yes_and_no(fake_api, project):
         d.type("/exit\r")
         assert d.finish() == 0
     # the call's header once, above the question; a box only when it says more than the header
-    question = "  Allow? [y]es / [n]o / [a]lways for this session\n"
+    question = "  Allow? [y]es / [n]o / [a]lways for this session (adds Bash({}:*))\n"
     assert d.out == banner(d.repl, project) + (
-        "● Bash(echo hi)\n" + question + "  → Yes\n"
+        "● Bash(echo hi)\n" + question.format("echo") + "  → Yes\n"
         "  ⎿  hi\n"
         "● Ran it.\n"
         "● Bash(rm -rf build)\n"
         "  ╭────────────────────╮\n"
         "  │ rm -rf build       │\n"
         "  │ # Remove the build │\n"
-        "  ╰────────────────────╯\n" + question + "  → No\n"
+        "  ╰────────────────────╯\n" + question.format("rm") + "  → No\n"
     )
     assert len(fake_api.message_requests) == 3
     # both calls of the message are answered (the second never asked), so the next request is valid

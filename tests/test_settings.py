@@ -220,7 +220,7 @@ def test_microcompact_and_context_editing_accept_booleans(dirs):
         "keep_tool_uses": None,
         "trigger_tokens": None,
         "clear_at_least_tokens": None,
-        "clear_thinking": False,
+        "clear_thinking": None,
     }
 
 
@@ -481,7 +481,7 @@ def test_context_editing_object_turns_it_on_unless_disabled(tmp_path):
         "keep_tool_uses": 2,
         "trigger_tokens": None,
         "clear_at_least_tokens": None,
-        "clear_thinking": False,
+        "clear_thinking": None,
     }
     (project / ".claude" / "settings.json").write_text(
         '{"contextEditing": {"enabled": false, "keepToolUses": 2}}'

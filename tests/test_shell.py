@@ -207,7 +207,7 @@ def test_arithmetic_on_data_is_unresolved(command, unresolved):
         (["sudo", "-u", "root", "rm", "x"], (Run(3, 5),), (), False, False),
         (
             ["find", ".", "-exec", "rm", "{}", ";", "-o", "-execdir", "ls", "+"],
-            (Run(3, 5), Run(8, 9)),
+            (Run(3, 5, placeholder="{}"), Run(8, 9, placeholder="{}")),
             (),
             False,
             False,
@@ -237,3 +237,104 @@ def test_unwrap(values, runs, scripts, unresolved, transparent):
 def test_command_line_and_head():
     command = Command((Word("git", "git"), Word("$X", None), Word("push", "push")))
     assert (command.line(), command.known_head(), command.program) == ("git $X push", "git", "git")
+
+
+# ---- issue 20: evaluation, arguments that run commands or write files, subcommands -------------------
+
+
+def test_commands_written_inside_arguments_are_parsed_as_commands():
+    assert lines("sed '1e rm f' x")[1:] == ["rm f"]
+    assert lines("git -C . rebase --exec 'make test' main")[1:] == ["make test"]
+    assert lines("git bisect run ./check.sh 3")[1:] == ["./check.sh 3"]
+    assert lines("flock /tmp/l -c 'rm -f a'")[1:] == ["rm -f a"]
+    assert lines("fd -e py -x wc -l")[1:] == ["wc -l"]
+
+
+@pytest.mark.parametrize(
+    ("command", "targets"),
+    [
+        ("cp a b", ["b", "b/a"]),
+        ("cp -t out a b", ["out", "out/a", "out/b"]),
+        ("mv -f a dir/", ["dir/", "dir/a"]),
+        ("install -D -m 644 a /tmp/x", ["/tmp/x", "/tmp/x/a"]),
+        ("echo x | tee -a log1 log2", ["log1", "log2"]),
+        ("dd if=/dev/zero of=disk.img bs=1M", ["disk.img"]),
+        ("sed -n 's/a/b/w out1\nw out2' f", ["out1", "out2"]),
+        ("sed -i.bak -e 's/a/b/' f1 f2", ["f1", "f2"]),
+        ("git log -p --output=log.txt", ["log.txt"]),
+        ("git format-patch -o patches HEAD~2", ["patches"]),
+        ("sort -o sorted f", ["sorted"]),
+        ("curl -sSo page.html https://x", ["page.html"]),
+        ("touch -d yesterday a", ["a"]),
+    ],
+)
+def test_files_programs_write_through_their_arguments(command, targets):
+    assert [w.target for w in analyze(command, CWD).writes] == targets
+
+
+def test_unpacking_and_recursive_copies_fill_trees_and_symlinks_hide_later_writes():
+    unpack = analyze("tar -xzf a.tgz -C build", CWD).writes
+    assert [(w.target, w.tree, w.unpacked) for w in unpack] == [("build", True, True)]
+    copy = analyze("cp -r src build", CWD).writes
+    assert [(w.target, w.tree, w.unpacked) for w in copy] == [
+        ("build", True, False),
+        ("build/src", True, False),
+    ]
+    linked = analyze("echo a > before; ln -s /etc up && echo x > up/passwd", CWD).writes
+    assert [(w.target, bool(w.paths)) for w in linked] == [
+        ("before", True),
+        ("up", True),
+        ("up/etc", True),
+        ("up/passwd", False),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("command", "subcommand", "unknown"),
+    [
+        ("git -C . --no-pager push origin", 4, None),
+        ("git --work-tree=. push", 2, None),
+        ("kubectl -nprod --context=x delete pod", 3, None),
+        ("terraform -chdir=infra apply", 2, None),
+        ("cargo +nightly -q build", 3, None),
+        ("git --frobnicate push", None, "the option --frobnicate before the subcommand is unknown here"),
+        ("git --version", None, None),
+        ("ls -la", None, None),
+    ],
+)
+def test_the_subcommand_is_found_past_global_options(command, subcommand, unknown):
+    (c,) = analyze(command, CWD).commands
+    assert (c.subcommand if c.subcommand != 1 else None, c.subcommand_unknown) == (subcommand, unknown)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "x=$(cat f); echo $((x))",
+        "read -r ref; echo ${!ref}",
+        "read -r v; echo ${v@P}",
+        "v=$1; echo ${s:v}",
+        "[[ $(cat f) -ne 0 ]]",
+    ],
+)
+def test_expansions_that_evaluate_data_are_unresolved(command):
+    unresolved = analyze(command, CWD).unresolved
+    assert any("evaluat" in u or "expansion" in u for u in unresolved), unresolved
+
+
+def test_expansions_of_the_users_environment_or_fixed_values_are_not():
+    for command in ("echo ${!ref} ${HOME@P}", "v=3; echo ${s:v} $((v + 1))", "echo ${a[@]:1} $(( $# ))"):
+        assert analyze(command, CWD).unresolved == (), command
+
+
+def test_a_caller_already_deep_in_its_stack_gets_a_refusal_not_a_recursion_error():
+    def deep(n):
+        return deep(n - 1) if n else analyze("echo " + "$(" * 100 + "x" + ")" * 100, CWD)
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(400)
+    try:
+        a = deep(150)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert a.error is not None and "deep" in a.error

@@ -115,10 +115,19 @@ def test_parse_summary(reply: str, expected: str) -> None:
     assert summary.parse_summary(reply) == expected
 
 
-@pytest.mark.parametrize("text", ["", "API Error: Request timed out", "<analysis>only thinking</analysis>"])
+@pytest.mark.parametrize("text", ["API Error: Request timed out", "<analysis>only thinking</analysis>"])
 def test_unusable_replies_are_errors(text: str) -> None:
     with pytest.raises(CompactionError):
         summary.check_reply(assistant([{"type": "text", "text": text}] if text else []))
+    with pytest.raises(CompactionError):  # cut off before any text
+        summary.check_reply(assistant([], stop_reason="max_tokens"))
+
+
+@pytest.mark.parametrize("text", ["", "<summary>\n</summary>"])
+def test_an_empty_summary_that_ended_normally_is_a_poor_summary_not_a_failure(text: str) -> None:
+    # the request saw every message; the working state and the user's words follow any summary
+    reply = assistant([{"type": "text", "text": text}] if text else [])
+    assert summary.check_reply(reply) == summary.EMPTY_SUMMARY
 
 
 # --- rounds -----------------------------------------------------------------------------------------------

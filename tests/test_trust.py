@@ -21,10 +21,11 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from agent import trust
+from agent import commands, trust
 from agent.lifecycle import start
 from agent.loop import MAX_STOP_BLOCKS, run_turn
 from agent.repl import Repl
+from agent.session import Session
 from agent.settings import load_settings
 from tests.conftest import make_session
 from tests.fakeapi import FakeAPI, Reply, request_text
@@ -427,3 +428,21 @@ def test_what_is_listed_is_one_line_and_a_broken_record_trusts_nothing(tmp_path)
     assert (
         trust.load(home, project).trusted and trust.revoke(home, project) and not trust.revoke(home, project)
     )
+
+
+def test_trust_revoke_keeps_the_retry_budget(fake_api, project, isolated_env):
+    """/trust revoke rebuilds the client under the settings built again, retry budget included."""
+    home = isolated_env / ".compact-agent"
+    trust.grant(home, project)
+    environ = {
+        "HOME": str(isolated_env),
+        "COMPACT_AGENT_HOME": str(home),
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": fake_api.url,
+        "COMPACT_AGENT_RETRY_SECONDS": "7",
+    }
+    settings = load_settings(cwd=project, environ=environ, cli={})
+    session = Session(settings, "0b5e3c1e-1111-4222-8333-444455556666", lambda e: None, environ=environ)
+    assert session.client.retry_seconds == 7.0
+    assert "revoked" in commands.run(session, "/trust revoke").text
+    assert session.client is session.ports.model and session.client.retry_seconds == 7.0

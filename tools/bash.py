@@ -57,6 +57,10 @@ avoid pagers and editors.
 it in the background with `&` and redirect its output to a file.
 - For searching and reading prefer the Grep, Glob and Read tools over grep, find, cat, head and tail: \
 they are faster and their output is easier to work with.
+- Output over about 30,000 characters is saved to a file and you see the start of it with the file's \
+path: read the rest with Read (offset/limit), or narrow the command (`| tail -50`, a filter).
+- Use it for what needs a shell: running tests, builds, linters, git, package managers. Ask the user \
+before commands that delete data, rewrite git history, push, publish or reach other systems.
 - description: a few words saying what the command does, shown to the user."""
 
 

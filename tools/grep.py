@@ -48,6 +48,8 @@ of matches per file.
 - -i ignores case. multiline lets a pattern span lines (and `.` match newlines).
 - head_limit keeps only the first N lines or entries of the output.
 - Files ignored by .gitignore are skipped; hidden files are searched.
+- Output over about 20,000 characters is saved to a file and previewed; narrow the search (path, \
+glob, type, head_limit) rather than paging through it.
 - Use this instead of running grep or rg through Bash."""
 
 

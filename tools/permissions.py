@@ -5,9 +5,12 @@ Order of evaluation for one call::
     deny rule matches            -> deny   (every mode, bypassPermissions included); for Bash, a deny rule
                                             on the command or an Edit deny rule on a file it redirects to
     plan mode, mutating tool     -> deny   (Bash, Write, Edit: plan mode only looks)
-    Bash, a deny rule could match-> ask    (every mode): a program that can't be told statically, a line
-                                            that doesn't parse, a PATH-like variable, or a word with an
-                                            expansion where the rule looks
+    Bash, a deny rule could match-> deny   (every mode, fail closed): a program that can't be told
+                                            statically (an expansion bash evaluates as code, a program
+                                            running a command from its arguments, an unknown option before
+                                            a subcommand), a line that doesn't parse or is nested too deep, a
+                                            PATH-like variable, or a word with an expansion where the rule
+                                            looks
     ask rule matches (or could)  -> ask    (allow in bypassPermissions)
     bypassPermissions            -> allow
     a file that steers the agent -> ask    (Write/Edit targets and Bash redirections: hooks, settings, CLAUDE.md
@@ -50,7 +53,7 @@ from typing import Any, Literal, Protocol
 from tools import bash_rules
 from tools.bash_rules import BashPattern
 from tools.path_rules import inside, normal, path_forms, pattern_regexes
-from tools.protected import Places, why_protected
+from tools.protected import Places, tree_steers_agent, why_protected
 from tools.shell import Analysis, analyze
 
 READ_ONLY_TOOLS = frozenset({"Read", "Grep", "Glob"})
@@ -156,8 +159,16 @@ class Permissions:
         if tool_name == "Bash":
             command = str(args.get("command", ""))
             a = analyze(command, self.project_dir)
-            simple = not (a.unresolved or a.error or a.variables)
-            return bash_rules.suggest(command, [c for c in a.commands if not c.wrapper], simple)
+            if a.unresolved or a.error or a.variables:
+                return bash_rules.suggest(command, None)
+            allow = _bash_patterns(self.allow + self.session_allow)
+            pending = [
+                c
+                for c in a.commands
+                if not c.wrapper
+                and not any(p is not None and bash_rules.matches(p, c, by_base_name=False) for _, p in allow)
+            ]
+            return bash_rules.suggest(command, pending[0] if pending else None)
         if tool_name in EDIT_TOOLS:
             return "Edit"
         if tool_name in READ_ONLY_TOOLS:
@@ -225,7 +236,7 @@ class Permissions:
         if self.mode == "plan":
             return _plan_denial("Bash")
         if doubt := self._deny_doubt(a):
-            return Decision("ask", doubt)
+            return Decision("deny", doubt)
         if rule := self._bash_ask_rule(command, a):
             if self.mode == "bypassPermissions":
                 return Decision("allow", "bypassPermissions mode", rule)
@@ -288,12 +299,20 @@ class Permissions:
         return Decision("ask", "shell commands need approval")
 
     def _deny_doubt(self, a: Analysis) -> str | None:
-        """With a deny rule in force, why the line might still be denied: then it asks, in every mode."""
+        """With a deny rule in force, why the line might be what it denies: then it is refused (fail
+        closed), in every mode, since what it runs can't be judged statically."""
         deny = _bash_patterns(self.deny)
-        tail = "a deny rule is in force, so it needs the user's approval"
+        tail = "a deny rule is in force and might cover it, so it is refused (fail closed)"
         if any(not w.paths for w in a.writes) and any(Rule.parse(r).covers("Write") for r in self.deny):
             target = next(w.target for w in a.writes if not w.paths)
             return f"the command writes to {target}, a path known only when it runs; {tail}"
+        for write in (w for w in a.writes if w.unpacked):
+            for path in write.paths:
+                if rule := self._tree_write_rule(path):
+                    return (
+                        f'the command fills {normal(path)} with files it names itself, and the rule "{rule}" '
+                        f"may cover one of them; {tail}"
+                    )
         if not deny:
             return None
         if a.error:
@@ -305,10 +324,20 @@ class Permissions:
         for text, pattern in deny:
             for c in a.commands:
                 if pattern is not None and bash_rules.could_match(pattern, c):
+                    why = c.subcommand_unknown or "it has a word known only when it runs"
                     return (
-                        f'"{c.line()}" has a word known only when it runs, so the deny rule "{text}" might '
-                        "match it; it needs the user's approval"
+                        f'in "{c.line()}" {why}, so the deny rule "{text}" might match it; it is refused '
+                        "(fail closed)"
                     )
+        return None
+
+    def _tree_write_rule(self, directory: Path) -> str | None:
+        """A Write deny rule that may match a file a command puts below ``directory`` (tar -x, cp -r):
+        tried with the rule's own last name there (``Edit(.env)`` covers ``dir/.env``)."""
+        for rule in (r for r in map(Rule.parse, self.deny) if r.covers("Write")):
+            last = (rule.content or "x").rstrip("/*").rsplit("/", 1)[-1].replace("*", "x") or "x"
+            if self._path_rule([rule.text], "Write", directory / last, every=False):
+                return rule.text
         return None
 
     def _bash_needs_approval(self, a: Analysis) -> str | None:
@@ -318,11 +347,17 @@ class Permissions:
             if not write.paths:
                 return (
                     f"the command writes to {write.target}, a path that can't be determined statically (an "
-                    "expansion, or a cd that can't be followed), so it needs the user's approval"
+                    "expansion, a cd that can't be followed, or a symlink the command itself creates), so it "
+                    "needs the user's approval"
                 )
             for path in write.paths:
                 if _harmless_write(path):
                     continue
+                if write.tree and (what := tree_steers_agent(path, self.places)):
+                    return (
+                        f"the command fills {normal(path)} with files it names itself, which may include "
+                        f"ones that control the agent's own behaviour ({what}); that needs the user's approval"
+                    )
                 if why := why_protected(path, self.places):
                     return f"the command writes {normal(path)}: {why}"
                 if not inside(path, self._editable_dirs()) and not self._path_rule(

@@ -57,6 +57,20 @@ def why_protected(path: Path, places: Places) -> str | None:
     return None
 
 
+def tree_steers_agent(directory: Path, places: Places) -> str | None:
+    """What a directory filled with names that can't be told (``tar -x``, ``cp -r``, ``rsync``) may come to
+    hold that steers the agent: its own settings or hooks, or, for the project or the home directory (or
+    a directory above them), ``.claude``, ``.git`` and shell start-up files inside them."""
+    children = ["settings.json", "hooks/x", "config", "CLAUDE.md"]
+    roots = [r for r in (places.project_dir, places.user_home) if r is not None]
+    if any(below(root, form) is not None for root in roots for form in path_forms(directory)):
+        children += [".claude/settings.json", ".claude/hooks/x", ".git/hooks/x", ".git/config", ".bashrc"]
+    for child in children:
+        if what := steers_agent(directory / child, places):
+            return what
+    return None
+
+
 def steers_agent(path: Path, places: Places) -> str | None:
     """What ``path`` is when changing it changes what the agent will do, or None."""
     for form in path_forms(path):
@@ -67,6 +81,8 @@ def steers_agent(path: Path, places: Places) -> str | None:
                 rest[0] == "hooks" or rest in (("settings.json",), ("settings.local.json",))
             ):
                 return "hooks/settings"
+            if part == ".claude" and rest[0] == "commands" and len(rest) > 1:
+                return "custom commands: prompts with allowed-tools"
             if part == ".git" and ("hooks" in rest[:-1] or rest[-1] in ("config", "config.worktree")):
                 return "git hooks/config"  # also .git/worktrees/<name>/config
         if form.name in ("CLAUDE.md", "CLAUDE.local.md") and not inside(form, [places.project_dir]):

@@ -50,6 +50,8 @@ not part of the file; leave them out when you quote text in Edit's old_string.
 - Lines longer than 2000 characters are cut short.
 - Images (PNG, JPEG, GIF, WebP) are shown to you as images.
 - It reads files only: list a directory with the Glob tool or `ls` in Bash.
+- At most 100,000 characters come back per call (images up to 5 MB); binary files other than images \
+are refused.
 - A file must be read before it can be changed with Write or Edit.
 - If you may need several files, read them in parallel in one response."""
 

@@ -28,9 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools import subcommands
+from tools.program_effects import effects
+from tools.shell_eval import ARITHMETIC_VALUE, Evaluations
 from tools.shell_programs import Unwrapped, unwrap
 
 _MAX_DEPTH = 8  # nested scripts and wrappers (bash -c "eval 'sudo env ...'")
+_MAX_LEVELS = 120  # syntax-tree nesting followed before the line is refused as too deep ($( $( ... )))
 _MAX_DIRS = 32  # directories a line may cd to before we stop counting
 _PLACEHOLDER = "\x00"  # stands for a quoted or escaped character when looking for globs and braces
 
@@ -72,6 +76,12 @@ _RISKY = frozenset(
         "GIT_EXTERNAL_DIFF",
         "GIT_TEMPLATE_DIR",
         "GIT_PROXY_COMMAND",
+        "GIT_SEQUENCE_EDITOR",
+        "LESS",  # less runs "+!cmd" from it
+        "MORE",
+        "MANOPT",
+        "SYSTEMD_PAGER",
+        "SYSTEMD_LESS",
         "PAGER",
         "EDITOR",
         "VISUAL",
@@ -144,6 +154,11 @@ class Command:
     # a wrapper whose wrapped command is listed too (timeout, nice, env, xargs, bash -c): allow rules
     # judge what it runs, deny and ask rules judge both
     wrapper: bool = False
+    # for CLIs with global options (git -C . push): where the subcommand is, why it can't be told, and
+    # whether the options skipped only change output (then allow rules see past them too)
+    subcommand: int | None = None
+    subcommand_unknown: str | None = None
+    quiet_globals: bool = False
 
     @property
     def program(self) -> str:
@@ -152,6 +167,14 @@ class Command:
     def line(self) -> str:
         """The words joined by spaces: values where known, text as written where not."""
         return " ".join(w.value if w.value is not None else w.text for w in self.words)
+
+    def without_globals(self) -> str | None:
+        """The line with the global options before the subcommand left out (``git push`` for ``git -C .
+        push``), or None when there are none."""
+        if self.subcommand is None or self.subcommand <= 1:
+            return None
+        rest = self.words[self.subcommand :]
+        return " ".join([self.program, *(w.value if w.value is not None else w.text for w in rest)])
 
     def known_head(self) -> str | None:
         """The words before the first one with an expansion, joined; None when every word is known."""
@@ -167,6 +190,8 @@ class Write:
 
     target: str
     paths: tuple[Path, ...]
+    tree: bool = False  # a directory the command fills with names that can't be told (tar -x, cp -r)
+    unpacked: bool = False  # ... from an archive: names that no rule about the sources can vouch for
 
 
 @dataclass(frozen=True)
@@ -181,7 +206,10 @@ class Analysis:
 def analyze(command: str, cwd: Path) -> Analysis:
     """Everything the permission check needs to know about one Bash command line run in ``cwd``."""
     reader = _Reader(Path(os.path.normpath(cwd)))
-    reader.script(command, 0)
+    try:
+        reader.script(command, 0)
+    except RecursionError:  # the walk is bounded (_MAX_LEVELS); this only guards a caller already deep
+        return Analysis(error="it is nested too deeply to judge")
     return reader.result()
 
 
@@ -213,28 +241,28 @@ class _Reader:
     commands: list[Command] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)
     variables: list[str] = field(default_factory=list)
-    writes: list[tuple[str, tuple[Path, ...] | None]] = field(default_factory=list)  # None: relative
+    # (target, where it lands or None while relative, a tree): redirections and files programs write
+    writes: list[tuple[str, tuple[Path, ...] | None, bool, bool]] = field(default_factory=list)
+    links_from: int | None = None  # writes from this index on may go through a symlink the line made
     error: str | None = None
     dirs: list[Path] = field(default_factory=list)  # every directory the line may have cd'ed to so far
     dirs_known: bool = True
     loops: int = 0
-    arithmetic_on_variables: bool = False
-    data_in_variables: bool = False  # a variable gets a value not known statically, or holding a "["
+    levels: int = 0  # how deep the walk is in the syntax tree, scripts inside scripts included
+    evals: Evaluations = field(default_factory=Evaluations)  # what bash evaluates as code
 
     def __post_init__(self) -> None:
         self.dirs = [self.cwd]
 
     def result(self) -> Analysis:
-        if self.arithmetic_on_variables and self.data_in_variables:
-            self.unresolved.append(
-                "bash evaluates a variable's value as arithmetic here, and a value holding an "
-                "array subscript like a[$(cmd)] would run cmd"
-            )
+        self.unresolved.extend(self.evals.problems())
         writes = []
-        for target, paths in self.writes:
-            if paths is None:  # not normalised: "link/../x" lands next to the link's target, not here
+        for i, (target, paths, tree, unpacked) in enumerate(self.writes):
+            if self.links_from is not None and i >= self.links_from:
+                paths = ()  # "ln -s .. up && echo x > up/P": up doesn't exist yet, so it can't be resolved
+            elif paths is None:  # not normalised: "link/../x" lands next to the link's target, not here
                 paths = tuple(d / target for d in self.dirs) if self.dirs_known else ()
-            writes.append(Write(target, paths))
+            writes.append(Write(target, paths, tree, unpacked))
         return Analysis(
             tuple(self.commands),
             tuple(dict.fromkeys(self.unresolved)),
@@ -256,6 +284,16 @@ class _Reader:
         self.visit(root, depth)
 
     def visit(self, node: Any, depth: int) -> None:
+        if self.levels >= _MAX_LEVELS:
+            self.error = self.error or f"it is nested more than {_MAX_LEVELS} levels deep, too deep to judge"
+            return
+        self.levels += 1
+        try:
+            self.visit_node(node, depth)
+        finally:
+            self.levels -= 1
+
+    def visit_node(self, node: Any, depth: int) -> None:
         kind = node.type
         handler = _HANDLERS.get(kind)
         if handler is not None:
@@ -300,7 +338,16 @@ class _Reader:
             self.change_directory(name, values)
         how: Unwrapped = unwrap(values)
         wraps = bool(how.runs or how.scripts)
-        self.commands.append(Command(tuple(words), wrapper=how.transparent and wraps))
+        sub = subcommands.find(values)
+        self.commands.append(
+            Command(
+                tuple(words),
+                wrapper=how.transparent and wraps,
+                subcommand=sub.index if sub else None,
+                subcommand_unknown=sub.unknown if sub else None,
+                quiet_globals=sub.quiet if sub else False,
+            )
+        )
         if how.unresolved:
             self.unresolved.append(f"{_short(text)}: {how.unresolved}")
         self.variables.extend(how.settings)
@@ -308,15 +355,42 @@ class _Reader:
             self.assigned(variable, None if name in ("read", "mapfile", "readarray", "printf") else "")
         for run in how.runs:
             inner = words[run.start : run.stop]
+            if run.placeholder:  # "xargs -I{} sh -c 'echo {}'": the script is data from the input
+                inner = [Word(w.text, None) if run.placeholder in w.text else w for w in inner]
             if run.appends_input:
                 inner.append(Word("<input>", None))
             self.program(inner, " ".join(w.text for w in inner), depth + 1)
         for script in how.scripts:
             self.script(script, depth + 1)
+        self.effects(values, text, depth)
         if name in _DECLARATIONS:  # reached through "builtin export ..." or "command declare ..."
             self.declared(values, text)
         if name in ("test", "[") and any(v in ("-v", "-R") for v in values):
             self.unresolved.append(f"{_short(text)}: -v names a variable whose subscript bash may evaluate")
+
+    def effects(self, values: list[str | None], text: str, depth: int) -> None:
+        """Commands a program runs and files it writes through its arguments (sed, tar, git, cp...)."""
+        found = effects(values)
+        if found.unresolved:
+            self.unresolved.append(f"{_short(text)}: {found.unresolved}")
+        for script in found.scripts:
+            self.script(script, depth + 1)
+        for target in found.writes:
+            self.write(target, target if target is not None else "an expansion", tree=False)
+        for target in found.trees:
+            self.write(target, target, tree=True)
+        for target in found.unpacks:
+            self.write(target, target, tree=True, unpacked=True)
+        if found.links and self.links_from is None:
+            self.links_from = len(self.writes)
+
+    def write(self, value: str | None, shown: str, *, tree: bool, unpacked: bool = False) -> None:
+        if value is None:
+            self.writes.append((shown, (), tree, unpacked))
+        elif value.startswith("/"):
+            self.writes.append((value, (Path(value),), tree, unpacked))
+        else:
+            self.writes.append((value, None, tree, unpacked))
 
     def time_keyword(self, words: list[Word], depth: int) -> None:
         """Unquoted ``time`` is bash's keyword timing a whole pipeline (``time ! rm x``, ``time { rm x; }``);
@@ -354,24 +428,22 @@ class _Reader:
         name_node = node.child_by_field_name("name")
         value = node.child_by_field_name("value")
         name = _text(name_node) if name_node is not None and name_node.type == "variable_name" else None
-        literal = _literal(value)[0] if value is not None else ""
-        if name is None:  # a[...]=x: the subscript is arithmetic
-            self.arithmetic_on_variables = True
-            if name_node is not None and _SUBSCRIPT_SUBSTITUTION.search(_text(name_node)):
-                self.unresolved.append(f"{_text(node)}: an array subscript runs a command substitution")
+        if value is None:
+            literal: str | None = ""
+        elif value.type == "arithmetic_expansion":
+            literal = ARITHMETIC_VALUE
         else:
-            self.assigned(name, literal)
+            literal = _literal(value)[0]
+        written = _text(value) if value is not None else ""
+        if name_node is not None:  # a[...]=x too: the subscript is arithmetic
+            self.assigned(name or _text(name_node), literal, written)
         return False  # the value may hold substitutions: visit it
 
-    def assigned(self, name: str, value: str | None) -> None:
-        """Note a variable set to ``value`` (None: not known statically)."""
+    def assigned(self, name: str, value: str | None, written: str = "") -> None:
+        """Note a variable set to ``value`` (None: not known statically; ``written``: as in the line)."""
         if risky_variable(name):
             self.variables.append(f"sets {name}")
-        if _SUBSCRIPT_SUBSTITUTION.search(name):
-            self.unresolved.append(f"the variable name {name} has an array subscript that runs a command")
-        # a plain word is harmless as arithmetic (it names another variable); a subscript may run a command
-        if value is None or "[" in value:
-            self.data_in_variables = True
+        self.evals.assigned(name, value, written)
 
     def declaration(self, node: Any, depth: int) -> bool:
         """export/declare/local/readonly/typeset/unset: assignments are visited; other words must be literal."""
@@ -387,7 +459,7 @@ class _Reader:
                 if "n" in value[1:]:  # declare -n r=PATH: assigning r assigns PATH
                     self.variables.append(f"makes a variable a reference to another ({values[0]} {value})")
                 if "i" in value[1:]:  # declare -i: every assignment is arithmetic
-                    self.arithmetic_on_variables = True
+                    self.evals.integer = True
             else:
                 name, _, assigned = value.partition("=")
                 self.assigned(name, assigned)
@@ -395,15 +467,23 @@ class _Reader:
     def for_loop(self, node: Any, depth: int) -> bool:
         variable = node.child_by_field_name("variable")
         if variable is not None:
-            values = [_literal(v)[0] for v in node.children_by_field_name("value")]
-            self.assigned(_text(variable), None if any(v is None or "[" in v for v in values) else "")
+            values = node.children_by_field_name("value")
+            for v in values or [None]:  # "for x; do" walks the positional parameters
+                self.assigned(_text(variable), None if v is None else _literal(v)[0])
         return False
 
     # -- arithmetic, tests
 
     def arithmetic(self, node: Any, depth: int) -> bool:
-        if _mentions_variable(node):
-            self.arithmetic_on_variables = True
+        """``$((...))``, ``$[...]``, ``((...))`` and a ``for ((...))`` header: bash evaluates the text."""
+        parts, inside = [], False
+        for child in node.children:
+            if child.type in ("))", "]"):
+                break
+            if inside:
+                parts.append(_text(child))
+            inside = inside or child.type in ("((", "$((", "$[")
+        self.evals.arithmetic(" ".join(parts), _short(_text(node).split("\n", 1)[0]))
         return False
 
     def compound(self, node: Any, depth: int) -> bool:
@@ -411,10 +491,20 @@ class _Reader:
             self.arithmetic(node, depth)
         return False
 
+    def expansion(self, node: Any, depth: int) -> bool:
+        self.evals.expansion(_text(node))
+        return False
+
     def test(self, node: Any, depth: int) -> bool:
+        if _text(node).startswith("[["):  # the test builtin ([, test) compares integers without evaluating
+            for n in _descendants(node):
+                operator = n.child_by_field_name("operator")
+                if n.type == "binary_expression" and operator is not None:
+                    if _text(operator) in _ARITHMETIC_TESTS:
+                        for side in ("left", "right"):
+                            if (operand := n.child_by_field_name(side)) is not None:
+                                self.evals.arithmetic(_text(operand), f"{_short(_text(n))} in [[ ]]")
         operators = {_text(n) for n in _descendants(node) if n.type == "test_operator"}
-        if operators & _ARITHMETIC_TESTS and _text(node).startswith("[[") and _mentions_variable(node):
-            self.arithmetic_on_variables = True
         if operators & {"-v", "-R"}:
             for n in _descendants(node):
                 if n.type in (
@@ -461,14 +551,8 @@ class _Reader:
         writes = operator in _WRITE_OPERATORS or (
             operator == ">&" and not (value or "").isdigit() and value != "-"
         )
-        if not writes:
-            return False
-        if value is None:
-            self.writes.append((_text(destination), ()))
-        elif value.startswith("/"):
-            self.writes.append((value, (Path(value),)))
-        else:
-            self.writes.append((value, None))
+        if writes:
+            self.write(value, _text(destination), tree=False)
         return False
 
 
@@ -480,6 +564,7 @@ _HANDLERS = {
     "unset_command": _Reader.declaration,
     "for_statement": _Reader.for_loop,
     "arithmetic_expansion": _Reader.arithmetic,
+    "expansion": _Reader.expansion,
     "c_style_for_statement": _Reader.arithmetic,
     "compound_statement": _Reader.compound,
     "test_command": _Reader.test,
@@ -591,14 +676,6 @@ def _descendants(node: Any) -> list[Any]:
         out.append(n)
         stack.extend(n.children)
     return out
-
-
-def _mentions_variable(node: Any) -> bool:
-    return any(
-        n.type
-        in ("variable_name", "simple_expansion", "expansion", "word", "subscript", "command_substitution")
-        for n in _descendants(node)
-    )
 
 
 def _first_error(root: Any) -> str:

@@ -22,6 +22,8 @@ class Run:
     start: int
     stop: int
     appends_input: bool = False
+    # words holding this are filled in when it runs (xargs -I{}, find -exec {}): their value is data
+    placeholder: str | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class _Wrapper:
 
     valued: frozenset[str] = frozenset()  # options followed by a value ("-n 5", "--signal KILL")
     flags: frozenset[str] = frozenset()  # options without a value
+    # options whose value is optional: only attached ("-i{}", "--replace=X"), never the next word
+    optional: frozenset[str] = frozenset()
     positional: int = 0  # words between the options and the command (timeout's duration)
     transparent: bool = True
     assignments: bool = False  # NAME=VALUE words may come before the command
@@ -55,6 +59,8 @@ def _opts(text: str) -> frozenset[str]:
 
 
 _WRAPPERS: dict[str, _Wrapper] = {
+    # each table follows the program's --help on a GNU/Linux system (coreutils, util-linux, findutils);
+    # an option not listed, an abbreviated long option included, makes the wrapped command unknown
     "timeout": _Wrapper(
         _opts("-s -k --signal --kill-after"),
         _opts("-v --verbose --foreground --preserve-status"),
@@ -68,15 +74,19 @@ _WRAPPERS: dict[str, _Wrapper] = {
     "command": _Wrapper(flags=_opts("-p")),
     "builtin": _Wrapper(),
     "env": _Wrapper(
-        _opts("-u -C --unset --chdir"), _opts("- -i -0 --null --ignore-environment"), assignments=True
+        _opts("-u -C --unset --chdir"),
+        _opts("- -i -0 -v --null --ignore-environment --debug --list-signal-handling"),
+        optional=_opts("--block-signal --default-signal --ignore-signal"),
+        assignments=True,
     ),
     "ionice": _Wrapper(_opts("-c -n --class --classdata"), _opts("-t --ignore")),
     "xargs": _Wrapper(
         _opts(
-            "-I -n -P -L -s -d -E -a --max-args --max-procs --max-lines --max-chars --delimiter "
-            "--arg-file --process-slot-var --replace --eof"
+            "-I -n -P -L -s -d -E -a --max-args --max-procs --max-chars --delimiter --arg-file "
+            "--process-slot-var"
         ),
         _opts("-0 -r -t -p -x -o --null --no-run-if-empty --verbose --interactive --exit --open-tty"),
+        optional=_opts("-i -e -l --replace --eof --max-lines"),
     ),
     "busybox": _Wrapper(),
     "sudo": _Wrapper(
@@ -94,12 +104,43 @@ _WRAPPERS: dict[str, _Wrapper] = {
     ),
     "doas": _Wrapper(_opts("-u -C"), _opts("-n -s"), transparent=False),
     "chroot": _Wrapper(_opts("--userspec --groups"), _opts("--skip-chdir"), positional=1, transparent=False),
+    # flock FILE -c 'script' is handled in _flock; "-c" before the file is an error there
     "flock": _Wrapper(
-        _opts("-w -E --timeout --conflict-exit-code"),
-        _opts("-s -x -u -n -o -e --shared --exclusive --unlock --nonblock --close"),
+        _opts("-w -E --timeout --wait --conflict-exit-code"),
+        _opts(
+            "-s -x -u -n -o -e -F --shared --exclusive --unlock --nonblock --nb --close --no-fork --verbose"
+        ),
         positional=1,
     ),
+    # the dynamic loader runs the program file it is given, like executing it
+    "ld.so": _Wrapper(
+        _opts(
+            "--library-path --inhibit-rpath --audit --preload --argv0 --glibc-hwcaps-prepend "
+            "--glibc-hwcaps-mask"
+        ),
+        _opts("--list --verify --inhibit-cache"),
+    ),
+    "prlimit": _Wrapper(
+        _opts("-o -p --output --pid"),
+        _opts("--noheadings --raw --verbose"),
+        optional=_opts(
+            "-c -d -e -f -i -l -m -n -q -r -s -t -u -v -x -y --core --data --nice --fsize --sigpending "
+            "--memlock --rss --nofile --msgqueue --rtprio --stack --cpu --nproc --as --locks --rttime"
+        ),
+    ),
+    "setpriv": _Wrapper(
+        _opts(
+            "--ambient-caps --inh-caps --bounding-set --ruid --euid --rgid --egid --reuid --regid "
+            "--groups --securebits --pdeathsig --selinux-label --apparmor-profile --landlock-access "
+            "--landlock-rule --seccomp-filter"
+        ),
+        _opts("-d --dump --nnp --no-new-privs --clear-groups --keep-groups --init-groups --reset-env"),
+        transparent=False,
+    ),
 }
+# the dynamic loader's file names (glibc, musl)
+_LOADER = re.compile(r"ld-linux[\w.-]*\.so[.\d]*|ld(64)?\.so[.\d]*|ld-musl-[\w.-]+\.so[.\d]*")
+_HELP = frozenset({"--help", "--version"})
 
 # runs a shell script given in its arguments; the script is parsed as bash
 _BASH_LIKE = frozenset({"bash", "sh", "dash", "ash", "ksh", "mksh", "yash", "posh", "rbash"})
@@ -146,6 +187,19 @@ _RUNNERS = frozenset(
         "sudoedit",
         "run-parts",
         "entr",
+        "start-stop-daemon",  # --exec/--startas name the program, -- separates its arguments
+        "at",  # at, batch and crontab schedule commands read from input or a file
+        "batch",
+        "crontab",
+        "bwrap",
+        "dbus-launch",
+        "xvfb-run",
+        "chronic",
+        "ifne",
+        "sem",
+        "rlwrap",
+        "run0",
+        "nix-shell",
     }
 )
 # builtins that run code they read or define, or change how later names are found
@@ -167,11 +221,12 @@ class _Interpreter:
     attached_short: str = ""  # option letters that take the rest of their word ("-i.bak")
     stop_short: str = ""  # after this option the rest belongs to a module ("python -m pytest ...")
     subcommand: frozenset[str] = frozenset()  # subcommands taking code ("deno eval")
+    module_short: str = ""  # options naming a module to load: code when more than a name ("-M'X;system'")
 
 
 _INTERPRETERS: list[tuple[re.Pattern[str], _Interpreter]] = [
     (re.compile(r"(python|pypy)[0-9.]*"), _Interpreter("c", valued_short="WXQ", stop_short="m")),
-    (re.compile(r"perl[0-9.]*"), _Interpreter("eE", attached_short="IMmxilC0dDF")),
+    (re.compile(r"perl[0-9.]*"), _Interpreter("eE", attached_short="IMmxilC0dDF", module_short="Mm")),
     (re.compile(r"ruby[0-9.]*|jruby"), _Interpreter("e", valued_short="rIC", attached_short="iExTWK")),
     (
         re.compile(r"node(js)?|bun"),
@@ -185,9 +240,23 @@ _INTERPRETERS: list[tuple[re.Pattern[str], _Interpreter]] = [
     (re.compile(r"tclsh|wish|irb|jshell|ghci|scala|groovy"), _Interpreter()),
 ]
 _VERSION = _opts("-V --version -h --help")
-_AWKS = frozenset({"awk", "gawk", "mawk", "nawk", "busybox-awk"})
-# an awk program that runs commands (system, pipes) or writes files (print > "f")
-_AWK_RUNS = re.compile(r"system|\||>\s*[\"$(]|>>")
+
+
+# run whatever program, package or code they are given: never widened to "prog:*" by an "always" answer
+_LAUNCHERS = frozenset({"npx", "pnpx", "bunx", "uvx", "pipx", "java", "dotnet", "ssh"})
+
+
+def runs_anything(name: str) -> str | None:
+    """How an "always" rule for ``name`` must stay narrow: "script" for an interpreter, shell or launcher
+    (keep the module or script it runs), "exact" for a wrapper or runner (only the exact line), None for
+    other programs."""
+    if name in _WRAPPERS or name in _RUNNERS or name in _CODE_BUILTINS or _LOADER.fullmatch(name):
+        return "exact"
+    if name in ("exec", "coproc", "eval", "trap", "watch", "parallel"):
+        return "exact"
+    if name in _LAUNCHERS or name in _BASH_LIKE or name in _OTHER_SHELLS:
+        return "script"
+    return "script" if any(pattern.fullmatch(name) for pattern, _ in _INTERPRETERS) else None
 
 
 def unwrap(values: Values) -> Unwrapped:
@@ -202,10 +271,10 @@ def unwrap(values: Values) -> Unwrapped:
         return special(values)
     if name in _WRAPPERS:
         return _wrapper(name, values)
+    if _LOADER.fullmatch(name):
+        return _wrapper("ld.so", values)
     if name in _BASH_LIKE or name in _OTHER_SHELLS:
         return _shell(name, values)
-    if name in _AWKS:
-        return _awk(name, values)
     for pattern, interpreter in _INTERPRETERS:
         if pattern.fullmatch(name):
             return _interpreter(name, interpreter, values)
@@ -224,13 +293,15 @@ def _options(spec: _Wrapper, values: Values, i: int) -> tuple[int, list[str]] | 
             return "its arguments contain an expansion, so the program it runs can't be told"
         if word == "--":
             return i + 1, names
+        if word in _HELP:
+            return len(values), names  # prints help or version, runs nothing
         if spec.assignments and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_%]*=.*", word, re.DOTALL):
             names.append(word.split("=", 1)[0])
         elif word.startswith("--"):
             option = word.split("=", 1)[0]
             if option in spec.valued:
                 i += 0 if "=" in word else 1
-            elif option not in spec.flags:
+            elif option not in spec.flags and option not in spec.optional:
                 return f"it has the option {word}, unknown here, so the program it runs can't be told"
         elif word.startswith("-") and word != "-":
             if spec.numeric_flags and word[1:].isdigit():
@@ -240,6 +311,8 @@ def _options(spec: _Wrapper, values: Values, i: int) -> tuple[int, list[str]] | 
                 if f"-{letter}" in spec.valued:
                     i += 0 if j < len(word) - 1 else 1
                     break
+                if f"-{letter}" in spec.optional:
+                    break  # the rest of the word, if any, is its value
                 if f"-{letter}" not in spec.flags:
                     return f"it has the option {word}, unknown here, so the program it runs can't be told"
         elif word == "-" and "-" in spec.flags:
@@ -258,18 +331,49 @@ def _wrapper(name: str, values: Values) -> Unwrapped:
     if isinstance(found, str):
         return Unwrapped(unresolved=f"{name}: {found}", transparent=spec.transparent)
     start, names = found
+    if start >= len(values):
+        return NOTHING
     start += spec.positional
+    if name == "flock" and start < len(values) and values[start] in ("-c", "--command"):
+        script = values[start + 1] if start + 1 < len(values) else None
+        if script is None or start + 2 != len(values):
+            return Unwrapped(unresolved="flock -c runs a shell command that can't be told")
+        return Unwrapped(scripts=(script,), transparent=True)
+    settings = tuple(
+        f"loads code into the program with {v}"
+        for v in values[1:start]
+        if name == "ld.so"
+        and v is not None
+        and v.split("=", 1)[0] in ("--preload", "--audit", "--library-path")
+    )
     if name in ("sudo", "doas") and start >= len(values):
         if any(v in ("-s", "-i", "--shell", "--login") for v in values[1:]):
             return Unwrapped(unresolved=f"{name} starts a shell that reads commands from its input")
         return NOTHING
     if start >= len(values):
         return NOTHING  # "env" prints the environment, "xargs" alone runs echo, "nohup" alone fails
+    placeholder = _xargs_placeholder(values[1:start]) if name == "xargs" else None
     return Unwrapped(
-        runs=(Run(start, len(values), appends_input=name == "xargs"),),
+        runs=(
+            Run(
+                start, len(values), appends_input=name == "xargs" and not placeholder, placeholder=placeholder
+            ),
+        ),
         transparent=spec.transparent,
         variables=tuple(names),
+        settings=settings,
     )
+
+
+def _xargs_placeholder(options: Values) -> str | None:
+    """The replace string of xargs -I R / -iR / -i / --replace[=R] (``{}`` by default), or None."""
+    for k, word in enumerate(options):
+        if word == "-I":
+            return options[k + 1] if k + 1 < len(options) else None
+        if word is not None and word.startswith(("-I", "-i", "--replace")):
+            value = word.partition("=")[2] if word.startswith("--") else word[2:]
+            return value or "{}"
+    return None
 
 
 def _exec(values: Values) -> Unwrapped:
@@ -304,12 +408,13 @@ def _trap(values: Values) -> Unwrapped:
 
 
 def _watch(values: Values) -> Unwrapped:
-    spec = _Wrapper(
+    spec = _Wrapper(  # procps watch --help
         _opts("-n -q --interval --equexit"),
         _opts(
-            "-b -c -C -d -e -g -p -t -x -w -r --beep --color --no-color --differences --errexit "
+            "-b -c -C -e -g -p -t -x -w -r --beep --color --no-color --errexit "
             "--chgexit --precise --no-title --exec --no-wrap --no-rerun"
         ),
+        optional=_opts("-d --differences"),
     )
     found = _options(spec, values, 1)
     if isinstance(found, str):
@@ -334,6 +439,10 @@ def _parallel(values: Values) -> Unwrapped:
         return Unwrapped(unresolved="parallel reads the commands it runs from its input")
     if any(v is None or v.startswith("-") for v in template):
         return Unwrapped(unresolved="parallel: its options or an expansion hide the command it runs")
+    if any(v is not None and "{" in v for v in template):
+        return Unwrapped(
+            unresolved="parallel fills its command template ({}) with input, so it can't be told"
+        )
     return Unwrapped(scripts=(" ".join(v for v in template if v is not None),), transparent=True)
 
 
@@ -346,12 +455,22 @@ def _find(values: Values) -> Unwrapped:
             end = next((j for j in range(i + 1, len(values)) if values[j] in (";", "+")), None)
             if end is None or end == i + 1:
                 return Unwrapped(unresolved=f"find {word} has no command ending in ';' or '+'")
-            runs.append(Run(i + 1, end))
+            runs.append(Run(i + 1, end, placeholder="{}"))
             i = end
         elif word in ("-delete", "-fprint", "-fprint0", "-fprintf", "-fls"):
             return Unwrapped(runs=tuple(runs), unresolved=f"find {word} changes files itself")
         i += 1
     return Unwrapped(runs=tuple(runs))
+
+
+def _fd(values: Values) -> Unwrapped:
+    """``fd -x cmd`` / ``-X cmd`` run cmd on the files found; ``{}``, ``{/}``, ``{.}``... are file names."""
+    for k, word in enumerate(values[1:], 1):
+        if word in ("-x", "--exec", "-X", "--exec-batch"):
+            if k + 1 >= len(values):
+                return Unwrapped(unresolved=f"fd {word} has no command")
+            return Unwrapped(runs=(Run(k + 1, len(values), placeholder="{"),))
+    return NOTHING
 
 
 def _read_builtin(values: Values) -> Unwrapped:
@@ -405,6 +524,8 @@ _SPECIAL = {
     "watch": _watch,
     "parallel": _parallel,
     "find": _find,
+    "fd": _fd,
+    "fdfind": _fd,
     "read": _read_builtin,
     "mapfile": _read_builtin,
     "readarray": _read_builtin,
@@ -481,6 +602,8 @@ def _interpreter(name: str, spec: _Interpreter, values: Values) -> Unwrapped:
                     return code
                 if letter in spec.stop_short:
                     return NOTHING
+                if letter in spec.module_short and not re.fullmatch(r"-?[\w:]*(=[\w,:.-]*)?", word[j + 1 :]):
+                    return code
                 if letter in spec.attached_short:
                     break
                 if letter in spec.valued_short:
@@ -490,28 +613,3 @@ def _interpreter(name: str, spec: _Interpreter, values: Values) -> Unwrapped:
             return NOTHING  # a script file: what it does is the allow rule's business
         i += 1
     return stdin
-
-
-def _awk(name: str, values: Values) -> Unwrapped:
-    i = 1
-    while i < len(values):
-        word = values[i]
-        if word is None:
-            return Unwrapped(unresolved=f"the {name} program comes from an expansion")
-        if word == "--":
-            i += 1
-            break
-        if word.startswith("-f") or word.startswith("--file") or word in ("-E", "--exec", "-i", "--include"):
-            return Unwrapped(unresolved=f"{name} runs a program file")
-        if word in ("-F", "-v", "--assign", "--field-separator"):
-            i += 2
-            continue
-        if not word.startswith("-") or word == "-":
-            break
-        i += 1
-    program = values[i] if i < len(values) else None
-    if program is None:
-        return Unwrapped(unresolved=f"the {name} program can't be told")
-    if _AWK_RUNS.search(program):
-        return Unwrapped(unresolved=f"the {name} program can run commands or write files (system, |, >)")
-    return NOTHING

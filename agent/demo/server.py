@@ -21,6 +21,12 @@ block, or in pieces of about ``chunk`` characters with ``pace`` seconds between 
 ``Reply.raw_tool`` streams a tool input's JSON text as given (invalid JSON, a lone surrogate escape), and
 ``Error(headers=...)`` sends headers of the caller's choosing (a ``retry-after`` alone, ``x-should-retry``).
 
+Extended thinking is checked as the real API checks it (``Thinking``): every thinking block the server
+streams carries a signature it can verify, and a request that thinks is refused (400) when a thinking
+block's text or signature was altered, when a redacted block's data is not one it issued, when the
+thinking of the assistant turn a tool loop continues was dropped, when the budget is below 1024 or not
+below max_tokens, or when it comes with a forced tool_choice or a temperature other than 1.
+
 Subclasses add checks through four hooks: ``_problems`` (what the real API would refuse with a 400),
 ``_violation`` (called for each refusal), ``_next_step`` (where steps come from) and ``_usage``
 (the usage split). tests/fakeapi.py's ``FakeAPI`` is one.
@@ -28,9 +34,11 @@ Subclasses add checks through four hooks: ``_problems`` (what the real API would
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
+import secrets
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -56,7 +64,10 @@ def tool_use_block(name: str, input: dict, id: str | None = None) -> dict:
     return {"type": "tool_use", "id": id or new_id("toolu"), "name": name, "input": input}
 
 
-def thinking_block(thinking: str, signature: str = "fake-signature") -> dict:
+DEFAULT_SIGNATURE = "fake-signature"  # replaced by the server's own signature when sent
+
+
+def thinking_block(thinking: str, signature: str = DEFAULT_SIGNATURE) -> dict:
     return {"type": "thinking", "thinking": thinking, "signature": signature}
 
 
@@ -407,6 +418,106 @@ class _Server(ThreadingHTTPServer):
 
 
 # --------------------------------------------------------------------------------------------------
+# Extended thinking
+
+
+class Thinking:
+    """Signs the thinking the server sends, and finds what the real API would refuse in a request."""
+
+    MIN_BUDGET = 1024
+
+    def __init__(self) -> None:
+        self._key = secrets.token_hex(16)
+        self._redacted: set[str] = set()
+        self._given: set[tuple[str, str]] = set()
+        self._sent: dict[str, list[dict]] = {}  # tool_use id -> the thinking blocks of its reply, as sent
+
+    def sign(self, text: str) -> str:
+        return "sig_" + hashlib.sha256(f"{self._key}\0{text}".encode()).hexdigest()[:40]
+
+    def issue(self, content: list[dict]) -> list[dict]:
+        """The reply's content with each thinking block signed; remembers what each tool call came with."""
+        out = []
+        for block in content:
+            if block.get("type") == "thinking" and block.get("signature") == DEFAULT_SIGNATURE:
+                block = {**block, "signature": self.sign(block.get("thinking", ""))}
+            elif block.get("type") == "thinking":  # a script's own signature: valid with this text
+                self._given.add((str(block.get("thinking", "")), str(block.get("signature"))))
+            elif block.get("type") == "redacted_thinking":
+                self._redacted.add(str(block.get("data")))
+            out.append(block)
+        thought = [b for b in out if b.get("type") in ("thinking", "redacted_thinking")]
+        for block in out:
+            if block.get("type") == "tool_use" and thought:
+                self._sent[block["id"]] = thought
+        return out
+
+    def problems(self, body: Any) -> list[str]:
+        if not isinstance(body, dict) or not isinstance(body.get("thinking"), dict):
+            return []
+        param = body["thinking"]
+        if param.get("type") != "enabled":
+            return []
+        problems = self._param_problems(body, param)
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        for i, message in enumerate(messages):
+            if message.get("role") != "assistant":
+                continue
+            for j, block in enumerate(blocks_of(message.get("content"))):
+                problems += self._block_problems(block, f"messages.{i}.content.{j}")
+        return problems + self._loop_problems(messages)
+
+    def _param_problems(self, body: dict, param: dict) -> list[str]:
+        budget, max_tokens = param.get("budget_tokens"), body.get("max_tokens")
+        problems = []
+        if not isinstance(budget, int) or budget < self.MIN_BUDGET:
+            problems.append(
+                f"thinking.budget_tokens: Input should be greater than or equal to {self.MIN_BUDGET}"
+            )
+        elif isinstance(max_tokens, int) and budget >= max_tokens:
+            problems.append("`max_tokens` must be greater than `thinking.budget_tokens`")
+        if (body.get("tool_choice") or {}).get("type") in ("any", "tool"):
+            problems.append("Thinking may not be enabled when tool_choice forces tool use.")
+        if body.get("temperature", 1) != 1:
+            problems.append("`temperature` may only be set to 1 when thinking is enabled.")
+        return problems
+
+    def _block_problems(self, block: Any, where: str) -> list[str]:
+        if not isinstance(block, dict):
+            return []
+        if block.get("type") == "thinking":
+            text, signature = str(block.get("thinking", "")), str(block.get("signature"))
+            if signature != self.sign(text) and (text, signature) not in self._given:
+                return [f"{where}: Invalid `signature` in `thinking` block"]
+        elif block.get("type") == "redacted_thinking" and str(block.get("data")) not in self._redacted:
+            return [f"{where}: Invalid `data` in `redacted_thinking` block"]
+        return []
+
+    def _loop_problems(self, messages: list[dict]) -> list[str]:
+        """The assistant turn a tool loop continues must come back with its thinking, first and whole."""
+        if len(messages) < 2 or messages[-1].get("role") != "user":
+            return []
+        last = messages[-2]
+        results = [b for b in blocks_of(messages[-1].get("content")) if b.get("type") == "tool_result"]
+        if last.get("role") != "assistant" or not results:
+            return []
+        content = blocks_of(last.get("content"))
+        uses = [b.get("id") for b in content if b.get("type") == "tool_use"]
+        sent = next((self._sent[u] for u in uses if u in self._sent), None)
+        if sent is None:
+            return []
+        clean_content = [{k: v for k, v in b.items() if k != "cache_control"} for b in content[: len(sent)]]
+        if clean_content != sent:
+            first = content[0].get("type") if content else "nothing"
+            return [
+                f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+                f"but found `{first}`. When `thinking` is enabled, a final `assistant` message must start "
+                "with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)."
+            ]
+        return []
+
+
+# --------------------------------------------------------------------------------------------------
 # The server
 
 
@@ -444,6 +555,7 @@ class ScriptedAPI:
         self.chunk, self.pace = chunk, pace
         self.models: dict[str, dict] = {m["id"]: m for m in models or [model_info(i) for i in DEFAULT_MODELS]}
         self.requests: list[Request] = []
+        self.thinking = Thinking()
         self._lock = threading.RLock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -481,8 +593,8 @@ class ScriptedAPI:
     # -- hooks for subclasses ----------------------------------------------------------------------
 
     def _problems(self, request: Request, *, count_only: bool) -> list[str]:
-        """Why the real API would refuse this request with a 400 (nothing, here)."""
-        return []
+        """Why the real API would refuse this request with a 400 (only its thinking is checked here)."""
+        return self.thinking.problems(request.body)
 
     def _violation(self, request: Request, problem: str) -> None:
         """Called for every refused request (a test's fake records them)."""
@@ -610,6 +722,7 @@ class ScriptedAPI:
         return self.models.get(str(body.get("model")), {}).get("max_input_tokens", 200_000)
 
     def _message(self, reply: Reply, body: dict) -> dict:
+        reply = Reply(**{**reply.__dict__, "content": self.thinking.issue(reply.content)})
         has_tool = any(b.get("type") == "tool_use" for b in reply.content)
         usage = {**self._usage(body), "output_tokens": _output_tokens(reply.content), **(reply.usage or {})}
         message = {

@@ -1,0 +1,96 @@
+"""Bash permission check time stays bounded: adversarial input costs a small multiple of an ordinary
+command, and big input costs time in proportion to its size, never more.
+
+    worst deeply nested input / ordinary command           target ≤ 100×  (every check answers, none raises)
+    big input at twice the size / at the size (worst)      target ≤ 2.5×  (linear, no blow-up)
+
+The nested corpus is $(...), subshells, groups, arithmetic, if, bash -c, ${:-} and wrappers hundreds deep;
+the big corpus is many commands, a long pipeline, a long word, many arithmetic uses and subscripts (the
+code-evaluating forms of issue 20) and many global options. Each figure is the median of N runs (default
+5), ratios taken within one run. Run: python benchmarks/permission_parse.py [N]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.test_permissions import RuleSettings  # noqa: E402
+from tools.permissions import Permissions  # noqa: E402
+
+ORDINARY = "git status && pytest -q tests/test_a.py 2>&1 | tail -20"
+NESTED = {
+    "400-deep $( )": "echo " + "$(" * 400 + "x" + ")" * 400,
+    "2000-deep ( )": "(" * 2000 + "rm f" + ")" * 2000,
+    "1000-deep { }": "{ " * 1000 + "rm f;" + " }" * 1000,
+    "1000-deep (( ))": "echo $((" + "(" * 1000 + "1" + ")" * 1000 + "))",
+    "500-deep if": "if true; then " * 500 + "rm f" + "; fi" * 500,
+    "60-deep bash -c": "bash -c " + "'bash -c \"" * 60,
+    "800-deep ${:-}": "x=" + "${y:-" * 800 + "}" * 800,
+    "200 wrappers": "timeout 5 " * 200 + "rm f",
+}
+BIG = {  # each builds its input at size n
+    "commands": lambda n: "; ".join(f"echo {i}" for i in range(n)),
+    "pipeline": lambda n: " | ".join(["cat"] * n),
+    "word": lambda n: "echo " + "a" * (50 * n),
+    "arithmetic uses": lambda n: "y=$(cat f); " + "; ".join(f"echo $((y + {i}))" for i in range(n)),
+    "subscripts": lambda n: "; ".join(f"echo ${{a[i{i}]}}" for i in range(n)),
+    "sed commands": lambda n: "sed '" + ";".join(f"s/a{i}/b/g" for i in range(n)) + "' f",
+    "git globals": lambda n: "git " + "--no-pager " * n + "push",
+}
+
+
+def check_seconds(perms: Permissions, command: str, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        perms.check("Bash", {"command": command})
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    with tempfile.TemporaryDirectory() as tmp:
+        project = Path(tmp) / "project"
+        project.mkdir()
+        settings = RuleSettings(
+            cwd=project,
+            home=Path(tmp) / "agent-home",
+            user_home=Path(tmp) / "home",
+            deny=["Bash(rm:*)", "Bash(git push:*)"],
+            allow=["Bash(echo:*)", "Bash(cat:*)", "Bash(git status:*)", "Bash(pytest:*)", "Bash(tail:*)"],
+        )
+        perms = Permissions(settings)
+        perms.check("Bash", {"command": ORDINARY})  # load the grammar outside the timings
+        ordinary = check_seconds(perms, ORDINARY, max(runs, 20))
+        print(f"ordinary command: {ordinary * 1e3:.3f} ms  ({ORDINARY})")
+        worst_name, worst = "", 0.0
+        for name, command in NESTED.items():
+            seconds = check_seconds(perms, command, runs)
+            behavior = perms.check("Bash", {"command": command}).behavior
+            print(f"  {name:18} {seconds * 1e3:8.2f} ms  {seconds / ordinary:7.1f}x  -> {behavior}")
+            if seconds > worst:
+                worst_name, worst = name, seconds
+        print(
+            f"worst nested: {worst_name}, {worst * 1e3:.1f} ms = {worst / ordinary:.0f}x the ordinary command"
+        )
+        growth_name, growth = "", 0.0
+        for name, build in BIG.items():
+            small, large = (check_seconds(perms, build(n), runs) for n in (1000, 2000))
+            print(
+                f"  {name:18} n=1000 {small * 1e3:7.1f} ms, n=2000 {large * 1e3:7.1f} ms  ({large / small:.2f}x)"
+            )
+            if large / small > growth:
+                growth_name, growth = name, large / small
+        print(f"worst growth at twice the size: {growth_name}, {growth:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
