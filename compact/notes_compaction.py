@@ -22,7 +22,7 @@ from __future__ import annotations
 from compact import coverage
 from compact.conversation import Conversation, Ports
 from compact.notes import SECTION_CHARS, headers, is_template, notes_text, template_for, trim_sections
-from compact.notes_updater import update_span, wait_for_update
+from compact.notes_updater import safe_marker, update_span, wait_for_update
 from compact.result import Compaction
 from core.messages import Message
 from core.tokens import estimate_text
@@ -56,7 +56,9 @@ def compact_with_notes(conv: Conversation, ports: Ports, trigger: str) -> Compac
     with conv.lock:
         messages = list(conv.messages)
     first = coverage.covered_count(messages, conv.state.last_summarized_uuid)
-    if not _worth_folding(messages, first, ports) or not update_span(conv, ports, messages[first:]):
+    if not (_worth_folding(messages, first, ports) and could_serve(conv, ports)):
+        return None  # even current notes would not make a compaction that fits: summarize, no fold
+    if not update_span(conv, ports, messages[first:]):
         return None
     return plan(conv, ports)
 
@@ -81,19 +83,24 @@ def plan(conv: Conversation, ports: Ports) -> Compaction | None:
     if not ports.config.notes_enabled:
         return None
     text = notes_text(conv.notes_path)
-    template = template_for(ports)
-    if text is None or is_template(text, template):
+    if text is None or is_template(text, template_for(ports)):
         return None
     with conv.lock:
         messages = list(conv.messages)
+    return _compaction(conv, ports, text, messages, conv.state.last_summarized_uuid)
+
+
+def _compaction(
+    conv: Conversation, ports: Ports, text: str, messages: list[Message], marker: str | None
+) -> Compaction | None:
     threshold = ports.thresholds().auto_compact
     scale = window_scale(threshold)
-    start = tail_start(messages, conv.state.last_summarized_uuid, scale)
+    start = tail_start(messages, marker, scale)
     if not start:
         return None  # an earlier summary the notes never saw, or nothing they cover: fold first
     kept = messages[start:]
     limit = max(MIN_SECTION_CHARS, int(SECTION_CHARS * scale))
-    summary = trim_sections(text, headers(template), conv.notes_path, limit).strip()
+    summary = trim_sections(text, headers(template_for(ports)), conv.notes_path, limit).strip()
     cal = conv.calibration
     if (
         cal.scale(cal.fixed_tokens() + estimate_text(summary) + sum(m.tokens for m in kept))
@@ -102,6 +109,20 @@ def plan(conv: Conversation, ports: Ports) -> Compaction | None:
         return None  # it would leave no room for the restored files (or not free enough): summarize instead
     segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid} if kept else None
     return Compaction(method=METHOD, summary=summary, kept=kept, preserved_segment=segment)
+
+
+def could_serve(conv: Conversation, ports: Ports) -> bool:
+    """Whether the notes, brought up to date now, would make a notes compaction that fits (the notes as
+    they stand, the tail a compaction would keep, the system prompt and tools: within RESULT_SHARE of
+    T). When not, an update — in the background or a fold — would be paid for and never used: the
+    summary runs instead. True while the conversation is still shorter than that tail."""
+    with conv.lock:
+        messages = list(conv.messages)
+    last = safe_marker(messages)
+    if last is None or not tail_start(messages, last, window_scale(ports.thresholds().auto_compact)):
+        return True
+    text = notes_text(conv.notes_path) or template_for(ports)
+    return _compaction(conv, ports, text, messages, last) is not None
 
 
 def tail_start(messages: list[Message], marker: str | None, scale: float = 1.0) -> int | None:
