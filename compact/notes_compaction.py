@@ -95,13 +95,16 @@ def _compaction(
 ) -> Compaction | None:
     threshold = ports.thresholds().auto_compact
     scale = window_scale(threshold)
-    start = tail_start(messages, marker, scale)
-    if not start:
-        return None  # an earlier summary the notes never saw, or nothing they cover: fold first
-    kept = messages[start:]
     limit = max(MIN_SECTION_CHARS, int(SECTION_CHARS * scale))
     summary = trim_sections(text, headers(template_for(ports)), conv.notes_path, limit).strip()
     cal = conv.calibration
+    # the tail extends backwards only as far as the room beside the notes allows (what the notes don't
+    # cover is kept whatever its size, and checked below)
+    room = int(threshold * RESULT_SHARE / cal.ratio) - cal.fixed_tokens() - estimate_text(summary)
+    start = tail_start(messages, marker, scale, room)
+    if not start:
+        return None  # an earlier summary the notes never saw, or nothing they cover: fold first
+    kept = messages[start:]
     if (
         cal.scale(cal.fixed_tokens() + estimate_text(summary) + sum(m.tokens for m in kept))
         > threshold * RESULT_SHARE
@@ -125,7 +128,9 @@ def could_serve(conv: Conversation, ports: Ports) -> bool:
     return _compaction(conv, ports, text, messages, last) is not None
 
 
-def tail_start(messages: list[Message], marker: str | None, scale: float = 1.0) -> int | None:
+def tail_start(
+    messages: list[Message], marker: str | None, scale: float = 1.0, room: int | None = None
+) -> int | None:
     """Where a notes compaction's verbatim tail starts in ``messages`` (the notes stand for everything
     before it); None when the notes don't cover an earlier compaction summary, which the tail may never
     include. Every message before the start is covered (``coverage.uncovered_before`` is empty)."""
@@ -136,7 +141,7 @@ def tail_start(messages: list[Message], marker: str | None, scale: float = 1.0) 
         messages,
         covered,
         min_tokens=int(KEEP_MIN_TOKENS * scale),
-        max_tokens=int(KEEP_MAX_TOKENS * scale),
+        max_tokens=int(KEEP_MAX_TOKENS * scale) if room is None else min(int(KEEP_MAX_TOKENS * scale), room),
     )
 
 

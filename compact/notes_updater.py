@@ -253,7 +253,8 @@ def update_span(conv: Conversation, ports: Ports, span: list[Message], timeout: 
         ids = {m.uuid for m in span}
         first = next((i for i, m in enumerate(view) if m.uuid in ids), len(view))
         part = _without_open_calls(view[first:])
-        if not part or count_tokens(part, conv.calibration) > ports.thresholds().auto_compact:
+        # (estimates only: the usage of a reply in the span measured the whole context, not the span)
+        if not part or sum(m.tokens for m in part) > ports.thresholds().auto_compact:
             return False
         w.trigger.updating(count_tokens(conv.messages, conv.calibration))
     except Exception as e:  # noqa: BLE001

@@ -154,7 +154,12 @@ def lexer_round(bench: Bench, i: int) -> None:
         "name": "Read",
         "input": {"file_path": f"/src/lex{i}.py"},
     }
-    bench.add(assistant([{"type": "text", "text": "Reading a lexer file."}, use], stop_reason="tool_use"))
+    # each reply reports the usage of its whole request (much more than the span a fold sends)
+    usage = {"input_tokens": 60_000 + 1_500 * i, "output_tokens": 20}
+    reply = assistant(
+        [{"type": "text", "text": "Reading a lexer file."}, use], stop_reason="tool_use", usage=usage
+    )
+    bench.add(reply)
     bench.add(tool_results([tool_result_block(use["id"], "beta " * 1_500)]))
 
 
