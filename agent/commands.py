@@ -285,6 +285,7 @@ def context_usage(session: Session) -> ContextUsage:
         lines += ["", "Memory files:"] + [f"- {path}: {fmt_tokens(t)} tokens" for path, t in memory]
     if thinking := thinking_tokens(session):
         lines += ["", f"Of the messages, extended thinking: {fmt_tokens(thinking)} tokens"]
+    lines += subagent_lines(session)
     return ContextUsage(
         "\n".join(lines),
         markdown=True,
@@ -295,6 +296,20 @@ def context_usage(session: Session) -> ContextUsage:
         categories=categories,
         memory_files=memory,
     )
+
+
+def subagent_lines(session: Session) -> list[str]:
+    """/context: the subagents' work, which filled their own contexts and not this one."""
+    sub = session.subagents
+    if sub is None or not sub.runs:
+        return []
+    lines = ["", "Subagents (each in its own context; only their answers are in the messages above):"]
+    lines += [
+        f"- {r.agent_id} {r.description} ({r.subagent_type}, {r.status}): {r.tool_uses} tool uses · "
+        f"{fmt_tokens(r.tokens)} tokens of its own context"
+        for r in sub.runs
+    ]
+    return lines
 
 
 def thinking_tokens(session: Session) -> int:
@@ -382,12 +397,23 @@ def _model(session: Session, args: str) -> Result:
 def _cost(session: Session, args: str) -> Result:
     earlier, cost = lifecycle.earlier_cost(session)  # a resumed session: what it used before this process
     u = {k: earlier.get(k, 0) + session.usage_total.get(k, 0) for k in {*earlier, *session.usage_total}}
-    return Result(
-        f"Total cost: ${cost + session.cost:.4f}\n"
+    sub = session.subagents
+    sub_cost = sub.cost if sub is not None else 0.0
+    text = (
+        f"Total cost: ${cost + session.cost + sub_cost:.4f}\n"
         f"Usage: {u.get('input_tokens', 0):,} input · {u.get('output_tokens', 0):,} output · "
         f"{u.get('cache_read_input_tokens', 0):,} cache read · "
         f"{u.get('cache_creation_input_tokens', 0):,} cache write"
     )
+    if sub is not None and sub.runs:  # apart from the main conversation: they ran in their own contexts
+        s = sub.usage
+        text += (
+            f"\nof which subagents ({len(sub.runs)} task{'' if len(sub.runs) == 1 else 's'}): ${sub_cost:.4f} · "
+            f"{s.get('input_tokens', 0):,} input · {s.get('output_tokens', 0):,} output · "
+            f"{s.get('cache_read_input_tokens', 0):,} cache read · "
+            f"{s.get('cache_creation_input_tokens', 0):,} cache write"
+        )
+    return Result(text)
 
 
 @command("summary", "Show the summary written by the last compaction")

@@ -47,6 +47,9 @@ from core.events import (
     MessageRecorded,
     Notice,
     Retrying,
+    SubagentFinished,
+    SubagentProgress,
+    SubagentStarted,
     TextDelta,
     ThinkingDelta,
     TodosChanged,
@@ -71,7 +74,7 @@ RECAP_LINES = 4
 DIFF_LINES = 10
 DIFF_STYLES = {"+": "green", "-": "red"}
 # tools whose output is the file itself (or a confirmation): their one-line summary says more
-SUMMARY_TOOLS = ("Read", "Write", "Edit", "Snip")
+SUMMARY_TOOLS = ("Read", "Write", "Edit", "Snip", "Task")
 NOTICE_STYLES = {"info": "dim", "warning": "yellow", "error": "red"}
 KEY_ARGS = {
     "Read": "file_path",
@@ -81,6 +84,7 @@ KEY_ARGS = {
     "Grep": "pattern",
     "Glob": "pattern",
     "Snip": "ids",
+    "Task": "description",
 }
 # /context: (style, glyph) per category; glyphs keep the grid readable without colour
 CATEGORY_LOOK = {
@@ -488,6 +492,10 @@ class Renderer:
         # the answer does not repeat them
         self._just_asked: tuple[str, dict[str, Any]] | None = None
         self._in_question: set[str] = set()
+        # running subagents (agent.subagents): id -> [description, tool uses, tokens], one status line each
+        self._subagents: dict[str, list[Any]] = {}
+        self._open_tasks: set[str] = set()  # Task calls on screen without their result yet
+        self._shared_tasks: set[str] = set()  # ... of which others ran beside them: results name them
 
     # --- events --------------------------------------------------------------------------------------
     def __call__(self, event: Any) -> None:
@@ -552,6 +560,10 @@ class Renderer:
             )
         self._just_asked = None
         self._inputs[event.tool_use_id] = call
+        if event.name == "Task":
+            if self._open_tasks:
+                self._shared_tasks |= self._open_tasks | {event.tool_use_id}
+            self._open_tasks.add(event.tool_use_id)
         if self._turn_since is not None:
             self._show_status(f"Running {event.name}…")
 
@@ -576,13 +588,27 @@ class Renderer:
             output = result_text(event.content).strip()
             prefer_summary = name in SUMMARY_TOOLS or not output
             shown = (event.summary or output) if prefer_summary else output
+            if event.tool_use_id in self._shared_tasks:  # several ran at once: say which one this is
+                shown = f"{key_argument(name, args)}: {shown}"
             self._result_lines(shown.splitlines() or ["(no output)"], "dim")
             if event.tool_use_id not in self._in_question:
                 for style, line in diff_lines(name, args):
                     self.console.print(Text(INDENT + line, style=style), highlight=False, soft_wrap=True)
         self._in_question.discard(event.tool_use_id)
+        self._open_tasks.discard(event.tool_use_id)
+        self._shared_tasks.discard(event.tool_use_id)
         if self._turn_since is not None:
             self._show_status("Working…")
+
+    def _on_SubagentStarted(self, event: SubagentStarted) -> None:
+        self._subagents[event.agent_id] = [event.description, 0, 0]
+
+    def _on_SubagentProgress(self, event: SubagentProgress) -> None:
+        if event.agent_id in self._subagents:
+            self._subagents[event.agent_id][1:] = [event.tool_uses, event.tokens]
+
+    def _on_SubagentFinished(self, event: SubagentFinished) -> None:
+        self._subagents.pop(event.agent_id, None)  # the Task's result line sums it up
 
     def _on_TodosChanged(self, event: TodosChanged) -> None:
         self._end_text()
@@ -690,7 +716,11 @@ class Renderer:
         parts.append("esc to interrupt")
         if self.queued.strip():
             parts.append(f"queued: {visible(self.queued, one_line=True)[-QUEUED_CHARS:]}")
-        return " · ".join(parts)
+        return " · ".join(parts) + "".join(
+            f"\n{RESULT}{desc} · {uses} tool use{'' if uses == 1 else 's'} · "
+            f"{commands.fmt_tokens(tokens)} tokens"
+            for desc, uses, tokens in list(self._subagents.values())
+        )
 
     # --- other output --------------------------------------------------------------------------------
     def banner(self, version: str, model: str, cwd: str) -> None:

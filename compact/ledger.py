@@ -5,7 +5,7 @@ shows it. No model call, no disk write of its own.
 Keeps: files modified (edits, lines added/removed, time of the last change), files read (range),
 commands run (exit code and a one-line outcome: every failing one since the last success of the same
 command, plus the last ten), the working directory, the todo list (TodoWrite), the files the user named,
-and the user's own prompts.
+the user's own prompts, and the delegated tasks (Task: agent id, description, status, sidechain path).
 Where it comes from: the assistant's tool_use inputs, the tool_result blocks and the facts the tools
 reported (``Message.extra["toolFacts"]``, written by the agent beside each tool_results message); the
 attachment of the last compaction carries a snapshot of everything before it
@@ -16,6 +16,7 @@ The text is line-oriented so a benchmark can check it (``render``, ``render_user
     - {path}: {n} edit(s), +{added} -{removed} lines, last changed {ISO time}      (files modified)
     - {path} (whole file | lines A-B | lines A-end)                               (files read)
     - [exit N] $ {command, continuation lines indented}\n    → {outcome}        ([did not finish]: no code)
+    - {agent id} [{status}] {description} ({type}) → {sidechain path}             (delegated tasks)
     - [x] / [>] ... (in progress) / [ ] {content}                                  (todo list)
     <user-message current-request="true">\n{text}\n</user-message>, then <user-message>… newest first
 
@@ -115,6 +116,8 @@ class Ledger:
     )  # recent Grep / Glob: tool, pattern, path, found
     answers: list[str] = field(default_factory=list)  # final replies of recent turns, oldest first
     pending: str = ""  # the latest reply text of the turn in progress (its final answer so far)
+    # delegated tasks (Task calls): agent id -> description, status, sidechain transcript path
+    tasks: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,6 +135,7 @@ class Ledger:
             searches=[dict(x) for x in d.get("searches") or []],
             answers=list(d.get("answers") or []),
             pending=str(d.get("pending") or ""),
+            tasks={k: dict(v) for k, v in (d.get("tasks") or {}).items()},
         )
 
     def counts(self, user_messages: int | None = None) -> str:
@@ -190,7 +194,9 @@ def _apply(
     name, args = use.get("name"), use.get("input") or {}
     failed = bool(result.get("is_error"))
     text = _text(result.get("content"))
-    if name == "Bash" and isinstance(args.get("command"), str):
+    if name == "Task" and facts.get("agentId"):  # failed ones too: an interrupted task is worth knowing
+        _add_task(ledger, facts)
+    elif name == "Bash" and isinstance(args.get("command"), str):
         _add_command(ledger, args["command"], _exit_code(failed, text, facts), _outcome(text), when)
         if isinstance(facts.get("cwd"), str):
             ledger.cwd = facts["cwd"]
@@ -215,6 +221,12 @@ def _apply(
             for t in args["todos"]
             if isinstance(t, dict)
         ]
+
+
+def _add_task(ledger: Ledger, facts: dict[str, Any]) -> None:
+    ledger.tasks[str(facts["agentId"])] = {
+        k: str(facts.get(k, "")) for k in ("description", "subagentType", "status", "sidechain")
+    }
 
 
 def _text(content: Any) -> str:
@@ -472,6 +484,12 @@ def _sections(ledger: Ledger, level: int = 0) -> list[str]:
         lines.append("Recent searches (Grep / Glob; oldest first):")
         searches = ledger.searches[-COMPACT_COMMANDS:] if compact else ledger.searches
         lines += [_search_line(e) for e in searches]
+    if ledger.tasks:
+        lines.append("Delegated tasks (Task; each subagent's full transcript is at the path shown):")
+        lines += [
+            f"- {i} [{t['status']}] {t['description']} ({t['subagentType']}) → {t['sidechain']}"
+            for i, t in ledger.tasks.items()
+        ]
     if ledger.todos:
         lines.append("Todo list (TodoWrite):")
         marks = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}

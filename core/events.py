@@ -99,6 +99,45 @@ class TokenState:
 
 
 @dataclass(frozen=True)
+class SubagentStarted:
+    """A Task call started a subagent (agent.subagents) in its own context."""
+
+    agent_id: str
+    tool_use_id: str
+    description: str
+    subagent_type: str
+
+
+@dataclass(frozen=True)
+class SubagentProgress:
+    """A running subagent's progress: tool calls so far and the tokens of its context."""
+
+    agent_id: str
+    tool_uses: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class SubagentFinished:
+    agent_id: str
+    status: str  # "completed" | "interrupted" | "error"
+    tool_uses: int
+    tokens: int
+    duration: float  # seconds
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SubagentEvent:
+    """An event of a subagent's own loop, tagged with its id (print mode's stream-json shows its messages;
+    the REPL shows only the progress line)."""
+
+    agent_id: str
+    tool_use_id: str
+    event: Any
+
+
+@dataclass(frozen=True)
 class TurnFinished:
     text: str
     stop_reason: str  # "end_turn" | "max_turns" | "error" | "interrupted" | "context_limit"
@@ -136,6 +175,10 @@ Event = (
     | CompactFailed
     | Notice
     | TokenState
+    | SubagentStarted
+    | SubagentProgress
+    | SubagentFinished
+    | SubagentEvent
     | TurnFinished
     | PermissionDenied
     | ToolOutput
