@@ -24,13 +24,13 @@ from compact.conversation import Conversation, Ports
 from compact.notes import SECTION_CHARS, headers, is_template, notes_text, template_for, trim_sections
 from compact.notes_updater import safe_marker, update_span, wait_for_update
 from compact.result import Compaction
+from compact.thresholds import window_scale
 from core.messages import Message
 from core.tokens import estimate_text
 
-KEEP_MIN_TOKENS = 10_000  # the tail's range at the 200K reference window (T = 167,000) ...
+KEEP_MIN_TOKENS = 10_000  # the tail's range at the 200K reference window, scaled by thresholds.window_scale
 KEEP_MIN_TEXT_MESSAGES = 5
 KEEP_MAX_TOKENS = 40_000
-REFERENCE_THRESHOLD = 167_000  # ... scaled by T / 167,000 for smaller windows
 MIN_SECTION_CHARS = 1_000  # the notes' per-section cut (SECTION_CHARS at the reference) never goes below
 RESULT_SHARE = (
     0.35  # notes + tail (+ system and tools) at most this share of T: room for the ledger and restored files
@@ -143,11 +143,6 @@ def tail_start(
         min_tokens=int(KEEP_MIN_TOKENS * scale),
         max_tokens=int(KEEP_MAX_TOKENS * scale) if room is None else min(int(KEEP_MAX_TOKENS * scale), room),
     )
-
-
-def window_scale(threshold: int) -> float:
-    """How the tail's range and the notes' size shrink with the window (never grow past the reference)."""
-    return max(0.0, min(1.0, threshold / REFERENCE_THRESHOLD))
 
 
 def kept_start(

@@ -449,7 +449,29 @@ COMMAND_RUNNERS = [
     ("less '+!rm f' x", "deny", "Bash(less:*)", "ask"),
     ("man -P 'rm f' ls", "deny", "Bash(man:*)", "ask"),
     ("dc -e '!rm f'", "deny", "Bash(dc:*)", "ask"),
+    # abbreviated long options (getopt_long and git accept unique prefixes), placeholders filled with data
+    ("sed --expr='e rm f' x", "deny", "Bash(sed:*)", "ask"),
+    ("sed --bogus 's/a/b/' x", "deny", "Bash(sed:*)", "ask"),
+    ("git rebase --exe='rm f' main", "deny", "Bash(git rebase:*)", "ask"),
+    ("git rebase --interac main", "deny", "Bash(git rebase:*)", "ask"),
+    ("git difftool --ext='rm f'", "deny", "Bash(git difftool:*)", "ask"),
+    ("git log --out=../P", "allow", "Bash(git log:*)", "ask"),
+    ("awk --fi=x.awk f", "deny", "Bash(awk:*)", "ask"),
+    ("awk '{ @f(1) }' f", "deny", "Bash(awk:*)", "ask"),  # gawk's indirect call: @s with s="system"
+    ("perl -M'strict;system(q(rm f))' x.pl", "deny", "Bash(perl x.pl:*)", "ask"),
+    ("echo 'all:; rm f' | make -f -", "deny", ("Bash(echo:*)", "Bash(make:*)"), "ask"),
+    ("echo 'rm f' | xargs -I{} sh -c '{}'", "deny", ("Bash(echo:*)", "Bash(xargs:*)", "Bash(sh:*)"), "ask"),
+    ("ls | xargs -i sh -c 'cat {}'", "deny", ("Bash(ls:*)", "Bash(cat:*)"), "ask"),
+    ("find . -name '*.sh' -exec sh -c 'echo {}' \\;", "deny", ("Bash(find:*)", "Bash(echo:*)"), "ask"),
+    ("find . -exec {} \\;", "deny", "Bash(find:*)", "ask"),
+    ("parallel {} ::: 'rm f'", "deny", "Bash(parallel:*)", "ask"),
+    ("fd -x sh -c '{}'", "deny", "Bash(fd:*)", "ask"),
+    ("echo 'rm f' | at now", "deny", ("Bash(echo:*)", "Bash(at:*)"), "ask"),
+    ("LESS='+!rm f' git log", "deny", "Bash(git log:*)", "ask"),
+    ("rview x", "deny", "Bash(rview:*)", "ask"),
+    ("ssh -o Include=./cfg host", "deny", "Bash(ssh:*)", "ask"),
     # the same programs without a command-running option stay ordinary
+    ("perl -MData::Dumper x.pl", "allow", "Bash(perl x.pl:*)", "ask"),  # a script file still needs its rule
     ("sed -n '/a/,/b/p; s/x/y/g' x", "allow", "Bash(sed:*)", "allow"),
     ("sed -i.bak 's/we/wo/' src/a.py", "allow", "Bash(sed:*)", "allow"),
     ("awk '$3 > 100 { print $1 }' f", "allow", "Bash(awk:*)", "allow"),
@@ -458,6 +480,8 @@ COMMAND_RUNNERS = [
     ("git rebase main", "allow", "Bash(git rebase:*)", "allow"),
     ("git config user.name", "allow", "Bash(git config:*)", "allow"),
     ("make -j4 test", "allow", "Bash(make:*)", "allow"),
+    ("make test VERBOSE=1 DEBUG=no", "allow", "Bash(make:*)", "allow"),
+    ("make CC=rm clean", "deny", "Bash(make:*)", "ask"),
     ("ssh host uptime", "allow", "Bash(ssh:*)", "allow"),
 ]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from compact import compactor, ledger, notes_compaction, restore
+from compact import compactor, ledger, notes_compaction, restore, thresholds
 from compact.result import Compaction
 from core.errors import Interrupted
 from core.events import CompactFailed, CompactFinished, CompactStarted, Notice
@@ -281,7 +281,7 @@ def test_restoration_budgets_scale_with_a_small_window(tmp_path: Path, api: Fake
         read_round(bench, write_file(bench, f"big{i}.py", lines=2_000))
     kept: list[Message] = []
     plan = restore.plan_restore(bench.conv, bench.ports, kept, bench.messages)
-    per_file = int(restore.FILE_TOKENS * restore.budget_scale(bench.thresholds().auto_compact))
+    per_file = int(restore.FILE_TOKENS * thresholds.window_scale(bench.thresholds().auto_compact))
     assert len(plan.messages) == 3
     assert all(m.tokens <= per_file + 200 for m in plan.messages)
     assert "Read the file with offset=" in plan.messages[0].text

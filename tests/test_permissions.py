@@ -606,6 +606,8 @@ def steering(project, home, tmp_path):
         project / ".claude" / "hooks" / "pre.sh": "hooks/settings",
         project / "sub" / ".claude" / "settings.json": "hooks/settings",
         home / ".claude" / "settings.json": "hooks/settings",
+        project / ".claude" / "commands" / "deploy.md": "custom commands",
+        home / ".claude" / "commands" / "git" / "push.md": "custom commands",
         tmp_path / "elsewhere" / "CLAUDE.md": "CLAUDE.md",
         project / ".git" / "hooks" / "pre-commit": "git hooks/config",
         project / ".git" / "config": "git hooks/config",
@@ -660,7 +662,7 @@ def test_ordinary_files_near_steering_ones_do_not_ask(project, home):
     p = perms(project, home, mode="acceptEdits")
     for path in [
         project / "CLAUDE.md",
-        project / ".claude" / "commands" / "x.md",
+        project / ".claude" / "commands.md",  # (.claude/commands/*.md carry allowed-tools: they ask)
         project / "git" / "config",
         project / "src" / ".bashrc",
         project / ".github" / "hooks" / "x",

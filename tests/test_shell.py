@@ -207,7 +207,7 @@ def test_arithmetic_on_data_is_unresolved(command, unresolved):
         (["sudo", "-u", "root", "rm", "x"], (Run(3, 5),), (), False, False),
         (
             ["find", ".", "-exec", "rm", "{}", ";", "-o", "-execdir", "ls", "+"],
-            (Run(3, 5), Run(8, 9)),
+            (Run(3, 5, placeholder="{}"), Run(8, 9, placeholder="{}")),
             (),
             False,
             False,
@@ -325,3 +325,16 @@ def test_expansions_that_evaluate_data_are_unresolved(command):
 def test_expansions_of_the_users_environment_or_fixed_values_are_not():
     for command in ("echo ${!ref} ${HOME@P}", "v=3; echo ${s:v} $((v + 1))", "echo ${a[@]:1} $(( $# ))"):
         assert analyze(command, CWD).unresolved == (), command
+
+
+def test_a_caller_already_deep_in_its_stack_gets_a_refusal_not_a_recursion_error():
+    def deep(n):
+        return deep(n - 1) if n else analyze("echo " + "$(" * 100 + "x" + ")" * 100, CWD)
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(400)
+    try:
+        a = deep(150)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert a.error is not None and "deep" in a.error

@@ -220,3 +220,18 @@ def test_tab_on_an_empty_line_toggles_thinking(fake_api, project: Path):
     first, second = fake_api.message_requests
     assert "thinking" not in first.body and second.body["thinking"]["budget_tokens"] == DEFAULT_BUDGET
     fake_api.check()
+
+
+def test_context_shows_what_thinking_takes(fake_api, tmp_path):
+    from agent import commands
+    from agent.loop import run_turn
+    from tests.conftest import make_session
+
+    session, _ = make_session(tmp_path, fake_api, max_thinking_tokens=2048)
+    fake_api.add(think_then(Reply.text("answer"), "pondering " * 800))
+    assert run_turn(session, "hello").stop_reason == "end_turn"
+    assert fake_api.message_requests[0].body["thinking"]["budget_tokens"] == 2048
+    text = commands.run(session, "/context").text
+    assert "Of the messages, extended thinking: " in text
+    assert commands.thinking_tokens(session) > 1000
+    fake_api.check()

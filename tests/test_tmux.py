@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakeapi import Reply, last_user_text
+from tests.fakeapi import Reply, is_compaction, last_user_text
 
 ROOT = Path(__file__).resolve().parent.parent
 TMUX = shutil.which("tmux") or "/usr/bin/tmux"
@@ -32,10 +32,6 @@ LONG_REPLY = (
     "".join(f"Reply line {i:03d}: the quick brown fox jumps over the lazy dog again.\n" for i in range(560))
     + "END-OF-LONG-REPLY"
 )
-
-
-def is_compaction(body: dict) -> bool:
-    return "<summary>" in last_user_text(body)
 
 
 class Pane:
@@ -398,3 +394,30 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_tab_on_an_empty_line_toggles_thinking_and_the_thinking_shows_folded(agent_in_tmux, fake_api):
+    thought = "First I look.\nThen I compare.\nThen I decide.\nHIDDEN-FOURTH-LINE"
+    fake_api.add(
+        Reply(
+            [
+                {"type": "thinking", "thinking": thought, "signature": "fake-signature"},
+                {"type": "text", "text": "Thought it through."},
+            ]
+        )
+    )
+    pane = agent_in_tmux()
+    pane.keys("Tab")
+    pane.wait_for(r"✻ thinking on \(tab to turn off\)", visible=True)
+    pane.type("hello")
+    pane.wait_for("Thought it through.")
+    screen = pane.wait_for(r"1 more lines of thinking")
+    assert "✻ Thinking…" in screen and "Then I decide." in screen and "HIDDEN-FOURTH-LINE" not in screen
+    assert fake_api.message_requests[0].body["thinking"]["type"] == "enabled"
+    pane.wait_prompt()
+    pane.keys("Tab")
+    deadline = time.monotonic() + 10
+    while "thinking on" in pane.visible():
+        assert time.monotonic() < deadline, pane.visible()
+        time.sleep(0.05)
+    fake_api.check()

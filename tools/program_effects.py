@@ -181,6 +181,29 @@ def _download(values: Values) -> Effects:
 
 
 _SED_PLAIN = set("=dDgGhHlnNpPxzFqQLv}{")
+_SED_LONG = _o(
+    "--expression --file --in-place --line-length --null-data --zero-terminated --quiet --silent "
+    "--regexp-extended --separate --sandbox --unbuffered --posix --debug --binary --follow-symlinks "
+    "--help --version"
+)
+
+
+def _long_option(option: str, known: frozenset[str]) -> str | None:
+    """The long option ``option`` stands for: itself, or the one it uniquely abbreviates (getopt_long
+    accepts ``--expr`` for ``--expression``); None when unknown or ambiguous."""
+    if option in known:
+        return option
+    matches = [k for k in known if k.startswith(option)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _is_option(word: str, option: str) -> bool:
+    """``word`` is ``option`` (``-x``, ``--exec``), with an attached value, or an abbreviation of it
+    (git and getopt_long take ``--exe`` for ``--exec``)."""
+    name = word.split("=", 1)[0]
+    if option.startswith("--"):
+        return name == option or (len(name) >= 4 and option.startswith(name))
+    return word.startswith(option)
 
 
 def _sed(values: Values) -> Effects:
@@ -190,8 +213,11 @@ def _sed(values: Values) -> Effects:
         if word is None:
             return _why(values, "has an argument with an expansion, so its script can't be read")
         nxt = values[i + 1] if i + 1 < len(values) else None
-        if word.startswith("--"):
+        if word.startswith("--") and word != "--":
             option, eq, value = word.partition("=")
+            option = _long_option(option, _SED_LONG) or ""
+            if not option:
+                return _why(values, f"has the option {word}, unknown here, so its script can't be told")
             if option in ("--expression", "--file"):
                 if option == "--file":
                     return _why(values, "reads its script from a file, which may run commands (e, s///e)")
@@ -398,7 +424,7 @@ def _ssh(values: Values) -> Effects:
         if word == "-o" and k + 1 < len(values):
             option = "-o" + (values[k + 1] or "Command")
         if option.startswith("-o") and re.search(
-            r"(?i)(proxy|local|knownhosts)command|permitlocalcommand|match", option
+            r"(?i)(proxy|local|knownhosts)command|permitlocalcommand|match|include", option
         ):
             return _why(values, f"{option} runs a local command")
         if option.startswith("-F") or (option.startswith("-S") and not (values[0] or "").endswith("ssh")):
@@ -415,7 +441,7 @@ def _awk(values: Values) -> Effects:
         if word == "--":
             i += 1
             break
-        if word.startswith(("-f", "--file", "-E", "--exec", "-i", "--include", "-l", "--load")):
+        if word.startswith(("-f", "--f", "-E", "--ex", "-i", "--inc", "-l", "--lo")):
             return _why(values, "runs a program file, which may run commands")
         if word in ("-e", "--source"):
             programs.append(values[i + 1] if i + 1 < len(values) else None)
@@ -440,28 +466,40 @@ def _awk(values: Values) -> Effects:
 
 
 # system(), a pipe to or from a command (not ||), print/printf redirected to a file
-_AWK_RUNS = re.compile(r"\bsystem\s*\(|(?<!\|)\|(?!\|)|\bprintf?\b[^;{}\n]*>|@load|\bextension\s*\(")
+_AWK_RUNS = re.compile(
+    r"\bsystem\s*\(|(?<!\|)\|(?!\|)|\bprintf?\b[^;{}\n]*>|@\s*(?:load|include|namespace)\b|@\s*\w+\s*\(|\bextension\s*\("
+)
+
+
+_MAKE_SWITCH = re.compile(r"[A-Za-z_][\w]*=(\d*|yes|no|true|false|on|off)", re.IGNORECASE)
 
 
 def _make(values: Values) -> Effects:
     for word in values[1:]:
         if word is None:
             return _why(values, "has an argument with an expansion, so what it runs can't be told")
-        if re.fullmatch(r"[A-Za-z_.][\w.]*\s*[:+?!]?=.*", word, re.DOTALL) or word.startswith(
-            ("--eval", "-E")
-        ):
+        if _MAKE_SWITCH.fullmatch(word):
+            continue  # VERBOSE=1, DEBUG=no: a number or a switch names no program
+        if re.fullmatch(r"[A-Za-z_.][\w.]*\s*[:+?!]?=.*", word, re.DOTALL) or word.startswith(("--ev", "-E")):
             return _why(values, f"{word.split('=', 1)[0]}=... can replace a command its recipes run")
+    for k, word in enumerate(values[1:], 1):
+        makefile = None
+        if word in ("-f", "--file", "--makefile"):
+            makefile = values[k + 1] if k + 1 < len(values) else None
+        elif word is not None and word.startswith(("--file=", "--makefile=")):
+            makefile = word.split("=", 1)[1]
+        elif word is not None and word.startswith("-f"):
+            makefile = word[2:]
+        if makefile in ("-", "/dev/stdin") or (makefile or "").startswith("/dev/fd/"):
+            return _why(values, "reads its makefile from standard input")
     return NONE
 
 
 def _find_tools(values: Values) -> Effects:
-    """fd -x/-X, rg --pre: commands run on each file."""
-    for k, word in enumerate(values[1:], 1):
+    """rg --pre: a preprocessor command run on every file (fd -x is a wrapper in tools.shell_programs)."""
+    for word in values[1:]:
         if word is None:
             return _why(values, "has an argument with an expansion, so what it runs can't be told")
-        if word in ("-x", "--exec", "-X", "--exec-batch"):
-            rest = _literal(values[k + 1 :])
-            return Effects(scripts=(shlex.join(rest),)) if rest else _why(values, f"{word} runs a command")
         if word.startswith(("--pre=", "--pre")) and not word.startswith("--pre-glob"):
             return _why(values, "--pre runs a preprocessor command on every file")
     return NONE
@@ -584,14 +622,12 @@ def _git(values: Values) -> Effects:
     ):
         return _why(values, "config changes git configuration (aliases, pager, editor, hooks path)")
     for option in _GIT_RUN_OPTIONS.get(command, ()):
-        if any(
-            w == option or w.startswith(option + "=") or (len(option) == 2 and w.startswith(option))
-            for w in words
-        ):
+        if any(_is_option(w, option) for w in words if w.startswith("-")):
             return _why(values, f"{command} {option} runs a program given in its arguments or configuration")
     writes = []
     for k, w in enumerate(words):
         option, eq, value = w.partition("=")
+        option = "--output" if option.startswith("--o") and _is_option(option, "--output") else option
         if option in _GIT_OUTPUT and (command in ("format-patch", "archive") or option != "-o"):
             writes.append(value if eq else (words[k + 1] if k + 1 < len(words) else ""))
     if command == "bundle" and words[:1] == ["create"] and len(words) > 1:
@@ -602,14 +638,15 @@ def _git(values: Values) -> Effects:
 def _git_rebase(values: Values, words: list[str]) -> Effects:
     scripts = []
     for k, w in enumerate(words):
-        if w in ("-x", "--exec"):
+        long = w.startswith("--")
+        if w == "-x" or (long and "=" not in w and _is_option(w, "--exec")):
             scripts.append(words[k + 1] if k + 1 < len(words) else "")
-        elif w.startswith("--exec="):
+        elif long and _is_option(w, "--exec"):
             scripts.append(w.split("=", 1)[1])
-        elif w.startswith("-x") and len(w) > 2:
+        elif w.startswith("-x") and not long:
             scripts.append(w[2:])
-        elif w in ("-i", "--interactive"):
-            return _why(values, "-i runs the sequence editor, which can run commands")
+        elif (long and _is_option(w, "--interactive")) or (w.startswith("-") and not long and "i" in w):
+            return _why(values, f"{w} runs the sequence editor, which can run commands")
     return Effects(scripts=tuple(scripts))
 
 
@@ -642,8 +679,6 @@ _PROGRAMS: dict[str, Callable[[Values], Effects]] = {
     "nawk": _awk,
     "make": _make,
     "gmake": _make,
-    "fd": _find_tools,
-    "fdfind": _find_tools,
     "rg": _find_tools,
     "sqlite3": _sqlite,
     "socat": _socat,
@@ -666,7 +701,7 @@ _PROGRAMS: dict[str, Callable[[Values], Effects]] = {
 # the vi family reads keystrokes from a pipe, and -c/+/--cmd/-S run ex commands such as :!cmd
 _PATTERNS = [
     (
-        re.compile(r"(n|g|r|e)?vim?(diff)?|view|ex|vimx"),
+        re.compile(r"(n|g|r|e)?vim?(diff)?|r?view|ex|vimx|emacsclient"),
         _always("runs editor commands from its arguments or input, and :! runs shell commands"),
     )
 ]

@@ -81,6 +81,8 @@ def steers_agent(path: Path, places: Places) -> str | None:
                 rest[0] == "hooks" or rest in (("settings.json",), ("settings.local.json",))
             ):
                 return "hooks/settings"
+            if part == ".claude" and rest[0] == "commands" and len(rest) > 1:
+                return "custom commands: prompts with allowed-tools"
             if part == ".git" and ("hooks" in rest[:-1] or rest[-1] in ("config", "config.worktree")):
                 return "git hooks/config"  # also .git/worktrees/<name>/config
         if form.name in ("CLAUDE.md", "CLAUDE.local.md") and not inside(form, [places.project_dir]):

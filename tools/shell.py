@@ -76,6 +76,12 @@ _RISKY = frozenset(
         "GIT_EXTERNAL_DIFF",
         "GIT_TEMPLATE_DIR",
         "GIT_PROXY_COMMAND",
+        "GIT_SEQUENCE_EDITOR",
+        "LESS",  # less runs "+!cmd" from it
+        "MORE",
+        "MANOPT",
+        "SYSTEMD_PAGER",
+        "SYSTEMD_LESS",
         "PAGER",
         "EDITOR",
         "VISUAL",
@@ -200,7 +206,10 @@ class Analysis:
 def analyze(command: str, cwd: Path) -> Analysis:
     """Everything the permission check needs to know about one Bash command line run in ``cwd``."""
     reader = _Reader(Path(os.path.normpath(cwd)))
-    reader.script(command, 0)
+    try:
+        reader.script(command, 0)
+    except RecursionError:  # the walk is bounded (_MAX_LEVELS); this only guards a caller already deep
+        return Analysis(error="it is nested too deeply to judge")
     return reader.result()
 
 
@@ -346,6 +355,8 @@ class _Reader:
             self.assigned(variable, None if name in ("read", "mapfile", "readarray", "printf") else "")
         for run in how.runs:
             inner = words[run.start : run.stop]
+            if run.placeholder:  # "xargs -I{} sh -c 'echo {}'": the script is data from the input
+                inner = [Word(w.text, None) if run.placeholder in w.text else w for w in inner]
             if run.appends_input:
                 inner.append(Word("<input>", None))
             self.program(inner, " ".join(w.text for w in inner), depth + 1)

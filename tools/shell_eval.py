@@ -30,6 +30,7 @@ _FILLED_PREFIXES = ("BASH_", "COMP_", "READLINE_", "__compact")
 _NUMBER_LITERAL = re.compile(r"\b\d+#[0-9A-Za-z@_]+|\b0[xX][0-9A-Fa-f]+\b|\b\d+\b")
 _EXPANDED = re.compile(r"\$\{?([#?$!@*-]|\d+|[A-Za-z_]\w*)")
 _BARE = re.compile(r"[A-Za-z_]\w*")
+_LENGTH = re.compile(r"\$\{#[A-Za-z_]\w*(\[[@*]\])?\}")
 _SUBSTITUTION = re.compile(r"\$\((?!\()|`|<\(|>\(")
 _LIST_EXPANSION = re.compile(r"!\w+[*@]|!\w+\[[@*]\]")
 _PARAMETER = re.compile(r"[A-Za-z_]\w*|[#?$!@*-]|\d+")
@@ -129,6 +130,7 @@ class Evaluations:
 
 def _names(text: str) -> list[str]:
     """The variables an arithmetic expression refers to, by expansion or by bare name."""
+    text = _LENGTH.sub(" 0 ", text)  # ${#x} is a number whatever x holds
     expanded = _EXPANDED.findall(text)
     return expanded + _BARE.findall(_NUMBER_LITERAL.sub(" ", _EXPANDED.sub(" ", text)))
 

@@ -22,6 +22,8 @@ class Run:
     start: int
     stop: int
     appends_input: bool = False
+    # words holding this are filled in when it runs (xargs -I{}, find -exec {}): their value is data
+    placeholder: str | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,18 @@ _RUNNERS = frozenset(
         "run-parts",
         "entr",
         "start-stop-daemon",  # --exec/--startas name the program, -- separates its arguments
+        "at",  # at, batch and crontab schedule commands read from input or a file
+        "batch",
+        "crontab",
+        "bwrap",
+        "dbus-launch",
+        "xvfb-run",
+        "chronic",
+        "ifne",
+        "sem",
+        "rlwrap",
+        "run0",
+        "nix-shell",
     }
 )
 # builtins that run code they read or define, or change how later names are found
@@ -207,11 +221,12 @@ class _Interpreter:
     attached_short: str = ""  # option letters that take the rest of their word ("-i.bak")
     stop_short: str = ""  # after this option the rest belongs to a module ("python -m pytest ...")
     subcommand: frozenset[str] = frozenset()  # subcommands taking code ("deno eval")
+    module_short: str = ""  # options naming a module to load: code when more than a name ("-M'X;system'")
 
 
 _INTERPRETERS: list[tuple[re.Pattern[str], _Interpreter]] = [
     (re.compile(r"(python|pypy)[0-9.]*"), _Interpreter("c", valued_short="WXQ", stop_short="m")),
-    (re.compile(r"perl[0-9.]*"), _Interpreter("eE", attached_short="IMmxilC0dDF")),
+    (re.compile(r"perl[0-9.]*"), _Interpreter("eE", attached_short="IMmxilC0dDF", module_short="Mm")),
     (re.compile(r"ruby[0-9.]*|jruby"), _Interpreter("e", valued_short="rIC", attached_short="iExTWK")),
     (
         re.compile(r"node(js)?|bun"),
@@ -337,12 +352,28 @@ def _wrapper(name: str, values: Values) -> Unwrapped:
         return NOTHING
     if start >= len(values):
         return NOTHING  # "env" prints the environment, "xargs" alone runs echo, "nohup" alone fails
+    placeholder = _xargs_placeholder(values[1:start]) if name == "xargs" else None
     return Unwrapped(
-        runs=(Run(start, len(values), appends_input=name == "xargs"),),
+        runs=(
+            Run(
+                start, len(values), appends_input=name == "xargs" and not placeholder, placeholder=placeholder
+            ),
+        ),
         transparent=spec.transparent,
         variables=tuple(names),
         settings=settings,
     )
+
+
+def _xargs_placeholder(options: Values) -> str | None:
+    """The replace string of xargs -I R / -iR / -i / --replace[=R] (``{}`` by default), or None."""
+    for k, word in enumerate(options):
+        if word == "-I":
+            return options[k + 1] if k + 1 < len(options) else None
+        if word is not None and word.startswith(("-I", "-i", "--replace")):
+            value = word.partition("=")[2] if word.startswith("--") else word[2:]
+            return value or "{}"
+    return None
 
 
 def _exec(values: Values) -> Unwrapped:
@@ -377,12 +408,13 @@ def _trap(values: Values) -> Unwrapped:
 
 
 def _watch(values: Values) -> Unwrapped:
-    spec = _Wrapper(
+    spec = _Wrapper(  # procps watch --help
         _opts("-n -q --interval --equexit"),
         _opts(
-            "-b -c -C -d -e -g -p -t -x -w -r --beep --color --no-color --differences --errexit "
+            "-b -c -C -e -g -p -t -x -w -r --beep --color --no-color --errexit "
             "--chgexit --precise --no-title --exec --no-wrap --no-rerun"
         ),
+        optional=_opts("-d --differences"),
     )
     found = _options(spec, values, 1)
     if isinstance(found, str):
@@ -407,6 +439,10 @@ def _parallel(values: Values) -> Unwrapped:
         return Unwrapped(unresolved="parallel reads the commands it runs from its input")
     if any(v is None or v.startswith("-") for v in template):
         return Unwrapped(unresolved="parallel: its options or an expansion hide the command it runs")
+    if any(v is not None and "{" in v for v in template):
+        return Unwrapped(
+            unresolved="parallel fills its command template ({}) with input, so it can't be told"
+        )
     return Unwrapped(scripts=(" ".join(v for v in template if v is not None),), transparent=True)
 
 
@@ -419,12 +455,22 @@ def _find(values: Values) -> Unwrapped:
             end = next((j for j in range(i + 1, len(values)) if values[j] in (";", "+")), None)
             if end is None or end == i + 1:
                 return Unwrapped(unresolved=f"find {word} has no command ending in ';' or '+'")
-            runs.append(Run(i + 1, end))
+            runs.append(Run(i + 1, end, placeholder="{}"))
             i = end
         elif word in ("-delete", "-fprint", "-fprint0", "-fprintf", "-fls"):
             return Unwrapped(runs=tuple(runs), unresolved=f"find {word} changes files itself")
         i += 1
     return Unwrapped(runs=tuple(runs))
+
+
+def _fd(values: Values) -> Unwrapped:
+    """``fd -x cmd`` / ``-X cmd`` run cmd on the files found; ``{}``, ``{/}``, ``{.}``... are file names."""
+    for k, word in enumerate(values[1:], 1):
+        if word in ("-x", "--exec", "-X", "--exec-batch"):
+            if k + 1 >= len(values):
+                return Unwrapped(unresolved=f"fd {word} has no command")
+            return Unwrapped(runs=(Run(k + 1, len(values), placeholder="{"),))
+    return NOTHING
 
 
 def _read_builtin(values: Values) -> Unwrapped:
@@ -478,6 +524,8 @@ _SPECIAL = {
     "watch": _watch,
     "parallel": _parallel,
     "find": _find,
+    "fd": _fd,
+    "fdfind": _fd,
     "read": _read_builtin,
     "mapfile": _read_builtin,
     "readarray": _read_builtin,
@@ -554,6 +602,8 @@ def _interpreter(name: str, spec: _Interpreter, values: Values) -> Unwrapped:
                     return code
                 if letter in spec.stop_short:
                     return NOTHING
+                if letter in spec.module_short and not re.fullmatch(r"-?[\w:]*(=[\w,:.-]*)?", word[j + 1 :]):
+                    return code
                 if letter in spec.attached_short:
                     break
                 if letter in spec.valued_short:
