@@ -1,7 +1,8 @@
 """The command line (CONTRACT §2): the only place that turns errors into a line on stderr and an exit code.
 
-``--version`` is answered before anything heavy is imported; the SDK is imported lazily (print mode) or
-in the background while the REPL draws its prompt.
+``--version`` is answered before the command line is parsed (typer itself is imported with this module;
+typer is pinned below 0.29 so that costs little); the SDK is imported lazily (print mode) or in the
+background while the REPL draws its prompt.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Annotated, Optional, cast
 
 import typer
 
-from agent import __version__
+from agent import RESUME_PICK, __version__
 from core.terminal import visible
 
 HELP = """Compact Agent: a terminal coding agent that keeps working when the conversation outgrows the \
@@ -30,6 +31,7 @@ REPL commands:
   /context                  what fills the context window
   /clear                    start a new conversation
   /resume                   continue an earlier session
+  /rewind                   back to before an earlier prompt, or summarize up to it (Esc Esc)
   /model [NAME]             show or switch the model
   /cost                     tokens and cost so far
   /summary, /history        the last compaction's summary, and what it replaced
@@ -174,10 +176,12 @@ def run(
             _fail("--demo takes no other options (only --auto)", 2)
         raise typer.Exit(_demo(auto))
     # imported here, not at the top: --version and --help must not pay for them (start-up speed)
+    from agent.credentials import hide_credentials
     from agent.settings import ensure_home, load_settings
     from core.errors import AgentError, SettingsError
 
     environ = dict(os.environ)
+    hide_credentials()  # the settings have their copy; no child process can read it from ours
     try:
         settings = load_settings(
             cwd=Path.cwd().resolve(),
@@ -196,6 +200,8 @@ def run(
         _fail(str(e), 2)
     if continue_ and resume:
         _fail("--continue and --resume can't be used together", 2)
+    if print_mode and resume == RESUME_PICK:
+        _fail("--resume needs a session id (or a unique start of one) with -p", 2)
     if not (settings.api_key or settings.auth_token):
         _fail(NO_KEY, 2)
     try:
@@ -250,8 +256,18 @@ def _fail(message: str, code: int) -> None:
     raise typer.Exit(code)
 
 
+def resume_pick(args: list[str]) -> list[str]:
+    """``--resume`` (or ``-r``) with no id after it, as in Claude Code, opens the session picker: the
+    flag gets the picker's mark as its value, so the option parser sees one."""
+    out = list(args)
+    for i, arg in enumerate(args):
+        if arg in ("--resume", "-r") and (i + 1 == len(args) or args[i + 1].startswith("-")):
+            out.insert(i + 1 + (len(out) - len(args)), RESUME_PICK)
+    return out
+
+
 def main() -> None:
-    if sys.argv[1:] in (["--version"], ["-v"]):  # the fast path: no typer, no SDK
+    if sys.argv[1:] in (["--version"], ["-v"]):  # the fast path: no parsing, no SDK
         sys.stdout.write(f"{__version__} (Compact Agent)\n")
         return
     # typer answers a bad flag with a usage block; the contract wants one line, so its errors come here
@@ -259,7 +275,7 @@ def main() -> None:
         type[Exception], next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
     )
     try:
-        code = app(standalone_mode=False, prog_name="compact-agent")
+        code = app(args=resume_pick(sys.argv[1:]), standalone_mode=False, prog_name="compact-agent")
     except click_error as e:
         message = " ".join(e.format_message().split())  # type: ignore[attr-defined]
         sys.stderr.write(f"compact-agent: {visible(message)} (see --help)\n")

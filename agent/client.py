@@ -205,13 +205,14 @@ class ModelClient:
         """One attempt. With a cancel event the reading happens in a daemon thread, so Ctrl-C returns at
         once even while the socket is stalled (a blocked read can't be woken from outside); the
         abandoned reader stops at its next event."""
+        reply = _Reply()
         if cancel is None:
-            return self._read(req, None, emit_text)
+            return self._read(req, None, emit_text, reply)
         box: dict[str, Any] = {}
 
         def read() -> None:
             try:
-                box["message"] = self._read(req, cancel, emit_text)
+                box["message"] = self._read(req, cancel, emit_text, reply)
             except BaseException as e:  # noqa: BLE001 - handed to the waiting thread as is
                 box["error"] = e
 
@@ -219,18 +220,19 @@ class ModelClient:
         reader.start()
         while reader.is_alive():
             if cancel.wait(0.05):
-                raise Interrupted("interrupted")
+                raise Interrupted("interrupted", usage=dict(reply.usage) or None)  # billed though cut short
         if "error" in box:
             raise box["error"]
         return box["message"]
 
-    def _read(self, req: Request, cancel: threading.Event | None, emit_text: bool) -> Message | None:
+    def _read(
+        self, req: Request, cancel: threading.Event | None, emit_text: bool, reply: _Reply
+    ) -> Message | None:
         params = req.params()
         api = self.client.beta.messages if req.betas else self.client.messages
         if req.betas:
             params["betas"] = req.betas
         cancelled = cancel.is_set if cancel is not None else (lambda: False)
-        reply = _Reply()
         with api.create(**params, stream=True) as events:
             try:
                 for event in events:
@@ -248,6 +250,14 @@ class ModelClient:
         return reply.message()
 
 
+def _dump(value: Any) -> dict[str, Any]:
+    """A pydantic model (or dict) from the SDK as a dict of its set fields; {} for None or anything else."""
+    if hasattr(value, "model_dump"):
+        dumped = value.model_dump(exclude_none=True)
+        return dumped if isinstance(dumped, dict) else {}
+    return {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else {}
+
+
 class _Reply:
     """A streamed response put together event by event (what the SDK's accumulator does, except that a
     tool input which is not valid JSON does not end the stream)."""
@@ -255,23 +265,28 @@ class _Reply:
     def __init__(self) -> None:
         self.head: dict[str, Any] = {}
         self.blocks: dict[int, dict[str, Any]] = {}
-        self.json: dict[int, str] = {}
+        # streamed pieces, joined once at the end: adding each to a growing string copies it every
+        # time, which for a 200 MB tool input is quadratic in time and many times the memory
+        self.json: dict[int, list[str]] = {}
+        self.parts: dict[tuple[int, str], list[str]] = {}
         self.usage: dict[str, Any] = {}
         self.stop_reason: str | None = None
         self.context_management: Any = None
 
     def add(self, event: Any) -> TextDelta | ThinkingDelta | None:
         kind = event.type
+        # a server may leave out fields the SDK's types declare (usage above all): what is missing is
+        # read as absent, never as an AttributeError that would end the turn
         if kind == "message_start":
-            self.head = event.message.model_dump(exclude_none=True)
+            self.head = _dump(getattr(event, "message", None))
             self.usage = dict(self.head.get("usage") or {})
         elif kind == "content_block_start":
             self.blocks[event.index] = event.content_block.model_dump(exclude_none=True)
         elif kind == "content_block_delta":
             return self._delta(self.blocks[event.index], event.index, event.delta)
         elif kind == "message_delta":
-            self.stop_reason = event.delta.stop_reason
-            self.usage.update(event.usage.model_dump(exclude_none=True))
+            self.stop_reason = getattr(getattr(event, "delta", None), "stop_reason", None)
+            self.usage.update(_dump(getattr(event, "usage", None)))
             applied = getattr(event, "context_management", None)
             if applied is not None:
                 self.context_management = (
@@ -282,12 +297,12 @@ class _Reply:
     def _delta(self, block: dict[str, Any], index: int, delta: Any) -> TextDelta | ThinkingDelta | None:
         kind = delta.type
         if kind == "text_delta":
-            block["text"] = block.get("text", "") + delta.text
+            self.parts.setdefault((index, "text"), [block.get("text", "")]).append(delta.text)
             return TextDelta(delta.text)
         if kind == "input_json_delta":
-            self.json[index] = self.json.get(index, "") + delta.partial_json
+            self.json.setdefault(index, []).append(delta.partial_json)
         elif kind == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + delta.thinking
+            self.parts.setdefault((index, "thinking"), [block.get("thinking", "")]).append(delta.thinking)
             return ThinkingDelta(delta.thinking)
         elif kind == "signature_delta":
             block["signature"] = delta.signature
@@ -299,11 +314,14 @@ class _Reply:
         """The complete message; None when the stream ended before its stop reason came."""
         if self.stop_reason is None:
             return None
+        for (index, key), parts in self.parts.items():
+            self.blocks[index][key] = "".join(parts)
+        self.parts.clear()
         content = []
         for index in sorted(self.blocks):
             block = _block_dict(self.blocks[index])
-            if index in self.json:
-                block["input"] = tool_input(self.json[index])
+            if index in self.json:  # popped: the pieces are freed before the whole is parsed
+                block["input"] = tool_input("".join(self.json.pop(index)))
             content.append(block)
         msg = assistant(
             content,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
-from agent import custom_commands, lifecycle, trust
+from agent import lifecycle, rewind, trust
 from agent.session import Session
 from agent.sessions import list_sessions
 from agent.settings import reload_settings
@@ -53,6 +53,13 @@ class SessionList(Result):
     """/resume without an argument: the REPL offers to pick one by number."""
 
     sessions: list[Any] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class RewindMenu(Result):
+    """/rewind: the prompts one can go back to (oldest first); the REPL asks which."""
+
+    points: list[Any] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)
@@ -143,9 +150,12 @@ def run(session: Session, line: str) -> Result:
         return Result(str(e), ok=False)
 
 
-def custom_for(settings: Any) -> custom_commands.Found:
-    """The custom commands on disk now: the user's (~/.claude/commands, COMPACT_AGENT_HOME/commands),
-    then the project's (.claude/commands at its root), which follow its trust."""
+def custom_for(settings: Any) -> Any:
+    """The custom commands on disk now (a custom_commands.Found): the user's (~/.claude/commands,
+    COMPACT_AGENT_HOME/commands), then the project's (.claude/commands at its root), which follow its
+    trust."""
+    from agent import custom_commands  # start-up speed: read only once a command line needs it
+
     user_dirs = [settings.home / "commands"]
     if settings.user_home is not None:
         user_dirs.insert(0, settings.user_home / ".claude" / "commands")
@@ -160,7 +170,7 @@ def custom_for(settings: Any) -> custom_commands.Found:
 
 
 def unknown(name: str) -> Result:
-    close = difflib.get_close_matches(name, names(), n=1, cutoff=0.5)
+    close = difflib.get_close_matches(name, names(), n=1, cutoff=0.6)  # 0.5 offered /quit for /init
     hint = f"Did you mean /{close[0]}?" if close else "Type /help for the list of commands."
     return Result(f"Unknown command /{name}. {hint}", ok=False)
 
@@ -227,6 +237,8 @@ def _help(session: Session, args: str) -> Result:
     lines += [
         "",
         "Enter sends · Alt-Enter (or Esc then Enter) adds a line · Esc or Ctrl-C interrupts · Ctrl-D exits",
+        "@path attaches a file · !command runs it in the shell · # note adds it to CLAUDE.md · "
+        "Esc Esc rewinds",
     ]
     return Result("\n".join(lines))
 
@@ -294,6 +306,7 @@ def context_usage(session: Session) -> ContextUsage:
         lines += ["", prepared]
     if thinking := thinking_tokens(session):
         lines += ["", f"Of the messages, extended thinking: {fmt_tokens(thinking)} tokens"]
+    lines += subagent_lines(session)
     return ContextUsage(
         "\n".join(lines),
         markdown=True,
@@ -305,6 +318,20 @@ def context_usage(session: Session) -> ContextUsage:
         memory_files=memory,
         prepared=prepared,
     )
+
+
+def subagent_lines(session: Session) -> list[str]:
+    """/context: the subagents' work, which filled their own contexts and not this one."""
+    sub = session.subagents
+    if sub is None or not sub.runs:
+        return []
+    lines = ["", "Subagents (each in its own context; only their answers are in the messages above):"]
+    lines += [
+        f"- {r.agent_id} {r.description} ({r.subagent_type}, {r.status}): {r.tool_uses} tool uses · "
+        f"{fmt_tokens(r.tokens)} tokens of its own context"
+        for r in sub.runs
+    ]
+    return lines
 
 
 def thinking_tokens(session: Session) -> int:
@@ -343,13 +370,7 @@ def _resume(session: Session, args: str) -> Result:
     if not args:
         if not sessions:
             return SessionList("No saved sessions in this directory.", sessions=[])
-        lines = [f"Sessions in {session.settings.cwd}:"]
-        for i, info in enumerate(sessions, 1):
-            mark = " (current)" if info.session_id == session.session_id else ""
-            lines.append(
-                f"  {i}. {_when(info.mtime)} · {info.message_count} messages · "
-                f"{_clip(info.first_prompt or '(no prompt)', 60)} · {info.session_id}{mark}"
-            )
+        lines = session_lines(sessions, str(session.settings.cwd), session.session_id)
         lines.append("Resume one with /resume N or /resume ID.")
         return SessionList("\n".join(lines), sessions=sessions)
     ref = args
@@ -364,6 +385,28 @@ def _resume(session: Session, args: str) -> Result:
     return Switched(lifecycle.resumed_line(new), session=new)
 
 
+@command("rewind", "Go back to before an earlier prompt, or summarize up to it (Esc Esc)")
+def _rewind(session: Session, args: str) -> Result:
+    found = rewind.points(session)
+    if not found:
+        return RewindMenu("No earlier prompt to go back to.", points=[])
+    lines = ["Prompts in this conversation:"]
+    lines += [f"  {i}. {_clip(m.text, 90)}" for i, m in enumerate(found, 1)]
+    return RewindMenu("\n".join(lines), points=found)
+
+
+def session_lines(sessions: list[Any], cwd: str, current: str | None = None) -> list[str]:
+    """The numbered list of a directory's sessions (/resume, and --resume without an id)."""
+    lines = [f"Sessions in {cwd}:"]
+    for i, info in enumerate(sessions, 1):
+        mark = " (current)" if info.session_id == current else ""
+        lines.append(
+            f"  {i}. {_when(info.mtime)} · {info.message_count} messages · "
+            f"{_clip(info.first_prompt or '(no prompt)', 60)} · {info.session_id}{mark}"
+        )
+    return lines
+
+
 @command("model", "Show the model, or switch to NAME", usage="[name]")
 def _model(session: Session, args: str) -> Result:
     if not args:
@@ -376,12 +419,23 @@ def _model(session: Session, args: str) -> Result:
 def _cost(session: Session, args: str) -> Result:
     earlier, cost = lifecycle.earlier_cost(session)  # a resumed session: what it used before this process
     u = {k: earlier.get(k, 0) + session.usage_total.get(k, 0) for k in {*earlier, *session.usage_total}}
-    return Result(
-        f"Total cost: ${cost + session.cost:.4f}\n"
+    sub = session.subagents
+    sub_cost = sub.cost if sub is not None else 0.0
+    text = (
+        f"Total cost: ${cost + session.cost + sub_cost:.4f}\n"
         f"Usage: {u.get('input_tokens', 0):,} input · {u.get('output_tokens', 0):,} output · "
         f"{u.get('cache_read_input_tokens', 0):,} cache read · "
         f"{u.get('cache_creation_input_tokens', 0):,} cache write"
     )
+    if sub is not None and sub.runs:  # apart from the main conversation: they ran in their own contexts
+        s = sub.usage
+        text += (
+            f"\nof which subagents ({len(sub.runs)} task{'' if len(sub.runs) == 1 else 's'}): ${sub_cost:.4f} · "
+            f"{s.get('input_tokens', 0):,} input · {s.get('output_tokens', 0):,} output · "
+            f"{s.get('cache_read_input_tokens', 0):,} cache read · "
+            f"{s.get('cache_creation_input_tokens', 0):,} cache write"
+        )
+    return Result(text)
 
 
 @command("summary", "Show the summary written by the last compaction")
@@ -408,8 +462,22 @@ def _summary(session: Session, args: str) -> Result:
 def _state(session: Session, args: str) -> Result:
     state = ledger.derive(session.messages, str(session.tool_ctx.project_dir))
     users = ledger.user_messages(state.prompts, [], ledger.user_budget(session.thresholds().auto_compact))
-    parts = [ledger.render(state), ledger.render_user(users), state.counts(len(users))]
-    return Result("\n\n".join(p for p in parts if p))
+    return Result(
+        state_for_a_person(ledger.render(state), [text for text, _ in users], state.counts(len(users)))
+    )
+
+
+def state_for_a_person(rendered: str, prompts: list[str], counts: str) -> str:
+    """/state: the ledger's lines without the wrapping meant for the model (its tags and preamble),
+    then the user's own prompts (newest first, one line each) and the counts."""
+    body = rendered.split("\n")
+    body = [line for line in body if not line.startswith(("<working-state", "</working-state"))]
+    body = [line for line in body if line not in ledger.HEADER.split("\n")]
+    lines = ["What a compaction would carry over (the working state):", *body]
+    if prompts:
+        lines += ["", f"Your messages it would keep word for word ({len(prompts)}, newest first):"]
+        lines += [f"- {_clip(text, 100)}" for text in prompts]
+    return "\n".join([*lines, "", counts])
 
 
 @command("history", "Show, in brief, the messages the last compaction replaced")
@@ -482,7 +550,7 @@ def trust_report(session: Session) -> str:
         ]
     if s.ignored:
         lines += ["Ignored from its settings files:"] + [f"  - {i.what}  ({i.source})" for i in s.ignored]
-    lines += [f"Permission mode: {s.permission_mode}"]
+    lines += [f"Permission mode: {session.permissions.mode}"]
     for name, rules in (
         ("allow", s.allow + session.permissions.session_allow),
         ("ask", s.ask),

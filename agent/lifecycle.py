@@ -13,18 +13,21 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from agent import RESUME_PICK, subagents
 from agent.client import default_model
 from agent.loader import load_transcript, messages_before
 from agent.session import AskFn, Session
 from agent.sessions import earlier_usage, latest_session, session_info
 from agent.settings import Settings
+from agent.tool_exec import for_history
+from agent.transcript import in_use
 from compact.compactor import COMPACT_RESULT
 from compact.conversation import LastCompaction
 from compact.state import state_records
 from core.errors import SessionError
 from core.events import Event, Notice
 from core.messages import meta, new_uuid
-from core.model import cost_usd
+from core.model import context_window_for, cost_usd
 from tools.path_rules import pattern_regexes
 from tools.permissions import EDIT_TOOLS, READ_ONLY_TOOLS, Rule
 
@@ -32,6 +35,22 @@ USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "c
 
 
 def open_session(
+    settings: Settings,
+    *,
+    emit: Callable[[Event], None],
+    ask: AskFn | None,
+    resume: str | None = None,
+    continue_last: bool = False,
+    environ: dict[str, str] | None = None,
+) -> Session:
+    """A new session, or one continued from a transcript (ours, or a foreign Claude Code file), with the
+    Task tool and its subagents (agent.subagents)."""
+    session = _open(settings, emit=emit, ask=ask, resume=resume, continue_last=continue_last, environ=environ)
+    subagents.install(session)
+    return session
+
+
+def _open(
     settings: Settings,
     *,
     emit: Callable[[Event], None],
@@ -55,13 +74,27 @@ def open_session(
     for warning in loaded.warnings:
         emit(Notice(warning, "warning"))
     ours = path.parent == settings.project_dir and path.suffix == ".jsonl"
+    # a transcript written before inputs were cut may hold one larger than the window: cut it here too
+    window = context_window_for(settings.model if settings.model_explicit else default_model())
+    messages, pending = [for_history(m, window) for m in loaded.messages], loaded.pending
+    if ours and in_use(path):  # another process is writing it: continue in a copy, never in between
+        ours = False
+        # the turn that process is in the middle of is its own: the copy ends at the last finished one
+        messages, pending = _settled(messages), []
+        emit(
+            Notice(
+                f"Session {path.stem} is open in another process; this run continues it in a new session "
+                "(a copy), so neither conversation is mixed into the other",
+                "warning",
+            )
+        )
     if ours:
         session = Session(
             settings,
             loaded.session_id,
             emit,
             ask,
-            history=list(loaded.messages),
+            history=messages,
             replayed=loaded.state,
             last_uuid=loaded.last_uuid,
             environ=environ,
@@ -71,13 +104,21 @@ def open_session(
         session = Session(settings, new_uuid(), emit, ask, replayed=loaded.state, environ=environ)
         # seed our own store; the foreign file is only read. Not through add(): the imported replies
         # are no turns of this run and their usage was paid for back then (num_turns, cost)
-        for m in loaded.messages:
+        for m in messages:
             session.conv.append(m)
         for rec in state_records(loaded.state):
             session.record(rec)
-    _answer_interrupted(session, loaded.pending)
+    _answer_interrupted(session, pending)
     session.conv.last_compaction = _last_compaction(loaded)
     return session
+
+
+def _settled(messages: list[Any]) -> list[Any]:
+    """The messages up to the model's last finished reply (an assistant message that calls no tool)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "assistant" and not messages[i].tool_uses:
+            return messages[: i + 1]
+    return []
 
 
 def _answer_interrupted(session: Session, answers: list[Any]) -> None:
@@ -101,6 +142,8 @@ def locate(settings: Settings, resume: str | None, continue_last: bool) -> Path 
         if path is None:
             raise SessionError(f"No earlier session to continue in {settings.cwd}")
         return path
+    if resume == RESUME_PICK:
+        return None  # the REPL asks which (Repl.open)
     return _find_transcript(settings, resume) if resume else None
 
 
@@ -153,6 +196,22 @@ def _find_transcript(settings: Settings, ref: str) -> Path:
     if projects.is_dir():
         for p in projects.glob(f"*/{ref}.jsonl"):
             return p
+    return _by_prefix(settings, ref)
+
+
+def _by_prefix(settings: Settings, ref: str) -> Path:
+    """The one session of this directory whose id starts with ``ref`` (as git takes a short hash)."""
+    try:
+        found = sorted(
+            p for p in settings.project_dir.iterdir() if p.suffix == ".jsonl" and p.name.startswith(ref)
+        )
+    except OSError:
+        found = []
+    if len(found) == 1:
+        return found[0]
+    if found:
+        ids = ", ".join(p.stem for p in found[:5])
+        raise SessionError(f"{len(found)} sessions start with {ref} ({ids}); give more of the id")
     raise SessionError(f"No session with id {ref} (looked in {settings.project_dir})")
 
 

@@ -29,10 +29,18 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from agent.claude_code import Rec, clean, merge, recover_siblings
-from agent.transcript import BOUNDARY_NEEDLE, MESSAGE_TYPES, is_boundary
+from agent.transcript import (
+    BOUNDARY_NEEDLE,
+    MESSAGE_TYPES,
+    SIDE_USAGE,
+    agent_id_for,
+    is_boundary,
+    sidechain_path,
+)
 from compact.state import STATE_TYPES, ContextState, replay
 from core.messages import Message, from_record, tool_result_block, tool_results
 
+REWIND = "rewind"  # the user went back to an earlier point (agent.rewind): its leafUuid is the new leaf
 # record types that carry no message: skipped without a word
 QUIET_TYPES = frozenset(
     {
@@ -46,6 +54,8 @@ QUIET_TYPES = frozenset(
         "last-prompt",
         "pr-link",
         "system",
+        REWIND,
+        SIDE_USAGE,
         *STATE_TYPES,
     }
 )
@@ -234,21 +244,42 @@ class _Loader:
                 readable=readable,
             )
         leaf = messages[-1]
+        target = self._rewind_target(main, leaf)
+        if target == "":  # rewound to before the first message: nothing is live
+            return LoadedSession(
+                self.path,
+                session_id,
+                [],
+                ContextState(),
+                None,
+                None,
+                self.warnings,
+                size=self.size,
+                readable=True,
+            )
+        index: dict[str, Rec] = {}
+        for r in main:
+            if r.uuid and "parentUuid" in r.data:
+                index[r.uuid] = r
+        if target and not partial and target in index:
+            leaf = index[target]  # before picking the boundary, which is the last one before the leaf
         if found is None:  # full parse: the boundary that matters is the last one before the leaf
             bounds = [r for r in main if is_boundary(r.data) and r.offset < leaf.offset]
             found = (bounds[-1].offset, bounds[-1].data) if bounds else None
         boundary_offset, boundary = found if found else (0, None)
 
-        index: dict[str, Rec] = {}
-        for r in main:
-            if r.uuid and "parentUuid" in r.data:
-                index[r.uuid] = r
-        kept = self._kept_segment(boundary, boundary_offset, index)
+        kept = self._kept_segment(boundary, boundary_offset, index)  # (adds the kept records to index)
+        if target and target in index:
+            leaf = index[target]
+        elif target and partial:
+            raise _NeedFullParse
+        elif target:
+            self.warnings.append(f"{self.path.name}: a rewind points at {target}, which is missing; ignored")
         chain = self._walk(leaf, index, boundary, kept, partial)
         kept_uuids = {r.uuid for r in kept}
         groups = recover_siblings(chain, main)
         merged = [m for m in map(merge, groups) if m is not None]
-        pending = interrupted_answers(merged)
+        pending = interrupted_answers(merged, self.path)
         live = clean([*merged, *pending], self.model)
         if pending and live and live[-1].uuid == pending[0].uuid:
             live.pop()  # recorded by the session that resumes, so a second resume sends the same
@@ -271,6 +302,14 @@ class _Loader:
             readable=True,
             pending=pending,
         )
+
+    def _rewind_target(self, main: list[Rec], leaf: Rec) -> str | None:
+        """The leafUuid of a rewind written after the newest message ("" when it went back to before
+        the first message); None without one."""
+        last = next((r for r in reversed(main) if r.type == REWIND), None)
+        if last is None or last.offset < leaf.offset:
+            return None
+        return str(last.data.get("leafUuid") or "")
 
     def _note_type(self, rec: dict[str, Any]) -> None:
         kind = rec.get("type")
@@ -446,8 +485,10 @@ INTERRUPTED_BY_STOP = (
 )
 
 
-def interrupted_answers(messages: list[Message]) -> list[Message]:
+def interrupted_answers(messages: list[Message], transcript: Path | None = None) -> list[Message]:
     """Error results for the tool calls of the last response that nothing after it answers.
+
+    A Task call's answer names its subagent's transcript (beside ``transcript``) when there is one.
 
     Only user messages may follow that response (an answer to some of its calls, a prompt): an
     appended user message is merged with them into the one message the API wants after the calls.
@@ -459,7 +500,23 @@ def interrupted_answers(messages: list[Message]) -> list[Message]:
     missing = [u["id"] for u in messages[last].tool_uses if u.get("id") not in answered]
     if not missing:
         return []
-    return [tool_results([tool_result_block(i, INTERRUPTED_BY_STOP, True) for i in missing])]
+    names = {u.get("id"): u.get("name") for u in messages[last].tool_uses}
+    return [
+        tool_results([tool_result_block(i, _stopped(i, names.get(i), transcript), True) for i in missing])
+    ]
+
+
+def _stopped(tool_use_id: str, name: Any, transcript: Path | None) -> str:
+    if name != "Task" or transcript is None:
+        return INTERRUPTED_BY_STOP
+    side = sidechain_path(transcript, agent_id_for(tool_use_id))
+    if not side.is_file():
+        return INTERRUPTED_BY_STOP
+    return (
+        f"Interrupted: the agent stopped (it was closed or crashed) while this subagent was running, so it "
+        f"has no result. What it did so far is in its transcript, {side} (JSONL, one record per line): "
+        "read it for the findings, or run the task again."
+    )
 
 
 def load_transcript(path: Path, *, model: str | None = None) -> LoadedSession:

@@ -41,9 +41,20 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 from rich.console import Console
 
-from agent import __version__, commands, lifecycle, trust
+from agent import (
+    RESUME_PICK,
+    __version__,
+    commands,
+    lifecycle,
+    memory_note,
+    mentions,
+    rewind,
+    shell_escape,
+    trust,
+)
 from agent.client import import_in_background
 from agent.loop import run_turn
+from agent.sessions import list_sessions
 from agent.settings import reload_settings
 from agent.ui import Renderer, SafeConsole, warning_of
 from compact.prepare import token_state
@@ -59,6 +70,7 @@ STYLE = Style.from_dict(
         "error": "fg:ansired",
         "blocking": "fg:ansired bold",
         "prompt": "bold",
+        "mode": "fg:ansimagenta",
         "thinking": "fg:ansimagenta",
     }
 )
@@ -97,13 +109,22 @@ def run_repl(
 
 
 class SlashCompleter(Completer):
-    """Completes command names (built-in, then custom ones from ``custom``) while the line is a lone "/word"."""
+    """Completes command names (built-in, then custom ones from ``custom``) while the line is a lone
+    "/word", and paths after "@" anywhere (relative to ``cwd``)."""
 
-    def __init__(self, custom: Callable[[], dict[str, str]] | None = None) -> None:
+    def __init__(self, custom: Callable[[], dict[str, str]] | None = None, cwd: Path | None = None) -> None:
         self.custom = custom or dict
+        self.cwd = cwd
 
     def get_completions(self, document: Any, complete_event: Any) -> Any:
         text = document.text_before_cursor
+        word = text.rsplit(None, 1)[-1] if text and not text[-1].isspace() else ""
+        if self.cwd is not None and word.startswith("@"):
+            for path in mentions.complete(self.cwd, word[1:]):
+                yield Completion(
+                    "@" + path, start_position=-len(word), display=visible("@" + path, one_line=True)
+                )
+            return
         if not text.startswith("/") or any(c.isspace() for c in text):
             return
         for name in commands.names():
@@ -139,8 +160,29 @@ class RedactingHistory(FileHistory):
         super().store_string(redact(string, self.secrets))
 
 
-def key_bindings(toggle_thinking: Callable[[], None] | None = None) -> KeyBindings:
+MODES = ("default", "acceptEdits", "plan")  # what Shift-Tab cycles through, as in Claude Code
+MODE_LABELS = {
+    "acceptEdits": "⏵⏵ accept edits on (shift+tab to cycle)",
+    "plan": "⏸ plan mode on (shift+tab to cycle)",
+    "bypassPermissions": "bypass permissions on (shift+tab to cycle)",
+}
+
+
+def next_mode(mode: str, started: str) -> str:
+    """The mode after ``mode``; bypassPermissions stays in the cycle only if the session started in it."""
+    cycle = MODES + (("bypassPermissions",) if started == "bypassPermissions" else ())
+    return cycle[(cycle.index(mode) + 1) % len(cycle)] if mode in cycle else cycle[0]
+
+
+def key_bindings(
+    cycle_mode: Callable[[], None] = lambda: None, toggle_thinking: Callable[[], None] | None = None
+) -> KeyBindings:
     kb = KeyBindings()
+
+    @kb.add("s-tab")
+    def _cycle_mode(event: Any) -> None:
+        cycle_mode()
+        event.app.invalidate()  # the line under the input shows the new mode
 
     if toggle_thinking is not None:
 
@@ -156,6 +198,14 @@ def key_bindings(toggle_thinking: Callable[[], None] | None = None) -> KeyBindin
     @kb.add("c-o")
     def _show_summary(event: Any) -> None:  # as in Claude Code; what was typed comes back afterwards
         event.app.exit(result=SHOW_SUMMARY + DRAFT_MARK + event.current_buffer.text)
+
+    @kb.add("escape", "escape")
+    def _rewind(event: Any) -> None:  # as in Claude Code: Esc Esc clears the line, or on an empty one rewinds
+        buffer = event.current_buffer
+        if buffer.text:
+            buffer.reset()
+        else:
+            event.app.exit(result="/rewind")
 
     @kb.add("c-c")
     def _ctrl_c(event: Any) -> None:
@@ -192,6 +242,19 @@ class KeyReader:
             store_typeahead(self.inp, keys)
 
 
+def typed_text(keys: list[KeyPress]) -> str:
+    """What keys typed during a turn will put in the input line (backspace applied, Enter as a newline)."""
+    text = ""
+    for k in keys:
+        if k.key in (Keys.Backspace, Keys.ControlH):
+            text = text[:-1]
+        elif k.key in (Keys.Enter, Keys.ControlM, Keys.ControlJ):
+            text += "\n"
+        elif len(k.data) == 1 and k.data.isprintable():
+            text += k.data
+    return text
+
+
 @dataclass
 class _Question:
     tool: str
@@ -221,6 +284,7 @@ class Repl:
         self.environ = environ
         self.console = console
         self.renderer = Renderer(console)
+        self.renderer.cwd = Path(settings.cwd)
         self.input = input or create_input()
         self.output = output
         self.real_terminal = input is None
@@ -233,9 +297,9 @@ class Repl:
             history=history if history is not None else self._history(),
             input=self.input,
             output=output,
-            completer=SlashCompleter(self._custom_commands),
+            completer=SlashCompleter(self._custom_commands, Path(settings.cwd)),
             complete_while_typing=True,
-            key_bindings=key_bindings(self.toggle_thinking),
+            key_bindings=key_bindings(self.cycle_mode, self.toggle_thinking),
             multiline=False,
             enable_history_search=False,
             style=STYLE,
@@ -267,6 +331,8 @@ class Repl:
         for warning in self.settings.warnings:  # a project's broken settings file: skipped, said once
             self.renderer.line(f"Warning: {warning}", "yellow")
         self.confirm_trust()  # before anything of the project's runs (SessionStart hooks)
+        if resume == RESUME_PICK:
+            resume = self.pick_at_start()
         self.session = lifecycle.open_session(
             self.settings,
             emit=self.renderer,
@@ -282,6 +348,21 @@ class Repl:
         lifecycle.start(self.session, "resume" if (resume or continue_last) else "startup")
         if self.session.messages:  # a resumed conversation may already be over the warning level
             self.when_drawn(lambda: threading.Thread(target=self._refresh_tokens_bg, daemon=True).start())
+
+    def pick_at_start(self) -> str | None:
+        """--resume without an id: the directory's sessions, and the one picked (None: a new session)."""
+        found = list_sessions(self.settings.project_dir)
+        if not found:
+            self.renderer.line("No saved sessions in this directory; starting a new one.", "dim")
+            return None
+        for line in commands.session_lines(found, str(self.settings.cwd)):
+            self.renderer.line(line)
+        answer = self._ask_line(f"Resume which session? (1-{len(found)}, Enter for a new one) ")
+        if answer.isdigit() and 1 <= int(answer) <= len(found):
+            return str(found[int(answer) - 1].path)
+        if answer:
+            self.renderer.line(f"No session {answer!r}; starting a new one.", "dim")
+        return None
 
     def confirm_trust(self) -> None:
         """The trust dialog, when the project's settings files ask for what needs trust (agent/trust.py):
@@ -320,12 +401,16 @@ class Repl:
         self.renderer.line("Trusted: its settings apply (/trust revoke withdraws it).", "dim")
 
     def _yes(self, question: str) -> bool:
+        return self._ask_line(question).lower() in ("y", "yes")
+
+    def _ask_line(self, question: str) -> str:
+        """One line typed in answer to ``question`` ("" for Ctrl-C / Ctrl-D)."""
         try:
             with patch_stdout(raw=True) if self.real_terminal else nullcontext():
                 answer = PromptSession[str](input=self.input, output=self.output).prompt(question)
         except (KeyboardInterrupt, EOFError):
-            return False
-        return answer.strip().lower() in ("y", "yes")
+            return ""
+        return answer.strip()
 
     def use(self, session: Any) -> None:
         """Continue with another session (tests; /clear and /resume)."""
@@ -367,12 +452,25 @@ class Repl:
         return line
 
     def _toolbar(self) -> Any:
-        shown = warning_of(self.token_state)
-        thinking = [("class:thinking", THINKING_ON)] if getattr(self.session, "thinking_on", False) else []
-        if shown is None:
-            return thinking or ""
-        severity, text = shown
-        return [(f"class:{severity}", text), *([("", "  ")] if thinking else []), *thinking]
+        parts: list[tuple[str, str]] = []
+        mode = self.session.permissions.mode if self.session is not None else "default"
+        if mode in MODE_LABELS:
+            parts.append(("class:mode", MODE_LABELS[mode]))
+        shown = warning_of(self.token_state, self.settings.disable_compact)
+        if shown is not None:
+            severity, text = shown
+            parts += [("", " · ")] if parts else []
+            parts.append((f"class:{severity}", text))
+        if getattr(self.session, "thinking_on", False):
+            parts += [("", "  ")] if parts else []
+            parts.append(("class:thinking", THINKING_ON))
+        return parts or ""
+
+    def cycle_mode(self) -> None:
+        """Shift-Tab: default → acceptEdits → plan → default, for this session."""
+        if self.session is not None:
+            perms = self.session.permissions
+            perms.mode = next_mode(perms.mode, self.settings.permission_mode)
 
     def _custom_commands(self) -> dict[str, str]:
         """Custom command names and what completion shows beside them (read from disk as typed)."""
@@ -388,8 +486,43 @@ class Repl:
         """Run one input line; False when the REPL should end."""
         if commands.is_command(line):
             return self.command(line)
-        self.turn(line)
+        if line.startswith("!") and line[1:].strip():
+            self.shell(line[1:].strip())
+        elif memory_note.note_of(line) and "\n" not in line.strip():
+            self.remember(memory_note.note_of(line))
+        else:
+            self.turn(line)
         return True
+
+    def shell(self, command: str) -> None:
+        """!command: run by the user, its output shown here and recorded for the model."""
+        ran = self.in_worker(lambda: shell_escape.run(self.session, command))
+        if ran is None:
+            return
+        if not ran.ran:
+            self.renderer.line(ran.output, "red")
+            return
+        for text in (ran.output.rstrip("\n") or "(no output)").splitlines():
+            self.renderer.line("  " + text, "red" if ran.is_error else "dim")
+        self.refresh_tokens()
+
+    def remember(self, note: str) -> None:
+        """# note: appended to the project's or the user's CLAUDE.md, as the user picks."""
+        places = memory_note.targets(self.settings)
+        self.renderer.line(
+            f"Add to memory: [p]roject {places['project']} or [u]ser {places['user']}? (Enter cancels)"
+        )
+        answer = self._ask_line("p / u: ").lower()
+        where = next((k for k in memory_note.CHOICES if answer and k.startswith(answer)), None)
+        if where is None:
+            self.renderer.line("Not saved.", "dim")
+            return
+        try:
+            memory_note.add(places[where], note)
+        except OSError as e:
+            self.renderer.line(f"Could not save the note to {places[where]}: {e}", "red")
+            return
+        self.renderer.line(f"Noted in {places[where]} (read with every request).", "dim")
 
     def turn(self, text: str, allowed: tuple[str, ...] = ()) -> None:
         self.renderer.begin_turn()
@@ -412,6 +545,8 @@ class Repl:
         if isinstance(result, commands.Prompt):  # a custom command: its prompt runs as a turn
             self.turn(result.prompt, result.allowed)
             return True
+        if isinstance(result, commands.Switched) and not result.session.messages:
+            self.renderer.clear_screen()  # /clear, as in Claude Code
         if isinstance(result, commands.Switched):
             self.renderer.recap(result.session.messages)  # /resume: where the conversation was
         if not isinstance(result, commands.Compacted) or self.renderer.compact_events == before:
@@ -420,19 +555,42 @@ class Repl:
             self.use(result.session)
         elif isinstance(result, commands.SessionList) and result.sessions:
             self._pick_session(len(result.sessions))
+        elif isinstance(result, commands.RewindMenu) and result.points:
+            self._pick_rewind(result.points)
         self.refresh_tokens()
         return True
 
-    def _pick_session(self, count: int) -> None:
-        try:
-            with patch_stdout(raw=True) if self.real_terminal else nullcontext():
-                answer = PromptSession[str](input=self.input, output=self.output).prompt(
-                    f"Resume which session? (1-{count}, Enter to stay here) "
-                )
-        except (KeyboardInterrupt, EOFError):
+    def _pick_rewind(self, points: list[Any]) -> None:
+        """N: back to just before prompt N (its text returns to the input line); sN: summarize up to it."""
+        n = len(points)
+        self.renderer.line(
+            f"N (1-{n}) goes back to just before prompt N · sN summarizes what came before it, keeping "
+            "the rest · Enter stays here",
+            "dim",
+        )
+        answer = self._ask_line("Rewind: ").lower()
+        summarize = answer.startswith("s")
+        number = answer[1:].strip() if summarize else answer
+        if not number.isdigit() or not 1 <= int(number) <= n:
+            if answer:
+                self.renderer.line(f"No prompt {answer!r}; the conversation is unchanged.", "dim")
             return
-        if answer.strip():
-            self.command(f"/resume {answer.strip()}")
+        point = points[int(number) - 1]
+        if summarize:
+            self.in_worker(lambda: rewind.summarize_up_to(self.session, point))
+        else:
+            self._draft = rewind.rewind(self.session, point)
+            self.renderer.line(
+                f"Rewound to just before prompt {number}; it is back in the input line "
+                "(the transcript keeps everything).",
+                "dim",
+            )
+        self.refresh_tokens()
+
+    def _pick_session(self, count: int) -> None:
+        answer = self._ask_line(f"Resume which session? (1-{count}, Enter to stay here) ")
+        if answer:
+            self.command(f"/resume {answer}")
 
     # --- the worker and the wait -----------------------------------------------------------------------
     def in_worker(self, fn: Callable[[], Any]) -> Any:
@@ -475,9 +633,11 @@ class Repl:
                                 self.interrupt()
                             else:
                                 reader.kept.append(key)
+                                self.renderer.queued = typed_text(reader.kept)
                     except KeyboardInterrupt:
                         self.interrupt()
         finally:
+            self.renderer.queued = ""
             reader.close()
 
     def interrupt(self) -> None:

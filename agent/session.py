@@ -29,14 +29,16 @@ from agent.system_prompt import (
     git_facts,
     instruction_files,
 )
-from agent.transcript import TranscriptWriter
+from agent.transcript import SIDE_USAGE, TranscriptWriter
 from compact import thresholds
 from compact.conversation import LastCompaction, Ports
 from compact.state import ContextState
-from core.events import Event, MessageRecorded, Notice
+from core.events import Event, MessageRecorded, Notice, ToolOutput
 from core.messages import Message
 from core.model import Request, context_window_for, cost_usd, max_output_tokens
 from tools.base import ToolContext
+from tools.bash import LIVE_OUTPUT
+from tools.links import Hidden
 from tools.permissions import Permissions
 from tools.registry import builtin_tools, tool_schemas
 from tools.snip import SnipTool
@@ -77,22 +79,18 @@ class Session:
         # extended thinking: on for every turn (settings; the REPL's toggle), or raised by a prompt's words
         self.thinking_on = s.always_thinking or s.max_thinking_tokens is not None
         self.prompt_thinking: int | None = None  # the budget the current prompt's words ask for
-        self.writer = writer = TranscriptWriter(
-            self.transcript_path,
-            self.session_id,
-            str(s.cwd),
-            __version__,
-            last_uuid=self.last_uuid,
-            secret=(s.api_key, s.auth_token),
-        )
+        self.writer = writer = self.make_writer()
         self.client = wiring.client(s, self._emit)
         self.tools = builtin_tools() + [SnipTool()]
         self.tool_ctx = ToolContext(
             project_dir=s.cwd, session_dir=self.session_dir, cwd=s.cwd, environ=s.environ or None
         )
+        self.tool_ctx.services[LIVE_OUTPUT] = lambda chunk: self._emit(
+            ToolOutput(chunk.decode("utf-8", "replace"))
+        )
         self.permissions = Permissions(s, session_dir=self.session_dir)
         if s.deny:  # a file the Read rules deny never shows up in Grep or Glob output either
-            self.tool_ctx.hidden = self.permissions.read_denied
+            self.tool_ctx.hidden = Hidden(self.permissions.read_denied, [s.root])
         self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
         self.ports = Ports(
             model=self.client,
@@ -115,13 +113,26 @@ class Session:
             replayed=replayed,
             clock=self.clock,
         )
+        self.subagents: Any = None  # the Task service: agent.subagents.install gives it (lifecycle)
+
+    def make_writer(self) -> TranscriptWriter:
+        """The transcript writer (a subagent's session writes a sidechain: agent.subagents)."""
+        s = self.settings
+        return TranscriptWriter(
+            self.transcript_path,
+            self.session_id,
+            str(s.cwd),
+            __version__,
+            last_uuid=self.last_uuid,
+            secret=(s.api_key, s.auth_token),
+        )
 
     def use_settings(self, s: Settings) -> None:
         """Continue under settings built again (/trust revoke): permissions, hooks, the tools' environment
         and the client follow; the conversation and its compaction settings stay as they are."""
         self.settings = s
         self.permissions = Permissions(s, session_dir=self.session_dir)
-        self.tool_ctx.hidden = self.permissions.read_denied if s.deny else None
+        self.tool_ctx.hidden = Hidden(self.permissions.read_denied, [s.root]) if s.deny else None
         self.tool_ctx.environ = s.environ or None
         self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
         self.client = wiring.client(s, self._emit)
@@ -187,7 +198,13 @@ class Session:
     def account_side_request(self, message: Message) -> None:
         """Usage of compaction / notes requests counts toward /cost, not toward the context."""
         if message.usage:
-            self._account(message.model or self.model, message.usage)
+            self.account_unrecorded(message.model or self.model, message.usage)
+
+    def account_unrecorded(self, model: str, usage: dict[str, Any]) -> None:
+        """Usage no message record carries (side requests, a reply cut short by Ctrl-C): counted, and
+        written as a ``side-usage`` record so /cost after a resume counts it too (agent.sessions)."""
+        self._account(model, usage)
+        self.conv.record({"type": SIDE_USAGE, "model": model, "usage": dict(usage)})
 
     # --- model requests ----------------------------------------------------------------------------
     def where(self) -> Where:

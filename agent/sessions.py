@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from agent.transcript import MESSAGE_TYPES
+from agent.transcript import MESSAGE_TYPES, SIDE_USAGE
 from core.messages import from_record
 
 
@@ -87,8 +87,12 @@ def session_info(path: Path, size: int | None = None) -> SessionInfo:
     return _session_info(path, path.stat().st_mtime, size)
 
 
+SIDE_USAGE_NEEDLE = f'"type":"{SIDE_USAGE}"'.encode()
+
+
 def earlier_usage(path: Path, size: int) -> list[tuple[str, dict[str, Any]]]:
-    """(model, usage) of each model response recorded in the first ``size`` bytes of a transcript.
+    """(model, usage) of each model response recorded in the first ``size`` bytes of a transcript, and
+    of each ``side-usage`` record (summary and notes requests, replies cut short: agent.session).
 
     A response Claude Code streamed as several records repeats its usage on each: counted once.
     """
@@ -96,11 +100,14 @@ def earlier_usage(path: Path, size: int) -> list[tuple[str, dict[str, Any]]]:
     with open(path, "rb") as f:
         data = f.read(size)
     for line in data.split(b"\n"):
-        if b'"type":"assistant"' not in line or b'"usage"' not in line:
+        if b'"usage"' not in line or not (b'"type":"assistant"' in line or SIDE_USAGE_NEEDLE in line):
             continue
         try:
             rec = json.loads(line)
         except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("type") == SIDE_USAGE and isinstance(rec.get("usage"), dict):
+            found[str(rec.get("uuid") or len(found))] = (str(rec.get("model") or ""), rec["usage"])
             continue
         message = rec.get("message") if isinstance(rec, dict) and not rec.get("isSidechain") else None
         if isinstance(message, dict) and isinstance(message.get("usage"), dict):

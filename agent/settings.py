@@ -43,6 +43,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agent import trust as trust_store
+from agent.agents import withheld_agents
 from agent.project import SETTINGS_CAP, FileProblem, project_root, read_small
 from agent.trust import Ignored, Trust
 from compact.thresholds import smallest_window
@@ -173,6 +174,8 @@ def load_settings(*, cwd: Path, environ: Mapping[str, str], cli: dict[str, Any])
         data, ignored = trust_store.restrict(raw, str(path), s.trust)
         s.ignored += ignored
         _merge_layer(layer, data, str(path))
+    if not s.trust.trusted and root not in (user_home, home):  # its agents act with the user's permissions
+        s.ignored += withheld_agents(root)
 
     env: dict[str, str] = dict(layer.get("env", {}))
     env_sources = {name: f'{layer["sources"]["env." + name]} "env"' for name in env}

@@ -16,6 +16,7 @@ permission check, the hooks and the tool all judge the same file; and after a to
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, TypeVar
@@ -24,7 +25,7 @@ from agent.client import INVALID_INPUT
 from agent.session import Session
 from compact import ledger, restore
 from core.errors import Interrupted
-from core.events import TodosChanged, ToolFinished, ToolStarted
+from core.events import PermissionDenied, TodosChanged, ToolFinished, ToolStarted
 from core.messages import Message, meta, tool_result_block, tool_results
 from core.private import redact, secrets_of
 from tools.base import ToolResult
@@ -46,6 +47,13 @@ _T = TypeVar("_T")
 
 class Declined(Exception):
     """The user answered "no": the turn ends once every call of the message has its result."""
+
+
+_call = threading.local()  # the id of the call a tool thread is running (a Task names its subagent by it)
+
+
+def current_call_id() -> str | None:
+    return getattr(_call, "id", None)
 
 
 class HookStopped(Exception):
@@ -183,8 +191,9 @@ def _redacted(session: Session, result: ToolResult) -> ToolResult:
 
 
 def _read_only(session: Session, use: dict[str, Any]) -> bool:
+    """Whether the call may run beside its neighbours: read-only tools, and Task (own context each)."""
     tool = get(session.tools, use.get("name", ""))
-    return bool(tool and tool.read_only)
+    return bool(tool and getattr(tool, "concurrency_safe", tool.read_only))
 
 
 def _touched(uses: list[dict[str, Any]]) -> set[str]:
@@ -218,6 +227,7 @@ def _permit(
         return ToolResult(f"There is no tool named {name}. Available tools: {names}.", is_error=True)
     decision = session.permissions.check(name, args, cwd=session.tool_ctx.cwd)
     if decision.behavior == "deny":
+        _denied(session, use, decision.reason)
         return ToolResult(
             f"Permission to use {name} was denied: {decision.reason}. Do not retry this call; "
             "choose another approach or ask the user.",
@@ -230,6 +240,7 @@ def _permit(
             session.emit(ToolFinished(use["id"], name, failure.content, True, failure.summary))
             return failure
         if session.ask is None or session.cancel.is_set():
+            _denied(session, use, f"needs approval ({decision.reason}) and nobody can give it")
             return ToolResult(
                 f"{name} needs the user's approval ({decision.reason}), and nobody can approve it in this "
                 "non-interactive session, so it was not run. Continue without it or tell the "
@@ -240,6 +251,7 @@ def _permit(
         if answer == "always":
             session.permissions.allow_for_session(session.permissions.suggest_rule(name, args))
         elif answer != "yes":
+            _denied(session, use, "the user said no")
             return ToolResult(DECLINED, is_error=True)
     outcomes = session.run_hooks("PreToolUse", name, tool_name=name, tool_input=args)
     stop = session.hooks.stop_reason(outcomes)
@@ -253,6 +265,11 @@ def _permit(
     return None
 
 
+def _denied(session: Session, use: dict[str, Any], reason: str) -> None:
+    args = use.get("input")
+    session.emit(PermissionDenied(use["id"], use["name"], args if isinstance(args, dict) else {}, reason))
+
+
 def _execute(session: Session, use: dict[str, Any], stops: list[str] | None = None) -> ToolResult:
     if session.cancel.is_set():
         return ToolResult(NOT_RUN, is_error=True)
@@ -264,16 +281,23 @@ def _execute(session: Session, use: dict[str, Any], stops: list[str] | None = No
     if unchanged is not None:
         session.emit(ToolFinished(use["id"], name, unchanged, False, "unchanged since restored"))
         return ToolResult(unchanged, summary="unchanged since restored")
-    result = _redacted(session, run_tool(tool, args, session.tool_ctx))
-    if session.cancel.is_set() and not result.is_error:
+    _call.id = use["id"]
+    try:
+        result = _redacted(session, run_tool(tool, args, session.tool_ctx))
+    finally:
+        _call.id = None
+    if _says_interrupted(result):
+        pass  # the tool said itself what was stopped (a Task names its subagent's transcript)
+    elif session.cancel.is_set() and not result.is_error:
         result = ToolResult(
             f"{INTERRUPTED}\n\nPartial output:\n{result.content}"
             if isinstance(result.content, str)
             else INTERRUPTED,
             is_error=True,
         )
-    elif session.cancel.is_set():
-        result = ToolResult(INTERRUPTED, is_error=True)
+    elif session.cancel.is_set():  # what it printed before it was stopped (Bash says so) reaches the model
+        said = result.content if isinstance(result.content, str) and result.content.strip() else ""
+        result = ToolResult(f"{INTERRUPTED}\n\n{said}" if said else INTERRUPTED, is_error=True)
     session.emit(ToolFinished(use["id"], name, result.content, result.is_error, result.summary))
     if name == "TodoWrite" and not result.is_error:
         session.emit(TodosChanged(tuple(dict(t) for t in args.get("todos") or [])))
@@ -283,7 +307,7 @@ def _execute(session: Session, use: dict[str, Any], stops: list[str] | None = No
         tool_name=name,
         tool_input=args,
         tool_response={
-            "content": result.content if isinstance(result.content, str) else "[blocks]",
+            "content": _hook_text(result.content),
             "is_error": result.is_error,
         },
     )
@@ -302,6 +326,19 @@ def _with_feedback(result: ToolResult, feedback: str) -> ToolResult:
     return replace(result, content=[*result.content, {"type": "text", "text": note}])
 
 
+def _hook_text(content: str | list[dict[str, Any]]) -> str:
+    """A result's text for a PostToolUse hook: text blocks joined (a Task's answer); "[blocks]" for media."""
+    if isinstance(content, str):
+        return content
+    if all(b.get("type") == "text" for b in content):
+        return "\n\n".join(str(b.get("text", "")) for b in content)
+    return "[blocks]"
+
+
+def _says_interrupted(result: ToolResult) -> bool:
+    return result.is_error and isinstance(result.content, str) and result.content.startswith(INTERRUPTED)
+
+
 def record_interruption(session: Session) -> None:
     """After Ctrl-C: answer any unanswered tool call and leave a marker, so the next request is valid."""
     answer_open_calls(session, NOT_RUN)
@@ -313,3 +350,46 @@ def answer_open_calls(session: Session, text: str) -> None:
     last = session.messages[-1] if session.messages else None
     if last is not None and last.role == "assistant" and last.tool_uses:
         session.add(tool_results([tool_result_block(u["id"], text, True) for u in last.tool_uses]))
+
+
+CUT_HEAD = 2_000  # characters of a cut input value kept in the history
+
+
+def for_history(message: Message, limit: int) -> Message:
+    """The message as the conversation keeps it: a tool input of more than ``limit`` characters is cut.
+
+    The call itself runs with the whole input (a 200 MB Write still writes 200 MB); only the history
+    holds the head of each long value and a note. Otherwise one input larger than the context window
+    would make every later request, the summary request included, too long to send.
+    """
+    if message.role != "assistant" or not message.tool_uses:
+        return message
+    content, changed = [], False
+    for block in message.content:
+        if block.get("type") == "tool_use" and _chars(block.get("input")) > limit:
+            block, changed = {**block, "input": _cut(block.get("input"))}, True
+        content.append(block)
+    return message.replace(content=content) if changed else message
+
+
+def _chars(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(len(str(k)) + _chars(v) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_chars(v) for v in value)
+    return 8
+
+
+def _cut(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > CUT_HEAD:
+        return (
+            f"{value[:CUT_HEAD]}\n[… {len(value) - CUT_HEAD:,} more characters cut from the conversation "
+            "history to keep it within the context window; the tool call had the whole input]"
+        )
+    if isinstance(value, dict):
+        return {k: _cut(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut(v) for v in value]
+    return value

@@ -11,16 +11,24 @@ listing a directory's sessions is agent.sessions'; our non-message records are c
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from core.errors import SessionError
 from core.messages import Message, new_uuid, now_iso, to_record
 from core.private import open_private, redact, secrets_of
 
 MESSAGE_TYPES = ("user", "assistant")
 BOUNDARY_NEEDLE = b'"compact_boundary"'
+
+
+SIDE_USAGE = (
+    "side-usage"  # usage no message record carries (agent.session writes it, agent.sessions reads it)
+)
 
 
 def is_boundary(rec: dict[str, Any]) -> bool:
@@ -79,10 +87,22 @@ class TranscriptWriter:
         self.sync_boundaries = sync_boundaries
         self._secrets = secrets_of(*(secret if isinstance(secret, tuple) else (secret,)))
         self._fd: int | None = None
+        self._held = False  # this writer counts among the holders of the transcript's lock
 
     def _open(self) -> int:
         if self._fd is None:
             fd = open_private(self.path, os.O_WRONLY | os.O_APPEND)
+            # one writing process a transcript: a second process appending would interleave two
+            # conversations (lifecycle forks a session another process holds; this catches the race)
+            try:
+                _hold(self.path)
+            except BlockingIOError:
+                os.close(fd)
+                raise SessionError(
+                    f"Session {self.path.stem} was taken up by another process meanwhile; nothing of this "
+                    "run was written to it. Run again to continue it in a new session."
+                ) from None
+            self._held = True
             if _ends_torn(self.path):  # end a line torn by a crash, so our first record stays whole
                 os.write(fd, b"\n")
             self._fd = fd
@@ -91,11 +111,21 @@ class TranscriptWriter:
     def _write(self, rec: dict[str, Any], *, sync: bool) -> None:
         line = redact(_dumps(rec), self._secrets)
         view = memoryview(line.encode("utf-8"))
-        fd = self._open()
-        while view:  # a regular file takes the whole line at once; loop only in case it does not
-            view = view[os.write(fd, view) :]
-        if sync or self.sync:
-            os.fsync(fd)
+        try:
+            fd = self._open()
+            while view:  # a regular file takes the whole line at once; loop only in case it does not
+                view = view[os.write(fd, view) :]
+            if sync or self.sync:
+                os.fsync(fd)
+        except SessionError:
+            raise
+        except OSError as exc:
+            # a full disk (or a quota): part of the line may be there, so the next write opens the file
+            # again and ends that torn line first; the caller gets one clear line, not a traceback
+            self.close()
+            raise SessionError(
+                f"Can't write the session transcript {self.path}: {exc.strerror or exc}"
+            ) from None
 
     def append_message(self, m: Message) -> dict[str, Any]:
         rec = to_record(
@@ -152,9 +182,81 @@ class TranscriptWriter:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        if self._held:
+            self._held = False
+            _release(self.path)
 
     def __enter__(self) -> TranscriptWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# transcripts this process writes: path -> (the descriptor holding the flock, writers using it). The
+# lock is the process's, shared by its writers (/resume of the session just left opens a second one).
+_locks: dict[str, tuple[int, int]] = {}
+
+
+def _hold(path: Path) -> None:
+    key = str(path)
+    if key in _locks:
+        fd, count = _locks[key]
+        _locks[key] = (fd, count + 1)
+        return
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise
+    _locks[key] = (fd, 1)
+
+
+def _release(path: Path) -> None:
+    fd, count = _locks.pop(str(path), (-1, 0))
+    if count > 1:
+        _locks[str(path)] = (fd, count - 1)
+    elif fd >= 0:
+        os.close(fd)
+
+
+def in_use(path: Path) -> bool:
+    """Whether another process is writing the transcript at ``path`` (its writer holds the lock)."""
+    if str(path) in _locks:
+        return False  # this process's own
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock this probe took
+    return False
+
+
+def agent_id_for(tool_use_id: str) -> str:
+    """A subagent's id: seven characters like Claude Code's ("a2898e3"), derived from its Task call's id
+    so that a session resumed after a crash can name the transcript of a call left without an answer."""
+    return "a" + hashlib.sha256(tool_use_id.encode()).hexdigest()[:6]
+
+
+def sidechain_path(transcript: Path, agent_id: str) -> Path:
+    """Where a subagent's transcript lives: ``P/<session-id>/subagents/agent-<id>.jsonl``, as Claude Code
+    lays them out, beside the session's own directory."""
+    return transcript.with_suffix("") / "subagents" / f"agent-{agent_id}.jsonl"
+
+
+class SidechainWriter(TranscriptWriter):
+    """A subagent's transcript: the same records, each marked ``isSidechain: true`` with the ``agentId``;
+    ``sessionId`` is the parent session's."""
+
+    def __init__(self, path: Path, session_id: str, cwd: str, version: str, *, agent_id: str, **kw: Any):
+        super().__init__(path, session_id, cwd, version, **kw)
+        self.agent_id = agent_id
+
+    def _write(self, rec: dict[str, Any], *, sync: bool) -> None:
+        super()._write({**rec, "isSidechain": True, "agentId": self.agent_id}, sync=sync)

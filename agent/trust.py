@@ -8,7 +8,8 @@ and permission settings that widen access (``allow`` rules, a ``defaultMode`` ot
 always apply. Each item taken out becomes an ``Ignored``, for the dialog, ``/trust`` and print mode's
 one stderr line. User-level settings (``H/settings.json``) are never restricted.
 
-A project's ``model`` key (what the user pays for) needs trust too. ``ANTHROPIC_*`` entries of a
+A project's ``model``, ``alwaysThinkingEnabled`` and ``maxThinkingTokens`` (what the user pays for) need
+trust too. ``ANTHROPIC_*`` entries of a
 project's ``env`` (credentials, the base URL the API key is sent to, the model) need more than trust: each key must have been confirmed by name, with its value, in the REPL's
 dialog; a repository that later changes the value is asked about again.
 
@@ -32,11 +33,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core.private import write_private
+from core.private import locked, replace_private
 from core.terminal import visible
 
 TRUST_FILE = "trusted-projects.json"
 NARROW_MODES = ("default", "plan")
+COST_KEYS = ("model", "alwaysThinkingEnabled", "maxThinkingTokens")  # need trust: they decide the bill
 CREDENTIAL_PREFIX = "ANTHROPIC_"
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 
@@ -45,7 +47,7 @@ _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE
 class Ignored:
     """One thing a project settings file asked for and did not get."""
 
-    kind: str  # "hook" | "env" | "permission" | "model" | "credential"
+    kind: str  # "hook" | "env" | "permission" | "model" | "credential" | "agent"
     what: str  # shown to the user, e.g. 'SessionStart hook: touch /tmp/x'
     source: str  # the settings file
     key: str = ""  # the env key, for "env" and "credential"
@@ -99,7 +101,13 @@ def load(home: Path, project: Path) -> Trust:
 
 def grant(home: Path, project: Path, confirmed: tuple[str, ...] = (), declined: tuple[str, ...] = ()) -> None:
     """Record the project as trusted; ``confirmed``/``declined`` ANTHROPIC_* keys (``confirmation`` of
-    each) replace earlier answers about the same names."""
+    each) replace earlier answers about the same names. Under the store's lock: runs at the same time
+    each keep their record."""
+    with locked(_lock_file(home)):
+        _grant(home, project, confirmed, declined)
+
+
+def _grant(home: Path, project: Path, confirmed: tuple[str, ...], declined: tuple[str, ...]) -> None:
     projects = _read(home)
     entry = projects.get(_key(project))
     entry = dict(entry) if isinstance(entry, dict) else {"trusted_at": datetime.now(timezone.utc).isoformat()}
@@ -113,15 +121,21 @@ def grant(home: Path, project: Path, confirmed: tuple[str, ...] = (), declined: 
 
 def revoke(home: Path, project: Path) -> bool:
     """Forget the project's trust; False when it was not trusted."""
-    projects = _read(home)
-    if projects.pop(_key(project), None) is None:
-        return False
-    _write(home, projects)
-    return True
+    with locked(_lock_file(home)):
+        projects = _read(home)
+        if projects.pop(_key(project), None) is None:
+            return False
+        _write(home, projects)
+        return True
+
+
+def _lock_file(home: Path) -> Path:
+    return Path(home) / (TRUST_FILE + ".lock")
 
 
 def _write(home: Path, projects: dict[str, Any]) -> None:
-    write_private(trust_file(home), json.dumps({"projects": projects}, indent=2, sort_keys=True) + "\n")
+    # whole or not at all: a reader without the lock (a starting session) never sees half a file
+    replace_private(trust_file(home), json.dumps({"projects": projects}, indent=2, sort_keys=True) + "\n")
 
 
 # ---- what an untrusted project file may not set ----------------------------------------------------
@@ -151,8 +165,9 @@ def restrict(data: dict[str, Any], source: str, trust: Trust) -> tuple[dict[str,
         out["env"] = env
     if trust.trusted:
         return out, ignored
-    if "model" in out:  # the model decides what the user pays for: never chosen silently by a repository
-        ignored.append(Ignored("model", f"model {_one_line(out.pop('model'))}", source, "model"))
+    for key in COST_KEYS:  # what the user pays for is never chosen silently by a repository
+        if key in out:
+            ignored.append(Ignored("model", f"{key} {_one_line(str(out.pop(key)))}", source, key))
     for event, groups in (out.pop("hooks", None) or {}).items():
         for group in groups:
             for hook in group.get("hooks") or []:
@@ -200,7 +215,7 @@ def print_mode_line(ignored: list[Ignored], trusted: bool) -> str:
         )
     return (
         f"compact-agent: this project is not trusted, so its settings files' hooks, env and widened "
-        f"permissions and model were ignored: {items}. Pass --trust-project to trust it (recorded); "
+        f"permissions and model, and its agents, were ignored: {items}. Pass --trust-project to trust it (recorded); "
         f"ANTHROPIC_* keys also need confirming in the REPL"
     )
 
@@ -211,7 +226,8 @@ def dialog_lines(ignored: list[Ignored]) -> list[str]:
         "hook": "Run these commands (hooks):",
         "env": "Set these environment variables:",
         "permission": "Widen permissions:",
-        "model": "Choose the model (what you pay for):",
+        "model": "Choose the model or thinking budget (what you pay for):",
+        "agent": "Offer these subagents (their prompts act with your permissions):",
     }
     lines = []
     for kind, title in titles.items():

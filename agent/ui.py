@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import re
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
 from rich.segment import Segment, Segments
@@ -45,11 +47,15 @@ from core.events import (
     MessageRecorded,
     Notice,
     Retrying,
+    SubagentFinished,
+    SubagentProgress,
+    SubagentStarted,
     TextDelta,
     ThinkingDelta,
     TodosChanged,
     TokenState,
     ToolFinished,
+    ToolOutput,
     ToolStarted,
     TurnFinished,
 )
@@ -68,7 +74,7 @@ RECAP_LINES = 4
 DIFF_LINES = 10
 DIFF_STYLES = {"+": "green", "-": "red"}
 # tools whose output is the file itself (or a confirmation): their one-line summary says more
-SUMMARY_TOOLS = ("Read", "Write", "Edit", "Snip")
+SUMMARY_TOOLS = ("Read", "Write", "Edit", "Snip", "Task")
 NOTICE_STYLES = {"info": "dim", "warning": "yellow", "error": "red"}
 KEY_ARGS = {
     "Read": "file_path",
@@ -78,6 +84,7 @@ KEY_ARGS = {
     "Grep": "pattern",
     "Glob": "pattern",
     "Snip": "ids",
+    "Task": "description",
 }
 # /context: (style, glyph) per category; glyphs keep the grid readable without colour
 CATEGORY_LOOK = {
@@ -310,12 +317,21 @@ def _without_trailing_blanks(line: list[Segment]) -> list[Segment]:
     return line
 
 
-def warning_of(state: TokenState | None) -> tuple[str, str] | None:
+def warning_of(state: TokenState | None, compact_disabled: bool = False) -> tuple[str, str] | None:
     """(severity, text) of the line under the input, or None below the warning level.
 
     severity is "warning" (yellow), "error" (red, from the error threshold) or "blocking" (red).
-    The text is compact.thresholds.warning_text for the state the trigger computed.
+    The text is compact.thresholds.warning_text for the state the trigger computed; with compaction
+    disabled (DISABLE_COMPACT) it advises /clear, the one way left to free the context.
     """
+    if compact_disabled and state is not None and (state.warning or state.blocking):
+        severity = "blocking" if state.blocking else "error" if state.error else "warning"
+        if state.blocking:
+            return severity, "Context limit reached · /clear to start a new session (compaction is disabled)"
+        return (
+            severity,
+            f"Context low ({state.percent_left}% remaining) · compaction is disabled; /clear starts anew",
+        )
     if state is None or not (state.warning or state.blocking):
         return None
     lv = thresholds.Level(
@@ -388,12 +404,20 @@ def diff_lines(name: str, args: dict[str, Any]) -> list[tuple[str, str]]:
             if not ln.startswith(("---", "+++", "@@"))
         ]
     elif name == "Write":
-        body = ["+" + ln for ln in visible(str(args.get("content", ""))).splitlines()]
+        content = str(args.get("content", ""))
+        # only the lines shown are split out: a 200 MB Write must not be copied line by line to show ten
+        body = ["+" + ln for ln in visible(content[: DIFF_LINES * 1000]).splitlines()]
+        total = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+        return _diff_rows(body, max(total, len(body)))
     else:
         return []
+    return _diff_rows(body, len(body))
+
+
+def _diff_rows(body: list[str], total: int) -> list[tuple[str, str]]:
     out = [(DIFF_STYLES.get(ln[:1], "dim"), ln) for ln in body[:DIFF_LINES]]
-    if len(body) > DIFF_LINES:
-        out.append(("dim", f"… +{len(body) - DIFF_LINES} lines"))
+    if total > DIFF_LINES:
+        out.append(("dim", f"… +{total - DIFF_LINES} lines"))
     return out
 
 
@@ -414,6 +438,12 @@ class SafeConsole(Console):
                 yield Segment(visible(segment.text), segment.style, segment.control)
 
 
+LIVE_LINES = 5  # a running command's last lines under the spinner
+LIVE_LINE_CHARS = 160
+LIVE_TAIL_CHARS = 4000
+QUEUED_CHARS = 60  # the end of the text typed during a turn, as the status line shows it
+
+
 class _Status:
     """The spinner line; its text is recomputed at every refresh so the seconds keep counting."""
 
@@ -421,9 +451,12 @@ class _Status:
         self.renderer = renderer
         self.spinner = Spinner("dots", style="cyan")
 
-    def __rich__(self) -> Spinner:
+    def __rich__(self) -> Any:
         self.spinner.update(text=Text(self.renderer.status_text(), style="cyan"))
-        return self.spinner
+        lines = self.renderer.live_lines()
+        if not lines:
+            return self.spinner
+        return Group(self.spinner, Text("\n".join(INDENT + line for line in lines), style="dim"))
 
 
 class Renderer:
@@ -444,6 +477,11 @@ class Renderer:
         self._turn_since: float | None = None
         self._compact_since: float | None = None
         self._out_chars = 0
+        self._live_tail = ""  # the end of what the running command has printed so far
+        self.cwd: Path | None = None  # the project: tool headers show paths under it relative to it
+        self.queued = (
+            ""  # what the user has typed meanwhile, sent when the turn is over (shown in the status)
+        )
         self._pending = ""  # reply text not printed yet (its block is not finished)
         self._thinking = ""  # the reply's thinking so far, shown folded once the reply moves on
         self._blocks_shown = 0  # blocks of the current reply already printed
@@ -454,6 +492,10 @@ class Renderer:
         # the answer does not repeat them
         self._just_asked: tuple[str, dict[str, Any]] | None = None
         self._in_question: set[str] = set()
+        # running subagents (agent.subagents): id -> [description, tool uses, tokens], one status line each
+        self._subagents: dict[str, list[Any]] = {}
+        self._open_tasks: set[str] = set()  # Task calls on screen without their result yet
+        self._shared_tasks: set[str] = set()  # ... of which others ran beside them: results name them
 
     # --- events --------------------------------------------------------------------------------------
     def __call__(self, event: Any) -> None:
@@ -513,29 +555,60 @@ class Renderer:
         if call == self._just_asked:
             self._in_question.add(event.tool_use_id)  # its header and diff are on screen just above
         else:
-            self.console.print(tool_header(event.name, event.input), highlight=False)
+            self.console.print(
+                tool_header(event.name, relative_paths(event.input, self.cwd)), highlight=False
+            )
         self._just_asked = None
         self._inputs[event.tool_use_id] = call
+        if event.name == "Task":
+            if self._open_tasks:
+                self._shared_tasks |= self._open_tasks | {event.tool_use_id}
+            self._open_tasks.add(event.tool_use_id)
         if self._turn_since is not None:
             self._show_status(f"Running {event.name}…")
 
+    def _on_ToolOutput(self, event: ToolOutput) -> None:
+        self._live_tail = (self._live_tail + event.text)[-LIVE_TAIL_CHARS:]
+
+    def live_lines(self) -> list[str]:
+        """The last lines the running command printed (what the status shows under the spinner)."""
+        lines = [ln for ln in self._live_tail.replace("\r", "\n").split("\n") if ln.strip()]
+        return [visible(ln, one_line=True)[:LIVE_LINE_CHARS] for ln in lines[-LIVE_LINES:]]
+
     def _on_ToolFinished(self, event: ToolFinished) -> None:
+        self._live_tail = ""
         name, args = self._inputs.pop(event.tool_use_id, (event.name, {}))
         if event.is_error and result_text(event.content).startswith((INTERRUPTED, NOT_RUN)):
             pass  # the turn's end says "Interrupted by user", once; this text is for the model
         elif event.is_error:
             self._result_lines(result_text(event.content).strip().splitlines(), "red")
+        elif name == "TodoWrite":
+            pass  # the checklist follows (TodosChanged); the result's text is a reminder for the model
         else:
             output = result_text(event.content).strip()
             prefer_summary = name in SUMMARY_TOOLS or not output
             shown = (event.summary or output) if prefer_summary else output
+            if event.tool_use_id in self._shared_tasks:  # several ran at once: say which one this is
+                shown = f"{key_argument(name, args)}: {shown}"
             self._result_lines(shown.splitlines() or ["(no output)"], "dim")
             if event.tool_use_id not in self._in_question:
                 for style, line in diff_lines(name, args):
                     self.console.print(Text(INDENT + line, style=style), highlight=False, soft_wrap=True)
         self._in_question.discard(event.tool_use_id)
+        self._open_tasks.discard(event.tool_use_id)
+        self._shared_tasks.discard(event.tool_use_id)
         if self._turn_since is not None:
             self._show_status("Working…")
+
+    def _on_SubagentStarted(self, event: SubagentStarted) -> None:
+        self._subagents[event.agent_id] = [event.description, 0, 0]
+
+    def _on_SubagentProgress(self, event: SubagentProgress) -> None:
+        if event.agent_id in self._subagents:
+            self._subagents[event.agent_id][1:] = [event.tool_uses, event.tokens]
+
+    def _on_SubagentFinished(self, event: SubagentFinished) -> None:
+        self._subagents.pop(event.agent_id, None)  # the Task's result line sums it up
 
     def _on_TodosChanged(self, event: TodosChanged) -> None:
         self._end_text()
@@ -642,7 +715,13 @@ class Renderer:
         if self._out_chars:
             parts.append(f"↓ {commands.fmt_tokens(self._out_chars // 4)} tokens")
         parts.append("esc to interrupt")
-        return " · ".join(parts)
+        if self.queued.strip():
+            parts.append(f"queued: {visible(self.queued, one_line=True)[-QUEUED_CHARS:]}")
+        return " · ".join(parts) + "".join(
+            f"\n{RESULT}{desc} · {uses} tool use{'' if uses == 1 else 's'} · "
+            f"{commands.fmt_tokens(tokens)} tokens"
+            for desc, uses, tokens in list(self._subagents.values())
+        )
 
     # --- other output --------------------------------------------------------------------------------
     def banner(self, version: str, model: str, cwd: str) -> None:
@@ -684,11 +763,20 @@ class Renderer:
                 Text(PROMPT_ECHO + visible(prompt), style="bold"), highlight=False, soft_wrap=True
             )
 
-    def line(self, text: str, style: str = "") -> None:
+    def clear_screen(self) -> None:
+        """/clear: a fresh screen for the fresh session (nothing happens on a console that is not a terminal)."""
+        self.console.clear()
+
+    def line(self, text: str, style: str = "", *, wrap: int | None = None) -> None:
+        """One line of our own; ``wrap``: broken at word boundaries to at most that many columns."""
         with self._lock:
             self._end_text()
             self._just_asked = None
-            self.console.print(Text(visible(text), style=style), highlight=False, soft_wrap=True)
+            shown = Text(visible(text), style=style)
+            if wrap:
+                self.console.print(shown, highlight=False, width=min(wrap, self.console.width))
+            else:
+                self.console.print(shown, highlight=False, soft_wrap=True)
 
     def permission(
         self, tool: str, args: dict[str, Any], description: str, always: str | None = None
@@ -815,6 +903,19 @@ def recent_exchanges(messages: list[Any], exchanges: int) -> list[Any]:
         elif m.role == "assistant" and m.text.strip():
             out.append(m)
     return out[::-1]
+
+
+def relative_paths(args: dict[str, Any], cwd: Path | None) -> dict[str, Any]:
+    """``args`` with a path under ``cwd`` shown relative to it, as Claude Code shows them (a permission
+    question keeps the whole path: it is what the user approves)."""
+    out = dict(args)
+    for key in ("file_path", "path"):
+        value = out.get(key)
+        if cwd is not None and isinstance(value, str) and os.path.isabs(value):
+            rel = os.path.relpath(value, cwd)
+            if not rel.startswith(".."):
+                out[key] = rel
+    return out
 
 
 def tool_header(name: str, args: dict[str, Any], whole: bool = False) -> Text:

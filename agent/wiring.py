@@ -143,6 +143,14 @@ def snipper(conv: Conversation) -> Callable[[list[str], str | None], str]:
 
     def snip(ids: list[str], reason: str | None = None) -> str:
         with conv.lock:
-            return perform_snip(conv.messages, conv.state, ids, reason, conv.current_prompt_uuid, conv.record)
+            return perform_snip(
+                conv.messages,
+                conv.state,
+                ids,
+                reason,
+                conv.current_prompt_uuid,
+                conv.record,
+                sent=lambda: conv.view().messages,  # what the request loses, as it shows the messages
+            )
 
     return snip

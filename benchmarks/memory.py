@@ -3,9 +3,13 @@
     Read of a 1 GB file that is one single line                          target < 50 MB
     Read of a 1 GB file of short lines, offset near its end              target < 50 MB
     Grep, content mode, over a 200 MB tree where most lines match        target < 100 MB
+    A hook that prints 1.5 GB (HookRunner, the head kept, the rest on disk)   target < 100 MB
+    A 200 MB Write from the model, through the real CLI (-p, fake API)   target < 8× the input
 
-Each figure is the peak resident set (VmHWM) of a fresh Python process that makes one tool call;
-rg's own memory is not counted. The files are made in a temp directory (deleted after each case):
+Each figure is the peak resident set (VmHWM) of a fresh Python process that makes one tool call (for the
+Write, the CLI process's peak, as the kernel reports it for a waited-for child); rg's own memory and the
+fake API's are not counted. The fake sends the tool input in three deltas, so the SDK's parse of each
+~70 MB event is part of the Write's figure (the real API streams small deltas). The files are made in a temp directory (deleted after each case):
 a repeated 1 MiB block, not a sparse file, since a file of NUL bytes is refused as binary.
 Run: .venv/bin/python benchmarks/memory.py [--dir DIR]. Exits 1 if a target is missed.
 """
@@ -13,6 +17,8 @@ Run: .venv/bin/python benchmarks/memory.py [--dir DIR]. Exits 1 if a target is m
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,6 +26,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.fakeapi import FakeAPI  # noqa: E402
+
 GB = 1 << 30
 MB = 1 << 20
 
@@ -45,6 +54,14 @@ if case == "read":
     if len(sys.argv) > 3:
         args.update(offset=int(sys.argv[3]), limit=100)
     result = ReadTool().run(args, ctx)
+elif case == "hook":
+    from agent.hooks import HookRunner
+
+    command = "head -c 1610612736 /dev/zero | tr '\\\\0' x"
+    runner = HookRunner({"Stop": [{"hooks": [{"type": "command", "command": command}]}]}, path.parent, {"PATH": "/usr/bin:/bin"}, spill_dir=path.parent)
+    [outcome] = runner.run("Stop", {})
+    assert outcome.ok, outcome.stderr
+    result = type("R", (), {"content": outcome.stdout})
 else:
     result = GrepTool().run({"pattern": "match", "output_mode": "content", "path": str(path)}, ctx)
 size = len(result.content)
@@ -63,6 +80,42 @@ def measure(*args: str) -> tuple[float, float, int]:
         raise SystemExit(f"{args[0]} failed:\n{done.stderr}")
     peak_kb, size = map(int, done.stdout.split())
     return peak_kb / 1024, elapsed, size
+
+
+def big_write(base: Path, size: int) -> tuple[float, float, int]:
+    """(peak MB, seconds, file bytes) of the CLI carrying out one Write of ``size`` bytes from the model."""
+    import resource
+
+    project = base / "write-project"
+    project.mkdir()
+    target = project / "big.txt"
+    with FakeAPI() as api:
+        api.reply_tool("Write", {"file_path": str(target), "content": "0123456789abcde\n" * (size // 16)})
+        api.reply_text("written")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "COMPACT_AGENT_"))}
+        env.update(
+            HOME=str(base),
+            COMPACT_AGENT_HOME=str(base / ".compact-agent"),
+            ANTHROPIC_API_KEY="benchmark-key",
+            ANTHROPIC_BASE_URL=api.url,
+            PYTHONPATH=str(ROOT),
+            COMPACT_AGENT_SESSION_MEMORY="0",
+        )
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agent", "-p", "write it", "--dangerously-skip-permissions"],
+            cwd=project,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        out, err = proc.communicate()
+        elapsed = time.perf_counter() - start
+    if proc.returncode or out != b"written\n":
+        raise SystemExit(f"the Write run failed:\n{err.decode(errors='replace')}")
+    # the largest peak of any child waited for so far: this run's, far above the earlier cases'
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return peak, elapsed, target.stat().st_size
 
 
 def write_repeated(path: Path, block: bytes, size: int) -> None:
@@ -118,6 +171,13 @@ def main() -> int:
 
         root = tree(base / "tree")
         rows.append(("Grep content, 200 MB tree, most lines", *measure("grep", str(root)), 100))
+        shutil.rmtree(root)
+
+        rows.append(("Hook printing 1.5 GB", *measure("hook", str(base / "hook-out")), 100))
+        for spilled in base.glob("Stop-std*"):
+            spilled.unlink()
+
+        rows.append(("Write of 200 MB from the model (CLI)", *big_write(base, 200 * MB), 8 * 200))
 
     print(f"{'what':42} {'peak MB':>8} {'seconds':>8} {'result chars':>13} {'target':>8}")
     ok = True

@@ -34,9 +34,9 @@ from compact.snip import is_typed_prompt, tag_prompts
 from compact.state import collapse_record
 from compact.tokens import Calibration, count_tokens
 from compact.view import ViewContext
-from core.errors import CollapseError, Interrupted
+from core.errors import CollapseError, Interrupted, describe
 from core.messages import Message, meta, new_uuid, to_api
-from core.model import Request
+from core.model import Request, deadline
 
 MIN_SPAN_TOKENS = 400  # a smaller span is not worth a side request
 EXPECTED_SUMMARY_TOKENS = 200  # what a summary is assumed to cost, when choosing how much to stage
@@ -197,7 +197,7 @@ class Collapser:
         if self.reported:
             return
         self.reported = True
-        reason = str(e).strip() or type(e).__name__
+        reason = describe(e)
         try:
             self.ports.notice(
                 f"Context collapse could not summarise an old part of the conversation: "
@@ -363,18 +363,13 @@ def summarise(
             messages=messages,
             max_tokens=SUMMARY_MAX_TOKENS,
         )
-    cancel = threading.Event()
-    timer = threading.Timer(timeout, cancel.set)
-    timer.daemon = True
-    timer.start()
-    try:
-        reply = ports.model.stream(req, cancel=cancel, emit_text=False)
-    except Exception as e:
-        if cancel.is_set():
-            raise CollapseError(f"the summary took longer than {timeout:g} s") from None
-        raise e
-    finally:
-        timer.cancel()
+    with deadline(timeout) as cancel:
+        try:
+            reply = ports.model.stream(req, cancel=cancel, emit_text=False)
+        except Exception as e:
+            if cancel.is_set():
+                raise CollapseError(f"the summary took longer than {timeout:g} s") from None
+            raise e
     ports.account(reply)
     text = reply.text.strip()
     if not text:

@@ -37,7 +37,7 @@ from compact import coverage, guard, ledger, micro, notes_compaction, restore, s
 from compact.conversation import Conversation, LastCompaction, Ports, Trigger
 from compact.result import Compaction
 from compact.state import microcompact_record, notes_record
-from core.errors import CompactionError, Interrupted
+from core.errors import CompactionError, Interrupted, describe
 from core.events import CompactFailed, CompactFinished, CompactStarted, MessageRecorded, Notice
 from core.messages import Message, meta
 
@@ -120,7 +120,7 @@ def _attempt(
         if conv.cancel.is_set():  # a stream closed by Ctrl-C can surface as a transport error
             ports.emit(CompactFailed(shown, CANCELLED))
             raise Interrupted("interrupted") from None
-        return _failed(conv, ports, trigger, shown, _describe(e))
+        return _failed(conv, ports, trigger, shown, describe(e))
 
 
 def _make(
@@ -142,11 +142,6 @@ def _make(
     if compaction is None:
         compaction = summary.summarize(conv, ports, pre.tagged, custom)
     return compaction, pre.tokens, hook_lines
-
-
-def _describe(e: Exception) -> str:
-    text = str(e).strip()
-    return text if text else type(e).__name__
 
 
 def _failed(conv: Conversation, ports: Ports, trigger: Trigger, shown: str, reason: str) -> bool:

@@ -34,8 +34,9 @@ from compact.notes import ensure_notes, headers, oversized_sections, template_fo
 from compact.notes_template import update_instruction
 from compact.state import notes_record
 from compact.tokens import count_tokens
-from core.errors import Interrupted
+from core.errors import Interrupted, describe
 from core.messages import Message, meta, to_api
+from core.model import deadline
 from core.tokens import estimate_text
 from tools.base import ToolContext, ToolError
 from tools.edit import EditTool
@@ -157,7 +158,7 @@ def after_response(conv: Conversation, ports: Ports) -> None:
         job = _job(conv)
         w.trigger.updating(tokens)
     except Exception as e:  # noqa: BLE001 - the notes must never disturb the conversation
-        _report(conv, ports, f"could not prepare the update ({_describe(e)})")
+        _report(conv, ports, f"could not prepare the update ({describe(e)})")
         return
     _enqueue(conv, ports, w, job)
 
@@ -176,7 +177,7 @@ def update_in_background(
         job = _job(conv, on_done)
         w.trigger.updating(count_tokens(conv.messages, conv.calibration))
     except Exception as e:  # noqa: BLE001 - the notes must never disturb the conversation
-        _report(conv, ports, f"could not prepare the update ({_describe(e)})")
+        _report(conv, ports, f"could not prepare the update ({describe(e)})")
         if on_done:
             on_done(False)
         return
@@ -254,7 +255,7 @@ def update_notes(conv: Conversation, ports: Ports, timeout: float | None = None)
         job = _job(conv)
         w.trigger.updating(count_tokens(conv.messages, conv.calibration))
     except Exception as e:  # noqa: BLE001
-        _report(conv, ports, f"could not prepare the update ({_describe(e)})")
+        _report(conv, ports, f"could not prepare the update ({describe(e)})")
         return False
     return _run(conv, ports, job, timeout or w.timeout)
 
@@ -282,11 +283,12 @@ def update_span(conv: Conversation, ports: Ports, span: list[Message], timeout: 
         ids = {m.uuid for m in span}
         first = next((i for i, m in enumerate(view) if m.uuid in ids), len(view))
         part = _without_open_calls(view[first:])
-        if not part or count_tokens(part, conv.calibration) > ports.thresholds().auto_compact:
+        # (estimates only: the usage of a reply in the span measured the whole context, not the span)
+        if not part or sum(m.tokens for m in part) > ports.thresholds().auto_compact:
             return False
         w.trigger.updating(count_tokens(conv.messages, conv.calibration))
     except Exception as e:  # noqa: BLE001
-        _report(conv, ports, f"could not prepare the update ({_describe(e)})")
+        _report(conv, ports, f"could not prepare the update ({describe(e)})")
         return False
     return _run(conv, ports, _Job([meta(SPAN_LEAD), *part], marker), timeout or w.timeout)
 
@@ -334,20 +336,15 @@ def _without_open_calls(messages: list[Message]) -> list[Message]:
 
 def _run(conv: Conversation, ports: Ports, job: _Job, timeout: float) -> bool:
     """Send the update and apply its edits; never raises. True when the notes are up to date."""
-    cancel = threading.Event()
-    timer = threading.Timer(timeout, cancel.set)
-    timer.daemon = True
-    timer.start()
-    try:
-        problems = _update(conv, ports, job, cancel)
-    except Exception as e:  # noqa: BLE001 - API errors, disk trouble: reported, never raised
-        # the timer closes the stream: whatever the client then raises, the cause is the timeout
-        timed_out = cancel.is_set() or isinstance(e, Interrupted)
-        problems = [
-            f"the update took longer than {timeout:g} s and was abandoned" if timed_out else _describe(e)
-        ]
-    finally:
-        timer.cancel()
+    with deadline(timeout) as cancel:
+        try:
+            problems = _update(conv, ports, job, cancel)
+        except Exception as e:  # noqa: BLE001 - API errors, disk trouble: reported, never raised
+            # the deadline closes the stream: whatever the client then raises, the cause is the timeout
+            timed_out = cancel.is_set() or isinstance(e, Interrupted)
+            problems = [
+                f"the update took longer than {timeout:g} s and was abandoned" if timed_out else describe(e)
+            ]
     if problems:
         _report(conv, ports, problems[0])
         return False
@@ -438,8 +435,3 @@ def _report(conv: Conversation, ports: Ports, problem: str) -> None:
         )
     except Exception:  # noqa: BLE001 - a broken renderer must not kill the worker thread
         pass
-
-
-def _describe(e: BaseException) -> str:
-    text = str(e).strip()
-    return text if text else type(e).__name__

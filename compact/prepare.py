@@ -25,7 +25,7 @@ from compact.conversation import Conversation, Ports
 from compact.state import context_edit_record
 from compact.view import View
 from core.errors import CONTEXT_LIMIT, ContextLimitReached, MaxTokensOverflow, PromptTooLong
-from core.events import MessageRecorded, TokenState
+from core.events import MessageRecorded, Notice, TokenState
 from core.messages import Message
 from core.model import Request
 from core.tokens import estimate_text, usage_total
@@ -130,9 +130,18 @@ def reactive_compact(conv: Conversation, ports: Ports, error: PromptTooLong) -> 
     if ports.config.disable_compact or conv.reactive_compacted:
         return False
     conv.reactive_compacted = True
-    if error.maximum and error.maximum < ports.thresholds().window:
+    learned = bool(error.maximum and error.maximum < ports.thresholds().window)
+    if learned:
         conv.window_limit = error.maximum  # the server told us its real limit
+    ports.emit(Notice(refused_text(error, learned), "warning"))
     return compactor.compact(conv, ports, "auto", reactive=True)
+
+
+def refused_text(error: PromptTooLong, learned: bool) -> str:
+    """What the user is told before a reactive compaction: the server's refusal and what was learned."""
+    sizes = f" ({error.actual:,} tokens, limit {error.maximum:,})" if error.actual and error.maximum else ""
+    window = f"; the context window is taken as {error.maximum:,} tokens from now on" if learned else ""
+    return f"The server refused the request as too long{sizes}{window}. Compacting the conversation."
 
 
 def after_reply(conv: Conversation, ports: Ports, current: View, reply: Message, req: Request) -> None:

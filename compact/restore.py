@@ -25,6 +25,7 @@ from typing import Any
 
 from compact import ledger
 from compact.conversation import Conversation, Ports
+from compact.thresholds import window_scale
 from core.messages import Message, meta
 from core.tokens import estimate_text
 from tools.read import DEFAULT_LIMIT, IMAGE_TYPES, number_lines
@@ -32,11 +33,10 @@ from tools.read import DEFAULT_LIMIT, IMAGE_TYPES, number_lines
 MAX_FILES = 5
 FILE_TOKENS = 5_000
 TOTAL_TOKENS = 50_000
-REFERENCE_THRESHOLD = 167_000  # T of a 200K window: the budgets above are sized for it
 FILE_TOOLS = ("Read", "Write", "Edit")
 MAX_LINE_CHARS = 2_000
 SNIFF_BYTES = 8_192
-REPEATED_EDITS = 3  # a file edited this often is the session's working document: restored first
+REPEATED_EDITS = 2  # a file edited this often is the session's working document: restored first
 MAX_FIRST = 2  # of the five slots, at most this many go to such files
 FIRST_FLOOR = 200  # tokens such a file gets even when the room the compactor offers is smaller
 
@@ -48,10 +48,6 @@ class Restored:
     # path -> (mtime, size, lines shown, lines in the file): what a Read may be answered from
     copies: dict[str, tuple[float, int, int, int]] = field(default_factory=dict)
     tokens: int = 0
-
-
-def budget_scale(threshold: int) -> float:
-    return max(0.0, min(1.0, threshold / REFERENCE_THRESHOLD))
 
 
 def _paths_in(messages: list[Message], conv: Conversation, tools: tuple[str, ...]) -> list[str]:
@@ -149,7 +145,7 @@ def plan_restore(
     conv: Conversation, ports: Ports, kept: list[Message], history: list[Message], *, room: int | None = None
 ) -> Restored:
     """What to restore after a compaction (no side effects)."""
-    scale = budget_scale(ports.thresholds().auto_compact)
+    scale = window_scale(ports.thresholds().auto_compact)
     per_file = int(FILE_TOKENS * scale)
     total = int(TOTAL_TOKENS * scale)
     if room is not None:

@@ -1,5 +1,5 @@
-"""The sticky decisions the stages take, and the transcript records that carry them (the only place either
-is read or written).
+"""The sticky decisions the stages take (``ContextState``, which the stages update as they decide), the
+transcript records that carry them (built only here) and their replay on resume (``replay``).
 
 The live message list always holds the messages as they happened; what the model sees is derived by
 ``compact.view.build_view`` from that list plus this state. Each decision is made once, appended to

@@ -101,3 +101,11 @@ def warning_text(lv: Level, th: Thresholds) -> str:
     if th.auto_enabled:
         return f"Context left until auto-compact: {lv.percent_left}%"
     return f"Context low ({lv.percent_left}% remaining) · Run /compact to compact & continue"
+
+
+REFERENCE_THRESHOLD = 167_000  # T of a 200K window: the budgets of compaction's parts are sized for it
+
+
+def window_scale(threshold: int) -> float:
+    """How a budget sized for the reference window shrinks with T (never growing past the reference)."""
+    return max(0.0, min(1.0, threshold / REFERENCE_THRESHOLD))

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 
 class AgentError(Exception):
@@ -33,6 +34,10 @@ class SettingsError(AgentError):
 
 class Interrupted(AgentError):
     exit_code = 130
+
+    def __init__(self, message: str = "interrupted", usage: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage  # what a reply cut short had already used (billed all the same), if known
 
 
 CONTEXT_LIMIT = "Context limit reached · /compact or /clear to continue"
@@ -102,3 +107,8 @@ def classify_bad_request(message: str) -> ModelError | None:
     if "prompt is too long" in message.lower():
         return PromptTooLong(message)
     return None
+
+
+def describe(e: BaseException) -> str:
+    """An exception in a few words for a notice: its message, or its type when it has none."""
+    return str(e).strip() or type(e).__name__

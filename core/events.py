@@ -101,11 +101,67 @@ class TokenState:
 
 
 @dataclass(frozen=True)
+class SubagentStarted:
+    """A Task call started a subagent (agent.subagents) in its own context."""
+
+    agent_id: str
+    tool_use_id: str
+    description: str
+    subagent_type: str
+
+
+@dataclass(frozen=True)
+class SubagentProgress:
+    """A running subagent's progress: tool calls so far and the tokens of its context."""
+
+    agent_id: str
+    tool_uses: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class SubagentFinished:
+    agent_id: str
+    status: str  # "completed" | "interrupted" | "error"
+    tool_uses: int
+    tokens: int
+    duration: float  # seconds
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SubagentEvent:
+    """An event of a subagent's own loop, tagged with its id (print mode's stream-json shows its messages;
+    the REPL shows only the progress line)."""
+
+    agent_id: str
+    tool_use_id: str
+    event: Any
+
+
+@dataclass(frozen=True)
 class TurnFinished:
     text: str
     stop_reason: str  # "end_turn" | "max_turns" | "error" | "interrupted" | "context_limit"
     error: str = ""
     usage: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """Output of a running command as it arrives (the REPL shows its last lines while it runs)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class PermissionDenied:
+    """A tool call was not run for want of permission: a deny rule, the user's "no", or nobody to ask."""
+
+    tool_use_id: str
+    tool_name: str
+    tool_input: dict[str, Any]
+    reason: str
 
 
 Event = (
@@ -121,5 +177,11 @@ Event = (
     | CompactFailed
     | Notice
     | TokenState
+    | SubagentStarted
+    | SubagentProgress
+    | SubagentFinished
+    | SubagentEvent
     | TurnFinished
+    | PermissionDenied
+    | ToolOutput
 )

@@ -9,6 +9,8 @@ window, prices) are plain tables here so that every floor can use them without t
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -118,6 +120,20 @@ _PRICES = [  # (substring, input, output) USD per million tokens
     ("haiku", 1.0, 5.0),
     ("sonnet", 3.0, 15.0),
 ]
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[threading.Event]:
+    """A cancel event that sets itself after ``seconds``: a side request streamed with it is abandoned
+    then (the background workers' requests, which nobody waits on)."""
+    cancel = threading.Event()
+    timer = threading.Timer(seconds, cancel.set)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield cancel
+    finally:
+        timer.cancel()
 
 
 def max_output_tokens(model: str) -> int:

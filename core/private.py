@@ -7,7 +7,10 @@ chmod-ed explicitly; files are created 0600 and chmod-ed too (the umask can only
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -40,6 +43,34 @@ def write_private(path: Path, text: str) -> Path:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     return path
+
+
+def replace_private(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` whole or not at all (a private temp file renamed over it): a reader
+    never sees it half-written, and a full disk leaves the old file as it was."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write_private(temp, text)
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
+    return path
+
+
+@contextmanager
+def locked(path: Path, *, wait: bool = True) -> Iterator[bool]:
+    """Hold an exclusive lock on the private lock file ``path`` (flock: released when the process dies,
+    however). ``wait=False``: yield False at once when another process holds it."""
+    fd = open_private(path, os.O_RDWR)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 REDACTED = "[redacted API key]"

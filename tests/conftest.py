@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,3 +120,40 @@ def transcripts(home: Path) -> list[Path]:
 
 def records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 60) -> Any:
+    """Poll ``condition`` until it returns something true (returned), failing after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting")
+
+
+def runs_under(pid: int, command: str) -> bool:
+    """Whether a process whose command line contains ``command`` runs below ``pid`` (read from /proc)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    for child in parents:
+        p = parents[child]
+        while p > 1 and p != pid:
+            p = parents.get(p, 0)
+        if p == pid and command in _cmdline(child):
+            return True
+    return False
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (
+            (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return ""

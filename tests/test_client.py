@@ -74,3 +74,33 @@ def test_breakpoints_on_tools_system_and_tail_and_input_not_mutated(fake_api):
     assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
     assert reply.usage["cache_read_input_tokens"] > 0
     assert reply.text == "two" and reply.stop_reason == "end_turn"
+
+
+def test_a_stream_without_usage_still_makes_a_reply(fake_api, tmp_path, monkeypatch):
+    """message_start and message_delta with no ``usage`` (a proxy that drops it): the turn completes."""
+    from agent.loop import run_turn
+    from tests.conftest import make_session
+
+    render = fake_api._render
+
+    def without_usage(request, step):
+        answer = render(request, step)
+        if answer.events is not None:
+            events = []
+            for name, data in answer.events:
+                data = dict(data)
+                data.pop("usage", None)
+                if name == "message_start":
+                    data["message"] = {k: v for k, v in data["message"].items() if k != "usage"}
+                events.append((name, data))
+            answer.events = events
+        return answer
+
+    monkeypatch.setattr(fake_api, "_render", without_usage)
+    fake_api.reply_tool("Bash", {"command": "echo hi"})
+    fake_api.reply_text("no usage, no problem")
+    session, _ = make_session(tmp_path, fake_api, permission_mode="bypassPermissions")
+    finished = run_turn(session, "go")
+    assert finished.stop_reason == "end_turn", finished.error
+    assert finished.text == "no usage, no problem"
+    assert session.messages[-1].usage is None

@@ -51,6 +51,7 @@ def test_help_lists_every_command(fake_api, project):
         "  /context                 Show how the context window is used\n"
         "  /clear                   Start a new session (the current one stays saved)\n"
         "  /resume [N | ID]         List this directory's sessions, or resume one by number or id\n"
+        "  /rewind                  Go back to before an earlier prompt, or summarize up to it (Esc Esc)\n"
         "  /model [name]            Show the model, or switch to NAME\n"
         "  /cost                    Tokens used and estimated cost of this session\n"
         "  /summary                 Show the summary written by the last compaction\n"
@@ -61,7 +62,8 @@ def test_help_lists_every_command(fake_api, project):
         "(or /permissions)\n"
         "  /exit                    Leave the agent (or /quit)\n"
         "\n"
-        "Enter sends · Alt-Enter (or Esc then Enter) adds a line · Esc or Ctrl-C interrupts · Ctrl-D exits"
+        "Enter sends · Alt-Enter (or Esc then Enter) adds a line · Esc or Ctrl-C interrupts · Ctrl-D exits\n"
+        "@path attaches a file · !command runs it in the shell · # note adds it to CLAUDE.md · Esc Esc rewinds"
     )
 
 

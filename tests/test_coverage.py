@@ -14,12 +14,11 @@ from hypothesis import strategies as st
 from compact import compactor, coverage, notes_compaction
 from compact.notes_updater import SPAN_LEAD, safe_marker
 from core.messages import Message, assistant, meta, new_uuid, tool_result_block, tool_results
-from tests.fakeapi import Error, FakeAPI, Reply, request_text
+from tests.fakeapi import Error, FakeAPI, Reply, is_notes_update, request_text
 from tests.harness import Bench
 from tests.histories import EXAMPLES, HAND_WRITTEN, histories
 from tests.test_session_memory import (
     answer,
-    is_notes_request,
     notes_requests,
     notes_session,
     read_round,
@@ -144,7 +143,7 @@ def test_the_coverage_check() -> None:
 
 
 def summary_reply(body: dict) -> bool:
-    return "<analysis>" in json.dumps(body) and not is_notes_request(body)
+    return "<analysis>" in json.dumps(body) and not is_notes_update(body)
 
 
 def lexer_round(bench: Bench, i: int) -> None:
@@ -154,7 +153,12 @@ def lexer_round(bench: Bench, i: int) -> None:
         "name": "Read",
         "input": {"file_path": f"/src/lex{i}.py"},
     }
-    bench.add(assistant([{"type": "text", "text": "Reading a lexer file."}, use], stop_reason="tool_use"))
+    # each reply reports the usage of its whole request (much more than the span a fold sends)
+    usage = {"input_tokens": 60_000 + 1_500 * i, "output_tokens": 20}
+    reply = assistant(
+        [{"type": "text", "text": "Reading a lexer file."}, use], stop_reason="tool_use", usage=usage
+    )
+    bench.add(reply)
     bench.add(tool_results([tool_result_block(use["id"], "beta " * 1_500)]))
 
 
@@ -183,7 +187,7 @@ def test_what_the_notes_never_saw_stays_verbatim_when_it_fits(tmp_path, api: Fak
 
 def test_what_does_not_fit_is_folded_in_by_one_update_of_just_that_span(tmp_path, api: FakeAPI) -> None:
     bench, uncovered = compacted_then_grown(tmp_path, api, context_window=120_000)
-    api.on(is_notes_request, Reply.text("Noted."))
+    api.on(is_notes_update, Reply.text("Noted."))
     before = list(bench.messages)
     result = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
     [fold] = notes_requests(api)
@@ -204,7 +208,7 @@ def test_after_a_summary_the_notes_cover_nothing_until_an_update_reads_it(tmp_pa
     bench.add(Message("user", [{"type": "text", "text": "Carry on."}]))
     read_round(bench, 400)
     answer(bench, "Carried on.")
-    api.on(is_notes_request, Reply.text("Noted."))
+    api.on(is_notes_update, Reply.text("Noted."))
     result = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
     [fold] = notes_requests(api)
     assert "ZEBRA-42" in request_text(fold)  # the LLM summary was folded in before it could go
@@ -214,7 +218,16 @@ def test_after_a_summary_the_notes_cover_nothing_until_an_update_reads_it(tmp_pa
 def test_when_the_fold_fails_the_compaction_falls_back_to_the_summary(tmp_path, api: FakeAPI) -> None:
     bench = notes_session(tmp_path, api)
     bench.state.last_summarized_uuid = None  # a resumed session: no record of what the notes saw
-    api.on(is_notes_request, Error(400, "invalid_request_error", "no"))
+    api.on(is_notes_update, Error(400, "invalid_request_error", "no"))
     before = [m.uuid for m in bench.messages]
     assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
     assert [m.uuid for m in bench.messages] == before and bench.state.last_summarized_uuid is None
+
+
+def test_no_fold_when_even_current_notes_would_not_fit(tmp_path, api: FakeAPI) -> None:
+    # window capped at 40K: T = 7K, and the system prompt, the notes and the smallest tail are more
+    bench = notes_session(tmp_path, api, context_window=40_000)
+    bench.state.last_summarized_uuid = None
+    assert not notes_compaction.could_serve(bench.conv, bench.ports)
+    assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
+    assert api.message_requests == []  # straight to the summary: no update paid for and thrown away

@@ -10,14 +10,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 
-from tests.conftest import _SCRUB, ROOT, records, transcripts
-from tests.fakeapi import FakeAPI, Reply, Route, last_user_text, request_text
+from tests.conftest import _SCRUB, ROOT, records, runs_under, transcripts, wait_for
+from tests.fakeapi import FakeAPI, Reply, Route, is_compaction, request_text
 from tests.test_e2e_compaction import make_files
 
 SUMMARY = (
@@ -25,11 +23,6 @@ SUMMARY = (
     "<summary>1. Primary Request and Intent: SUMMARY-AFTER-CRASH read the project files.</summary>"
 )
 NO_NOTES = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
-
-
-def is_compaction(body: dict) -> bool:
-    text = last_user_text(body)
-    return "<analysis>" in text and "<summary>" in text
 
 
 @pytest.fixture
@@ -95,16 +88,6 @@ def kill_tree(proc: subprocess.Popen[str]) -> None:
     proc.communicate(timeout=30)
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting")
-
-
 def the_transcript(home: Path) -> Path | None:
     found = transcripts(home)
     return found[0] if found else None
@@ -136,7 +119,7 @@ def test_kill_during_a_tool_call_then_continue(spawn, run_cli, isolated_env: Pat
         api.reply_tool("Bash", {"command": "sleep 30"}, id="toolu_sleeping")
         proc = spawn(api, "-p", "Wait for the slow command.", "--dangerously-skip-permissions")
         path = wait_for(lambda: (p := the_transcript(isolated_env)) and has_tool_use(p) and p)
-        time.sleep(0.3)  # the command is running now
+        wait_for(lambda: runs_under(proc.pid, "sleep 30"))  # the command is running now
         before = path.read_bytes()
         kill_tree(proc)
         assert proc.returncode == -signal.SIGKILL

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import records, transcripts
-from tests.fakeapi import Error, FakeAPI, Reply, estimate_tokens, last_user_text, request_text
+from tests.fakeapi import Error, FakeAPI, Reply, estimate_tokens, is_compaction, last_user_text, request_text
 
 SUMMARY = (
     "<analysis>PRIVATE-ANALYSIS walking through every read</analysis>\n"
@@ -42,11 +42,6 @@ def make_files(project: Path, count: int) -> list[Path]:
         path.write_text("\n".join(lines) + "\n")
         paths.append(path)
     return paths
-
-
-def is_compaction(body: dict) -> bool:
-    text = last_user_text(body)
-    return "<analysis>" in text and "<summary>" in text
 
 
 class Reader:
@@ -222,6 +217,12 @@ def test_prompt_too_long_compacts_once_and_retries(run_cli, project: Path, isola
     assert "Primary Request and Intent" in request_text(served[1])  # the retried main request
     assert len(boundaries(isolated_env)) == 1
     assert api.violations == []
+    # the user is told the server refused, and which window was learned from its answer
+    [told] = [line for line in res.stderr.splitlines() if "refused" in line]
+    assert told.startswith("The server refused the request as too long (")
+    assert told.endswith(
+        "limit 60,000); the context window is taken as 60,000 tokens from now on. Compacting the conversation."
+    )
 
 
 def test_failing_compactions_trip_the_breaker_and_the_session_finishes(run_cli, project: Path) -> None:

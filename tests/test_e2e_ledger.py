@@ -20,7 +20,7 @@ from agent.settings import Settings
 from compact import ledger
 from compact.notes_template import SECTIONS
 from tests.conftest import make_session, records, transcripts
-from tests.fakeapi import FakeAPI, Reply, last_user_text, request_text
+from tests.fakeapi import FakeAPI, Reply, is_compaction, is_notes_update, last_user_text, request_text
 
 POOR = "We worked on some code."
 CONSTRAINT = (
@@ -50,15 +50,6 @@ def make_files(project: Path, count: int) -> list[Path]:
         path.write_text("\n".join(lines) + "\n")
         paths.append(path)
     return paths
-
-
-def is_compaction(body: dict) -> bool:
-    text = last_user_text(body)
-    return "<analysis>" in text and "<summary>" in text
-
-
-def is_notes_update(body: dict) -> bool:
-    return "summary.md" in last_user_text(body)
 
 
 class Refactorer:
@@ -158,8 +149,11 @@ def test_auto_summary_compaction_keeps_the_working_state(run_cli, project: Path,
         assert POOR in request_text(after)
         assert_state_survives(after, model)
     # the compaction lines say how much of the state was attached
-    assert "s · state: 2 modified files, 5 read, 1 command, 3 todos, 1 user message\n" in res.stderr
-    assert "s · state: 2 modified files, 9 read, 1 command, 3 todos, 1 user message\n" in res.stderr
+    # (how many reads come before each depends on the size of the system prompt and the tools)
+    lines = re.findall(
+        r"s · state: 2 modified files, (\d+) read, 1 command, 3 todos, 1 user message\n", res.stderr
+    )
+    assert len(lines) == 2 and int(lines[0]) < int(lines[1]) == 4 + int(lines[0])
     assert boundaries(isolated_env)[0]["compactMetadata"]["trigger"] == "auto"
 
 

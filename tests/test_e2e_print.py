@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from agent import trust
-from tests.conftest import records, transcripts
+from tests.conftest import records, runs_under, transcripts, wait_for
 from tests.fakeapi import last_user_text
 
 SECRET = "sk-ant-test-SECRET-0123456789"
@@ -354,7 +354,6 @@ def test_ctrl_c_in_print_mode_leaves_a_valid_session(fake_api, run_cli, project,
     import signal
     import subprocess
     import sys
-    import time
 
     from tests.conftest import ROOT
 
@@ -374,12 +373,8 @@ def test_ctrl_c_in_print_mode_leaves_a_valid_session(fake_api, run_cli, project,
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not any(
-        '"tool_use"' in p.read_text() for p in transcripts(isolated_env)
-    ):
-        time.sleep(0.1)
-    time.sleep(0.3)
+    wait_for(lambda: any('"tool_use"' in p.read_text() for p in transcripts(isolated_env)), 30)
+    wait_for(lambda: runs_under(proc.pid, "sleep 30"), 30)  # the command is running now
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=15)
     assert proc.returncode == 130 and "Interrupted" in err, err

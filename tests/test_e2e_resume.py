@@ -20,7 +20,7 @@ from agent.transcript import TranscriptWriter
 from core.messages import assistant, tool_result_block, tool_results, user_prompt
 from core.tokens import MEDIA_TOKENS, estimate_blocks
 from tests.conftest import records, transcripts
-from tests.fakeapi import FakeAPI, Reply, last_user_text, request_text
+from tests.fakeapi import FakeAPI, Reply, is_compaction, is_notes_update, last_user_text, request_text
 from tests.test_e2e_compaction import make_files
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "transcripts"
@@ -30,15 +30,6 @@ SUMMARY = (
 )
 EARLY = "EARLY-HISTORY-4q7z"
 NO_NOTES = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
-
-
-def is_compaction(body: dict) -> bool:
-    text = last_user_text(body)
-    return "<analysis>" in text and "<summary>" in text
-
-
-def is_notes_update(body: dict) -> bool:
-    return "summary.md" in last_user_text(body)
 
 
 def main_bodies(api: FakeAPI, start: int = 0) -> list[dict]:

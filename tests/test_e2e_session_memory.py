@@ -12,7 +12,15 @@ from typing import Any
 
 from compact.notes_template import SECTIONS, TEMPLATE
 from tests.conftest import records, transcripts
-from tests.fakeapi import FakeAPI, Reply, estimate_tokens, last_user_text, request_text
+from tests.fakeapi import (
+    FakeAPI,
+    Reply,
+    estimate_tokens,
+    is_compaction,
+    is_notes_update,
+    last_user_text,
+    request_text,
+)
 
 THRESHOLD = 167_000  # a 200K model: E = 180K, T = 167K
 SUMMARY = (
@@ -40,15 +48,6 @@ def make_files(project: Path, count: int) -> list[Path]:
         path.write_text("\n".join(lines) + "\n")
         paths.append(path)
     return paths
-
-
-def is_notes_update(body: dict) -> bool:
-    return "summary.md" in last_user_text(body)
-
-
-def is_compaction(body: dict) -> bool:
-    text = last_user_text(body)
-    return "<analysis>" in text and "<summary>" in text
 
 
 def read_paths(body: dict) -> list[str]:

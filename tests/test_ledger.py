@@ -76,7 +76,10 @@ def test_the_ledger_follows_real_tool_runs(tmp_path: Path, fake_api: FakeAPI) ->
     assert "- [x] Fix the parser\n- [>] Run the tests (in progress)" in text
     # /state shows the same, with the user's words
     shown = commands.run(session, "/state").text
-    assert text in shown and "Fix a.py and keep b.py as it is. Never run rm." in shown
+    assert "- [x] Fix the parser\n- [>] Run the tests (in progress)" in shown
+    assert f"- {a}: 2 edits, +4 -1 lines, last changed {times[2]}" in shown
+    assert "- Fix a.py and keep b.py as it is. Never run rm." in shown
+    assert "<" not in shown and "not instructions from the system" not in shown  # the model's wrapping
     assert shown.endswith("state: 1 modified file, 2 read, 2 commands, 2 todos, 1 user message")
 
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from agent.loop import run_turn
-from compact import notes_compaction, notes_updater
+from compact import notes_updater, thresholds
 from compact.notes_template import SECTIONS
 from core.events import CompactFinished
 from tests.conftest import make_session
-from tests.fakeapi import FakeAPI, Reply, last_user_text
+from tests.fakeapi import FakeAPI, Reply, is_compaction, is_notes_update, last_user_text
 
 NOTES_PATH = re.compile(r"(/\S+/session-memory/summary\.md)")
 
@@ -39,15 +39,6 @@ def write_files(project: Path, count: int, lines: int) -> list[Path]:
         )
         paths.append(path)
     return paths
-
-
-def is_notes_update(body: dict) -> bool:
-    return "summary.md" in last_user_text(body)
-
-
-def is_summary_request(body: dict) -> bool:
-    text = last_user_text(body)
-    return "<analysis>" in text and "<summary>" in text
 
 
 def read_paths(body: dict) -> list[str]:
@@ -114,7 +105,7 @@ def run(
 ) -> tuple[Any, list[Any], NotesWriter]:
     writer = NotesWriter()
     api.on(is_notes_update, writer)
-    api.on(is_summary_request, Reply.text("<summary>should not be needed</summary>"))
+    api.on(is_compaction, Reply.text("<summary>should not be needed</summary>"))
     api.on(lambda body: True, ToolOnlyModel(paths))
     session, events = make_session(tmp_path, api, permission_mode="bypassPermissions", **settings)
     finished = run_turn(session, "Read every module, one per reply.")
@@ -128,7 +119,7 @@ def test_a_long_tool_only_run_compacts_from_the_notes(tmp_path: Path) -> None:
         (tmp_path / "project").mkdir(exist_ok=True)
         paths = write_files(tmp_path / "project", 50, 220)  # ~4,000 tokens a read: 50 reads pass 167K
         session, events, writer = run(tmp_path, api, paths)
-        assert not [r for r in api.message_requests if is_summary_request(r.body)]
+        assert not [r for r in api.message_requests if is_compaction(r.body)]
         [done] = [e for e in events if isinstance(e, CompactFinished)]
         assert done.method == "session-memory" and done.pre_tokens >= 167_000
         assert done.post_tokens < 0.5 * 167_000
@@ -153,7 +144,7 @@ def test_at_a_small_window_notes_and_tail_leave_room_for_restored_files(tmp_path
         (tmp_path / "project").mkdir(exist_ok=True)
         paths = write_files(tmp_path / "project", 40, 60)  # ~1,100 tokens a read; T = 27,000 at 60K
         session, events, writer = run(tmp_path, api, paths, context_window=60_000)
-        assert not [r for r in api.message_requests if is_summary_request(r.body)]
+        assert not [r for r in api.message_requests if is_compaction(r.body)]
         finished = [e for e in events if isinstance(e, CompactFinished)]
         assert finished and all(e.method == "session-memory" for e in finished)
         threshold = session.thresholds().auto_compact
@@ -164,9 +155,9 @@ def test_at_a_small_window_notes_and_tail_leave_room_for_restored_files(tmp_path
 
 
 def test_the_tail_range_scales_with_the_window() -> None:
-    assert notes_compaction.window_scale(167_000) == 1.0
-    assert notes_compaction.window_scale(900_000) == 1.0
-    assert notes_compaction.window_scale(27_000) == pytest.approx(27_000 / 167_000)
+    assert thresholds.window_scale(167_000) == 1.0
+    assert thresholds.window_scale(900_000) == 1.0
+    assert thresholds.window_scale(27_000) == pytest.approx(27_000 / 167_000)
 
 
 def notes_updater_wait(session: Any) -> None:
@@ -210,7 +201,7 @@ def test_session_memory_never_costs_more_than_without_it(tmp_path: Path) -> None
             paths = write_files(base / "project", 36, 60)  # 36 replies, one Read each
             writer = RealisticNotesWriter()
             api.on(is_notes_update, writer)
-            api.on(is_summary_request, Reply.text(f"<summary>{SENTENCE * 60}</summary>"))
+            api.on(is_compaction, Reply.text(f"<summary>{SENTENCE * 60}</summary>"))
             api.on(lambda body: True, ToolOnlyModel(paths))
             session, events = make_session(
                 base, api, permission_mode="bypassPermissions", context_window=60_000, session_memory=on

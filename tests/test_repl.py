@@ -197,11 +197,11 @@ def test_a_call_that_would_fail_anyway_fails_before_asking(fake_api, project):
 
 
 def test_esc_interrupts_a_turn_and_the_next_request_is_valid(fake_api, project):
-    started = threading.Event()
+    started, released = threading.Event(), threading.Event()
 
     def slow(body: dict) -> Reply:
         started.set()
-        time.sleep(1.0)
+        released.wait(10)  # held until the turn was interrupted
         return Reply.text("this reply comes too late to be shown in full")
 
     fake_api.on(lambda body: "slow please" in last_user_text(body), slow, once=True)
@@ -211,6 +211,7 @@ def test_esc_interrupts_a_turn_and_the_next_request_is_valid(fake_api, project):
         assert started.wait(10)
         d.type(ESC)
         d.wait_for("Interrupted by user")
+        released.set()
         d.wait_idle()
         d.type("and now?\r")
         d.wait_for("Back again.")

@@ -17,7 +17,7 @@ from compact.notes_template import SECTIONS, TEMPLATE
 from core.events import Notice
 from core.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
 from core.tokens import estimate_text
-from tests.fakeapi import Error, FakeAPI, Reply, last_user_text, request_text
+from tests.fakeapi import Error, FakeAPI, Reply, is_notes_update, last_user_text, request_text
 from tests.harness import Bench, make_bench
 
 
@@ -59,12 +59,8 @@ def answer(bench: Bench, text: str = "Done for now.") -> Message:
     return reply
 
 
-def is_notes_request(body: dict) -> bool:
-    return "summary.md" in last_user_text(body)
-
-
 def notes_requests(api: FakeAPI) -> list[dict]:
-    return [r.body for r in api.message_requests if is_notes_request(r.body)]
+    return [r.body for r in api.message_requests if is_notes_update(r.body)]
 
 
 def edit(bench: Bench, old: str, new: str, path: str | None = None) -> dict:
@@ -182,7 +178,7 @@ def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, ap
         release.wait(10)
         return Reply.text("Nothing new to note.")
 
-    api.on(is_notes_request, slow)
+    api.on(is_notes_update, slow)
     bench.add(user_prompt("read the sources"))
     read_round(bench, 4_000)
     answer(bench)
@@ -230,7 +226,7 @@ def test_no_update_when_session_memory_or_compaction_is_off(tmp_path, api):
 
 def test_update_request_shares_the_prefix_names_the_notes_and_allows_only_edit(tmp_path, api):
     bench, _ = make_session(tmp_path, api)
-    api.on(is_notes_request, Reply.text("Nothing new."))
+    api.on(is_notes_update, Reply.text("Nothing new."))
     bench.add(user_prompt("read the sources"))
     read_round(bench, 11_000)
     answer(bench)
@@ -259,7 +255,7 @@ def test_the_models_edits_are_applied_and_nothing_joins_the_conversation(tmp_pat
     answer(bench)
     before = list(bench.messages)
     api.on(
-        is_notes_request,
+        is_notes_update,
         Reply(
             [
                 edit(
@@ -289,7 +285,7 @@ def test_edits_on_other_files_and_other_tools_are_refused_and_reported_once(tmp_
     read_round(bench, 11_000)
     answer(bench)
     api.on(
-        is_notes_request,
+        is_notes_update,
         Reply(
             [
                 edit(bench, "x = 1", "x = 2", path=str(other)),
@@ -321,7 +317,7 @@ def test_an_edit_that_removes_a_header_is_undone(tmp_path, api):
     bench.add(user_prompt("go"))
     read_round(bench, 11_000)
     answer(bench)
-    api.on(is_notes_request, Reply([edit(bench, "# Learnings\n", "")]))
+    api.on(is_notes_update, Reply([edit(bench, "# Learnings\n", "")]))
     assert notes_updater.update_notes(bench.conv, bench.ports) is False
     assert notes_doc.notes_text(bench.notes_path) == TEMPLATE
     assert "header" in warnings(events)[0]
@@ -332,7 +328,7 @@ def test_api_errors_are_reported_once_and_the_conversation_goes_on(tmp_path, api
     from tests.conftest import make_session as make_real_session
 
     session, events = make_real_session(tmp_path, api, session_id="sid")  # the whole loop runs here
-    notes_route = api.on(is_notes_request, Error(500, "api_error", "notes backend down"))
+    notes_route = api.on(is_notes_update, Error(500, "api_error", "notes backend down"))
     session.add(user_prompt("read the sources"))
     read_round(session, 12_000)
     api.reply_text("Here is what I found.")
@@ -359,19 +355,24 @@ def test_a_slow_update_times_out_without_applying_anything(tmp_path, api):
     read_round(bench, 11_000)
     answer(bench)
 
+    released = threading.Event()
+
     def slow(body):
-        time.sleep(1.0)
+        released.wait(10)  # held until the update was abandoned and checked
         return Reply([edit(bench, guide("Worklog"), guide("Worklog") + "\n- late")])
 
-    api.on(is_notes_request, slow)
-    assert notes_updater.update_notes(bench.conv, bench.ports, timeout=0.2) is False
-    assert notes_doc.notes_text(bench.notes_path) == TEMPLATE
-    assert "longer than" in warnings(events)[0]
+    api.on(is_notes_update, slow)
+    try:
+        assert notes_updater.update_notes(bench.conv, bench.ports, timeout=0.2) is False
+        assert notes_doc.notes_text(bench.notes_path) == TEMPLATE
+        assert "longer than" in warnings(events)[0]
+    finally:
+        released.set()
 
 
 def test_marker_lands_on_the_last_safe_point_the_update_covered_and_is_recorded(tmp_path, api):
     bench, _ = make_session(tmp_path, api)
-    api.on(is_notes_request, Reply.text("Nothing new."))
+    api.on(is_notes_update, Reply.text("Nothing new."))
     bench.add(user_prompt("go"))
     read_round(bench, 11_000)
     results = bench.messages[-1]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakeapi import Reply, last_user_text
+from tests.fakeapi import Reply, is_compaction, last_user_text
 
 ROOT = Path(__file__).resolve().parent.parent
 TMUX = shutil.which("tmux") or "/usr/bin/tmux"
@@ -32,10 +32,6 @@ LONG_REPLY = (
     "".join(f"Reply line {i:03d}: the quick brown fox jumps over the lazy dog again.\n" for i in range(560))
     + "END-OF-LONG-REPLY"
 )
-
-
-def is_compaction(body: dict) -> bool:
-    return "<summary>" in last_user_text(body)
 
 
 class Pane:

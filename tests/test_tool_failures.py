@@ -154,3 +154,57 @@ def test_a_failure_inside_the_permission_check_is_one_calls_error(fake_api, tmp_
         first["is_error"] and "MemoryError" in str(first["content"]) and "checking" in str(first["content"])
     )
     assert second["is_error"] and second["tool_use_id"] == "toolu_2"
+
+
+def test_a_hard_link_to_a_denied_file_is_not_read_or_listed_through_its_other_name(
+    fake_api, run_cli, project
+):
+    (project / "secrets").mkdir()
+    (project / "secrets" / "key.txt").write_text("TOP-SECRET-VALUE\n")
+    (project / "notes").mkdir()
+    os.link(project / "secrets" / "key.txt", project / "notes" / "innocent.txt")
+    os.link(project / "secrets" / "key.txt", project / "copy.md")
+    (project / "plain.txt").write_text("plain\n")
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(
+        json.dumps({"permissions": {"deny": ["Read(secrets/**)"]}})
+    )
+    fake_api.reply_tool("Read", {"file_path": "notes/innocent.txt"})
+    fake_api.reply_tool("Read", {"file_path": "copy.md"})
+    fake_api.reply_tool("Glob", {"pattern": "**/*"})
+    fake_api.reply_tool("Grep", {"pattern": "SECRET|plain", "output_mode": "content"})
+    fake_api.reply_tool("Read", {"file_path": "plain.txt"})
+    fake_api.reply_text("done")
+
+    res = run_cli(fake_api, "-p", "look around")
+
+    assert res.code == 0, res.stderr
+    first, second, listing, grep, plain = (result_text(r) for r in _results(fake_api))
+    assert "TOP-SECRET" not in first + second + grep and "hard link" in first
+    assert "innocent.txt" not in listing and "copy.md" not in listing and "plain.txt" in listing
+    assert "plain" in grep and "plain" in plain
+    fake_api.check()
+
+
+def test_no_process_a_command_can_see_holds_the_api_key_in_its_environment(fake_api, run_cli, project):
+    """`cat /proc/*/environ | base64` (redaction can't see through base64) finds no key: not the agent's
+    own start-up environment, not the watchdog's, not the command's."""
+    secret = "sk-ant-environ-SECRET-0123456789"
+    fake_api.reply_tool(
+        "Bash", {"command": "cat /proc/*/environ 2>/dev/null | base64 -w0 > env.b64; sleep 0"}
+    )
+    fake_api.reply_tool(
+        "Bash", {"command": "cat /proc/$PPID/environ /proc/self/environ | base64 -w0 > own.b64"}
+    )
+    fake_api.reply_text("done")
+
+    res = run_cli(fake_api, "-p", "look", "--dangerously-skip-permissions", env={"ANTHROPIC_API_KEY": secret})
+
+    assert res.code == 0, res.stderr
+    import base64
+
+    everything = base64.b64decode((project / "env.b64").read_text())
+    assert b"COMPACT_AGENT_HOME=" in everything  # the agent's own environment was read
+    assert secret.encode() not in everything
+    own = base64.b64decode((project / "own.b64").read_text())
+    assert b"HOME=" in own and secret.encode() not in own

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import tools.glob
 from tools.base import ToolContext, ToolError, ToolResult
 from tools.glob import GlobTool, compile_glob
 from tools.grep import GrepTool
@@ -227,3 +228,43 @@ def test_glob_translation() -> None:
         False,
     ]
     assert compile_glob("a?c").fullmatch("a/c") is None
+
+
+def test_glob_matching_never_backtracks_and_agrees_with_a_regex_on_ordinary_patterns(tmp_path: Path) -> None:
+    import random
+    import re
+    import time
+
+    name = "a" * 80 + ".txt"
+    (tmp_path / name).write_text("")
+    (tmp_path / ("a" * 79 + "b")).write_text("")
+    started = time.monotonic()
+    found = glob(make_ctx(tmp_path), "*a*a*a*a*a*a*a*a*b")
+    assert found.content == str(tmp_path / ("a" * 79 + "b"))
+    assert compile_glob("**/*a*a*a*a*a*a*a*a*a*a*c").fullmatch("x/" + "a" * 5000) is None
+    assert time.monotonic() - started < 30  # a backtracking matcher takes hours here
+
+    def reference(pattern: str) -> re.Pattern[str]:  # the regex these patterns mean, for short paths
+        out = (
+            pattern.replace("**/", "\0").replace("*", "[^/]*").replace("?", "[^/]").replace("\0", "(?:.*/)?")
+        )
+        return re.compile(out)
+
+    rng = random.Random(20)
+    pieces = ["a", "b", "/", "*", "?", "**/"]
+    for _ in range(3000):
+        pattern = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+        if re.search(r"[^/]\*\*/|\*\*\*|\*\*(?!/)", pattern):
+            continue  # "**" inside a name: the reference below would read it differently
+        path = "".join(rng.choice("ab/") for _ in range(rng.randint(0, 8)))
+        expected = bool(reference(pattern).fullmatch(path))
+        assert tools.glob._matches(tools.glob._tokens(pattern), path) == expected, (pattern, path)  # the NFA
+        assert bool(compile_glob(pattern).fullmatch(path)) == expected, (
+            pattern,
+            path,
+        )
+    assert compile_glob("src/{a,b{c,d}}/*.py").fullmatch("src/bd/x.py")
+    assert not compile_glob("src/{a,b{c,d}}/*.py").fullmatch("src/b/x.py")
+    assert compile_glob("[!a]?.{py,md}").fullmatch("bc.md") and not compile_glob("[!a]?.py").fullmatch(
+        "ac.py"
+    )

@@ -79,7 +79,7 @@ def _script_probe(api: FakeAPI, project: Path) -> None:
 
 
 def _stderr_trust_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if "trust" in line]
+    return [line for line in stderr.splitlines() if line.startswith("compact-agent:") and "trust" in line]
 
 
 def test_untrusted_hostile_project_in_print_mode(fake_api, attacker, hostile, run_cli, project, isolated_env):
@@ -428,6 +428,46 @@ def test_what_is_listed_is_one_line_and_a_broken_record_trusts_nothing(tmp_path)
     assert (
         trust.load(home, project).trusted and trust.revoke(home, project) and not trust.revoke(home, project)
     )
+
+
+def test_eight_parallel_trust_project_runs_keep_all_eight_records(tmp_path, isolated_env):
+    """The store is read, changed and written under a file lock: no run's record is lost to another's."""
+    import subprocess
+    import sys
+
+    from tests.conftest import _SCRUB, ROOT
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB)}
+    env.update(
+        {
+            "HOME": str(isolated_env),
+            "COMPACT_AGENT_HOME": str(isolated_env / ".compact-agent"),
+            "ANTHROPIC_API_KEY": "test-key",
+            "PYTHONPATH": str(ROOT),
+        }
+    )
+    projects = []
+    for i in range(8):
+        projects.append(tmp_path / f"p{i}")
+        (projects[-1] / ".git").mkdir(parents=True)
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "agent", "-p", "/trust", "--trust-project"],
+            cwd=p,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in projects
+    ]
+    for run in runs:
+        out, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err
+    home = isolated_env / ".compact-agent"
+    assert all(trust.load(home, p).trusted for p in projects)
+    assert len(json.loads(trust.trust_file(home).read_text())["projects"]) == 8
+    assert oct(trust.trust_file(home).stat().st_mode & 0o777) == "0o600"
 
 
 def test_trust_revoke_keeps_the_retry_budget(fake_api, project, isolated_env):

@@ -93,6 +93,19 @@ def test_started_in_a_subdirectory_the_projects_settings_and_trust_apply(dirs):
     assert load(dirs, cwd=src).allow == ["Bash(ls:*)"]
 
 
+def test_an_untrusted_project_cannot_turn_thinking_on(dirs):
+    _, agent_home, project = dirs
+    (project / ".claude" / "settings.json").write_text(
+        json.dumps({"alwaysThinkingEnabled": True, "maxThinkingTokens": 30000})
+    )
+    s = load(dirs)
+    assert (s.always_thinking, s.max_thinking_tokens) == (False, None)
+    assert [i.what for i in s.ignored] == ["alwaysThinkingEnabled True", "maxThinkingTokens 30000"]
+    trust.grant(agent_home, project)
+    s = load(dirs)
+    assert (s.always_thinking, s.max_thinking_tokens, s.ignored) == (True, 30000, [])
+
+
 def test_the_home_directorys_claude_folder_is_not_a_project(dirs):
     home, _, _ = dirs
     work = home / "scratch"

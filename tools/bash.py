@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tools import watchdog
 from tools.base import ToolContext, ToolError, ToolResult
@@ -64,6 +64,9 @@ before commands that delete data, rewrite git history, push, publish or reach ot
 - description: a few words saying what the command does, shown to the user."""
 
 
+LIVE_OUTPUT = "bash_output"  # the ToolContext service that receives output as it comes (optional)
+
+
 class BashTool:
     name = "Bash"
     description = DESCRIPTION
@@ -91,7 +94,15 @@ class BashTool:
         timeout_ms = int(args.get("timeout", DEFAULT_TIMEOUT_MS))
         notes = _ensure_cwd(ctx)
         spill_dir = ctx.session_dir / "tool-results"
-        outcome = run_shell(args["command"], ctx.cwd, timeout_ms / 1000, ctx.cancel, ctx.environ, spill_dir)
+        outcome = run_shell(
+            args["command"],
+            ctx.cwd,
+            timeout_ms / 1000,
+            ctx.cancel,
+            ctx.environ,
+            spill_dir,
+            on_output=ctx.services.get(LIVE_OUTPUT),
+        )
         if outcome.final_cwd is not None and outcome.final_cwd.is_dir():
             ctx.cwd = outcome.final_cwd
         result = _to_result(outcome, timeout_ms, notes)
@@ -106,10 +117,17 @@ class ShellOutcome:
     exit_code: int | None = None
     stopped: str | None = None  # "timeout" or "cancelled" when we killed it
     final_cwd: Path | None = None
+    on_output: Callable[[bytes], None] | None = None  # each chunk as it arrives (the REPL's live lines)
 
 
 def run_shell(
-    command: str, cwd: Path, timeout_s: float, cancel: threading.Event, environ: Any, spill_dir: Path
+    command: str,
+    cwd: Path,
+    timeout_s: float,
+    cancel: threading.Event,
+    environ: Any,
+    spill_dir: Path,
+    on_output: Callable[[bytes], None] | None = None,
 ) -> ShellOutcome:
     """Run ``command`` with bash in ``cwd``; stop its whole process group on timeout or cancel.
 
@@ -129,7 +147,7 @@ def run_shell(
             start_new_session=True,
         )
         watchdog.watch(proc.pid)
-        outcome = ShellOutcome(output)
+        outcome = ShellOutcome(output, on_output=on_output)
         try:
             _collect(proc, outcome, time.monotonic() + timeout_s, cancel)
         finally:
@@ -187,6 +205,8 @@ def _read_available(fd: int, outcome: ShellOutcome) -> bool:
         if not chunk:
             return False
         outcome.output.write(chunk)
+        if outcome.on_output is not None:
+            outcome.on_output(chunk)
 
 
 def _drain(fd: int, outcome: ShellOutcome) -> None:

@@ -1,7 +1,8 @@
 """The Glob tool: find files by name pattern (``**/*.py``, ``src/*.{ts,tsx}``), newest first.
 
-Patterns are matched against paths relative to the search directory with our own small translator
-(``**`` spans directories, ``*`` and ``?`` stay within one, ``[...]`` and ``{a,b}`` work as in shells).
+Patterns are matched against paths relative to the search directory with our own small matcher
+(``**`` spans directories, ``*`` and ``?`` stay within one, ``[...]`` and ``{a,b}`` work as in shells),
+which runs in time linear in the path for a given pattern: no pattern can make it backtrack.
 The walk skips .git only and does not follow directory symlinks; it does not consult .gitignore.
 Files ``ctx.hidden`` rejects (the user's Read deny rules) are left out, as if they did not exist.
 """
@@ -93,67 +94,171 @@ def find_files(base: Path, pattern: str, ctx: ToolContext) -> list[str]:
     return found
 
 
-def compile_glob(pattern: str) -> re.Pattern[str]:
-    return re.compile(_translate(pattern))
+MAX_ALTERNATIVES = 1024  # patterns a {a,b} pattern may expand to; more is no file-name pattern
+
+# tokens of one brace-free pattern
+_LIT, _ONE, _CLASS, _STAR, _DIRS, _REST = range(6)
 
 
-def _translate(pattern: str) -> str:
-    out: list[str] = []
+class GlobMatcher:
+    """A glob matched by walking its tokens with a set of live positions (a Thompson NFA): time grows
+    with path length × pattern length, never exponentially, so ``*a*a*a*a*a*a*b`` over long names
+    (which sends a backtracking regex into minutes) takes microseconds. ``{a,b}`` is expanded first."""
+
+    def __init__(self, pattern: str) -> None:
+        self.alternatives = [_tokens(p) for p in _expand(pattern)]
+        # with at most two unbounded parts a regex can't backtrack badly, and runs in C: most patterns
+        # ("**/*.py", "src/*.ts") take that road, and only the others walk the tokens in Python
+        self.regexes = [_regex(tokens) for tokens in self.alternatives]
+
+    def fullmatch(self, path: str) -> bool | None:
+        for tokens, regex in zip(self.alternatives, self.regexes):
+            if regex.fullmatch(path) if regex is not None else _matches(tokens, path):
+                return True
+        return None
+
+
+def compile_glob(pattern: str) -> GlobMatcher:
+    return GlobMatcher(pattern)
+
+
+def _expand(pattern: str) -> list[str]:
+    """The brace-free patterns ``{a,b}`` stands for (an unclosed brace is literal)."""
+    out = [""]
     i = 0
     while i < len(pattern):
         char = pattern[i]
-        at_segment_start = i == 0 or pattern[i - 1] == "/"
-        if pattern.startswith("**/", i) and at_segment_start:
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i) and at_segment_start and i + 2 == len(pattern):
-            out.append(".*")
+        if char == "\\" and i + 1 < len(pattern):
+            out = [o + pattern[i : i + 2] for o in out]
             i += 2
-        elif char == "*":
-            out.append("[^/]*")
-            i += 1
-        elif char == "?":
-            out.append("[^/]")
-            i += 1
-        elif char == "[":
-            piece, i = _char_class(pattern, i)
-            out.append(piece)
-        elif char == "{":
-            piece, i = _alternatives(pattern, i)
-            out.append(piece)
-        elif char == "\\" and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-        else:
-            out.append(re.escape(char))
-            i += 1
-    return "".join(out)
+            continue
+        if char == "{" and (options := _brace_options(pattern, i)) is not None:
+            choices, i = options
+            out = [o + e for o in out for choice in choices for e in _expand(choice)]
+            if len(out) > MAX_ALTERNATIVES:
+                raise ToolError(f"The pattern expands to more than {MAX_ALTERNATIVES} alternatives.")
+            continue
+        out = [o + char for o in out]
+        i += 1
+    return out
 
 
-def _char_class(pattern: str, i: int) -> tuple[str, int]:
-    end = pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("!", "^") else i + 1)
-    if end == -1:
-        return re.escape("["), i + 1
-    inner = pattern[i + 1 : end]
-    if inner[:1] in ("!", "^"):
-        inner = "^" + inner[1:]
-    return "[" + inner.replace("\\", "\\\\") + "]", end + 1
-
-
-def _alternatives(pattern: str, i: int) -> tuple[str, int]:
-    depth, start, options = 0, i + 1, []
+def _brace_options(pattern: str, i: int) -> tuple[list[str], int] | None:
+    depth, start, options = 0, i + 1, list[str]()
     for j in range(i, len(pattern)):
         if pattern[j] == "{":
             depth += 1
         elif pattern[j] == "}":
             depth -= 1
             if depth == 0:
-                options.append(pattern[start:j])
-                return "(?:" + "|".join(_translate(option) for option in options) + ")", j + 1
+                return [*options, pattern[start:j]], j + 1
         elif pattern[j] == "," and depth == 1:
             options.append(pattern[start:j])
             start = j + 1
-    return re.escape("{"), i + 1
+    return None
+
+
+def _tokens(pattern: str) -> list[tuple[int, Any]]:
+    out: list[tuple[int, Any]] = []
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        at_segment_start = i == 0 or pattern[i - 1] == "/"
+        if pattern.startswith("**/", i) and at_segment_start:
+            out.append((_DIRS, None))  # zero or more whole directories
+            i += 3
+        elif pattern.startswith("**", i) and at_segment_start and i + 2 == len(pattern):
+            out.append((_REST, None))
+            i += 2
+        elif char == "*":
+            if not out or out[-1][0] != _STAR:  # "**" inside a name is one "*"
+                out.append((_STAR, None))
+            i += 1
+        elif char == "?":
+            out.append((_ONE, None))
+            i += 1
+        elif char == "[" and (end := _class_end(pattern, i)) != -1:
+            inner = pattern[i + 1 : end]
+            if inner[:1] in ("!", "^"):
+                inner = "^" + inner[1:]
+            try:
+                out.append((_CLASS, re.compile("[" + inner.replace("\\", "\\\\") + "]")))
+            except re.error as exc:
+                raise ToolError(
+                    f"The pattern has a bad character class [{pattern[i + 1 : end]}]: {exc}."
+                ) from None
+            i = end + 1
+        elif char == "\\" and i + 1 < len(pattern):
+            out.append((_LIT, pattern[i + 1]))
+            i += 2
+        else:
+            out.append((_LIT, char))
+            i += 1
+    return out
+
+
+_REGEX = {_ONE: "[^/]", _STAR: "[^/]*", _DIRS: "(?:.*/)?", _REST: ".*"}
+
+
+def _regex(tokens: list[tuple[int, Any]]) -> re.Pattern[str] | None:
+    if sum(kind in (_STAR, _DIRS, _REST) for kind, _ in tokens) > 2:
+        return None
+    parts = [
+        re.escape(value) if kind == _LIT else value.pattern if kind == _CLASS else _REGEX[kind]
+        for kind, value in tokens
+    ]
+    return re.compile("".join(parts))
+
+
+def _class_end(pattern: str, i: int) -> int:
+    return pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("!", "^") else i + 1)
+
+
+def _matches(tokens: list[tuple[int, Any]], path: str) -> bool:
+    # a state is (token index, inside): inside a "**/" that has consumed something not yet ended by "/"
+    end = len(tokens)
+    states = _closure(tokens, {(0, False)})
+    for char in path:
+        following: set[tuple[int, bool]] = set()
+        for k, _inside in states:
+            if k == end:
+                continue
+            kind, value = tokens[k]
+            if kind == _LIT:
+                if char == value:
+                    following.add((k + 1, False))
+            elif kind == _ONE:
+                if char != "/":
+                    following.add((k + 1, False))
+            elif kind == _CLASS:
+                if value.fullmatch(char):
+                    following.add((k + 1, False))
+            elif kind == _STAR:
+                if char != "/":
+                    following.add((k, False))
+            elif kind == _DIRS:
+                following.add((k, True))
+                if char == "/":
+                    following.add((k + 1, False))
+            else:  # _REST
+                following.add((k, False))
+        if not following:
+            return False
+        states = _closure(tokens, following)
+    return (end, False) in states
+
+
+def _closure(tokens: list[tuple[int, Any]], states: set[tuple[int, bool]]) -> set[tuple[int, bool]]:
+    """States reachable without consuming: past a "*", a "**" or a "**/" that matches nothing."""
+    todo = list(states)
+    out = set(states)
+    while todo:
+        k, inside = todo.pop()
+        if k < len(tokens) and not inside and tokens[k][0] in (_STAR, _DIRS, _REST):
+            if (k + 1, False) not in out:
+                out.add((k + 1, False))
+                todo.append((k + 1, False))
+    return out
 
 
 def _newest_first(paths: list[str]) -> list[str]:

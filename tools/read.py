@@ -81,6 +81,11 @@ class ReadTool:
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = ctx.resolve(args["file_path"])
+        if ctx.hidden is not None and ctx.hidden(path):  # the check passed its name; another is denied
+            raise ToolError(
+                f"{path} is another name (a hard link) of a file a Read deny rule covers, or has names "
+                "outside the project that can't be checked, so it is not read."
+            )
         _check_readable(path)
         media_type = IMAGE_TYPES.get(path.suffix.lower())
         try:

@@ -67,8 +67,16 @@ def write_text(path: Path, content: str) -> None:
         handle.write(content)
 
 
+DIFF_LIMIT = 2 * 1024 * 1024  # characters: past this a line diff costs far more than the count says
+
+
 def line_delta(before: str, after: str) -> tuple[int, int]:
-    """Lines added and removed going from ``before`` to ``after`` (as a line diff counts them)."""
+    """Lines added and removed going from ``before`` to ``after`` (as a line diff counts them).
+
+    Huge files are not diffed (a line diff of 200 MB takes gigabytes and minutes): every line of the
+    new text counts as added and every line of the old as removed."""
+    if not before or len(before) + len(after) > DIFF_LIMIT:
+        return (count_lines(after), count_lines(before)) if before != after else (0, 0)
     old, new = before.splitlines(), after.splitlines()
     added = removed = 0
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():

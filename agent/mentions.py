@@ -1,0 +1,98 @@
+"""``@path`` in a prompt: the user puts a file (or a directory's listing) into the context on purpose.
+
+``attachments(session, text)`` finds each ``@path`` word in a prompt and returns one context message
+per path that exists: a file's numbered lines as the Read tool shows them (and the file counts as read,
+so an Edit needs no Read first), a directory's entries. A path the user's Read deny rules cover, or one
+that does not exist, is reported in one line instead. ``complete(cwd, word)`` lists the candidates for
+the REPL's completion of a partly typed ``@pa``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from core.messages import Message, meta
+from tools.base import ToolError
+from tools.read import ReadTool
+
+MENTION = re.compile(r"(?<![\w@])@((?:\\ |[^\s@])+)")  # "@src/x.py", "@my\ file.md"; not a@b.c
+TRAILING = ".,;:!?)]}'\""  # punctuation after a mention ends the sentence, not the path
+MAX_ENTRIES = 200  # a directory listing attached in full up to this many entries
+MAX_COMPLETIONS = 50
+
+
+def mentioned(text: str) -> list[str]:
+    """The ``@`` paths a prompt names, in order, each once."""
+    found: list[str] = []
+    for match in MENTION.finditer(text):
+        raw = match.group(1).replace("\\ ", " ").rstrip(TRAILING)
+        if raw and raw not in found:
+            found.append(raw)
+    return found
+
+
+def attachments(session: Any, text: str) -> list[Message]:
+    """The context messages for the prompt's ``@`` paths (see the module docstring)."""
+    out: list[Message] = []
+    for raw in mentioned(text):
+        path = session.tool_ctx.resolve(raw)
+        if not path.exists():
+            continue  # "@someone" in prose: not a path, nothing to say
+        if session.permissions.read_denied(path):
+            out.append(meta(f"@{raw} was not attached: the user's permission rules deny reading it."))
+        elif path.is_dir():
+            out.append(meta(_listing(raw, path), attachedPath=str(path)))
+        else:
+            out.append(_file(session, raw, path))
+    return out
+
+
+def _file(session: Any, raw: str, path: Path) -> Message:
+    try:
+        result = ReadTool().run({"file_path": str(path)}, session.tool_ctx)  # records the read
+    except (ToolError, OSError) as e:
+        return meta(f"@{raw} could not be attached: {e}")
+    if not isinstance(result.content, str):  # an image: its blocks, as Read returns them
+        return Message(
+            "user",
+            [{"type": "text", "text": f"The user attached {path}:"}, *result.content],
+            kind="meta",
+            extra={"attachedPath": str(path)},
+        )
+    return meta(
+        f"The user attached {path} (@{raw}); its contents, as the Read tool shows them:\n{result.content}",
+        attachedPath=str(path),
+    )
+
+
+def _listing(raw: str, path: Path) -> str:
+    try:
+        entries = sorted(path.iterdir(), key=lambda p: p.name)
+    except OSError as e:
+        return f"@{raw} could not be listed: {e}"
+    names = [p.name + ("/" if p.is_dir() else "") for p in entries[:MAX_ENTRIES]]
+    more = len(entries) - len(names)
+    tail = [f"… and {more} more entries"] if more > 0 else []
+    return "\n".join([f"The user attached the directory {path} (@{raw}); its entries:", *names, *tail])
+
+
+def complete(cwd: Path, word: str) -> list[str]:
+    """Paths (relative as typed) that complete ``word``, the text after ``@``; directories end in /."""
+    typed = Path(word).expanduser()
+    base = typed if word.endswith("/") else typed.parent
+    folder = base if base.is_absolute() else cwd / base
+    prefix = "" if word.endswith("/") else typed.name
+    try:
+        entries = sorted(folder.iterdir(), key=lambda p: p.name)
+    except OSError:
+        return []
+    head = word[: len(word) - len(prefix)]
+    out = []
+    for p in entries:
+        if p.name.startswith(prefix) and (prefix.startswith(".") or not p.name.startswith(".")):
+            out.append(head + p.name + ("/" if p.is_dir() else ""))
+        if len(out) >= MAX_COMPLETIONS:
+            break
+    return out
