@@ -387,7 +387,7 @@ class _Capture:
             self.head += data[:room]
         if self._file is not None:
             self._spill(data)
-        elif self.total > _HEAD_BYTES and self.path is None and not self.problem:
+        elif self.total > OUTPUT_LIMIT and self.path is None and not self.problem:
             self._open()
             if self._file is not None:  # everything so far: the head, then what did not fit in it
                 self._spill(bytes(self.head) + data[max(room, 0) :])

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from agent import RESUME_PICK
+from agent import RESUME_PICK, subagents
 from agent.client import default_model
 from agent.loader import load_transcript, messages_before
 from agent.session import AskFn, Session
@@ -35,6 +35,22 @@ USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "c
 
 
 def open_session(
+    settings: Settings,
+    *,
+    emit: Callable[[Event], None],
+    ask: AskFn | None,
+    resume: str | None = None,
+    continue_last: bool = False,
+    environ: dict[str, str] | None = None,
+) -> Session:
+    """A new session, or one continued from a transcript (ours, or a foreign Claude Code file), with the
+    Task tool and its subagents (agent.subagents)."""
+    session = _open(settings, emit=emit, ask=ask, resume=resume, continue_last=continue_last, environ=environ)
+    subagents.install(session)
+    return session
+
+
+def _open(
     settings: Settings,
     *,
     emit: Callable[[Event], None],

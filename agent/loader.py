@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from agent.claude_code import Rec, clean, merge, recover_siblings
-from agent.transcript import BOUNDARY_NEEDLE, MESSAGE_TYPES, SIDE_USAGE, is_boundary
+from agent.transcript import (
+    BOUNDARY_NEEDLE,
+    MESSAGE_TYPES,
+    SIDE_USAGE,
+    agent_id_for,
+    is_boundary,
+    sidechain_path,
+)
 from compact.state import STATE_TYPES, ContextState, replay
 from core.messages import Message, from_record, tool_result_block, tool_results
 
@@ -272,7 +279,7 @@ class _Loader:
         kept_uuids = {r.uuid for r in kept}
         groups = recover_siblings(chain, main)
         merged = [m for m in map(merge, groups) if m is not None]
-        pending = interrupted_answers(merged)
+        pending = interrupted_answers(merged, self.path)
         live = clean([*merged, *pending], self.model)
         if pending and live and live[-1].uuid == pending[0].uuid:
             live.pop()  # recorded by the session that resumes, so a second resume sends the same
@@ -478,8 +485,10 @@ INTERRUPTED_BY_STOP = (
 )
 
 
-def interrupted_answers(messages: list[Message]) -> list[Message]:
+def interrupted_answers(messages: list[Message], transcript: Path | None = None) -> list[Message]:
     """Error results for the tool calls of the last response that nothing after it answers.
+
+    A Task call's answer names its subagent's transcript (beside ``transcript``) when there is one.
 
     Only user messages may follow that response (an answer to some of its calls, a prompt): an
     appended user message is merged with them into the one message the API wants after the calls.
@@ -491,7 +500,23 @@ def interrupted_answers(messages: list[Message]) -> list[Message]:
     missing = [u["id"] for u in messages[last].tool_uses if u.get("id") not in answered]
     if not missing:
         return []
-    return [tool_results([tool_result_block(i, INTERRUPTED_BY_STOP, True) for i in missing])]
+    names = {u.get("id"): u.get("name") for u in messages[last].tool_uses}
+    return [
+        tool_results([tool_result_block(i, _stopped(i, names.get(i), transcript), True) for i in missing])
+    ]
+
+
+def _stopped(tool_use_id: str, name: Any, transcript: Path | None) -> str:
+    if name != "Task" or transcript is None:
+        return INTERRUPTED_BY_STOP
+    side = sidechain_path(transcript, agent_id_for(tool_use_id))
+    if not side.is_file():
+        return INTERRUPTED_BY_STOP
+    return (
+        f"Interrupted: the agent stopped (it was closed or crashed) while this subagent was running, so it "
+        f"has no result. What it did so far is in its transcript, {side} (JSONL, one record per line): "
+        "read it for the findings, or run the task again."
+    )
 
 
 def load_transcript(path: Path, *, model: str | None = None) -> LoadedSession:

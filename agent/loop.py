@@ -5,7 +5,7 @@ Everything else (compaction, retries, permissions, rendering) lives in the named
 
 from __future__ import annotations
 
-from agent import mentions
+from agent import mentions, paste
 from agent.session import Session
 from agent.thinking import prompt_budget
 from agent.tool_exec import (
@@ -86,7 +86,7 @@ def submit_prompt(session: Session, text: str) -> str:
     reason = session.hooks.blocked(outcomes)
     if reason is not None:
         return f"A UserPromptSubmit hook blocked the prompt: {reason}"
-    prompt = user_prompt(text)
+    prompt = user_prompt(paste.fit(session, text))  # a prompt past the window: its head and a file
     session.prompt_thinking = prompt_budget(text)  # "think hard" raises this turn's thinking budget
     session.conv.current_prompt_uuid = prompt.uuid
     session.conv.reactive_compacted = False
@@ -99,21 +99,23 @@ def submit_prompt(session: Session, text: str) -> str:
     return ""
 
 
-def stop_hook_blocks(session: Session, earlier_blocks: int) -> bool:
+def stop_hook_blocks(session: Session, earlier_blocks: int, event: str = "Stop", **fields: object) -> bool:
     """The Stop hooks, as the model ends its turn: exit code 2 (or a "block" decision) keeps it going, with
     the hook's reason given to the model. After the first block the payload says ``stop_hook_active``
-    so a hook can let the turn end; one that never does is overruled after MAX_STOP_BLOCKS."""
-    outcomes = session.run_hooks("Stop", None, stop_hook_active=earlier_blocks > 0)
+    so a hook can let the turn end; one that never does is overruled after MAX_STOP_BLOCKS. A subagent
+    runs ``SubagentStop`` instead, with its ``agent_id`` and ``agent_transcript_path`` in ``fields``."""
+    outcomes = session.run_hooks(event, None, stop_hook_active=earlier_blocks > 0, **fields)
     reason = session.hooks.blocked(outcomes)
     if reason is None:
         return False
     if earlier_blocks >= MAX_STOP_BLOCKS:
         session.notice(
-            f"A Stop hook blocked the stop {MAX_STOP_BLOCKS} times in this turn; it ends anyway.", "warning"
+            f"A {event} hook blocked the stop {MAX_STOP_BLOCKS} times in this turn; it ends anyway.",
+            "warning",
         )
         return False
-    session.notice(f"Stop hook: {reason}", "warning")
-    session.add(meta(f"Stop hook feedback (the turn goes on):\n{reason}", hookContext=True))
+    session.notice(f"{event} hook: {reason}", "warning")
+    session.add(meta(f"{event} hook feedback (the turn goes on):\n{reason}", hookContext=True))
     return True
 
 

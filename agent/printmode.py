@@ -28,9 +28,12 @@ from core.events import (
     Notice,
     PermissionDenied,
     Retrying,
+    SubagentEvent,
+    SubagentFinished,
+    SubagentStarted,
     TurnFinished,
 )
-from core.messages import to_record
+from core.messages import Message, to_record
 from core.private import redact, secrets_of
 from core.terminal import visible
 
@@ -49,17 +52,12 @@ class PrintRenderer:
         if isinstance(event, MessageRecorded):
             if event.message.role == "assistant":
                 self.num_turns += 1
-            if self.fmt == "stream-json" and self.session is not None:
-                s = self.session
-                rec = to_record(
-                    event.message,
-                    parent_uuid=None,
-                    session_id=s.session_id,
-                    cwd=str(s.settings.cwd),
-                    version=__version__,
-                )
-                rec.pop("parentUuid")
-                self._line(rec)
+            if self.fmt == "stream-json":
+                self._message(event.message)
+        elif isinstance(event, SubagentEvent):
+            self._subagent(event)
+        elif isinstance(event, (SubagentStarted, SubagentFinished)) and self.fmt == "stream-json":
+            self._line({"type": "system", "subtype": _snake(type(event).__name__), **vars(event)})
         elif isinstance(event, PermissionDenied):
             self.denials.append(event)
         elif isinstance(event, (CompactStarted, CompactFinished, CompactFailed)):
@@ -67,19 +65,47 @@ class PrintRenderer:
         elif isinstance(event, Notice):
             self.say(event.text)
         elif isinstance(event, Retrying):  # stderr in every format: stdout stays the result alone
-            self.say(f"Retrying in {round(event.delay, 1):g}s (attempt {event.attempt + 1}) · {event.reason}")
+            self.say(f"{commands.retry_line(event)} · {event.reason}")
 
     def say(self, line: str) -> None:
         """One line for the user on stderr, terminal-safe (it may quote hook output, a path, an error)."""
         self.err.write(visible(line) + "\n")
         self.err.flush()
 
+    def _message(self, message: Message, **tags: Any) -> None:
+        if self.session is None:
+            return
+        s = self.session
+        rec = to_record(
+            message, parent_uuid=None, session_id=s.session_id, cwd=str(s.settings.cwd), version=__version__
+        )
+        rec.pop("parentUuid")
+        self._line({**rec, **tags})
+
+    def _subagent(self, tagged: SubagentEvent) -> None:
+        """A subagent's own events: its messages in stream-json, tagged with its id and its Task call (as
+        Claude Code's ``parent_tool_use_id``); its notices and retries on stderr, named."""
+        event = tagged.event
+        if isinstance(event, MessageRecorded) and self.fmt == "stream-json":
+            tags = {"isSidechain": True, "agentId": tagged.agent_id, "parent_tool_use_id": tagged.tool_use_id}
+            self._message(event.message, **tags)
+        elif isinstance(event, PermissionDenied):  # the result lists the subagents' denials too
+            self.denials.append(event)
+        elif isinstance(event, Notice):
+            self.err.write(f"[subagent {tagged.agent_id}] {event.text}\n")
+        elif isinstance(event, Retrying):
+            self.err.write(
+                f"[subagent {tagged.agent_id}] retrying in {round(event.delay, 1):g}s · {event.reason}\n"
+            )
+        elif (
+            isinstance(event, (CompactStarted, CompactFinished, CompactFailed)) and self.fmt != "stream-json"
+        ):
+            self.err.write(f"[subagent {tagged.agent_id}] ")
+            self._compaction(event)
+
     def _compaction(self, event: Event) -> None:
         if isinstance(event, CompactFinished):
-            text = (
-                f"{commands.compaction_text(event.trigger, event.pre_tokens, event.post_tokens)} · "
-                f"{event.duration:.0f}s" + (f" · {event.state}" if event.state else "")
-            )
+            text = commands.compaction_line(event)
             for line in event.hook_messages:
                 self.say(line)
         elif isinstance(event, CompactFailed):
@@ -115,7 +141,7 @@ class PrintRenderer:
                     "num_turns": self.num_turns,
                     "duration_ms": int((time.monotonic() - started) * 1000),
                     "usage": dict(session.usage_total),
-                    "total_cost_usd": round(session.cost, 6),
+                    "total_cost_usd": round(session.cost + _subagents_cost(session), 6),
                     "permission_denials": [
                         {"tool_name": d.tool_name, "tool_use_id": d.tool_use_id, "tool_input": d.tool_input}
                         for d in self.denials
@@ -239,6 +265,10 @@ def run_command(session: Session, result: commands.Result, renderer: PrintRender
         usage=dict(session.usage_total),
     )
     return renderer.result(finished, session, started)
+
+
+def _subagents_cost(session: Session) -> float:
+    return session.subagents.cost if session.subagents is not None else 0.0
 
 
 def _snake(name: str) -> str:

@@ -284,6 +284,7 @@ class Repl:
         self.environ = environ
         self.console = console
         self.renderer = Renderer(console)
+        self.renderer.cwd = Path(settings.cwd)
         self.input = input or create_input()
         self.output = output
         self.real_terminal = input is None

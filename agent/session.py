@@ -79,14 +79,7 @@ class Session:
         # extended thinking: on for every turn (settings; the REPL's toggle), or raised by a prompt's words
         self.thinking_on = s.always_thinking or s.max_thinking_tokens is not None
         self.prompt_thinking: int | None = None  # the budget the current prompt's words ask for
-        self.writer = writer = TranscriptWriter(
-            self.transcript_path,
-            self.session_id,
-            str(s.cwd),
-            __version__,
-            last_uuid=self.last_uuid,
-            secret=(s.api_key, s.auth_token),
-        )
+        self.writer = writer = self.make_writer()
         self.client = wiring.client(s, self._emit)
         self.tools = builtin_tools() + [SnipTool()]
         self.tool_ctx = ToolContext(
@@ -119,6 +112,19 @@ class Session:
             history=history,
             replayed=replayed,
             clock=self.clock,
+        )
+        self.subagents: Any = None  # the Task service: agent.subagents.install gives it (lifecycle)
+
+    def make_writer(self) -> TranscriptWriter:
+        """The transcript writer (a subagent's session writes a sidechain: agent.subagents)."""
+        s = self.settings
+        return TranscriptWriter(
+            self.transcript_path,
+            self.session_id,
+            str(s.cwd),
+            __version__,
+            last_uuid=self.last_uuid,
+            secret=(s.api_key, s.auth_token),
         )
 
     def use_settings(self, s: Settings) -> None:

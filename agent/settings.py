@@ -43,6 +43,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agent import trust as trust_store
+from agent.agents import withheld_agents
 from agent.project import SETTINGS_CAP, FileProblem, project_root, read_small
 from agent.trust import Ignored, Trust
 from compact.thresholds import smallest_window
@@ -82,6 +83,7 @@ class Settings:
     max_output_tokens: int | None = None  # CLAUDE_CODE_MAX_OUTPUT_TOKENS
     compaction_model: str | None = None
     session_memory: bool = True
+    prepare_compaction: bool = True  # COMPACT_AGENT_PREPARE_COMPACTION: candidates prepared before T
     microcompact: bool = True
     microcompact_gap_minutes: float = 60.0
     microcompact_keep: int = 5
@@ -172,6 +174,8 @@ def load_settings(*, cwd: Path, environ: Mapping[str, str], cli: dict[str, Any])
         data, ignored = trust_store.restrict(raw, str(path), s.trust)
         s.ignored += ignored
         _merge_layer(layer, data, str(path))
+    if not s.trust.trusted and root not in (user_home, home):  # its agents act with the user's permissions
+        s.ignored += withheld_agents(root)
 
     env: dict[str, str] = dict(layer.get("env", {}))
     env_sources = {name: f'{layer["sources"]["env." + name]} "env"' for name in env}
@@ -630,6 +634,7 @@ def _apply_env(s: Settings, env: Mapping[str, str], origin: Mapping[str, str]) -
     # "0" (or another falsy word) turns these off, a truthy word turns them back on over a settings file
     for name, attr in (
         ("COMPACT_AGENT_SESSION_MEMORY", "session_memory"),
+        ("COMPACT_AGENT_PREPARE_COMPACTION", "prepare_compaction"),
         ("COMPACT_AGENT_MICROCOMPACT", "microcompact"),
         ("CLAUDE_CONTEXT_COLLAPSE", "context_collapse"),
     ):

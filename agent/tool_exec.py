@@ -16,6 +16,7 @@ permission check, the hooks and the tool all judge the same file; and after a to
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, TypeVar
@@ -46,6 +47,13 @@ _T = TypeVar("_T")
 
 class Declined(Exception):
     """The user answered "no": the turn ends once every call of the message has its result."""
+
+
+_call = threading.local()  # the id of the call a tool thread is running (a Task names its subagent by it)
+
+
+def current_call_id() -> str | None:
+    return getattr(_call, "id", None)
 
 
 class HookStopped(Exception):
@@ -183,8 +191,9 @@ def _redacted(session: Session, result: ToolResult) -> ToolResult:
 
 
 def _read_only(session: Session, use: dict[str, Any]) -> bool:
+    """Whether the call may run beside its neighbours: read-only tools, and Task (own context each)."""
     tool = get(session.tools, use.get("name", ""))
-    return bool(tool and tool.read_only)
+    return bool(tool and getattr(tool, "concurrency_safe", tool.read_only))
 
 
 def _touched(uses: list[dict[str, Any]]) -> set[str]:
@@ -272,8 +281,14 @@ def _execute(session: Session, use: dict[str, Any], stops: list[str] | None = No
     if unchanged is not None:
         session.emit(ToolFinished(use["id"], name, unchanged, False, "unchanged since restored"))
         return ToolResult(unchanged, summary="unchanged since restored")
-    result = _redacted(session, run_tool(tool, args, session.tool_ctx))
-    if session.cancel.is_set() and not result.is_error:
+    _call.id = use["id"]
+    try:
+        result = _redacted(session, run_tool(tool, args, session.tool_ctx))
+    finally:
+        _call.id = None
+    if _says_interrupted(result):
+        pass  # the tool said itself what was stopped (a Task names its subagent's transcript)
+    elif session.cancel.is_set() and not result.is_error:
         result = ToolResult(
             f"{INTERRUPTED}\n\nPartial output:\n{result.content}"
             if isinstance(result.content, str)
@@ -292,7 +307,7 @@ def _execute(session: Session, use: dict[str, Any], stops: list[str] | None = No
         tool_name=name,
         tool_input=args,
         tool_response={
-            "content": result.content if isinstance(result.content, str) else "[blocks]",
+            "content": _hook_text(result.content),
             "is_error": result.is_error,
         },
     )
@@ -309,6 +324,19 @@ def _with_feedback(result: ToolResult, feedback: str) -> ToolResult:
     if isinstance(result.content, str):
         return replace(result, content=f"{result.content}\n\n{note}")
     return replace(result, content=[*result.content, {"type": "text", "text": note}])
+
+
+def _hook_text(content: str | list[dict[str, Any]]) -> str:
+    """A result's text for a PostToolUse hook: text blocks joined (a Task's answer); "[blocks]" for media."""
+    if isinstance(content, str):
+        return content
+    if all(b.get("type") == "text" for b in content):
+        return "\n\n".join(str(b.get("text", "")) for b in content)
+    return "[blocks]"
+
+
+def _says_interrupted(result: ToolResult) -> bool:
+    return result.is_error and isinstance(result.content, str) and result.content.startswith(INTERRUPTED)
 
 
 def record_interruption(session: Session) -> None:

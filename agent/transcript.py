@@ -12,6 +12,7 @@ listing a directory's sessions is agent.sessions'; our non-message records are c
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -235,3 +236,27 @@ def in_use(path: Path) -> bool:
     finally:
         os.close(fd)  # closing releases a lock this probe took
     return False
+
+
+def agent_id_for(tool_use_id: str) -> str:
+    """A subagent's id: seven characters like Claude Code's ("a2898e3"), derived from its Task call's id
+    so that a session resumed after a crash can name the transcript of a call left without an answer."""
+    return "a" + hashlib.sha256(tool_use_id.encode()).hexdigest()[:6]
+
+
+def sidechain_path(transcript: Path, agent_id: str) -> Path:
+    """Where a subagent's transcript lives: ``P/<session-id>/subagents/agent-<id>.jsonl``, as Claude Code
+    lays them out, beside the session's own directory."""
+    return transcript.with_suffix("") / "subagents" / f"agent-{agent_id}.jsonl"
+
+
+class SidechainWriter(TranscriptWriter):
+    """A subagent's transcript: the same records, each marked ``isSidechain: true`` with the ``agentId``;
+    ``sessionId`` is the parent session's."""
+
+    def __init__(self, path: Path, session_id: str, cwd: str, version: str, *, agent_id: str, **kw: Any):
+        super().__init__(path, session_id, cwd, version, **kw)
+        self.agent_id = agent_id
+
+    def _write(self, rec: dict[str, Any], *, sync: bool) -> None:
+        super()._write({**rec, "isSidechain": True, "agentId": self.agent_id}, sync=sync)

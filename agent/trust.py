@@ -47,7 +47,7 @@ _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE
 class Ignored:
     """One thing a project settings file asked for and did not get."""
 
-    kind: str  # "hook" | "env" | "permission" | "model" | "credential"
+    kind: str  # "hook" | "env" | "permission" | "model" | "credential" | "agent"
     what: str  # shown to the user, e.g. 'SessionStart hook: touch /tmp/x'
     source: str  # the settings file
     key: str = ""  # the env key, for "env" and "credential"
@@ -215,7 +215,7 @@ def print_mode_line(ignored: list[Ignored], trusted: bool) -> str:
         )
     return (
         f"compact-agent: this project is not trusted, so its settings files' hooks, env and widened "
-        f"permissions and model were ignored: {items}. Pass --trust-project to trust it (recorded); "
+        f"permissions and model, and its agents, were ignored: {items}. Pass --trust-project to trust it (recorded); "
         f"ANTHROPIC_* keys also need confirming in the REPL"
     )
 
@@ -227,6 +227,7 @@ def dialog_lines(ignored: list[Ignored]) -> list[str]:
         "env": "Set these environment variables:",
         "permission": "Widen permissions:",
         "model": "Choose the model or thinking budget (what you pay for):",
+        "agent": "Offer these subagents (their prompts act with your permissions):",
     }
     lines = []
     for kind, title in titles.items():

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import re
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from rich.console import Console, Group
@@ -45,6 +47,9 @@ from core.events import (
     MessageRecorded,
     Notice,
     Retrying,
+    SubagentFinished,
+    SubagentProgress,
+    SubagentStarted,
     TextDelta,
     ThinkingDelta,
     TodosChanged,
@@ -69,7 +74,7 @@ RECAP_LINES = 4
 DIFF_LINES = 10
 DIFF_STYLES = {"+": "green", "-": "red"}
 # tools whose output is the file itself (or a confirmation): their one-line summary says more
-SUMMARY_TOOLS = ("Read", "Write", "Edit", "Snip")
+SUMMARY_TOOLS = ("Read", "Write", "Edit", "Snip", "Task")
 NOTICE_STYLES = {"info": "dim", "warning": "yellow", "error": "red"}
 KEY_ARGS = {
     "Read": "file_path",
@@ -79,6 +84,7 @@ KEY_ARGS = {
     "Grep": "pattern",
     "Glob": "pattern",
     "Snip": "ids",
+    "Task": "description",
 }
 # /context: (style, glyph) per category; glyphs keep the grid readable without colour
 CATEGORY_LOOK = {
@@ -472,6 +478,7 @@ class Renderer:
         self._compact_since: float | None = None
         self._out_chars = 0
         self._live_tail = ""  # the end of what the running command has printed so far
+        self.cwd: Path | None = None  # the project: tool headers show paths under it relative to it
         self.queued = (
             ""  # what the user has typed meanwhile, sent when the turn is over (shown in the status)
         )
@@ -485,6 +492,10 @@ class Renderer:
         # the answer does not repeat them
         self._just_asked: tuple[str, dict[str, Any]] | None = None
         self._in_question: set[str] = set()
+        # running subagents (agent.subagents): id -> [description, tool uses, tokens], one status line each
+        self._subagents: dict[str, list[Any]] = {}
+        self._open_tasks: set[str] = set()  # Task calls on screen without their result yet
+        self._shared_tasks: set[str] = set()  # ... of which others ran beside them: results name them
 
     # --- events --------------------------------------------------------------------------------------
     def __call__(self, event: Any) -> None:
@@ -544,9 +555,15 @@ class Renderer:
         if call == self._just_asked:
             self._in_question.add(event.tool_use_id)  # its header and diff are on screen just above
         else:
-            self.console.print(tool_header(event.name, event.input), highlight=False)
+            self.console.print(
+                tool_header(event.name, relative_paths(event.input, self.cwd)), highlight=False
+            )
         self._just_asked = None
         self._inputs[event.tool_use_id] = call
+        if event.name == "Task":
+            if self._open_tasks:
+                self._shared_tasks |= self._open_tasks | {event.tool_use_id}
+            self._open_tasks.add(event.tool_use_id)
         if self._turn_since is not None:
             self._show_status(f"Running {event.name}…")
 
@@ -571,13 +588,27 @@ class Renderer:
             output = result_text(event.content).strip()
             prefer_summary = name in SUMMARY_TOOLS or not output
             shown = (event.summary or output) if prefer_summary else output
+            if event.tool_use_id in self._shared_tasks:  # several ran at once: say which one this is
+                shown = f"{key_argument(name, args)}: {shown}"
             self._result_lines(shown.splitlines() or ["(no output)"], "dim")
             if event.tool_use_id not in self._in_question:
                 for style, line in diff_lines(name, args):
                     self.console.print(Text(INDENT + line, style=style), highlight=False, soft_wrap=True)
         self._in_question.discard(event.tool_use_id)
+        self._open_tasks.discard(event.tool_use_id)
+        self._shared_tasks.discard(event.tool_use_id)
         if self._turn_since is not None:
             self._show_status("Working…")
+
+    def _on_SubagentStarted(self, event: SubagentStarted) -> None:
+        self._subagents[event.agent_id] = [event.description, 0, 0]
+
+    def _on_SubagentProgress(self, event: SubagentProgress) -> None:
+        if event.agent_id in self._subagents:
+            self._subagents[event.agent_id][1:] = [event.tool_uses, event.tokens]
+
+    def _on_SubagentFinished(self, event: SubagentFinished) -> None:
+        self._subagents.pop(event.agent_id, None)  # the Task's result line sums it up
 
     def _on_TodosChanged(self, event: TodosChanged) -> None:
         self._end_text()
@@ -586,9 +617,10 @@ class Renderer:
 
     def _on_Retrying(self, event: Retrying) -> None:
         # the next attempt streams the whole reply again: what was held back would be shown twice
-        restarts = self._blocks_shown > 0 or bool(self._pending.strip())
-        self._pending, self._blocks_shown, self._continuing = "", 0, False
-        line = Text(f"Retrying in {round(event.delay, 1):g}s… (attempt {event.attempt + 1})", style="yellow")
+        restarts = not event.compaction and (self._blocks_shown > 0 or bool(self._pending.strip()))
+        if not event.compaction:
+            self._pending, self._blocks_shown, self._continuing = "", 0, False
+        line = Text(commands.retry_line(event, live=True), style="yellow")
         if event.reason:
             line.append(f" · {visible(event.reason)}", style="dim")
         if restarts:
@@ -685,7 +717,11 @@ class Renderer:
         parts.append("esc to interrupt")
         if self.queued.strip():
             parts.append(f"queued: {visible(self.queued, one_line=True)[-QUEUED_CHARS:]}")
-        return " · ".join(parts)
+        return " · ".join(parts) + "".join(
+            f"\n{RESULT}{desc} · {uses} tool use{'' if uses == 1 else 's'} · "
+            f"{commands.fmt_tokens(tokens)} tokens"
+            for desc, uses, tokens in list(self._subagents.values())
+        )
 
     # --- other output --------------------------------------------------------------------------------
     def banner(self, version: str, model: str, cwd: str) -> None:
@@ -731,11 +767,16 @@ class Renderer:
         """/clear: a fresh screen for the fresh session (nothing happens on a console that is not a terminal)."""
         self.console.clear()
 
-    def line(self, text: str, style: str = "") -> None:
+    def line(self, text: str, style: str = "", *, wrap: int | None = None) -> None:
+        """One line of our own; ``wrap``: broken at word boundaries to at most that many columns."""
         with self._lock:
             self._end_text()
             self._just_asked = None
-            self.console.print(Text(visible(text), style=style), highlight=False, soft_wrap=True)
+            shown = Text(visible(text), style=style)
+            if wrap:
+                self.console.print(shown, highlight=False, width=min(wrap, self.console.width))
+            else:
+                self.console.print(shown, highlight=False, soft_wrap=True)
 
     def permission(
         self, tool: str, args: dict[str, Any], description: str, always: str | None = None
@@ -864,6 +905,19 @@ def recent_exchanges(messages: list[Any], exchanges: int) -> list[Any]:
     return out[::-1]
 
 
+def relative_paths(args: dict[str, Any], cwd: Path | None) -> dict[str, Any]:
+    """``args`` with a path under ``cwd`` shown relative to it, as Claude Code shows them (a permission
+    question keeps the whole path: it is what the user approves)."""
+    out = dict(args)
+    for key in ("file_path", "path"):
+        value = out.get(key)
+        if cwd is not None and isinstance(value, str) and os.path.isabs(value):
+            rel = os.path.relpath(value, cwd)
+            if not rel.startswith(".."):
+                out[key] = rel
+    return out
+
+
 def tool_header(name: str, args: dict[str, Any], whole: bool = False) -> Text:
     """``● Name(argument)``: the argument on one short line, or (``whole``: a question) all of it."""
     line = Text(BULLET, style="bold")
@@ -915,8 +969,7 @@ def numbered_diff(lines: list[str]) -> list[tuple[str, str]]:
 
 
 def compaction_line(event: CompactFinished) -> str:
-    state = f" · {event.state}" if event.state else ""
-    return f"{commands.compaction_text(event.trigger, event.pre_tokens, event.post_tokens)} · {event.duration:.0f}s{state}"
+    return commands.compaction_line(event)
 
 
 TODO_MARKS = {"completed": ("☒", "dim strike"), "in_progress": ("☐", "bold"), "pending": ("☐", "")}
@@ -960,6 +1013,8 @@ def context_grid(usage: commands.ContextUsage) -> Text:
                 f"  └ {visible(str(path), one_line=True)}: {commands.fmt_tokens(tokens)} tokens", style="dim"
             )
         )
+    if usage.prepared:
+        legend += [Text(), Text(usage.prepared, style="dim")]
     out = Text("Context usage\n", style="bold")
     for i in range(max(len(rows), len(legend))):
         row = rows[i] if i < len(rows) else Text(" " * 19)

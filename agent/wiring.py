@@ -46,6 +46,7 @@ def compact_config(s: Settings) -> CompactConfig:
         disable_compact=s.disable_compact,
         auto_compact=s.auto_compact,
         session_memory=s.session_memory,
+        prepare_compaction=s.prepare_compaction,
         microcompact=s.microcompact,
         gap_minutes=s.microcompact_gap_minutes,
         keep_recent=s.microcompact_keep,
@@ -142,6 +143,14 @@ def snipper(conv: Conversation) -> Callable[[list[str], str | None], str]:
 
     def snip(ids: list[str], reason: str | None = None) -> str:
         with conv.lock:
-            return perform_snip(conv.messages, conv.state, ids, reason, conv.current_prompt_uuid, conv.record)
+            return perform_snip(
+                conv.messages,
+                conv.state,
+                ids,
+                reason,
+                conv.current_prompt_uuid,
+                conv.record,
+                sent=lambda: conv.view().messages,  # what the request loses, as it shows the messages
+            )
 
     return snip

@@ -17,7 +17,7 @@ The tags are derived from each prompt's uuid and exist only in the copy sent to 
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from compact.state import ContextState, snip_record
@@ -161,13 +161,19 @@ def perform_snip(
     current_turn_uuid: str | None,
     record: Callable[[dict[str, Any]], Any],
     tokens_now: int | None = None,
+    sent: Callable[[], list[Message]] | None = None,
 ) -> str:
     """Plan, record and apply a snip; returns the sentence for the model. Raises SnipError.
 
-    This is the body of the ``snip`` service the query loop hands to the Snip tool.
+    This is the body of the ``snip`` service the query loop hands to the Snip tool. ``sent``: the
+    messages as the request shows them (old results cleared, spans collapsed), so the figure is what the
+    request actually loses, not the size of the messages in full.
     """
     visible = apply_snips(messages, state)
     plan = plan_snip(visible, ids, current_turn_uuid)
+    if sent is not None:
+        removed = set(plan.removed_uuids)
+        plan = replace(plan, freed_tokens=sum(m.tokens for m in sent() if m.uuid in removed))
     if tokens_now is None:
         tokens_now = count_tokens(visible, freed=state.freed_since_usage)
     record(snip_record(plan.removed_uuids, reason or ""))

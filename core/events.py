@@ -53,6 +53,7 @@ class Retrying:
     attempt: int
     reason: str
     delay: float
+    compaction: bool = False  # a compaction's own request, not the main reply
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class CompactFinished:
     summary: str = ""
     hook_messages: tuple[str, ...] = ()
     state: str = ""  # how much of the working-state ledger was attached ("state: 3 modified files, ...")
+    candidate: str = ""  # "prepared" when a background candidate was applied, or why one was refused
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,45 @@ class TokenState:
     blocking: bool
     percent_left: int
     auto_compact: bool
+
+
+@dataclass(frozen=True)
+class SubagentStarted:
+    """A Task call started a subagent (agent.subagents) in its own context."""
+
+    agent_id: str
+    tool_use_id: str
+    description: str
+    subagent_type: str
+
+
+@dataclass(frozen=True)
+class SubagentProgress:
+    """A running subagent's progress: tool calls so far and the tokens of its context."""
+
+    agent_id: str
+    tool_uses: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class SubagentFinished:
+    agent_id: str
+    status: str  # "completed" | "interrupted" | "error"
+    tool_uses: int
+    tokens: int
+    duration: float  # seconds
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SubagentEvent:
+    """An event of a subagent's own loop, tagged with its id (print mode's stream-json shows its messages;
+    the REPL shows only the progress line)."""
+
+    agent_id: str
+    tool_use_id: str
+    event: Any
 
 
 @dataclass(frozen=True)
@@ -136,6 +177,10 @@ Event = (
     | CompactFailed
     | Notice
     | TokenState
+    | SubagentStarted
+    | SubagentProgress
+    | SubagentFinished
+    | SubagentEvent
     | TurnFinished
     | PermissionDenied
     | ToolOutput

@@ -440,6 +440,11 @@ class FakeAPI(ScriptedAPI):
         step.drop_after, step.stream_error = after_events, (type, message)
         return self.add(step)
 
+    def conversation(self, marker: str, responder: Step) -> Route:
+        """Route one conversation's requests by its first user message: those whose first message holds
+        ``marker`` (a subagent's task prompt, say) are answered by ``responder``, whatever the script holds."""
+        return self.on(lambda body: marker in first_user_text(body), responder)
+
     def on(self, predicate: Callable[[dict], bool], responder: Step, *, once: bool = False) -> Route:
         """Answer matching /v1/messages requests before the script; a ``once`` route must fire.
 
@@ -509,6 +514,14 @@ class FakeAPI(ScriptedAPI):
 
     def _usage(self, body: dict) -> dict:
         return self.cache.account(body)
+
+
+def first_user_text(body: dict) -> str:
+    """The text of a request's first message (the prompt that opened its conversation)."""
+    messages = body.get("messages") or []
+    if not messages:
+        return ""
+    return "\n".join(b.get("text", "") for b in _blocks(messages[0].get("content")) if isinstance(b, dict))
 
 
 def _as_reply(reply: Reply | str | None, default: str) -> Reply:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import stat
 import threading
 import time
 
@@ -15,8 +17,11 @@ from rich.console import Console
 
 from agent import RESUME_PICK, commands, lifecycle
 from agent.cli import resume_pick
+from agent.loop import run_turn
 from agent.repl import Repl
+from compact.snip import snip_id
 from core.errors import SessionError
+from core.messages import assistant, tool_result_block, tool_results, user_prompt
 from tests.fakeapi import Reply, last_user_text
 from tests.test_commands import chat, new_session
 from tests.test_repl import ESC, repl_for
@@ -232,3 +237,69 @@ def test_a_running_command_shows_its_last_lines_and_ctrl_c_gives_the_model_what_
     ]
     text = str(result["content"])
     assert "line1" in text and "line7" in text and "never" not in text
+
+
+def test_the_snip_result_reports_what_the_request_loses(fake_api, project):
+    session = new_session(fake_api, project)
+    first = user_prompt("read the big log")
+    session.add(first)
+    use = {"type": "tool_use", "id": "toolu_big", "name": "Read", "input": {"file_path": "/p/big.log"}}
+    session.add(assistant([use], model=session.model, usage={"input_tokens": 100, "output_tokens": 5}))
+    session.add(tool_results([tool_result_block("toolu_big", "x" * 40_000)]))
+    session.add(
+        assistant(
+            [{"type": "text", "text": "read it"}],
+            model=session.model,
+            usage={"input_tokens": 10_100, "output_tokens": 5},
+        )
+    )
+    current = user_prompt("now drop that")
+    session.add(current)
+    session.conv.current_prompt_uuid = current.uuid
+    session.conv.state.cleared.add("toolu_big")  # micro-compaction already cleared the big result
+    full = sum(m.tokens for m in session.messages[:4])
+    sent = sum(m.tokens for m in session.conv.view().messages[:4])
+    assert sent < full / 10
+    answer = session.tool_ctx.services["snip"]([snip_id(first.uuid)], "done with it")
+    assert answer == f"Snipped 4 messages, freeing about {sent:,} tokens."
+
+
+def test_a_paste_too_big_for_the_window_is_saved_and_the_note_counts_exactly(fake_api, project):
+    session = new_session(fake_api, project, CLAUDE_CODE_AUTO_COMPACT_WINDOW="60000")
+    budget = session.thresholds().auto_compact // 2
+    small = "line of a log\n" * (budget * 2 // 14)  # about half the budget: sent whole
+    fake_api.reply_text("read the small one")
+    run_turn(session, small)
+    assert last_user_text(fake_api.message_requests[-1].body).startswith(small.rstrip("\n"))
+    huge = "".join(f"row {i:06d} of the paste\n" for i in range(5_000))  # 116,000 characters
+    fake_api.reply_text("I will read the file")
+    run_turn(session, huge)
+    sent = last_user_text(fake_api.message_requests[-1].body)
+    note = re.search(r"the ([\d,]+) characters after the first ([\d,]+) are not shown here", sent)
+    assert note is not None and f"This message is {len(huge):,} characters long" in sent
+    left_out, shown = (int(n.replace(",", "")) for n in note.groups())
+    assert shown + left_out == len(huge) and sent.startswith(huge[:shown])
+    [saved] = (session.session_dir / "pastes").iterdir()
+    assert saved.read_text() == huge and str(saved) in sent
+    assert stat.S_IMODE(saved.stat().st_mode) == 0o600
+    fake_api.check()
+
+
+def test_a_reply_cut_short_by_esc_counts_in_cost_and_after_a_resume(fake_api, project):
+    fake_api.chunk, fake_api.pace = 4, 0.05  # a slow stream: about 100 deltas
+    fake_api.reply_text("word " * 80)
+    with repl_for(fake_api, project) as d:
+        d.type("talk slowly\r")
+        wait_until(lambda: d.repl.renderer._out_chars > 0)  # the reply has started
+        d.type(ESC)
+        d.wait_for("Interrupted by user")
+        d.wait_idle()
+        session = d.repl.session
+        assert not any(m.role == "assistant" for m in session.messages)  # nothing of it was kept
+        assert sum(session.usage_total.values()) > 1000 and session.cost > 0  # but what it read was billed
+        live = commands.run(session, "/cost").text
+    lifecycle.close(session)
+    resumed = lifecycle.open_session(
+        session.settings, emit=lambda e: None, ask=None, resume=session.session_id, environ=session.environ
+    )
+    assert commands.run(resumed, "/cost").text == live

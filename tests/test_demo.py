@@ -59,7 +59,16 @@ def test_demo_auto_plays_the_whole_story_and_exits_0(tmp_path: Path, isolated_en
         pane.close()
 
     assert "DEMO-EXIT=0" in screen
-    assert "demo ▸ No key needed" in screen and "throwaway copy in " + str(scratch) in screen
+    assert "demo ▸ No key needed" in screen
+    # narration is wrapped at 80 columns: a long path may be broken across lines
+    assert "throwawaycopyin" + str(scratch) in re.sub(r"\s+", "", screen)
+    # after the compactions: /history and /state, for a person
+    assert "> /memory" in screen and "Session notes (" in screen and "Working on: " in screen
+    # a notes compaction: /compact without instructions, then /summary shows the notes it used
+    assert len(re.findall(r"Compacted · manual · [\d.]+k → [\d.]+k tokens", screen)) == 2
+    assert screen.count("Session Title") >= 2  # in /memory, then in the notes compaction's /summary
+    assert "> /history" in screen and "Before the last compaction (" in screen
+    assert "> /state" in screen and "What a compaction would carry over" in screen
     # reading and grepping, then the Edit's permission question, answered by --auto
     assert "● Glob(**/*.py)" in screen and "● Grep(apply_discount)" in screen and "Read 13 lines" in screen
     assert "Allow? [y]es / [n]o / [a]lways for this session" in screen and "→ Yes" in screen
@@ -111,15 +120,38 @@ def test_demo_offers_each_line_and_the_user_answers_the_question(tmp_path: Path)
         wait_for("Allow? [y]es")
         pipe.send_text("n")
         wait_for("→ No")
+        # the narration does not go on as if the fix had been made: the same line comes back
+        wait_for("demo ▸ That step did not finish")
+        assert "This command prints" not in buf.getvalue()
+        pricing = (d.project / "shop" / "pricing.py").read_text()
+        assert "return round(total - percent, 2)" in pricing  # the "no" kept the file as it was
+        assert d.story.played == d.story.beats[:1]  # the fix was not made
+        while not repl.prompt.app.is_running:
+            time.sleep(0.02)
+        pipe.send_text("\r")  # the fix's line again; this time: yes
+        deadline = time.monotonic() + 20
+        while buf.getvalue().count("Allow? [y]es") < 2:
+            assert time.monotonic() < deadline, buf.getvalue()
+            time.sleep(0.02)
+        pipe.send_text("y")
+        wait_for("All tests pass now")
         wait_for("demo ▸ This command prints")
         while not repl.prompt.app.is_running:  # back at the prompt, with the next line offered
             time.sleep(0.02)
         pipe.send_text("\x03/exit\r")  # Ctrl-C clears the offered line first
         thread.join(20)
         assert not thread.is_alive() and box["code"] == 0
-        pricing = (d.project / "shop" / "pricing.py").read_text()
-        assert "return round(total - percent, 2)" in pricing  # the "no" kept the file as it was
-        assert d.story.played == d.story.beats[:1]  # the fix was never made
+        assert d.story.played == d.story.beats[:2]
+    # narration: at most 80 columns, broken between words (the console itself is 120 wide)
+    out = buf.getvalue().splitlines()
+    start = next(i for i, line in enumerate(out) if line.startswith("demo ▸ An Edit changes"))
+    end = next(i for i in range(start + 1, len(out)) if out[i].startswith(("> ", "●")))
+    wrapped = out[start:end]
+    assert len(wrapped) > 1 and all(len(line) <= 80 for line in wrapped)
+    narration = d.story.beats[1].say
+    assert " ".join(line.strip() for line in wrapped) == "demo ▸ " + narration
+    # tool headers show paths relative to the project
+    assert "● Read(shop/pricing.py)" in buf.getvalue()
 
 
 def test_the_scripted_model_follows_the_story_stops_on_a_refusal_and_summarises(tmp_path: Path) -> None:

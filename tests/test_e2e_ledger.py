@@ -149,8 +149,11 @@ def test_auto_summary_compaction_keeps_the_working_state(run_cli, project: Path,
         assert POOR in request_text(after)
         assert_state_survives(after, model)
     # the compaction lines say how much of the state was attached
-    assert "s · state: 2 modified files, 5 read, 1 command, 3 todos, 1 user message\n" in res.stderr
-    assert "s · state: 2 modified files, 9 read, 1 command, 3 todos, 1 user message\n" in res.stderr
+    # (how many reads come before each depends on the size of the system prompt and the tools)
+    lines = re.findall(
+        r"s · state: 2 modified files, (\d+) read, 1 command, 3 todos, 1 user message\n", res.stderr
+    )
+    assert len(lines) == 2 and int(lines[0]) < int(lines[1]) == 4 + int(lines[0])
     assert boundaries(isolated_env)[0]["compactMetadata"]["trigger"] == "auto"
 
 

@@ -209,3 +209,19 @@ def test_post_tool_use_exit_2_stderr_reaches_the_model(fake_api, run_cli, projec
     [result] = tool_results_of(fake_api.message_requests[1].body)
     text = result_text(result)
     assert "built" in text and "PostToolUse hook feedback:\nlint: line 3 is too long" in text
+
+
+def test_output_just_past_the_cap_is_saved_whole(tmp_path):
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    runner = HookRunner(
+        {"Stop": [{"hooks": [{"type": "command", "command": "seq 1 5000"}]}]},
+        tmp_path,
+        {"PATH": "/usr/bin:/bin"},
+        spill_dir=spill,
+    )
+    [outcome] = runner.run("Stop", {})
+    expected = "".join(f"{i}\n" for i in range(1, 5001))  # 23,893 characters
+    assert outcome.stdout.startswith("(Hook stdout too large to show in full: 23,893 bytes")
+    [saved] = spill.iterdir()
+    assert saved.read_text() == expected and str(saved) in outcome.stdout

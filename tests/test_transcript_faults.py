@@ -163,3 +163,40 @@ def test_a_tool_input_larger_than_the_window_is_cut_in_the_history_and_the_sessi
     assert again.returncode == 0 and again.stdout == "still going\n", again.stderr
     assert "too long" not in again.stderr
     fake_api.check()
+
+
+def test_continue_cuts_a_too_large_input_an_older_transcript_holds(fake_api, project, isolated_env):
+    """A transcript written before inputs were cut (one input past the window): --continue still works."""
+    from agent.settings import load_settings
+    from agent.transcript import TranscriptWriter
+    from core.messages import assistant, tool_result_block, tool_results, user_prompt
+
+    settings = load_settings(cwd=project, environ=_env(fake_api, isolated_env), cli={})
+    store = settings.project_dir
+    store.mkdir(parents=True, exist_ok=True)
+    huge = "y" * 1_200_000  # ~300k tokens: more than the whole window
+    with TranscriptWriter(
+        store / "0b5e3c1e-1111-4222-8333-444455556666.jsonl", "s", str(project), "0.1"
+    ) as w:
+        w.append_message(user_prompt("write it"))
+        w.append_message(
+            assistant(
+                [
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_1",
+                        "name": "Write",
+                        "input": {"file_path": "f", "content": huge},
+                    }
+                ],
+                stop_reason="tool_use",
+            )
+        )
+        w.append_message(tool_results([tool_result_block("toolu_1", "Created f")]))
+        w.append_message(assistant([{"type": "text", "text": "done"}]))
+    fake_api.reply_text("continuing fine")
+    res = _cli(fake_api, project, isolated_env, "-p", "next", "--continue")
+    assert res.returncode == 0 and res.stdout == "continuing fine\n", res.stderr
+    sent = json.dumps(fake_api.message_requests[-1].body["messages"])
+    assert len(sent) < 50_000 and "cut from the conversation history" in sent
+    fake_api.check()

@@ -107,9 +107,15 @@ class GlobMatcher:
 
     def __init__(self, pattern: str) -> None:
         self.alternatives = [_tokens(p) for p in _expand(pattern)]
+        # with at most two unbounded parts a regex can't backtrack badly, and runs in C: most patterns
+        # ("**/*.py", "src/*.ts") take that road, and only the others walk the tokens in Python
+        self.regexes = [_regex(tokens) for tokens in self.alternatives]
 
     def fullmatch(self, path: str) -> bool | None:
-        return True if any(_matches(tokens, path) for tokens in self.alternatives) else None
+        for tokens, regex in zip(self.alternatives, self.regexes):
+            if regex.fullmatch(path) if regex is not None else _matches(tokens, path):
+                return True
+        return None
 
 
 def compile_glob(pattern: str) -> GlobMatcher:
@@ -189,6 +195,19 @@ def _tokens(pattern: str) -> list[tuple[int, Any]]:
             out.append((_LIT, char))
             i += 1
     return out
+
+
+_REGEX = {_ONE: "[^/]", _STAR: "[^/]*", _DIRS: "(?:.*/)?", _REST: ".*"}
+
+
+def _regex(tokens: list[tuple[int, Any]]) -> re.Pattern[str] | None:
+    if sum(kind in (_STAR, _DIRS, _REST) for kind, _ in tokens) > 2:
+        return None
+    parts = [
+        re.escape(value) if kind == _LIT else value.pattern if kind == _CLASS else _REGEX[kind]
+        for kind, value in tokens
+    ]
+    return re.compile("".join(parts))
 
 
 def _class_end(pattern: str, i: int) -> int:

@@ -8,7 +8,9 @@ The REPL asks a driver two things (agent/repl.py, ``driver=``):
 - ``answer(tool, args)`` when a permission question is on screen: "yes" under --auto (after a pause, so
   the question can be read), else None and the user answers.
 
-If the user sends something other than the offered line, the same beat is offered again.
+If the user sends something other than the offered line, or answers "no" so that the beat does not
+finish, the same beat is offered again (the narration never goes on as if it had). Narration is
+wrapped at word boundaries to 80 columns.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ from typing import Any
 from agent.demo.story import Beat, Story
 
 MARK = "demo ▸ "
+WIDTH = 80  # narration is broken at word boundaries to fit this many columns
+STOPPED = (
+    'That step did not finish: a "no" stops the model, so nothing it would have changed was '
+    "changed. The same line is offered again (answer y this time to go on)."
+)
 
 
 class Driver:
@@ -34,20 +41,26 @@ class Driver:
         self._ended = False
 
     def prompt_args(self, repl: Any) -> dict[str, Any]:
-        say = repl.renderer.line
+        def say(text: str, style: str = "dim") -> None:
+            repl.renderer.line(text, style, wrap=WIDTH)
+
         if not self._started:
             self._started = True
             for line in self.intro:
-                say(MARK + line, "dim")
+                say(MARK + line)
         if self.offered is not None and _last_entry(repl) == self.offered:
-            self.next += 1
+            sent = self.story.beats[self.next]
+            if sent.is_prompt and sent not in self.story.played:  # a "no" stopped it: nothing changed
+                say(MARK + STOPPED)
+            else:
+                self.next += 1
         self.offered = None
         if self.next >= len(self.story.beats):
             return self._end(repl, say)
         beat: Beat = self.story.beats[self.next]
         if self._narrated != self.next:
             self._narrated = self.next
-            say(MARK + beat.say, "dim")
+            say(MARK + beat.say)
         self.offered = beat.line
         if beat.is_prompt:
             self.story.offered = beat
@@ -63,7 +76,7 @@ class Driver:
         if not self._ended:
             self._ended = True
             for line in self.outro:
-                say(MARK + line, "dim")
+                say(MARK + line)
         return self._type(repl, "/exit") if self.auto else {}
 
     def _type(self, repl: Any, line: str) -> dict[str, Any]:

@@ -37,7 +37,7 @@ WINDOW = 60_000  # auto-compact at 27k, warning from 7k, error colour from 17k (
 LEFT_OUT = ("ANTHROPIC_", "CLAUDE_", "COMPACT_AGENT_", "DISABLE_COMPACT", "DISABLE_AUTO_COMPACT")
 SETTINGS = {
     "permissions": {"allow": ["Bash(python3 -m unittest:*)", "Bash(python3 scripts/simulate.py:*)"]},
-    "sessionMemory": False,  # compaction by an LLM summary, which the scripted model writes
+    "sessionMemory": True,  # notes kept in the background; the automatic compaction uses them
 }
 # (latency of each reply, of a summary, streamed text chunk, pause between chunks, pause before auto keys)
 INTERACTIVE_PACE = (0.4, 2.0, 12, 0.012, 0.0)

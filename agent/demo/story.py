@@ -8,6 +8,7 @@ what a tool really returned, such as the path a large output was saved to).
 ``Story.respond`` is the model the scripted server runs: a function from a request body to a reply,
 stateful by which beat of the story it is at::
 
+    notes-update request (names the notes file, holds <current-notes>) → Edit calls on the notes file
     summary request (tool_choice none + the <summary> instruction)  → a summary of the beats so far
     last user message is a beat's prompt                             → that beat's first reply
     tool results, or the summary after a compaction                  → the current beat's next reply
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from agent.demo.project import YEARS, YearFacts
 from agent.demo.server import Reply, Step, last_user_text
+from compact.notes_template import SECTIONS
 
 ReplyFn = Callable[[dict], Reply]
 ID_TAG = re.compile(r"\s*\[id:[^\]]*\]\s*$")
@@ -61,10 +63,15 @@ class Story:
         self.started: list[Beat] = []  # prompts the model has answered, in order
         self.played: list[Beat] = []  # beats whose replies all went out
         self.problems: list[str] = []
+        self.notes_updates = 0
         self._lock = threading.Lock()
 
     def respond(self, body: dict) -> Step:
         """The scripted model: the reply to one /v1/messages request."""
+        notes = notes_file(body)
+        if notes is not None:  # a background notes update: Edit calls on the notes file, nothing else
+            with self._lock:
+                return self.notes_update(notes)
         if is_summary_request(body):
             threading.Event().wait(self.summary_latency)  # long enough to see "Compacting conversation…"
             return Reply.text(self.summary(instructions_of(body)))
@@ -108,6 +115,34 @@ class Story:
 
     def _has_more(self) -> bool:
         return self.current is not None and self.index < len(self.current.replies)
+
+    def notes_update(self, path: str) -> Reply:
+        """What the scripted model writes into the session notes: the beats played so far, and where
+        the story stands (the notes a compaction then uses instead of asking for a summary)."""
+        self.notes_updates += 1
+        done = [b.done for b in self.played if b.done] or ["nothing finished yet"]
+        now = self.current.line if self.current is not None else "starting"
+        worklog = "\n".join(f"- {line}" for line in done)
+        return Reply.tools(
+            [
+                (
+                    "Edit",
+                    {
+                        "file_path": path,
+                        "old_string": _guide("Current State"),
+                        "new_string": f"{_guide('Current State')}\nWorking on: {now} (update {self.notes_updates})",
+                    },
+                ),
+                (
+                    "Edit",
+                    {
+                        "file_path": path,
+                        "old_string": _guide("Worklog"),
+                        "new_string": f"{_guide('Worklog')}\n{worklog}",
+                    },
+                ),
+            ]
+        )
 
     def summary(self, instructions: str) -> str:
         """What the scripted model writes when asked to summarise: the beats played so far.
@@ -154,6 +189,20 @@ class Story:
 
 
 # --- reading requests -------------------------------------------------------------------------------
+
+
+NOTES_FILE = re.compile(r"^Notes file: (\S+)$", re.MULTILINE)
+
+
+def notes_file(body: dict) -> str | None:
+    """The notes file a notes-update request names (compact.notes_template), or None for any other."""
+    text = last_user_text(body)
+    found = NOTES_FILE.search(text) if "<current-notes>" in text else None
+    return found.group(1) if found else None
+
+
+def _guide(section: str) -> str:
+    return f"_{dict(SECTIONS)[section]}_"
 
 
 def is_summary_request(body: dict) -> bool:
@@ -357,8 +406,30 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
             "/summary",
         ),
         Beat(
+            "/memory shows the session notes the agent keeps in the background as the window fills "
+            "(one side request each time, off the main conversation); a compaction uses them in place "
+            "of a summary when they cover enough of what it would drop.",
+            "/memory",
+        ),
+        Beat(
+            "/compact with no instructions compacts from those notes: no summary request, the notes "
+            "stand in for what it drops and the latest messages stay word for word.",
+            "/compact",
+        ),
+        Beat("/summary now shows the notes the compaction used.", "/summary"),
+        Beat(
             "/compact compacts by hand, and words after it steer the summary.",
             "/compact keep only what the refund team needs",
         ),
         Beat("/summary again: this time the summary followed the instructions.", "/summary"),
+        Beat(
+            "/history lists, in brief, the messages that compaction replaced: nothing is lost from the "
+            "transcript, only from what the model is sent.",
+            "/history",
+        ),
+        Beat(
+            "/state is the working state the agent recorded from its own tool calls (files changed and "
+            "read, commands and their exit codes): exact, and attached after every compaction.",
+            "/state",
+        ),
     ]

@@ -1,0 +1,137 @@
+"""Agent types (agent/agents.py), the read-only Bash rules (tools/bash_readonly.py), the Task tool's checks
+(tools/task.py) and the ledger's delegated tasks (compact/ledger.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.agents import EXPLORE, GENERAL, load_agents, parse_agent, withheld_agents
+from agent.settings import load_settings
+from agent.trust import dialog_lines
+from compact import ledger
+from core.messages import assistant, tool_result_block, tool_results
+from tools.base import ToolContext, ToolError
+from tools.bash_readonly import refusal
+from tools.task import AgentType, TaskTool
+
+AGENT = (
+    "---\nname: {name}\ndescription: Reviews code\ntools: [Read, Grep]\nmodel: {model}\n---\nBODY of {name}\n"
+)
+
+
+def write_agent(directory: Path, name: str, model: str = "sonnet") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.md"
+    path.write_text(AGENT.format(name=name, model=model))
+    return path
+
+
+def test_an_agent_file_gives_name_description_tools_model_and_prompt() -> None:
+    agent = parse_agent(AGENT.format(name="reviewer", model="haiku"), "x.md")
+    assert (agent.name, agent.description, agent.tools) == ("reviewer", "Reviews code", ("Read", "Grep"))
+    assert agent.model == "claude-haiku-4-5" and agent.prompt == "BODY of reviewer"
+    assert parse_agent("---\nname: a\ntools: Read, Bash\nmodel: inherit\n---\n", "y").tools == (
+        "Read",
+        "Bash",
+    )
+    assert parse_agent("---\nname: a\nmodel: inherit\n---\n", "y").model is None
+    with pytest.raises(ValueError, match="no name"):
+        parse_agent("---\ndescription: nameless\n---\nbody", "z.md")
+
+
+def test_user_and_project_agents_and_the_trust_rules(tmp_path: Path) -> None:
+    root, home, user = tmp_path / "project", tmp_path / "home", tmp_path / "user"
+    write_agent(user / ".claude" / "agents", "mine")
+    write_agent(home / "agents", "ours")
+    project_file = write_agent(root / ".claude" / "agents", "theirs")
+    write_agent(root / ".claude" / "agents", "Explore")  # may not take a built-in name
+    (root / ".claude" / "agents" / "broken.md").write_text("no front matter here")
+    trusted = load_agents(root, home, user, trusted=True)
+    assert [a.name for a in trusted.types] == [GENERAL, EXPLORE, "mine", "ours", "theirs"]
+    assert any("broken.md" in w for w in trusted.warnings) and any("built-in" in w for w in trusted.warnings)
+    untrusted = load_agents(root, home, user, trusted=False)
+    assert [a.name for a in untrusted.types] == [GENERAL, EXPLORE, "mine", "ours"]
+    assert ("theirs", str(project_file)) in untrusted.skipped
+    # the trust dialog and print mode's line name them (agent.settings adds them to Settings.ignored)
+    withheld = withheld_agents(root)
+    assert [i.what for i in withheld] == ["agent Explore: Reviews code", "agent theirs: Reviews code"]
+    assert "Offer these subagents" in "\n".join(dialog_lines(withheld))
+    s = load_settings(cwd=root, environ={"HOME": str(user)}, cli={})
+    assert [i.what for i in s.ignored if i.kind == "agent"] == [i.what for i in withheld]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ls -la src",
+        "grep -rn foo . | head -5",
+        "git log --oneline -5",
+        "find . -name '*.py' | wc -l",
+        "cat a 2>/dev/null",
+    ],
+)
+def test_looking_commands_are_read_only(command: str, tmp_path: Path) -> None:
+    assert refusal(command, tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "why"),
+    [
+        ("rm -rf build", "rm is not on the read-only list"),
+        ("echo hi > out.txt", "writes to out.txt"),
+        ("find . -delete", "find -delete"),
+        ("sed -i s/a/b/ f", "writes to f"),  # the shell reader knows sed -i writes its file
+        ("git commit -m x", "git commit"),
+        ("$CMD", "can't be determined"),
+    ],
+)
+def test_commands_that_change_things_are_refused(command: str, why: str, tmp_path: Path) -> None:
+    reason = refusal(command, tmp_path)
+    assert reason is not None and why in reason
+
+
+def test_the_task_tool_names_the_agent_types_and_refuses_unknown_or_withheld_ones(tmp_path: Path) -> None:
+    tool = TaskTool(
+        [AgentType("Explore", "reads", "Read")], withheld={"theirs": "/p/.claude/agents/theirs.md"}
+    )
+    assert "- Explore: reads (Tools: Read)" in tool.description
+    assert tool.input_schema["required"] == ["description", "prompt", "subagent_type"]
+    ctx = ToolContext(project_dir=tmp_path, session_dir=tmp_path, cwd=tmp_path)
+    with pytest.raises(ToolError, match="Available: Explore"):
+        tool.check({"description": "d", "prompt": "p", "subagent_type": "nope"}, ctx)
+    with pytest.raises(ToolError, match="not trusted"):
+        tool.check({"description": "d", "prompt": "p", "subagent_type": "theirs"}, ctx)
+    with pytest.raises(ToolError, match="not available"):  # no service: a subagent's context
+        tool.run({"description": "d", "prompt": "p", "subagent_type": "Explore"}, ctx)
+
+
+def test_the_ledger_lists_delegated_tasks_and_keeps_them_across_a_snapshot() -> None:
+    use = {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "Task",
+        "input": {"description": "Find", "prompt": "p", "subagent_type": "Explore"},
+    }
+    facts = {
+        "agentId": "a1b2c3d",
+        "status": "interrupted",
+        "description": "Find",
+        "subagentType": "Explore",
+        "sidechain": "/s/agent-a1b2c3d.jsonl",
+    }
+    result = tool_results([tool_result_block("toolu_1", "Interrupted", True)]).replace(
+        extra={ledger.FACTS_KEY: {"toolu_1": facts}}
+    )
+    state = ledger.derive([assistant([use]), result], "/p")
+    assert state.tasks == {
+        "a1b2c3d": {
+            "description": "Find",
+            "subagentType": "Explore",
+            "status": "interrupted",
+            "sidechain": "/s/agent-a1b2c3d.jsonl",
+        }
+    }
+    assert "- a1b2c3d [interrupted] Find (Explore) → /s/agent-a1b2c3d.jsonl" in ledger.render(state)
+    assert ledger.Ledger.from_dict(state.to_dict()).tasks == state.tasks
