@@ -8,7 +8,8 @@ collapse (its turns cut into turns of two replies, since collapse takes only who
 
 After each compaction the next main request is searched (system, texts, tool inputs and results) for:
 
-  modified paths   every file written or edited so far (absolute or project-relative path)
+  modified paths   every file written or edited so far (absolute or project-relative path), in the
+                   request or in the complete list it names (the ledger over its budget)
   failing cmds     every command that failed and has not succeeded since, with its exit code near it
   last 10 cmds     the last ten commands run
   constraints      every rule the user set in a prompt so far, verbatim
@@ -49,9 +50,11 @@ def score(checkpoint: scripted.Checkpoint) -> dict[str, tuple[int, int] | None]:
     text = request_text(checkpoint.body)
     f = checkpoint.facts
 
+    lists = checkpoint.lists  # the complete lists the request names (one Read away)
+
     def named(path: str) -> bool:
         rel = re.sub(r"^.*/project/", "", path)
-        return path in text or rel in text
+        return path in text or rel in text or path in lists
 
     kept: dict[str, tuple[int, int] | None] = {
         "modified paths": (sum(named(p) for p in f.modified), len(f.modified)),

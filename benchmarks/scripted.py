@@ -501,6 +501,15 @@ def _result_text(block: dict) -> str:
 class Checkpoint:
     facts: Facts
     body: dict  # the main request that followed the compaction
+    lists: str = ""  # the complete lists the request names (the ledger over its budget), read then
+
+
+FULL_LIST = re.compile(r"(/[^\s\"]+/working-state/[\w-]+\.md)")
+
+
+def named_lists(body: dict) -> str:
+    """The text of the complete-list files a request names (they live in the session's temp dir)."""
+    return "".join(Path(p).read_text() for p in FULL_LIST.findall(dump(body)) if Path(p).is_file())
 
 
 @dataclass
@@ -578,7 +587,7 @@ def run(
                 seen[0] = n
                 todo_tool = any(t.get("name") == "TodoWrite" for t in body.get("tools") or [])
                 recorded = [e.message for e in list(events) if isinstance(e, MessageRecorded)]
-                checkpoints.append(Checkpoint(facts(recorded, scenario, todo_tool), body))
+                checkpoints.append(Checkpoint(facts(recorded, scenario, todo_tool), body, named_lists(body)))
 
         script = Script(on_main, ptl_at)
         answer_side_requests(api)

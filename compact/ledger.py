@@ -1,28 +1,38 @@
 """The working-state ledger: what the agent did, kept from its own tool calls, never from the model.
 
 Triggers: derived on demand from the live list (``derive``): every compaction attaches it, ``/state``
-shows it. No model call, no disk write of its own.
-Keeps: files modified (edits, lines added/removed, time of the last change), files read (range),
-commands run (exit code and a one-line outcome: every failing one since the last success of the same
-command, plus the last ten), the working directory, the todo list (TodoWrite), the files the user named,
-the user's own prompts, and the delegated tasks (Task: agent id, description, status, sidechain path).
+shows it. No model call; the only disk write is the complete lists when the text is over its budget.
+Keeps: files modified (edits, lines added/removed, time of the last change), files read (range), each
+command's latest result (exit code and a one-line outcome; every failing one, plus the last ten; a
+failure a later, wider run of the same program passed is marked), recent Grep/Glob searches (pattern,
+path, what they found), the working directory, the todo list (TodoWrite), the files the user named, the
+final answers of the last turns, the user's own prompts, and the delegated tasks (Task: agent id,
+description, status, sidechain path).
 Where it comes from: the assistant's tool_use inputs, the tool_result blocks and the facts the tools
 reported (``Message.extra["toolFacts"]``, written by the agent beside each tool_results message); the
 attachment of the last compaction carries a snapshot of everything before it
 (``Message.extra["workingState"]``), so the fold starts there and a resume, which loads the same
 messages, rebuilds the same ledger.
+Budgets (all scale with T): the working state 4% (``ledger_budget``; over it SHORT: paths without
+details, then GROUPED: paths by directory, and the complete text goes to a private file under
+``<session dir>/working-state/`` that the text names), final answers 3%, the user's words 6%
+(``user_messages``: never cut in the middle; over budget the current request and rule / correction /
+decision messages stay whole, the others show their first line).
 
 The text is line-oriented so a benchmark can check it (``render``, ``render_user``):
     - {path}: {n} edit(s), +{added} -{removed} lines, last changed {ISO time}      (files modified)
     - {path} (whole file | lines A-B | lines A-end)                               (files read)
     - [exit N] $ {command, continuation lines indented}\n    → {outcome}        ([did not finish]: no code)
+    - Grep '{pattern}' in {path}: {found}                                          (searches)
     - {agent id} [{status}] {description} ({type}) → {sidechain path}             (delegated tasks)
     - [x] / [>] ... (in progress) / [ ] {content}                                  (todo list)
-    <user-message current-request="true">\n{text}\n</user-message>, then <user-message>… newest first
+    <final-answer>\n{text}\n</final-answer>                                         (oldest first)
+    <user-message>… oldest first; current-request="true" / kept-above="true" mark the current request
+    and one kept verbatim in the tail
 
     live list ──► [snapshot of the last attachment] + tool calls / results / prompts after it ──► Ledger
-    compaction ─► attachment(): the ledger as text + the user's messages (current request verbatim,
-                  earlier ones newest first within a budget), one meta message after the summary
+    compaction ─► attachment(): working state + final answers + the user's messages, within their
+                  budgets, one meta message after the summary and the kept messages
 """
 
 from __future__ import annotations

@@ -19,10 +19,10 @@ Model calls none, unless it folds (one update); it waits (at most 15 s) for an u
 
 from __future__ import annotations
 
-from compact import coverage
+from compact import coverage, micro
 from compact.conversation import Conversation, Ports
 from compact.notes import SECTION_CHARS, headers, is_template, notes_text, template_for, trim_sections
-from compact.notes_updater import update_span, wait_for_update
+from compact.notes_updater import safe_marker, update_span, wait_for_update
 from compact.result import Compaction
 from compact.thresholds import window_scale
 from core.messages import Message
@@ -56,7 +56,9 @@ def compact_with_notes(conv: Conversation, ports: Ports, trigger: str) -> Compac
     with conv.lock:
         messages = list(conv.messages)
     first = coverage.covered_count(messages, conv.state.last_summarized_uuid)
-    if not _worth_folding(messages, first, ports) or not update_span(conv, ports, messages[first:]):
+    if not (_worth_folding(messages, first, ports) and could_serve(conv, ports)):
+        return None  # even current notes would not make a compaction that fits: summarize, no fold
+    if not update_span(conv, ports, messages[first:]):
         return None
     return plan(conv, ports)
 
@@ -75,36 +77,87 @@ def _usable(conv: Conversation, ports: Ports) -> bool:
     return text is not None and not is_template(text, template_for(ports))
 
 
-def plan(conv: Conversation, ports: Ports) -> Compaction | None:
+def plan(conv: Conversation, ports: Ports, share: float | None = None) -> Compaction | None:
     """The notes compaction the notes as they are now allow; None when session memory is off, there are
-    no notes or only the bare template, or notes and tail would not leave room for the restored files."""
+    no notes or only the bare template, or notes and tail would not leave room for the restored files.
+    ``share``: a compaction prepared ahead (compact.preparer) allows a longer tail, this share of T,
+    counted as the compactor leaves it (``tail_tokens``)."""
     if not ports.config.notes_enabled:
         return None
     text = notes_text(conv.notes_path)
-    template = template_for(ports)
-    if text is None or is_template(text, template):
+    if text is None or is_template(text, template_for(ports)):
         return None
     with conv.lock:
         messages = list(conv.messages)
+    return _compaction(conv, ports, text, messages, conv.state.last_summarized_uuid, share)
+
+
+def _compaction(
+    conv: Conversation,
+    ports: Ports,
+    text: str,
+    messages: list[Message],
+    marker: str | None,
+    share: float | None = None,
+) -> Compaction | None:
     threshold = ports.thresholds().auto_compact
     scale = window_scale(threshold)
-    start = tail_start(messages, conv.state.last_summarized_uuid, scale)
+    limit = max(MIN_SECTION_CHARS, int(SECTION_CHARS * scale))
+    summary = trim_sections(text, headers(template_for(ports)), conv.notes_path, limit).strip()
+    cal = conv.calibration
+    # the tail extends backwards only as far as the room beside the notes allows (what the notes don't
+    # cover is kept whatever its size, and checked below)
+    room = int(threshold * RESULT_SHARE / cal.ratio) - cal.fixed_tokens() - estimate_text(summary)
+    start = tail_start(messages, marker, scale, room)
     if not start:
         return None  # an earlier summary the notes never saw, or nothing they cover: fold first
     kept = messages[start:]
-    limit = max(MIN_SECTION_CHARS, int(SECTION_CHARS * scale))
-    summary = trim_sections(text, headers(template), conv.notes_path, limit).strip()
-    cal = conv.calibration
-    if (
-        cal.scale(cal.fixed_tokens() + estimate_text(summary) + sum(m.tokens for m in kept))
-        > threshold * RESULT_SHARE
-    ):
+    if cal.scale(
+        cal.fixed_tokens() + estimate_text(summary) + _tail_size(kept, conv, ports, share)
+    ) > threshold * (share or RESULT_SHARE):
         return None  # it would leave no room for the restored files (or not free enough): summarize instead
     segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid} if kept else None
     return Compaction(method=METHOD, summary=summary, kept=kept, preserved_segment=segment)
 
 
-def tail_start(messages: list[Message], marker: str | None, scale: float = 1.0) -> int | None:
+def _tail_size(kept: list[Message], conv: Conversation, ports: Ports, prepared: float | None) -> int:
+    return tail_tokens(kept, conv, ports) if prepared else sum(m.tokens for m in kept)
+
+
+def tail_tokens(kept: list[Message], conv: Conversation, ports: Ports) -> int:
+    """The kept tail's size as the compactor leaves it: it clears the tail's old tool results in the same
+    stroke (microcompact's rule, compact.compactor), so a long tool run kept verbatim costs its recent
+    results only. A tail started early (a compaction prepared ahead, compact.preparer) fits the same."""
+    c = ports.config
+    if not c.microcompact or c.disable_compact:
+        return sum(m.tokens for m in kept)
+    stale = set(micro.stale_results(kept, conv.state, c.keep_recent))
+    cleared = estimate_text(micro.CLEARED)
+    return sum(
+        cleared * len(m.tool_results)
+        if m.tool_results and all(b.get("tool_use_id") in stale for b in m.tool_results)
+        else m.tokens
+        for m in kept
+    )
+
+
+def could_serve(conv: Conversation, ports: Ports) -> bool:
+    """Whether the notes, brought up to date now, would make a notes compaction that fits (the notes as
+    they stand, the tail a compaction would keep, the system prompt and tools: within RESULT_SHARE of
+    T). When not, an update — in the background or a fold — would be paid for and never used: the
+    summary runs instead. True while the conversation is still shorter than that tail."""
+    with conv.lock:
+        messages = list(conv.messages)
+    last = safe_marker(messages)
+    if last is None or not tail_start(messages, last, window_scale(ports.thresholds().auto_compact)):
+        return True
+    text = notes_text(conv.notes_path) or template_for(ports)
+    return _compaction(conv, ports, text, messages, last) is not None
+
+
+def tail_start(
+    messages: list[Message], marker: str | None, scale: float = 1.0, room: int | None = None
+) -> int | None:
     """Where a notes compaction's verbatim tail starts in ``messages`` (the notes stand for everything
     before it); None when the notes don't cover an earlier compaction summary, which the tail may never
     include. Every message before the start is covered (``coverage.uncovered_before`` is empty)."""
@@ -115,7 +168,7 @@ def tail_start(messages: list[Message], marker: str | None, scale: float = 1.0) 
         messages,
         covered,
         min_tokens=int(KEEP_MIN_TOKENS * scale),
-        max_tokens=int(KEEP_MAX_TOKENS * scale),
+        max_tokens=int(KEEP_MAX_TOKENS * scale) if room is None else min(int(KEEP_MAX_TOKENS * scale), room),
     )
 
 

@@ -436,3 +436,19 @@ def test_a_resumed_session_restores_from_its_history(tmp_path: Path, api: FakeAP
     assert all(str(p.resolve()) in m.text for m, p in zip(plan.messages, reversed(paths), strict=True))
     restore.apply_read_state(bench.conv, plan, [])
     assert set(bench.tool_ctx.read_files) == {str(p.resolve()) for p in paths}  # editable again
+
+
+def test_a_file_the_session_keeps_editing_is_restored_first(tmp_path: Path, api: FakeAPI) -> None:
+    bench, _ = make_session(tmp_path, api)
+    paths = conversation(bench, [f"f{i}.py" for i in range(3)])
+    plan = write_file(bench, "TODO.md", lines=4)
+    for n in range(2):  # two successful edits of the plan, early in the session
+        use = {"type": "tool_use", "id": f"toolu_plan{n}", "name": "Edit", "input": {"file_path": str(plan)}}
+        bench.add(assistant([use], stop_reason="tool_use"))
+        bench.add(tool_results([tool_result_block(f"toolu_plan{n}", "The file was updated.")]))
+    paths += conversation(bench, [f"g{i}.py" for i in range(6)])  # six reads since: the plan is not recent
+    api.reply_text(SUMMARY_REPLY)
+    assert compactor.compact(bench.conv, bench.ports, "auto")
+    restored = [m for m in bench.messages[1:] if m.kind == "meta" and ledger.SNAPSHOT_KEY not in m.extra]
+    assert str(plan.resolve()) in restored[0].text and "line 4 of TODO.md" in restored[0].text
+    assert len(restored) == 5 and str(paths[-1].resolve()) in restored[1].text

@@ -153,7 +153,12 @@ def lexer_round(bench: Bench, i: int) -> None:
         "name": "Read",
         "input": {"file_path": f"/src/lex{i}.py"},
     }
-    bench.add(assistant([{"type": "text", "text": "Reading a lexer file."}, use], stop_reason="tool_use"))
+    # each reply reports the usage of its whole request (much more than the span a fold sends)
+    usage = {"input_tokens": 60_000 + 1_500 * i, "output_tokens": 20}
+    reply = assistant(
+        [{"type": "text", "text": "Reading a lexer file."}, use], stop_reason="tool_use", usage=usage
+    )
+    bench.add(reply)
     bench.add(tool_results([tool_result_block(use["id"], "beta " * 1_500)]))
 
 
@@ -217,3 +222,12 @@ def test_when_the_fold_fails_the_compaction_falls_back_to_the_summary(tmp_path, 
     before = [m.uuid for m in bench.messages]
     assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
     assert [m.uuid for m in bench.messages] == before and bench.state.last_summarized_uuid is None
+
+
+def test_no_fold_when_even_current_notes_would_not_fit(tmp_path, api: FakeAPI) -> None:
+    # window capped at 40K: T = 7K, and the system prompt, the notes and the smallest tail are more
+    bench = notes_session(tmp_path, api, context_window=40_000)
+    bench.state.last_summarized_uuid = None
+    assert not notes_compaction.could_serve(bench.conv, bench.ports)
+    assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
+    assert api.message_requests == []  # straight to the summary: no update paid for and thrown away

@@ -283,3 +283,23 @@ def test_a_paste_too_big_for_the_window_is_saved_and_the_note_counts_exactly(fak
     assert saved.read_text() == huge and str(saved) in sent
     assert stat.S_IMODE(saved.stat().st_mode) == 0o600
     fake_api.check()
+
+
+def test_a_reply_cut_short_by_esc_counts_in_cost_and_after_a_resume(fake_api, project):
+    fake_api.chunk, fake_api.pace = 4, 0.05  # a slow stream: about 100 deltas
+    fake_api.reply_text("word " * 80)
+    with repl_for(fake_api, project) as d:
+        d.type("talk slowly\r")
+        wait_until(lambda: d.repl.renderer._out_chars > 0)  # the reply has started
+        d.type(ESC)
+        d.wait_for("Interrupted by user")
+        d.wait_idle()
+        session = d.repl.session
+        assert not any(m.role == "assistant" for m in session.messages)  # nothing of it was kept
+        assert sum(session.usage_total.values()) > 1000 and session.cost > 0  # but what it read was billed
+        live = commands.run(session, "/cost").text
+    lifecycle.close(session)
+    resumed = lifecycle.open_session(
+        session.settings, emit=lambda e: None, ask=None, resume=session.session_id, environ=session.environ
+    )
+    assert commands.run(resumed, "/cost").text == live

@@ -412,6 +412,12 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
             "/memory",
         ),
         Beat(
+            "/compact with no instructions compacts from those notes: no summary request, the notes "
+            "stand in for what it drops and the latest messages stay word for word.",
+            "/compact",
+        ),
+        Beat("/summary now shows the notes the compaction used.", "/summary"),
+        Beat(
             "/compact compacts by hand, and words after it steer the summary.",
             "/compact keep only what the refund team needs",
         ),
