@@ -4,8 +4,9 @@ Retries are ours, not the SDK's (its ``max_retries`` is 0): a 408 / 409 / 429 / 
 connection that can't be made or breaks, or a stream that breaks mid-message (the whole request is sent
 again; no tool runs until a complete message has arrived, so no tool ever runs twice) are retried with
 capped exponential backoff and jitter, or after the server's ``retry-after(-ms)``, for up to
-``retry_seconds`` in all. Each wait of the main reply is announced with a ``Retrying`` event (side requests
-wait quietly), and every wait ends at once when the cancel event is set. The stream is read event by event here (not by the SDK's accumulator), so a tool input that
+``retry_seconds`` in all (a compaction's own requests and background ones: an eighth of it). Each wait of
+the main reply and of a foreground compaction's request is announced with a ``Retrying`` event (other
+side requests wait quietly), and every wait ends at once when the cancel event is set. The stream is read event by event here (not by the SDK's accumulator), so a tool input that
 is not valid JSON becomes an input the tool runner answers with an error instead of ending the turn.
 Context-size errors are turned into typed exceptions (errors.PromptTooLong, errors.MaxTokensOverflow) from
 the SDK's typed 400 error.
@@ -29,6 +30,10 @@ from core.model import Request, api_model_name
 from core.tokens import encoding
 
 RETRY_SECONDS = 120.0  # the default budget: how long, in all, to keep retrying one request
+# a compaction's own requests (and background candidates) get this share of it: a failed compaction
+# costs nothing, the next one can try again, and with the breaker (3 failures) an always-failing
+# summary endpoint costs a session 3 x 15 s at the default budget instead of 3 x 120 s
+SIDE_RETRY_SHARE = 0.125
 BACKOFF_FIRST = 0.5  # seconds before the second attempt; doubled each time up to BACKOFF_CAP
 BACKOFF_CAP = 20.0
 JITTER = 0.25  # each backoff wait is shortened by up to this fraction, at random
@@ -141,6 +146,7 @@ class ModelClient:
     ) -> Message:
         sdk()  # the first import takes seconds: not part of the retry budget
         started = time.monotonic()
+        budget = self.retry_seconds * (1.0 if req.retry == "main" else SIDE_RETRY_SHARE)
         attempt = 0
         while True:
             attempt += 1
@@ -149,9 +155,11 @@ class ModelClient:
                 return outcome
             failure = outcome
             delay = failure.wait if failure.wait is not None else self.backoff(attempt)
-            if not failure.retry or time.monotonic() - started + delay > self.retry_seconds:
-                raise failure.give_up(attempt, time.monotonic() - started, delay, self.retry_seconds)
-            if emit_text:  # a side request (summary, notes) waits quietly: it streams no reply to restart
+            if not failure.retry or time.monotonic() - started + delay > budget:
+                raise failure.give_up(attempt, time.monotonic() - started, delay, budget)
+            if req.retry == "compaction":  # the user is waiting for it: say why
+                self.on_event(Retrying(attempt, failure.reason, delay, compaction=True))
+            elif emit_text:  # other side requests (notes, candidates) wait quietly
                 self.on_event(Retrying(attempt, failure.reason, delay))
             if cancel is not None and cancel.wait(delay):
                 raise Interrupted("interrupted")

@@ -19,9 +19,10 @@ from agent import lifecycle, rewind, trust
 from agent.session import Session
 from agent.sessions import list_sessions
 from agent.settings import reload_settings
-from compact import compactor, ledger, usage
+from compact import compactor, ledger, preparer, usage
 from compact.notes import notes_text
 from core.errors import AgentError, Interrupted
+from core.events import CompactFinished, Retrying
 from core.tokens import estimate_blocks
 
 NO_COMPACTION = "No compaction in this session yet."
@@ -92,6 +93,7 @@ class ContextUsage(Result):
     percent: float
     categories: list[Category]
     memory_files: list[tuple[str, int]] = field(default_factory=list)
+    prepared: str = ""  # whether a compaction candidate is ready and what it covers (compact.preparer)
 
 
 Handler = Callable[["Session", str], Result]
@@ -186,6 +188,22 @@ def compaction_text(trigger: str, pre_tokens: int, post_tokens: int) -> str:
     """The "a → b" line of a compaction, the same live, in /compact's result and in print mode."""
     kind = "manual" if trigger == "manual" else "auto"
     return f"Compacted · {kind} · {fmt_tokens(pre_tokens)} → {fmt_tokens(post_tokens)} tokens"
+
+
+def compaction_line(event: CompactFinished) -> str:
+    """The whole line after a compaction: "a → b", how long the user waited, the state attached, and what
+    became of a prepared candidate (used, or refused and why) — the same in the REPL and print mode."""
+    parts = [compaction_text(event.trigger, event.pre_tokens, event.post_tokens), f"{event.duration:.1f}s"]
+    return " · ".join([*parts, *(p for p in (event.state, event.candidate) if p)])
+
+
+def retry_line(event: Retrying, *, live: bool = False) -> str:
+    """A retry's announcement: the main reply's ("…" after the wait when shown live), or a compaction's
+    own request's ("Compacting… retrying in 2s (attempt 2)")."""
+    wait, attempt = f"{round(event.delay, 1):g}s", f"(attempt {event.attempt + 1})"
+    if event.compaction:
+        return f"Compacting… retrying in {wait} {attempt}"
+    return f"Retrying in {wait}{'…' if live else ''} {attempt}"
 
 
 # --- the commands ------------------------------------------------------------------------------------
@@ -283,6 +301,9 @@ def context_usage(session: Session) -> ContextUsage:
     lines += [f"| {c.name} | {fmt_tokens(c.tokens)} | {c.share:.1f}% |" for c in categories]
     if memory:
         lines += ["", "Memory files:"] + [f"- {path}: {fmt_tokens(t)} tokens" for path, t in memory]
+    prepared = preparer.describe(session.conv, session.ports)
+    if prepared:
+        lines += ["", prepared]
     if thinking := thinking_tokens(session):
         lines += ["", f"Of the messages, extended thinking: {fmt_tokens(thinking)} tokens"]
     lines += subagent_lines(session)
@@ -295,6 +316,7 @@ def context_usage(session: Session) -> ContextUsage:
         percent=percent,
         categories=categories,
         memory_files=memory,
+        prepared=prepared,
     )
 
 
@@ -425,7 +447,15 @@ def _summary(session: Session, args: str) -> Result:
         f"Summary from the last compaction ({last.trigger} · "
         f"{fmt_tokens(last.pre_tokens)} → {fmt_tokens(last.post_tokens)} tokens):"
     )
-    return Result(f"{head}\n\n{last.summary}", markdown=True)
+    candidate = last.candidate
+    note = (
+        "\n\n_Compacted from a candidate prepared in the background._"
+        if candidate == preparer.PREPARED
+        else ""
+    )
+    if candidate and candidate != preparer.PREPARED:
+        note = f"\n\n_{candidate[0].upper()}{candidate[1:]}._"  # why a prepared candidate was not used
+    return Result(f"{head}\n\n{last.summary}{note}", markdown=True)
 
 
 @command("state", "Show the working-state ledger a compaction would attach (files, commands, todos)")

@@ -65,7 +65,7 @@ class PrintRenderer:
         elif isinstance(event, Notice):
             self.say(event.text)
         elif isinstance(event, Retrying):  # stderr in every format: stdout stays the result alone
-            self.say(f"Retrying in {round(event.delay, 1):g}s (attempt {event.attempt + 1}) · {event.reason}")
+            self.say(f"{commands.retry_line(event)} · {event.reason}")
 
     def say(self, line: str) -> None:
         """One line for the user on stderr, terminal-safe (it may quote hook output, a path, an error)."""
@@ -105,10 +105,7 @@ class PrintRenderer:
 
     def _compaction(self, event: Event) -> None:
         if isinstance(event, CompactFinished):
-            text = (
-                f"{commands.compaction_text(event.trigger, event.pre_tokens, event.post_tokens)} · "
-                f"{event.duration:.0f}s" + (f" · {event.state}" if event.state else "")
-            )
+            text = commands.compaction_line(event)
             for line in event.hook_messages:
                 self.say(line)
         elif isinstance(event, CompactFailed):

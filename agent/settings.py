@@ -83,6 +83,7 @@ class Settings:
     max_output_tokens: int | None = None  # CLAUDE_CODE_MAX_OUTPUT_TOKENS
     compaction_model: str | None = None
     session_memory: bool = True
+    prepare_compaction: bool = True  # COMPACT_AGENT_PREPARE_COMPACTION: candidates prepared before T
     microcompact: bool = True
     microcompact_gap_minutes: float = 60.0
     microcompact_keep: int = 5
@@ -633,6 +634,7 @@ def _apply_env(s: Settings, env: Mapping[str, str], origin: Mapping[str, str]) -
     # "0" (or another falsy word) turns these off, a truthy word turns them back on over a settings file
     for name, attr in (
         ("COMPACT_AGENT_SESSION_MEMORY", "session_memory"),
+        ("COMPACT_AGENT_PREPARE_COMPACTION", "prepare_compaction"),
         ("COMPACT_AGENT_MICROCOMPACT", "microcompact"),
         ("CLAUDE_CONTEXT_COLLAPSE", "context_collapse"),
     ):

@@ -617,9 +617,10 @@ class Renderer:
 
     def _on_Retrying(self, event: Retrying) -> None:
         # the next attempt streams the whole reply again: what was held back would be shown twice
-        restarts = self._blocks_shown > 0 or bool(self._pending.strip())
-        self._pending, self._blocks_shown, self._continuing = "", 0, False
-        line = Text(f"Retrying in {round(event.delay, 1):g}s… (attempt {event.attempt + 1})", style="yellow")
+        restarts = not event.compaction and (self._blocks_shown > 0 or bool(self._pending.strip()))
+        if not event.compaction:
+            self._pending, self._blocks_shown, self._continuing = "", 0, False
+        line = Text(commands.retry_line(event, live=True), style="yellow")
         if event.reason:
             line.append(f" · {visible(event.reason)}", style="dim")
         if restarts:
@@ -968,8 +969,7 @@ def numbered_diff(lines: list[str]) -> list[tuple[str, str]]:
 
 
 def compaction_line(event: CompactFinished) -> str:
-    state = f" · {event.state}" if event.state else ""
-    return f"{commands.compaction_text(event.trigger, event.pre_tokens, event.post_tokens)} · {event.duration:.0f}s{state}"
+    return commands.compaction_line(event)
 
 
 TODO_MARKS = {"completed": ("☒", "dim strike"), "in_progress": ("☐", "bold"), "pending": ("☐", "")}
@@ -1013,6 +1013,8 @@ def context_grid(usage: commands.ContextUsage) -> Text:
                 f"  └ {visible(str(path), one_line=True)}: {commands.fmt_tokens(tokens)} tokens", style="dim"
             )
         )
+    if usage.prepared:
+        legend += [Text(), Text(usage.prepared, style="dim")]
     out = Text("Context usage\n", style="bold")
     for i in range(max(len(rows), len(legend))):
         row = rows[i] if i < len(rows) else Text(" " * 19)

@@ -46,6 +46,7 @@ def compact_config(s: Settings) -> CompactConfig:
         disable_compact=s.disable_compact,
         auto_compact=s.auto_compact,
         session_memory=s.session_memory,
+        prepare_compaction=s.prepare_compaction,
         microcompact=s.microcompact,
         gap_minutes=s.microcompact_gap_minutes,
         keep_recent=s.microcompact_keep,

@@ -8,12 +8,13 @@ or while a compaction runs:
                        carrying a view over T up to the blocking limit (benchmarks/cost.py).
 Skips: while the circuit breaker is open (compact.breaker: 3 failures in a row; said once), and when
 nothing was added since the last compaction (compacting the same content again would only fail again).
-Drops / keeps / writes: as compact.compactor. Model calls: those of one compaction.
+Drops / keeps / writes: as compact.compactor. Model calls: those of one compaction, or none when a
+candidate prepared in the background (compact.preparer) is applied.
 """
 
 from __future__ import annotations
 
-from compact import compactor, thresholds
+from compact import compactor, preparer, thresholds
 from compact.breaker import MAX_FAILURES
 from compact.collapse_worker import collapser
 from compact.conversation import Conversation, Ports
@@ -70,5 +71,11 @@ def due(conv: Conversation, ports: Ports, tokens: int, view: list[Message] | Non
 def maybe_autocompact(
     conv: Conversation, ports: Ports, tokens: int, view: list[Message] | None = None
 ) -> bool:
-    """Compact when the policy says so; True when the conversation was replaced."""
-    return due(conv, ports, tokens, view) and compactor.compact(conv, ports, "auto")
+    """Compact when the policy says so; True when the conversation was replaced. With auto-compact on, a
+    candidate prepared in the background is applied when there is one (compact.preparer: no model
+    call, or the compaction put off while it is still being prepared); the foreground one otherwise."""
+    if not due(conv, ports, tokens, view):
+        return False
+    if ports.config.auto_enabled:
+        return preparer.at_threshold(conv, ports, tokens, compactor.compact)
+    return compactor.compact(conv, ports, "auto")

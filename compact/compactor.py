@@ -54,8 +54,16 @@ def compact(
     trigger: Trigger,
     instructions: str | None = None,
     reactive: bool = False,
+    *,
+    prepared: Compaction | None = None,
+    note: str = "",
+    waited: float = 0.0,
 ) -> bool:
-    """Compact the conversation; True when it was replaced."""
+    """Compact the conversation; True when it was replaced.
+
+    ``prepared``: a compaction made in the background (compact.preparer), used instead of making one
+    now unless a PreCompact hook adds instructions it could not have followed; ``note`` says what became
+    of a candidate (shown on the compaction line); ``waited``: seconds the user already waited for it."""
     if ports.config.disable_compact:
         ports.emit(Notice(DISABLED, "warning"))
         return False
@@ -65,25 +73,43 @@ def compact(
         conv.cancel.clear()  # a command of its own: an earlier Ctrl-C must not cancel it
     conv.compacting = True
     try:
-        return _attempt(conv, ports, trigger, instructions, "reactive" if reactive else trigger)
+        shown = "reactive" if reactive else trigger
+        return _attempt(conv, ports, trigger, instructions, shown, prepared, note, waited)
     finally:
         conv.compacting = False
 
 
 def _attempt(
-    conv: Conversation, ports: Ports, trigger: Trigger, instructions: str | None, shown: str
+    conv: Conversation,
+    ports: Ports,
+    trigger: Trigger,
+    instructions: str | None,
+    shown: str,
+    prepared: Compaction | None = None,
+    note: str = "",
+    waited: float = 0.0,
 ) -> bool:
     """One compaction, every failure turned into CompactFailed (Ctrl-C raised again afterwards)."""
-    started = time.monotonic()
+    started = time.monotonic() - waited
     ports.emit(CompactStarted(shown))
     try:
-        made = _make(conv, ports, trigger, instructions)
+        made = _make(conv, ports, trigger, instructions, prepared)
         if made is None:
             ports.emit(CompactFailed(shown, NOTHING))
             return False
         compaction, pre_tokens, hook_lines = made
+        if prepared is not None and compaction is not prepared:
+            note = "prepared candidate set aside: a PreCompact hook added instructions"
         return finish(
-            conv, ports, compaction, trigger, pre_tokens, started, shown=shown, hook_lines=hook_lines
+            conv,
+            ports,
+            compaction,
+            trigger,
+            pre_tokens,
+            started,
+            shown=shown,
+            hook_lines=hook_lines,
+            candidate=note,
         )
     except Interrupted:
         ports.emit(CompactFailed(shown, CANCELLED))
@@ -98,14 +124,20 @@ def _attempt(
 
 
 def _make(
-    conv: Conversation, ports: Ports, trigger: Trigger, instructions: str | None
+    conv: Conversation,
+    ports: Ports,
+    trigger: Trigger,
+    instructions: str | None,
+    prepared: Compaction | None = None,
 ) -> tuple[Compaction, int, list[str]] | None:
-    """The compaction (notes first unless instructions were given, else the LLM summary), the tokens
-    before it and the hook lines to show; None when there is nothing to compact."""
+    """The compaction (a prepared one, else notes first unless instructions were given, else the LLM
+    summary), the tokens before it and the hook lines to show; None when there is nothing to compact."""
     pre = conv.view()
     if not pre.messages:
         return None
     custom, hook_lines = _pre_compact(ports, trigger, instructions)
+    if prepared is not None and not hook_lines:
+        return prepared, pre.tokens, hook_lines
     compaction = None if instructions and instructions.strip() else _notes(conv, ports, trigger)
     if compaction is None:
         compaction = summary.summarize(conv, ports, pre.tagged, custom)
@@ -195,6 +227,7 @@ def finish(
     *,
     shown: str | None = None,
     hook_lines: list[str] | None = None,
+    candidate: str = "",
 ) -> bool:
     """Write the compaction and swap the live list (the steps every method shares); True on success.
 
@@ -236,6 +269,7 @@ def finish(
         method=compaction.method,
         tail_uuid=conv.messages[-1].uuid,
         replaced=lambda: old,
+        candidate=candidate,
     )
     lines = [*(hook_lines or []), *start_lines, *([f"PostCompact hook: {post_text}"] if post_text else [])]
     ports.emit(
@@ -248,6 +282,7 @@ def finish(
             compaction.summary,
             tuple(lines),
             state.summary,
+            candidate,
         )
     )
     guard.check(conv, ports, trigger, shown, pre_tokens, post_tokens)

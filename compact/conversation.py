@@ -13,8 +13,9 @@ Conversation — the state of one conversation as compaction sees it:
   calibration  real / estimated token ratio (compact.tokens)
   lock, cancel one lock for the list and the transcript; the turn's Ctrl-C
   counters     compacting, breaker (compact.breaker), reactive_compacted, current_prompt_uuid
-  workers      the background workers by name ("notes", "collapse"), each owned and typed by its own
-               module (compact.notes_updater, compact.collapse_worker); the conversation only holds them
+  workers      the background workers by name ("notes", "collapse", "prepare"), each owned and typed by
+               its own module (compact.notes_updater, compact.collapse_worker, compact.preparer); the
+               conversation only holds them
   view_ctx     the view's context and caches (compact.view)
 
 Ports — what compaction needs from the floors above it:
@@ -74,6 +75,7 @@ class CompactConfig:
     disable_compact: bool = False
     auto_compact: bool = True
     session_memory: bool = True
+    prepare_compaction: bool = True  # candidates prepared in the background before T (compact.preparer)
     microcompact: bool = True
     gap_minutes: float = 60.0
     keep_recent: int = 5
@@ -138,6 +140,7 @@ class LastCompaction:
     tail_uuid: str | None  # the last live message right after it (None after a resume)
     # the messages it replaced; a resumed session reads them from the transcript when asked
     replaced: Callable[[], list[Message]]
+    candidate: str = ""  # "prepared" when a background candidate was applied, or why one was refused
 
 
 class Worker(Protocol):

@@ -19,7 +19,7 @@ Model calls none, unless it folds (one update); it waits (at most 15 s) for an u
 
 from __future__ import annotations
 
-from compact import coverage
+from compact import coverage, micro
 from compact.conversation import Conversation, Ports
 from compact.notes import SECTION_CHARS, headers, is_template, notes_text, template_for, trim_sections
 from compact.notes_updater import safe_marker, update_span, wait_for_update
@@ -77,9 +77,11 @@ def _usable(conv: Conversation, ports: Ports) -> bool:
     return text is not None and not is_template(text, template_for(ports))
 
 
-def plan(conv: Conversation, ports: Ports) -> Compaction | None:
+def plan(conv: Conversation, ports: Ports, share: float | None = None) -> Compaction | None:
     """The notes compaction the notes as they are now allow; None when session memory is off, there are
-    no notes or only the bare template, or notes and tail would not leave room for the restored files."""
+    no notes or only the bare template, or notes and tail would not leave room for the restored files.
+    ``share``: a compaction prepared ahead (compact.preparer) allows a longer tail, this share of T,
+    counted as the compactor leaves it (``tail_tokens``)."""
     if not ports.config.notes_enabled:
         return None
     text = notes_text(conv.notes_path)
@@ -87,11 +89,16 @@ def plan(conv: Conversation, ports: Ports) -> Compaction | None:
         return None
     with conv.lock:
         messages = list(conv.messages)
-    return _compaction(conv, ports, text, messages, conv.state.last_summarized_uuid)
+    return _compaction(conv, ports, text, messages, conv.state.last_summarized_uuid, share)
 
 
 def _compaction(
-    conv: Conversation, ports: Ports, text: str, messages: list[Message], marker: str | None
+    conv: Conversation,
+    ports: Ports,
+    text: str,
+    messages: list[Message],
+    marker: str | None,
+    share: float | None = None,
 ) -> Compaction | None:
     threshold = ports.thresholds().auto_compact
     scale = window_scale(threshold)
@@ -105,13 +112,33 @@ def _compaction(
     if not start:
         return None  # an earlier summary the notes never saw, or nothing they cover: fold first
     kept = messages[start:]
-    if (
-        cal.scale(cal.fixed_tokens() + estimate_text(summary) + sum(m.tokens for m in kept))
-        > threshold * RESULT_SHARE
-    ):
+    if cal.scale(
+        cal.fixed_tokens() + estimate_text(summary) + _tail_size(kept, conv, ports, share)
+    ) > threshold * (share or RESULT_SHARE):
         return None  # it would leave no room for the restored files (or not free enough): summarize instead
     segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid} if kept else None
     return Compaction(method=METHOD, summary=summary, kept=kept, preserved_segment=segment)
+
+
+def _tail_size(kept: list[Message], conv: Conversation, ports: Ports, prepared: float | None) -> int:
+    return tail_tokens(kept, conv, ports) if prepared else sum(m.tokens for m in kept)
+
+
+def tail_tokens(kept: list[Message], conv: Conversation, ports: Ports) -> int:
+    """The kept tail's size as the compactor leaves it: it clears the tail's old tool results in the same
+    stroke (microcompact's rule, compact.compactor), so a long tool run kept verbatim costs its recent
+    results only. A tail started early (a compaction prepared ahead, compact.preparer) fits the same."""
+    c = ports.config
+    if not c.microcompact or c.disable_compact:
+        return sum(m.tokens for m in kept)
+    stale = set(micro.stale_results(kept, conv.state, c.keep_recent))
+    cleared = estimate_text(micro.CLEARED)
+    return sum(
+        cleared * len(m.tool_results)
+        if m.tool_results and all(b.get("tool_use_id") in stale for b in m.tool_results)
+        else m.tokens
+        for m in kept
+    )
 
 
 def could_serve(conv: Conversation, ports: Ports) -> bool:

@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from compact import context_editing, coverage
 from compact.conversation import Conversation, Ports
@@ -108,6 +108,7 @@ def update_levels(threshold: int) -> tuple[int, int]:
 class _Job:
     view: list[Message]  # what the model saw at the trigger, calls still waiting for results removed
     marker: str | None  # "summarized up to here" once the update succeeds (only at a safe point)
+    on_done: Callable[[bool], None] | None = None  # told whether it succeeded (compact.preparer)
 
 
 @dataclass
@@ -159,11 +160,37 @@ def after_response(conv: Conversation, ports: Ports) -> None:
     except Exception as e:  # noqa: BLE001 - the notes must never disturb the conversation
         _report(conv, ports, f"could not prepare the update ({describe(e)})")
         return
+    _enqueue(conv, ports, w, job)
+
+
+def update_in_background(
+    conv: Conversation, ports: Ports, on_done: Callable[[bool], None] | None = None
+) -> None:
+    """Start an update now, whatever the trigger says: compact.preparer's schedule, which prepares the
+    next compaction from the preparation level on. ``on_done`` is told whether it succeeded."""
+    if not ports.config.notes_enabled or not conv.messages:
+        if on_done:
+            on_done(False)
+        return
+    w = worker(conv)
+    try:
+        job = _job(conv, on_done)
+        w.trigger.updating(count_tokens(conv.messages, conv.calibration))
+    except Exception as e:  # noqa: BLE001 - the notes must never disturb the conversation
+        _report(conv, ports, f"could not prepare the update ({describe(e)})")
+        if on_done:
+            on_done(False)
+        return
+    _enqueue(conv, ports, w, job)
+
+
+def _enqueue(conv: Conversation, ports: Ports, w: NotesWorker, job: _Job) -> None:
     with w.lock:
         if w.running:
             # the newer snapshot covers more; an older safe marker stays true for it
             older = w.pending.marker if w.pending else None
-            w.pending = job if job.marker or not older else _Job(job.view, older)
+            callback = job.on_done or (w.pending.on_done if w.pending else None)
+            w.pending = _Job(job.view, job.marker if job.marker or not older else older, callback)
             return
         w.running = True
         w.thread = threading.Thread(
@@ -174,7 +201,9 @@ def after_response(conv: Conversation, ports: Ports) -> None:
 
 def _work(conv: Conversation, ports: Ports, w: NotesWorker, job: _Job | None) -> None:
     while job is not None:
-        _run(conv, ports, job, w.timeout)  # never raises
+        ok = _run(conv, ports, job, w.timeout)  # never raises
+        if job.on_done:
+            job.on_done(ok)
         with w.lock:
             job, w.pending = w.pending, None
             w.running = job is not None
@@ -267,12 +296,12 @@ def update_span(conv: Conversation, ports: Ports, span: list[Message], timeout: 
 # --- one update -------------------------------------------------------------------------------------
 
 
-def _job(conv: Conversation) -> _Job:
+def _job(conv: Conversation, on_done: Callable[[bool], None] | None = None) -> _Job:
     """Snapshot, on the caller's thread, what the update will send."""
     with conv.lock:
         prepared = conv.view()
         marker = safe_marker(conv.messages)
-    return _Job(_without_open_calls(list(prepared.tagged)), marker)
+    return _Job(_without_open_calls(list(prepared.tagged)), marker, on_done)
 
 
 def safe_marker(messages: list[Message]) -> str | None:
@@ -344,6 +373,7 @@ def _update(conv: Conversation, ports: Ports, job: _Job, cancel: threading.Event
     extra, betas = context_editing.request_params(ports.config.context_editing, thinking_enabled=False)
     req = ports.request(to_api([*job.view, meta(instruction)]), extra_body=extra, betas=betas)
     req.max_tokens = min(req.max_tokens, UPDATE_MAX_TOKENS)
+    req.retry = "background"  # a compaction candidate: a failed one costs nothing, the next one retries
     reply = ports.model.stream(req, cancel=cancel, emit_text=False)
     ports.account(reply)
     return apply_edits(conv, path, reply.tool_uses, header_lines)

@@ -3,14 +3,24 @@
 ``prepare_request`` runs before every model call of the main conversation (tool loops included): the
 view (compact.view), auto-compact when the policy says so, the snip nudge, the token state;
 ``send`` makes the call and recovers from a prompt that is still too long; ``after_response`` keeps
-the session notes current. The one diagram of the whole order is compact/view.py's docstring.
+the session notes current and prepares the next
+compaction in the background (compact.preparer). The one diagram of the whole order is compact/view.py's docstring.
 """
 
 from __future__ import annotations
 
 import json
 
-from compact import autocompact, compactor, context_editing, notes_compaction, notes_updater, snip, thresholds
+from compact import (
+    autocompact,
+    compactor,
+    context_editing,
+    notes_compaction,
+    notes_updater,
+    preparer,
+    snip,
+    thresholds,
+)
 from compact.conversation import Conversation, Ports
 from compact.state import context_edit_record
 from compact.view import View
@@ -65,10 +75,15 @@ def maybe_nudge(conv: Conversation, ports: Ports, tokens: int) -> bool:
 
 
 def after_response(conv: Conversation, ports: Ports) -> None:
-    """After each main response: keep the session notes current in the background — unless a compaction
-    is due at the next request and can use the notes as they are, which would throw the update away."""
+    """After each main response: prepare the next compaction in the background from the preparation
+    level on (compact.preparer), and keep the session notes current — unless this cycle's candidate
+    already owns them, or a compaction is due at the next request and can use the notes as they are,
+    which would throw the update away."""
+    tokens = conv.view().tokens
+    if preparer.after_response(conv, ports, tokens):
+        return
     if ports.config.auto_enabled and not conv.compacting:
-        due = autocompact.threshold_reached(conv, ports, conv.view().tokens)
+        due = autocompact.threshold_reached(conv, ports, tokens)
         if due and notes_compaction.plan(conv, ports) is not None:
             return
     notes_updater.after_response(conv, ports)

@@ -177,6 +177,7 @@ def summary_request(
     """The side request: main system + tools + these messages + the instruction, tool use off."""
     api = to_api([*strip_media(messages), meta(instruction)])
     req = ports.request(api, tool_choice={"type": "none"})
+    req.retry = "compaction"  # the user waits for it: a shorter retry budget, each retry shown
     req.max_tokens = max_tokens or min(SUMMARY_MAX_TOKENS, max_output_tokens(req.model))
     if ports.config.compaction_model:
         req.model = ports.config.compaction_model

@@ -53,6 +53,7 @@ class Retrying:
     attempt: int
     reason: str
     delay: float
+    compaction: bool = False  # a compaction's own request, not the main reply
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class CompactFinished:
     summary: str = ""
     hook_messages: tuple[str, ...] = ()
     state: str = ""  # how much of the working-state ledger was attached ("state: 3 modified files, ...")
+    candidate: str = ""  # "prepared" when a background candidate was applied, or why one was refused
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,10 @@ class Request:
     extra_body: dict[str, Any] = field(default_factory=dict)
     tool_choice: dict[str, Any] | None = None
     thinking: dict[str, Any] | None = None
+    # how a failed attempt is retried: "main" (the full budget, each wait shown), "compaction" (a
+    # compaction's own request in the foreground: a shorter budget, each wait shown as compaction's) or
+    # "background" (a candidate or notes update: the shorter budget, quietly)
+    retry: str = "main"
 
     def params(self) -> dict[str, Any]:
         """Keyword arguments for the SDK, with cache breakpoints on tools, system and the tail."""

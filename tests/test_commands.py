@@ -192,7 +192,8 @@ def test_context_breakdown_adds_up_and_stays_out_of_the_conversation(fake_api, p
     assert result.text == (
         f"## Context usage\n\nModel: {session.model}  \nTokens: {k(result.used)} / 100k (5%)\n\n"
         f"| Category | Tokens | Share |\n|---|---:|---:|\n{rows}\n\n"
-        f"Memory files:\n- {project / 'CLAUDE.md'}: {k(by['memory'])} tokens"
+        f"Memory files:\n- {project / 'CLAUDE.md'}: {k(by['memory'])} tokens\n\n"
+        "Prepared compaction: none yet"
     )
 
 

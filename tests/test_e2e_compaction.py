@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import records, transcripts
-from tests.fakeapi import FakeAPI, Reply, estimate_tokens, is_compaction, last_user_text, request_text
+from tests.fakeapi import Error, FakeAPI, Reply, estimate_tokens, is_compaction, last_user_text, request_text
 
 SUMMARY = (
     "<analysis>PRIVATE-ANALYSIS walking through every read</analysis>\n"
@@ -104,24 +105,29 @@ def test_long_task_compacts_once_near_the_threshold_and_finishes(
     compactions = [i for i, (_, b) in enumerate(sent) if is_compaction(b)]
     assert len(compactions) == 1
     at = compactions[0]
-    side, before, after = sent[at][1], sent[at - 1][1], sent[at + 1][1]
-    assert 150_000 <= estimate_tokens(side) <= 185_000  # ~167K: at the threshold, not before
-    assert all(estimate_tokens(b) < 175_000 for _, b in sent[:at])
-    assert estimate_tokens(sent[at - 2][1]) >= 120_000
+    side, before = sent[at][1], sent[at - 1][1]
+    # prepared in the background from the preparation level (30-85% of T = 167K, from measurements),
+    # applied at T
+    assert 0.3 * 167_000 <= estimate_tokens(side) <= 0.85 * 167_000 + 12_000
+    mains = [b for _, b in sent if not is_compaction(b)]
+    swapped = next(i for i, b in enumerate(mains) if "Primary Request and Intent" in request_text(b))
+    after = mains[swapped]
+    assert 150_000 <= estimate_tokens(mains[swapped - 1]) <= 185_000  # the swap came at the threshold
+    assert all(estimate_tokens(b) < 185_000 for b in mains)
     # the compaction request: no media, the instruction last, tools off, same prefix as the main requests
     assert '"type": "image"' in json.dumps(before["messages"])
     assert '"type": "image"' not in json.dumps(side["messages"]) and "[image]" in json.dumps(side["messages"])
     assert side["tool_choice"] == {"type": "none"}
     assert side["system"] == before["system"] and side["tools"] == before["tools"]
-    # the request after it: the summary without analysis, the last file read restored from disk
-    last_read = read_paths(side)[-1]
+    # the request after it: the summary without analysis, the reads the summary did not see kept verbatim
     text = request_text(after)
     assert "Primary Request and Intent: read every file" in text
     assert "PRIVATE-ANALYSIS" not in text and "<analysis>" not in text
-    assert f"you had read {last_read}" in text
-    n = int(Path(last_read).stem.split("_")[1])
-    assert f"def f{n}_0(x)" in text
-    assert read_paths(after) == []  # the old calls are gone from the context
+    seen, kept, reads = read_paths(side), read_paths(after), [str(p) for p in paths]
+    start = reads.index(kept[0])
+    assert reads[start : start + len(kept)] == kept  # a verbatim tail, in order
+    assert start <= len(seen) and set(reads[len(seen) : start + len(kept)]) <= set(kept)  # all it did not see
+    assert read_paths(side)[0] not in kept  # what the summary covers is gone from the context
     # the transcript keeps everything from before, then the boundary
     [path] = transcripts(isolated_env)
     recs = records(path)
@@ -147,7 +153,8 @@ def test_pct_override_compacts_early(run_cli, project: Path, isolated_env: Path)
     assert res.code == 0, res.stderr
     sent = bodies(api)
     first = next(i for i, (_, b) in enumerate(sent) if is_compaction(b))
-    assert 24_000 <= estimate_tokens(sent[first][1]) <= 40_000  # T = 15% of 180K = 27,000
+    # T = 15% of 180K = 27,000; the summary is prepared from the preparation level, 30-85% of T
+    assert 0.3 * 27_000 <= estimate_tokens(sent[first][1]) <= 40_000
     assert all(estimate_tokens(b) < 27_000 for _, b in sent[: first - 1])
     assert boundaries(isolated_env)[0]["compactMetadata"]["trigger"] == "auto"
     assert api.violations == []
@@ -227,10 +234,36 @@ def test_failing_compactions_trip_the_breaker_and_the_session_finishes(run_cli, 
     assert res.code == 0, res.stderr
     assert res.stdout == FINAL + "\n"
     sent = bodies(api)
-    assert sum(1 for _, b in sent if is_compaction(b)) == 3
-    assert len(sent) - 3 == 15  # 14 reads and the final answer
+    # the candidate prepared in the background (its failure costs only that), then 3 foreground attempts
+    assert sum(1 for _, b in sent if is_compaction(b)) == 4
+    assert len(sent) - 4 == 15  # 14 reads and the final answer
     assert res.stderr.count("Auto-compact failed 3 times in a row") == 1
     assert api.violations == []
+
+
+def test_an_always_failing_summary_endpoint_costs_bounded_time_with_retries_shown(
+    run_cli, project: Path
+) -> None:
+    """Every summary request answers 500: each compaction retries on its own short budget (an eighth of
+    the main one), says so on stderr, and the breaker stops it after 3; the session finishes."""
+    paths = make_files(project, 24)
+    env = {**ENV, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15", "COMPACT_AGENT_RETRY_SECONDS": "8"}
+    with FakeAPI() as api:
+        script(api, paths, summary=Error(500, "api_error", "summary backend down"))
+        res = run_cli(api, "-p", "Read every file.", env=env)
+    assert res.code == 0, res.stderr
+    assert res.stdout == FINAL + "\n"
+    retries = re.findall(
+        r"^Compacting… retrying in ([\d.]+)s \(attempt (\d+)\) · API error 500", res.stderr, re.M
+    )
+    assert len(retries) >= 3 and all(k == "2" for _, k in retries), res.stderr
+    # three foreground compactions, each within its 1 s budget (8 s x 1/8): waits that add up to < 3 s,
+    # where the main requests' budget would have allowed 3 x 8 s
+    assert sum(float(w) for w, _ in retries) < 3 * 1.0
+    assert res.stderr.count("Compaction failed: API error 500") == 3
+    assert res.stderr.count("Auto-compact failed 3 times in a row") == 1
+    main_requests = [b for _, b in bodies(api) if not is_compaction(b)]
+    assert len(main_requests) == 25 and api.violations == []
 
 
 def test_compaction_hooks_fire_in_print_mode(run_cli, project: Path) -> None:
@@ -266,7 +299,11 @@ def test_compaction_hooks_fire_in_print_mode(run_cli, project: Path) -> None:
         )
     assert res.code == 0, res.stderr
     sent = [b for _, b in bodies(api)]
-    at = next(i for i, b in enumerate(sent) if is_compaction(b))
-    assert "List every module name." in last_user_text(sent[at])
+    # the summary prepared in the background could not follow the hook's instructions: set aside, and
+    # the compaction made in the foreground with them
+    at = next(
+        i for i, b in enumerate(sent) if is_compaction(b) and "List every module name." in last_user_text(b)
+    )
     assert "REMINDER: branch main, tree clean" in request_text(sent[at + 1])
+    assert "prepared candidate set aside: a PreCompact hook added instructions" in res.stderr
     assert log.read_text().split()[:2] == ["pre", "post"]

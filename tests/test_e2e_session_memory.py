@@ -249,7 +249,8 @@ def test_notes_still_equal_to_the_template_fall_back_to_the_llm_summary(
     assert api.violations == []
     sent = [r.body for r in api.message_requests]
     assert [b for b in sent if is_notes_update(b)]
-    assert len([b for b in sent if is_compaction(b)]) == 1
+    # one summary (a candidate prepared in the first process, which ended before T, may be another)
+    assert 1 <= len([b for b in sent if is_compaction(b)]) <= 2
     [path] = transcripts(isolated_env)
     recs = records(path)
     [boundary] = [r for r in recs if r.get("subtype") == "compact_boundary"]

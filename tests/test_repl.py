@@ -275,8 +275,7 @@ def test_clear_then_resume_by_number(fake_api, project):
         assert d.repl.session.session_id != first and d.repl.session.messages == []
         d.type("/resume\r")
         d.wait_for("Resume one with")
-        time.sleep(0.2)  # the number prompt is being drawn
-        d.type("1\r")
+        d.type("1\r")  # the picker reads it, drawn yet or not: keys wait in the input (type-ahead)
         d.wait_for("Resumed session")
         d.wait_idle()
         assert d.repl.session.session_id == first
@@ -303,8 +302,7 @@ def test_resume_shows_the_last_exchanges_its_message_count_and_the_whole_cost(fa
         d.wait_for("Usage:")
         d.type("/resume\r")
         d.wait_for("Resume one with")
-        time.sleep(0.2)
-        d.type("\r")  # stay here
+        d.type("\r")  # stay here (type-ahead, like the number above)
         d.wait_idle()
         d.type("/exit\r")
         assert d.finish() == 0

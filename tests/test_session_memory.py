@@ -341,7 +341,7 @@ def test_api_errors_are_reported_once_and_the_conversation_goes_on(tmp_path, api
     assert finished.stop_reason == "end_turn" and finished.text == "And here is more."
     assert notes_updater.wait_for_update(session.conv, 30)
     assert notes_updater.update_notes(session.conv, session.ports) is False  # later failures are not reported
-    assert len(notes_route.hits) >= 2
+    assert len(notes_route.hits) >= 1  # a background update retries on an eighth of the budget: 0.25 s here
     [warning] = warnings(events)
     assert "Session notes were not updated" in warning and "500" in warning
     assert notes_doc.notes_text(session.notes_path) == TEMPLATE

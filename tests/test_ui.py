@@ -123,10 +123,10 @@ def test_compaction_line_manual_and_auto_with_hook_messages_and_failure():
         CompactFailed("manual", "cancelled"),
     )
     assert out == (
-        "Compacted · manual · 154k → 18k tokens · 21s\n"
+        "Compacted · manual · 154k → 18k tokens · 21.4s\n"
         "  ⎿  PreCompact hook output added to the summary instructions\n"
         "  ⎿  /summary (or ctrl+o) shows the summary\n"
-        "Compacted · auto · 9.5k → 850 tokens · 3s\n"
+        "Compacted · auto · 9.5k → 850 tokens · 3.0s\n"
         "  ⎿  /summary (or ctrl+o) shows the summary\n"
         "Compaction failed: the summary came back empty\n"
         "Compaction cancelled · the conversation is unchanged\n"
@@ -158,7 +158,7 @@ def test_compaction_line_says_how_much_state_was_attached_and_todos_render_as_a_
         "  ⎿  ☒ Fix the parser\n"
         "     ☐ Running the tests\n"
         "     ☐ Update the docs\n"
-        "Compacted · auto · 170k → 20k tokens · 2s · state: 3 modified files, 5 read, 8 commands, 3 todos, "
+        "Compacted · auto · 170k → 20k tokens · 2.0s · state: 3 modified files, 5 read, 8 commands, 3 todos, "
         "2 user messages\n"
         "  ⎿  /summary (or ctrl+o) shows the summary\n"
     )

@@ -1,0 +1,118 @@
+"""compact.candidate: each bad candidate is refused with its reason; a good one passes; what a candidate
+still covers after snip, microcompact or a collapse changed messages it saw."""
+
+from __future__ import annotations
+
+import pytest
+
+from compact.candidate import (
+    REQUIRED_SUMMARY_SECTIONS,
+    SUMMARY_SECTIONS,
+    Candidate,
+    fingerprint,
+    still_covered,
+    validate,
+)
+from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
+
+USER = ["Rename load_config to read_config everywhere. Never touch tests/legacy/.", "Go on with the rest."]
+
+
+def good_summary(**changes: str) -> str:
+    bodies = {name: f"Facts about {name.lower()}." for name in SUMMARY_SECTIONS}
+    bodies["All user messages"] = (
+        '- "Rename load_config to read_config everywhere."\n- "Go on with the rest."'
+    )
+    bodies.update(changes)
+    return "\n".join(f"{i}. {name}:\n{bodies[name]}" for i, name in enumerate(SUMMARY_SECTIONS, 1))
+
+
+def candidate(text: str, *, stop: str | None = "end_turn", raw: str | None = None, replaced: int = 50_000):
+    return Candidate(
+        method="summary",
+        summary=text,
+        seen=(),
+        covers=0,
+        replaced_tokens=replaced,
+        stop_reason=stop,
+        raw=raw if raw is not None else f"<analysis>x</analysis><summary>{text}</summary>",
+    )
+
+
+def check(c: Candidate) -> str | None:
+    return validate(c, required=REQUIRED_SUMMARY_SECTIONS, user_texts=USER)
+
+
+def test_a_good_summary_passes() -> None:
+    assert check(candidate(good_summary())) is None
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda: candidate("   \n"), "empty"),
+        (lambda: candidate(good_summary(), stop="max_tokens"), "max_tokens"),
+        (lambda: candidate(good_summary(), raw="<summary>" + good_summary()), "never closed"),
+        (lambda: candidate(good_summary(**{"Optional Next Step": "Edit the file and"})), "mid-sentence"),
+        (lambda: candidate(good_summary(**{"Current Work": "```python\ndef f():"})), "code block"),
+        (lambda: candidate(good_summary().replace("8. Current Work:", "8. Lately:")), "Current Work"),
+        (
+            lambda: candidate(good_summary(**{"All user messages": '- "Delete tests/legacy/ when done."'})),
+            "did not write",
+        ),
+        (lambda: candidate(good_summary(), replaced=100), "not smaller"),
+    ],
+)
+def test_each_bad_candidate_is_refused_with_its_reason(make, reason: str) -> None:
+    refused = check(make())
+    assert refused is not None and reason in refused
+
+
+def test_quotes_outside_the_user_sections_and_short_names_are_not_checked() -> None:
+    text = good_summary(**{"Key Technical Concepts": 'The "read_config rename across every module" work.'})
+    text = text.replace('"Go on with the rest."', '"Go on with the rest." (then "pkg/")')
+    assert check(candidate(text)) is None
+
+
+def test_notes_need_their_own_sections_not_the_summarys() -> None:
+    notes = Candidate("session-memory", "# Session Title\nx.\n# Current State\ny.", (), 0, 10_000)
+    assert validate(notes, required=["Session Title", "Current State"]) is None
+    assert "Worklog" in (validate(notes, required=["Session Title", "Worklog"]) or "")
+
+
+def made_from(view: list[Message], covers: int) -> Candidate:
+    seen = tuple((m.uuid, fingerprint(m)) for m in view)
+    return Candidate("summary", good_summary(), seen, covers, 50_000)
+
+
+def chain() -> list[Message]:
+    out: list[Message] = [user_prompt("start")]
+    for i in range(4):
+        out.append(
+            assistant([{"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"file_path": "f"}}])
+        )
+        out.append(tool_results([tool_result_block(f"t{i}", f"contents {i}")]))
+    return out
+
+
+def test_unchanged_messages_are_covered_and_newer_ones_are_not() -> None:
+    view = chain()
+    c = made_from(view, covers=5)
+    later = [*view, assistant([{"type": "text", "text": "more"}])]
+    assert still_covered(c, later) == 5
+
+
+def test_a_snipped_message_it_saw_is_skipped_and_the_rest_still_applies() -> None:
+    view = chain()
+    c = made_from(view, covers=7)
+    snipped = view[:1] + view[3:]  # the first tool pair was snipped meanwhile
+    assert still_covered(c, snipped) == 5
+
+
+def test_a_message_changed_meanwhile_ends_what_it_covers() -> None:
+    view = chain()
+    c = made_from(view, covers=7)
+    cleared = list(view)
+    cleared[4] = view[4].replace(content=[tool_result_block("t1", "[Old tool result content cleared]")])
+    assert still_covered(c, cleared) == 4  # text it never saw is never replaced
+    assert still_covered(c, [user_prompt("something new"), *view]) == 0
