@@ -52,7 +52,12 @@ def first_request(env: dict[str, str], cwd: str, api: FakeAPI) -> float:
 def main() -> int:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 7
     with tempfile.TemporaryDirectory() as tmp, FakeAPI() as api:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
+        # without PYTHONDONTWRITEBYTECODE: our bytecode is cached after the first run, as the SDK's is by pip
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("ANTHROPIC_", "CLAUDE_")) and k != "PYTHONDONTWRITEBYTECODE"
+        }
         env.update(api.env(), HOME=tmp, COMPACT_AGENT_HOME=f"{tmp}/state", PYTHONPATH=str(ROOT))
         cwd = tmp
         sdk, version, first = [], [], []

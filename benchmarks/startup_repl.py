@@ -90,7 +90,10 @@ def main() -> None:
         env = {
             k: v
             for k, v in os.environ.items()
+            # PYTHONDONTWRITEBYTECODE would make every run compile our sources again, while the SDK's
+            # bytecode was written by pip: both are timed with their caches, as an install has them
             if not k.startswith(("ANTHROPIC_", "CLAUDE_", "COMPACT_AGENT_"))
+            and k != "PYTHONDONTWRITEBYTECODE"
         }
         env.update(
             {

@@ -9,8 +9,10 @@ permission rules still apply on top (deny wins).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tools.shell import Command, analyze
+if TYPE_CHECKING:
+    from tools.shell import Command
 
 LOOKING = frozenset(
     "ls cat head tail wc grep egrep fgrep rg find file stat du df tree pwd echo printf which type "
@@ -32,6 +34,8 @@ _WRAPPERS = frozenset({"xargs", "timeout", "nice", "env", "command"})
 
 def refusal(command: str, cwd: Path) -> str | None:
     """None when the line only reads; otherwise why it is not allowed under the read-only rules."""
+    from tools.shell import analyze  # start-up speed: the Bash reader loads with the first line judged
+
     a = analyze(command, cwd)
     if a.error:
         return f"the line could not be read ({a.error})"

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from tools.shell import Command
-from tools.shell_programs import runs_anything
-from tools.subcommands import has_globals
+if TYPE_CHECKING:
+    from tools.shell import Command
 
 _ANY = None  # a "*" in a pattern
 
@@ -104,6 +104,10 @@ def _prefix(target: Command) -> list[str] | None:
         words.append(w.value)
     if not words:
         return None
+    # start-up speed: the shell's program tables load with the first command judged, not before the prompt
+    from tools.shell_programs import runs_anything
+    from tools.subcommands import has_globals
+
     name = words[0].rsplit("/", 1)[-1]
     narrow = runs_anything(name)
     if narrow == "exact":

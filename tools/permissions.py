@@ -48,13 +48,15 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tools import bash_rules
 from tools.bash_rules import BashPattern
 from tools.path_rules import inside, normal, path_forms, pattern_regexes
 from tools.protected import Places, tree_steers_agent, why_protected
-from tools.shell import Analysis, analyze
+
+if TYPE_CHECKING:
+    from tools.shell import Analysis
 
 READ_ONLY_TOOLS = frozenset({"Read", "Grep", "Glob"})
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
@@ -158,7 +160,7 @@ class Permissions:
         """The rule an "always" answer should add: narrow for Bash and outside reads, broad for edits."""
         if tool_name == "Bash":
             command = str(args.get("command", ""))
-            a = analyze(command, self.project_dir)
+            a = _analyze(command, self.project_dir)
             if a.unresolved or a.error or a.variables:
                 return bash_rules.suggest(command, None)
             allow = _bash_patterns(self.allow + self.session_allow)
@@ -230,7 +232,7 @@ class Permissions:
     # ---- Bash ----------------------------------------------------------------------------------
 
     def _check_bash(self, command: str, here: Path) -> Decision:
-        a = analyze(command, here)
+        a = _analyze(command, here)
         if denial := self._bash_denial(command, a):
             return denial
         if self.mode == "plan":
@@ -434,6 +436,14 @@ def _plan_denial(tool_name: str) -> Decision:
         f"{tool_name} is not available in plan mode: only Read, Grep and Glob may run; "
         "finish the plan and present it to the user instead",
     )
+
+
+def _analyze(command: str, cwd: Path) -> Analysis:
+    # start-up speed: the Bash grammar's reader and its program tables (~25 ms of imports) load with the
+    # first command judged, not on the way to the REPL's first prompt
+    from tools.shell import analyze
+
+    return analyze(command, cwd)
 
 
 def _bash_patterns(rules: list[str]) -> list[tuple[str, BashPattern | None]]:
