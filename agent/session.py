@@ -248,7 +248,7 @@ class Session:
             self.tool_schemas() if tools else [],
             api_messages,
             max_tokens,
-            self.settings.max_output_tokens,
+            self.settings.compaction.max_output_tokens,
             **kw,
         )
 
@@ -298,13 +298,13 @@ class Session:
         return min(self._window, limit) if limit else self._window
 
     def thresholds(self) -> thresholds.Thresholds:
-        s = self.settings
+        c = self.settings.compaction
         return wiring.thresholds_for(
             self.window,
             self.model,
-            cap=s.context_window,
-            pct=s.autocompact_pct,
-            blocking=s.blocking_limit,
+            cap=c.context_window,
+            pct=c.autocompact_pct,
+            blocking=c.blocking_limit,
             auto_enabled=self.ports.config.auto_enabled,
         )
 

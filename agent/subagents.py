@@ -273,7 +273,8 @@ class ReadOnlyPermissions:
 def build_child(parent: Session, agent: AgentDef, run: TaskRun, emit: Callable[[Event], None]) -> Session:
     """The subagent's session, wired like the parent's: same settings (no session notes or context
     collapse: a subagent's work is short-lived), the parent's permissions and hooks, its own tools."""
-    settings = dataclasses.replace(parent.settings, session_memory=False, context_collapse=False)
+    compaction = dataclasses.replace(parent.settings.compaction, session_memory=False, context_collapse=False)
+    settings = dataclasses.replace(parent.settings, compaction=compaction)
     child = SubagentSession(
         settings=settings,
         session_id=parent.session_id,

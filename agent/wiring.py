@@ -9,6 +9,7 @@ the retry budget; the bench's thresholds and requests are a session's).
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
@@ -17,7 +18,8 @@ from agent.client import ModelClient
 from agent.hooks import HookRunner
 from agent.settings import Settings
 from compact import start, thresholds
-from compact.conversation import CompactConfig, Conversation, Ports, TranscriptSink
+from compact.config import CompactConfig
+from compact.conversation import Conversation, Ports, TranscriptSink
 from compact.snip import perform_snip
 from compact.state import ContextState
 from compact.thresholds import Thresholds
@@ -41,31 +43,8 @@ def client(s: Settings, on_event: Callable[[Any], None]) -> ModelClient:
 
 
 def compact_config(s: Settings) -> CompactConfig:
-    """The compaction settings, read once from the Settings."""
-    return CompactConfig(
-        disable_compact=s.disable_compact,
-        auto_compact=s.auto_compact,
-        session_memory=s.session_memory,
-        prepare_compaction=s.prepare_compaction,
-        microcompact=s.microcompact,
-        gap_minutes=s.microcompact_gap_minutes,
-        keep_recent=s.microcompact_keep,
-        context_collapse=s.context_collapse,
-        compaction_model=s.compaction_model,
-        context_editing=_editing_config(s.context_editing),
-        notes_template=s.home / NOTES_TEMPLATE,
-    )
-
-
-def _editing_config(c: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not c:
-        return None
-    return {
-        "triggerTokens": c.get("trigger_tokens"),
-        "keepToolUses": c.get("keep_tool_uses"),
-        "clearAtLeastTokens": c.get("clear_at_least_tokens"),
-        "clearThinking": c.get("clear_thinking"),
-    }
+    """The compaction settings a conversation gets: the parsed ones, with the home's notes template."""
+    return replace(s.compaction, notes_template=s.home / NOTES_TEMPLATE)
 
 
 def run_hooks(

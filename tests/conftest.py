@@ -104,13 +104,17 @@ def make_session(
     """An in-process Session in ``tmp``/project talking to the fake API; returns it and its event list."""
     from agent.session import Session
     from agent.settings import Settings
+    from compact.config import CompactConfig
 
     project = tmp / "project"
     project.mkdir(exist_ok=True)
     settings.setdefault("home", tmp / "home")
     settings.setdefault("retry_seconds", 2.0)  # a persistent API error fails in seconds, not minutes
+    compaction = {k: settings.pop(k) for k in list(settings) if k in CompactConfig.__dataclass_fields__}
     events: list[Any] = []
-    s = Settings(cwd=project, base_url=api.url, api_key="test-key", **settings)
+    s = Settings(
+        cwd=project, base_url=api.url, api_key="test-key", compaction=CompactConfig(**compaction), **settings
+    )
     return Session(s, session_id, events.append, None, environ=environ or {}), events
 
 

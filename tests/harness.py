@@ -26,7 +26,8 @@ from agent.settings import Settings
 from agent.system_prompt import build_system, compact_instructions, memory_files
 from agent.transcript import TranscriptWriter
 from compact import thresholds
-from compact.conversation import CompactConfig, Conversation, Ports
+from compact.config import CompactConfig
+from compact.conversation import Conversation, Ports
 from core.events import MessageRecorded, Notice
 from core.messages import Message
 from core.model import Request, cost_usd
@@ -42,10 +43,6 @@ _CONFIG = {f.name for f in dataclasses.fields(CompactConfig)}
 @dataclass
 class Limits:
     window: int = 200_000
-    context_window: int | None = None  # CLAUDE_CODE_AUTO_COMPACT_WINDOW
-    autocompact_pct: float | None = None
-    blocking_limit: int | None = None
-    max_output_tokens: int | None = None
 
 
 @dataclass(eq=False)
@@ -91,7 +88,7 @@ class Bench:
             self.tool_schemas() if tools else [],
             api_messages,
             max_tokens,
-            self.limits.max_output_tokens,
+            self.ports.config.max_output_tokens,
             **kw,
         )
 
@@ -102,14 +99,14 @@ class Bench:
         return tool_schemas(builtin_tools() + [SnipTool()])
 
     def thresholds(self) -> thresholds.Thresholds:
-        lim = self.limits
+        lim, c = self.limits, self.ports.config
         window = min(lim.window, self.conv.window_limit) if self.conv.window_limit else lim.window
         return wiring.thresholds_for(
             window,
             self.model,
-            cap=lim.context_window,
-            pct=lim.autocompact_pct,
-            blocking=lim.blocking_limit,
+            cap=c.context_window,
+            pct=c.autocompact_pct,
+            blocking=c.blocking_limit,
             auto_enabled=self.ports.config.auto_enabled,
         )
 
