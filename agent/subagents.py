@@ -42,6 +42,7 @@ from agent.tool_exec import (
     run_tools,
 )
 from agent.transcript import SidechainWriter, TranscriptWriter, agent_id_for, sidechain_path
+from agent.wiring import USAGE_KEYS
 from compact.prepare import after_response, prepare_request, send
 from core.errors import ContextLimitReached, Interrupted, ModelError
 from core.events import (
@@ -60,7 +61,6 @@ from tools.permissions import Decision, Permissions
 from tools.task import NAME, AgentType, TaskTool
 
 MAX_PARALLEL = 4  # Task calls of one response running at once (agent.tool_exec's pool)
-USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 NO_ANSWER = "(The subagent ended without a final answer.)"
 
 
