@@ -201,7 +201,7 @@ def run(
     if continue_ and resume:
         _fail("--continue and --resume can't be used together", 2)
     if print_mode and resume == RESUME_PICK:
-        _fail("--resume needs a session id (or a unique start of one) with -p", 2)
+        _fail("--resume needs a session id (or a unique start of one) with -p (see --help)", 2)
     if not (settings.api_key or settings.auth_token):
         _fail(NO_KEY, 2)
     try:

@@ -41,7 +41,7 @@ from agent.tool_exec import (
     record_interruption,
     run_tools,
 )
-from agent.transcript import SidechainWriter, TranscriptWriter, agent_id_for, sidechain_path
+from agent.transcript import SIDE_USAGE, SidechainWriter, TranscriptWriter, agent_id_for, sidechain_path
 from agent.wiring import USAGE_KEYS
 from compact.prepare import after_response, prepare_request, send
 from core.errors import ContextLimitReached, Interrupted, ModelError
@@ -133,6 +133,9 @@ class Subagents:
             finally:
                 child.writer.close()
                 run.usage, run.cost = dict(child.usage_total), child.cost
+                # in the session's transcript too, so /cost after a resume counts what subagents used
+                record = {"type": SIDE_USAGE, "model": child.model, "usage": run.usage, "agentId": agent_id}
+                self.parent.conv.record(record)
         finally:  # the REPL's line for it always ends
             run.status = status
             duration = time.monotonic() - run.started

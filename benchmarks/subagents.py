@@ -18,11 +18,12 @@ requests read their own cache prefix, as the main conversation's do. Goals: grow
 delegated <= 0.6x inline. A third way, "split", hands the same 28 files to four parallel Task calls of
 seven: each subagent's requests re-read a quarter of the prefix, which is where a linear read's bill goes.
 
-Figures (this machine, 2026-11-25): inline 626K, one Task 535K (0.85x), split 372K (0.59x); main-context
-growth over the exploration 219 tokens (one Task) / 747 (split), against 24,441 after the inline run's
-compaction. One Task reading sequentially costs about what the same reads cost inline (its requests
-grow the same way); it saves the prefix of earlier work, the compaction, and the later requests'
-share — not enough for 0.6x at three follow-ups.
+Figures (this machine, 2026-11-25, after merging the background compaction preparation): inline 609K,
+one Task 560K (0.92x), split 374K (0.61x); main-context growth over the exploration 219 tokens (one
+Task) / 746 (split), against 24,277 after the inline run's compaction. One Task reading sequentially
+costs about what the same reads cost inline (its requests grow the same way; near its threshold it also
+prepares a compaction it then does not need, 22K); it saves the prefix of earlier work, the compaction
+and the later requests' share — not enough for 0.6x at three follow-ups.
 
 Run: .venv/bin/python benchmarks/subagents.py [HISTORY_FILES FOLLOW_UPS] (default 6 3). Deterministic
 apart from the background notes updates' timing; about 20 seconds.

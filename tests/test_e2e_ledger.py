@@ -137,7 +137,9 @@ def test_auto_summary_compaction_keeps_the_working_state(run_cli, project: Path,
             "-p",
             CONSTRAINT,
             "--dangerously-skip-permissions",
-            env={**ENV, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"},
+            # compaction at T in the foreground, so that every summary request here is one that is applied
+            # (prepared candidates are refused for this summary's missing sections: tests/test_preparer.py)
+            env={**ENV, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15", "COMPACT_AGENT_PREPARE_COMPACTION": "0"},
         )
     assert res.code == 0, res.stderr
     assert api.violations == []
@@ -156,6 +158,30 @@ def test_auto_summary_compaction_keeps_the_working_state(run_cli, project: Path,
     )
     assert len(lines) == 2 and int(lines[0]) < int(lines[1]) == 4 + int(lines[0])
     assert boundaries(isolated_env)[0]["compactMetadata"]["trigger"] == "auto"
+
+
+def test_with_compaction_prepared_in_the_background_the_working_state_survives_too(
+    run_cli, project: Path, isolated_env: Path
+) -> None:
+    model = Refactorer(project, make_files(project, 9))
+    with FakeAPI() as api:
+        api.on(is_compaction, Reply.text(POOR))
+        api.on(lambda body: True, model)
+        res = run_cli(
+            api,
+            "-p",
+            CONSTRAINT,
+            "--dangerously-skip-permissions",
+            env={**ENV, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"},
+        )
+    assert res.code == 0, res.stderr
+    assert api.violations == []
+    assert len(boundaries(isolated_env)) == 2
+    last = [
+        r.body for r in api.message_requests if not is_compaction(r.body) and not is_notes_update(r.body)
+    ][-1]
+    assert POOR in request_text(last)
+    assert_state_survives(last, model)
 
 
 def test_reactive_compaction_keeps_the_working_state(run_cli, project: Path, isolated_env: Path) -> None:

@@ -52,6 +52,7 @@ def test_a_task_reads_25_files_in_its_own_context_and_the_parent_gets_the_answer
 ) -> None:
     paths = make_files(project, 25)
     with FakeAPI() as api:
+        api.on(is_compaction, Reply.text(SUMMARY))  # a compaction prepared in the background, if any
         api.conversation("TASK-PROMPT-q9w", Reader(paths, ANSWER))
         api.reply(task_call().content)
         api.reply_text("The f3 functions live in module_03.")
@@ -61,13 +62,17 @@ def test_a_task_reads_25_files_in_its_own_context_and_the_parent_gets_the_answer
         continued = run_cli(api, "-p", "CONTINUED-PROMPT", "--continue", env=NO_NOTES)
         assert continued.code == 0, continued.stderr
     api.check()
-    child = bodies(api, "TASK-PROMPT-q9w")
+    child = [b for b in bodies(api, "TASK-PROMPT-q9w") if not is_compaction(b)]
     parent = bodies(api, "PARENT-PROMPT-7k2")
     assert len(child) == 26  # 25 reads and the answer
-    reads = [
-        u for b in child[-1:] for m in b["messages"] for u in m["content"] if u.get("type") == "tool_use"
-    ]
-    assert len(reads) == 25
+    reads = {
+        u["input"]["file_path"]
+        for b in child
+        for m in b["messages"]
+        for u in m["content"]
+        if u.get("type") == "tool_use" and u["name"] == "Read"
+    }
+    assert reads == {str(p) for p in paths}  # 25 files, each read by the subagent
     for body in child:  # the task prompt opens it; nothing of the parent's conversation is there
         assert body["messages"][0]["role"] == "user" and TASK in first_user_text(body)
         assert "PARENT-PROMPT-7k2" not in request_text(body)
@@ -183,9 +188,11 @@ def test_a_subagent_compacts_on_its_own(run_cli: Any, project: Path, isolated_en
     api.check()
     child = bodies(api, "TASK-PROMPT-q9w")
     at = next(i for i, b in enumerate(child) if is_compaction(b))
-    last = child[-1]
-    assert "SUBAGENT-SUMMARY" in first_user_text(last)
-    assert len(request_text(last)) < len(request_text(child[at - 1]))  # the reads before it are gone
+    assert at > 0
+    own = [b for b in child if not is_compaction(b)]
+    assert "SUBAGENT-SUMMARY" in first_user_text(own[-1])
+    # the eight files never were in its context at once: the compaction took the early reads out
+    assert max(len(request_text(b)) for b in own) < sum(p.stat().st_size for p in paths)
     [side] = sidechains(isolated_env)
     boundaries = [r for r in records(side) if r.get("subtype") == "compact_boundary"]
     assert boundaries and all(r["isSidechain"] for r in boundaries)
@@ -336,6 +343,9 @@ def test_cost_and_context_count_subagents_apart(tmp_path: Path, fake_api: FakeAP
     assert run.status == "completed" and run.tool_uses == 3 and run.tokens > 15_000
     cost = commands.run(session, "/cost").text
     assert "of which subagents (1 task)" in cost
+    # the usage is in the session's transcript too (a resumed session's /cost counts it)
+    [side_usage] = [r for r in records(session.transcript_path) if r.get("agentId") == run.agent_id]
+    assert side_usage["type"] == "side-usage" and side_usage["usage"] == run.usage
     assert f"{run.usage['output_tokens']:,} output" in cost.splitlines()[-1]
     context = commands.run(session, "/context")
     assert f"{run.agent_id} Find f3 modules (Explore, completed): 3 tool uses" in context.text

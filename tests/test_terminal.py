@@ -143,8 +143,8 @@ def test_print_mode_text_and_stderr_are_made_visible():
     r(Notice(f"hook: {SPOOF}", "warning"))
     finished = TurnFinished(text=f"answer {ATTACKS[2]} {SECRET}", stop_reason="end_turn", error="", usage={})
 
-    class S:  # the two fields result() reads
-        session_id, usage_total, cost = "s", {}, 0.0
+    class S:  # the fields result() reads
+        session_id, usage_total, cost, subagents = "s", {}, 0.0, None
 
     assert r.result(finished, S(), 0.0) == 0  # type: ignore[arg-type]
     assert not DANGEROUS.search(out.getvalue() + err.getvalue())
