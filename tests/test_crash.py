@@ -141,7 +141,9 @@ def test_kill_during_a_tool_call_then_continue(spawn, run_cli, isolated_env: Pat
 
 def test_kill_during_a_compaction_then_continue(spawn, run_cli, project: Path, isolated_env: Path) -> None:
     paths = make_files(project, 8)
-    env = {**NO_NOTES, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15"}  # T = 27,000 tokens
+    # T = 27,000 tokens; compaction in the foreground at T (as before background preparation), so the kill
+    # comes while the agent waits for the summary, and the continued run compacts before anything else
+    env = {**NO_NOTES, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15", "COMPACT_AGENT_PREPARE_COMPACTION": "0"}
     asked, release = threading.Event(), threading.Event()
 
     def slow_summary(body: dict) -> Reply:

@@ -474,3 +474,19 @@ def test_a_slow_responder_does_not_hold_up_other_requests(api):
         worker.join()
     assert side[0].content[0].text == "side reply"
     api.check()
+
+
+def test_a_body_cut_off_mid_send_is_a_client_gone_not_a_request(api, client):
+    """A client killed (or exiting) mid-send leaves a torn body: no request is recorded, no violation,
+    and the next request is served as usual."""
+    import socket
+
+    host, port = api._server.server_address[:2]
+    with socket.create_connection((host, port)) as sock:
+        sock.sendall(
+            b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n" + b'{"model": "cl'
+        )
+    api.reply_text("after")
+    assert stream(client).content[0].text == "after"
+    assert [r.path for r in api.requests] == ["/v1/messages"]
+    api.check()

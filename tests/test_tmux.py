@@ -170,7 +170,7 @@ def test_reply_warning_compact_context_and_exit(agent_in_tmux, fake_api):
         "<analysis>Reviewing.</analysis>\n<summary>The user said hello and got a long reply.</summary>"
     )
     pane.type("/compact keep the greeting")
-    screen = pane.wait_for(r"Compacted · manual · \d+(\.\d)?k → \d+(\.\d)?k? tokens · \d+s")
+    screen = pane.wait_for(r"Compacted · manual · \d+(\.\d)?k → \d+(\.\d)?k? tokens · \d+(\.\d)?s")
     compaction = [r.body for r in fake_api.message_requests if is_compaction(r.body)]
     assert len(compaction) == 1 and "keep the greeting" in last_user_text(compaction[0])
     pane.wait_prompt()

@@ -352,7 +352,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve()
 
     def _serve(self) -> None:
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if len(raw) < length:  # the client went away mid-send (killed, or exiting): not a request at all
+            self.close_connection = True
+            return
         path, _, query = self.path.partition("?")
         headers = {name.lower(): value for name, value in self.headers.items()}
         answer = self.server.api._answer(self.command, path, query, headers, raw)
