@@ -249,7 +249,9 @@ def _help(session: Session, args: str) -> Result:
     usage="[instructions]",
 )
 def _compact(session: Session, args: str) -> Result:
-    if session.settings.disable_compact:  # said here, once (the compactor would also say it as a notice)
+    if (
+        session.settings.compaction.disable_compact
+    ):  # said here, once (the compactor would also say it as a notice)
         return Compacted(compactor.DISABLED, ok=False)
     try:
         ok = compactor.compact(session.conv, session.ports, "manual", args or None)
@@ -507,7 +509,7 @@ def brief(m: Any) -> str:
 
 @command("memory", "Show this session's background notes")
 def _memory(session: Session, args: str) -> Result:
-    if not session.settings.session_memory:
+    if not session.settings.compaction.session_memory:
         return Result("Session memory is off (COMPACT_AGENT_SESSION_MEMORY=0).")
     text = notes_text(session.notes_path)
     if not text or not text.strip():

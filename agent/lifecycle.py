@@ -21,6 +21,7 @@ from agent.sessions import earlier_usage, latest_session, session_info
 from agent.settings import Settings
 from agent.tool_exec import for_history
 from agent.transcript import in_use
+from agent.wiring import USAGE_KEYS
 from compact.compactor import COMPACT_RESULT
 from compact.conversation import LastCompaction
 from compact.state import state_records
@@ -30,8 +31,6 @@ from core.messages import meta, new_uuid
 from core.model import context_window_for, cost_usd
 from tools.path_rules import pattern_regexes
 from tools.permissions import EDIT_TOOLS, READ_ONLY_TOOLS, Rule
-
-USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 def open_session(

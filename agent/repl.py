@@ -456,7 +456,7 @@ class Repl:
         mode = self.session.permissions.mode if self.session is not None else "default"
         if mode in MODE_LABELS:
             parts.append(("class:mode", MODE_LABELS[mode]))
-        shown = warning_of(self.token_state, self.settings.disable_compact)
+        shown = warning_of(self.token_state, self.settings.compaction.disable_compact)
         if shown is not None:
             severity, text = shown
             parts += [("", " · ")] if parts else []

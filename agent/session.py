@@ -1,12 +1,12 @@
 """A session: settings, the conversation and its ports, tools, permissions, hooks and the model client.
 
 ``Session`` wires the floors together once, with the pieces of agent.wiring (which the tests' bench
-shares): the ``Conversation`` (the live list, the transcript writer, state, counters, workers) and the
-``Ports`` compaction reaches the rest through (compact.conversation), the tools and their context, the
-permission rules, the hook runner and the SDK client. Everything added to the conversation goes through ``add`` (list + transcript + event), so
-the three never disagree. Nothing outside this module sets a session's attributes, except the REPL
-swapping ``emit`` and ``ask`` when it takes over a session (/clear, /resume).
-"""
+shares, and ``wiring.SessionBase``, the methods both have): the ``Conversation`` (the live list, the
+transcript writer, state, counters, workers) and the ``Ports`` compaction reaches the rest through
+(compact.conversation), the tools and their context, the permission rules, the hook runner and the SDK
+client. Everything added to the conversation goes through ``add`` (list + transcript + event), so the
+three never disagree. Nothing outside this module sets a session's attributes, except the REPL swapping
+``emit`` and ``ask`` when it takes over a session (/clear, /resume)."""
 
 from __future__ import annotations
 
@@ -30,12 +30,11 @@ from agent.system_prompt import (
     instruction_files,
 )
 from agent.transcript import SIDE_USAGE, TranscriptWriter
-from compact import thresholds
-from compact.conversation import LastCompaction, Ports
+from compact.conversation import Ports
 from compact.state import ContextState
-from core.events import Event, MessageRecorded, Notice, ToolOutput
+from core.events import Event, Notice, ToolOutput
 from core.messages import Message
-from core.model import Request, context_window_for, cost_usd, max_output_tokens
+from core.model import Request, context_window_for, max_output_tokens
 from tools.base import ToolContext
 from tools.bash import LIVE_OUTPUT
 from tools.links import Hidden
@@ -54,7 +53,7 @@ def _utcnow() -> datetime:
 
 
 @dataclass(eq=False)
-class Session:
+class Session(wiring.SessionBase):
     settings: Settings
     session_id: str
     emit: Callable[[Event], None]
@@ -143,10 +142,6 @@ class Session:
 
     # --- paths and the live list -------------------------------------------------------------------
     @property
-    def messages(self) -> list[Message]:
-        return self.conv.messages
-
-    @property
     def transcript_path(self) -> Path:
         return self.settings.project_dir / f"{self.session_id}.jsonl"
 
@@ -159,41 +154,9 @@ class Session:
         """Where hook output too large for the model is saved in full."""
         return self.session_dir / "hook-output"
 
-    @property
-    def state(self) -> ContextState:
-        return self.conv.state
-
-    @property
-    def last_compaction(self) -> LastCompaction | None:
-        return self.conv.last_compaction
-
-    @property
-    def notes_path(self) -> Path:
-        return self.conv.notes_path
-
-    @property
-    def cancel(self) -> Any:
-        return self.conv.cancel
-
     # --- recording ---------------------------------------------------------------------------------
-    def add(self, message: Message) -> None:
-        self.conv.append(message)
-        if message.role == "assistant" and message.usage:
-            self._account(message.model or self.model, message.usage)
-        self.emit(MessageRecorded(message))
-
     def record(self, rec: dict[str, Any]) -> dict[str, Any]:
         return self.conv.record(rec)
-
-    def _account(self, model: str, usage: dict[str, Any]) -> None:
-        for key in (
-            "input_tokens",
-            "output_tokens",
-            "cache_creation_input_tokens",
-            "cache_read_input_tokens",
-        ):
-            self.usage_total[key] = self.usage_total.get(key, 0) + int(usage.get(key) or 0)
-        self.cost += cost_usd(model, usage)
 
     def account_side_request(self, message: Message) -> None:
         """Usage of compaction / notes requests counts toward /cost, not toward the context."""
@@ -203,7 +166,7 @@ class Session:
     def account_unrecorded(self, model: str, usage: dict[str, Any]) -> None:
         """Usage no message record carries (side requests, a reply cut short by Ctrl-C): counted, and
         written as a ``side-usage`` record so /cost after a resume counts it too (agent.sessions)."""
-        self._account(model, usage)
+        self.count_usage(model, usage)
         self.conv.record({"type": SIDE_USAGE, "model": model, "usage": dict(usage)})
 
     # --- model requests ----------------------------------------------------------------------------
@@ -233,24 +196,6 @@ class Session:
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return tool_schemas(self.tools)
-
-    def request(
-        self,
-        api_messages: list[dict[str, Any]],
-        *,
-        max_tokens: int | None = None,
-        tools: bool = True,
-        **kw: Any,
-    ) -> Request:
-        return wiring.request(
-            self.model,
-            self.system_blocks(),
-            self.tool_schemas() if tools else [],
-            api_messages,
-            max_tokens,
-            self.settings.max_output_tokens,
-            **kw,
-        )
 
     @contextmanager
     def allowing(self, rules: tuple[str, ...]) -> Iterator[None]:
@@ -290,23 +235,10 @@ class Session:
         self._window = None  # the window depends on the model
 
     # --- thresholds --------------------------------------------------------------------------------
-    @property
-    def window(self) -> int:
+    def model_window(self) -> int:
         if self._window is None:
             self._window = self.client.context_window(self.model) or context_window_for(self.model)
-        limit = self.conv.window_limit
-        return min(self._window, limit) if limit else self._window
-
-    def thresholds(self) -> thresholds.Thresholds:
-        s = self.settings
-        return wiring.thresholds_for(
-            self.window,
-            self.model,
-            cap=s.context_window,
-            pct=s.autocompact_pct,
-            blocking=s.blocking_limit,
-            auto_enabled=self.ports.config.auto_enabled,
-        )
+        return self._window
 
     # --- hooks -------------------------------------------------------------------------------------
     def notice(self, text: str, level: str = "info") -> None:

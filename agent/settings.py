@@ -37,7 +37,7 @@ import os
 import pwd
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -46,6 +46,7 @@ from agent import trust as trust_store
 from agent.agents import withheld_agents
 from agent.project import SETTINGS_CAP, FileProblem, project_root, read_small
 from agent.trust import Ignored, Trust
+from compact.config import CompactConfig
 from compact.thresholds import smallest_window
 from core.errors import SettingsError
 from core.private import make_private_dirs
@@ -74,23 +75,8 @@ class Settings:
     api_key: str | None = field(default=None, repr=False)
     auth_token: str | None = field(default=None, repr=False)
     base_url: str | None = None
-    # compaction
-    disable_compact: bool = False
-    auto_compact: bool = True
-    autocompact_pct: float | None = None  # CLAUDE_AUTOCOMPACT_PCT_OVERRIDE
-    context_window: int | None = None  # CLAUDE_CODE_AUTO_COMPACT_WINDOW (a cap)
-    blocking_limit: int | None = None  # CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE
-    max_output_tokens: int | None = None  # CLAUDE_CODE_MAX_OUTPUT_TOKENS
-    compaction_model: str | None = None
-    session_memory: bool = True
-    prepare_compaction: bool = True  # COMPACT_AGENT_PREPARE_COMPACTION: candidates prepared before T
-    microcompact: bool = True
-    microcompact_gap_minutes: float = 60.0
-    microcompact_keep: int = 5
-    context_collapse: bool = False
-    # server-side context editing (SPEC §4): None = off, else the parameters with snake_case keys
-    # keep_tool_uses, trigger_tokens, clear_at_least_tokens (int | None each) and clear_thinking (bool)
-    context_editing: dict[str, Any] | None = None
+    # compaction: compact.config declares the fields and their defaults; parsed into one CompactConfig
+    compaction: CompactConfig = field(default_factory=CompactConfig)
     no_color: bool = False
     # extended thinking: MAX_THINKING_TOKENS / maxThinkingTokens (a budget, on every turn), or
     # alwaysThinkingEnabled (the default budget on every turn); else only when a prompt asks ("think hard")
@@ -506,10 +492,6 @@ def _apply_files(s: Settings, layer: dict[str, Any]) -> None:
         s.model, s.model_explicit, s.sources["model"] = layer["model"], True, src["model"]
 
     simple = {
-        "autoCompactEnabled": "auto_compact",
-        "disableCompact": "disable_compact",
-        "sessionMemory": "session_memory",
-        "contextCollapse": "context_collapse",
         "noColor": "no_color",
         "alwaysThinkingEnabled": "always_thinking",
         "maxThinkingTokens": "max_thinking_tokens",
@@ -518,6 +500,15 @@ def _apply_files(s: Settings, layer: dict[str, Any]) -> None:
         if key in layer:
             setattr(s, attr, layer[key])
             s.sources[attr] = src[key]
+    compaction = {
+        "autoCompactEnabled": "auto_compact",
+        "disableCompact": "disable_compact",
+        "sessionMemory": "session_memory",
+        "contextCollapse": "context_collapse",
+    }
+    for key, attr in compaction.items():
+        if key in layer:
+            _compact(s, attr, layer[key], src[key])
 
     comp_fields = {
         "autoCompactPct": "autocompact_pct",
@@ -528,23 +519,31 @@ def _apply_files(s: Settings, layer: dict[str, Any]) -> None:
     }
     for key, attr in comp_fields.items():
         if key in layer.get("compaction", {}):
-            setattr(s, attr, layer["compaction"][key])
-            s.sources[attr] = src[f"compaction.{key}"]
+            _compact(s, attr, layer["compaction"][key], src[f"compaction.{key}"])
 
-    micro = layer.get("microcompact", {})
-    s.microcompact = micro.get("enabled", s.microcompact)
-    s.microcompact_gap_minutes = micro.get("gapMinutes", s.microcompact_gap_minutes)
-    s.microcompact_keep = micro.get("keepRecent", s.microcompact_keep)
+    micro, c = layer.get("microcompact", {}), s.compaction
+    s.compaction = replace(
+        c,
+        microcompact=micro.get("enabled", c.microcompact),
+        gap_minutes=micro.get("gapMinutes", c.gap_minutes),
+        keep_recent=micro.get("keepRecent", c.keep_recent),
+    )
 
     editing = layer.get("contextEditing", {})
     if editing.get("enabled", bool(editing)):  # an object turns it on unless it says "enabled": false
-        s.context_editing = {
-            "keep_tool_uses": editing.get("keepToolUses"),
-            "trigger_tokens": editing.get("triggerTokens"),
-            "clear_at_least_tokens": editing.get("clearAtLeastTokens"),
-            "clear_thinking": editing.get("clearThinking"),  # None: the default (on, when thinking)
+        params = {
+            "triggerTokens": editing.get("triggerTokens"),
+            "keepToolUses": editing.get("keepToolUses"),
+            "clearAtLeastTokens": editing.get("clearAtLeastTokens"),
+            "clearThinking": editing.get("clearThinking"),  # None: the default (on, when thinking)
         }
-        s.sources["context_editing"] = src.get("contextEditing.enabled", "settings")
+        _compact(s, "context_editing", params, src.get("contextEditing.enabled", "settings"))
+
+
+def _compact(s: Settings, attr: str, value: Any, source: str) -> None:
+    """Set one compaction setting and say where it came from (the config is frozen: a changed copy)."""
+    s.compaction = replace(s.compaction, **{attr: value})
+    s.sources[attr] = source
 
 
 def _expand_dir(raw: str, s: Settings) -> Path:
@@ -607,11 +606,9 @@ def _apply_env(s: Settings, env: Mapping[str, str], origin: Mapping[str, str]) -
         s.model, s.model_explicit = model.strip(), True
         mark("model", "ANTHROPIC_MODEL")
     if truthy(env.get("DISABLE_COMPACT")):
-        s.disable_compact = True
-        mark("disable_compact", "DISABLE_COMPACT")
+        _compact(s, "disable_compact", True, "env DISABLE_COMPACT")
     if truthy(env.get("DISABLE_AUTO_COMPACT")):
-        s.auto_compact = False
-        mark("auto_compact", "DISABLE_AUTO_COMPACT")
+        _compact(s, "auto_compact", False, "env DISABLE_AUTO_COMPACT")
 
     if (raw := get("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE")) is not None:
         try:
@@ -620,16 +617,14 @@ def _apply_env(s: Settings, env: Mapping[str, str], origin: Mapping[str, str]) -
             pct = math.nan
         if not (math.isfinite(pct) and 0 < pct <= 100):
             raise bad("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "a number in (0, 100]")
-        s.autocompact_pct = pct
-        mark("autocompact_pct", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE")
+        _compact(s, "autocompact_pct", pct, "env CLAUDE_AUTOCOMPACT_PCT_OVERRIDE")
     for name, attr in (
         ("CLAUDE_CODE_AUTO_COMPACT_WINDOW", "context_window"),
         ("CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE", "blocking_limit"),
         ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "max_output_tokens"),
     ):
         if (value := positive_int(name)) is not None:
-            setattr(s, attr, value)
-            mark(attr, name)
+            _compact(s, attr, value, f"env {name}")
 
     # "0" (or another falsy word) turns these off, a truthy word turns them back on over a settings file
     for name, attr in (
@@ -640,8 +635,7 @@ def _apply_env(s: Settings, env: Mapping[str, str], origin: Mapping[str, str]) -
     ):
         raw = get(name)
         if raw is not None and (truthy(raw) or falsy(raw)):
-            setattr(s, attr, truthy(raw))
-            mark(attr, name)
+            _compact(s, attr, truthy(raw), f"env {name}")
     if (raw := get("MAX_THINKING_TOKENS")) is not None:
         try:
             budget = int(raw.strip())
@@ -685,13 +679,13 @@ def _apply_retry(
 
 def check_limits(s: Settings) -> None:
     """Refuse values that parse but can't work: a window cap that leaves no room, a base URL that is no URL."""
-    smallest = smallest_window()
-    if s.context_window is not None and s.context_window < smallest:
+    smallest, cap = smallest_window(), s.compaction.context_window
+    if cap is not None and cap < smallest:
         source = s.sources.get("context_window", "settings")
         name = (
-            f"{source[4:]}={s.context_window}"
+            f"{source[4:]}={cap}"
             if source.startswith("env ")
-            else f'"compaction.contextWindow": {s.context_window} in {source}'
+            else f'"compaction.contextWindow": {cap} in {source}'
         )
         raise SettingsError(
             f"{name} leaves no room for the conversation (after the output reserve and the "

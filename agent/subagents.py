@@ -42,6 +42,7 @@ from agent.tool_exec import (
     run_tools,
 )
 from agent.transcript import SIDE_USAGE, SidechainWriter, TranscriptWriter, agent_id_for, sidechain_path
+from agent.wiring import USAGE_KEYS
 from compact.prepare import after_response, prepare_request, send
 from core.errors import ContextLimitReached, Interrupted, ModelError
 from core.events import (
@@ -60,7 +61,6 @@ from tools.permissions import Decision, Permissions
 from tools.task import NAME, AgentType, TaskTool
 
 MAX_PARALLEL = 4  # Task calls of one response running at once (agent.tool_exec's pool)
-USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 NO_ANSWER = "(The subagent ended without a final answer.)"
 
 
@@ -276,7 +276,8 @@ class ReadOnlyPermissions:
 def build_child(parent: Session, agent: AgentDef, run: TaskRun, emit: Callable[[Event], None]) -> Session:
     """The subagent's session, wired like the parent's: same settings (no session notes or context
     collapse: a subagent's work is short-lived), the parent's permissions and hooks, its own tools."""
-    settings = dataclasses.replace(parent.settings, session_memory=False, context_collapse=False)
+    compaction = dataclasses.replace(parent.settings.compaction, session_memory=False, context_collapse=False)
+    settings = dataclasses.replace(parent.settings, compaction=compaction)
     child = SubagentSession(
         settings=settings,
         session_id=parent.session_id,

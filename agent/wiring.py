@@ -1,6 +1,7 @@
 """The one wiring of the floors, shared by a session (agent/session.py) and the tests' bench
 (tests/harness.py): the SDK client, the compaction settings, the hooks compaction runs, the thresholds,
-the main request and a ready Conversation with the Snip tool's service.
+the main request, a ready Conversation with the Snip tool's service, and ``SessionBase``, the methods
+both have over their Conversation (recording, usage, requests, thresholds, shortcuts).
 
 Each piece is built here only, so the two can't drift apart (a client rebuilt under new settings keeps
 the retry budget; the bench's thresholds and requests are a session's).
@@ -9,6 +10,7 @@ the retry budget; the bench's thresholds and requests are a session's).
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
@@ -17,16 +19,20 @@ from agent.client import ModelClient
 from agent.hooks import HookRunner
 from agent.settings import Settings
 from compact import start, thresholds
-from compact.conversation import CompactConfig, Conversation, Ports, TranscriptSink
+from compact.config import CompactConfig
+from compact.conversation import Conversation, LastCompaction, Ports, TranscriptSink
 from compact.snip import perform_snip
 from compact.state import ContextState
 from compact.thresholds import Thresholds
+from core.events import Event, MessageRecorded
 from core.messages import Message
-from core.model import Request, max_output_tokens
+from core.model import Request, cost_usd, max_output_tokens
 from tools.base import ToolContext
 
 NOTES_TEMPLATE = "session-memory-template.md"  # a user's own notes template, in COMPACT_AGENT_HOME
 DEFAULT_MAX_OUTPUT = 32_000  # the main reply's max_tokens unless CLAUDE_CODE_MAX_OUTPUT_TOKENS says more
+# the usage counted toward /cost and the turn's totals
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 def client(s: Settings, on_event: Callable[[Any], None]) -> ModelClient:
@@ -41,31 +47,8 @@ def client(s: Settings, on_event: Callable[[Any], None]) -> ModelClient:
 
 
 def compact_config(s: Settings) -> CompactConfig:
-    """The compaction settings, read once from the Settings."""
-    return CompactConfig(
-        disable_compact=s.disable_compact,
-        auto_compact=s.auto_compact,
-        session_memory=s.session_memory,
-        prepare_compaction=s.prepare_compaction,
-        microcompact=s.microcompact,
-        gap_minutes=s.microcompact_gap_minutes,
-        keep_recent=s.microcompact_keep,
-        context_collapse=s.context_collapse,
-        compaction_model=s.compaction_model,
-        context_editing=_editing_config(s.context_editing),
-        notes_template=s.home / NOTES_TEMPLATE,
-    )
-
-
-def _editing_config(c: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not c:
-        return None
-    return {
-        "triggerTokens": c.get("trigger_tokens"),
-        "keepToolUses": c.get("keep_tool_uses"),
-        "clearAtLeastTokens": c.get("clear_at_least_tokens"),
-        "clearThinking": c.get("clear_thinking"),
-    }
+    """The compaction settings a conversation gets: the parsed ones, with the home's notes template."""
+    return replace(s.compaction, notes_template=s.home / NOTES_TEMPLATE)
 
 
 def run_hooks(
@@ -154,3 +137,96 @@ def snipper(conv: Conversation) -> Callable[[list[str], str | None], str]:
             )
 
     return snip
+
+
+class SessionBase:
+    """What a session and the tests' bench do the same way over their Conversation. The owner sets the
+    attributes declared here and gives ``system_blocks``, ``tool_schemas`` and ``model_window``."""
+
+    settings: Settings
+    model: str
+    conv: Conversation
+    ports: Ports
+    usage_total: dict[str, int]
+    cost: float
+    emit: Callable[[Event], None]
+
+    def system_blocks(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def model_window(self) -> int:
+        """The model's whole context window (before the conversation's own limit)."""
+        raise NotImplementedError
+
+    # --- shortcuts to the conversation -----------------------------------------------------------
+    @property
+    def messages(self) -> list[Message]:
+        return self.conv.messages
+
+    @property
+    def state(self) -> ContextState:
+        return self.conv.state
+
+    @property
+    def last_compaction(self) -> LastCompaction | None:
+        return self.conv.last_compaction
+
+    @property
+    def notes_path(self) -> Path:
+        return self.conv.notes_path
+
+    @property
+    def cancel(self) -> threading.Event:
+        return self.conv.cancel
+
+    # --- recording and usage ---------------------------------------------------------------------
+    def add(self, message: Message) -> None:
+        """Everything added to the conversation comes here: list + transcript + event, never apart."""
+        self.conv.append(message)
+        if message.role == "assistant" and message.usage:
+            self.count_usage(message.model or self.model, message.usage)
+        self.emit(MessageRecorded(message))
+
+    def count_usage(self, model: str, usage: dict[str, Any]) -> None:
+        for key in USAGE_KEYS:
+            self.usage_total[key] = self.usage_total.get(key, 0) + int(usage.get(key) or 0)
+        self.cost += cost_usd(model, usage)
+
+    # --- requests and thresholds -----------------------------------------------------------------
+    def request(
+        self,
+        api_messages: list[dict[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        tools: bool = True,
+        **kw: Any,
+    ) -> Request:
+        return request(
+            self.model,
+            self.system_blocks(),
+            self.tool_schemas() if tools else [],
+            api_messages,
+            max_tokens,
+            self.settings.compaction.max_output_tokens,
+            **kw,
+        )
+
+    @property
+    def window(self) -> int:
+        """The model's window, or less when the conversation learned a lower limit."""
+        full, limit = self.model_window(), self.conv.window_limit
+        return min(full, limit) if limit else full
+
+    def thresholds(self) -> Thresholds:
+        c = self.settings.compaction
+        return thresholds_for(
+            self.window,
+            self.model,
+            cap=c.context_window,
+            pct=c.autocompact_pct,
+            blocking=c.blocking_limit,
+            auto_enabled=self.ports.config.auto_enabled,
+        )

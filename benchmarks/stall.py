@@ -42,6 +42,7 @@ import scripted  # noqa: E402
 
 from agent.loop import run_turn  # noqa: E402
 from compact import preparer  # noqa: E402
+from compact.candidate import SUMMARY_SECTIONS  # noqa: E402
 from core.events import CompactFinished  # noqa: E402
 from tests.conftest import make_session  # noqa: E402
 from tests.fakeapi import Reply, model_info  # noqa: E402
@@ -60,21 +61,7 @@ PRICE = {
 SUMMARY_REPLY = "<analysis>{filler}</analysis>\n<summary>{body}</summary>".format(
     filler=scripted.FILLER * 60,
     body="\n".join(
-        f"{i}. {name}: {scripted.POOR} {scripted.FILLER * 4}"
-        for i, name in enumerate(
-            [
-                "Primary Request and Intent",
-                "Key Technical Concepts",
-                "Files and Code Sections",
-                "Errors and fixes",
-                "Problem Solving",
-                "All user messages",
-                "Pending Tasks",
-                "Current Work",
-                "Optional Next Step",
-            ],
-            1,
-        )
+        f"{i}. {name}: {scripted.POOR} {scripted.FILLER * 4}" for i, name in enumerate(SUMMARY_SECTIONS, 1)
     ),
 )
 WORDS = "alpha beta gamma delta parser token stream buffer index value".split()

@@ -26,7 +26,7 @@ Ports — what compaction needs from the floors above it:
   account      counts the usage of a side request (notes, summary, collapse) toward the session's cost
   hooks        runs a hook event, reports failures, returns what successful hooks printed
   instructions the "Compact Instructions" of CLAUDE.md; instruction_files: those files' paths
-  config       the compaction settings (``CompactConfig``)
+  config       the compaction settings (compact.config)
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Protocol
 
 from compact.breaker import Breaker
+from compact.config import CompactConfig
 from compact.state import ContextState
 from compact.thresholds import Thresholds
 from compact.tokens import Calibration
@@ -66,32 +67,6 @@ class TranscriptSink(Protocol):
         logical_parent_uuid: str | None,
         preserved_segment: dict[str, str] | None = None,
     ) -> dict[str, Any]: ...
-
-
-@dataclass(frozen=True)
-class CompactConfig:
-    """The settings compaction reads (the agent builds it from its Settings once)."""
-
-    disable_compact: bool = False
-    auto_compact: bool = True
-    session_memory: bool = True
-    prepare_compaction: bool = True  # candidates prepared in the background before T (compact.preparer)
-    microcompact: bool = True
-    gap_minutes: float = 60.0
-    keep_recent: int = 5
-    context_collapse: bool = False
-    compaction_model: str | None = None
-    context_editing: dict[str, Any] | None = None  # the contextEditing setting (camelCase keys)
-    notes_template: Path | None = None  # a user's notes template, if they keep one
-
-    @property
-    def auto_enabled(self) -> bool:
-        """Automatic compaction: on unless switched off, and off while context collapse manages the room."""
-        return self.auto_compact and not self.disable_compact and not self.context_collapse
-
-    @property
-    def notes_enabled(self) -> bool:
-        return self.session_memory and not self.disable_compact
 
 
 def _no_hooks(event: str, match_value: str | None, **fields: Any) -> str:

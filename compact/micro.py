@@ -68,22 +68,7 @@ def microcompact(
     """Clear old compactable results when the cache is cold; always apply earlier clearings."""
     newly: list[str] = []
     if enabled and cache_expired(messages, now, gap_minutes):
-        answered = {
-            b.get("tool_use_id")
-            for m in messages
-            if m.role == "user"
-            for b in m.content
-            if b.get("type") == "tool_result"
-        }
-        ids = [
-            b["id"]
-            for m in messages
-            if m.role == "assistant"
-            for b in m.content
-            if b.get("type") == "tool_use" and b.get("name") in COMPACTABLE and b.get("id") in answered
-        ]
-        old = ids[: max(0, len(ids) - keep_recent)]
-        newly = [i for i in old if i not in state.cleared]
+        newly = stale_results(messages, state, keep_recent)
         state.cleared.update(newly)
     if not state.cleared:
         return MicroResult(list(messages), newly)

@@ -49,18 +49,7 @@ def prepare_request(conv: Conversation, ports: Ports) -> View:
 
 def token_state(ports: Ports, tokens: int) -> TokenState:
     """The warning bar's numbers for a count of ``tokens``."""
-    th = ports.thresholds()
-    lv = thresholds.level(tokens, th)
-    return TokenState(
-        tokens=tokens,
-        window=th.window,
-        threshold=th.auto_compact,
-        warning=lv.warning,
-        error=lv.error,
-        blocking=lv.blocking,
-        percent_left=lv.percent_left,
-        auto_compact=th.auto_enabled,
-    )
+    return thresholds.token_state(tokens, ports.thresholds())
 
 
 def maybe_nudge(conv: Conversation, ports: Ports, tokens: int) -> bool:

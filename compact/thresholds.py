@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.events import TokenState
+
 SUMMARY_OUTPUT_RESERVE = 20_000
 AUTOCOMPACT_BUFFER = 13_000
 WARNING_BUFFER = 20_000
@@ -89,6 +91,21 @@ def level(tokens: int, th: Thresholds) -> Level:
         error=tokens >= th.error,
         blocking=tokens >= th.blocking,
         over_auto=th.auto_enabled and tokens >= th.auto_compact,
+    )
+
+
+def token_state(tokens: int, th: Thresholds) -> TokenState:
+    """The warning bar's numbers for a count of ``tokens`` (the TokenState event)."""
+    lv = level(tokens, th)
+    return TokenState(
+        tokens=tokens,
+        window=th.window,
+        threshold=th.auto_compact,
+        warning=lv.warning,
+        error=lv.error,
+        blocking=lv.blocking,
+        percent_left=lv.percent_left,
+        auto_compact=th.auto_enabled,
     )
 
 

@@ -55,6 +55,24 @@ def project(tmp_path: Path) -> Path:
     return p
 
 
+def cli_env(home: Path, api: Any = None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of the real CLI in a test: this process's without our variables (_SCRUB), HOME and
+    COMPACT_AGENT_HOME under ``home``, a test key, the fake API's URL if there is one, and ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB)}
+    env.update(
+        {
+            "HOME": str(home),
+            "COMPACT_AGENT_HOME": str(home / ".compact-agent"),
+            "ANTHROPIC_API_KEY": "test-key",
+            "PYTHONPATH": str(ROOT),
+        }
+    )
+    if api is not None:
+        env["ANTHROPIC_BASE_URL"] = api.url
+    env.update(extra or {})
+    return env
+
+
 @pytest.fixture
 def run_cli(project: Path, isolated_env: Path):
     """run_cli(api, *args, env={...}, stdin=None, cwd=project) -> CliResult (the real CLI, a subprocess)."""
@@ -67,22 +85,10 @@ def run_cli(project: Path, isolated_env: Path):
         cwd: Path | None = None,
         timeout: float = 120,
     ) -> CliResult:
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB)}
-        full_env.update(
-            {
-                "HOME": str(isolated_env),
-                "COMPACT_AGENT_HOME": str(isolated_env / ".compact-agent"),
-                "ANTHROPIC_API_KEY": "test-key",
-                "PYTHONPATH": str(ROOT),
-            }
-        )
-        if api is not None:
-            full_env["ANTHROPIC_BASE_URL"] = api.url
-        full_env.update(env or {})
         proc = subprocess.run(
             [sys.executable, "-m", "agent", *args],
             cwd=cwd or project,
-            env=full_env,
+            env=cli_env(isolated_env, api, env),
             input=stdin,
             capture_output=True,
             text=True,
@@ -104,13 +110,17 @@ def make_session(
     """An in-process Session in ``tmp``/project talking to the fake API; returns it and its event list."""
     from agent.session import Session
     from agent.settings import Settings
+    from compact.config import CompactConfig
 
     project = tmp / "project"
     project.mkdir(exist_ok=True)
     settings.setdefault("home", tmp / "home")
     settings.setdefault("retry_seconds", 2.0)  # a persistent API error fails in seconds, not minutes
+    compaction = {k: settings.pop(k) for k in list(settings) if k in CompactConfig.__dataclass_fields__}
     events: list[Any] = []
-    s = Settings(cwd=project, base_url=api.url, api_key="test-key", **settings)
+    s = Settings(
+        cwd=project, base_url=api.url, api_key="test-key", compaction=CompactConfig(**compaction), **settings
+    )
     return Session(s, session_id, events.append, None, environ=environ or {}), events
 
 

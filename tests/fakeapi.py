@@ -516,6 +516,17 @@ class FakeAPI(ScriptedAPI):
         return self.cache.account(body)
 
 
+def read_paths(body: dict) -> list[str]:
+    """The files a request's conversation has read, in order (its Read calls' paths)."""
+    return [
+        b["input"]["file_path"]
+        for m in body["messages"]
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b.get("type") == "tool_use" and b["name"] == "Read"
+    ]
+
+
 def first_user_text(body: dict) -> str:
     """The text of a request's first message (the prompt that opened its conversation)."""
     messages = body.get("messages") or []

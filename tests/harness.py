@@ -25,11 +25,10 @@ from agent.hooks import HookRunner, base_payload
 from agent.settings import Settings
 from agent.system_prompt import build_system, compact_instructions, memory_files
 from agent.transcript import TranscriptWriter
-from compact import thresholds
-from compact.conversation import CompactConfig, Conversation, Ports
-from core.events import MessageRecorded, Notice
+from compact.config import CompactConfig
+from compact.conversation import Conversation, Ports
+from core.events import Notice
 from core.messages import Message
-from core.model import Request, cost_usd
 from tools.base import ToolContext
 from tools.registry import builtin_tools, tool_schemas
 from tools.snip import SnipTool
@@ -42,58 +41,31 @@ _CONFIG = {f.name for f in dataclasses.fields(CompactConfig)}
 @dataclass
 class Limits:
     window: int = 200_000
-    context_window: int | None = None  # CLAUDE_CODE_AUTO_COMPACT_WINDOW
-    autocompact_pct: float | None = None
-    blocking_limit: int | None = None
-    max_output_tokens: int | None = None
 
 
 @dataclass(eq=False)
-class Bench:
+class Bench(wiring.SessionBase):
+    """A session's recording, usage, requests, thresholds and shortcuts (wiring.SessionBase) over a bench."""
+
     conv: Conversation
     ports: Ports
     client: ModelClient
-    cwd: Path
-    home: Path
+    settings: Settings
     model: str
     limits: Limits
     events: list[Any] = field(default_factory=list)
     usage_total: dict[str, int] = field(default_factory=dict)
     cost: float = 0.0
 
-    # --- what the loop would do ------------------------------------------------------------------
-    def add(self, message: Message) -> None:
-        self.conv.append(message)
-        if message.role == "assistant" and message.usage:
-            self.account(message)
-        self.events.append(MessageRecorded(message))
+    def emit(self, event: Any) -> None:  # type: ignore[override]
+        self.events.append(event)
 
     def account(self, message: Message) -> None:
-        for key, value in (message.usage or {}).items():
-            if isinstance(value, int):
-                self.usage_total[key] = self.usage_total.get(key, 0) + value
-        self.cost += cost_usd(message.model or self.model, message.usage or {})
+        """A side request's usage (the session also writes it to the transcript; the bench only counts)."""
+        self.count_usage(message.model or self.model, message.usage or {})
 
     def view(self) -> Any:
         return self.conv.view()
-
-    def request(
-        self,
-        api_messages: list[dict[str, Any]],
-        *,
-        max_tokens: int | None = None,
-        tools: bool = True,
-        **kw: Any,
-    ) -> Request:
-        return wiring.request(
-            self.model,
-            self.system_blocks(),
-            self.tool_schemas() if tools else [],
-            api_messages,
-            max_tokens,
-            self.limits.max_output_tokens,
-            **kw,
-        )
 
     def system_blocks(self) -> list[dict[str, Any]]:
         return build_system(self.cwd, self.home, self.model)
@@ -101,29 +73,20 @@ class Bench:
     def tool_schemas(self) -> list[dict[str, Any]]:
         return tool_schemas(builtin_tools() + [SnipTool()])
 
-    def thresholds(self) -> thresholds.Thresholds:
-        lim = self.limits
-        window = min(lim.window, self.conv.window_limit) if self.conv.window_limit else lim.window
-        return wiring.thresholds_for(
-            window,
-            self.model,
-            cap=lim.context_window,
-            pct=lim.autocompact_pct,
-            blocking=lim.blocking_limit,
-            auto_enabled=self.ports.config.auto_enabled,
-        )
+    def model_window(self) -> int:
+        return self.limits.window
 
     def snip(self, ids: list[str], reason: str | None = None) -> str:
         return self.conv.tools.services["snip"](ids, reason)
 
-    # --- shortcuts to the conversation -----------------------------------------------------------
+    # --- where things are ------------------------------------------------------------------------
     @property
-    def messages(self) -> list[Message]:
-        return self.conv.messages
+    def cwd(self) -> Path:
+        return self.settings.cwd
 
     @property
-    def state(self) -> Any:
-        return self.conv.state
+    def home(self) -> Path:
+        return self.settings.home
 
     @property
     def transcript_path(self) -> Path:
@@ -134,16 +97,8 @@ class Bench:
         return self.conv.session_dir
 
     @property
-    def notes_path(self) -> Path:
-        return self.conv.notes_path
-
-    @property
     def tool_ctx(self) -> ToolContext:
         return self.conv.tools
-
-    @property
-    def cancel(self) -> Any:
-        return self.conv.cancel
 
 
 def make_bench(
@@ -167,8 +122,9 @@ def make_bench(
     config.setdefault("session_memory", False)
     config.setdefault("notes_template", home / "session-memory-template.md")
     limits = Limits(**options)
+    compaction = CompactConfig(**config)
     events: list[Any] = []
-    settings = Settings(cwd=cwd, home=home, api_key="test-key", base_url=api.url)
+    settings = Settings(cwd=cwd, home=home, api_key="test-key", base_url=api.url, compaction=compaction)
     client = wiring.client(settings, events.append)
     tools = ToolContext(project_dir=cwd, session_dir=store / session_id, cwd=cwd)
     writer = TranscriptWriter(store / f"{session_id}.jsonl", session_id, str(cwd), "test")
@@ -183,11 +139,10 @@ def make_bench(
 
     bench = Bench(
         conv=None,  # type: ignore[arg-type]
-        ports=None,
+        ports=None,  # type: ignore[arg-type]
         client=client,
-        cwd=cwd,
-        home=home,
-        model=model,  # type: ignore[arg-type]
+        settings=settings,
+        model=model,
         limits=limits,
         events=events,
     )
@@ -200,7 +155,7 @@ def make_bench(
         hooks=run_hooks,
         instructions=lambda: compact_instructions(cwd, home),
         instruction_files=lambda: memory_files(cwd, home),
-        config=CompactConfig(**config),
+        config=compaction,
     )
     bench.conv = wiring.conversation(writer, store / session_id, tools, bench.ports, clock=clock)
     return bench

@@ -25,6 +25,7 @@ from agent.loader import load_transcript
 from agent.settings import Settings
 from compact import collapse, collapse_worker
 from compact.collapse import apply_collapses, candidate_spans, placeholder
+from compact.config import CompactConfig
 from compact.prepare import prepare_request, send, token_state
 from compact.snip import tag_prompts, turns
 from compact.tokens import count_tokens
@@ -300,9 +301,7 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
         api_key="test-key",
         model=bench.model,
         model_explicit=True,
-        context_collapse=True,
-        context_window=60_000,
-        session_memory=False,
+        compaction=CompactConfig(context_collapse=True, context_window=60_000, session_memory=False),
     )
     again = open_session(settings, emit=lambda e: None, ask=None, resume=SESSION_ID)
     assert again.state.collapses == bench.state.collapses

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import _SCRUB, ROOT, records, runs_under, transcripts, wait_for
+from tests.conftest import cli_env, records, runs_under, transcripts, wait_for
 from tests.fakeapi import FakeAPI, Reply, Route, is_compaction, request_text
 from tests.test_e2e_compaction import make_files
 
@@ -31,17 +31,7 @@ def spawn(project: Path, isolated_env: Path):
     started: list[subprocess.Popen[str]] = []
 
     def start(api: FakeAPI, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB)}
-        full_env.update(
-            {
-                "HOME": str(isolated_env),
-                "COMPACT_AGENT_HOME": str(isolated_env / ".compact-agent"),
-                "ANTHROPIC_API_KEY": "test-key",
-                "PYTHONPATH": str(ROOT),
-                "ANTHROPIC_BASE_URL": api.url,
-                **(env or {}),
-            }
-        )
+        full_env = cli_env(isolated_env, api, env)
         proc = subprocess.Popen(
             [sys.executable, "-m", "agent", *args],
             cwd=project,

@@ -98,7 +98,7 @@ def test_demo_offers_each_line_and_the_user_answers_the_question(tmp_path: Path)
     console = Console(file=buf, width=120, force_terminal=False, color_system=None)
     environ = {"HOME": os.environ["HOME"], "ANTHROPIC_API_KEY": "the-users-own", "DISABLE_COMPACT": "1"}
     with demo(tmp_path, auto=False, environ=environ) as d, create_pipe_input() as pipe:
-        assert d.settings.api_key != "the-users-own" and not d.settings.disable_compact
+        assert d.settings.api_key != "the-users-own" and not d.settings.compaction.disable_compact
         repl = Repl(d.settings, console, environ=d.environ, input=pipe, output=DummyOutput(), driver=d.driver)
         repl.open()
         box: dict[str, int] = {}

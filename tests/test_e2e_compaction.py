@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import records, transcripts
-from tests.fakeapi import Error, FakeAPI, Reply, estimate_tokens, is_compaction, last_user_text, request_text
+from tests.fakeapi import (
+    Error,
+    FakeAPI,
+    Reply,
+    estimate_tokens,
+    is_compaction,
+    last_user_text,
+    read_paths,
+    request_text,
+)
 
 SUMMARY = (
     "<analysis>PRIVATE-ANALYSIS walking through every read</analysis>\n"
@@ -67,16 +76,6 @@ def script(api: FakeAPI, paths: list[Path], summary: Reply | None = None) -> Rea
 
 def bodies(api: FakeAPI) -> list[tuple[int | None, dict]]:
     return [(r.status, r.body) for r in api.message_requests]
-
-
-def read_paths(body: dict) -> list[str]:
-    return [
-        b["input"]["file_path"]
-        for m in body["messages"]
-        if m["role"] == "assistant"
-        for b in m["content"]
-        if b.get("type") == "tool_use" and b["name"] == "Read"
-    ]
 
 
 def boundaries(home: Path) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from agent.lifecycle import open_session
 from agent.loop import run_turn
 from agent.settings import Settings
 from compact import ledger
+from compact.config import CompactConfig
 from compact.notes_template import SECTIONS
 from tests.conftest import make_session, records, transcripts
 from tests.fakeapi import FakeAPI, Reply, is_compaction, is_notes_update, last_user_text, request_text
@@ -272,8 +273,7 @@ def test_resume_rebuilds_the_same_ledger(tmp_path: Path, fake_api: FakeAPI) -> N
         home=tmp_path / "home",
         base_url=fake_api.url,
         api_key="test-key",
-        session_memory=False,
-        autocompact_pct=15,
+        compaction=CompactConfig(session_memory=False, autocompact_pct=15),
     )
     again = open_session(settings, emit=lambda e: None, ask=None, resume=session.session_id)
     assert ledger.derive(again.messages, str(project)) == live

@@ -19,6 +19,7 @@ from tests.fakeapi import (
     is_compaction,
     is_notes_update,
     last_user_text,
+    read_paths,
     request_text,
 )
 
@@ -48,16 +49,6 @@ def make_files(project: Path, count: int) -> list[Path]:
         path.write_text("\n".join(lines) + "\n")
         paths.append(path)
     return paths
-
-
-def read_paths(body: dict) -> list[str]:
-    return [
-        b["input"]["file_path"]
-        for m in body["messages"]
-        if m["role"] == "assistant"
-        for b in m["content"]
-        if b.get("type") == "tool_use" and b["name"] == "Read"
-    ]
 
 
 def results_by_id(body: dict) -> dict[str, Any]:

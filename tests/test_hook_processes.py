@@ -17,20 +17,11 @@ import time
 from pathlib import Path
 
 from agent.hooks import OUTPUT_LIMIT, HookRunner
-from tests.conftest import _SCRUB, ROOT
+from tests.conftest import cli_env
 
 
 def _start_cli(api, project: Path, home: Path, *args: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB)}
-    env.update(
-        {
-            "HOME": str(home),
-            "COMPACT_AGENT_HOME": str(home / ".compact-agent"),
-            "ANTHROPIC_API_KEY": "test-key",
-            "ANTHROPIC_BASE_URL": api.url,
-            "PYTHONPATH": str(ROOT),
-        }
-    )
+    env = cli_env(home, api)
     return subprocess.Popen(
         [sys.executable, "-m", "agent", *args],
         cwd=project,

@@ -19,7 +19,7 @@ from compact import notes_updater, thresholds
 from compact.notes_template import SECTIONS
 from core.events import CompactFinished
 from tests.conftest import make_session
-from tests.fakeapi import FakeAPI, Reply, is_compaction, is_notes_update, last_user_text
+from tests.fakeapi import FakeAPI, Reply, is_compaction, is_notes_update, last_user_text, read_paths
 
 NOTES_PATH = re.compile(r"(/\S+/session-memory/summary\.md)")
 
@@ -39,16 +39,6 @@ def write_files(project: Path, count: int, lines: int) -> list[Path]:
         )
         paths.append(path)
     return paths
-
-
-def read_paths(body: dict) -> list[str]:
-    return [
-        b["input"]["file_path"]
-        for m in body["messages"]
-        if m["role"] == "assistant"
-        for b in m["content"]
-        if b.get("type") == "tool_use" and b["name"] == "Read"
-    ]
 
 
 class ToolOnlyModel:

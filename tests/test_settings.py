@@ -5,6 +5,7 @@ import pytest
 
 from agent import trust
 from agent.settings import DEFAULT_MODEL, SettingsError, falsy, load_settings, split_rules, truthy
+from compact.config import CompactConfig
 
 
 @pytest.fixture
@@ -35,20 +36,31 @@ def test_defaults_with_no_files(dirs):
     s = load(dirs)
     assert (s.model, s.model_explicit, s.permission_mode) == (DEFAULT_MODEL, False, "default")
     assert (s.allow, s.deny, s.ask, s.hooks) == ([], [], [], {})
-    assert (s.disable_compact, s.auto_compact, s.session_memory, s.microcompact, s.context_collapse) == (
+    assert (
+        s.compaction.disable_compact,
+        s.compaction.auto_compact,
+        s.compaction.session_memory,
+        s.compaction.microcompact,
+        s.compaction.context_collapse,
+    ) == (
         False,
         True,
         True,
         True,
         False,
     )
-    assert (s.autocompact_pct, s.context_window, s.blocking_limit, s.max_output_tokens) == (
+    assert (
+        s.compaction.autocompact_pct,
+        s.compaction.context_window,
+        s.compaction.blocking_limit,
+        s.compaction.max_output_tokens,
+    ) == (
         None,
         None,
         None,
         None,
     )
-    assert s.context_editing is None and s.no_color is False
+    assert s.compaction.context_editing is None and s.no_color is False
     assert s.home == dirs[1] and s.cwd == dirs[2] and s.user_home == dirs[0]
     assert s.project_dir == dirs[1] / "projects" / s.project_key
 
@@ -87,14 +99,14 @@ def test_precedence_across_every_layer(dirs):
         {"model": "local", "permissions": {"defaultMode": "acceptEdits"}},
     )
     s = load(dirs)
-    assert (s.model, s.permission_mode, s.context_window, s.blocking_limit) == (
+    assert (s.model, s.permission_mode, s.compaction.context_window, s.compaction.blocking_limit) == (
         "local",
         "acceptEdits",
         120_000,
         90_000,
     )
     s = load(dirs, ANTHROPIC_MODEL="env-model", CLAUDE_CODE_AUTO_COMPACT_WINDOW="50000")
-    assert (s.model, s.context_window, s.sources["context_window"]) == (
+    assert (s.model, s.compaction.context_window, s.sources["context_window"]) == (
         "env-model",
         50_000,
         "env CLAUDE_CODE_AUTO_COMPACT_WINDOW",
@@ -121,7 +133,7 @@ def test_file_env_map_sits_under_the_real_environment(dirs):
     )
     s = load(dirs)
     # a file's "env" counts as environment, so it beats the files' "model" key
-    assert (s.model, s.auto_compact, s.base_url) == ("user-env", False, "http://project")
+    assert (s.model, s.compaction.auto_compact, s.base_url) == ("user-env", False, "http://project")
     assert s.environ["ANTHROPIC_BASE_URL"] == "http://project"
     s = load(dirs, ANTHROPIC_BASE_URL="http://real", ANTHROPIC_MODEL="real-model")
     assert (s.base_url, s.model, s.environ["ANTHROPIC_BASE_URL"]) == (
@@ -189,25 +201,25 @@ def test_our_compaction_keys(dirs):
     )
     s = load(dirs)
     assert (
-        s.auto_compact,
-        s.autocompact_pct,
-        s.context_window,
-        s.blocking_limit,
-        s.compaction_model,
-        s.max_output_tokens,
+        s.compaction.auto_compact,
+        s.compaction.autocompact_pct,
+        s.compaction.context_window,
+        s.compaction.blocking_limit,
+        s.compaction.compaction_model,
+        s.compaction.max_output_tokens,
     ) == (False, 70.0, 150000, 140000, "claude-haiku-4-5", 8000)
     assert (
-        s.session_memory,
-        s.microcompact,
-        s.microcompact_gap_minutes,
-        s.microcompact_keep,
-        s.context_collapse,
+        s.compaction.session_memory,
+        s.compaction.microcompact,
+        s.compaction.gap_minutes,
+        s.compaction.keep_recent,
+        s.compaction.context_collapse,
     ) == (False, True, 30.0, 3, True)
-    assert s.context_editing == {
-        "keep_tool_uses": 4,
-        "trigger_tokens": 100000,
-        "clear_at_least_tokens": 5000,
-        "clear_thinking": True,
+    assert s.compaction.context_editing == {
+        "keepToolUses": 4,
+        "triggerTokens": 100000,
+        "clearAtLeastTokens": 5000,
+        "clearThinking": True,
     }
 
 
@@ -215,12 +227,12 @@ def test_microcompact_and_context_editing_accept_booleans(dirs):
     write(dirs[1] / "settings.json", {"microcompact": {"gapMinutes": 15}, "contextEditing": True})
     write(dirs[2] / ".claude" / "settings.json", {"microcompact": False})
     s = load(dirs)
-    assert (s.microcompact, s.microcompact_gap_minutes) == (False, 15.0)
-    assert s.context_editing == {
-        "keep_tool_uses": None,
-        "trigger_tokens": None,
-        "clear_at_least_tokens": None,
-        "clear_thinking": None,
+    assert (s.compaction.microcompact, s.compaction.gap_minutes) == (False, 15.0)
+    assert s.compaction.context_editing == {
+        "keepToolUses": None,
+        "triggerTokens": None,
+        "clearAtLeastTokens": None,
+        "clearThinking": None,
     }
 
 
@@ -262,13 +274,15 @@ def test_additional_directories_resolve(dirs):
     ],
 )
 def test_each_environment_variable(dirs, env, field, value):
-    assert getattr(load(dirs, **env), field) == value
+    s = load(dirs, **env)
+    holder = s.compaction if field in CompactConfig.__dataclass_fields__ else s
+    assert getattr(holder, field) == value
 
 
 def test_environment_turns_back_on_what_a_file_turned_off(dirs):
     write(dirs[2] / ".claude" / "settings.json", {"sessionMemory": False, "microcompact": False})
     s = load(dirs, COMPACT_AGENT_SESSION_MEMORY="1")
-    assert (s.session_memory, s.microcompact) == (True, False)
+    assert (s.compaction.session_memory, s.compaction.microcompact) == (True, False)
 
 
 @pytest.mark.parametrize(
@@ -477,13 +491,13 @@ def test_context_editing_object_turns_it_on_unless_disabled(tmp_path):
     env = {"HOME": str(tmp_path), "COMPACT_AGENT_HOME": str(tmp_path / "h")}
     (project / ".claude" / "settings.json").write_text('{"contextEditing": {"keepToolUses": 2}}')
     s = load_settings(cwd=project, environ=env, cli={})
-    assert s.context_editing == {
-        "keep_tool_uses": 2,
-        "trigger_tokens": None,
-        "clear_at_least_tokens": None,
-        "clear_thinking": None,
+    assert s.compaction.context_editing == {
+        "keepToolUses": 2,
+        "triggerTokens": None,
+        "clearAtLeastTokens": None,
+        "clearThinking": None,
     }
     (project / ".claude" / "settings.json").write_text(
         '{"contextEditing": {"enabled": false, "keepToolUses": 2}}'
     )
-    assert load_settings(cwd=project, environ=env, cli={}).context_editing is None
+    assert load_settings(cwd=project, environ=env, cli={}).compaction.context_editing is None

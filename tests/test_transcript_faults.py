@@ -6,7 +6,6 @@ glued.
 from __future__ import annotations
 
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -14,23 +13,12 @@ import threading
 import time
 from pathlib import Path
 
-from tests.conftest import _SCRUB, ROOT, records, transcripts
+from tests.conftest import cli_env, records, transcripts
 from tests.fakeapi import Reply, last_user_text
 
 
 def _env(api, home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB)}
-    env.update(
-        {
-            "HOME": str(home),
-            "COMPACT_AGENT_HOME": str(home / ".compact-agent"),
-            "ANTHROPIC_API_KEY": "test-key",
-            "ANTHROPIC_BASE_URL": api.url,
-            "PYTHONPATH": str(ROOT),
-            "COMPACT_AGENT_SESSION_MEMORY": "0",
-        }
-    )
-    return env
+    return cli_env(home, api, {"COMPACT_AGENT_SESSION_MEMORY": "0"})
 
 
 def _cli(

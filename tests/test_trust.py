@@ -435,17 +435,9 @@ def test_eight_parallel_trust_project_runs_keep_all_eight_records(tmp_path, isol
     import subprocess
     import sys
 
-    from tests.conftest import _SCRUB, ROOT
+    from tests.conftest import cli_env
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB)}
-    env.update(
-        {
-            "HOME": str(isolated_env),
-            "COMPACT_AGENT_HOME": str(isolated_env / ".compact-agent"),
-            "ANTHROPIC_API_KEY": "test-key",
-            "PYTHONPATH": str(ROOT),
-        }
-    )
+    env = cli_env(isolated_env)
     projects = []
     for i in range(8):
         projects.append(tmp_path / f"p{i}")

@@ -165,18 +165,7 @@ def test_compaction_line_says_how_much_state_was_attached_and_todos_render_as_a_
 
 
 def state_at(tokens: int, *, auto: bool = True) -> TokenState:
-    th = thresholds.compute(200_000, 64_000, auto_enabled=auto)
-    lv = thresholds.level(tokens, th)
-    return TokenState(
-        tokens=tokens,
-        window=th.window,
-        threshold=th.auto_compact,
-        warning=lv.warning,
-        error=lv.error,
-        blocking=lv.blocking,
-        percent_left=lv.percent_left,
-        auto_compact=auto,
-    )
+    return thresholds.token_state(tokens, thresholds.compute(200_000, 64_000, auto_enabled=auto))
 
 
 def test_warning_states_at_the_three_thresholds():
