@@ -20,6 +20,7 @@ Settings-file keys beyond Claude Code's (each mirrors an environment variable of
     disableCompact      bool                       (DISABLE_COMPACT)
     compaction          {autoCompactPct, contextWindow, blockingLimit, model, maxOutputTokens}
     sessionMemory       bool                       (COMPACT_AGENT_SESSION_MEMORY)
+    prepareCompaction   bool                       (COMPACT_AGENT_PREPARE_COMPACTION)
     microcompact        bool | {enabled, gapMinutes, keepRecent}   (COMPACT_AGENT_MICROCOMPACT)
     contextCollapse     bool                       (CLAUDE_CONTEXT_COLLAPSE)
     contextEditing      bool | {enabled, keepToolUses, triggerTokens, clearAtLeastTokens, clearThinking}
@@ -339,6 +340,7 @@ def _validate(data: dict[str, Any], where: _Where) -> dict[str, Any]:
         "autoCompactEnabled",
         "disableCompact",
         "sessionMemory",
+        "prepareCompaction",
         "contextCollapse",
         "noColor",
         "alwaysThinkingEnabled",
@@ -504,6 +506,7 @@ def _apply_files(s: Settings, layer: dict[str, Any]) -> None:
         "autoCompactEnabled": "auto_compact",
         "disableCompact": "disable_compact",
         "sessionMemory": "session_memory",
+        "prepareCompaction": "prepare_compaction",
         "contextCollapse": "context_collapse",
     }
     for key, attr in compaction.items():

@@ -266,6 +266,7 @@ def test_additional_directories_resolve(dirs):
         ({"COMPACT_AGENT_SESSION_MEMORY": "0"}, "session_memory", False),
         ({"COMPACT_AGENT_SESSION_MEMORY": "1"}, "session_memory", True),
         ({"COMPACT_AGENT_MICROCOMPACT": "0"}, "microcompact", False),
+        ({"COMPACT_AGENT_PREPARE_COMPACTION": "0"}, "prepare_compaction", False),
         ({"CLAUDE_CONTEXT_COLLAPSE": "1"}, "context_collapse", True),
         ({"CLAUDE_CONTEXT_COLLAPSE": "0"}, "context_collapse", False),
         ({"NO_COLOR": "1"}, "no_color", True),
@@ -277,6 +278,16 @@ def test_each_environment_variable(dirs, env, field, value):
     s = load(dirs, **env)
     holder = s.compaction if field in CompactConfig.__dataclass_fields__ else s
     assert getattr(holder, field) == value
+
+
+def test_prepare_compaction_has_a_settings_key_and_the_environment_wins(dirs):
+    write(dirs[2] / ".claude" / "settings.json", {"prepareCompaction": False})
+    assert load(dirs).compaction.prepare_compaction is False
+    assert load(dirs, COMPACT_AGENT_PREPARE_COMPACTION="1").compaction.prepare_compaction is True
+    write(dirs[2] / ".claude" / "settings.json", {"prepareCompaction": "no"})  # a project's bad file: skipped
+    s = load(dirs)
+    assert s.compaction.prepare_compaction is True
+    assert any("prepareCompaction" in w for w in s.warnings)
 
 
 def test_environment_turns_back_on_what_a_file_turned_off(dirs):
