@@ -64,7 +64,7 @@ BIG_MODEL = [model_info(name, 1_000_000) for name in DEFAULT_MODELS]
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
     "summary-only": {"session_memory": False, "microcompact": False},
-    "masking": {"session_memory": False, "auto_compact": False, "microcompact_gap_minutes": 0.0},
+    "masking": {"session_memory": False, "auto_compact": False, "gap_minutes": 0.0},
     "collapse": {"context_collapse": True},
     "no-compact": {"disable_compact": True},
 }
