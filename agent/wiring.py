@@ -10,6 +10,7 @@ the retry budget; the bench's thresholds and requests are a session's).
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -139,7 +140,7 @@ def snipper(conv: Conversation) -> Callable[[list[str], str | None], str]:
     return snip
 
 
-class SessionBase:
+class SessionBase(ABC):
     """What a session and the tests' bench do the same way over their Conversation. The owner sets the
     attributes declared here and gives ``system_blocks``, ``tool_schemas`` and ``model_window``."""
 
@@ -151,15 +152,17 @@ class SessionBase:
     cost: float
     emit: Callable[[Event], None]
 
+    @abstractmethod
     def system_blocks(self) -> list[dict[str, Any]]:
-        raise NotImplementedError
+        """The request's system prompt blocks."""
 
+    @abstractmethod
     def tool_schemas(self) -> list[dict[str, Any]]:
-        raise NotImplementedError
+        """The request's tool schemas."""
 
+    @abstractmethod
     def model_window(self) -> int:
         """The model's whole context window (before the conversation's own limit)."""
-        raise NotImplementedError
 
     # --- shortcuts to the conversation -----------------------------------------------------------
     @property
