@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent import frontmatter
-from agent.project import FileProblem, read_small
+from agent.project import FileProblem, read_inside
 from agent.trust import Ignored
 
 GENERAL = "general-purpose"
@@ -106,9 +106,9 @@ def load_agents(root: Path, home: Path, user_home: Path | None, *, trusted: bool
     user_dirs = [d for d in ((user_home / ".claude" / "agents") if user_home else None, home / "agents") if d]
     found: dict[str, AgentDef] = {}
     for directory in user_dirs:
-        for agent in _read_dir(directory, out.warnings):
+        for agent in _read_dir(directory, out.warnings, None):
             found[agent.name] = agent
-    for agent in _read_dir(root / ".claude" / "agents", out.warnings):
+    for agent in _read_dir(root / ".claude" / "agents", out.warnings, root):
         if trusted:
             found[agent.name] = agent
         else:
@@ -123,7 +123,7 @@ def load_agents(root: Path, home: Path, user_home: Path | None, *, trusted: bool
 
 def withheld_agents(root: Path) -> list[Ignored]:
     """The project's agents an untrusted project does not get, for the trust dialog and print mode's line."""
-    found = _read_dir(root / ".claude" / "agents", [])
+    found = _read_dir(root / ".claude" / "agents", [], root)
     return [Ignored("agent", f"agent {a.name}: {_one_line(a.description)}", a.source) for a in found]
 
 
@@ -132,13 +132,14 @@ def _one_line(text: str, limit: int = 80) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _read_dir(directory: Path, warnings: list[str]) -> list[AgentDef]:
+def _read_dir(directory: Path, warnings: list[str], root: Path | None) -> list[AgentDef]:
+    """The agents of one directory; ``root``: a project's, whose files may not resolve outside it."""
     if not directory.is_dir():
         return []
     agents = []
     for path in sorted(directory.glob("*.md")):
         try:
-            text = read_small(path)
+            text = read_inside(path, root)
             if text is not None:
                 agents.append(parse_agent(text, str(path)))
         except (FileProblem, ValueError) as e:

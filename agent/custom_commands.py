@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent import frontmatter
-from agent.project import FileProblem, inside, read_small
+from agent.project import FileProblem, read_inside
 
 MAX_FILES = 500  # per directory tree: a huge tree must not slow every command line
 _NAME = re.compile(r"^[A-Za-z][\w-]*(?::[A-Za-z][\w-]*)*$")
@@ -86,11 +86,8 @@ def _scan(
         name = ":".join(path.relative_to(directory).with_suffix("").parts)
         if not _NAME.match(name) or name.lower() in reserved or name.lower() in found.commands:
             continue
-        if root is not None and not inside(path, root):
-            found.problems.append(f"{path}: it resolves outside the project")
-            continue
         try:
-            text = read_small(path)
+            text = read_inside(path, root)
         except FileProblem as exc:
             found.problems.append(f"{path}: {exc}")
             continue

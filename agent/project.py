@@ -49,6 +49,14 @@ def inside(path: Path, directory: Path) -> bool:
         return False
 
 
+def read_inside(path: Path, root: Path | None, cap: int = TEXT_CAP) -> str | None:
+    """``read_small`` for a file a project supplies: one that resolves outside ``root`` is a FileProblem
+    (``root`` None: the user's own file, read wherever it lives)."""
+    if root is not None and not inside(path, root):
+        raise FileProblem(f"it resolves outside the project ({_resolved(path)})")
+    return read_small(path, cap)
+
+
 def read_small(path: Path, cap: int = TEXT_CAP) -> str | None:
     """The text of a regular file of at most ``cap`` bytes; None when it does not exist.
 

@@ -30,7 +30,7 @@ from datetime import date
 from pathlib import Path
 from typing import Iterable
 
-from agent.project import FileProblem, inside, read_small
+from agent.project import FileProblem, read_inside
 
 MAX_IMPORT_DEPTH = 5
 PROJECT_NAMES = ("CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md")
@@ -239,12 +239,8 @@ def _add(
     if key in seen:
         return
     seen.add(key)
-    project = where.root or where.cwd
-    if not own and not inside(path, project):
-        out.refused.append(f"{path}: it resolves outside the project ({key})")
-        return
     try:
-        text = read_small(path)
+        text = read_inside(path, None if own else (where.root or where.cwd))
     except FileProblem as exc:
         out.refused.append(f"{path}: {exc}")
         return

@@ -62,6 +62,23 @@ def test_user_and_project_agents_and_the_trust_rules(tmp_path: Path) -> None:
     assert [i.what for i in s.ignored if i.kind == "agent"] == [i.what for i in withheld]
 
 
+def test_a_project_agent_file_that_resolves_outside_the_project_is_not_read(tmp_path: Path) -> None:
+    """Like instruction files and custom commands: even in a trusted project, an agent file linking out of
+    it (a secret, /proc/self/environ) is never read into a subagent's system prompt; the user's own may."""
+    root, home, outside = tmp_path / "project", tmp_path / "home", tmp_path / "outside"
+    secret = write_agent(outside, "secret")  # a valid agent file, so only the link decides
+    (root / ".claude" / "agents").mkdir(parents=True)
+    (root / ".claude" / "agents" / "linked.md").symlink_to(secret)
+    (home / "agents").mkdir(parents=True)
+    (home / "agents" / "mine.md").symlink_to(secret)
+    agents = load_agents(root, home, None, trusted=True)
+    assert [a.name for a in agents.types] == [GENERAL, EXPLORE, "secret"]  # the user's own link only
+    assert [a.source for a in agents.types][-1] == str(home / "agents" / "mine.md")
+    [warning] = agents.warnings
+    assert "linked.md: it resolves outside the project" in warning and str(secret) in warning
+    assert withheld_agents(root) == []
+
+
 @pytest.mark.parametrize(
     "command",
     [
