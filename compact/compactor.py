@@ -243,8 +243,8 @@ def finish(
     state = ledger.attachment(old, kept, str(conv.tools.project_dir), th.auto_compact, conv.session_dir)
     cal = conv.calibration
     base = cal.scale(
-        cal.fixed_tokens() + summary_msg.tokens + state.message.tokens + sum(m.tokens for m in kept)
-    )  # as the server counts
+        cal.fixed_tokens() + summary_msg.tokens + state.message.tokens + micro.size_after(kept, stale)
+    )  # as the server counts (the tail's old results cleared)
     room = round((th.auto_compact * RESTORE_SHARE - base) / cal.ratio)  # in estimated tokens, like the files
     restored = restore.plan_restore(conv, ports, visible, old, room=room)
     hook_msgs, start_lines = _session_start(ports)
@@ -319,7 +319,7 @@ def _stale_in_kept(conv: Conversation, ports: Ports, kept: list[Message]) -> lis
     c = ports.config
     if not kept or not c.microcompact or c.disable_compact:
         return []
-    return micro.stale_results(kept, conv.state, c.keep_recent)
+    return micro.in_tail(kept, conv.state, c.keep_recent, ports.thresholds().auto_compact)
 
 
 def _commit(

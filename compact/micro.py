@@ -17,16 +17,20 @@ marker for them, gap or not, so the new cache prefix stays stable.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from compact.state import ContextState
 from core.messages import Block, Message
-from core.tokens import estimate_text
+from core.tokens import MEDIA_TOKENS, estimate_text
 
 CLEARED = "[Old tool result content cleared]"
+_CLEARED_TOKENS = estimate_text(CLEARED)
 COMPACTABLE = frozenset({"Read", "Bash", "Grep", "Glob", "Edit", "Write", "WebFetch", "WebSearch"})
+# at a compaction, the recent results its kept tail keeps may take this share of T (in_tail)
+TAIL_RESULTS_SHARE = 0.10
 
 
 @dataclass
@@ -87,25 +91,64 @@ def microcompact(
     return MicroResult(out, newly)
 
 
-def stale_results(messages: list[Message], state: ContextState, keep_recent: int = 5) -> list[str]:
+def stale_results(
+    messages: list[Message], state: ContextState, keep_recent: int = 5, budget: int | None = None
+) -> list[str]:
     """Tool results microcompact would clear now if the cache were cold: the compactable ones answered
-    in ``messages`` except the ``keep_recent`` most recent, not cleared yet. A compaction rewrites the
-    cached prefix anyway, so the kept tail loses them in the same stroke (compact.compactor)."""
-    answered = {
-        b.get("tool_use_id")
-        for m in messages
-        if m.role == "user"
-        for b in m.content
-        if b.get("type") == "tool_result"
-    }
+    in ``messages`` except the ``keep_recent`` most recent, not cleared yet. With a token ``budget`` the
+    recent ones kept must also fit in it (the newest is always kept). A compaction rewrites the cached
+    prefix anyway, so the kept tail loses them in the same stroke (compact.compactor, ``in_tail``)."""
+    sizes: dict[str, int] = {}
+    for m in messages:
+        if m.role == "user":
+            for b in m.content:
+                if b.get("type") == "tool_result":
+                    sizes[str(b.get("tool_use_id"))] = _result_tokens(b)
     ids = [
         b["id"]
         for m in messages
         if m.role == "assistant"
         for b in m.content
-        if b.get("type") == "tool_use" and b.get("name") in COMPACTABLE and b.get("id") in answered
+        if b.get("type") == "tool_use" and b.get("name") in COMPACTABLE and b.get("id") in sizes
     ]
-    return [i for i in ids[: max(0, len(ids) - keep_recent)] if i not in state.cleared]
+    keep = min(len(ids), max(0, keep_recent))
+    if budget is not None and keep > 1:
+        used, n = 0, 0
+        for i in reversed(ids[len(ids) - keep :]):
+            size = _CLEARED_TOKENS if i in state.cleared else sizes[i]
+            if n and used + size > budget:
+                break
+            used, n = used + size, n + 1
+        keep = n
+    return [i for i in ids[: len(ids) - keep] if i not in state.cleared]
+
+
+def in_tail(messages: list[Message], state: ContextState, keep_recent: int, threshold: int) -> list[str]:
+    """What a compaction clears in the tail it keeps: microcompact's rule, with the recent results it
+    keeps held to TAIL_RESULTS_SHARE of T — the tail is written to the cache afresh either way, and
+    a tail begun early (a candidate prepared ahead) would otherwise bring back a long run of reads
+    whose files the restore step re-reads in shorter form anyway."""
+    return stale_results(messages, state, keep_recent, budget=int(threshold * TAIL_RESULTS_SHARE))
+
+
+def size_after(messages: list[Message], cleared: Iterable[str]) -> int:
+    """The messages' tokens once the results of these calls are cleared (what the view will count)."""
+    gone = set(cleared)
+    return sum(
+        _CLEARED_TOKENS * len(m.tool_results)
+        if m.tool_results and all(b.get("tool_use_id") in gone for b in m.tool_results)
+        else m.tokens
+        for m in messages
+    )
+
+
+def _result_tokens(block: Block) -> int:
+    content = block.get("content", "")
+    if isinstance(content, list):
+        return sum(
+            estimate_text(b.get("text", "")) if b.get("type") == "text" else MEDIA_TOKENS for b in content
+        )
+    return estimate_text(str(content))
 
 
 def without_calls(messages: list[Message], ids: list[str]) -> list[Message]:

@@ -131,13 +131,8 @@ def tail_tokens(kept: list[Message], conv: Conversation, ports: Ports) -> int:
     c = ports.config
     if not c.microcompact or c.disable_compact:
         return sum(m.tokens for m in kept)
-    stale = set(micro.stale_results(kept, conv.state, c.keep_recent))
-    cleared = estimate_text(micro.CLEARED)
-    return sum(
-        cleared * len(m.tool_results)
-        if m.tool_results and all(b.get("tool_use_id") in stale for b in m.tool_results)
-        else m.tokens
-        for m in kept
+    return micro.size_after(
+        kept, micro.in_tail(kept, conv.state, c.keep_recent, ports.thresholds().auto_compact)
     )
 
 
