@@ -3,7 +3,15 @@ from __future__ import annotations
 import copy
 from datetime import timedelta
 
-from compact.micro import CLEARED, cache_expired, microcompact, stale_results, without_calls
+from compact.micro import (
+    CLEARED,
+    cache_expired,
+    in_tail,
+    microcompact,
+    size_after,
+    stale_results,
+    without_calls,
+)
 from compact.state import ContextState
 from core.messages import Message, tool_pairs_ok
 from tests.histories import NOW, Builder, image_block, old_bash_history, output
@@ -113,3 +121,22 @@ def test_a_compaction_clears_the_kept_tails_old_results_whatever_the_cache() -> 
     shown = without_calls(messages, ids[1:3])
     assert [b["id"] for b in tool_uses(shown)] == [ids[0], *ids[3:]]  # for restore: those calls show nothing
     assert tool_uses(messages) != tool_uses(shown) and len(shown) == len(messages)
+
+
+def test_a_kept_tail_keeps_its_newest_results_within_a_tenth_of_the_threshold() -> None:
+    b = Builder(3, NOW)
+    messages = [b.prompt("read them all")]
+    for i in range(8):
+        messages += b.round("Read", output(20_000 + i))  # ~5,000 tokens each
+    ids = [u["id"] for u in tool_uses(messages)]
+    state = ContextState(cleared={ids[0]})
+    # T = 120K: 12K for the kept results, two of them; the five newest at most at any T
+    assert in_tail(messages, state, keep_recent=5, threshold=120_000) == ids[1:6]
+    assert in_tail(messages, state, keep_recent=5, threshold=10_000_000) == ids[1:3]
+    # the newest is kept whatever its size; an already cleared one costs only its marker
+    assert in_tail(messages, state, keep_recent=5, threshold=1_000) == ids[1:7]
+    shrunk = ContextState(cleared={ids[0], ids[6]})  # so the third newest still fits beside the newest
+    assert in_tail(messages, shrunk, keep_recent=5, threshold=120_000) == ids[1:5]
+    # what the view will count once they are cleared
+    assert size_after(messages, ids[:6]) < sum(m.tokens for m in messages) - 5 * 4_500
+    assert size_after(messages, []) == sum(m.tokens for m in messages)
