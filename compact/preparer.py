@@ -41,7 +41,7 @@ from compact.result import Compaction
 from core.events import Notice
 from core.messages import Message
 
-MIN_SHARE, MAX_SHARE = 0.30, 0.85  # P stays within these shares of T
+MIN_SHARE, MAX_SHARE = 0.30, 0.92  # P stays within these shares of T (see level)
 DEFAULT_SHARE = {"notes": 0.80, "summary": 0.70}  # before anything was measured
 # before a candidate of a kind was timed: its time in main steps (a notes update reads the whole
 # context and writes a few edits: ~4 replies' time; a summary writes ~20K tokens: ~10)
@@ -121,9 +121,11 @@ def level(p: Preparer, threshold: int, blocking: int, kind: str) -> int:
     """The preparation level P: the blocking limit B (a compaction may be put off until close to it)
     minus the tokens the conversation is expected to add while a candidate of this kind is prepared —
     its measured time (before the first, PRIOR_STEPS main steps' time) × the measured growth rate ×
-    LEAD — within 30–85% of T. At a 200K window with a model that answers in 2 s, a notes update
-    taking 8 s and a summary 20 s, that is ~85% for notes and ~70% for a summary in a text-turn
-    session; a tool chain adding ~5,000 tokens a step at a 100K window needs ~40% for a summary."""
+    LEAD — within 30–92% of T (the later it starts, the shorter the verbatim tail it leaves: the cap
+    was 85%, which left text-turn sessions a longer tail than needed, 1.03–1.06x the bill). At a 200K
+    window with a model that answers in 2 s, a notes update taking 8 s and a summary 20 s, a text-turn
+    session starts notes at the cap and a summary in the 80s; a tool chain adding ~5,500 tokens a step
+    at a 100K window starts a summary at the 30% floor, right after the previous compaction."""
     seconds = p.seconds.get(kind)
     if seconds is None and p.step_seconds > 0:
         seconds = PRIOR_STEPS[kind] * p.step_seconds
