@@ -4,8 +4,8 @@ Triggers: ``/compact`` ("manual"), auto-compact over the threshold ("auto"), a p
 (reactive: recorded and hooked as "auto", shown as "reactive").
 Drops: the whole live history (or, on the session-memory path, all but a recent verbatim tail).
 Keeps: the summary, the kept tail (its old tool results cleared as microcompact would, the newest kept
-within 10% of T: the cached prefix is rewritten anyway; micro.in_tail), the working-state ledger (compact.ledger), restored files and plan, SessionStart
-hook context — in that order.
+within 10% of T: the cached prefix is rewritten anyway; micro.in_tail), the working-state ledger
+(compact.ledger), restored files and plan, SessionStart hook context — in that order.
 Writes to disk: nothing until a summary is in hand; then the boundary, the summary and the new
 messages are appended to the transcript (nothing before is touched), then a compact_result record
 with the post-compaction count, so "a → b" reads the same after a resume.
