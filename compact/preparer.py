@@ -4,7 +4,8 @@ Triggers  ``after_response`` (after each main response): once the context reache
           (below the auto-compact threshold T, chosen from measurements, see ``level``), one candidate is
           prepared per compaction cycle in a background thread: a session-notes update when the notes
           are on (compact.notes_updater), else a summary request (compact.summary's, text only) over the
-          model's view as it stands. One in flight at a time; a failed one is not tried again before
+          model's view as it stands (right after a compaction that left the context at P already, at
+          once). One in flight at a time; a failed one is not tried again before
           the next compaction. A summary still in flight when a compaction is applied (the notes'
           fallback) becomes the next cycle's: that compaction only replaced messages it saw, so it
           may replace that compaction's summary and attachments too (``rebase``); a newer candidate
@@ -429,7 +430,19 @@ def _apply(
             kept = {m.uuid for m in made.kept}
             p.cycle, p.kind = _cycle(conv), "summary"
             p.rebase = (frozenset(after - before), frozenset(before - kept))
+        else:
+            _start_next(conv, ports, p)
     return done
+
+
+def _start_next(conv: Conversation, ports: Ports, p: Preparer) -> None:
+    """Start the next cycle's candidate at once when the compaction left the context at its level
+    already (a session growing fast at a small window: its summary needs every step it can get), not
+    one response later."""
+    tokens = conv.view().tokens
+    kind = "notes" if _notes_usable(conv, ports) else "summary"
+    if tokens >= level(p, ports.thresholds().auto_compact, _limit(ports), kind):
+        _start(conv, ports, p, tokens)
 
 
 def describe(conv: Conversation, ports: Ports) -> str:

@@ -133,3 +133,28 @@ def test_context_shows_whether_a_candidate_is_ready(tmp_path: Path, api: FakeAPI
     ready(bench)
     line = preparer.describe(bench.conv, bench.ports)
     assert line.startswith("Prepared compaction: a summary, ready · covers ") and "tokens" in line
+
+
+def test_a_compaction_that_leaves_the_context_at_the_next_level_starts_the_next_candidate_at_once(
+    tmp_path: Path, api: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bench, _ = start(tmp_path, api)
+    p = ready(bench)
+    p.seconds["summary"], p.growth = 1e6, 1e6  # a summary far slower than the growth: P at its floor
+    monkeypatch.setattr(preparer, "MIN_SHARE", 0.0)  # and the floor below what the compaction leaves
+    grow(bench, ["e.py", "f.py"])
+    requests = len(api.message_requests)
+    assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is True
+    assert p.kind == "summary" and p.cycle == preparer._cycle(bench.conv)  # the next cycle's, at once
+    ready(bench)
+    assert len(api.message_requests) == requests + 1 and p.ready is not None
+    assert p.stats.prepared == 2 and p.stats.applied == 1
+
+
+def test_below_the_next_level_the_next_candidate_waits_for_a_response(tmp_path: Path, api: FakeAPI) -> None:
+    bench, _ = start(tmp_path, api)
+    p = ready(bench)
+    grow(bench, ["e.py", "f.py"])
+    requests = len(api.message_requests)
+    assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is True
+    assert p.kind == "" and not p.running and len(api.message_requests) == requests
