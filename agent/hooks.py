@@ -166,21 +166,28 @@ class HookRunner:
                 interrupted,
             )
 
+        gate = watchdog.Gate()
         try:
             proc = subprocess.Popen(
-                ["bash", "-c", command],
+                ["bash", "-c", gate.prefix + command],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=self.project_dir,
                 env={**self.environ, "CLAUDE_PROJECT_DIR": str(self.project_dir)},
                 start_new_session=True,
+                pass_fds=gate.fds,
             )
-        except (OSError, ValueError) as exc:
+        except BaseException as exc:
+            gate.failed()
+            if not isinstance(exc, (OSError, ValueError)):
+                raise
             err.add_note(f"could not start the hook: {getattr(exc, 'strerror', None) or exc}")
             return outcome(127)
         try:
-            watchdog.watch(proc.pid)  # killed with the agent, however the agent ends
+            gate.opened(
+                proc.pid
+            )  # it runs once the watchdog knows it: killed with the agent, however it ends
             stopped = _collect(proc, stdin, (out, err), started + timeout, cancel)
             code = proc.wait()
             if stopped == "cancelled":

@@ -155,3 +155,38 @@ def test_a_killed_watchdog_is_replaced_and_told_every_group(tmp_path: Path) -> N
     assert stat_of(background) is not None
     watchdog.close()  # the new watchdog knew the older group: closing it kills the background job
     assert wait_for(lambda: stat_of(background) is None)
+
+
+def _gated(tmp_path: Path, gate: watchdog.Gate) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        ["bash", "-c", gate.prefix + "touch ran; ls /proc/self/fd > fds"],
+        cwd=tmp_path,
+        pass_fds=gate.fds,
+        start_new_session=True,
+    )
+
+
+def test_a_gated_child_runs_only_once_the_watchdog_knows_its_group(tmp_path: Path) -> None:
+    gate = watchdog.Gate()
+    proc = _gated(tmp_path, gate)
+    # bash has started and sits in the gate's read, the command not run
+    assert wait_for(lambda: "pipe" in Path(f"/proc/{proc.pid}/wchan").read_text())
+    assert not (tmp_path / "ran").exists() and proc.poll() is None
+    gate.opened(proc.pid)
+    assert proc.wait(timeout=10) == 0 and (tmp_path / "ran").exists()
+    assert watchdog.watchdog_pid() is not None
+    assert (tmp_path / "fds").read_text().split() == [
+        "0",
+        "1",
+        "2",
+        "3",
+    ]  # the gate's pipe closed (3: ls's dir)
+    watchdog.done(proc.pid)
+
+
+def test_a_gated_child_whose_agent_dies_first_never_runs(tmp_path: Path) -> None:
+    gate = watchdog.Gate()
+    proc = _gated(tmp_path, gate)
+    gate.failed()  # what the kernel does to the agent's end of the pipe when it is killed
+    assert proc.wait(timeout=10) == 125
+    assert not (tmp_path / "ran").exists()

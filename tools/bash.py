@@ -136,17 +136,23 @@ def run_shell(
     handle, cwd_file = tempfile.mkstemp(prefix="compact-agent-cwd-")
     os.close(handle)
     output = SpillingOutput(spill_dir, "bash")
+    gate = watchdog.Gate()
     try:
-        proc = subprocess.Popen(
-            ["bash", "-c", _WRAPPER, "bash", command, cwd_file],
-            cwd=cwd,
-            env=child_env(os.environ if environ is None else environ),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        watchdog.watch(proc.pid)
+        try:
+            proc = subprocess.Popen(
+                ["bash", "-c", gate.prefix + _WRAPPER, "bash", command, cwd_file],
+                cwd=cwd,
+                env=child_env(os.environ if environ is None else environ),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=gate.fds,
+            )
+        except BaseException:
+            gate.failed()
+            raise
+        gate.opened(proc.pid)  # the command runs once the watchdog knows its group
         outcome = ShellOutcome(output, on_output=on_output)
         try:
             _collect(proc, outcome, time.monotonic() + timeout_s, cancel)

@@ -38,6 +38,35 @@ def watch(pgid: int) -> None:
         _send(f"+{pgid}\n")
 
 
+class Gate:
+    """Holds a child back until the watchdog knows its group, so no kill -9 of the agent can fall between
+    the child starting and its registration: the child's shell first reads a line from a pipe
+    (``prefix``, passed with ``fds``) that the agent writes only once the group is registered
+    (``opened``). If the agent dies before, the read meets end of file and the child exits 125 without
+    running anything."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        self.fds = (self._read,)
+        self.prefix = f"read -r -u {self._read} _ || exit 125; exec {self._read}<&-; "
+
+    def opened(self, pid: int) -> None:
+        """The child ``pid`` (its group's leader) was started: register it, then let it run."""
+        os.close(self._read)
+        try:
+            watch(pid)
+            os.write(self._write, b"\n")
+        except OSError:
+            pass  # the child is gone already (killed before it read): nothing to let through
+        finally:
+            os.close(self._write)
+
+    def failed(self) -> None:
+        """The child could not be started."""
+        os.close(self._read)
+        os.close(self._write)
+
+
 def done(pgid: int) -> None:
     """The command of group ``pgid`` has returned; forget the group unless something in it still runs."""
     if _group_alive(pgid):
