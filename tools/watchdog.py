@@ -9,7 +9,8 @@ alive stays registered, so those die with the agent too. The watchdog forgets gr
 on their own (it checks every second). When its stdin reaches end of file, which the kernel brings
 about when the agent exits or is killed, or when its parent changes, it SIGKILLs every group still
 registered and exits: it never outlives the agent. A command that leaves its group (``setsid``,
-``set -m``) leaves this protection too.
+``set -m``) leaves this protection too. A child is held at a ``Gate`` until its group is registered,
+so a kill between its start and its registration can't leave it running: it then never runs.
 
 This file is both the agent's side (``watch``, ``done``, ``close``) and, run as a script, the
 watchdog; the script part uses nothing but the standard library.
