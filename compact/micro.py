@@ -24,7 +24,7 @@ from typing import Any
 
 from compact.state import ContextState
 from core.messages import Block, Message
-from core.tokens import MEDIA_TOKENS, estimate_text
+from core.tokens import block_tokens, estimate_text
 
 CLEARED = "[Old tool result content cleared]"
 _CLEARED_TOKENS = estimate_text(CLEARED)
@@ -103,7 +103,7 @@ def stale_results(
         if m.role == "user":
             for b in m.content:
                 if b.get("type") == "tool_result":
-                    sizes[str(b.get("tool_use_id"))] = _result_tokens(b)
+                    sizes[str(b.get("tool_use_id"))] = block_tokens(b)
     ids = [
         b["id"]
         for m in messages
@@ -140,15 +140,6 @@ def size_after(messages: list[Message], cleared: Iterable[str]) -> int:
         else m.tokens
         for m in messages
     )
-
-
-def _result_tokens(block: Block) -> int:
-    content = block.get("content", "")
-    if isinstance(content, list):
-        return sum(
-            estimate_text(b.get("text", "")) if b.get("type") == "text" else MEDIA_TOKENS for b in content
-        )
-    return estimate_text(str(content))
 
 
 def without_calls(messages: list[Message], ids: list[str]) -> list[Message]:

@@ -44,7 +44,8 @@ def estimate_text(s: str) -> int:
     return len(enc.encode_ordinary(s))
 
 
-def _block_tokens(block: dict[str, Any]) -> int:
+def block_tokens(block: dict[str, Any]) -> int:
+    """Estimated tokens of one content block, without the per-block overhead."""
     kind = block.get("type")
     if kind == "text":
         return estimate_text(block.get("text", ""))
@@ -67,7 +68,7 @@ def _block_tokens(block: dict[str, Any]) -> int:
 
 def estimate_blocks(blocks: Iterable[dict[str, Any]]) -> int:
     """Estimated tokens of one message's content blocks, with a small per-message overhead."""
-    return MESSAGE_OVERHEAD + sum(BLOCK_OVERHEAD + _block_tokens(b) for b in blocks)
+    return MESSAGE_OVERHEAD + sum(BLOCK_OVERHEAD + block_tokens(b) for b in blocks)
 
 
 def usage_total(usage: dict[str, Any]) -> int:
