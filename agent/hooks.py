@@ -185,9 +185,8 @@ class HookRunner:
             err.add_note(f"could not start the hook: {getattr(exc, 'strerror', None) or exc}")
             return outcome(127)
         try:
-            gate.opened(
-                proc.pid
-            )  # it runs once the watchdog knows it: killed with the agent, however it ends
+            # it runs once the watchdog knows it: killed with the agent, however the agent ends
+            gate.opened(proc.pid)
             stopped = _collect(proc, stdin, (out, err), started + timeout, cancel)
             code = proc.wait()
             if stopped == "cancelled":
