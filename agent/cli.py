@@ -176,8 +176,8 @@ def run(
             _fail("--demo takes no other options (only --auto)", 2)
         raise typer.Exit(_demo(auto))
     # imported here, not at the top: --version and --help must not pay for them (start-up speed)
-    from agent.credentials import hide_credentials
-    from agent.settings import ensure_home, load_settings
+    from agent.config.credentials import hide_credentials
+    from agent.config.settings import ensure_home, load_settings
     from core.errors import AgentError, SettingsError
 
     environ = dict(os.environ)
@@ -206,7 +206,7 @@ def run(
         _fail(NO_KEY, 2)
     try:
         if print_mode:
-            from agent.printmode import run_print  # start-up speed: only the mode in use is imported
+            from agent.frontend.printmode import run_print  # start-up speed: only the mode in use is imported
 
             text = prompt if prompt is not None else _stdin_prompt()
             if not text:
@@ -221,7 +221,7 @@ def run(
                 environ=environ,
             )
         else:
-            from agent.repl import run_repl  # start-up speed: only the mode in use is imported
+            from agent.frontend.repl import run_repl  # start-up speed: only the mode in use is imported
 
             code = run_repl(settings, prompt, resume=resume, continue_last=continue_, environ=environ)
     except AgentError as e:

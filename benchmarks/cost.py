@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scripted  # noqa: E402
 
-from agent.loop import submit_prompt  # noqa: E402
+from agent.runtime.loop import submit_prompt  # noqa: E402
 from compact import collapse_worker, notes_updater  # noqa: E402
 from compact.prepare import after_response, prepare_request, send  # noqa: E402
 from core.errors import ContextLimitReached  # noqa: E402

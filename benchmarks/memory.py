@@ -55,7 +55,7 @@ if case == "read":
         args.update(offset=int(sys.argv[3]), limit=100)
     result = ReadTool().run(args, ctx)
 elif case == "hook":
-    from agent.hooks import HookRunner
+    from agent.runtime.hooks import HookRunner
 
     command = "head -c 1610612736 /dev/zero | tr '\\\\0' x"
     runner = HookRunner({"Stop": [{"hooks": [{"type": "command", "command": command}]}]}, path.parent, {"PATH": "/usr/bin:/bin"}, spill_dir=path.parent)

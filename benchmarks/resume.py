@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.loader import load_transcript  # noqa: E402
-from agent.transcript import TranscriptWriter  # noqa: E402
+from agent.transcript.loader import load_transcript  # noqa: E402
+from agent.transcript.writer import TranscriptWriter  # noqa: E402
 from core.messages import assistant, meta, new_uuid, tool_result_block, tool_results, user_prompt  # noqa: E402
 from tests.fakeapi import FakeAPI, Reply  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Scripted sessions through the real agent, shared by benchmarks/fidelity.py and benchmarks/cost.py.
 
-A session is an in-process ``agent.session.Session`` (tests/conftest.py ``make_session``) talking to the
+A session is an in-process ``agent.runtime.session.Session`` (tests/conftest.py ``make_session``) talking to the
 loopback fake API (tests/fakeapi.py ``FakeAPI``) through the official SDK. The fake plays every model:
 
   main requests      the scenario's script: each turn's tool calls, one reply after another, then a
@@ -29,8 +29,8 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent import commands  # noqa: E402
-from agent.loop import run_turn  # noqa: E402
+from agent.frontend import commands  # noqa: E402
+from agent.runtime.loop import run_turn  # noqa: E402
 from compact import collapse_worker, notes_updater  # noqa: E402
 from compact.notes_template import SECTIONS  # noqa: E402
 from core.events import CompactFinished, MessageRecorded, Notice  # noqa: E402

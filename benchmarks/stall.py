@@ -1,6 +1,6 @@
 """How long the user waits at an automatic compaction (issue 23, SPEC §15), and what preparing costs.
 
-Sessions, through the real agent (``agent.loop.run_turn``) and the loopback fake API at a real model's
+Sessions, through the real agent (``agent.runtime.loop.run_turn``) and the loopback fake API at a real model's
 pace: the fake's responders take their time before answering (the delay scripting of agent/demo's
 story), a main reply 2 s, a notes update 8 s, a summary 20 s — "real" — and the same model ten times
 faster — "fast":
@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scripted  # noqa: E402
 
-from agent.loop import run_turn  # noqa: E402
+from agent.runtime.loop import run_turn  # noqa: E402
 from compact import preparer  # noqa: E402
 from compact.candidate import SUMMARY_SECTIONS  # noqa: E402
 from core.events import CompactFinished  # noqa: E402

@@ -45,8 +45,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import scripted  # noqa: E402
 
-from agent import subagents  # noqa: E402
-from agent.loop import run_turn  # noqa: E402
+from agent.runtime import subagents  # noqa: E402
+from agent.runtime.loop import run_turn  # noqa: E402
 from compact import notes_updater  # noqa: E402
 from tests.conftest import make_session  # noqa: E402
 from tests.fakeapi import Reply, first_user_text  # noqa: E402

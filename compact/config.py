@@ -1,7 +1,7 @@
 """The compaction settings, declared once: ``CompactConfig``'s fields and defaults.
 
-agent.settings parses the settings files, the environment and the command line into one of these
-(``Settings.compaction``); agent.wiring hands it to compaction as ``Ports.config``. Which settings key and
+agent.config.settings parses the settings files, the environment and the command line into one of these
+(``Settings.compaction``); agent.runtime.wiring hands it to compaction as ``Ports.config``. Which settings key and
 environment variable feeds each field is said beside it.
 """
 

@@ -2,7 +2,7 @@
 
 Every function of compact/ that needs more than a message list takes ``(conversation, ports)`` — never
 a session. ``compact.start.conversation()`` builds a ready Conversation for given Ports once, at
-start-up; ``agent/session.py`` and a test's bench call it, the test with the loopback fake API and a real
+start-up; ``agent/runtime/session.py`` and a test's bench call it, the test with the loopback fake API and a real
 ``TranscriptWriter``, and need nothing else.
 
 Conversation — the state of one conversation as compaction sees it:
@@ -52,7 +52,7 @@ Trigger = Literal["manual", "auto"]
 
 
 class TranscriptSink(Protocol):
-    """The append-only transcript (agent.transcript.TranscriptWriter is the real one)."""
+    """The append-only transcript (agent.transcript.writer.TranscriptWriter is the real one)."""
 
     path: Path
 

@@ -1,6 +1,6 @@
 """What fills the context, by the /context categories (system prompt, tools, memory files, messages).
 
-The one computation behind ``/context`` (agent.commands) and the post-compaction guard's message
+The one computation behind ``/context`` (agent.frontend.commands) and the post-compaction guard's message
 (compact.compactor). Figures are scaled as the server counts (the calibration), like every threshold, and
 add up to the count the auto-compact trigger uses.
 Writes to disk: no. Model calls: none.

@@ -102,7 +102,7 @@ class TokenState:
 
 @dataclass(frozen=True)
 class SubagentStarted:
-    """A Task call started a subagent (agent.subagents) in its own context."""
+    """A Task call started a subagent (agent.runtime.subagents) in its own context."""
 
     agent_id: str
     tool_use_id: str

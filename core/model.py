@@ -1,7 +1,7 @@
 """The model seam: what a request is, what a model does with it, and the facts we know about models.
 
 ``Request`` is everything one Messages API call sends. ``Model`` is the one-method protocol the rest of
-the program talks to: ``agent.client.ModelClient`` implements it with the official SDK, and a test can
+the program talks to: ``agent.runtime.client.ModelClient`` implements it with the official SDK, and a test can
 implement it with anything that returns a complete assistant ``Message``. Model facts (output limits,
 window, prices) are plain tables here so that every floor can use them without the SDK.
 """

@@ -108,8 +108,8 @@ def make_session(
     **settings: Any,
 ) -> tuple[Any, list[Any]]:
     """An in-process Session in ``tmp``/project talking to the fake API; returns it and its event list."""
-    from agent.session import Session
-    from agent.settings import Settings
+    from agent.config.settings import Settings
+    from agent.runtime.session import Session
     from compact.config import CompactConfig
 
     project = tmp / "project"

@@ -1,7 +1,7 @@
 """A Conversation and its Ports on the loopback fake API, wired the way a session wires them — without one.
 
 Compaction code takes ``(conversation, ports)``; these tests build both here, from real parts and with
-the session's own wiring (agent.wiring): the SDK client pointed at the fake server, a real transcript
+the session's own wiring (agent.runtime.wiring): the SDK client pointed at the fake server, a real transcript
 writer in a temp directory, the built-in tools' schemas and context, and (when a test gives hooks) the
 real hook runner. Only the window is the bench's own (``Limits``), so a test sets it without a server.
 
@@ -19,12 +19,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from agent import wiring
-from agent.client import ModelClient
-from agent.hooks import HookRunner, base_payload
-from agent.settings import Settings
-from agent.system_prompt import build_system, compact_instructions, memory_files
-from agent.transcript import TranscriptWriter
+from agent.config.settings import Settings
+from agent.config.system_prompt import build_system, compact_instructions, memory_files
+from agent.runtime import wiring
+from agent.runtime.client import ModelClient
+from agent.runtime.hooks import HookRunner, base_payload
+from agent.transcript.writer import TranscriptWriter
 from compact.config import CompactConfig
 from compact.conversation import Conversation, Ports
 from core.events import Notice

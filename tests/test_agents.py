@@ -1,4 +1,4 @@
-"""Agent types (agent/agents.py), the read-only Bash rules (tools/bash_readonly.py), the Task tool's checks
+"""Agent types (agent/config/agent_types.py), the read-only Bash rules (tools/shell/readonly.py), the Task tool's checks
 (tools/task.py) and the ledger's delegated tasks (compact/ledger.py)."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.agents import EXPLORE, GENERAL, load_agents, parse_agent, withheld_agents
-from agent.settings import load_settings
-from agent.trust import dialog_lines
+from agent.config.agent_types import EXPLORE, GENERAL, load_agents, parse_agent, withheld_agents
+from agent.config.settings import load_settings
+from agent.config.trust import dialog_lines
 from compact import ledger
 from core.messages import assistant, tool_result_block, tool_results
 from tools.base import ToolContext, ToolError
-from tools.bash_readonly import refusal
+from tools.shell.readonly import refusal
 from tools.task import AgentType, TaskTool
 
 AGENT = (
@@ -54,7 +54,7 @@ def test_user_and_project_agents_and_the_trust_rules(tmp_path: Path) -> None:
     untrusted = load_agents(root, home, user, trusted=False)
     assert [a.name for a in untrusted.types] == [GENERAL, EXPLORE, "mine", "ours"]
     assert ("theirs", str(project_file)) in untrusted.skipped
-    # the trust dialog and print mode's line name them (agent.settings adds them to Settings.ignored)
+    # the trust dialog and print mode's line name them (agent.config.settings adds them to Settings.ignored)
     withheld = withheld_agents(root)
     assert [i.what for i in withheld] == ["agent Explore: Reviews code", "agent theirs: Reviews code"]
     assert "Offer these subagents" in "\n".join(dialog_lines(withheld))

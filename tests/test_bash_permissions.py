@@ -9,7 +9,7 @@ rules, acceptEdits allows none of them.
 import pytest
 
 from tests.test_permissions import RuleSettings
-from tools.permissions import Permissions
+from tools.permissions.engine import Permissions
 
 DENY_RM = ["Bash(rm:*)"]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from agent import commands
-from agent.loop import run_turn
+from agent.frontend import commands
+from agent.runtime.loop import run_turn
 from core import tokens as core_tokens
 from core.events import CompactFinished, CompactStarted, TokenState
 from tests.conftest import make_session

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from agent.client import ModelClient
+from agent.runtime.client import ModelClient
 from core.errors import Interrupted, MaxTokensOverflow, PromptTooLong
 from core.model import Request
 from tests.fakeapi import Reply
@@ -78,7 +78,7 @@ def test_breakpoints_on_tools_system_and_tail_and_input_not_mutated(fake_api):
 
 def test_a_stream_without_usage_still_makes_a_reply(fake_api, tmp_path, monkeypatch):
     """message_start and message_delta with no ``usage`` (a proxy that drops it): the turn completes."""
-    from agent.loop import run_turn
+    from agent.runtime.loop import run_turn
     from tests.conftest import make_session
 
     render = fake_api._render

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.lifecycle import open_session
-from agent.loader import load_transcript
-from agent.settings import Settings
+from agent.config.settings import Settings
+from agent.runtime.lifecycle import open_session
+from agent.transcript.loader import load_transcript
 from compact import collapse, collapse_worker
 from compact.collapse import apply_collapses, candidate_spans, placeholder
 from compact.config import CompactConfig

@@ -6,10 +6,10 @@ import os
 import re
 from pathlib import Path
 
-from agent import commands
-from agent.lifecycle import open_session
-from agent.session import Session
-from agent.settings import load_settings
+from agent.config.settings import load_settings
+from agent.frontend import commands
+from agent.runtime.lifecycle import open_session
+from agent.runtime.session import Session
 from compact.conversation import LastCompaction
 from core.events import CompactFinished, Notice
 from core.messages import assistant, user_prompt

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from prompt_toolkit.document import Document
 
-from agent import mentions
-from agent.repl import SlashCompleter
+from agent.frontend.repl import SlashCompleter
+from agent.runtime import mentions
 from tests.fakeapi import last_user_text
 from tests.test_repl import repl_for
 

@@ -1,5 +1,5 @@
 """The agent killed with SIGKILL while a Bash command runs: the command's process group dies with it
-(tools.watchdog), and ``--continue`` tells the model the call was interrupted (agent.loader) with an
+(tools.process.watchdog), and ``--continue`` tells the model the call was interrupted (agent.transcript.loader) with an
 error result it records, so a second resume sends the very same request. Also: ``--resume`` of files
 that hold no session records is refused with one line."""
 
@@ -10,7 +10,7 @@ import os
 import signal
 from pathlib import Path
 
-from agent.loader import INTERRUPTED_BY_STOP
+from agent.transcript.loader import INTERRUPTED_BY_STOP
 from tests.conftest import records, transcripts
 from tests.fakeapi import FakeAPI, request_text
 from tests.test_crash import has_tool_use, spawn, the_transcript, wait_for  # noqa: F401 - spawn is a fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prompt_toolkit.document import Document
 
-from agent import frontmatter
+from agent.config import frontmatter
 from tests.fakeapi import Reply, last_user_text
 from tests.test_repl import repl_for
 

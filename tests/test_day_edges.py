@@ -15,10 +15,12 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from agent import RESUME_PICK, commands, lifecycle
+from agent import RESUME_PICK
 from agent.cli import resume_pick
-from agent.loop import run_turn
-from agent.repl import Repl
+from agent.frontend import commands
+from agent.frontend.repl import Repl
+from agent.runtime import lifecycle
+from agent.runtime.loop import run_turn
 from compact.snip import snip_id
 from core.errors import SessionError
 from core.messages import assistant, tool_result_block, tool_results, user_prompt

@@ -21,11 +21,11 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from agent import commands
 from agent.demo.project import copy_project
 from agent.demo.run import demo
 from agent.demo.story import Story, tour
-from agent.repl import Repl
+from agent.frontend import commands
+from agent.frontend.repl import Repl
 from tests.conftest import ROOT
 from tests.test_tmux import Pane
 
@@ -232,7 +232,7 @@ def test_auto_needs_demo_and_demo_takes_no_other_options(run_cli) -> None:
 
 def test_normal_start_up_does_not_load_the_demo() -> None:
     code = (
-        "import sys, agent.cli, agent.repl, agent.printmode; "
+        "import sys, agent.cli, agent.frontend.repl, agent.frontend.printmode; "
         "print(sorted(m for m in sys.modules if m.startswith('agent.demo')))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

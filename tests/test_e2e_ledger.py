@@ -14,9 +14,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent.lifecycle import open_session
-from agent.loop import run_turn
-from agent.settings import Settings
+from agent.config.settings import Settings
+from agent.runtime.lifecycle import open_session
+from agent.runtime.loop import run_turn
 from compact import ledger
 from compact.config import CompactConfig
 from compact.notes_template import SECTIONS

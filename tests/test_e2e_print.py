@@ -7,7 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from agent import trust
+from agent.config import trust
 from tests.conftest import records, runs_under, transcripts, wait_for
 from tests.fakeapi import last_user_text
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from agent.client import default_model
-from agent.transcript import TranscriptWriter
+from agent.runtime.client import default_model
+from agent.transcript.writer import TranscriptWriter
 from core.messages import assistant, tool_result_block, tool_results, user_prompt
 from core.tokens import MEDIA_TOKENS, estimate_blocks
 from tests.conftest import records, transcripts

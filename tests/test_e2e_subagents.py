@@ -326,8 +326,9 @@ def test_stream_json_tags_the_subagents_events_with_its_id(
 
 
 def test_cost_and_context_count_subagents_apart(tmp_path: Path, fake_api: FakeAPI) -> None:
-    from agent import commands, subagents
-    from agent.loop import run_turn
+    from agent.frontend import commands
+    from agent.runtime import subagents
+    from agent.runtime.loop import run_turn
     from tests.conftest import make_session
 
     session, events = make_session(tmp_path, fake_api, session_memory=False)
@@ -407,8 +408,8 @@ def test_hooks_and_deny_rules_reach_the_subagent(run_cli: Any, project: Path, is
 def test_a_permission_question_names_the_subagent_and_a_no_ends_both_turns(
     tmp_path: Path, fake_api: FakeAPI
 ) -> None:
-    from agent import subagents
-    from agent.loop import run_turn
+    from agent.runtime import subagents
+    from agent.runtime.loop import run_turn
     from core.messages import from_record, tool_pairs_ok
     from tests.conftest import make_session
 
@@ -456,8 +457,8 @@ def test_a_permission_question_names_the_subagent_and_a_no_ends_both_turns(
 def test_an_explore_subagent_only_looks_even_when_everything_is_allowed(
     tmp_path: Path, fake_api: FakeAPI
 ) -> None:
-    from agent import subagents
-    from agent.loop import run_turn
+    from agent.runtime import subagents
+    from agent.runtime.loop import run_turn
     from tests.conftest import make_session
 
     session, _ = make_session(tmp_path, fake_api, session_memory=False, permission_mode="bypassPermissions")

@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from agent.hooks import OUTPUT_LIMIT, HookRunner
+from agent.runtime.hooks import OUTPUT_LIMIT, HookRunner
 from tests.conftest import cli_env
 
 
@@ -139,7 +139,7 @@ def test_cancel_stops_a_hook_and_the_ones_after_it(tmp_path):
 
 
 def _project_hooks(project: Path, hooks: dict) -> None:
-    from agent import trust
+    from agent.config import trust
 
     (project / ".claude").mkdir(exist_ok=True)
     (project / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}))

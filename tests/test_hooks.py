@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.hooks import HookOutcome, HookRunner, base_payload, matches
+from agent.runtime.hooks import HookOutcome, HookRunner, base_payload, matches
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.system_prompt import MAX_IMPORT_DEPTH, Where, imports, instruction_files, status_summary
+from agent.config.system_prompt import MAX_IMPORT_DEPTH, Where, imports, instruction_files, status_summary
 
 
 def system_text(api) -> str:  # type: ignore[no-untyped-def]
@@ -142,7 +142,7 @@ def test_status_summary_counts_kinds():
 
 
 def test_the_system_prompt_says_how_to_work_and_keeps_the_stable_part_first(fake_api, run_cli, repo):
-    from agent.system_prompt import INTRO
+    from agent.config.system_prompt import INTRO
 
     for phrase in (
         "Read a file before you change it",

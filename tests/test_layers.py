@@ -2,10 +2,13 @@
 modules are imported at the top of a module (start-up exceptions are named here), and the terminal
 libraries stay in the front end that owns them.
 
-    agent/    session wiring, the loop, the SDK adapter, transcripts; the front ends on top
+    agent/    cli.py on top; demo/ < frontend/ < runtime/ < config/ and transcript/ (side by side)
     compact/  every stage, prepare(), Conversation
-    tools/    tools, permissions, shell parsing
+    tools/    the model's tools on top; permissions/ < shell/ < process/
     core/     messages, token estimate, events, errors, private files, the model protocol
+
+Inside agent/ and tools/ the rooms are floors too (SUBFLOORS): a room imports only the rooms below it
+(rooms on one level may not import each other), and the package's loose modules sit on top.
 
 The imports are read from the source (every ``import`` statement, wherever it is: at the top, inside a
 function, under ``if TYPE_CHECKING:``) and all of them count, for the floors and for circles; then every
@@ -23,18 +26,28 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 FLOORS = ["core", "tools", "compact", "agent"]
+# the rooms of a floor, lowest first; a tuple is one level whose rooms don't import each other.
+# Modules of the floor outside every room (agent.cli, tools.read, ...) sit above all its rooms.
+SUBFLOORS: dict[str, list[tuple[str, ...]]] = {
+    "agent": [("agent.config", "agent.transcript"), ("agent.runtime",), ("agent.frontend",), ("agent.demo",)],
+    "tools": [("tools.process",), ("tools.shell",), ("tools.permissions",)],
+}
 # function-local imports of the project's own modules allowed, each for start-up speed
 # (None: any of them; commands: custom commands read on first use; tools: the Bash reader and its program
 # tables, ~25 ms of imports, load with the first command judged, not on the way to the first prompt)
 LOCAL_IMPORTS_ALLOWED: dict[str, set[str] | None] = {
     "agent.cli": None,
-    "agent.commands": None,
-    "tools.permissions": {"tools.shell"},
-    "tools.bash_rules": {"tools.shell_programs", "tools.subcommands"},
-    "tools.bash_readonly": {"tools.shell"},
+    "agent.frontend.commands": None,
+    "tools.permissions.engine": {"tools.shell.reader"},
+    "tools.permissions.bash_rules": {"tools.shell.programs", "tools.shell.subcommands"},
+    "tools.shell.readonly": {"tools.shell.reader"},
 }
 # third-party packages that belong to one module (or a few)
-OWNERS = {"rich": {"agent.ui", "agent.repl"}, "prompt_toolkit": {"agent.repl"}, "anthropic": {"agent.client"}}
+OWNERS = {
+    "rich": {"agent.frontend.ui", "agent.frontend.repl"},
+    "prompt_toolkit": {"agent.frontend.repl"},
+    "anthropic": {"agent.runtime.client"},
+}
 
 
 def _allowed_locally(i: Import) -> bool:
@@ -106,6 +119,47 @@ def test_each_floor_imports_only_floors_below_it() -> None:
         if floor_of(i.target) is not None and floor_of(i.target) > floor_of(i.module)
     ]  # type: ignore[operator]
     assert upward == []
+
+
+def subfloor_of(module: str) -> tuple[int, str] | None:
+    """(level, room) of a module inside a floor with rooms; loose modules get the level above every room."""
+    rooms = SUBFLOORS.get(module.split(".")[0])
+    if rooms is None:
+        return None
+    for level, names in enumerate(rooms):
+        for room in names:
+            if module == room or module.startswith(room + "."):
+                return level, room
+    return len(rooms), module.split(".")[0]
+
+
+def test_each_room_imports_only_rooms_below_it() -> None:
+    upward = []
+    for i in IMPORTS:
+        if floor_of(i.module) != floor_of(i.target) or i.target.split(".")[0] not in SUBFLOORS:
+            continue
+        mine, theirs = subfloor_of(i.module), subfloor_of(i.target)
+        assert mine is not None and theirs is not None
+        if i.target in (i.module.split(".")[0], mine[1]):  # the package itself (``from agent import __version__``)
+            continue
+        if theirs[0] > mine[0] or (theirs[0] == mine[0] and theirs[1] != mine[1]):
+            upward.append(f"{i.module}:{i.line} imports {i.target}")
+    assert upward == []
+
+
+def test_every_room_is_known_to_the_layer_test() -> None:
+    """A new sub-package of agent/ or tools/ must take its place in SUBFLOORS."""
+    known = {room for levels in SUBFLOORS.values() for level in levels for room in level}
+    packages = {name for name, path in MODULES.items() if path.name == "__init__.py" and name.count(".") == 1}
+    assert {p for p in packages if p.split(".")[0] in SUBFLOORS} == known
+
+
+def test_the_room_check_catches_an_upward_import() -> None:
+    """The room check can fail: a config module importing the runtime is upward, runtime importing config is not."""
+    assert subfloor_of("agent.config.settings") == (0, "agent.config")
+    assert subfloor_of("agent.runtime.loop")[0] > subfloor_of("agent.config.trust")[0]  # type: ignore[index]
+    assert subfloor_of("agent.cli")[0] > subfloor_of("agent.demo.run")[0]  # type: ignore[index]
+    assert subfloor_of("tools.read")[0] > subfloor_of("tools.permissions.engine")[0]  # type: ignore[index]
 
 
 def test_there_is_no_import_circle() -> None:
@@ -182,8 +236,8 @@ def test_every_module_imports_in_a_fresh_interpreter() -> None:
 def test_the_bash_reader_loads_with_the_first_command_not_before_the_first_prompt() -> None:
     """The REPL's start-up path leaves the Bash grammar's reader and its program tables unimported."""
     code = (
-        "import sys, agent.cli, agent.repl, agent.lifecycle, agent.session\n"
-        "print(sorted(m for m in ('tools.shell', 'tools.program_effects', 'tools.subcommands') if m in sys.modules))"
+        "import sys, agent.cli, agent.frontend.repl, agent.runtime.lifecycle, agent.runtime.session\n"
+        "print(sorted(m for m in ('tools.shell.reader', 'tools.shell.effects', 'tools.shell.subcommands') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agent import commands
-from agent.tool_exec import run_tools
+from agent.frontend import commands
+from agent.runtime.tool_exec import run_tools
 from compact import autocompact, compactor, ledger, restore
 from compact.ledger import Command, FileChange, Ledger
 from compact.prepare import overhead_tokens

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent.loop import run_turn
+from agent.runtime.loop import run_turn
 from compact import notes_updater, thresholds
 from compact.notes_template import SECTIONS
 from core.events import CompactFinished

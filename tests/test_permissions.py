@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.settings import load_settings
-from tools.permissions import Decision, Permissions
-from tools.shell import analyze
+from agent.config.settings import load_settings
+from tools.permissions.engine import Decision, Permissions
+from tools.shell.reader import analyze
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def home(tmp_path):
 
 @dataclass
 class RuleSettings:
-    """Just what tools.permissions.PermissionSettings asks for (the agent's Settings has it too)."""
+    """Just what tools.permissions.engine.PermissionSettings asks for (the agent's Settings has it too)."""
 
     cwd: Path
     home: Path

@@ -19,8 +19,8 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from agent.repl import Repl, SlashCompleter, history_file
-from agent.settings import load_settings
+from agent.config.settings import load_settings
+from agent.frontend.repl import Repl, SlashCompleter, history_file
 from tests.fakeapi import Reply, last_user_text
 from tests.test_commands import chat, new_session
 

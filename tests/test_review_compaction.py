@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.loader import load_transcript
+from agent.transcript.loader import load_transcript
 from compact import compactor
 from compact.notes import ensure_notes
 from compact.notes_template import TEMPLATE
@@ -68,7 +68,7 @@ def test_resume_after_a_second_notes_compaction_whose_tail_reaches_into_the_firs
 
 
 def test_reactive_compaction_calibrates_against_the_view_actually_sent(tmp_path):
-    from agent.loop import run_turn
+    from agent.runtime.loop import run_turn
     from compact.prepare import overhead_tokens
     from tests.conftest import make_session as make_real_session
     from tests.test_compactor import SUMMARY_REPLY, conversation

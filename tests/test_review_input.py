@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.settings import Settings
+from agent.config.settings import Settings
 from tests.conftest import records, transcripts
 from tools.base import ToolContext
-from tools.permissions import Permissions
+from tools.permissions.engine import Permissions
 from tools.read import ReadTool
 from tools.runner import run_tool
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from agent import rewind
-from agent.loader import load_transcript
+from agent.runtime import rewind
+from agent.transcript.loader import load_transcript
 from tests.test_commands import chat, new_session
 from tests.test_repl import ESC, repl_for
 

@@ -324,7 +324,7 @@ def test_an_edit_that_removes_a_header_is_undone(tmp_path, api):
 
 
 def test_api_errors_are_reported_once_and_the_conversation_goes_on(tmp_path, api):
-    from agent.loop import run_turn
+    from agent.runtime.loop import run_turn
     from tests.conftest import make_session as make_real_session
 
     session, events = make_real_session(tmp_path, api, session_id="sid")  # the whole loop runs here

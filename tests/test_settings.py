@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import trust
-from agent.settings import DEFAULT_MODEL, SettingsError, falsy, load_settings, split_rules, truthy
+from agent.config import trust
+from agent.config.settings import DEFAULT_MODEL, SettingsError, falsy, load_settings, split_rules, truthy
 from compact.config import CompactConfig
 
 
@@ -495,7 +495,7 @@ def test_api_key_is_not_in_repr(dirs):
 
 
 def test_context_editing_object_turns_it_on_unless_disabled(tmp_path):
-    from agent.settings import load_settings
+    from agent.config.settings import load_settings
 
     project = tmp_path / "p"
     (project / ".claude").mkdir(parents=True)

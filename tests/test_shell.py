@@ -1,4 +1,4 @@
-"""tools.shell: what a Bash line runs and writes, read with tree-sitter-bash (real parses, no mocks)."""
+"""tools.shell.reader: what a Bash line runs and writes, read with tree-sitter-bash (real parses, no mocks)."""
 
 import subprocess
 import sys
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.shell import Command, Word, analyze, risky_variable
-from tools.shell_programs import Run, unwrap
+from tools.shell.programs import Run, unwrap
+from tools.shell.reader import Command, Word, analyze, risky_variable
 
 CWD = Path("/work/project")
 
@@ -19,10 +19,10 @@ def lines(command):
 def test_the_grammar_loads_on_the_first_bash_check_not_at_import():
     script = (
         "import sys\n"
-        "import agent.session, tools.permissions\n"
+        "import agent.runtime.session, tools.permissions.engine\n"
         "from pathlib import Path\n"
-        "from agent.settings import Settings\n"
-        "p = tools.permissions.Permissions(Settings(cwd=Path('/tmp'), home=Path('/tmp/h')))\n"
+        "from agent.config.settings import Settings\n"
+        "p = tools.permissions.engine.Permissions(Settings(cwd=Path('/tmp'), home=Path('/tmp/h')))\n"
         "p.check('Read', {'file_path': '/tmp/x'})\n"
         "print('tree_sitter' in sys.modules, end=' ')\n"
         "p.check('Bash', {'command': 'ls'})\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.settings import SettingsError, load_settings
+from agent.config.settings import SettingsError, load_settings
 from compact.thresholds import compute, smallest_window
 from tests.fakeapi import FakeAPI
 

@@ -17,9 +17,9 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from agent import trust
-from agent.printmode import PrintRenderer
-from agent.ui import Renderer, SafeConsole
+from agent.config import trust
+from agent.frontend.printmode import PrintRenderer
+from agent.frontend.ui import Renderer, SafeConsole
 from core.events import Notice, TextDelta, TodosChanged, ToolFinished, ToolStarted, TurnFinished
 from core.terminal import visible
 from tests.test_e2e_print import SECRET

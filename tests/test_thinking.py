@@ -13,8 +13,8 @@ import anthropic
 import pytest
 from rich.console import Console
 
-from agent.thinking import DEFAULT_BUDGET, budget_for, fit, prompt_budget, supports_thinking
-from agent.ui import Renderer
+from agent.frontend.ui import Renderer
+from agent.runtime.thinking import DEFAULT_BUDGET, budget_for, fit, prompt_budget, supports_thinking
 from core.events import MessageRecorded, ThinkingDelta
 from core.messages import assistant
 from core.model import Request
@@ -223,8 +223,8 @@ def test_tab_on_an_empty_line_toggles_thinking(fake_api, project: Path):
 
 
 def test_context_shows_what_thinking_takes(fake_api, tmp_path):
-    from agent import commands
-    from agent.loop import run_turn
+    from agent.frontend import commands
+    from agent.runtime.loop import run_turn
     from tests.conftest import make_session
 
     session, _ = make_session(tmp_path, fake_api, max_thinking_tokens=2048)

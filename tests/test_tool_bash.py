@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tools import output as output_module
 from tools.base import ToolContext, ToolError, ToolResult
 from tools.bash import BashTool
+from tools.process import spill as output_module
 from tools.runner import run_tool
 
 

@@ -11,9 +11,9 @@ import json
 import os
 from pathlib import Path
 
-from agent import trust
-from agent.loop import run_turn
-from agent.tool_exec import run_tools
+from agent.config import trust
+from agent.runtime.loop import run_turn
+from agent.runtime.tool_exec import run_tools
 from core.messages import assistant, user_prompt
 from tests.conftest import make_session
 from tests.test_e2e_print import result_text, tool_results_of

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tools import output as output_module
 from tools.base import ToolContext, ToolResult
 from tools.glob import GlobTool
 from tools.grep import GrepTool, find_rg
+from tools.process import spill as output_module
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""Capped tool output (tools.output): the head in memory, the whole stream in a private file, and what
+"""Capped tool output (tools.process.spill): the head in memory, the whole stream in a private file, and what
 Bash makes of a really large output."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tools.base import ToolContext
 from tools.bash import BashTool
-from tools.output import HEAD_BYTES, SpillingOutput
+from tools.process.spill import HEAD_BYTES, SpillingOutput
 
 
 def mode(path: Path) -> int:

@@ -1,4 +1,4 @@
-"""Bash commands die with the agent (tools.watchdog), checked with real processes: an agent process
+"""Bash commands die with the agent (tools.process.watchdog), checked with real processes: an agent process
 killed with SIGKILL mid-command, one that exits normally, and a watchdog that is itself killed."""
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ import textwrap
 import time
 from pathlib import Path
 
-from tools import watchdog
 from tools.base import ToolContext
 from tools.bash import BashTool
+from tools.process import watchdog
 
 ROOT = Path(__file__).resolve().parent.parent
 
 AGENT = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from tools import watchdog
+    from tools.process import watchdog
     from tools.base import ToolContext
     from tools.bash import BashTool
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.claude_code import same_model
-from agent.loader import INTERRUPTED_BY_STOP, load_transcript
-from agent.sessions import latest_session, list_sessions
-from agent.transcript import TranscriptWriter
+from agent.transcript.claude_code import same_model
+from agent.transcript.listing import latest_session, list_sessions
+from agent.transcript.loader import INTERRUPTED_BY_STOP, load_transcript
+from agent.transcript.writer import TranscriptWriter
 from core.messages import (
     Message,
     assistant,

@@ -155,8 +155,8 @@ def test_a_tool_input_larger_than_the_window_is_cut_in_the_history_and_the_sessi
 
 def test_continue_cuts_a_too_large_input_an_older_transcript_holds(fake_api, project, isolated_env):
     """A transcript written before inputs were cut (one input past the window): --continue still works."""
-    from agent.settings import load_settings
-    from agent.transcript import TranscriptWriter
+    from agent.config.settings import load_settings
+    from agent.transcript.writer import TranscriptWriter
     from core.messages import assistant, tool_result_block, tool_results, user_prompt
 
     settings = load_settings(cwd=project, environ=_env(fake_api, isolated_env), cli={})

@@ -21,12 +21,13 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from agent import commands, trust
-from agent.lifecycle import start
-from agent.loop import MAX_STOP_BLOCKS, run_turn
-from agent.repl import Repl
-from agent.session import Session
-from agent.settings import load_settings
+from agent.config import trust
+from agent.config.settings import load_settings
+from agent.frontend import commands
+from agent.frontend.repl import Repl
+from agent.runtime.lifecycle import start
+from agent.runtime.loop import MAX_STOP_BLOCKS, run_turn
+from agent.runtime.session import Session
 from tests.conftest import make_session
 from tests.fakeapi import FakeAPI, Reply, request_text
 from tests.test_e2e_print import SECRET, result_text, tool_results_of

@@ -6,8 +6,8 @@ import io
 
 from rich.console import Console
 
-from agent import commands
-from agent.ui import Renderer, complete_blocks, context_grid, numbered_diff, warning_of
+from agent.frontend import commands
+from agent.frontend.ui import Renderer, complete_blocks, context_grid, numbered_diff, warning_of
 from compact import thresholds
 from core.events import (
     CompactFailed,
@@ -502,7 +502,7 @@ def test_a_permission_diff_shows_the_files_own_line_numbers():
 
 
 def test_an_interrupted_tool_prints_one_line():
-    from agent.tool_exec import INTERRUPTED
+    from agent.runtime.tool_exec import INTERRUPTED
 
     out = render(
         ToolStarted("t1", "Bash", {"command": "sleep 30"}),

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import trust
-from agent.settings import load_settings
+from agent.config import trust
+from agent.config.settings import load_settings
 from core.errors import SettingsError
 
 

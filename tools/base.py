@@ -2,7 +2,7 @@
 
 Tool failures are raised as ``ToolError("a sentence saying what to do")``; the runner (tools.runner)
 turns them, and any unexpected exception, into an ``is_error`` tool_result in one place.
-Tools are synchronous; agent/tool_exec.py runs consecutive read-only calls concurrently in threads, and
+Tools are synchronous; agent/runtime/tool_exec.py runs consecutive read-only calls concurrently in threads, and
 a tool doing long work polls ``ctx.cancelled`` so Ctrl-C stops it. A tool may also define ``check(args, ctx)``, raising the
 ``ToolError`` its ``run`` would raise without changing anything (tools.runner.precheck calls it before
 a permission prompt).

@@ -1,9 +1,9 @@
 """The Bash tool: run a shell command in the session's working directory and return its output.
 
 Each call starts a fresh ``bash`` in its own process group (so a timeout or Ctrl-C can stop everything
-the command started, and tools.watchdog kills what is left of it if the agent dies), with stdin closed
+the command started, and tools.process.watchdog kills what is left of it if the agent dies), with stdin closed
 and stderr merged into stdout. Output beyond 1 MB is not held in memory: all of it goes to a file in
-the session's tool-results directory, which the result names (tools.output). The directory the
+the session's tool-results directory, which the result names (tools.process.spill). The directory the
 command ends in is written to a temp file by an EXIT trap and becomes ``ctx.cwd``, which is how ``cd``
 persists from one call to the next. The API key variables are removed from the child's environment so
 that no command can print or send them.
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from tools import watchdog
 from tools.base import ToolContext, ToolError, ToolResult
-from tools.output import SpillingOutput
+from tools.process import watchdog
+from tools.process.spill import SpillingOutput
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -132,7 +132,7 @@ def run_shell(
     """Run ``command`` with bash in ``cwd``; stop its whole process group on timeout or cancel.
 
     ``environ`` is the session's environment (settings "env" maps included); None means the process's.
-    Output too large to keep in memory is written whole to a file in ``spill_dir`` (see tools.output)."""
+    Output too large to keep in memory is written whole to a file in ``spill_dir`` (see tools.process.spill)."""
     handle, cwd_file = tempfile.mkstemp(prefix="compact-agent-cwd-")
     os.close(handle)
     output = SpillingOutput(spill_dir, "bash")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.base import ToolContext, ToolError, ToolResult
-from tools.output import SpillingOutput
+from tools.process.spill import SpillingOutput
 
 RG_TIMEOUT_SECONDS = 60
 POLL_SECONDS = 0.1

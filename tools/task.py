@@ -1,7 +1,7 @@
 """Task: the model hands a piece of work to a subagent that runs in its own context (SPEC §16).
 
 The tool holds Claude Code's input schema and the description listing the agent types; it validates the
-input and hands it to ``ctx.services["task"]``, which the agent provides (agent.subagents runs the
+input and hands it to ``ctx.services["task"]``, which the agent provides (agent.runtime.subagents runs the
 subagent's loop). Keeping the loop out of here keeps tools/ below agent/. The answer comes back as the
 tool's result: the subagent's final text, then a line with its id and usage.
 """
@@ -47,7 +47,9 @@ class TaskTool:
     name = NAME
     read_only = False
     needs_permission = False
-    concurrency_safe = True  # each subagent has its own context; several run at once (agent.tool_exec)
+    concurrency_safe = (
+        True  # each subagent has its own context; several run at once (agent.runtime.tool_exec)
+    )
 
     def __init__(self, types: list[AgentType], withheld: dict[str, str] | None = None) -> None:
         self.types = types

@@ -1,6 +1,6 @@
 """The demo's hands on the REPL: it narrates, fills the input line, and under --auto presses the keys.
 
-The REPL asks a driver two things (agent/repl.py, ``driver=``):
+The REPL asks a driver two things (agent/frontend/repl.py, ``driver=``):
 
 - ``prompt_args(repl)`` before each prompt: extra arguments for prompt_toolkit's ``prompt()``. The
   driver prints the next beat's narration and puts its line in the input (``default=``); with --auto

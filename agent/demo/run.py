@@ -23,12 +23,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.config.settings import Settings, load_settings
 from agent.demo.driver import Driver
 from agent.demo.project import copy_project
 from agent.demo.server import ScriptedAPI, model_info
 from agent.demo.story import Story, tour
-from agent.repl import run_repl
-from agent.settings import Settings, load_settings
+from agent.frontend.repl import run_repl
 from core.private import write_private
 
 MODEL = "scripted-demo"

@@ -1,0 +1,595 @@
+"""Slash commands, shared by the REPL and print mode.
+
+``run(session, line)`` parses ``/name args``, calls the handler registered for the name and returns a
+``Result``. Every result carries ``text`` (plain text or Markdown) — what print mode prints — and
+``ok``; some subclasses carry data the REPL renders richer (``ContextUsage`` as a coloured grid) or acts on
+(``Exit``, ``Switched`` replaces the REPL's session). Handlers never print and never add anything to
+the conversation.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable
+
+from agent.config import trust
+from agent.config.settings import reload_settings
+from agent.runtime import lifecycle, rewind
+from agent.runtime.session import Session
+from agent.transcript.listing import list_sessions
+from compact import compactor, ledger, preparer, usage
+from compact.notes import notes_text
+from core.errors import AgentError, Interrupted
+from core.events import CompactFinished, Retrying
+from core.tokens import estimate_blocks
+
+NO_COMPACTION = "No compaction in this session yet."
+COMMAND_LINE = re.compile(r"^/([A-Za-z][\w:-]*)(?:\s+(.*))?$", re.DOTALL)
+
+
+@dataclass
+class Result:
+    text: str
+    ok: bool = True
+    markdown: bool = False
+
+
+@dataclass
+class Exit(Result):
+    pass
+
+
+@dataclass(kw_only=True)
+class Switched(Result):
+    """The REPL continues with ``session`` (/clear, /resume)."""
+
+    session: Any
+
+
+@dataclass(kw_only=True)
+class SessionList(Result):
+    """/resume without an argument: the REPL offers to pick one by number."""
+
+    sessions: list[Any] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class RewindMenu(Result):
+    """/rewind: the prompts one can go back to (oldest first); the REPL asks which."""
+
+    points: list[Any] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class Prompt(Result):
+    """A custom command (agent/config/custom_commands.py): ``prompt`` runs as the user's message, with
+    ``allowed`` rules allowing calls without asking while its turn runs."""
+
+    prompt: str
+    allowed: tuple[str, ...] = ()
+
+
+@dataclass(kw_only=True)
+class Compacted(Result):
+    """/compact; the REPL has already shown the compaction's own events."""
+
+
+@dataclass(frozen=True)
+class Category:
+    name: str
+    key: str  # system | tools | memory | messages | free | buffer
+    tokens: int
+    share: float  # percent of the window
+    cells: int  # squares of the 10×10 grid
+
+
+@dataclass(kw_only=True)
+class ContextUsage(Result):
+    model: str
+    used: int
+    window: int
+    percent: float
+    categories: list[Category]
+    memory_files: list[tuple[str, int]] = field(default_factory=list)
+    prepared: str = ""  # whether a compaction candidate is ready and what it covers (compact.preparer)
+
+
+Handler = Callable[["Session", str], Result]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    summary: str
+    handler: Handler
+    usage: str = ""
+    aliases: tuple[str, ...] = ()
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def command(
+    name: str, summary: str, usage: str = "", aliases: tuple[str, ...] = ()
+) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        cmd = Command(name, summary, fn, usage, aliases)
+        for key in (name, *aliases):
+            COMMANDS[key] = cmd
+        return fn
+
+    return register
+
+
+def is_command(line: str) -> bool:
+    """True for "/name ..." (a path like "/etc/hosts is odd" is a message, not a command)."""
+    return COMMAND_LINE.match(line.strip()) is not None
+
+
+def names() -> list[str]:
+    """Every name and alias, for completion and suggestions."""
+    return sorted(COMMANDS)
+
+
+def run(session: Session, line: str) -> Result:
+    match = COMMAND_LINE.match(line.strip())
+    if match is None:
+        return Result(f"Not a command: {line.strip()}", ok=False)
+    name, args = match.group(1).lower(), (match.group(2) or "").strip()
+    cmd = COMMANDS.get(name)
+    if cmd is None:
+        custom = custom_for(session.settings).commands.get(name)
+        if custom is None:
+            return unknown(name)
+        return Prompt(f"/{custom.name} {args}".strip(), prompt=custom.expand(args), allowed=custom.allowances)
+    try:
+        return cmd.handler(session, args)
+    except AgentError as e:
+        return Result(str(e), ok=False)
+
+
+def custom_for(settings: Any) -> Any:
+    """The custom commands on disk now (a custom_commands.Found): the user's (~/.claude/commands,
+    COMPACT_AGENT_HOME/commands), then the project's (.claude/commands at its root), which follow its
+    trust."""
+    from agent.config import custom_commands  # start-up speed: read only once a command line needs it
+
+    user_dirs = [settings.home / "commands"]
+    if settings.user_home is not None:
+        user_dirs.insert(0, settings.user_home / ".claude" / "commands")
+    project = settings.root / ".claude" / "commands"
+    return custom_commands.load(
+        user_dirs=user_dirs,
+        project_dir=None if project in user_dirs else project,
+        project_root=settings.root,
+        trusted=settings.trust.trusted,
+        reserved=set(COMMANDS),
+    )
+
+
+def unknown(name: str) -> Result:
+    close = difflib.get_close_matches(name, names(), n=1, cutoff=0.6)  # 0.5 offered /quit for /init
+    hint = f"Did you mean /{close[0]}?" if close else "Type /help for the list of commands."
+    return Result(f"Unknown command /{name}. {hint}", ok=False)
+
+
+def fmt_tokens(n: int) -> str:
+    """154321 → "154k", 1530 → "1.5k", 850 → "850"."""
+    if n < 1000:
+        return str(n)
+    if n < 10_000:
+        return f"{n / 1000:.1f}k"
+    return f"{round(n / 1000)}k"
+
+
+def compaction_text(trigger: str, pre_tokens: int, post_tokens: int) -> str:
+    """The "a → b" line of a compaction, the same live, in /compact's result and in print mode."""
+    kind = "manual" if trigger == "manual" else "auto"
+    return f"Compacted · {kind} · {fmt_tokens(pre_tokens)} → {fmt_tokens(post_tokens)} tokens"
+
+
+def compaction_line(event: CompactFinished) -> str:
+    """The whole line after a compaction: "a → b", how long the user waited, the state attached, and what
+    became of a prepared candidate (used, or refused and why) — the same in the REPL and print mode."""
+    parts = [compaction_text(event.trigger, event.pre_tokens, event.post_tokens), f"{event.duration:.1f}s"]
+    return " · ".join([*parts, *(p for p in (event.state, event.candidate) if p)])
+
+
+def retry_line(event: Retrying, *, live: bool = False) -> str:
+    """A retry's announcement: the main reply's ("…" after the wait when shown live), or a compaction's
+    own request's ("Compacting… retrying in 2s (attempt 2)")."""
+    wait, attempt = f"{round(event.delay, 1):g}s", f"(attempt {event.attempt + 1})"
+    if event.compaction:
+        return f"Compacting… retrying in {wait} {attempt}"
+    return f"Retrying in {wait}{'…' if live else ''} {attempt}"
+
+
+# --- the commands ------------------------------------------------------------------------------------
+
+
+@command("help", "List the commands")
+def _help(session: Session, args: str) -> Result:
+    seen, rows = set(), []
+    for cmd in COMMANDS.values():
+        if cmd.name in seen:
+            continue
+        seen.add(cmd.name)
+        label = "/" + cmd.name + (" " + cmd.usage if cmd.usage else "")
+        aliases = "".join(f" (or /{a})" for a in cmd.aliases)
+        rows.append((label, cmd.summary + aliases))
+    found = custom_for(session.settings)
+    custom = [
+        (
+            "/" + c.name + (" " + c.argument_hint if c.argument_hint else ""),
+            f"{c.description} ({c.scope}{'' if c.trusted else ', untrusted: allowed-tools ignored'})",
+        )
+        for c in found.commands.values()
+    ]
+    width = max(len(label) for label, _ in rows + custom)
+    lines = ["Commands:"] + [f"  {label.ljust(width)}  {summary}" for label, summary in rows]
+    if custom:
+        lines += ["", "Custom commands:"] + [
+            f"  {label.ljust(width)}  {summary}" for label, summary in custom
+        ]
+    lines += [f"  (not read: {problem})" for problem in found.problems]
+    lines += [
+        "",
+        "Enter sends · Alt-Enter (or Esc then Enter) adds a line · Esc or Ctrl-C interrupts · Ctrl-D exits",
+        "@path attaches a file · !command runs it in the shell · # note adds it to CLAUDE.md · "
+        "Esc Esc rewinds",
+    ]
+    return Result("\n".join(lines))
+
+
+@command(
+    "compact",
+    "Summarize the conversation to free context, optionally focused by INSTRUCTIONS",
+    usage="[instructions]",
+)
+def _compact(session: Session, args: str) -> Result:
+    if (
+        session.settings.compaction.disable_compact
+    ):  # said here, once (the compactor would also say it as a notice)
+        return Compacted(compactor.DISABLED, ok=False)
+    try:
+        ok = compactor.compact(session.conv, session.ports, "manual", args or None)
+    except Interrupted:
+        return Compacted("Compaction cancelled; the conversation is unchanged.", ok=False)
+    last = session.last_compaction
+    if not ok or last is None:
+        return Compacted("Compaction failed; the conversation is unchanged.", ok=False)
+    return Compacted(compaction_text("manual", last.pre_tokens, last.post_tokens))
+
+
+@command("context", "Show how the context window is used")
+def _context(session: Session, args: str) -> Result:
+    return context_usage(session)
+
+
+def context_usage(session: Session) -> ContextUsage:
+    """The /context breakdown; ``used`` is the number the auto-compact trigger uses."""
+    th = session.thresholds()
+    b = usage.breakdown(session.conv, session.ports)  # every figure as the server counts
+    system, tools, memory, memory_tokens, messages = b.system, b.tools, b.memory, b.memory_tokens, b.messages
+    used = b.used
+    window = th.window
+    buffer = max(0, window - th.reference) if th.auto_enabled else 0  # no automatic compaction: no buffer
+    free = max(0, window - used - buffer)
+    parts = [
+        ("System prompt", "system", system),
+        ("System tools", "tools", tools),
+        ("Memory files", "memory", memory_tokens),
+        ("Messages", "messages", messages),
+        ("Free space", "free", free),
+        ("Autocompact buffer", "buffer", buffer),
+    ][: None if th.auto_enabled else -1]
+    cells = _cells([t for _, _, t in parts], window)
+    categories = [
+        Category(name, key, tokens, tokens / window * 100 if window else 0.0, n)
+        for (name, key, tokens), n in zip(parts, cells, strict=True)
+    ]
+    percent = used / window * 100 if window else 0.0
+    lines = [
+        "## Context usage",
+        "",
+        f"Model: {session.model}  ",
+        f"Tokens: {fmt_tokens(used)} / {fmt_tokens(window)} ({percent:.0f}%)",
+        "",
+        "| Category | Tokens | Share |",
+        "|---|---:|---:|",
+    ]
+    lines += [f"| {c.name} | {fmt_tokens(c.tokens)} | {c.share:.1f}% |" for c in categories]
+    if memory:
+        lines += ["", "Memory files:"] + [f"- {path}: {fmt_tokens(t)} tokens" for path, t in memory]
+    prepared = preparer.describe(session.conv, session.ports)
+    if prepared:
+        lines += ["", prepared]
+    if thinking := thinking_tokens(session):
+        lines += ["", f"Of the messages, extended thinking: {fmt_tokens(thinking)} tokens"]
+    lines += subagent_lines(session)
+    return ContextUsage(
+        "\n".join(lines),
+        markdown=True,
+        model=session.model,
+        used=used,
+        window=window,
+        percent=percent,
+        categories=categories,
+        memory_files=memory,
+        prepared=prepared,
+    )
+
+
+def subagent_lines(session: Session) -> list[str]:
+    """/context: the subagents' work, which filled their own contexts and not this one."""
+    sub = session.subagents
+    if sub is None or not sub.runs:
+        return []
+    lines = ["", "Subagents (each in its own context; only their answers are in the messages above):"]
+    lines += [
+        f"- {r.agent_id} {r.description} ({r.subagent_type}, {r.status}): {r.tool_uses} tool uses · "
+        f"{fmt_tokens(r.tokens)} tokens of its own context"
+        for r in sub.runs
+    ]
+    return lines
+
+
+def thinking_tokens(session: Session) -> int:
+    """The thinking blocks' share of the messages, scaled as the server counts."""
+    blocks = [
+        b
+        for m in session.conv.view().messages
+        if m.role == "assistant"
+        for b in m.content
+        if b.get("type") in ("thinking", "redacted_thinking")
+    ]
+    return session.conv.calibration.scale(estimate_blocks(blocks)) if blocks else 0
+
+
+def _cells(tokens: list[int], window: int, total: int = 100) -> list[int]:
+    """Squares per category: proportional, at least one for any used category, free space absorbs rounding."""
+    if window <= 0:
+        return [0] * len(tokens)
+    cells = [max(1, round(t / window * total)) if t else 0 for t in tokens]
+    free_index = 4
+    cells[free_index] = 0
+    cells[free_index] = max(0, total - sum(cells))
+    while sum(cells) > total:  # tiny categories rounded up: take the excess from the largest
+        cells[cells.index(max(cells))] -= 1
+    return cells
+
+
+@command("clear", "Start a new session (the current one stays saved)")
+def _clear(session: Session, args: str) -> Result:
+    return Switched("Started a new session.", session=lifecycle.clear(session))
+
+
+@command("resume", "List this directory's sessions, or resume one by number or id", usage="[N | ID]")
+def _resume(session: Session, args: str) -> Result:
+    sessions = list_sessions(session.settings.project_dir)
+    if not args:
+        if not sessions:
+            return SessionList("No saved sessions in this directory.", sessions=[])
+        lines = session_lines(sessions, str(session.settings.cwd), session.session_id)
+        lines.append("Resume one with /resume N or /resume ID.")
+        return SessionList("\n".join(lines), sessions=sessions)
+    ref = args
+    if args.isdigit():
+        n = int(args)
+        if not 1 <= n <= len(sessions):
+            return Result(f"No session number {n}; /resume lists {len(sessions)}.", ok=False)
+        ref = str(sessions[n - 1].path)
+    if ref in (session.session_id, str(session.transcript_path)):
+        return Result("That is the current session.", ok=False)
+    new = lifecycle.resume(session, ref)
+    return Switched(lifecycle.resumed_line(new), session=new)
+
+
+@command("rewind", "Go back to before an earlier prompt, or summarize up to it (Esc Esc)")
+def _rewind(session: Session, args: str) -> Result:
+    found = rewind.points(session)
+    if not found:
+        return RewindMenu("No earlier prompt to go back to.", points=[])
+    lines = ["Prompts in this conversation:"]
+    lines += [f"  {i}. {_clip(m.text, 90)}" for i, m in enumerate(found, 1)]
+    return RewindMenu("\n".join(lines), points=found)
+
+
+def session_lines(sessions: list[Any], cwd: str, current: str | None = None) -> list[str]:
+    """The numbered list of a directory's sessions (/resume, and --resume without an id)."""
+    lines = [f"Sessions in {cwd}:"]
+    for i, info in enumerate(sessions, 1):
+        mark = " (current)" if info.session_id == current else ""
+        lines.append(
+            f"  {i}. {_when(info.mtime)} · {info.message_count} messages · "
+            f"{_clip(info.first_prompt or '(no prompt)', 60)} · {info.session_id}{mark}"
+        )
+    return lines
+
+
+@command("model", "Show the model, or switch to NAME", usage="[name]")
+def _model(session: Session, args: str) -> Result:
+    if not args:
+        return Result(f"Model: {session.model}")
+    session.set_model(args)
+    return Result(f"Model set to {args}")
+
+
+@command("cost", "Tokens used and estimated cost of this session")
+def _cost(session: Session, args: str) -> Result:
+    earlier, cost = lifecycle.earlier_cost(session)  # a resumed session: what it used before this process
+    u = {k: earlier.get(k, 0) + session.usage_total.get(k, 0) for k in {*earlier, *session.usage_total}}
+    sub = session.subagents
+    sub_cost = sub.cost if sub is not None else 0.0
+    text = (
+        f"Total cost: ${cost + session.cost + sub_cost:.4f}\n"
+        f"Usage: {u.get('input_tokens', 0):,} input · {u.get('output_tokens', 0):,} output · "
+        f"{u.get('cache_read_input_tokens', 0):,} cache read · "
+        f"{u.get('cache_creation_input_tokens', 0):,} cache write"
+    )
+    if sub is not None and sub.runs:  # apart from the main conversation: they ran in their own contexts
+        s = sub.usage
+        text += (
+            f"\nof which subagents ({len(sub.runs)} task{'' if len(sub.runs) == 1 else 's'}): ${sub_cost:.4f} · "
+            f"{s.get('input_tokens', 0):,} input · {s.get('output_tokens', 0):,} output · "
+            f"{s.get('cache_read_input_tokens', 0):,} cache read · "
+            f"{s.get('cache_creation_input_tokens', 0):,} cache write"
+        )
+    return Result(text)
+
+
+@command("summary", "Show the summary written by the last compaction")
+def _summary(session: Session, args: str) -> Result:
+    last = session.last_compaction
+    if not last:
+        return Result(NO_COMPACTION)
+    head = (
+        f"Summary from the last compaction ({last.trigger} · "
+        f"{fmt_tokens(last.pre_tokens)} → {fmt_tokens(last.post_tokens)} tokens):"
+    )
+    candidate = last.candidate
+    note = (
+        "\n\n_Compacted from a candidate prepared in the background._"
+        if candidate == preparer.PREPARED
+        else ""
+    )
+    if candidate and candidate != preparer.PREPARED:
+        note = f"\n\n_{candidate[0].upper()}{candidate[1:]}._"  # why a prepared candidate was not used
+    return Result(f"{head}\n\n{last.summary}{note}", markdown=True)
+
+
+@command("state", "Show the working-state ledger a compaction would attach (files, commands, todos)")
+def _state(session: Session, args: str) -> Result:
+    state = ledger.derive(session.messages, str(session.tool_ctx.project_dir))
+    users = ledger.user_messages(state.prompts, [], ledger.user_budget(session.thresholds().auto_compact))
+    return Result(
+        state_for_a_person(ledger.render(state), [text for text, _ in users], state.counts(len(users)))
+    )
+
+
+def state_for_a_person(rendered: str, prompts: list[str], counts: str) -> str:
+    """/state: the ledger's lines without the wrapping meant for the model (its tags and preamble),
+    then the user's own prompts (newest first, one line each) and the counts."""
+    body = rendered.split("\n")
+    body = [line for line in body if not line.startswith(("<working-state", "</working-state"))]
+    body = [line for line in body if line not in ledger.HEADER.split("\n")]
+    lines = ["What a compaction would carry over (the working state):", *body]
+    if prompts:
+        lines += ["", f"Your messages it would keep word for word ({len(prompts)}, newest first):"]
+        lines += [f"- {_clip(text, 100)}" for text in prompts]
+    return "\n".join([*lines, "", counts])
+
+
+@command("history", "Show, in brief, the messages the last compaction replaced")
+def _history(session: Session, args: str) -> Result:
+    last = session.last_compaction
+    if not last:
+        return Result(NO_COMPACTION)
+    messages = last.replaced()  # a resumed session reads them from the transcript
+    lines = [f"Before the last compaction ({len(messages)} messages):"]
+    lines += [f"{i:>4}. {brief(m)}" for i, m in enumerate(messages, 1)]
+    return Result("\n".join(lines))
+
+
+def brief(m: Any) -> str:
+    """One line for a message: who, and what it said or did."""
+    if m.role == "assistant":
+        calls = [f"{b.get('name')}({_clip(_first_arg(b.get('input') or {}), 40)})" for b in m.tool_uses]
+        said = _clip(m.text, 80) if m.text.strip() else ""
+        return "assistant: " + " · ".join(x for x in [said, *calls] if x) if (said or calls) else "assistant"
+    if m.tool_results:
+        errors = sum(1 for b in m.tool_results if b.get("is_error"))
+        note = f" ({errors} error{'s' if errors != 1 else ''})" if errors else ""
+        return f"tool results: {len(m.tool_results)}{note}"
+    label = {"meta": "context", "summary": "summary"}.get(getattr(m, "kind", ""), "user")
+    return f"{label}: {_clip(m.text, 100)}"
+
+
+@command("memory", "Show this session's background notes")
+def _memory(session: Session, args: str) -> Result:
+    if not session.settings.compaction.session_memory:
+        return Result("Session memory is off (COMPACT_AGENT_SESSION_MEMORY=0).")
+    text = notes_text(session.notes_path)
+    if not text or not text.strip():
+        return Result("No session notes yet; they start once the conversation reaches about 10k tokens.")
+    return Result(f"Session notes ({session.notes_path}):\n\n{text}", markdown=True)
+
+
+@command(
+    "trust",
+    "Show this project's trust and the permission rules, or revoke the trust",
+    usage="[revoke]",
+    aliases=("permissions",),
+)
+def _trust(session: Session, args: str) -> Result:
+    s = session.settings
+    if args == "revoke":
+        if not trust.revoke(s.home, s.root):
+            return Result(f"{s.root} is not trusted; nothing to revoke.")
+        session.use_settings(reload_settings(s, session.environ))
+        return Result(
+            f"Trust in {s.root} revoked: its settings files' hooks, env and widened permissions no "
+            "longer apply, from now on."
+        )
+    if args:
+        return Result(f"Unknown argument {args!r}: use /trust, or /trust revoke.", ok=False)
+    return Result(trust_report(session))
+
+
+def trust_report(session: Session) -> str:
+    s = session.settings
+    if s.trust.trusted:
+        lines = [
+            f"Project {s.root}: trusted since {s.trust.since[:16].replace('T', ' ')} (/trust revoke withdraws it)."
+        ]
+        if s.trust.confirmed_keys:
+            lines.append("Confirmed keys from its settings: " + ", ".join(s.trust.key_names()))
+    else:
+        lines = [
+            f"Project {s.root}: not trusted (restart the REPL here to be asked, or pass --trust-project)."
+        ]
+    if s.ignored:
+        lines += ["Ignored from its settings files:"] + [f"  - {i.what}  ({i.source})" for i in s.ignored]
+    lines += [f"Permission mode: {session.permissions.mode}"]
+    for name, rules in (
+        ("allow", s.allow + session.permissions.session_allow),
+        ("ask", s.ask),
+        ("deny", s.deny),
+    ):
+        lines.append(f"{name.capitalize()} rules: " + (", ".join(rules) if rules else "(none)"))
+    if s.additional_dirs:
+        lines.append("Additional directories: " + ", ".join(str(d) for d in s.additional_dirs))
+    return "\n".join(lines)
+
+
+@command("exit", "Leave the agent", aliases=("quit",))
+def _exit(session: Session, args: str) -> Result:
+    return Exit("Bye.")
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+
+
+def _clip(text: str, n: int) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= n else one[: n - 1] + "…"
+
+
+def _first_arg(args: dict[str, Any]) -> str:
+    for key in ("file_path", "command", "pattern", "ids"):
+        if key in args:
+            return str(args[key])
+    return next((str(v) for v in args.values()), "")
+
+
+def _when(mtime: Any) -> str:
+    if isinstance(mtime, (int, float)):
+        mtime = datetime.fromtimestamp(mtime)
+    if isinstance(mtime, datetime):
+        if mtime.tzinfo is not None:
+            mtime = mtime.astimezone()
+        return mtime.strftime("%Y-%m-%d %H:%M")
+    return str(mtime)

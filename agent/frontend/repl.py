@@ -1,0 +1,696 @@
+"""The interactive REPL: a prompt_toolkit prompt, turns run in a worker thread, events rendered by agent.frontend.ui.
+
+    main thread                                   worker thread
+    ───────────                                   ─────────────
+    prompt (history, completion, warning bar)
+    line ──► start worker ─────────────────────► run_turn / commands.run
+    wait: read keys (raw mode)                    emits events ──► Renderer (prints)
+      Esc / Ctrl-C ──► session.cancel.set()       session.ask(...) ──► queue
+      permission question ◄── queue                 waits for the answer
+      answer ──────────────────────────────────►
+    worker done ──► back to the prompt
+
+Keys typed during a turn that are not Esc or Ctrl-C are handed to the next prompt (type-ahead).
+Start-up: the SDK import starts in a background thread as soon as the prompt has been drawn (at once
+when there is a first message), so it loads while the user types and never delays the prompt.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import select
+import threading
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.application.current import get_app
+from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.filters import Condition
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.input import Input, create_input
+from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
+from prompt_toolkit.key_binding import KeyBindings, KeyPress
+from prompt_toolkit.keys import Keys
+from prompt_toolkit.output import ColorDepth, Output
+from prompt_toolkit.patch_stdout import patch_stdout
+from prompt_toolkit.styles import Style
+from rich.console import Console
+
+from agent import RESUME_PICK, __version__
+from agent.config import trust
+from agent.config.settings import reload_settings
+from agent.frontend import commands, memory_note, shell_escape
+from agent.frontend.ui import Renderer, SafeConsole, warning_of
+from agent.runtime import lifecycle, mentions, rewind
+from agent.runtime.client import import_in_background
+from agent.runtime.loop import run_turn
+from agent.transcript.listing import list_sessions
+from compact.prepare import token_state
+from core.errors import AgentError
+from core.private import redact, secrets_of
+from core.terminal import visible
+
+PROMPT = "> "
+STYLE = Style.from_dict(
+    {
+        "bottom-toolbar": "noreverse",
+        "warning": "fg:ansiyellow",
+        "error": "fg:ansired",
+        "blocking": "fg:ansired bold",
+        "prompt": "bold",
+        "mode": "fg:ansimagenta",
+        "thinking": "fg:ansimagenta",
+    }
+)
+INTERRUPT_KEYS = (Keys.Escape, Keys.ControlC)
+ANSWERS = {"y": "yes", "n": "no", "a": "always"}
+SHOW_SUMMARY = "/summary"
+THINKING_ON = "✻ thinking on (tab to turn off)"
+DRAFT_MARK = "\0"  # ctrl+o's result: the command, this, then the text the user had typed
+
+
+def run_repl(
+    settings: Any,
+    initial_prompt: str | None,
+    resume: str | None = None,
+    continue_last: bool = False,
+    environ: dict[str, str] | None = None,
+    driver: Any = None,
+) -> int:
+    """The interactive session; returns the exit code. ``driver``: agent.demo.driver (--demo)."""
+    lifecycle.locate(
+        settings, resume, continue_last
+    )  # a bad --resume: its one error line, before the terminal is touched
+    console = SafeConsole(no_color=settings.no_color, highlight=False)
+    repl = Repl(settings, console, environ=dict(environ or {}), driver=driver)
+    if initial_prompt:
+        import_in_background()  # the first request needs it at once
+    else:
+        # The SDK loads while the user types. Started any earlier, its import (~2 s of Python) competes
+        # with drawing the prompt for the GIL and nearly doubles the time to the first prompt.
+        repl.when_drawn(import_in_background)
+    repl.open(resume=resume, continue_last=continue_last)
+    return repl.run(initial_prompt)
+
+
+# --- pieces ------------------------------------------------------------------------------------------
+
+
+class SlashCompleter(Completer):
+    """Completes command names (built-in, then custom ones from ``custom``) while the line is a lone
+    "/word", and paths after "@" anywhere (relative to ``cwd``)."""
+
+    def __init__(self, custom: Callable[[], dict[str, str]] | None = None, cwd: Path | None = None) -> None:
+        self.custom = custom or dict
+        self.cwd = cwd
+
+    def get_completions(self, document: Any, complete_event: Any) -> Any:
+        text = document.text_before_cursor
+        word = text.rsplit(None, 1)[-1] if text and not text[-1].isspace() else ""
+        if self.cwd is not None and word.startswith("@"):
+            for path in mentions.complete(self.cwd, word[1:]):
+                yield Completion(
+                    "@" + path, start_position=-len(word), display=visible("@" + path, one_line=True)
+                )
+            return
+        if not text.startswith("/") or any(c.isspace() for c in text):
+            return
+        for name in commands.names():
+            if name.startswith(text[1:]):
+                yield Completion(
+                    "/" + name, start_position=-len(text), display_meta=commands.COMMANDS[name].summary
+                )
+        for name, summary in self.custom().items():
+            if name.startswith(text[1:]):
+                yield Completion("/" + name, start_position=-len(text), display_meta=summary)
+
+
+def history_file(settings: Any) -> Path:
+    """settings.home/history/<project key>.txt, private to the user (dirs 0700, file 0600)."""
+    folder = Path(settings.home) / "history"
+    for d in (Path(settings.home), folder):
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    path = folder / f"{settings.project_key}.txt"
+    os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
+    os.chmod(path, 0o600)
+    return path
+
+
+class RedactingHistory(FileHistory):
+    """Input history on disk without the API key (a pasted key stays in memory for Up, never on disk)."""
+
+    def __init__(self, filename: str, secrets: tuple[str, ...]) -> None:
+        super().__init__(filename)
+        self.secrets = secrets
+
+    def store_string(self, string: str) -> None:
+        super().store_string(redact(string, self.secrets))
+
+
+MODES = ("default", "acceptEdits", "plan")  # what Shift-Tab cycles through, as in Claude Code
+MODE_LABELS = {
+    "acceptEdits": "⏵⏵ accept edits on (shift+tab to cycle)",
+    "plan": "⏸ plan mode on (shift+tab to cycle)",
+    "bypassPermissions": "bypass permissions on (shift+tab to cycle)",
+}
+
+
+def next_mode(mode: str, started: str) -> str:
+    """The mode after ``mode``; bypassPermissions stays in the cycle only if the session started in it."""
+    cycle = MODES + (("bypassPermissions",) if started == "bypassPermissions" else ())
+    return cycle[(cycle.index(mode) + 1) % len(cycle)] if mode in cycle else cycle[0]
+
+
+def key_bindings(
+    cycle_mode: Callable[[], None] = lambda: None, toggle_thinking: Callable[[], None] | None = None
+) -> KeyBindings:
+    kb = KeyBindings()
+
+    @kb.add("s-tab")
+    def _cycle_mode(event: Any) -> None:
+        cycle_mode()
+        event.app.invalidate()  # the line under the input shows the new mode
+
+    if toggle_thinking is not None:
+
+        @kb.add("tab", filter=Condition(lambda: not get_app().current_buffer.text))
+        def _thinking(event: Any) -> None:  # Tab on an empty line, as in Claude Code; else it completes
+            toggle_thinking()
+            event.app.invalidate()
+
+    @kb.add("escape", "enter")
+    def _newline(event: Any) -> None:  # Alt-Enter, or Esc then Enter
+        event.current_buffer.insert_text("\n")
+
+    @kb.add("c-o")
+    def _show_summary(event: Any) -> None:  # as in Claude Code; what was typed comes back afterwards
+        event.app.exit(result=SHOW_SUMMARY + DRAFT_MARK + event.current_buffer.text)
+
+    @kb.add("escape", "escape")
+    def _rewind(event: Any) -> None:  # as in Claude Code: Esc Esc clears the line, or on an empty one rewinds
+        buffer = event.current_buffer
+        if buffer.text:
+            buffer.reset()
+        else:
+            event.app.exit(result="/rewind")
+
+    @kb.add("c-c")
+    def _ctrl_c(event: Any) -> None:
+        buffer = event.app.current_buffer
+        if buffer.text:
+            buffer.reset()
+        else:
+            event.app.exit(exception=KeyboardInterrupt())
+
+    return kb
+
+
+class KeyReader:
+    """Key presses read without blocking while a turn runs; the rest is kept as type-ahead."""
+
+    def __init__(self, inp: Input) -> None:
+        self.inp = inp
+        self.kept: list[KeyPress] = list(get_typeahead(inp))
+
+    def poll(self, timeout: float) -> list[KeyPress]:
+        try:
+            ready = select.select([self.inp.fileno()], [], [], timeout)[0]
+        except (OSError, ValueError):
+            time.sleep(timeout)
+            return []
+        keys = self.inp.read_keys() if ready else self.inp.flush_keys()  # a lone Esc comes out on flush
+        if ready and not keys:
+            time.sleep(timeout)  # closed input, or half an escape sequence
+        return keys
+
+    def close(self) -> None:
+        keys = [k for k in self.kept if k.key not in INTERRUPT_KEYS]
+        if keys:
+            store_typeahead(self.inp, keys)
+
+
+def typed_text(keys: list[KeyPress]) -> str:
+    """What keys typed during a turn will put in the input line (backspace applied, Enter as a newline)."""
+    text = ""
+    for k in keys:
+        if k.key in (Keys.Backspace, Keys.ControlH):
+            text = text[:-1]
+        elif k.key in (Keys.Enter, Keys.ControlM, Keys.ControlJ):
+            text += "\n"
+        elif len(k.data) == 1 and k.data.isprintable():
+            text += k.data
+    return text
+
+
+@dataclass
+class _Question:
+    tool: str
+    args: dict[str, Any]
+    description: str
+    answer: str = "no"
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+# --- the REPL ----------------------------------------------------------------------------------------
+
+
+class Repl:
+    def __init__(
+        self,
+        settings: Any,
+        console: Console,
+        *,
+        environ: dict[str, str],
+        input: Input | None = None,
+        output: Output | None = None,
+        history: History | None = None,
+        driver: Any = None,
+    ) -> None:
+        self.settings = settings
+        self.driver = driver  # the demo's: fills (or, with --auto, submits) the input and answers questions
+        self.environ = environ
+        self.console = console
+        self.renderer = Renderer(console)
+        self.renderer.cwd = Path(settings.cwd)
+        self.input = input or create_input()
+        self.output = output
+        self.real_terminal = input is None
+        self.session: Any = None
+        self.token_state: Any = None
+        self._questions: queue.Queue[_Question] = queue.Queue()
+        self._ctrl_c_armed = False
+        self._draft = ""  # text typed before ctrl+o, put back at the next prompt
+        self.prompt: PromptSession[str] = PromptSession(
+            history=history if history is not None else self._history(),
+            input=self.input,
+            output=output,
+            completer=SlashCompleter(self._custom_commands, Path(settings.cwd)),
+            complete_while_typing=True,
+            key_bindings=key_bindings(self.cycle_mode, self.toggle_thinking),
+            multiline=False,
+            enable_history_search=False,
+            style=STYLE,
+            include_default_pygments_style=False,
+            color_depth=ColorDepth.MONOCHROME if settings.no_color else None,
+            prompt_continuation=lambda width, line, wrap: " " * width,
+        )
+
+    def when_drawn(self, fn: Callable[[], Any]) -> None:
+        """Call fn once, right after the prompt is first drawn."""
+        fired = threading.Event()
+
+        def after_render(_app: Any) -> None:
+            if not fired.is_set():
+                fired.set()
+                fn()
+
+        self.prompt.app.after_render += after_render
+
+    def _history(self) -> History:
+        try:
+            s = self.settings
+            return RedactingHistory(str(history_file(s)), secrets_of(s.api_key, s.auth_token))
+        except OSError:
+            return InMemoryHistory()
+
+    # --- session -----------------------------------------------------------------------------------
+    def open(self, *, resume: str | None = None, continue_last: bool = False) -> None:
+        for warning in self.settings.warnings:  # a project's broken settings file: skipped, said once
+            self.renderer.line(f"Warning: {warning}", "yellow")
+        self.confirm_trust()  # before anything of the project's runs (SessionStart hooks)
+        if resume == RESUME_PICK:
+            resume = self.pick_at_start()
+        self.session = lifecycle.open_session(
+            self.settings,
+            emit=self.renderer,
+            ask=self.ask,
+            resume=resume,
+            continue_last=continue_last,
+            environ=self.environ,
+        )
+        self.renderer.banner(__version__, self.session.model, str(self.settings.cwd))
+        if resume or continue_last:
+            self.renderer.recap(self.session.messages)
+            self.renderer.line(lifecycle.resumed_line(self.session), "dim")
+        lifecycle.start(self.session, "resume" if (resume or continue_last) else "startup")
+        if self.session.messages:  # a resumed conversation may already be over the warning level
+            self.when_drawn(lambda: threading.Thread(target=self._refresh_tokens_bg, daemon=True).start())
+
+    def pick_at_start(self) -> str | None:
+        """--resume without an id: the directory's sessions, and the one picked (None: a new session)."""
+        found = list_sessions(self.settings.project_dir)
+        if not found:
+            self.renderer.line("No saved sessions in this directory; starting a new one.", "dim")
+            return None
+        for line in commands.session_lines(found, str(self.settings.cwd)):
+            self.renderer.line(line)
+        answer = self._ask_line(f"Resume which session? (1-{len(found)}, Enter for a new one) ")
+        if answer.isdigit() and 1 <= int(answer) <= len(found):
+            return str(found[int(answer) - 1].path)
+        if answer:
+            self.renderer.line(f"No session {answer!r}; starting a new one.", "dim")
+        return None
+
+    def confirm_trust(self) -> None:
+        """The trust dialog, when the project's settings files ask for what needs trust (agent/config/trust.py):
+        trusting records it and reloads the settings with them; not trusting goes on without them."""
+        s = self.settings
+        untrusted = [i for i in s.ignored if i.kind != "credential"]
+        keys = [i for i in s.ignored if i.kind == "credential" and i.confirm not in s.trust.declined_keys]
+        if not (untrusted or keys):
+            return
+        if untrusted:
+            self.renderer.line(
+                f"This project ({s.root}) is not trusted yet. Its settings files would:", "bold"
+            )
+            for line in trust.dialog_lines(untrusted):
+                self.renderer.line(line)
+            if not self._yes("Trust this project and apply them? [y/N] "):
+                self.renderer.line("Not trusted: going on without them (/trust shows them).", "dim")
+                return
+        confirmed: list[str] = []
+        declined: list[str] = []
+        for item in keys:
+            self.renderer.line(
+                f"Its settings also set {item.what} ({item.source}): ANTHROPIC_* settings decide which "
+                "credentials are used and where your API key is sent.",
+                "yellow",
+            )
+            (
+                confirmed
+                if self._yes(f"Use {visible(item.key, one_line=True)} from this project? [y/N] ")
+                else declined
+            ).append(item.confirm)
+        trust.grant(s.home, s.root, tuple(confirmed), tuple(declined))
+        self.settings = s = reload_settings(s, self.environ)
+        if isinstance(self.prompt.history, RedactingHistory):  # a confirmed project key is a secret too
+            self.prompt.history.secrets = secrets_of(s.api_key, s.auth_token)
+        self.renderer.line("Trusted: its settings apply (/trust revoke withdraws it).", "dim")
+
+    def _yes(self, question: str) -> bool:
+        return self._ask_line(question).lower() in ("y", "yes")
+
+    def _ask_line(self, question: str) -> str:
+        """One line typed in answer to ``question`` ("" for Ctrl-C / Ctrl-D)."""
+        try:
+            with patch_stdout(raw=True) if self.real_terminal else nullcontext():
+                answer = PromptSession[str](input=self.input, output=self.output).prompt(question)
+        except (KeyboardInterrupt, EOFError):
+            return ""
+        return answer.strip()
+
+    def use(self, session: Any) -> None:
+        """Continue with another session (tests; /clear and /resume)."""
+        self.session = session
+        session.emit = self.renderer
+        session.ask = self.ask
+        self.token_state = None
+
+    # --- main loop ---------------------------------------------------------------------------------
+    def run(self, initial_prompt: str | None = None) -> int:
+        if initial_prompt and initial_prompt.strip():
+            self.renderer.echo(initial_prompt)  # the command line's prompt, shown as a typed one stays
+            if not self.handle(initial_prompt):
+                return 0
+        while True:
+            try:
+                line = self.read_line()
+            except KeyboardInterrupt:
+                if self._ctrl_c_armed:
+                    return 0
+                self._ctrl_c_armed = True
+                self.renderer.line("Press Ctrl-C again to exit", "dim")
+                continue
+            except EOFError:
+                return 0
+            self._ctrl_c_armed = False
+            if line.strip() and not self.handle(line):
+                return 0
+
+    def read_line(self) -> str:
+        draft, self._draft = self._draft, ""
+        options: dict[str, Any] = {"default": draft}
+        if self.driver is not None and not draft:  # the demo's next line, unless ctrl+o kept the user's text
+            options.update(self.driver.prompt_args(self))
+        with patch_stdout(raw=True) if self.real_terminal else nullcontext():
+            line = self.prompt.prompt([("class:prompt", PROMPT)], bottom_toolbar=self._toolbar, **options)
+        if DRAFT_MARK in line:  # ctrl+o
+            line, self._draft = line.split(DRAFT_MARK, 1)
+        return line
+
+    def _toolbar(self) -> Any:
+        parts: list[tuple[str, str]] = []
+        mode = self.session.permissions.mode if self.session is not None else "default"
+        if mode in MODE_LABELS:
+            parts.append(("class:mode", MODE_LABELS[mode]))
+        shown = warning_of(self.token_state, self.settings.compaction.disable_compact)
+        if shown is not None:
+            severity, text = shown
+            parts += [("", " · ")] if parts else []
+            parts.append((f"class:{severity}", text))
+        if getattr(self.session, "thinking_on", False):
+            parts += [("", "  ")] if parts else []
+            parts.append(("class:thinking", THINKING_ON))
+        return parts or ""
+
+    def cycle_mode(self) -> None:
+        """Shift-Tab: default → acceptEdits → plan → default, for this session."""
+        if self.session is not None:
+            perms = self.session.permissions
+            perms.mode = next_mode(perms.mode, self.settings.permission_mode)
+
+    def _custom_commands(self) -> dict[str, str]:
+        """Custom command names and what completion shows beside them (read from disk as typed)."""
+        found = commands.custom_for(self.settings).commands.values()
+        return {c.name: (c.argument_hint + " " if c.argument_hint else "") + c.description for c in found}
+
+    def toggle_thinking(self) -> None:
+        """Tab on an empty input line: extended thinking on or off for the rest of the session."""
+        if self.session is not None:
+            self.session.thinking_on = not self.session.thinking_on
+
+    def handle(self, line: str) -> bool:
+        """Run one input line; False when the REPL should end."""
+        if commands.is_command(line):
+            return self.command(line)
+        if line.startswith("!") and line[1:].strip():
+            self.shell(line[1:].strip())
+        elif memory_note.note_of(line) and "\n" not in line.strip():
+            self.remember(memory_note.note_of(line))
+        else:
+            self.turn(line)
+        return True
+
+    def shell(self, command: str) -> None:
+        """!command: run by the user, its output shown here and recorded for the model."""
+        ran = self.in_worker(lambda: shell_escape.run(self.session, command))
+        if ran is None:
+            return
+        if not ran.ran:
+            self.renderer.line(ran.output, "red")
+            return
+        for text in (ran.output.rstrip("\n") or "(no output)").splitlines():
+            self.renderer.line("  " + text, "red" if ran.is_error else "dim")
+        self.refresh_tokens()
+
+    def remember(self, note: str) -> None:
+        """# note: appended to the project's or the user's CLAUDE.md, as the user picks."""
+        places = memory_note.targets(self.settings)
+        self.renderer.line(
+            f"Add to memory: [p]roject {places['project']} or [u]ser {places['user']}? (Enter cancels)"
+        )
+        answer = self._ask_line("p / u: ").lower()
+        where = next((k for k in memory_note.CHOICES if answer and k.startswith(answer)), None)
+        if where is None:
+            self.renderer.line("Not saved.", "dim")
+            return
+        try:
+            memory_note.add(places[where], note)
+        except OSError as e:
+            self.renderer.line(f"Could not save the note to {places[where]}: {e}", "red")
+            return
+        self.renderer.line(f"Noted in {places[where]} (read with every request).", "dim")
+
+    def turn(self, text: str, allowed: tuple[str, ...] = ()) -> None:
+        self.renderer.begin_turn()
+        session = self.session
+
+        def work() -> Any:
+            with session.allowing(allowed):
+                return run_turn(session, text)
+
+        self.in_worker(work)
+        self.refresh_tokens()
+
+    def command(self, line: str) -> bool:
+        before = self.renderer.compact_events
+        result = self.in_worker(lambda: commands.run(self.session, line))
+        if result is None:
+            return True
+        if isinstance(result, commands.Exit):
+            return False
+        if isinstance(result, commands.Prompt):  # a custom command: its prompt runs as a turn
+            self.turn(result.prompt, result.allowed)
+            return True
+        if isinstance(result, commands.Switched) and not result.session.messages:
+            self.renderer.clear_screen()  # /clear, as in Claude Code
+        if isinstance(result, commands.Switched):
+            self.renderer.recap(result.session.messages)  # /resume: where the conversation was
+        if not isinstance(result, commands.Compacted) or self.renderer.compact_events == before:
+            self.renderer.result(result)
+        if isinstance(result, commands.Switched):
+            self.use(result.session)
+        elif isinstance(result, commands.SessionList) and result.sessions:
+            self._pick_session(len(result.sessions))
+        elif isinstance(result, commands.RewindMenu) and result.points:
+            self._pick_rewind(result.points)
+        self.refresh_tokens()
+        return True
+
+    def _pick_rewind(self, points: list[Any]) -> None:
+        """N: back to just before prompt N (its text returns to the input line); sN: summarize up to it."""
+        n = len(points)
+        self.renderer.line(
+            f"N (1-{n}) goes back to just before prompt N · sN summarizes what came before it, keeping "
+            "the rest · Enter stays here",
+            "dim",
+        )
+        answer = self._ask_line("Rewind: ").lower()
+        summarize = answer.startswith("s")
+        number = answer[1:].strip() if summarize else answer
+        if not number.isdigit() or not 1 <= int(number) <= n:
+            if answer:
+                self.renderer.line(f"No prompt {answer!r}; the conversation is unchanged.", "dim")
+            return
+        point = points[int(number) - 1]
+        if summarize:
+            self.in_worker(lambda: rewind.summarize_up_to(self.session, point))
+        else:
+            self._draft = rewind.rewind(self.session, point)
+            self.renderer.line(
+                f"Rewound to just before prompt {number}; it is back in the input line "
+                "(the transcript keeps everything).",
+                "dim",
+            )
+        self.refresh_tokens()
+
+    def _pick_session(self, count: int) -> None:
+        answer = self._ask_line(f"Resume which session? (1-{count}, Enter to stay here) ")
+        if answer:
+            self.command(f"/resume {answer}")
+
+    # --- the worker and the wait -----------------------------------------------------------------------
+    def in_worker(self, fn: Callable[[], Any]) -> Any:
+        """Run fn in a worker thread; meanwhile read keys (Esc / Ctrl-C cancel) and answer its questions."""
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as e:  # noqa: BLE001 - reported below, never kills the REPL
+                box["error"] = e
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=work, name="turn", daemon=True)
+        worker.start()
+        self._wait(done)
+        worker.join()
+        self.renderer.end_work()
+        error = box.get("error")
+        if error is not None:
+            text = (
+                str(error)
+                if isinstance(error, AgentError)
+                else f"Internal error: {type(error).__name__}: {error}"
+            )
+            self.renderer.line(text, "red")
+        return box.get("value")
+
+    def _wait(self, done: threading.Event) -> None:
+        reader = KeyReader(self.input)
+        try:
+            with self.input.raw_mode() if self.real_terminal else nullcontext():
+                while not done.is_set():
+                    try:
+                        self._serve_question(reader)
+                        for key in reader.poll(0.05):
+                            if key.key in INTERRUPT_KEYS:
+                                self.interrupt()
+                            else:
+                                reader.kept.append(key)
+                                self.renderer.queued = typed_text(reader.kept)
+                    except KeyboardInterrupt:
+                        self.interrupt()
+        finally:
+            self.renderer.queued = ""
+            reader.close()
+
+    def interrupt(self) -> None:
+        if self.session is not None:
+            self.session.cancel.set()
+
+    # --- permission questions (asked by the worker, answered here) ------------------------------------
+    def ask(self, tool: str, args: dict[str, Any], description: str) -> str:
+        """session.ask: called from the worker thread; blocks until the main thread has the answer."""
+        question = _Question(tool, args, description)
+        self._questions.put(question)
+        while not question.done.wait(0.1):
+            if self.session is not None and self.session.cancel.is_set():
+                return "no"
+        return question.answer
+
+    def _serve_question(self, reader: KeyReader) -> None:
+        try:
+            question = self._questions.get_nowait()
+        except queue.Empty:
+            return
+        self.renderer.pause()
+        always = self.session.permissions.suggest_rule(question.tool, question.args) if self.session else None
+        self.renderer.permission(question.tool, question.args, question.description, always)
+        scripted = self.driver.answer(question.tool, question.args) if self.driver is not None else None
+        question.answer = scripted or self._read_answer(reader)
+        label = {"yes": "Yes", "no": "No", "always": "Yes, and don't ask again this session"}[question.answer]
+        self.renderer.answered(question.tool, question.args, label)
+        question.done.set()
+        self.renderer.resume()
+
+    def _read_answer(self, reader: KeyReader) -> str:
+        while True:
+            if self.session is not None and self.session.cancel.is_set():
+                return "no"
+            try:
+                keys = reader.poll(0.05)
+            except KeyboardInterrupt:
+                keys = [KeyPress(Keys.ControlC)]
+            for key in keys:
+                if key.key in INTERRUPT_KEYS:
+                    self.interrupt()
+                    return "no"
+                answer = ANSWERS.get(str(key.key).lower()) if len(str(key.key)) == 1 else None
+                if answer:
+                    return answer
+
+    # --- the warning bar -----------------------------------------------------------------------------
+    def refresh_tokens(self) -> None:
+        """The numbers the trigger will use for the next request (view + thresholds)."""
+        if not self.session.messages:
+            self.token_state = None
+            return
+        try:
+            self.token_state = token_state(self.session.ports, self.session.conv.view().tokens)
+        except Exception:  # noqa: BLE001 - no bar is better than a crashed prompt
+            self.token_state = self.renderer.token_state
+
+    def _refresh_tokens_bg(self) -> None:
+        self.refresh_tokens()
+        app = self.prompt.app
+        if app.is_running:
+            app.invalidate()

@@ -1,0 +1,296 @@
+"""How a session starts, and how the REPL and print mode switch to another one (CONTRACT §2, §5).
+
+``open_session`` makes a new session or resumes one (``--resume``, ``--continue``): ours are continued in
+place, a foreign (Claude Code) transcript seeds a new session in our store and is never written.
+``start`` runs the SessionStart hooks; ``clear`` and ``resume`` are /clear and /resume. Both front
+ends (agent.frontend.repl, agent.frontend.printmode) and the commands call these, and nothing else starts a session.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from agent import RESUME_PICK
+from agent.config.settings import Settings
+from agent.runtime import subagents
+from agent.runtime.client import default_model
+from agent.runtime.session import AskFn, Session
+from agent.runtime.tool_exec import for_history
+from agent.runtime.wiring import USAGE_KEYS
+from agent.transcript.listing import earlier_usage, latest_session, session_info
+from agent.transcript.loader import load_transcript, messages_before
+from agent.transcript.writer import in_use
+from compact.compactor import COMPACT_RESULT
+from compact.conversation import LastCompaction
+from compact.state import state_records
+from core.errors import SessionError
+from core.events import Event, Notice
+from core.messages import meta, new_uuid
+from core.model import context_window_for, cost_usd
+from tools.permissions.engine import EDIT_TOOLS, READ_ONLY_TOOLS, Rule
+from tools.permissions.path_rules import pattern_regexes
+
+
+def open_session(
+    settings: Settings,
+    *,
+    emit: Callable[[Event], None],
+    ask: AskFn | None,
+    resume: str | None = None,
+    continue_last: bool = False,
+    environ: dict[str, str] | None = None,
+) -> Session:
+    """A new session, or one continued from a transcript (ours, or a foreign Claude Code file), with the
+    Task tool and its subagents (agent.runtime.subagents)."""
+    session = _open(settings, emit=emit, ask=ask, resume=resume, continue_last=continue_last, environ=environ)
+    subagents.install(session)
+    return session
+
+
+def _open(
+    settings: Settings,
+    *,
+    emit: Callable[[Event], None],
+    ask: AskFn | None,
+    resume: str | None = None,
+    continue_last: bool = False,
+    environ: dict[str, str] | None = None,
+) -> Session:
+    """A new session, or one continued from a transcript (ours, or a foreign Claude Code file)."""
+    environ = dict(environ or {})
+    path = locate(settings, resume, continue_last)
+    if path is None:
+        return Session(settings, new_uuid(), emit, ask, environ=environ)
+    try:
+        # the model this session will use (Session picks the same): thinking of any other is dropped
+        loaded = load_transcript(path, model=settings.model if settings.model_explicit else default_model())
+    except OSError as e:
+        raise SessionError(f"Can't read session {path}: {e.strerror or e}") from None
+    if not loaded.readable:
+        raise SessionError(f"{path} holds no session records (not a transcript?); nothing to resume")
+    for warning in loaded.warnings:
+        emit(Notice(warning, "warning"))
+    ours = path.parent == settings.project_dir and path.suffix == ".jsonl"
+    # a transcript written before inputs were cut may hold one larger than the window: cut it here too
+    window = context_window_for(settings.model if settings.model_explicit else default_model())
+    messages, pending = [for_history(m, window) for m in loaded.messages], loaded.pending
+    if ours and in_use(path):  # another process is writing it: continue in a copy, never in between
+        ours = False
+        # the turn that process is in the middle of is its own: the copy ends at the last finished one
+        messages, pending = _settled(messages), []
+        emit(
+            Notice(
+                f"Session {path.stem} is open in another process; this run continues it in a new session "
+                "(a copy), so neither conversation is mixed into the other",
+                "warning",
+            )
+        )
+    if ours:
+        session = Session(
+            settings,
+            loaded.session_id,
+            emit,
+            ask,
+            history=messages,
+            replayed=loaded.state,
+            last_uuid=loaded.last_uuid,
+            environ=environ,
+            resumed_size=loaded.size,
+        )
+    else:
+        session = Session(settings, new_uuid(), emit, ask, replayed=loaded.state, environ=environ)
+        # seed our own store; the foreign file is only read. Not through add(): the imported replies
+        # are no turns of this run and their usage was paid for back then (num_turns, cost)
+        for m in messages:
+            session.conv.append(m)
+        for rec in state_records(loaded.state):
+            session.record(rec)
+    _answer_interrupted(session, pending)
+    session.conv.last_compaction = _last_compaction(loaded)
+    return session
+
+
+def _settled(messages: list[Any]) -> list[Any]:
+    """The messages up to the model's last finished reply (an assistant message that calls no tool)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "assistant" and not messages[i].tool_uses:
+            return messages[: i + 1]
+    return []
+
+
+def _answer_interrupted(session: Session, answers: list[Any]) -> None:
+    """Record error results for the calls the last run stopped in (appended, so a second resume sends
+    the same), and say so."""
+    for message in answers:
+        session.add(message)
+        ids = {b.get("tool_use_id") for b in message.tool_results}
+        names = [u.get("name", "?") for m in session.messages for u in m.tool_uses if u.get("id") in ids]
+        session.notice(
+            f"The last run stopped during a tool call ({', '.join(names)}); the model is told "
+            "it was interrupted and may have partly run",
+            "warning",
+        )
+
+
+def locate(settings: Settings, resume: str | None, continue_last: bool) -> Path | None:
+    """The transcript --resume / --continue names (None for a new session); SessionError if there is none."""
+    if continue_last:
+        path = latest_session(settings.project_dir)
+        if path is None:
+            raise SessionError(f"No earlier session to continue in {settings.cwd}")
+        return path
+    if resume == RESUME_PICK:
+        return None  # the REPL asks which (Repl.open)
+    return _find_transcript(settings, resume) if resume else None
+
+
+def _last_compaction(loaded: Any) -> LastCompaction | None:
+    """What /summary and /history show after a resume: the recorded boundary and its summary."""
+    first = loaded.messages[0] if loaded.messages else None
+    if not loaded.boundary or first is None or first.kind != "summary":
+        return None
+    meta_ = loaded.boundary.get("compactMetadata") or {}
+    post = _recorded_post_tokens(loaded.path, loaded.boundary_offset)
+    return LastCompaction(
+        summary=first.text,
+        trigger=meta_.get("trigger", "?"),
+        pre_tokens=meta_.get("preTokens", 0),
+        post_tokens=post if post is not None else sum(m.tokens for m in loaded.messages),
+        method="resumed",
+        tail_uuid=None,
+        replaced=lambda: messages_before(loaded.path, loaded.boundary_offset),
+    )
+
+
+def _recorded_post_tokens(path: Path, boundary_offset: int) -> int | None:
+    """The "→ b" the last compaction showed live (its compact_result record), None if none was written."""
+    needle = f'"{COMPACT_RESULT}"'.encode()
+    try:
+        with open(path, "rb") as f:
+            f.seek(boundary_offset)
+            for line in f:
+                if needle in line:
+                    rec = json.loads(line)
+                    if isinstance(rec, dict) and rec.get("subtype") == COMPACT_RESULT:
+                        return int(rec.get("postTokens", 0))
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _find_transcript(settings: Settings, ref: str) -> Path:
+    candidate = Path(ref).expanduser()
+    if candidate.suffix == ".jsonl" or "/" in ref:
+        if not candidate.is_absolute():
+            candidate = settings.cwd / candidate
+        if candidate.is_file():
+            return candidate
+        raise SessionError(f"No transcript file at {candidate}")
+    own = settings.project_dir / f"{ref}.jsonl"
+    if own.is_file():
+        return own
+    projects = settings.home / "projects"
+    if projects.is_dir():
+        for p in projects.glob(f"*/{ref}.jsonl"):
+            return p
+    return _by_prefix(settings, ref)
+
+
+def _by_prefix(settings: Settings, ref: str) -> Path:
+    """The one session of this directory whose id starts with ``ref`` (as git takes a short hash)."""
+    try:
+        found = sorted(
+            p for p in settings.project_dir.iterdir() if p.suffix == ".jsonl" and p.name.startswith(ref)
+        )
+    except OSError:
+        found = []
+    if len(found) == 1:
+        return found[0]
+    if found:
+        ids = ", ".join(p.stem for p in found[:5])
+        raise SessionError(f"{len(found)} sessions start with {ref} ({ids}); give more of the id")
+    raise SessionError(f"No session with id {ref} (looked in {settings.project_dir})")
+
+
+def resumed_line(session: Session) -> str:
+    """ "Resumed session ID (N messages)." — N counted as /resume's list counts it."""
+    if not session.resumed_size:  # a foreign transcript seeded this session: its messages are all here
+        return f"Resumed session {session.session_id} ({len(session.messages)} messages)."
+    count = session_info(session.transcript_path, session.resumed_size).message_count
+    return f"Resumed session {session.session_id} ({count} messages)."
+
+
+def earlier_cost(session: Session) -> tuple[dict[str, int], float]:
+    """Usage and cost a resumed session recorded before this process (both empty for a new one)."""
+    usage: dict[str, int] = {}
+    cost = 0.0
+    if not session.resumed_size:
+        return usage, cost
+    try:
+        found = earlier_usage(session.transcript_path, session.resumed_size)
+    except OSError:
+        return usage, cost
+    for model, u in found:
+        for key in USAGE_KEYS:
+            usage[key] = usage.get(key, 0) + int(u.get(key) or 0)
+        cost += cost_usd(model or session.model, u)
+    return usage, cost
+
+
+def start(session: Session, source: str) -> None:
+    """SessionStart hooks (source startup / resume / clear); their stdout becomes context for the model.
+
+    First, once a process (not after /clear), what in the settings can't be used as written."""
+    if source != "clear":
+        for line in setting_problems(session):
+            session.notice(line, "warning")
+    context = session.hook_context("SessionStart", source, source=source)
+    if context:
+        session.add(meta(f"SessionStart hook output ({source}):\n{context}", hookContext=True))
+
+
+def clear(session: Session) -> Session:
+    """/clear: a new session with the same settings and front end; the old one stays saved."""
+    new = open_session(session.settings, emit=session.emit, ask=session.ask, environ=session.environ)
+    close(session)
+    start(new, "clear")
+    return new
+
+
+def resume(session: Session, ref: str) -> Session:
+    """/resume REF: continue another session (by id or path) with the same settings and front end."""
+    new = open_session(
+        session.settings, emit=session.emit, ask=session.ask, resume=ref, environ=session.environ
+    )
+    close(session)
+    start(new, "resume")
+    return new
+
+
+def close(session: Session) -> None:
+    try:
+        session.writer.close()
+    except Exception:  # noqa: BLE001 - a writer that never opened its file has nothing to close
+        pass
+
+
+def setting_problems(session: Session) -> list[str]:
+    """What in the settings can't be used as written: path rules that are no pattern, hook timeouts."""
+    s = session.settings
+    lines = []
+    for kind, rules in (("deny", s.deny), ("ask", s.ask), ("allow", s.allow)):
+        for text in rules:
+            rule = Rule.parse(str(text))
+            if rule.content is None or rule.tool not in READ_ONLY_TOOLS | EDIT_TOOLS:
+                continue
+            try:
+                pattern_regexes(rule.content, s.cwd, s.user_home)
+            except (re.error, RecursionError, ValueError) as e:
+                lines.append(
+                    f'The {kind} rule "{rule.text}" is not a usable pattern ({e}): every {rule.tool} call '
+                    "it is checked against fails with an error until the rule is fixed"
+                )
+    return lines + session.hooks.problems()

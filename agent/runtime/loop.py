@@ -1,0 +1,125 @@
+"""The query loop: prepare context → call the model → run tools → record, until the model ends its turn.
+
+Everything else (compaction, retries, permissions, rendering) lives in the named steps it calls.
+"""
+
+from __future__ import annotations
+
+from agent.runtime import mentions, paste
+from agent.runtime.session import Session
+from agent.runtime.thinking import prompt_budget
+from agent.runtime.tool_exec import (
+    Declined,
+    HookStopped,
+    answer_open_calls,
+    for_history,
+    record_interruption,
+    run_tools,
+)
+from compact.prepare import after_response, prepare_request, send
+from core.errors import AgentError, ContextLimitReached, Interrupted, ModelError
+from core.events import TurnFinished
+from core.messages import Message, meta, user_prompt
+
+MAX_STOP_BLOCKS = 8  # Stop hook blocks in one turn before it ends regardless
+NOT_RUN_FAILED = "Not run: the agent failed before this tool call could run"
+
+
+def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> TurnFinished:
+    conv, ports = session.conv, session.ports
+    conv.cancel.clear()
+    # a call a failure left unanswered would make every later request invalid: answer it first
+    answer_open_calls(session, NOT_RUN_FAILED)
+    blocked = submit_prompt(session, text)
+    if blocked:
+        return finish(session, "error", "", blocked)
+    calls, reply_text, stop_blocks = 0, "", 0
+    try:
+        while True:
+            view = prepare_request(conv, ports)
+            reply = send(conv, ports, view)
+            session.add(_kept(session, reply))
+            after_response(conv, ports)
+            calls, reply_text = calls + 1, reply.text
+            if reply.tool_uses:
+                session.add(run_tools(session, reply.tool_uses))
+            elif stop_hook_blocks(session, stop_blocks):
+                stop_blocks += 1
+            else:
+                return finish(session, "end_turn", reply_text)
+            if max_turns and calls >= max_turns:
+                return finish(session, "max_turns", reply_text, f"Reached the maximum of {max_turns} turns")
+    except Declined:  # the user said no to a tool call: the next step is theirs
+        return finish(session, "declined", reply_text)
+    except HookStopped as e:  # a hook's {"continue": false}: its stopReason is for the user
+        return finish(session, "hook_stopped", reply_text, f"Stopped by a hook: {e}")
+    except Interrupted as e:
+        if e.usage:  # the reply cut short was billed for what it had read and written
+            session.account_unrecorded(session.model, e.usage)
+        record_interruption(session)
+        return finish(session, "interrupted", reply_text, "Interrupted by user")
+    except ContextLimitReached as e:
+        return finish(session, "context_limit", reply_text, str(e))
+    except ModelError as e:
+        return finish(session, "error", reply_text, str(e))
+    except AgentError:
+        raise  # one clear line where the front end reports it (a transcript that can't be written)
+    except Exception as e:  # noqa: BLE001 - a bug must not leave a call unanswered (every request would fail)
+        answer_open_calls(session, f"{NOT_RUN_FAILED} ({type(e).__name__})")
+        return finish(session, "error", reply_text, f"internal error: {type(e).__name__}: {e}")
+
+
+def _kept(session: Session, reply: Message) -> Message:
+    """The reply as the history keeps it: a tool input larger than the window is cut (the calls still run
+    with the whole of it). A cut reply's usage no longer describes what the history holds, so it counts
+    toward /cost only and the context is estimated from what is kept."""
+    kept = for_history(reply, session.window)
+    if kept is reply:
+        return reply
+    session.account_side_request(reply)
+    return kept.replace(usage=None)
+
+
+def submit_prompt(session: Session, text: str) -> str:
+    """Record the user's prompt after the UserPromptSubmit hooks; returns a reason if a hook blocked it."""
+    outcomes = session.run_hooks("UserPromptSubmit", None, prompt=text)
+    reason = session.hooks.blocked(outcomes)
+    if reason is not None:
+        return f"A UserPromptSubmit hook blocked the prompt: {reason}"
+    prompt = user_prompt(paste.fit(session, text))  # a prompt past the window: its head and a file
+    session.prompt_thinking = prompt_budget(text)  # "think hard" raises this turn's thinking budget
+    session.conv.current_prompt_uuid = prompt.uuid
+    session.conv.reactive_compacted = False
+    session.add(prompt)
+    for attached in mentions.attachments(session, text):  # @path: what the user put in on purpose
+        session.add(attached)
+    context = session.hooks.context_text(outcomes)
+    if context:
+        session.add(meta(f"UserPromptSubmit hook output:\n{context}", hookContext=True))
+    return ""
+
+
+def stop_hook_blocks(session: Session, earlier_blocks: int, event: str = "Stop", **fields: object) -> bool:
+    """The Stop hooks, as the model ends its turn: exit code 2 (or a "block" decision) keeps it going, with
+    the hook's reason given to the model. After the first block the payload says ``stop_hook_active``
+    so a hook can let the turn end; one that never does is overruled after MAX_STOP_BLOCKS. A subagent
+    runs ``SubagentStop`` instead, with its ``agent_id`` and ``agent_transcript_path`` in ``fields``."""
+    outcomes = session.run_hooks(event, None, stop_hook_active=earlier_blocks > 0, **fields)
+    reason = session.hooks.blocked(outcomes)
+    if reason is None:
+        return False
+    if earlier_blocks >= MAX_STOP_BLOCKS:
+        session.notice(
+            f"A {event} hook blocked the stop {MAX_STOP_BLOCKS} times in this turn; it ends anyway.",
+            "warning",
+        )
+        return False
+    session.notice(f"{event} hook: {reason}", "warning")
+    session.add(meta(f"{event} hook feedback (the turn goes on):\n{reason}", hookContext=True))
+    return True
+
+
+def finish(session: Session, stop: str, text: str, error: str = "") -> TurnFinished:
+    event = TurnFinished(text=text, stop_reason=stop, error=error, usage=dict(session.usage_total))
+    session.emit(event)
+    return event

@@ -1,0 +1,81 @@
+"""Rewind: the user takes the conversation back to just before one of their earlier prompts.
+
+``points(session)`` lists the prompts one can go back to: those of the live list (after a compaction,
+the ones after its summary).
+``rewind(session, prompt)`` cuts the live list just before that prompt and returns its text (the REPL
+puts it back into the input line). The transcript keeps everything, append-only: a ``rewind`` record
+names the new leaf, and the next message is written with that leaf as its parent, so a resume (which
+walks the parent chain back from the leaf, agent/transcript/loader.py) rebuilds exactly the live list the session
+had — whether or not anything was said after the rewind.
+
+``summarize_up_to(session, prompt)``, the menu's other choice: a compaction of only the messages before
+that prompt, the prompt and everything after it kept verbatim (the compactor's kept tail, so the
+transcript records it like any compaction that keeps a tail).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from agent.transcript.loader import REWIND  # the record type
+from compact import compactor, summary
+from core.errors import Interrupted
+from core.events import CompactFailed, CompactStarted, Notice
+from core.messages import Message
+
+MAX_POINTS = 20  # the menu lists this many of the latest prompts
+
+
+def points(session: Any) -> list[Message]:
+    """The prompts of the live list one can rewind to, oldest first (at most MAX_POINTS, the latest).
+
+    After a compaction these are the prompts after its summary, kept ones included: the transcript
+    finds a kept record by its uuid (agent.transcript.loader), so the rewound chain resumes the same."""
+    found = [m for m in session.messages if m.role == "user" and m.kind == "prompt" and m.text.strip()]
+    return found[-MAX_POINTS:]
+
+
+def rewind(session: Any, prompt: Message) -> str:
+    """Cut the live list just before ``prompt``; the prompt's text."""
+    conv = session.conv
+    with conv.lock:
+        at = next(i for i, m in enumerate(conv.messages) if m.uuid == prompt.uuid)
+        keep = conv.messages[:at]
+        leaf = keep[-1].uuid if keep else None
+        del conv.messages[at:]
+        conv.writer.last_uuid = leaf
+        conv.writer.append_record({"type": REWIND, "leafUuid": leaf, "rewoundPromptUuid": prompt.uuid})
+        conv.current_prompt_uuid = next((m.uuid for m in reversed(keep) if m.kind == "prompt"), None)
+    return prompt.text
+
+
+def summarize_up_to(session: Any, prompt: Message, instructions: str | None = None) -> bool:
+    """Compact only what came before ``prompt``: a summary of it, then the rest kept verbatim (the
+    user choosing what to compact). True when the conversation was replaced; like every compaction,
+    a failure changes nothing (CompactFailed says why)."""
+    conv, ports = session.conv, session.ports
+    if ports.config.disable_compact:
+        ports.emit(Notice(compactor.DISABLED, "warning"))
+        return False
+    started = time.monotonic()
+    ports.emit(CompactStarted("manual"))
+    conv.cancel.clear()
+    conv.compacting = True
+    try:
+        view = conv.view()
+        at = next((i for i, m in enumerate(view.tagged) if m.uuid == prompt.uuid), None)
+        if not at:  # nothing before it, or the prompt is folded into a collapsed span
+            ports.emit(CompactFailed("manual", compactor.NOTHING))
+            return False
+        made = summary.summarize(conv, ports, view.tagged[:at], instructions)
+        made.kept = conv.messages[[m.uuid for m in conv.messages].index(prompt.uuid) :]
+        return compactor.finish(conv, ports, made, "manual", view.tokens, started)
+    except Interrupted:
+        ports.emit(CompactFailed("manual", compactor.CANCELLED))
+        return False
+    except Exception as e:  # noqa: BLE001 - as in compact.compactor: the conversation stays as it was
+        ports.emit(CompactFailed("manual", str(e) or type(e).__name__))
+        return False
+    finally:
+        conv.compacting = False

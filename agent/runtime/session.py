@@ -1,0 +1,259 @@
+"""A session: settings, the conversation and its ports, tools, permissions, hooks and the model client.
+
+``Session`` wires the floors together once, with the pieces of agent.runtime.wiring (which the tests' bench
+shares, and ``wiring.SessionBase``, the methods both have): the ``Conversation`` (the live list, the
+transcript writer, state, counters, workers) and the ``Ports`` compaction reaches the rest through
+(compact.conversation), the tools and their context, the permission rules, the hook runner and the SDK
+client. Everything added to the conversation goes through ``add`` (list + transcript + event), so the
+three never disagree. Nothing outside this module sets a session's attributes, except the REPL swapping
+``emit`` and ``ask`` when it takes over a session (/clear, /resume)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import InitVar, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from agent import __version__
+from agent.config.settings import Settings
+from agent.config.system_prompt import (
+    GitFacts,
+    Instructions,
+    Where,
+    build_system,
+    compact_instructions,
+    git_facts,
+    instruction_files,
+)
+from agent.runtime import thinking, wiring
+from agent.runtime.client import default_model
+from agent.runtime.hooks import HookRunner, base_payload
+from agent.transcript.writer import SIDE_USAGE, TranscriptWriter
+from compact.conversation import Ports
+from compact.state import ContextState
+from core.events import Event, Notice, ToolOutput
+from core.messages import Message
+from core.model import Request, context_window_for, max_output_tokens
+from tools.base import ToolContext
+from tools.bash import LIVE_OUTPUT
+from tools.permissions.engine import Permissions
+from tools.permissions.links import Hidden
+from tools.registry import builtin_tools, tool_schemas
+from tools.snip import SnipTool
+
+# "yes" | "no" | "always"; None means nobody can answer (print mode): the call is denied
+AskFn = Callable[[str, dict[str, Any], str], str]
+# hooks that belong to a turn: the user's interrupt (Ctrl-C, Esc, SIGINT in print mode) stops them
+TURN_HOOKS = frozenset({"UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact", "PostCompact"})
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(eq=False)
+class Session(wiring.SessionBase):
+    settings: Settings
+    session_id: str
+    emit: Callable[[Event], None]
+    ask: AskFn | None = None
+    history: InitVar[list[Message] | None] = None  # a resumed session's live list
+    replayed: InitVar[ContextState | None] = None  # and its stages' decisions, replayed from the transcript
+    clock: Callable[[], datetime] = _utcnow
+    model: str = ""
+    last_uuid: str | None = None
+    environ: dict[str, str] = field(default_factory=dict)
+    resumed_size: int = 0  # bytes of the transcript written before this process (resumed sessions)
+
+    def __post_init__(self, history: list[Message] | None, replayed: ContextState | None) -> None:
+        s = self.settings
+        self.model = self.model or (s.model if s.model_explicit else default_model())
+        self.usage_total: dict[str, int] = {}
+        self.cost = 0.0
+        self._window: int | None = None
+        self._git: GitFacts | None = None
+        self._git_taken = False  # the snapshot is taken on the first request, not on the way to the prompt
+        self._refusals_said: set[str] = set()
+        # extended thinking: on for every turn (settings; the REPL's toggle), or raised by a prompt's words
+        self.thinking_on = s.always_thinking or s.max_thinking_tokens is not None
+        self.prompt_thinking: int | None = None  # the budget the current prompt's words ask for
+        self.writer = writer = self.make_writer()
+        self.client = wiring.client(s, self._emit)
+        self.tools = builtin_tools() + [SnipTool()]
+        self.tool_ctx = ToolContext(
+            project_dir=s.cwd, session_dir=self.session_dir, cwd=s.cwd, environ=s.environ or None
+        )
+        self.tool_ctx.services[LIVE_OUTPUT] = lambda chunk: self._emit(
+            ToolOutput(chunk.decode("utf-8", "replace"))
+        )
+        self.permissions = Permissions(s, session_dir=self.session_dir)
+        if s.deny:  # a file the Read rules deny never shows up in Grep or Glob output either
+            self.tool_ctx.hidden = Hidden(self.permissions.read_denied, [s.root])
+        self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
+        self.ports = Ports(
+            model=self.client,
+            emit=self._emit,
+            request=self.request,
+            thresholds=self.thresholds,
+            account=self.account_side_request,
+            hooks=self.hook_context,
+            instructions=lambda: compact_instructions(s.cwd, s.home, self.where()),
+            instruction_files=lambda: [f.path for f in self.instructions().files],
+            thinking=self.apply_thinking,
+            config=wiring.compact_config(s),
+        )
+        self.conv = wiring.conversation(
+            writer,
+            self.session_dir,
+            self.tool_ctx,
+            self.ports,
+            history=history,
+            replayed=replayed,
+            clock=self.clock,
+        )
+        self.subagents: Any = None  # the Task service: agent.runtime.subagents.install gives it (lifecycle)
+
+    def make_writer(self) -> TranscriptWriter:
+        """The transcript writer (a subagent's session writes a sidechain: agent.runtime.subagents)."""
+        s = self.settings
+        return TranscriptWriter(
+            self.transcript_path,
+            self.session_id,
+            str(s.cwd),
+            __version__,
+            last_uuid=self.last_uuid,
+            secret=(s.api_key, s.auth_token),
+        )
+
+    def use_settings(self, s: Settings) -> None:
+        """Continue under settings built again (/trust revoke): permissions, hooks, the tools' environment
+        and the client follow; the conversation and its compaction settings stay as they are."""
+        self.settings = s
+        self.permissions = Permissions(s, session_dir=self.session_dir)
+        self.tool_ctx.hidden = Hidden(self.permissions.read_denied, [s.root]) if s.deny else None
+        self.tool_ctx.environ = s.environ or None
+        self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
+        self.client = wiring.client(s, self._emit)
+        self.ports.model = self.client
+
+    def _emit(self, event: Event) -> None:
+        self.emit(event)  # late-bound: the REPL swaps ``emit`` when it takes the session over
+
+    # --- paths and the live list -------------------------------------------------------------------
+    @property
+    def transcript_path(self) -> Path:
+        return self.settings.project_dir / f"{self.session_id}.jsonl"
+
+    @property
+    def session_dir(self) -> Path:
+        return self.settings.project_dir / self.session_id
+
+    @property
+    def hook_output_dir(self) -> Path:
+        """Where hook output too large for the model is saved in full."""
+        return self.session_dir / "hook-output"
+
+    # --- recording ---------------------------------------------------------------------------------
+    def record(self, rec: dict[str, Any]) -> dict[str, Any]:
+        return self.conv.record(rec)
+
+    def account_side_request(self, message: Message) -> None:
+        """Usage of compaction / notes requests counts toward /cost, not toward the context."""
+        if message.usage:
+            self.account_unrecorded(message.model or self.model, message.usage)
+
+    def account_unrecorded(self, model: str, usage: dict[str, Any]) -> None:
+        """Usage no message record carries (side requests, a reply cut short by Ctrl-C): counted, and
+        written as a ``side-usage`` record so /cost after a resume counts it too (agent.transcript.listing)."""
+        self.count_usage(model, usage)
+        self.conv.record({"type": SIDE_USAGE, "model": model, "usage": dict(usage)})
+
+    # --- model requests ----------------------------------------------------------------------------
+    def where(self) -> Where:
+        s = self.settings
+        return Where(s.cwd, s.home, s.user_home, s.root, tuple(self.tool_ctx.read_files))
+
+    def instructions(self) -> Instructions:
+        """The instruction files as they are on disk now; a file refused for safety is said once."""
+        found = instruction_files(self.where())
+        for reason in found.refused:
+            if reason not in self._refusals_said:
+                self._refusals_said.add(reason)
+                self.notice(f"Instruction file not read: {reason}.", "warning")
+        return found
+
+    def git(self) -> GitFacts | None:
+        if not self._git_taken:
+            self._git, self._git_taken = git_facts(self.settings.root), True
+        return self._git
+
+    def system_blocks(self) -> list[dict[str, Any]]:
+        s = self.settings
+        return build_system(
+            s.cwd, s.home, self.model, git=self.git(), where=self.where(), instructions=self.instructions()
+        )
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        return tool_schemas(self.tools)
+
+    @contextmanager
+    def allowing(self, rules: tuple[str, ...]) -> Iterator[None]:
+        """Allow calls matching ``rules`` without asking while the block runs (a custom command's
+        allowed-tools); deny rules still win."""
+        added = [rule for rule in rules if rule not in self.permissions.session_allow]
+        self.permissions.session_allow.extend(added)
+        try:
+            yield
+        finally:
+            for rule in added:
+                if rule in self.permissions.session_allow:
+                    self.permissions.session_allow.remove(rule)
+
+    def thinking_budget(self) -> int | None:
+        """The budget the next main request thinks with (None: no thinking)."""
+        if not thinking.supports_thinking(self.model):
+            return None
+        return thinking.budget_for(
+            enabled=self.thinking_on,
+            configured=self.settings.max_thinking_tokens,
+            prompt=self.prompt_thinking,
+        )
+
+    def apply_thinking(self, req: Request) -> None:
+        """Make a main-loop request think, within the API's rules (agent/runtime/thinking.py)."""
+        budget = self.thinking_budget()
+        if budget is None or req.tool_choice:
+            return
+        fitted = thinking.fit(budget, req.max_tokens, max_output_tokens(req.model))
+        if fitted is not None:
+            budget, req.max_tokens = fitted
+            req.thinking = {"type": "enabled", "budget_tokens": budget}
+
+    def set_model(self, model: str) -> None:
+        self.model = model
+        self._window = None  # the window depends on the model
+
+    # --- thresholds --------------------------------------------------------------------------------
+    def model_window(self) -> int:
+        if self._window is None:
+            self._window = self.client.context_window(self.model) or context_window_for(self.model)
+        return self._window
+
+    # --- hooks -------------------------------------------------------------------------------------
+    def notice(self, text: str, level: str = "info") -> None:
+        self.emit(Notice(text, level))
+
+    def hook_payload(self, event: str, **fields: Any) -> dict[str, Any]:
+        return {**base_payload(self.session_id, self.transcript_path, self.settings.cwd, event), **fields}
+
+    def run_hooks(self, event: str, match_value: str | None, **fields: Any) -> list[Any]:
+        # hooks of a turn stop when the user interrupts it; the session's own (start, end) run regardless
+        cancel = self.conv.cancel if event in TURN_HOOKS else None
+        payload = self.hook_payload(event, **fields)
+        return wiring.run_hooks(self.hooks, event, payload, match_value, self.notice, cancel)
+
+    def hook_context(self, event: str, match_value: str | None, **fields: Any) -> str:
+        """Run a hook event; what its successful hooks printed (failures are reported as notices)."""
+        return self.hooks.context_text(self.run_hooks(event, match_value, **fields))

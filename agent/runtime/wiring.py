@@ -1,0 +1,235 @@
+"""The one wiring of the floors, shared by a session (agent/runtime/session.py) and the tests' bench
+(tests/harness.py): the SDK client, the compaction settings, the hooks compaction runs, the thresholds,
+the main request, a ready Conversation with the Snip tool's service, and ``SessionBase``, the methods
+both have over their Conversation (recording, usage, requests, thresholds, shortcuts).
+
+Each piece is built here only, so the two can't drift apart (a client rebuilt under new settings keeps
+the retry budget; the bench's thresholds and requests are a session's).
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+from agent.config.settings import Settings
+from agent.runtime.client import ModelClient
+from agent.runtime.hooks import HookRunner
+from compact import start, thresholds
+from compact.config import CompactConfig
+from compact.conversation import Conversation, LastCompaction, Ports, TranscriptSink
+from compact.snip import perform_snip
+from compact.state import ContextState
+from compact.thresholds import Thresholds
+from core.events import Event, MessageRecorded
+from core.messages import Message
+from core.model import Request, cost_usd, max_output_tokens
+from tools.base import ToolContext
+
+NOTES_TEMPLATE = "session-memory-template.md"  # a user's own notes template, in COMPACT_AGENT_HOME
+DEFAULT_MAX_OUTPUT = 32_000  # the main reply's max_tokens unless CLAUDE_CODE_MAX_OUTPUT_TOKENS says more
+# the usage counted toward /cost and the turn's totals
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def client(s: Settings, on_event: Callable[[Any], None]) -> ModelClient:
+    """The SDK client for these settings: credentials, base URL and the retry budget."""
+    return ModelClient(
+        api_key=s.api_key,
+        auth_token=s.auth_token,
+        base_url=s.base_url,
+        on_event=on_event,
+        retry_seconds=s.retry_seconds,
+    )
+
+
+def compact_config(s: Settings) -> CompactConfig:
+    """The compaction settings a conversation gets: the parsed ones, with the home's notes template."""
+    return replace(s.compaction, notes_template=s.home / NOTES_TEMPLATE)
+
+
+def run_hooks(
+    runner: HookRunner,
+    event: str,
+    payload: dict[str, Any],
+    match_value: str | None,
+    notice: Callable[[str, str], None],
+    cancel: threading.Event | None = None,
+) -> list[Any]:
+    """Run a hook event (stopped early if ``cancel`` is set); its failures are reported as warnings."""
+    outcomes = runner.run(event, payload, match_value, cancel)
+    for line in runner.report_lines(outcomes):
+        notice(line, "warning")
+    return outcomes
+
+
+def thresholds_for(
+    window: int,
+    model: str,
+    *,
+    cap: int | None,
+    pct: float | None,
+    blocking: int | None,
+    auto_enabled: bool,
+) -> Thresholds:
+    """The thresholds of a window for a model, under the overrides the settings give."""
+    return thresholds.compute(
+        window,
+        max_output_tokens(model),
+        window_cap=cap,
+        pct=pct,
+        blocking_override=blocking,
+        auto_enabled=auto_enabled,
+    )
+
+
+def request(
+    model: str,
+    system: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    api_messages: list[dict[str, Any]],
+    max_tokens: int | None,
+    configured_max: int | None,
+    **kw: Any,
+) -> Request:
+    """A request with the main conversation's system prompt and tools (``tools=[]`` for none)."""
+    default = configured_max or min(max_output_tokens(model), DEFAULT_MAX_OUTPUT)
+    return Request(
+        model=model, system=system, tools=tools, messages=api_messages, max_tokens=max_tokens or default, **kw
+    )
+
+
+def conversation(
+    writer: TranscriptSink,
+    session_dir: Path,
+    tools: ToolContext,
+    ports: Ports,
+    *,
+    history: list[Message] | None = None,
+    replayed: ContextState | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> Conversation:
+    """A ready Conversation; the tools get its Ctrl-C and the Snip tool its service."""
+    conv = start.conversation(
+        writer, session_dir, tools, ports, messages=history, state=replayed, clock=clock
+    )
+    tools.cancel = conv.cancel
+    tools.services["snip"] = snipper(conv)
+    return conv
+
+
+def snipper(conv: Conversation) -> Callable[[list[str], str | None], str]:
+    """The Snip tool's service: remove the turns the model named, under the conversation's lock."""
+
+    def snip(ids: list[str], reason: str | None = None) -> str:
+        with conv.lock:
+            return perform_snip(
+                conv.messages,
+                conv.state,
+                ids,
+                reason,
+                conv.current_prompt_uuid,
+                conv.record,
+                sent=lambda: conv.view().messages,  # what the request loses, as it shows the messages
+            )
+
+    return snip
+
+
+class SessionBase(ABC):
+    """What a session and the tests' bench do the same way over their Conversation. The owner sets the
+    attributes declared here and gives ``system_blocks``, ``tool_schemas`` and ``model_window``."""
+
+    settings: Settings
+    model: str
+    conv: Conversation
+    ports: Ports
+    usage_total: dict[str, int]
+    cost: float
+    emit: Callable[[Event], None]
+
+    @abstractmethod
+    def system_blocks(self) -> list[dict[str, Any]]:
+        """The request's system prompt blocks."""
+
+    @abstractmethod
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The request's tool schemas."""
+
+    @abstractmethod
+    def model_window(self) -> int:
+        """The model's whole context window (before the conversation's own limit)."""
+
+    # --- shortcuts to the conversation -----------------------------------------------------------
+    @property
+    def messages(self) -> list[Message]:
+        return self.conv.messages
+
+    @property
+    def state(self) -> ContextState:
+        return self.conv.state
+
+    @property
+    def last_compaction(self) -> LastCompaction | None:
+        return self.conv.last_compaction
+
+    @property
+    def notes_path(self) -> Path:
+        return self.conv.notes_path
+
+    @property
+    def cancel(self) -> threading.Event:
+        return self.conv.cancel
+
+    # --- recording and usage ---------------------------------------------------------------------
+    def add(self, message: Message) -> None:
+        """Everything added to the conversation comes here: list + transcript + event, never apart."""
+        self.conv.append(message)
+        if message.role == "assistant" and message.usage:
+            self.count_usage(message.model or self.model, message.usage)
+        self.emit(MessageRecorded(message))
+
+    def count_usage(self, model: str, usage: dict[str, Any]) -> None:
+        for key in USAGE_KEYS:
+            self.usage_total[key] = self.usage_total.get(key, 0) + int(usage.get(key) or 0)
+        self.cost += cost_usd(model, usage)
+
+    # --- requests and thresholds -----------------------------------------------------------------
+    def request(
+        self,
+        api_messages: list[dict[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        tools: bool = True,
+        **kw: Any,
+    ) -> Request:
+        return request(
+            self.model,
+            self.system_blocks(),
+            self.tool_schemas() if tools else [],
+            api_messages,
+            max_tokens,
+            self.settings.compaction.max_output_tokens,
+            **kw,
+        )
+
+    @property
+    def window(self) -> int:
+        """The model's window, or less when the conversation learned a lower limit."""
+        full, limit = self.model_window(), self.conv.window_limit
+        return min(full, limit) if limit else full
+
+    def thresholds(self) -> Thresholds:
+        c = self.settings.compaction
+        return thresholds_for(
+            self.window,
+            self.model,
+            cap=c.context_window,
+            pct=c.autocompact_pct,
+            blocking=c.blocking_limit,
+            auto_enabled=self.ports.config.auto_enabled,
+        )

@@ -1,0 +1,527 @@
+"""Whether a tool call may run: allow, ask the user, or deny — Claude Code's rules and modes (CONTRACT §6).
+
+Order of evaluation for one call::
+
+    deny rule matches            -> deny   (every mode, bypassPermissions included); for Bash, a deny rule
+                                            on the command or an Edit deny rule on a file it redirects to
+    plan mode, mutating tool     -> deny   (Bash, Write, Edit: plan mode only looks)
+    Bash, a deny rule could match-> deny   (every mode, fail closed): a program that can't be told
+                                            statically (an expansion bash evaluates as code, a program
+                                            running a command from its arguments, an unknown option before
+                                            a subcommand), a line that doesn't parse or is nested too deep, a
+                                            PATH-like variable, or a word with an expansion where the rule
+                                            looks
+    ask rule matches (or could)  -> ask    (allow in bypassPermissions)
+    bypassPermissions            -> allow
+    a file that steers the agent -> ask    (Write/Edit targets and Bash redirections: hooks, settings, CLAUDE.md
+                                            outside the project, git hooks/config, shell start-up files, the
+                                            agent's home; and files with several hard links)
+    Bash, anything unjudgeable   -> ask    (PATH-like variable, write outside the project or to a path that
+                                            can't be told, unresolved program, parse error)
+    allow rule matches           -> allow  (rules given at startup or "always" answers this session)
+    Read/Grep/Glob               -> allow inside the project, the session's store or an additional
+                                    directory; ask elsewhere
+    acceptEdits, Write/Edit      -> allow inside the project or an additional directory
+    Bash/Write/Edit              -> ask
+    any other tool               -> allow  (e.g. Snip: it only touches the agent's own context)
+
+Bash lines are read by ``tools.shell.reader`` (a real parser) and rules are matched per simple command by
+``tools.permissions.bash_rules``: a line is allowed only when every program it runs is allowed by some rule, and denied
+when any is denied. A bare ``Bash`` allow rule allows every command, unresolved ones included; it does not
+skip the asks for steering files, PATH-like variables and writes outside the project.
+
+Path rules (``Edit(src/**)``) are gitignore-like globs (``tools.permissions.path_rules``): relative to the project
+directory, ``/x`` from the project root, ``//x`` from the filesystem root, ``~/x`` from the home directory; a
+pattern without a slash matches a name at any depth. ``Edit`` and ``Write`` rules cover every editing tool
+(and the files Bash redirects to), ``Read`` rules every reading tool (Read, Grep, Glob), as in Claude Code.
+A path is compared as written (normalised) and with symlinks resolved; a Glob is judged by its path plus
+the pattern's literal leading directories, so ``../.ssh/*`` is outside the project. The files that always
+ask are listed in ``tools.permissions.protected``.
+
+Asking is the caller's job (print mode turns "ask" into a denial); this module only decides.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from tools.permissions import bash_rules
+from tools.permissions.bash_rules import BashPattern
+from tools.permissions.path_rules import inside, normal, path_forms, pattern_regexes
+from tools.permissions.protected import Places, tree_steers_agent, why_protected
+
+if TYPE_CHECKING:
+    from tools.shell.reader import Analysis
+
+READ_ONLY_TOOLS = frozenset({"Read", "Grep", "Glob"})
+EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+MUTATING_TOOLS = EDIT_TOOLS | {"Bash"}
+# a rule naming the key covers these tools too
+_RULE_FAMILY = {**dict.fromkeys(EDIT_TOOLS, EDIT_TOOLS), "Read": READ_ONLY_TOOLS}
+_PREVIEW_LINES = 40
+_HARMLESS_WRITES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+
+Behavior = Literal["allow", "deny", "ask"]
+
+
+class PermissionSettings(Protocol):
+    """What Permissions reads from the settings; ``agent.config.settings.Settings`` has all of it."""
+
+    @property
+    def permission_mode(self) -> str: ...
+    @property
+    def allow(self) -> list[str]: ...
+    @property
+    def deny(self) -> list[str]: ...
+    @property
+    def ask(self) -> list[str]: ...
+    @property
+    def cwd(self) -> Path: ...  # the project directory
+    @property
+    def project_dir(self) -> Path: ...  # the agent's store for this project
+    @property
+    def additional_dirs(self) -> list[Path]: ...
+    @property
+    def user_home(self) -> Path | None: ...
+    @property
+    def home(self) -> Path: ...  # the agent's home (COMPACT_AGENT_HOME)
+
+
+@dataclass(frozen=True)
+class Decision:
+    behavior: Behavior
+    reason: str
+    rule: str | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One parsed permission rule: ``tool`` and the optional text inside the parentheses."""
+
+    text: str
+    tool: str
+    content: str | None
+
+    @classmethod
+    def parse(cls, text: str) -> Rule:
+        text = text.strip()
+        m = re.fullmatch(r"([^()\s]+)\((.*)\)", text, re.DOTALL)
+        if not m:
+            return cls(text, text, None)
+        content = m.group(2).strip()
+        # "Bash()" and "Bash(*)" mean the whole tool, as a bare "Bash" does
+        return cls(text, m.group(1), None if content in ("", "*") else content)
+
+    def covers(self, tool_name: str) -> bool:
+        return tool_name == self.tool or tool_name in _RULE_FAMILY.get(self.tool, ())
+
+
+class Permissions:
+    """Decides tool calls for one session. Paths are made absolute before anything is compared."""
+
+    def __init__(self, settings: PermissionSettings, session_dir: Path | None = None) -> None:
+        self.mode = settings.permission_mode
+        self.allow, self.deny, self.ask = list(settings.allow), list(settings.deny), list(settings.ask)
+        self.project_dir = Path(settings.cwd)
+        self.session_dir = session_dir
+        # the agent's own store for this project (P of CONTRACT §4): saved tool results, notes
+        self.store_dir: Path | None = settings.project_dir
+        self.places = Places(self.project_dir, Path(settings.home), session_dir, settings.user_home)
+        self.additional_dirs = list(settings.additional_dirs)
+        self.user_home = settings.user_home
+        # rules added by "always" answers; they live as long as this object
+        self.session_allow: list[str] = []
+
+    # ---- the decision --------------------------------------------------------------------------
+
+    def check(self, tool_name: str, args: dict[str, Any], cwd: Path | None = None) -> Decision:
+        """The decision for one call. ``cwd`` is where the call acts (Bash's working directory, which
+        relative paths and redirections are resolved against); the project directory by default."""
+        here = Path(cwd) if cwd is not None else self.project_dir
+        if tool_name == "Bash":
+            return self._check_bash(str(args.get("command", "")), here)
+        return self._check_file_tool(tool_name, args, here)
+
+    def read_denied(self, path: Path) -> bool:
+        """True when a Read deny rule matches the absolute ``path`` (to keep it out of search results)."""
+        return self._path_rule(self.deny, "Read", Path(path), every=False) is not None
+
+    def allow_for_session(self, rule: str) -> None:
+        """Remember an "always" answer until the session ends."""
+        if rule not in self.session_allow:
+            self.session_allow.append(rule)
+
+    def suggest_rule(self, tool_name: str, args: dict[str, Any]) -> str:
+        """The rule an "always" answer should add: narrow for Bash and outside reads, broad for edits."""
+        if tool_name == "Bash":
+            command = str(args.get("command", ""))
+            a = _analyze(command, self.project_dir)
+            if a.unresolved or a.error or a.variables:
+                return bash_rules.suggest(command, None)
+            allow = _bash_patterns(self.allow + self.session_allow)
+            pending = [
+                c
+                for c in a.commands
+                if not c.wrapper
+                and not any(p is not None and bash_rules.matches(p, c, by_base_name=False) for _, p in allow)
+            ]
+            return bash_rules.suggest(command, pending[0] if pending else None)
+        if tool_name in EDIT_TOOLS:
+            return "Edit"
+        if tool_name in READ_ONLY_TOOLS:
+            target = self._target(tool_name, args, self.project_dir)
+            if not inside(target, self._readable_dirs()):
+                folder = normal(target if tool_name != "Read" else target.parent)
+                return f"Read(/{folder.as_posix().rstrip('/')}/**)"
+            return "Read"
+        return tool_name
+
+    def describe(self, tool_name: str, args: dict[str, Any]) -> str:
+        """Exactly what will run or change, for the permission prompt."""
+        if tool_name == "Bash":
+            command = str(args.get("command", ""))
+            note = args.get("description")
+            return f"{command}\n# {note}" if note else command
+        target = normal(self._target(tool_name, args, self.project_dir))
+        if tool_name in ("Write", "Edit"):
+            return f"{tool_name} {target}\n{_edit_preview(tool_name, target, args)}".rstrip("\n")
+        if tool_name == "Read":
+            return f"Read {target}"
+        if tool_name in ("Grep", "Glob"):
+            return f'{tool_name} "{args.get("pattern", "")}" in {target}'
+        shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
+        return f"{tool_name}({shown})"
+
+    # ---- file tools ----------------------------------------------------------------------------
+
+    def _check_file_tool(self, tool_name: str, args: dict[str, Any], here: Path) -> Decision:
+        target = self._target(tool_name, args, here)
+        shown = normal(target)
+        if rule := self._path_rule(self.deny, tool_name, target, every=False):
+            return Decision("deny", f'{tool_name} is denied by the rule "{rule}" in the settings', rule)
+        if self.mode == "plan" and tool_name in MUTATING_TOOLS:
+            return _plan_denial(tool_name)
+        if rule := self._path_rule(self.ask, tool_name, target, every=False):
+            if self.mode == "bypassPermissions":
+                return Decision("allow", "bypassPermissions mode", rule)
+            return Decision("ask", f'the rule "{rule}" asks before running {tool_name}', rule)
+        if self.mode == "bypassPermissions":
+            return Decision("allow", "bypassPermissions mode")
+        if tool_name in EDIT_TOOLS and (why := why_protected(target, self.places)):
+            return Decision("ask", f"{tool_name} of {shown}: {why}")
+        if rule := self._path_rule(self.allow + self.session_allow, tool_name, target, every=True):
+            return Decision("allow", f'allowed by the rule "{rule}"', rule)
+        if tool_name in READ_ONLY_TOOLS:
+            if inside(target, self._readable_dirs()):
+                return Decision("allow", "reading inside the project")
+            return Decision("ask", f"{tool_name} of {shown} is outside the project")
+        if tool_name in EDIT_TOOLS:
+            ours = inside(target, self._editable_dirs())
+            if self.mode == "acceptEdits" and ours:
+                return Decision("allow", "acceptEdits mode: edits inside the project are allowed")
+            return Decision(
+                "ask", f"{tool_name} of {shown}{'' if ours else ' (outside the project)'} needs approval"
+            )
+        return Decision("allow", f"{tool_name} only changes the conversation")
+
+    # ---- Bash ----------------------------------------------------------------------------------
+
+    def _check_bash(self, command: str, here: Path) -> Decision:
+        a = _analyze(command, here)
+        if denial := self._bash_denial(command, a):
+            return denial
+        if self.mode == "plan":
+            return _plan_denial("Bash")
+        if doubt := self._deny_doubt(a):
+            return Decision("deny", doubt)
+        if rule := self._bash_ask_rule(command, a):
+            if self.mode == "bypassPermissions":
+                return Decision("allow", "bypassPermissions mode", rule)
+            return Decision("ask", f'the rule "{rule}" asks before running Bash', rule)
+        if self.mode == "bypassPermissions":
+            return Decision("allow", "bypassPermissions mode")
+        if why := self._bash_needs_approval(a):
+            return Decision("ask", why)
+        return self._bash_allowed(command, a)
+
+    def _bash_denial(self, command: str, a: Analysis) -> Decision | None:
+        """A deny rule on a program the line runs, or an Edit/Write deny rule on a file it writes."""
+        if rule := _bash_hit(_bash_patterns(self.deny), command, a, by_base_name=True):
+            return Decision("deny", f'Bash is denied by the rule "{rule}" in the settings', rule)
+        for path in _written(a):
+            if rule := self._path_rule(self.deny, "Write", path, every=False):
+                return Decision(
+                    "deny",
+                    f'the command writes {normal(path)}, and the rule "{rule}" in the '
+                    "settings denies changing it",
+                    rule,
+                )
+        return None
+
+    def _bash_ask_rule(self, command: str, a: Analysis) -> str | None:
+        """An ask rule that matches, or could once expansions are known, or covers a file the line writes."""
+        ask = _bash_patterns(self.ask)
+        if rule := _bash_hit(ask, command, a, by_base_name=True) or _bash_could(ask, a):
+            return rule
+        return next(
+            (r for p in _written(a) if (r := self._path_rule(self.ask, "Write", p, every=False))), None
+        )
+
+    def _bash_allowed(self, command: str, a: Analysis) -> Decision:
+        """Allowed when a bare Bash rule is given, the line is exactly an allow rule, or every program it
+        runs (wrappers that only change how aside) is allowed by some rule; otherwise ask."""
+        allow = _bash_patterns(self.allow + self.session_allow)
+        if rule := next((text for text, pattern in allow if pattern is None), None):
+            return Decision("allow", f'allowed by the rule "{rule}"', rule)
+        if a.unresolved:
+            return Decision(
+                "ask",
+                f"the command's program can't be determined statically ({a.unresolved[0]}), "
+                "so no allow rule covers it and it needs the user's approval",
+            )
+        if a.error:
+            return Decision("ask", f"{a.error}, so it needs the user's approval")
+        if rule := next((text for text, p in allow if p and p.exact == command.strip()), None):
+            return Decision("allow", f'allowed by the rule "{rule}"', rule)
+        needed = [c for c in a.commands if not c.wrapper]
+        used = [
+            next((t for t, p in allow if p and bash_rules.matches(p, c, by_base_name=False)), None)
+            for c in needed
+        ]
+        if needed and all(used):
+            return Decision("allow", f'allowed by the rule "{used[0]}"', used[0])
+        missing = next((c.line() for c, u in zip(needed, used) if u is None), None)
+        if missing and allow:
+            return Decision("ask", f'no allow rule covers "{missing}", so the command needs approval')
+        return Decision("ask", "shell commands need approval")
+
+    def _deny_doubt(self, a: Analysis) -> str | None:
+        """With a deny rule in force, why the line might be what it denies: then it is refused (fail
+        closed), in every mode, since what it runs can't be judged statically."""
+        deny = _bash_patterns(self.deny)
+        tail = "a deny rule is in force and might cover it, so it is refused (fail closed)"
+        if any(not w.paths for w in a.writes) and any(Rule.parse(r).covers("Write") for r in self.deny):
+            target = next(w.target for w in a.writes if not w.paths)
+            return f"the command writes to {target}, a path known only when it runs; {tail}"
+        for write in (w for w in a.writes if w.unpacked):
+            for path in write.paths:
+                if rule := self._tree_write_rule(path):
+                    return (
+                        f'the command fills {normal(path)} with files it names itself, and the rule "{rule}" '
+                        f"may cover one of them; {tail}"
+                    )
+        if not deny:
+            return None
+        if a.error:
+            return f"{a.error}; {tail}"
+        if a.unresolved:
+            return f"the command's program can't be determined statically ({a.unresolved[0]}); {tail}"
+        if a.variables:
+            return f"the command {a.variables[0]}, which can change which program actually runs; {tail}"
+        for text, pattern in deny:
+            for c in a.commands:
+                if pattern is not None and bash_rules.could_match(pattern, c):
+                    why = c.subcommand_unknown or "it has a word known only when it runs"
+                    return (
+                        f'in "{c.line()}" {why}, so the deny rule "{text}" might match it; it is refused '
+                        "(fail closed)"
+                    )
+        return None
+
+    def _tree_write_rule(self, directory: Path) -> str | None:
+        """A Write deny rule that may match a file a command puts below ``directory`` (tar -x, cp -r):
+        tried with the rule's own last name there (``Edit(.env)`` covers ``dir/.env``)."""
+        for rule in (r for r in map(Rule.parse, self.deny) if r.covers("Write")):
+            last = (rule.content or "x").rstrip("/*").rsplit("/", 1)[-1].replace("*", "x") or "x"
+            if self._path_rule([rule.text], "Write", directory / last, every=False):
+                return rule.text
+        return None
+
+    def _bash_needs_approval(self, a: Analysis) -> str | None:
+        """Why a line asks whatever the allow rules say: it writes a file that steers the agent, outside
+        the project or somewhere unknown, or sets a variable that changes which program runs."""
+        for write in a.writes:
+            if not write.paths:
+                return (
+                    f"the command writes to {write.target}, a path that can't be determined statically (an "
+                    "expansion, a cd that can't be followed, or a symlink the command itself creates), so it "
+                    "needs the user's approval"
+                )
+            for path in write.paths:
+                if _harmless_write(path):
+                    continue
+                if write.tree and (what := tree_steers_agent(path, self.places)):
+                    return (
+                        f"the command fills {normal(path)} with files it names itself, which may include "
+                        f"ones that control the agent's own behaviour ({what}); that needs the user's approval"
+                    )
+                if why := why_protected(path, self.places):
+                    return f"the command writes {normal(path)}: {why}"
+                if not inside(path, self._editable_dirs()) and not self._path_rule(
+                    self.allow + self.session_allow, "Write", path, every=True
+                ):
+                    return (
+                        f"the command writes {normal(path)}, outside the project; like a Write there, that "
+                        "needs the user's approval"
+                    )
+        if a.variables:
+            return (
+                f"the command {a.variables[0]}, which can change which program actually runs or what it "
+                "loads; that always needs the user's approval"
+            )
+        return None
+
+    # ---- paths ---------------------------------------------------------------------------------
+
+    def _path_rule(self, rules: list[str], tool_name: str, target: Path, *, every: bool) -> str | None:
+        """The first rule covering ``tool_name`` that matches ``target``. ``every``: for allow rules a
+        symlinked path must match as written and resolved; for deny/ask rules either is enough."""
+        parsed = [r for r in map(Rule.parse, rules) if r.covers(tool_name)]
+        if not parsed:
+            return None
+        candidates = path_forms(target)
+        if not every and tool_name in ("Grep", "Glob"):
+            # a search reads what is inside its root, so "dir/**" must stop a search of dir itself
+            candidates += [c / "\x00" for c in candidates]
+        for rule in parsed:
+            if rule.content is None:
+                return rule.text
+            if tool_name not in READ_ONLY_TOOLS | EDIT_TOOLS:
+                continue  # a specifier on a tool without a path: nothing here can interpret it
+            patterns = pattern_regexes(rule.content, self.project_dir, self.user_home)
+            hits = [any(p.fullmatch(c.as_posix()) for p in patterns) for c in candidates]
+            if all(hits) if every else any(hits):
+                return rule.text
+        return None
+
+    def _target(self, tool_name: str, args: dict[str, Any], here: Path) -> Path:
+        """The absolute path a file tool touches (the search root for Grep, path plus the pattern's literal
+        leading directories for Glob). Not normalised: ``link/..`` must be resolved through the link."""
+        raw = args.get("path") if tool_name in ("Grep", "Glob") else args.get("file_path")
+        base = self._absolute(raw, here) if isinstance(raw, str) and raw else here
+        if tool_name != "Glob":
+            return base
+        pattern = str(args.get("pattern", ""))
+        if pattern.startswith("/"):
+            base = Path("/")
+        for part in pattern.split("/"):
+            if any(ch in part for ch in "*?[{\\"):
+                break
+            if part:
+                base = base / part
+        return base
+
+    def _absolute(self, raw: str, here: Path) -> Path:
+        if (raw == "~" or raw.startswith("~/")) and self.user_home is not None:
+            return self.user_home / raw[2:]
+        path = Path(raw)
+        return path if path.is_absolute() else here / path
+
+    def _readable_dirs(self) -> list[Path]:
+        dirs = [self.project_dir, *self.additional_dirs]
+        return dirs + [d for d in (self.session_dir, self.store_dir) if d is not None]
+
+    def _editable_dirs(self) -> list[Path]:
+        return [self.project_dir, *self.additional_dirs]
+
+
+def _plan_denial(tool_name: str) -> Decision:
+    return Decision(
+        "deny",
+        f"{tool_name} is not available in plan mode: only Read, Grep and Glob may run; "
+        "finish the plan and present it to the user instead",
+    )
+
+
+def _analyze(command: str, cwd: Path) -> Analysis:
+    # start-up speed: the Bash grammar's reader and its program tables (~25 ms of imports) load with the
+    # first command judged, not on the way to the REPL's first prompt
+    from tools.shell.reader import analyze
+
+    return analyze(command, cwd)
+
+
+def _bash_patterns(rules: list[str]) -> list[tuple[str, BashPattern | None]]:
+    """The rules covering Bash, each with its compiled pattern (None: the whole tool)."""
+    out = []
+    for rule in map(Rule.parse, rules):
+        if rule.covers("Bash"):
+            out.append((rule.text, None if rule.content is None else BashPattern.parse(rule.content)))
+    return out
+
+
+def _bash_hit(
+    patterns: list[tuple[str, BashPattern | None]], command: str, a: Analysis, *, by_base_name: bool
+) -> str | None:
+    """The first rule matching the whole line exactly or any simple command in it."""
+    for text, pattern in patterns:
+        if pattern is None or pattern.exact == command.strip():
+            return text
+        if any(bash_rules.matches(pattern, c, by_base_name=by_base_name) for c in a.commands):
+            return text
+    return None
+
+
+def _bash_could(patterns: list[tuple[str, BashPattern | None]], a: Analysis) -> str | None:
+    return next(
+        (text for text, p in patterns for c in a.commands if p and bash_rules.could_match(p, c)), None
+    )
+
+
+def _written(a: Analysis) -> list[Path]:
+    """Every place the line's redirections may write (targets that can't be told are left out)."""
+    return [path for write in a.writes for path in write.paths]
+
+
+def _harmless_write(path: Path) -> bool:
+    text = os.path.normpath(path)
+    return text in _HARMLESS_WRITES or re.fullmatch(r"/dev/fd/\d+", text) is not None
+
+
+# ---- previews ----------------------------------------------------------------------------------
+
+
+def _edit_preview(tool_name: str, target: Path, args: dict[str, Any]) -> str:
+    if tool_name == "Edit":
+        old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
+        label = " (every occurrence)" if args.get("replace_all") else ""
+        text = _text_of(target)
+        if text is not None and old and old in text:  # the whole file: the hunks carry its line numbers
+            after = text.replace(old, new, -1 if args.get("replace_all") else 1)
+            return _diff(text, after, f"{target.name} before{label}", f"{target.name} after")
+        return _diff(old, new, f"{target.name} before{label}", f"{target.name} after")
+    content = str(args.get("content", ""))
+    try:
+        existing = target.read_text(encoding="utf-8", errors="replace") if target.is_file() else None
+    except OSError:
+        existing = None
+    if existing is None:
+        lines = content.splitlines()
+        shown = "\n".join("+" + line for line in lines[:_PREVIEW_LINES])
+        more = f"\n... ({len(lines) - _PREVIEW_LINES} more lines)" if len(lines) > _PREVIEW_LINES else ""
+        return f"(new file, {len(lines)} lines)\n{shown}{more}"
+    return _diff(existing, content, f"{target.name} now", f"{target.name} after")
+
+
+def _text_of(target: Path) -> str | None:
+    try:
+        return (
+            target.read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n")
+            if target.is_file()
+            else None
+        )
+    except OSError:
+        return None
+
+
+def _diff(old: str, new: str, old_label: str, new_label: str) -> str:
+    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_label, new_label, lineterm=""))
+    if not lines:
+        return "(no change)"
+    more = f"\n... ({len(lines) - _PREVIEW_LINES} more diff lines)" if len(lines) > _PREVIEW_LINES else ""
+    return "\n".join(lines[:_PREVIEW_LINES]) + more

@@ -1,0 +1,707 @@
+"""What programs do through their arguments besides being themselves: commands they run and files they write.
+
+``effects(values)`` reads one simple command's words (``None`` for a word with an expansion) and reports:
+
+- ``scripts``: shell commands it runs whose text is known (``sed '1e rm f'``, ``git rebase --exec 'make'``,
+  ``git submodule foreach ...``), to be parsed as bash in turn;
+- ``unresolved``: why it runs something that can't be told (``s///e``, ``tar --to-command``, ``ssh -o
+  ProxyCommand=``, ``vim -c '!...'``, ``awk 'BEGIN{system(...)}'``, a git alias, ``make CC=...``);
+- ``writes``: files named in its arguments that it writes (``cp``/``mv``/``install``/``ln``/``rsync``
+  destinations, ``tee``, ``dd of=``, ``sed -i``/``w FILE``, ``git log --output``, ``curl -o``...), and
+  ``trees``: directories it fills with names that can't be told (``cp -r``, ``rsync``), ``unpacks``: the
+  same from an archive (``tar -x``, ``unzip``), whose names come from outside;
+- ``links``: it may create symbolic links, so later writes on the same line may go through them.
+
+An allow rule for such a program covers it only when none of this is present: ``tools.permissions.engine`` asks
+(and refuses under a deny rule) for what is unresolved, and judges writes as it judges redirections. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tools.shell import subcommands
+
+Values = Sequence[str | None]
+
+
+@dataclass(frozen=True)
+class Effects:
+    scripts: tuple[str, ...] = ()
+    unresolved: str | None = None
+    writes: tuple[str | None, ...] = ()  # None: a file named by an expansion
+    trees: tuple[str, ...] = ()
+    unpacks: tuple[str, ...] = ()  # trees filled from an archive: not even the names' sources are known
+    links: bool = False
+
+
+NONE = Effects()
+
+
+def effects(values: Values) -> Effects:
+    name = (values[0] or "").rsplit("/", 1)[-1]
+    reader = _PROGRAMS.get(name)
+    if reader is None:
+        for pattern, handler in _PATTERNS:
+            if pattern.fullmatch(name):
+                return handler(values)
+        return NONE
+    return reader(values)
+
+
+def _o(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+def _why(values: Values, clause: str) -> Effects:
+    return Effects(unresolved=f"{(values[0] or '').rsplit('/', 1)[-1]} {clause}")
+
+
+def _literal(values: Values) -> list[str] | None:
+    return None if any(v is None for v in values) else [v for v in values if v is not None]
+
+
+def _operands(
+    values: Values, valued: frozenset[str], short_valued: str = ""
+) -> tuple[list[str | None], dict]:
+    """Operands and option values (``{"-t": "dir"}``) of a GNU-style command line; options may follow
+    operands (GNU permutes them) until ``--``."""
+    operands: list[str | None] = []
+    options: dict[str, str | None] = {}
+    i, rest = 1, False
+    while i < len(values):
+        word = values[i]
+        if rest or word is None or not word.startswith("-") or word == "-":
+            operands.append(word)
+        elif word == "--":
+            rest = True
+        elif word.startswith("--"):
+            option, eq, value = word.partition("=")
+            if option in valued and not eq:
+                value, i = values[i + 1] if i + 1 < len(values) else "", i + 1  # type: ignore[assignment]
+            options[option] = value
+        else:
+            for j, letter in enumerate(word[1:], 1):
+                if letter in short_valued:
+                    value = word[j + 1 :]
+                    if not value:
+                        value, i = values[i + 1] if i + 1 < len(values) else "", i + 1  # type: ignore[assignment]
+                    options["-" + letter] = value
+                    break
+                options["-" + letter] = ""
+        i += 1
+    return operands, options
+
+
+# ---- files written -----------------------------------------------------------------------------
+
+
+def _copy(values: Values) -> Effects:
+    """cp, mv, install, ln, rsync: the destination, and each source's name inside it (a directory)."""
+    name = (values[0] or "").rsplit("/", 1)[-1]
+    valued = _o("--target-directory --suffix --sparse --no-preserve --mode --owner --group --strip-program")
+    short = {"cp": "St", "mv": "St", "install": "mogSt", "ln": "St", "rsync": "efBTM"}[name]
+    if name == "rsync":
+        valued |= _o(
+            "--rsh --rsync-path --filter --exclude --include --exclude-from --include-from --files-from "
+            "--backup-dir --temp-dir --compare-dest --copy-dest --link-dest --chmod --chown --log-file "
+            "--password-file --partial-dir --remote-option"
+        )
+    operands, options = _operands(values, valued, short)
+    if name == "install" and "--strip-program" in options:
+        return _why(values, "--strip-program runs a program given in its arguments")
+    if name == "rsync" and ({"-e", "--rsh"} & options.keys()):
+        return _why(values, "-e/--rsh runs a command given in its arguments")
+    if any(v is None for v in operands):
+        return Effects(writes=(None,))
+    target = options.get("-t") or options.get("--target-directory")
+    sources = [v for v in operands if v is not None]
+    if target is None:
+        if name == "install" and "-d" in options:
+            return Effects(writes=tuple(sources))
+        if len(sources) < (1 if name == "ln" else 2):
+            return NONE
+        target = sources.pop() if len(sources) > 1 else "."
+    names = [s.rstrip("/").rsplit("/", 1)[-1] for s in sources]
+    writes = [target, *(f"{target.rstrip('/')}/{n}" for n in names if n not in ("", ".", ".."))]
+    recursive = name in ("mv", "rsync") or bool(
+        {"-r", "-R", "-a", "--recursive", "--archive"} & options.keys()
+    )
+    links = (name == "ln" and bool({"-s", "--symbolic"} & options.keys())) or (
+        name in ("cp", "mv", "rsync")
+        and bool({"-s", "--symbolic-link", "-a", "-d", "-P", "-l", "--archive", "--links"} & options.keys())
+    )
+    if recursive:
+        return Effects(trees=tuple(writes), links=links or name == "mv")
+    return Effects(writes=tuple(writes), links=links)
+
+
+def _tee(values: Values) -> Effects:
+    operands, _ = _operands(values, _o("--output-error"))
+    return Effects(writes=tuple(v if v is not None else None for v in operands))
+
+
+def _touch(values: Values) -> Effects:
+    operands, _ = _operands(values, _o("--reference --date --size"), "rdts")
+    return Effects(writes=tuple(v if v is not None else None for v in operands))
+
+
+def _dd(values: Values) -> Effects:
+    outs = [v[3:] if v is not None else None for v in values[1:] if v is None or v.startswith("of=")]
+    return Effects(writes=tuple(outs))
+
+
+def _sort(values: Values) -> Effects:
+    _, options = _operands(
+        values, _o("--output --compress-program -k --key -t -S -T --temporary-directory"), "oktST"
+    )
+    if "--compress-program" in options:
+        return _why(values, "--compress-program runs a program given in its arguments")
+    out = options.get("-o") or options.get("--output")
+    return Effects(writes=(out,)) if out else NONE
+
+
+def _download(values: Values) -> Effects:
+    """curl -o/--output-dir, wget -O/-P: where the download lands."""
+    curl = (values[0] or "").endswith("curl")
+    valued = _o("--output --output-dir --output-document --directory-prefix")
+    _, options = _operands(values, valued, "oHdXuAerTFx" if curl else "OPeU")
+    keys = (
+        ("-o", "--output", "--output-dir")
+        if curl
+        else ("-O", "--output-document", "-P", "--directory-prefix")
+    )
+    return Effects(writes=tuple(v or None for k, v in options.items() if k in keys and v != "-"))
+
+
+# ---- sed ---------------------------------------------------------------------------------------
+
+
+_SED_PLAIN = set("=dDgGhHlnNpPxzFqQLv}{")
+_SED_LONG = _o(
+    "--expression --file --in-place --line-length --null-data --zero-terminated --quiet --silent "
+    "--regexp-extended --separate --sandbox --unbuffered --posix --debug --binary --follow-symlinks "
+    "--help --version"
+)
+
+
+def _long_option(option: str, known: frozenset[str]) -> str | None:
+    """The long option ``option`` stands for: itself, or the one it uniquely abbreviates (getopt_long
+    accepts ``--expr`` for ``--expression``); None when unknown or ambiguous."""
+    if option in known:
+        return option
+    matches = [k for k in known if k.startswith(option)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _is_option(word: str, option: str) -> bool:
+    """``word`` is ``option`` (``-x``, ``--exec``), with an attached value, or an abbreviation of it
+    (git and getopt_long take ``--exe`` for ``--exec``)."""
+    name = word.split("=", 1)[0]
+    if option.startswith("--"):
+        return name == option or (len(name) >= 4 and option.startswith(name))
+    return word.startswith(option)
+
+
+def _sed(values: Values) -> Effects:
+    operands, scripts, i, in_place, sandbox = [], [], 1, False, False
+    while i < len(values):
+        word = values[i]
+        if word is None:
+            return _why(values, "has an argument with an expansion, so its script can't be read")
+        nxt = values[i + 1] if i + 1 < len(values) else None
+        if word.startswith("--") and word != "--":
+            option, eq, value = word.partition("=")
+            option = _long_option(option, _SED_LONG) or ""
+            if not option:
+                return _why(values, f"has the option {word}, unknown here, so its script can't be told")
+            if option in ("--expression", "--file"):
+                if option == "--file":
+                    return _why(values, "reads its script from a file, which may run commands (e, s///e)")
+                scripts.append(value if eq else nxt)
+                i += 0 if eq else 1
+            elif option == "--in-place":
+                in_place = True
+            elif option == "--sandbox":
+                sandbox = True
+            elif option in ("--line-length",):
+                i += 0 if eq else 1
+        elif word.startswith("-") and word != "-":
+            for j, letter in enumerate(word[1:], 1):
+                if letter in "ef":
+                    if letter == "f":
+                        return _why(values, "reads its script from a file, which may run commands (e, s///e)")
+                    attached = word[j + 1 :]
+                    scripts.append(attached or nxt)
+                    i += 0 if attached else 1
+                    break
+                if letter == "l":
+                    i += 0 if word[j + 1 :] else 1
+                    break
+                if letter == "i":
+                    in_place = True
+                    break  # -i[SUFFIX]
+        else:
+            operands.append(word)
+        i += 1
+    if not scripts:
+        if not operands:
+            return NONE
+        scripts.append(operands.pop(0))
+    runs, writes = [], []
+    for script in scripts:
+        if script is None:
+            return _why(values, "has a script that can't be read")
+        found = _sed_script(script)
+        if isinstance(found, str):
+            return _why(values, found)
+        runs.extend(found[0])
+        writes.extend(found[1])
+    if sandbox and (runs or writes):
+        return NONE  # --sandbox makes sed refuse e, w and r
+    if in_place:
+        writes.extend(operands)
+    return Effects(scripts=tuple(runs), writes=tuple(writes))
+
+
+def _sed_script(script: str) -> tuple[list[str], list[str]] | str:
+    """The shell commands (``e command``) and files (``w file``, ``s///w file``) of a sed script, or why
+    it can't be told."""
+    runs: list[str] = []
+    writes: list[str] = []
+    i, n = 0, len(script)
+
+    def to_eol(k: int) -> tuple[str, int]:
+        end = script.find("\n", k)
+        end = n if end < 0 else end
+        return script[k:end].strip(), end
+
+    def delimited(k: int, delimiter: str) -> int:
+        """The index after the next unescaped ``delimiter`` from k (n when there is none)."""
+        while k < n and script[k] != delimiter:
+            k += 2 if script[k] == "\\" else 1
+        return k + 1
+
+    while i < n:
+        ch = script[i]
+        if ch in " \t\n;!" or ch.isdigit() or ch in "$,~+":
+            i += 1
+            continue
+        if ch == "#":
+            i = to_eol(i)[1]
+            continue
+        if ch in "/\\":  # an address /re/ or \cREc
+            delimiter = script[i + 1] if ch == "\\" and i + 1 < n else "/"
+            i = delimited(i + (2 if ch == "\\" else 1), delimiter)
+            while i < n and script[i] in "IM":
+                i += 1
+            continue
+        if ch in _SED_PLAIN:
+            i += 1
+            continue
+        if ch in "btT:":  # labels end at ; or newline
+            while i < n and script[i] not in ";\n":
+                i += 1
+            continue
+        if ch in "aic":  # text to the end of the line, continued by a trailing backslash
+            while i < n:
+                text, i = to_eol(i)
+                if not text.endswith("\\"):
+                    break
+                i += 1
+            continue
+        if ch in "rR":
+            i = to_eol(i + 1)[1]
+            continue
+        if ch in "wW":
+            target, i = to_eol(i + 1)
+            writes.append(target)
+            continue
+        if ch == "e":
+            command, i = to_eol(i + 1)
+            if not command:
+                return "has an e command, which runs the pattern space as a shell command"
+            runs.append(command)
+            continue
+        if ch in "sy":
+            if i + 1 >= n:
+                return "has a script that can't be read"
+            delimiter = script[i + 1]
+            i = delimited(delimited(i + 2, delimiter), delimiter)
+            if ch == "s":
+                while i < n and script[i] not in ";\n}#":
+                    if script[i] == "e":
+                        return "has s///e, which runs the result of the substitution as a shell command"
+                    if script[i] in "wW":
+                        target, i = to_eol(i + 1)
+                        writes.append(target)
+                        break
+                    i += 1
+            continue
+        return f"has a script that can't be read here (near {script[i : i + 12]!r})"
+    return runs, writes
+
+
+# ---- archives ----------------------------------------------------------------------------------
+
+
+_TAR_RUNS = (
+    "--checkpoint-action",
+    "--to-command",
+    "--use-compress-program",
+    "--info-script",
+    "--new-volume-script",
+    "--rsh-command",
+    "--rmt-command",
+)
+
+
+def _tar(values: Values) -> Effects:
+    words = [v for v in values[1:] if v is not None]
+    if len(words) != len(values) - 1:
+        return _why(values, "has an argument with an expansion, so what it runs can't be told")
+    extract, directory = False, "."
+    for k, word in enumerate(words):
+        nxt = words[k + 1] if k + 1 < len(words) else ""
+        if word.startswith("--"):
+            option = word.split("=", 1)[0]
+            if len(option) >= 4 and any(r.startswith(option) for r in _TAR_RUNS):
+                return _why(values, f"{option} runs a command given in its arguments")
+            extract = extract or option in ("--extract", "--get")
+            if option == "--directory":
+                directory = word.partition("=")[2] or nxt
+        elif (word.startswith("-") or k == 0) and word != "-":
+            letters = word.lstrip("-")
+            for j, letter in enumerate(letters):
+                if letter in "IF":
+                    return _why(values, f"-{letter} runs a program given in its arguments")
+                extract = extract or letter == "x"
+                if letter == "C":
+                    directory = letters[j + 1 :] or nxt
+                if letter in "fbCgHKLNTVX" and word.startswith("-"):
+                    break
+    if not extract:
+        return NONE
+    return Effects(unpacks=(directory,), links=True)
+
+
+def _unzip(values: Values) -> Effects:
+    _, options = _operands(values, frozenset(), "dxP")
+    if "-l" in options or "-v" in options or "-t" in options or "-p" in options or "-Z" in options:
+        return NONE  # lists, tests or prints: writes nothing
+    directory = options.get("-d") or "."
+    return Effects(unpacks=(directory,), links=True)
+
+
+def _zip(values: Values) -> Effects:
+    if any(v is None or v.startswith(("-TT", "--unzip-command")) for v in values[1:]):
+        return _why(values, "-TT/--unzip-command runs a command given in its arguments")
+    return NONE
+
+
+# ---- programs that run commands from their arguments -------------------------------------------
+
+
+def _always(clause: str) -> Callable[[Values], Effects]:
+    def reader(values: Values) -> Effects:
+        if len(values) == 2 and values[1] in ("--version", "--help", "-h", "-V", "-v"):
+            return NONE
+        return _why(values, clause)
+
+    return reader
+
+
+def _ssh(values: Values) -> Effects:
+    """ssh/scp/sftp: -o ProxyCommand/LocalCommand/KnownHostsCommand run local commands, -F names a
+    configuration that may, scp/sftp -S name the ssh program."""
+    for k, word in enumerate(values[1:], 1):
+        if word is None:
+            return _why(values, "has an argument with an expansion, so what it runs can't be told")
+        option = word
+        if word == "-o" and k + 1 < len(values):
+            option = "-o" + (values[k + 1] or "Command")
+        if option.startswith("-o") and re.search(
+            r"(?i)(proxy|local|knownhosts)command|permitlocalcommand|match|include", option
+        ):
+            return _why(values, f"{option} runs a local command")
+        if option.startswith("-F") or (option.startswith("-S") and not (values[0] or "").endswith("ssh")):
+            return _why(values, f"{word} makes it read a configuration or run a program of its choosing")
+    return NONE
+
+
+def _awk(values: Values) -> Effects:
+    programs, i = [], 1
+    while i < len(values):
+        word = values[i]
+        if word is None:
+            return _why(values, "has an argument with an expansion, so its program can't be read")
+        if word == "--":
+            i += 1
+            break
+        if word.startswith(("-f", "--f", "-E", "--ex", "-i", "--inc", "-l", "--lo")):
+            return _why(values, "runs a program file, which may run commands")
+        if word in ("-e", "--source"):
+            programs.append(values[i + 1] if i + 1 < len(values) else None)
+            i += 2
+            continue
+        if word.startswith("--source="):
+            programs.append(word.split("=", 1)[1])
+        elif word in ("-F", "-v", "--assign", "--field-separator"):
+            i += 2
+            continue
+        elif not word.startswith("-") or word == "-":
+            break
+        i += 1
+    if not programs:
+        programs.append(values[i] if i < len(values) else None)
+    for program in programs:
+        if program is None:
+            return _why(values, "has a program that can't be read")
+        if _AWK_RUNS.search(program):
+            return _why(values, "has a program that can run commands or write files (system, |, print >)")
+    return NONE
+
+
+# system(), a pipe to or from a command (not ||), print/printf redirected to a file
+_AWK_RUNS = re.compile(
+    r"\bsystem\s*\(|(?<!\|)\|(?!\|)|\bprintf?\b[^;{}\n]*>|@\s*(?:load|include|namespace)\b|@\s*\w+\s*\(|\bextension\s*\("
+)
+
+
+_MAKE_SWITCH = re.compile(r"[A-Za-z_][\w]*=(\d*|yes|no|true|false|on|off)", re.IGNORECASE)
+
+
+def _make(values: Values) -> Effects:
+    for word in values[1:]:
+        if word is None:
+            return _why(values, "has an argument with an expansion, so what it runs can't be told")
+        if _MAKE_SWITCH.fullmatch(word):
+            continue  # VERBOSE=1, DEBUG=no: a number or a switch names no program
+        if re.fullmatch(r"[A-Za-z_.][\w.]*\s*[:+?!]?=.*", word, re.DOTALL) or word.startswith(("--ev", "-E")):
+            return _why(values, f"{word.split('=', 1)[0]}=... can replace a command its recipes run")
+    for k, word in enumerate(values[1:], 1):
+        makefile = None
+        if word in ("-f", "--file", "--makefile"):
+            makefile = values[k + 1] if k + 1 < len(values) else None
+        elif word is not None and word.startswith(("--file=", "--makefile=")):
+            makefile = word.split("=", 1)[1]
+        elif word is not None and word.startswith("-f"):
+            makefile = word[2:]
+        if makefile in ("-", "/dev/stdin") or (makefile or "").startswith("/dev/fd/"):
+            return _why(values, "reads its makefile from standard input")
+    return NONE
+
+
+def _find_tools(values: Values) -> Effects:
+    """rg --pre: a preprocessor command run on every file (fd -x is a wrapper in tools.shell.programs)."""
+    for word in values[1:]:
+        if word is None:
+            return _why(values, "has an argument with an expansion, so what it runs can't be told")
+        if word.startswith(("--pre=", "--pre")) and not word.startswith("--pre-glob"):
+            return _why(values, "--pre runs a preprocessor command on every file")
+    return NONE
+
+
+def _sqlite(values: Values) -> Effects:
+    positional = [v for v in values[1:] if v is None or not v.startswith("-")]
+    if any(
+        v is None or re.search(r"(^|\s|;)\.(shell|system|load|output|once|save|backup)\b", v)
+        for v in values[1:]
+    ):
+        return _why(values, "runs a dot command that can run programs or write files")
+    if len(positional) < 2:
+        return _why(values, "reads commands from its input, where .shell runs programs")
+    return NONE
+
+
+def _socat(values: Values) -> Effects:
+    if any(v is None or re.search(r"(?i)(^|[,!])(exec|system):", v) for v in values[1:]):
+        return _why(values, "has an EXEC or SYSTEM address, which runs a command")
+    return NONE
+
+
+def _netcat(values: Values) -> Effects:
+    if any(
+        v is None or v in ("-e", "-c") or v.startswith(("--exec", "--sh-exec", "--lua-exec"))
+        for v in values[1:]
+    ):
+        return _why(values, "-e/-c runs a command for the connection")
+    return NONE
+
+
+def _completion(values: Values) -> Effects:
+    if any(v is None or v.startswith("-") and ("C" in v or "F" in v) for v in values[1:]):
+        return _why(values, "-C/-F runs a command or function to produce completions")
+    return NONE
+
+
+def _pager(values: Values) -> Effects:
+    if any(v is None or v.startswith("+") for v in values[1:]):
+        return _why(values, "+commands can run shell commands (!)")
+    return NONE
+
+
+def _man(values: Values) -> Effects:
+    if any(v is None or v.startswith(("-P", "--pager", "-H", "--html")) for v in values[1:]):
+        return _why(values, "-P/-H names a program it runs")
+    return NONE
+
+
+# ---- git ---------------------------------------------------------------------------------------
+
+
+_GIT_COMMANDS = _o(
+    "add am annotate apply archive bisect blame branch bugreport bundle cat-file check-attr check-ignore "
+    "check-mailmap check-ref-format checkout checkout-index cherry cherry-pick citool clean clone column "
+    "commit commit-graph commit-tree config count-objects credential describe diff diff-files diff-index "
+    "diff-tree difftool fast-export fast-import fetch fetch-pack filter-branch fmt-merge-msg for-each-ref "
+    "format-patch fsck gc get-tar-commit-id grep gui hash-object help hook index-pack init instaweb "
+    "interpret-trailers log ls-files ls-remote ls-tree mailinfo mailsplit maintenance merge merge-base "
+    "merge-file merge-tree mergetool mktag mktree multi-pack-index mv name-rev notes pack-objects pack-refs "
+    "patch-id prune pull push range-diff read-tree rebase reflog remote repack replace request-pull rerere "
+    "reset restore rev-list rev-parse revert rm send-email shortlog show show-branch show-ref sparse-checkout "
+    "stash status stripspace submodule switch symbolic-ref tag update-index update-ref verify-commit "
+    "verify-pack verify-tag version whatchanged worktree write-tree lfs"
+)
+_GIT_RUN_OPTIONS = {
+    "grep": ("-O", "--open-files-in-pager"),
+    "fetch": ("--upload-pack",),
+    "pull": ("--upload-pack",),
+    "clone": ("-u", "--upload-pack", "--template", "-c", "--config"),
+    "ls-remote": ("--upload-pack", "--exec"),
+    "push": ("--receive-pack", "--exec"),
+    "archive": ("--exec",),
+    "difftool": ("-t", "--tool", "-x", "--extcmd"),
+    "mergetool": ("-t", "--tool"),
+    "help": ("-w", "--web", "-m", "--man", "-i", "--info"),
+    "remote": ("--upload-pack",),
+}
+_GIT_OUTPUT = ("--output", "-o", "--output-directory")
+_GIT_READS_CONFIG = _o(
+    "--get --get-all --get-regexp --get-urlmatch --list -l --show-origin --show-scope get list"
+)
+
+
+def _git(values: Values) -> Effects:
+    sub = subcommands.find(values)
+    if sub is None or sub.index is None:
+        return NONE
+    command = values[sub.index]
+    rest = list(values[sub.index + 1 :])
+    if command is None:
+        return NONE
+    if command not in _GIT_COMMANDS:
+        return _why(
+            values, f"{command} is not a git command, so it may be an alias, which can run a shell command"
+        )
+    if command in ("filter-branch", "send-email", "instaweb"):
+        return _why(values, f"{command} runs commands given in its arguments or configuration")
+    if any(v is None for v in rest) and command in (
+        "rebase",
+        "bisect",
+        "submodule",
+        "config",
+        *_GIT_RUN_OPTIONS,
+    ):
+        return _why(values, f"{command} has an argument with an expansion, so what it runs can't be told")
+    words = [v for v in rest if v is not None]
+    if command == "rebase":
+        return _git_rebase(values, words)
+    if command == "bisect" and words[:1] == ["run"]:
+        return Effects(scripts=(shlex.join(words[1:]),)) if len(words) > 1 else NONE
+    if command == "submodule" and "foreach" in words:
+        script = " ".join(w for w in words[words.index("foreach") + 1 :] if not w.startswith("--recursive"))
+        return Effects(scripts=(script,))
+    if (
+        command == "config"
+        and not (set(words) & _GIT_READS_CONFIG)
+        and len([w for w in words if not w.startswith("-")]) != 1
+    ):
+        return _why(values, "config changes git configuration (aliases, pager, editor, hooks path)")
+    for option in _GIT_RUN_OPTIONS.get(command, ()):
+        if any(_is_option(w, option) for w in words if w.startswith("-")):
+            return _why(values, f"{command} {option} runs a program given in its arguments or configuration")
+    writes = []
+    for k, w in enumerate(words):
+        option, eq, value = w.partition("=")
+        option = "--output" if option.startswith("--o") and _is_option(option, "--output") else option
+        if option in _GIT_OUTPUT and (command in ("format-patch", "archive") or option != "-o"):
+            writes.append(value if eq else (words[k + 1] if k + 1 < len(words) else ""))
+    if command == "bundle" and words[:1] == ["create"] and len(words) > 1:
+        writes.append(words[1])
+    return Effects(writes=tuple(w for w in writes if w and w != "-"))
+
+
+def _git_rebase(values: Values, words: list[str]) -> Effects:
+    scripts = []
+    for k, w in enumerate(words):
+        long = w.startswith("--")
+        if w == "-x" or (long and "=" not in w and _is_option(w, "--exec")):
+            scripts.append(words[k + 1] if k + 1 < len(words) else "")
+        elif long and _is_option(w, "--exec"):
+            scripts.append(w.split("=", 1)[1])
+        elif w.startswith("-x") and not long:
+            scripts.append(w[2:])
+        elif (long and _is_option(w, "--interactive")) or (w.startswith("-") and not long and "i" in w):
+            return _why(values, f"{w} runs the sequence editor, which can run commands")
+    return Effects(scripts=tuple(scripts))
+
+
+_PROGRAMS: dict[str, Callable[[Values], Effects]] = {
+    "cp": _copy,
+    "mv": _copy,
+    "install": _copy,
+    "ln": _copy,
+    "rsync": _copy,
+    "tee": _tee,
+    "touch": _touch,
+    "truncate": _touch,
+    "dd": _dd,
+    "sort": _sort,
+    "curl": _download,
+    "wget": _download,
+    "sed": _sed,
+    "gsed": _sed,
+    "tar": _tar,
+    "gtar": _tar,
+    "bsdtar": _tar,
+    "unzip": _unzip,
+    "zip": _zip,
+    "ssh": _ssh,
+    "scp": _ssh,
+    "sftp": _ssh,
+    "awk": _awk,
+    "gawk": _awk,
+    "mawk": _awk,
+    "nawk": _awk,
+    "make": _make,
+    "gmake": _make,
+    "rg": _find_tools,
+    "sqlite3": _sqlite,
+    "socat": _socat,
+    "nc": _netcat,
+    "ncat": _netcat,
+    "netcat": _netcat,
+    "compgen": _completion,
+    "complete": _completion,
+    "less": _pager,
+    "more": _pager,
+    "most": _pager,
+    "man": _man,
+    "git": _git,
+    "ed": _always("reads editor commands, and ! runs shell commands"),
+    "red": _always("reads editor commands, and ! runs shell commands"),
+    "dc": _always("runs ! shell commands from its program"),
+    "m4": _always("runs shell commands with syscmd/esyscmd"),
+    "emacs": _always("runs Lisp from its arguments, files or keystrokes, which can run commands"),
+}
+# the vi family reads keystrokes from a pipe, and -c/+/--cmd/-S run ex commands such as :!cmd
+_PATTERNS = [
+    (
+        re.compile(r"(n|g|r|e)?vim?(diff)?|r?view|ex|vimx|emacsclient"),
+        _always("runs editor commands from its arguments or input, and :! runs shell commands"),
+    )
+]
