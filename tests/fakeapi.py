@@ -21,6 +21,8 @@ How a ``POST /v1/messages`` is answered, in order:
 
 1. The request is validated like the real API does (``validate``). A bad request gets a 400
    ``invalid_request_error`` *and* is recorded in ``api.violations`` - the agent must never send one.
+   The model family's rules are the profile's (``FakeAPI(profile="2026")``: the 5.5 family, whose
+   replies are shaped as that family's are; ``"4.x"``: the budget rules; see agent/demo/server.py).
 2. If ``api.context_window`` is set and the estimate exceeds it, the answer is prompt-too-long; no step
    is consumed.
 3. The first matching route registered with ``api.on(predicate, responder)`` answers.
@@ -362,8 +364,9 @@ class FakeAPI(ScriptedAPI):
         models: list[dict] | None = None,
         cache_min_tokens: int = 0,
         tokenizer: Tokenizer | None = None,
+        profile: str = "4.x",
     ) -> None:
-        super().__init__(context_window=context_window, models=models, tokenizer=tokenizer)
+        super().__init__(context_window=context_window, models=models, tokenizer=tokenizer, profile=profile)
         self.script: list[Step] = []
         self.routes: list[Route] = []
         self.violations: list[str] = []
@@ -481,7 +484,7 @@ class FakeAPI(ScriptedAPI):
 
     def _problems(self, request: Request, *, count_only: bool) -> list[str]:
         problems = validate(request.body, count_only=count_only) + self._beta_problems(request)
-        problems += self.thinking.problems(request.body)
+        problems += self._family_problems(request)
         return problems if count_only else problems + self._model_problems(request.body)
 
     def _beta_problems(self, request: Request) -> list[str]:

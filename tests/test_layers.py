@@ -140,7 +140,10 @@ def test_each_room_imports_only_rooms_below_it() -> None:
             continue
         mine, theirs = subfloor_of(i.module), subfloor_of(i.target)
         assert mine is not None and theirs is not None
-        if i.target in (i.module.split(".")[0], mine[1]):  # the package itself (``from agent import __version__``)
+        if i.target in (
+            i.module.split(".")[0],
+            mine[1],
+        ):  # the package itself (``from agent import __version__``)
             continue
         if theirs[0] > mine[0] or (theirs[0] == mine[0] and theirs[1] != mine[1]):
             upward.append(f"{i.module}:{i.line} imports {i.target}")

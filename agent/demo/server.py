@@ -27,6 +27,11 @@ block's text or signature was altered, when a redacted block's data is not one i
 thinking of the assistant turn a tool loop continues was dropped, when the budget is below 1024 or not
 below max_tokens, or when it comes with a forced tool_choice or a temperature other than 1.
 
+Model families (``profile=``): ``"4.x"`` plays the rules above; ``"2026"`` plays the 5.5 family — the
+settings it refuses, thinking on by default with a signed thinking block on every reply, the text written
+before tool calls inside thinking blocks, the ``display`` rule, and ``capabilities`` in the Models API.
+The rules and the reply shaping live in ``Profile4x`` / ``Profile2026`` (see their section).
+
 Subclasses add checks through four hooks: ``_problems`` (what the real API would refuse with a 400),
 ``_violation`` (called for each refusal), ``_next_step`` (where steps come from) and ``_usage``
 (the usage split). tests/fakeapi.py's ``FakeAPI`` is one.
@@ -435,12 +440,15 @@ class Thinking:
         self._redacted: set[str] = set()
         self._given: set[tuple[str, str]] = set()
         self._sent: dict[str, list[dict]] = {}  # tool_use id -> the thinking blocks of its reply, as sent
+        # signature -> the effort of a between_tools request that got the block (its conversation's effort)
+        self._between_tools: dict[str, str] = {}
 
     def sign(self, text: str) -> str:
         return "sig_" + hashlib.sha256(f"{self._key}\0{text}".encode()).hexdigest()[:40]
 
-    def issue(self, content: list[dict]) -> list[dict]:
-        """The reply's content with each thinking block signed; remembers what each tool call came with."""
+    def issue(self, content: list[dict], between_tools_effort: str | None = None) -> list[dict]:
+        """The reply's content with each thinking block signed; remembers what each tool call came with
+        (and, for a between_tools request, the effort its blocks were given at)."""
         out = []
         for block in content:
             if block.get("type") == "thinking" and block.get("signature") == DEFAULT_SIGNATURE:
@@ -450,19 +458,27 @@ class Thinking:
             elif block.get("type") == "redacted_thinking":
                 self._redacted.add(str(block.get("data")))
             out.append(block)
+            if between_tools_effort is not None and block.get("type") == "thinking":
+                self._between_tools[str(block["signature"])] = between_tools_effort
         thought = [b for b in out if b.get("type") in ("thinking", "redacted_thinking")]
         for block in out:
             if block.get("type") == "tool_use" and thought:
                 self._sent[block["id"]] = thought
         return out
 
-    def problems(self, body: Any) -> list[str]:
-        if not isinstance(body, dict) or not isinstance(body.get("thinking"), dict):
+    def problems(self, body: Any, *, always: bool = False) -> list[str]:
+        """What the API refuses about a request's thinking: a budget's limits, and (when the request thinks:
+        a budget, or ``always`` for a family that thinks by default) altered blocks and a tool loop's
+        dropped thinking."""
+        if not isinstance(body, dict):
             return []
-        param = body["thinking"]
-        if param.get("type") != "enabled":
+        param = _thinking_param(body)
+        if always:  # the family's own rules judge the parameter (Profile2026.problems)
+            problems = []
+        elif param.get("type") == "enabled":
+            problems = self._param_problems(body, param)
+        else:
             return []
-        problems = self._param_problems(body, param)
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
         for i, message in enumerate(messages):
             if message.get("role") != "assistant":
@@ -470,6 +486,20 @@ class Thinking:
             for j, block in enumerate(blocks_of(message.get("content"))):
                 problems += self._block_problems(block, f"messages.{i}.content.{j}")
         return problems + self._loop_problems(messages)
+
+    def effort_problems(self, body: dict, effort: str) -> list[str]:
+        """A between_tools request must keep the effort its conversation's earlier blocks were given at."""
+        for message in body.get("messages") or []:
+            for block in blocks_of(message.get("content")) if isinstance(message, dict) else []:
+                was = (
+                    self._between_tools.get(str(block.get("signature"))) if isinstance(block, dict) else None
+                )
+                if was is not None and was != effort:
+                    return [
+                        f'The effort may not change within a conversation that uses "thinking.type.between_tools" '
+                        f'(it began at "{was}", this request asks for "{effort}").'
+                    ]
+        return []
 
     def _param_problems(self, body: dict, param: dict) -> list[str]:
         budget, max_tokens = param.get("budget_tokens"), body.get("max_tokens")
@@ -522,10 +552,202 @@ class Thinking:
 
 
 # --------------------------------------------------------------------------------------------------
+# Model families: what a request may hold (``problems``) and how a reply comes back (``shape``)
+#
+# Two profiles. ``PROFILE_4X`` is the 4.x rules this server always played: a thinking budget is checked
+# (Thinking._param_problems) and a reply is what the script says. ``PROFILE_2026`` plays the 5.5 family
+# (Sonnet / Opus / Haiku 5.5, Fable 5.x) as the provider's pages describe it (models/sonnet-5-5/
+# migration-guide and whats-new-sonnet-5-5, models/opus-5-5/overview, build-with-claude/thinking):
+#
+# - refused (400): thinking ``enabled`` (a budget) and ``disabled``; a sampling parameter (temperature
+#   other than 1, top_p, top_k); an assistant prefill (a final assistant message); a forced tool_choice
+#   (``any``, ``tool``); an effort level the model lacks; ``between_tools`` on a model that can't turn
+#   thinking off, above high effort, or with an effort other than the one its conversation began with;
+#   ``display: "updates"`` without its beta header;
+# - thinking is on by default (adaptive): every reply starts with a signed thinking block, and the text a
+#   reply writes before its tool calls comes back inside thinking blocks ("progress" blocks), not text;
+# - the display rule: ``omitted`` (the default) empties every thinking text (the signature stays);
+#   ``summarized`` returns it all; ``updates`` returns the progress text and empties the reasoning;
+#   ``between_tools`` leaves out the reasoning and returns the progress text.
+
+DISPLAY_UPDATES_BETA = "thinking-display-updates-2026-08-18"
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+BETWEEN_TOOLS_EFFORTS = ("low", "medium", "high")
+DEFAULT_EFFORT = "high"  # the API's default effort on the family
+REASONING_TEXT = "Working out what the request needs."  # the reasoning a scripted reply did not give
+
+
+def capabilities(model_id: str) -> dict:
+    """``capabilities`` as the Models API reports them for a 5.5-family model (SDK: BetaModelCapabilities)."""
+    can_stop = "sonnet-5-5" in model_id or "haiku-5-5" in model_id  # Opus 5.5 and Fable can't turn it off
+
+    def yes(flag: bool) -> dict:
+        return {"supported": flag}
+
+    return {
+        "thinking": {
+            "supported": True,
+            "types": {
+                "adaptive": yes(True),
+                "between_tools": yes(can_stop),
+                "disabled": yes(False),
+                "enabled": yes(False),
+            },
+        },
+        "effort": {"supported": True, **{level: yes(True) for level in EFFORTS}},
+        "compaction": {"supported": True, "types": ["summarize"]},
+    }
+
+
+class Profile4x:
+    """The 4.x rules: nothing beyond the thinking checks every profile makes; replies as scripted."""
+
+    name = "4.x"
+    thinks_by_default = False
+
+    def problems(self, body: dict, headers: dict[str, str], model: dict | None) -> list[str]:
+        return []
+
+    def shape(self, content: list[dict], body: dict) -> list[dict]:
+        return content
+
+    def model_info(self, info: dict) -> dict:
+        return info
+
+
+def _thinking_param(body: dict) -> dict:
+    param = body.get("thinking")
+    return param if isinstance(param, dict) else {}
+
+
+def effort_of(body: dict) -> str:
+    config = body.get("output_config")
+    effort = config.get("effort") if isinstance(config, dict) else None
+    return str(effort) if effort is not None else DEFAULT_EFFORT
+
+
+class Profile2026:
+    """The 5.5 family's rules (see the section comment above)."""
+
+    name = "2026"
+    thinks_by_default = True
+
+    def problems(self, body: dict, headers: dict[str, str], model: dict | None) -> list[str]:
+        kind = _thinking_param(body).get("type", "adaptive")
+        model_id = str(body.get("model"))
+        problems = []
+        if kind == "enabled":
+            problems.append(
+                '"thinking.type.enabled" is not supported for this model. Use "thinking.type.adaptive" '
+                'and "output_config.effort" to control thinking behavior.'
+            )
+        elif kind == "disabled":
+            hint = (
+                'Use "thinking.type.between_tools" to turn off up-front thinking.'
+                if self._can_stop(model_id, model)
+                else 'Use "thinking.type.adaptive" and "output_config.effort" to control thinking behavior.'
+            )
+            problems.append(f'"thinking.type.disabled" is not supported for this model. {hint}')
+        elif kind == "between_tools":
+            problems += self._between_tools_problems(body, model_id, model)
+        elif kind != "adaptive":
+            problems.append(f"thinking.type: Input tag '{kind}' does not match any of the expected tags")
+        effort = effort_of(body)
+        if effort not in EFFORTS:
+            problems.append(f"output_config.effort: Input should be {', '.join(repr(e) for e in EFFORTS)}")
+        if _thinking_param(body).get("display") == "updates" and DISPLAY_UPDATES_BETA not in headers.get(
+            "anthropic-beta", ""
+        ):
+            problems.append(f'thinking.display "updates" requires the {DISPLAY_UPDATES_BETA} beta header.')
+        for name in ("temperature", "top_p", "top_k"):
+            value = body.get(name)
+            if value is not None and not (name == "temperature" and value == 1):
+                problems.append(f"`{name}` is not supported for this model. Remove it from the request.")
+        choice = (body.get("tool_choice") or {}).get("type")
+        if choice in ("any", "tool"):
+            problems.append(
+                f'tool_choice.type "{choice}" is not supported for this model. Use "auto" or "none", and ask '
+                "for the tool in the prompt."
+            )
+        messages = body.get("messages")
+        if isinstance(messages, list) and messages and (messages[-1] or {}).get("role") == "assistant":
+            problems.append("Prefilling assistant messages is not supported for this model.")
+        return problems
+
+    @staticmethod
+    def _can_stop(model_id: str, model: dict | None) -> bool:
+        caps = (model or {}).get("capabilities") or capabilities(model_id)
+        return bool(caps["thinking"]["types"]["between_tools"]["supported"])
+
+    def _between_tools_problems(self, body: dict, model_id: str, model: dict | None) -> list[str]:
+        if not self._can_stop(model_id, model):
+            return [
+                '"thinking.type.between_tools" is not supported for this model. Use "thinking.type.adaptive" '
+                'and "output_config.effort" to control thinking behavior.'
+            ]
+        effort = effort_of(body)
+        if effort not in BETWEEN_TOOLS_EFFORTS:
+            return [
+                f'"thinking.type.between_tools" is not supported at effort "{effort}". Use effort "low", '
+                '"medium" or "high", or "thinking.type.adaptive".'
+            ]
+        return []
+
+    def shape(self, content: list[dict], body: dict) -> list[dict]:
+        """The scripted content as the family returns it (see the section comment)."""
+        param = _thinking_param(body)
+        kind, display = param.get("type", "adaptive"), param.get("display") or "omitted"
+        calls = any(b.get("type") == "tool_use" for b in content)
+        reasoning = [b for b in content if b.get("type") in ("thinking", "redacted_thinking")]
+        if kind != "between_tools" and not reasoning:
+            reasoning = [thinking_block(REASONING_TEXT)]
+        shown_reasoning = display == "summarized"
+        shown_progress = display in ("summarized", "updates") or kind == "between_tools"
+        out = [] if kind == "between_tools" else [_shown(b, shown_reasoning) for b in reasoning]
+        for block in content:
+            if block.get("type") in ("thinking", "redacted_thinking"):
+                continue
+            if block.get("type") == "text" and calls:  # text between tool calls: a progress block
+                block = _shown(thinking_block(block["text"]), shown_progress)
+            out.append(block)
+        return out
+
+    def model_info(self, info: dict) -> dict:
+        return {**info, "capabilities": capabilities(info["id"])}
+
+
+def _shown(block: dict, shown: bool) -> dict:
+    """A thinking block as the display returns it: its text, or empty (the signature is made for it)."""
+    if block.get("type") != "thinking" or shown:
+        return block
+    return {**block, "thinking": ""}
+
+
+PROFILE_4X = Profile4x()
+PROFILE_2026 = Profile2026()
+Profile = Profile4x | Profile2026
+PROFILES: dict[str, Profile] = {"4.x": PROFILE_4X, "2026": PROFILE_2026}
+
+
+# --------------------------------------------------------------------------------------------------
 # The server
 
 
-DEFAULT_MODELS = ("claude-sonnet-4-6", "claude-opus-4-1", "claude-sonnet-4-5", "claude-haiku-4-5")
+DEFAULT_MODELS = (
+    "claude-sonnet-4-6",
+    "claude-opus-4-1",
+    "claude-sonnet-4-5",
+    "claude-haiku-4-5",
+    "claude-sonnet-5-5",
+    "claude-opus-5-5",
+    "claude-haiku-5-5",
+    "claude-fable-5-2",
+)
+FAMILY_2026 = ("-5-5", "fable-5")  # names of the 5.5 family: a 1M window and 128K output
+
+
+def _limits(id: str) -> tuple[int, int]:
+    return (1_000_000, 128_000) if any(mark in id for mark in FAMILY_2026) else (200_000, 64_000)
 
 
 def model_info(id: str, max_input_tokens: int = 200_000, max_tokens: int = 64_000) -> dict:
@@ -552,12 +774,16 @@ class ScriptedAPI:
         tokenizer: Tokenizer | None = None,
         chunk: int | None = None,
         pace: float = 0.0,
+        profile: str = "4.x",
     ) -> None:
         self.respond = respond
+        self.profile: Profile = PROFILES[profile]
         self.context_window = context_window
         self.tokenizer = tokenizer
         self.chunk, self.pace = chunk, pace
-        self.models: dict[str, dict] = {m["id"]: m for m in models or [model_info(i) for i in DEFAULT_MODELS]}
+        self.models: dict[str, dict] = {
+            m["id"]: m for m in models or [model_info(i, *_limits(i)) for i in DEFAULT_MODELS]
+        }
         self.requests: list[Request] = []
         self.thinking = Thinking()
         self._lock = threading.RLock()
@@ -597,8 +823,20 @@ class ScriptedAPI:
     # -- hooks for subclasses ----------------------------------------------------------------------
 
     def _problems(self, request: Request, *, count_only: bool) -> list[str]:
-        """Why the real API would refuse this request with a 400 (only its thinking is checked here)."""
-        return self.thinking.problems(request.body)
+        """Why the real API would refuse this request with a 400 (its thinking, and the profile's rules)."""
+        return self._family_problems(request)
+
+    def _family_problems(self, request: Request) -> list[str]:
+        """The thinking checks and the model family's request rules (the profile)."""
+        body = request.body
+        if not isinstance(body, dict):
+            return []
+        problems = self.thinking.problems(body, always=self.profile.thinks_by_default)
+        model = self.models.get(str(body.get("model")))
+        problems += self.profile.problems(body, request.headers, model)
+        if self.profile.thinks_by_default and _thinking_param(body).get("type") == "between_tools":
+            problems += self.thinking.effort_problems(body, effort_of(body))
+        return problems
 
     def _violation(self, request: Request, problem: str) -> None:
         """Called for every refused request (a test's fake records them)."""
@@ -647,7 +885,7 @@ class ScriptedAPI:
             return self._refuse(request, 400, "invalid_request_error", "anthropic-version header is required")
         route = (request.method, request.path)
         if route == ("GET", "/v1/models"):
-            data = list(self.models.values())
+            data = [self.profile.model_info(m) for m in self.models.values()]
             return Answer(
                 200,
                 {
@@ -661,7 +899,7 @@ class ScriptedAPI:
             model = self.models.get(request.path.removeprefix("/v1/models/"))
             if model is None:
                 return error_answer(404, "not_found_error", f"model: {request.path.rsplit('/', 1)[1]}")
-            return Answer(200, model)
+            return Answer(200, self.profile.model_info(model))
         if route == ("POST", "/v1/messages/count_tokens"):
             problems = self._problems(request, count_only=True)
             if problems:
@@ -726,7 +964,10 @@ class ScriptedAPI:
         return self.models.get(str(body.get("model")), {}).get("max_input_tokens", 200_000)
 
     def _message(self, reply: Reply, body: dict) -> dict:
-        reply = Reply(**{**reply.__dict__, "content": self.thinking.issue(reply.content)})
+        shaped = self.profile.shape(reply.content, body)
+        stopped = _thinking_param(body).get("type") == "between_tools" and self.profile.thinks_by_default
+        content = self.thinking.issue(shaped, effort_of(body) if stopped else None)
+        reply = Reply(**{**reply.__dict__, "content": content})
         has_tool = any(b.get("type") == "tool_use" for b in reply.content)
         usage = {**self._usage(body), "output_tokens": _output_tokens(reply.content), **(reply.usage or {})}
         message = {
