@@ -1,7 +1,8 @@
 """The Bash tool: run a shell command in the session's working directory and return its output.
 
-Each call starts a fresh ``bash`` in its own process group (so a timeout or Ctrl-C can stop everything
-the command started, and tools.process.watchdog kills what is left of it if the agent dies), with stdin closed
+Each call starts a fresh ``bash`` through tools.process.runner, in its own process group (so a timeout or
+Ctrl-C can stop everything the command started, and the watchdog kills what is left of it if the agent
+dies), with stdin closed
 and stderr merged into stdout. Output beyond 1 MB is not held in memory: all of it goes to a file in
 the session's tool-results directory, which the result names (tools.process.spill). The directory the
 command ends in is written to a temp file by an EXIT trap and becomes ``ctx.cwd``, which is how ``cd``
@@ -12,23 +13,18 @@ that no command can print or send them.
 from __future__ import annotations
 
 import os
-import selectors
-import signal
-import subprocess
 import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from tools.base import ToolContext, ToolError, ToolResult
-from tools.process import watchdog
+from tools.process import runner
 from tools.process.spill import SpillingOutput
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
-POLL_SECONDS = 0.05
 KILL_GRACE_SECONDS = 0.5
 DRAIN_SECONDS = 0.2
 HIDDEN_ENV_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
@@ -117,7 +113,6 @@ class ShellOutcome:
     exit_code: int | None = None
     stopped: str | None = None  # "timeout" or "cancelled" when we killed it
     final_cwd: Path | None = None
-    on_output: Callable[[bytes], None] | None = None  # each chunk as it arrives (the REPL's live lines)
 
 
 def run_shell(
@@ -132,34 +127,31 @@ def run_shell(
     """Run ``command`` with bash in ``cwd``; stop its whole process group on timeout or cancel.
 
     ``environ`` is the session's environment (settings "env" maps included); None means the process's.
-    Output too large to keep in memory is written whole to a file in ``spill_dir`` (see tools.process.spill)."""
+    Output too large to keep in memory is written whole to a file in ``spill_dir`` (see tools.process.spill);
+    ``on_output`` gets each chunk as it arrives (the REPL's live lines)."""
     handle, cwd_file = tempfile.mkstemp(prefix="compact-agent-cwd-")
     os.close(handle)
     output = SpillingOutput(spill_dir, "bash")
-    gate = watchdog.Gate()
+
+    def sink(chunk: bytes) -> None:
+        output.write(chunk)
+        if on_output is not None:
+            on_output(chunk)
+
     try:
-        try:
-            proc = subprocess.Popen(
-                ["bash", "-c", gate.prefix + _WRAPPER, "bash", command, cwd_file],
-                cwd=cwd,
-                env=child_env(os.environ if environ is None else environ),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                pass_fds=gate.fds,
-            )
-        except BaseException:
-            gate.failed()
-            raise
-        gate.opened(proc.pid)  # the command runs once the watchdog knows its group
-        outcome = ShellOutcome(output, on_output=on_output)
-        try:
-            _collect(proc, outcome, time.monotonic() + timeout_s, cancel)
-        finally:
-            watchdog.done(proc.pid)
-        outcome.final_cwd = _read_cwd_file(cwd_file)
-        return outcome
+        finished = runner.run(
+            _WRAPPER,
+            [command, cwd_file],
+            cwd=cwd,
+            env=child_env(os.environ if environ is None else environ),
+            stdout=sink,  # stderr merged in
+            timeout=timeout_s,
+            cancel=cancel.is_set,
+            until="exit",  # a background job (`server &`) holding the pipe does not hold the call
+            grace=KILL_GRACE_SECONDS,
+            drain=DRAIN_SECONDS,
+        )
+        return ShellOutcome(output, finished.exit_code, finished.stopped, _read_cwd_file(cwd_file))
     finally:
         output.close()
         Path(cwd_file).unlink(missing_ok=True)
@@ -168,88 +160,6 @@ def run_shell(
 def child_env(environ: Any) -> dict[str, str]:
     """The environment for commands: the agent's own, minus the API credentials."""
     return {key: value for key, value in environ.items() if key not in HIDDEN_ENV_VARS}
-
-
-def _collect(
-    proc: subprocess.Popen[bytes], outcome: ShellOutcome, deadline: float, cancel: threading.Event
-) -> None:
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    os.set_blocking(fd, False)
-    selector = selectors.DefaultSelector()
-    selector.register(fd, selectors.EVENT_READ)
-    pipe_open = True
-    try:
-        while proc.poll() is None:
-            if cancel.is_set() or time.monotonic() >= deadline:
-                outcome.stopped = "cancelled" if cancel.is_set() else "timeout"
-                _kill_group(proc)
-                break
-            if pipe_open:
-                if selector.select(POLL_SECONDS):
-                    pipe_open = _read_available(fd, outcome)
-                    if not pipe_open:
-                        selector.unregister(fd)
-            else:
-                _sleep_until_exit(proc)
-        # A background child may still hold the pipe open, so take what is there and move on.
-        if pipe_open:
-            _drain(fd, outcome)
-        outcome.exit_code = proc.wait()
-    finally:
-        selector.close()
-        proc.stdout.close()
-
-
-def _read_available(fd: int, outcome: ShellOutcome) -> bool:
-    """Read what the pipe holds now; return False at end of file."""
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except BlockingIOError:
-            return True
-        if not chunk:
-            return False
-        outcome.output.write(chunk)
-        if outcome.on_output is not None:
-            outcome.on_output(chunk)
-
-
-def _drain(fd: int, outcome: ShellOutcome) -> None:
-    stop_at = time.monotonic() + DRAIN_SECONDS
-    while time.monotonic() < stop_at:
-        try:
-            chunk = os.read(fd, 65536)
-        except BlockingIOError:
-            return
-        if not chunk:
-            return
-        outcome.output.write(chunk)
-
-
-def _sleep_until_exit(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        proc.wait(timeout=POLL_SECONDS)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the command's process group, then SIGKILL whatever is left after a short grace."""
-    _signal_group(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=KILL_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        pass
-    # Children that ignore SIGTERM can outlive bash itself, so the group gets SIGKILL either way.
-    _signal_group(proc.pid, signal.SIGKILL)
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _read_cwd_file(cwd_file: str) -> Path | None:

@@ -1,6 +1,7 @@
 """The Grep tool: search file contents with ripgrep and report files, matching lines or counts.
 
-ripgrep runs as a subprocess with an argument list (never through a shell). It honours .gitignore but
+ripgrep runs as a child with an argument list (never parsed by a shell), through tools.process.runner:
+in a process group of its own that dies with the agent. It honours .gitignore but
 also searches hidden files, skipping .git. The search path is passed absolute, so every path in the
 output is absolute too. ``rg`` is looked up when the tool runs, not at import.
 
@@ -15,21 +16,17 @@ from __future__ import annotations
 
 import os
 import re
-import selectors
 import shutil
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tools.base import ToolContext, ToolError, ToolResult
+from tools.process import runner
 from tools.process.spill import SpillingOutput
 
 RG_TIMEOUT_SECONDS = 60
-POLL_SECONDS = 0.1
-READ_BYTES = 65536
 MAX_ERROR_BYTES = 65536
 # Very long lines (minified files) are replaced by a short note instead of flooding the context.
 MAX_COLUMNS = 500
@@ -266,54 +263,37 @@ _RG_NOTE = re.compile(
 
 def _run_rg(command: list[str], ctx: ToolContext, sink: Callable[[bytes], None]) -> None:
     """Run rg, passing its output to ``sink`` as it comes; stop it on timeout or cancel."""
-    proc = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ctx.cwd
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    deadline = time.monotonic() + RG_TIMEOUT_SECONDS
     errors = bytearray()
     printed = False
-    try:
-        with selectors.DefaultSelector() as selector:
-            for stream in (proc.stdout, proc.stderr):
-                os.set_blocking(stream.fileno(), False)
-                selector.register(stream, selectors.EVENT_READ)
-            while selector.get_map():
-                if ctx.cancelled or time.monotonic() > deadline:
-                    reason = "was interrupted" if ctx.cancelled else f"took over {RG_TIMEOUT_SECONDS} s"
-                    raise ToolError(
-                        f"The search {reason} and was stopped. Narrow it with path, glob or type."
-                    )
-                for key, _ in selector.select(POLL_SECONDS):
-                    data = _read(key.fd)
-                    if data is None:
-                        continue
-                    if data == b"":
-                        selector.unregister(key.fileobj)
-                    elif key.fileobj is proc.stdout:
-                        printed = printed or bool(data.strip())
-                        sink(data)
-                    else:
-                        errors += data[: max(0, MAX_ERROR_BYTES - len(errors))]
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+
+    def out(data: bytes) -> None:
+        nonlocal printed
+        printed = printed or bool(data.strip())
+        sink(data)
+
+    def err(data: bytes) -> None:
+        errors.extend(data[: max(0, MAX_ERROR_BYTES - len(errors))])
+
+    # rg goes through the one process runner (its own group, gone with the agent); `exec` keeps the
+    # argument list away from any shell parsing and leaves rg's exit status as it is
+    finished = runner.run(
+        'exec "$@"',
+        command,
+        cwd=ctx.cwd,
+        env=None,
+        stdout=out,
+        stderr=err,
+        timeout=RG_TIMEOUT_SECONDS,
+        cancel=lambda: ctx.cancelled,
+        until="eof",
+    )
+    if finished.stopped:
+        reason = "was interrupted" if finished.stopped == "cancelled" else f"took over {RG_TIMEOUT_SECONDS} s"
+        raise ToolError(f"The search {reason} and was stopped. Narrow it with path, glob or type.")
     # Exit 2 means an error; with output it is usually an unreadable file, not a failed search.
-    if proc.returncode == 2 and not printed:
+    if finished.exit_code == 2 and not printed:
         message = errors.decode("utf-8", errors="replace").strip().removeprefix("rg: ") or "ripgrep failed"
         raise ToolError(f"Grep failed: {message}")
-
-
-def _read(fd: int) -> bytes | None:
-    """What the pipe holds (b"" at its end), or None when it has nothing just now."""
-    try:
-        return os.read(fd, READ_BYTES)
-    except BlockingIOError:
-        return None
 
 
 def _newest_first(paths: list[str]) -> list[str]:

@@ -9,11 +9,11 @@ the source for SessionStart, the tool name for PreToolUse/PostToolUse — as an 
 that, a regex that must match the whole value; a missing, empty or ``*`` matcher matches everything, and
 events without a match value (UserPromptSubmit, Stop) run every group.
 
-Each command runs under ``bash -c`` in the project directory, in a process group of its own, with the JSON
-payload on stdin and ``CLAUDE_PROJECT_DIR`` in its environment. On timeout, or when the caller's
-``cancel`` event is set (Ctrl-C / Esc in the REPL, SIGINT in print mode), the whole group is killed; the
-group is registered with tools/process/watchdog.py, so a hook dies with the agent even after ``kill -9``, as Bash
-commands do. A ``timeout`` that is not a number of seconds from 0 to ``MAX_TIMEOUT`` is replaced by the
+Each command runs under ``bash -c`` in the project directory (tools/process/runner.py, as Bash commands
+do), in a process group of its own, with the JSON payload on stdin and ``CLAUDE_PROJECT_DIR`` in its
+environment. On timeout, or when the caller's ``cancel`` event is set (Ctrl-C / Esc in the REPL, SIGINT
+in print mode), the whole group is killed; the watchdog knows the group, so a hook dies with the agent
+even after ``kill -9``. A ``timeout`` that is not a number of seconds from 0 to ``MAX_TIMEOUT`` is replaced by the
 default, and ``problems()`` says so where the settings are loaded.
 
 The API key is redacted from what a hook prints (its output becomes context and is recorded), and what
@@ -29,27 +29,22 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import selectors
-import signal
-import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from core.private import REDACTED, open_private, redact, secrets_of
-from tools.process import watchdog
+from core.private import redact, secrets_of
+from tools.process import runner
+from tools.process.spill import SpillingOutput
 
 DEFAULT_TIMEOUT = 600.0
 MAX_TIMEOUT = 86_400.0  # a day: past it, a hook's timeout is a typo (or 1e300) more likely than a plan
 # after a kill, how long to wait for the pipes to close before giving up on the output
 _DRAIN_SECONDS = 2.0
-_POLL_SECONDS = 0.05
 OUTPUT_LIMIT = 10_000  # characters of a hook's stdout (and of its stderr) kept for the model
 _HEAD_BYTES = 4 * OUTPUT_LIMIT  # bytes kept in memory: OUTPUT_LIMIT characters even of 4-byte UTF-8
 
@@ -150,60 +145,55 @@ class HookRunner:
         self, event: str, command: str, timeout: float, stdin: bytes, cancel: threading.Event | None
     ) -> HookOutcome:
         started = time.monotonic()
-        out = _Capture(self.spill_dir, f"{event}-stdout", self.secrets)
-        err = _Capture(self.spill_dir, f"{event}-stderr", self.secrets)
-
-        def outcome(code: int | None, timed_out: bool = False, interrupted: bool = False) -> HookOutcome:
-            return HookOutcome(
-                event,
-                command,
-                code,
-                out.text("stdout"),
-                err.text("stderr"),
-                timed_out,
-                time.monotonic() - started,
-                timeout,
-                interrupted,
-            )
-
-        gate = watchdog.Gate()
-        try:
-            proc = subprocess.Popen(
-                ["bash", "-c", gate.prefix + command],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=self.project_dir,
-                env={**self.environ, "CLAUDE_PROJECT_DIR": str(self.project_dir)},
-                start_new_session=True,
-                pass_fds=gate.fds,
-            )
-        except BaseException as exc:
-            gate.failed()
-            if not isinstance(exc, (OSError, ValueError)):
-                raise
-            err.add_note(f"could not start the hook: {getattr(exc, 'strerror', None) or exc}")
-            return outcome(127)
+        out, err = self._capture(f"{event}-stdout"), self._capture(f"{event}-stderr")
+        notes: list[str] = []
+        code: int | None = 127
+        stopped = None
         try:
             # it runs once the watchdog knows it: killed with the agent, however the agent ends
-            gate.opened(proc.pid)
-            stopped = _collect(proc, stdin, (out, err), started + timeout, cancel)
-            code = proc.wait()
-            if stopped == "cancelled":
-                return outcome(None, interrupted=True)
-            if stopped == "timeout":
-                return outcome(None, timed_out=True)
-            return outcome(code)
+            finished = runner.run(
+                command,
+                cwd=self.project_dir,
+                env={**self.environ, "CLAUDE_PROJECT_DIR": str(self.project_dir)},
+                stdout=out.write,
+                stderr=err.write,
+                stdin=stdin,
+                timeout=timeout,
+                cancel=cancel.is_set if cancel is not None else lambda: False,
+                until="eof",
+                drain=_DRAIN_SECONDS,
+            )
+            code, stopped = finished.exit_code, finished.stopped
+        except (OSError, ValueError) as exc:
+            notes.append(f"could not start the hook: {getattr(exc, 'strerror', None) or exc}")
         except Exception as exc:  # noqa: BLE001 - a hook never breaks its caller
-            err.add_note(f"the hook could not be run: {type(exc).__name__}: {exc}")
-            return outcome(127)
+            notes.append(f"the hook could not be run: {type(exc).__name__}: {exc}")
         finally:
-            if proc.poll() is None:  # anything that left early (KeyboardInterrupt too) takes the hook along
-                _kill_group(proc.pid)
-                proc.wait()
-            watchdog.done(proc.pid)
             out.close()
             err.close()
+        return HookOutcome(
+            event,
+            command,
+            None if stopped else code,
+            _shown(out, "stdout", self.secrets),
+            _shown(err, "stderr", self.secrets, notes),
+            stopped == "timeout",
+            time.monotonic() - started,
+            timeout,
+            stopped == "cancelled",
+        )
+
+    def _capture(self, prefix: str) -> SpillingOutput:
+        # the head holds OUTPUT_LIMIT characters even of 4-byte UTF-8; past OUTPUT_LIMIT bytes all of it
+        # goes to a file, with the key redacted as it is written
+        return SpillingOutput(
+            self.spill_dir,
+            prefix,
+            _HEAD_BYTES,
+            spill_after=OUTPUT_LIMIT,
+            secrets=self.secrets,
+            strict=False,
+        )
 
     # ---- reading the outcomes ------------------------------------------------------------------
 
@@ -289,179 +279,25 @@ def _timeout_of(raw: object) -> float | None:
     return seconds if math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT else None
 
 
-def _collect(
-    proc: subprocess.Popen[bytes],
-    stdin: bytes,
-    captures: tuple[_Capture, _Capture],
-    deadline: float,
-    cancel: threading.Event | None,
-) -> str | None:
-    """Feed stdin and read stdout/stderr until the hook is done; "timeout" or "cancelled" if we stopped it.
-
-    A shell that exited while a child it left behind holds the pipes open has finished: its output so
-    far is taken and only the leftovers are killed, at the deadline."""
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    feeder = threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True)
-    feeder.start()
-    selector = selectors.DefaultSelector()
-    for pipe, capture in zip((proc.stdout, proc.stderr), captures):
-        os.set_blocking(pipe.fileno(), False)
-        selector.register(pipe.fileno(), selectors.EVENT_READ, capture)
-    try:
-        while selector.get_map():
-            if cancel is not None and cancel.is_set():
-                _kill_group(proc.pid)
-                return "cancelled"
-            if time.monotonic() >= deadline:
-                finished = proc.poll() is not None
-                _kill_group(proc.pid)
-                _drain(selector)
-                return None if finished else "timeout"
-            for key, _ in selector.select(_POLL_SECONDS):
-                if not _read(key.fd, key.data):
-                    selector.unregister(key.fd)
-        while proc.poll() is None:  # pipes closed, the shell still running
-            if cancel is not None and cancel.is_set():
-                _kill_group(proc.pid)
-                return "cancelled"
-            if time.monotonic() >= deadline:
-                _kill_group(proc.pid)
-                return "timeout"
-            time.sleep(_POLL_SECONDS)
-        return None
-    finally:
-        selector.close()
-        for pipe in (proc.stdout, proc.stderr):
-            pipe.close()
-
-
-def _feed(pipe: IO[bytes], data: bytes) -> None:
-    """The payload on the hook's stdin; a hook that does not read it (or has gone) is no error."""
-    try:
-        pipe.write(data)
-    except OSError:
-        pass
-    finally:
-        try:
-            pipe.close()
-        except OSError:
-            pass
-
-
-def _read(fd: int, capture: _Capture) -> bool:
-    """Take what the pipe holds now; False at end of file."""
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except BlockingIOError:
-            return True
-        if not chunk:
-            return False
-        capture.write(chunk)
-
-
-def _drain(selector: selectors.BaseSelector) -> None:
-    stop_at = time.monotonic() + _DRAIN_SECONDS
-    while selector.get_map() and time.monotonic() < stop_at:
-        for key, _ in selector.select(_POLL_SECONDS):
-            if not _read(key.fd, key.data):
-                selector.unregister(key.fd)
-
-
-class _Capture:
-    """One output stream of a hook: its head in memory; past that, all of it (redacted) in a private file.
-
-    The key is redacted from the file as it is written: the last ``longest secret - 1`` bytes are held
-    back from each write, so a key split across two reads is still found."""
-
-    def __init__(self, spill_dir: Path | None, prefix: str, secrets: tuple[str, ...]) -> None:
-        self.spill_dir, self.prefix = spill_dir, prefix
-        self.secrets = tuple(s.encode() for s in secrets)
-        self.keep = max((len(s) for s in self.secrets), default=1) - 1
-        self.head = bytearray()
-        self.total = 0
-        self.path: Path | None = None
-        self.problem = ""  # why the whole output could not be saved
-        self._file: IO[bytes] | None = None
-        self._pending = b""  # bytes not yet written to the file (a key may continue in the next read)
-        self._notes: list[str] = []
-
-    def write(self, data: bytes) -> None:
-        room = _HEAD_BYTES - len(self.head)
-        self.total += len(data)
-        if room > 0:
-            self.head += data[:room]
-        if self._file is not None:
-            self._spill(data)
-        elif self.total > OUTPUT_LIMIT and self.path is None and not self.problem:
-            self._open()
-            if self._file is not None:  # everything so far: the head, then what did not fit in it
-                self._spill(bytes(self.head) + data[max(room, 0) :])
-
-    def add_note(self, text: str) -> None:
-        self._notes.append(text)
-
-    def close(self) -> None:
-        if self._file is not None:
-            try:
-                self._file.write(self._redacted(self._pending))
-                self._file.close()
-            except OSError as exc:
-                self.problem = exc.strerror or str(exc)
-            self._file, self._pending = None, b""
-
-    def text(self, stream: str) -> str:
-        """What the model is shown: all of it, or past OUTPUT_LIMIT a note naming the saved file, then its head."""
-        self.close()
-        text = redact(bytes(self.head).decode("utf-8", "replace"), tuple(s.decode() for s in self.secrets))
-        text = "\n".join([*self._notes, text] if text else self._notes)
-        if self.total <= _HEAD_BYTES and len(text) <= OUTPUT_LIMIT:
-            return text
-        if self.path is not None and not self.problem:
-            where = f"all of it is saved in {self.path} - Read that file with offset and limit"
-        elif self.problem:
-            where = f"it could not be saved ({self.problem})"
-        else:
-            where = "it was not saved"
-        return (
-            f"(Hook {stream} too large to show in full: {self.total:,} bytes; the first "
-            f"{OUTPUT_LIMIT:,} characters are shown, {where}.)\n{text[:OUTPUT_LIMIT]}"
-        )
-
-    def _open(self) -> None:
-        if self.spill_dir is None:
-            return
-        path = self.spill_dir / f"{self.prefix}-{uuid.uuid4().hex[:12]}.txt"
-        try:
-            self._file = os.fdopen(open_private(path, os.O_WRONLY | os.O_EXCL), "wb")
-            self.path = path
-        except OSError as exc:
-            self.problem = exc.strerror or str(exc)
-
-    def _spill(self, data: bytes) -> None:
-        assert self._file is not None
-        # a key is at most keep + 1 bytes: one that is still incomplete lies wholly in the last keep
-        data = self._redacted(self._pending + data)
-        cut = len(data) - self.keep
-        done, self._pending = data[:cut], data[cut:]
-        try:
-            self._file.write(done)
-        except OSError as exc:
-            self.problem = exc.strerror or str(exc)
-            self._file.close()
-            self._file = None
-
-    def _redacted(self, data: bytes) -> bytes:
-        for secret in self.secrets:
-            data = data.replace(secret, REDACTED.encode())
-        return data
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _shown(
+    capture: SpillingOutput, stream: str, secrets: tuple[str, ...], notes: list[str] | None = None
+) -> str:
+    """What the model is shown of one stream: all of it, or past OUTPUT_LIMIT a note naming the saved
+    file, then its head (the key redacted either way)."""
+    text = redact(bytes(capture.head).decode("utf-8", "replace"), secrets)
+    text = "\n".join([*(notes or []), text] if text else notes or [])
+    if capture.total_bytes <= _HEAD_BYTES and len(text) <= OUTPUT_LIMIT:
+        return text
+    if capture.path is not None and not capture.problem:
+        where = f"all of it is saved in {capture.path} - Read that file with offset and limit"
+    elif capture.problem:
+        where = f"it could not be saved ({capture.problem})"
+    else:
+        where = "it was not saved"
+    return (
+        f"(Hook {stream} too large to show in full: {capture.total_bytes:,} bytes; the first "
+        f"{OUTPUT_LIMIT:,} characters are shown, {where}.)\n{text[:OUTPUT_LIMIT]}"
+    )
 
 
 def _json_object(text: str) -> dict[str, Any] | None:

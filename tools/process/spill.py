@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 from typing import IO
 
-from core.private import open_private
+from core.private import REDACTED, open_private
 
 # Well above what a useful result holds (the budget stage moves results over 20-50,000 characters to
 # disk anyway, keeping all of what it is given), well below what would make a transcript line heavy.
@@ -27,17 +27,38 @@ HEAD_BYTES = 1024 * 1024
 
 
 class SpillingOutput:
-    """A byte stream's head in memory and, once it outgrows ``head_bytes``, the whole stream in a file."""
+    """A byte stream's head in memory and, once it outgrows ``spill_after`` bytes (``head_bytes`` unless
+    said), the whole stream in a file.
 
-    def __init__(self, directory: Path, prefix: str, head_bytes: int | None = None) -> None:
+    ``secrets`` are replaced by ``REDACTED`` in the file as it is written: the last ``longest secret - 1``
+    bytes are held back from each write, so a secret split across two writes is still found (the head
+    is the caller's to redact when it shows it). With ``strict=False`` a file that can't be opened or
+    written is no error: ``problem`` says why the whole output could not be saved."""
+
+    def __init__(
+        self,
+        directory: Path | None,
+        prefix: str,
+        head_bytes: int | None = None,
+        *,
+        spill_after: int | None = None,
+        secrets: tuple[str, ...] = (),
+        strict: bool = True,
+    ) -> None:
         self.directory, self.prefix = directory, prefix
         self.head_bytes = HEAD_BYTES if head_bytes is None else head_bytes
+        self.spill_after = self.head_bytes if spill_after is None else min(spill_after, self.head_bytes)
+        self.secrets = tuple(s.encode() for s in secrets if s)
+        self._keep = max((len(s) for s in self.secrets), default=1) - 1
+        self.strict = strict
         self.head = bytearray()
         self.total_bytes = 0
         self.newlines = 0
         self.ends_with_newline = False
         self.path: Path | None = None
+        self.problem = ""
         self._file: IO[bytes] | None = None
+        self._pending = b""  # held back from the file: a secret may go on in the next write
 
     def __enter__(self) -> SpillingOutput:
         return self
@@ -56,21 +77,26 @@ class SpillingOutput:
     def write(self, data: bytes) -> None:
         if not data:
             return
+        before = self.total_bytes  # all of it is in the head until the file opens
         self.total_bytes += len(data)
         self.newlines += data.count(b"\n")
         self.ends_with_newline = data.endswith(b"\n")
         room = self.head_bytes - len(self.head)
-        if self._file is None and len(data) > room:
-            self._spill()
         if room > 0:
             self.head += data[:room]
         if self._file is not None:
-            self._file.write(data)
+            self._put(data)
+        elif self.total_bytes > self.spill_after and self.path is None and not self.problem:
+            self._spill(bytes(self.head[:before]) + data)
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            try:
+                self._file.write(self._redacted(self._pending))
+                self._file.close()
+            except OSError as exc:
+                self._failed(exc)
+            self._file, self._pending = None, b""
 
     def discard(self) -> None:
         """Close and delete the spill file, if any (for a tool that ends in an error instead)."""
@@ -99,12 +125,41 @@ class SpillingOutput:
             f"the rest{hint}.)"
         )
 
-    def _spill(self) -> None:
+    def _spill(self, so_far: bytes) -> None:
+        if self.directory is None:
+            return
         path = self.directory / f"{self.prefix}-{uuid.uuid4().hex[:12]}.txt"
-        fd = open_private(path, os.O_WRONLY | os.O_EXCL)
-        self._file = os.fdopen(fd, "wb")
-        self._file.write(self.head)
+        try:
+            self._file = os.fdopen(open_private(path, os.O_WRONLY | os.O_EXCL), "wb")
+        except OSError as exc:
+            self._failed(exc)
+            return
         self.path = path
+        self._put(so_far)
+
+    def _put(self, data: bytes) -> None:
+        assert self._file is not None
+        if self.secrets:
+            # a secret is at most keep + 1 bytes: one still incomplete lies wholly in the last keep
+            data = self._redacted(self._pending + data)
+            cut = max(0, len(data) - self._keep)  # a short write may be all held back
+            data, self._pending = data[:cut], data[cut:]
+        try:
+            self._file.write(data)
+        except OSError as exc:
+            self._file.close()
+            self._file = None
+            self._failed(exc)
+
+    def _redacted(self, data: bytes) -> bytes:
+        for secret in self.secrets:
+            data = data.replace(secret, REDACTED.encode())
+        return data
+
+    def _failed(self, exc: OSError) -> None:
+        if self.strict:
+            raise exc
+        self.problem = exc.strerror or str(exc)
 
 
 def _lines(count: int) -> str:
