@@ -41,6 +41,13 @@ from the longest stored prefix that ends at a breakpoint or up to 20 blocks befo
 lookback); the part from there up to its last breakpoint is written (``cache_creation_input_tokens``) and
 the rest is plain ``input_tokens``. The three always add up to the estimate.
 
+Preserved thinking (``FakeAPI(binding="error")``; ``"off"``, the default until the agent passes it, checks
+nothing): on the 2026 models each thinking block is bound to its prefix and a request that changed it is
+refused with the API's 400 text, or with ``drop_block`` has the blocks left out and listed
+(agent/demo/binding.py). ``api.binding`` counts refusals, ``fallbacks`` and cache misses; ``check()``
+fails on a refusal (a violation) and on any drop_block fallback. Mid-conversation ``role: "system"``
+messages are valid on those models.
+
 Streams: ``message_start``, ``ping``, then per block ``content_block_start`` / deltas /
 ``content_block_stop``, then ``message_delta`` and ``message_stop``. ``drop_after=N`` on a reply sends the
 first N of those events and closes the socket without ending the chunked body, as a dropped network
@@ -70,6 +77,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.demo.binding import Binding, preserves_thinking  # noqa: F401 - Binding re-exported
 from agent.demo.server import (  # noqa: F401 - re-exported: the tests import these from here
     DEFAULT_MODELS,
     ERROR_DEFAULTS,
@@ -200,7 +208,7 @@ def validate(body: Any, *, count_only: bool = False) -> list[str]:
             problems.append("max_tokens: Input should be greater than or equal to 1")
     problems += _tool_problems(body.get("tools"))
     problems += _system_problems(body.get("system"))
-    problems += _message_problems(body.get("messages"))
+    problems += _message_problems(body.get("messages"), system_messages=preserves_thinking(body.get("model")))
     marks = sum(1 for _, marked in _units(body) if marked)
     if marks > 4:
         problems.append(f"A maximum of 4 blocks with cache_control may be provided. Found {marks}.")
@@ -238,15 +246,18 @@ def _text_problems(block: dict, where: str) -> list[str]:
     return []
 
 
-def _message_problems(messages: Any) -> list[str]:
+def _message_problems(messages: Any, *, system_messages: bool = False) -> list[str]:
     if not isinstance(messages, list) or not messages:
         return ["messages: at least one message is required"]
-    if messages[0].get("role") != "user":
+    if messages[0].get("role") != "user" and not _opens_with_compaction(messages[0]):
         return ['messages: first message must use the "user" role']
     problems = []
     seen_tool_ids: set[str] = set()
     for i, message in enumerate(messages):
         where, role, last = f"messages.{i}", message.get("role"), i == len(messages) - 1
+        if role == "system" and system_messages:
+            problems += _system_message_problems(messages, i)
+            continue
         if role not in ("user", "assistant"):
             problems.append(f"{where}.role: Input should be 'user' or 'assistant'")
             continue
@@ -273,6 +284,31 @@ def _message_problems(messages: Any) -> list[str]:
         ):
             problems.append("messages: final assistant content cannot end with trailing whitespace")
     return problems + _pairing_problems(messages)
+
+
+def _opens_with_compaction(message: Any) -> bool:
+    """An assistant message that starts with a compaction block the server wrote may open the messages."""
+    blocks = _blocks(message.get("content")) if isinstance(message, dict) else []
+    return message.get("role") == "assistant" and bool(blocks) and blocks[0].get("type") == "compaction"
+
+
+def _system_message_problems(messages: list[dict], i: int) -> list[str]:
+    """A mid-conversation ``role: "system"`` message (the 2026 models): after a user turn (or another
+    system message that follows one), text only, never empty."""
+    where, message = f"messages.{i}", messages[i]
+    before = next((m.get("role") for m in reversed(messages[:i]) if m.get("role") != "system"), None)
+    if before != "user":
+        return [f"{where}: a system message may only follow a user message"]
+    content = message.get("content")
+    if not content:
+        return [f"{where}: system messages must have non-empty content"]
+    problems = []
+    for j, block in enumerate(_blocks(content)):
+        if not isinstance(block, dict) or block.get("type") not in ("text", "tool_addition", "tool_removal"):
+            problems.append(f"{where}.content.{j}: system messages may hold only text blocks")
+        else:
+            problems += _text_problems(block, f"{where}.content.{j}")
+    return problems
 
 
 def _block_problems(block: Any, role: str, where: str, seen_tool_ids: set[str]) -> list[str]:
@@ -365,8 +401,15 @@ class FakeAPI(ScriptedAPI):
         cache_min_tokens: int = 0,
         tokenizer: Tokenizer | None = None,
         profile: str = "4.x",
+        binding: str = "off",
     ) -> None:
-        super().__init__(context_window=context_window, models=models, tokenizer=tokenizer, profile=profile)
+        super().__init__(
+            context_window=context_window,
+            models=models,
+            tokenizer=tokenizer,
+            profile=profile,
+            binding=binding,
+        )
         self.script: list[Step] = []
         self.routes: list[Route] = []
         self.violations: list[str] = []
@@ -471,8 +514,10 @@ class FakeAPI(ScriptedAPI):
         assert not left, f"FakeAPI: {len(left)} scripted step(s) never requested: {left!r}"
 
     def check(self) -> None:
-        """No violations and nothing left unconsumed."""
+        """No violations (a request the prefix check refused is one), no drop_block fallback, and nothing
+        left unconsumed. A test of the fallback itself clears ``binding.fallbacks`` once it has looked."""
         assert self.violations == [], f"FakeAPI violations: {self.violations}"
+        assert self.binding.fallbacks == [], f"FakeAPI: drop_block fallbacks taken: {self.binding.fallbacks}"
         self.assert_done()
 
     # -- the server's hooks (called from handler threads) ----------------------------------------

@@ -51,6 +51,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from agent.demo.binding import Binding
+
 # --------------------------------------------------------------------------------------------------
 # Content blocks and request helpers
 
@@ -194,6 +196,8 @@ class Request:
     headers: dict[str, str]  # lower-cased names
     body: Any
     status: int | None = None  # status of the answer given
+    # thinking blocks the prefix check left out of this request (agent.demo.binding), as the API lists them
+    input_transformations: list[dict] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -443,8 +447,16 @@ class Thinking:
         # signature -> the effort of a between_tools request that got the block (its conversation's effort)
         self._between_tools: dict[str, str] = {}
 
-    def sign(self, text: str) -> str:
-        return "sig_" + hashlib.sha256(f"{self._key}\0{text}".encode()).hexdigest()[:40]
+    def sign(self, text: str, nonce: str | None = None) -> str:
+        """A signature for ``text``; each one the server issues has its own nonce, so two blocks of the
+        same text (or both empty, as an omitted display sends them) are still told apart."""
+        nonce = nonce if nonce is not None else secrets.token_hex(6)
+        return f"sig_{nonce}_" + hashlib.sha256(f"{self._key}\0{nonce}\0{text}".encode()).hexdigest()[:40]
+
+    def signed(self, text: str, signature: str) -> bool:
+        """Whether ``signature`` is one this server made for ``text``."""
+        nonce = signature.split("_")[1] if signature.count("_") >= 2 else ""
+        return signature == self.sign(text, nonce)
 
     def issue(self, content: list[dict], between_tools_effort: str | None = None) -> list[dict]:
         """The reply's content with each thinking block signed; remembers what each tool call came with
@@ -521,7 +533,7 @@ class Thinking:
             return []
         if block.get("type") == "thinking":
             text, signature = str(block.get("thinking", "")), str(block.get("signature"))
-            if signature != self.sign(text) and (text, signature) not in self._given:
+            if not self.signed(text, signature) and (text, signature) not in self._given:
                 return [f"{where}: Invalid `signature` in `thinking` block"]
         elif block.get("type") == "redacted_thinking" and str(block.get("data")) not in self._redacted:
             return [f"{where}: Invalid `data` in `redacted_thinking` block"]
@@ -775,6 +787,7 @@ class ScriptedAPI:
         chunk: int | None = None,
         pace: float = 0.0,
         profile: str = "4.x",
+        binding: str = "off",
     ) -> None:
         self.respond = respond
         self.profile: Profile = PROFILES[profile]
@@ -786,6 +799,7 @@ class ScriptedAPI:
         }
         self.requests: list[Request] = []
         self.thinking = Thinking()
+        self.binding = Binding(binding)  # preserved thinking's prefix check; "off" until the agent passes it
         self._lock = threading.RLock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -918,6 +932,11 @@ class ScriptedAPI:
             for problem in problems:
                 self._violation(request, problem)
             return error_answer(400, "invalid_request_error", problems[0])
+        checked = self.binding.check(body, request.headers.get("anthropic-beta", ""))
+        if checked.refusal is not None:
+            self._violation(request, checked.refusal)
+            return error_answer(400, "invalid_request_error", checked.refusal)
+        request.input_transformations = checked.transformations
         tokens = estimate_tokens(body, self.tokenizer)
         if self.context_window is not None and tokens > self.context_window:
             return PromptTooLong(tokens, self.context_window)
@@ -950,6 +969,9 @@ class ScriptedAPI:
             raise TypeError(f"not a script step: {step!r}")
         with self._lock:
             message = self._message(step, body)
+            message.update(self.binding.issue(body, message["content"], message["id"]))
+            if request.input_transformations:
+                message["input_transformations"] = request.input_transformations
         if not body.get("stream"):
             return Answer(200, hang_up=step.drop_after is not None, payload=message)
         return Answer(
