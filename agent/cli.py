@@ -18,7 +18,29 @@ import typer
 from agent import RESUME_PICK, __version__
 from core.terminal import visible
 
-HELP = """Compact Agent: a terminal coding agent that keeps working when the conversation outgrows the \
+# generated from the settings rows (agent.config.settings.TABLE) by scripts/gen_docs.py; a test checks it
+ENVIRONMENT = """\
+  COMPACT_AGENT_HOME                   where the agent keeps its state (never ~/.claude)
+  ANTHROPIC_MODEL                      default model (--model overrides it)
+  ANTHROPIC_API_KEY                    credentials, passed to the SDK (required, except with --demo)
+  ANTHROPIC_AUTH_TOKEN                 a bearer token instead of the API key
+  ANTHROPIC_BASE_URL                   any Messages-API-compatible server (proxy, gateway, local model server)
+  DISABLE_COMPACT                      no compaction at all; /compact says it is disabled
+  DISABLE_AUTO_COMPACT                 automatic compaction (DISABLE_AUTO_COMPACT=1 turns it off); /compact and prompt-too-long recovery still work
+  CLAUDE_AUTOCOMPACT_PCT_OVERRIDE      auto-compact at this % of the effective window (only lowers the threshold)
+  CLAUDE_CODE_AUTO_COMPACT_WINDOW      cap the context window used for all threshold math (at least 43,000; smaller is refused at start)
+  CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE  replace the blocking limit
+  CLAUDE_CODE_MAX_OUTPUT_TOKENS        max output tokens of main-loop requests
+  COMPACT_AGENT_SESSION_MEMORY         background notes and notes-based compaction
+  COMPACT_AGENT_PREPARE_COMPACTION     prepare automatic compactions in the background before the threshold (off: the foreground compaction at it)
+  COMPACT_AGENT_MICROCOMPACT           time-based clearing of old tool results once the prompt cache has gone cold
+  CLAUDE_CONTEXT_COLLAPSE              context collapse: old spans summarized in the background (opt-in)
+  NO_COLOR                             no colours
+  MAX_THINKING_TOKENS                  extended thinking on every turn with this budget (0 in the variable: off)
+  COMPACT_AGENT_RETRY_SECONDS          seconds to keep retrying 408/409/429/5xx/529, a broken stream or no connection (0: no retries)"""
+
+HELP = (
+    """Compact Agent: a terminal coding agent that keeps working when the conversation outgrows the \
 model's context window.
 
 Start the REPL in the current directory, optionally with a first PROMPT; with -p, run the agent loop once
@@ -42,14 +64,10 @@ REPL commands:
   Tab on an empty line      extended thinking on or off ("think hard" in a prompt raises it once)
 
 \b
-Environment:
-  ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN   credentials (required, except with --demo)
-  ANTHROPIC_BASE_URL    any Messages-API-compatible server
-  ANTHROPIC_MODEL       default model
-  COMPACT_AGENT_HOME    where the agent keeps its state (default ~/.compact-agent)
-  MAX_THINKING_TOKENS   extended thinking on every turn with this budget (0: off)
-  DISABLE_COMPACT, DISABLE_AUTO_COMPACT, CLAUDE_AUTOCOMPACT_PCT_OVERRIDE,
-  CLAUDE_CODE_AUTO_COMPACT_WINDOW: compaction; the README lists them all."""
+Environment (docs/settings.md has the settings files' keys too):
+"""
+    + ENVIRONMENT
+)
 NO_KEY = (
     "No API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment, "
     "or try `compact-agent --demo`, which needs none"

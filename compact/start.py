@@ -44,6 +44,7 @@ def conversation(
     conv.view_ctx = ViewContext(
         state=conv.state,
         results_dir=conv.results_dir,
+        config=c,
         microcompact_enabled=c.microcompact and not c.disable_compact,
         gap_minutes=c.gap_minutes,
         keep_recent=c.keep_recent,

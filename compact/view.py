@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from compact.budget import apply_budget
+from compact.config import CompactConfig
 from compact.micro import cache_expired, microcompact
 from compact.snip import apply_snips, tag_prompts
 from compact.state import ContextState, microcompact_record, replacement_record
@@ -90,6 +91,8 @@ class ViewContext:
     state: ContextState
     results_dir: Path
     now: Callable[[], datetime] = _utcnow
+    # the conversation's settings: a stage reads its own row here (compact/README.md, "To add a stage")
+    config: CompactConfig = field(default_factory=CompactConfig)
     microcompact_enabled: bool = True
     gap_minutes: float = 60.0
     keep_recent: int = 5

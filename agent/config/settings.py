@@ -1,44 +1,38 @@
 """Settings, built once at the CLI boundary and passed down; nothing below reads ``os.environ``.
 
+Each setting is one row, declared on the field that holds it: ``Settings``'s fields here and
+``CompactConfig``'s (``Settings.compaction``) in compact/config.py, each with its default, settings-file
+key, environment variable, kind and one line of doc (core.setting). ``TABLE`` lists them; validation of the
+files, the merge across files, the environment, where each value came from (``Settings.sources``), the table
+in docs/settings.md and ``--help``'s list of variables all come from it (``scripts/gen_docs`` regenerates
+the last two; tests/test_settings_rows.py fails when they are stale). Adding a setting is adding a field.
+
 Precedence, lowest to highest: defaults < ~/.claude/settings.json < $COMPACT_AGENT_HOME/settings.json <
 .claude/settings.json < .claude/settings.local.json < environment (the process's, overlaid on the files'
 "env" maps) < command line. The two user files are the user's own: trusted, and a malformed one stops the
-agent. The two project files are those of the project root (agent.config.project: found upwards from the working
-directory); a malformed one is skipped with a warning (``Settings.warnings``), and both pass through
-``agent.config.trust.restrict`` first: until the project is trusted their hooks, env entries, widening permission
-settings and model are left out and listed in ``Settings.ignored``. Every file is read only if it is a
-regular file of reasonable size (agent.config.project.read_small).
+agent. The two project files are those of the project root (agent.config.project: found upwards from the
+working directory); a malformed one is skipped with a warning (``Settings.warnings``), and both pass through
+``agent.config.trust.restrict`` first: until the project is trusted their hooks, env entries, widening
+permission settings and model are left out and listed in ``Settings.ignored``. Every file is read only if it
+is a regular file of reasonable size (agent.config.project.read_small).
 
-``load_settings`` is the one place that merges them. Across files, permission lists and
-``additionalDirectories`` are concatenated (duplicates dropped), hook groups are concatenated per event,
-and every other key is replaced by the later file. Unknown keys are ignored so newer files still load;
-a known key with a wrong type is a ``SettingsError`` whose message names the file and the key.
-
-Settings-file keys beyond Claude Code's (each mirrors an environment variable of CONTRACT §3)::
-
-    autoCompactEnabled  bool                       (DISABLE_AUTO_COMPACT)
-    disableCompact      bool                       (DISABLE_COMPACT)
-    compaction          {autoCompactPct, contextWindow, blockingLimit, model, maxOutputTokens}
-    sessionMemory       bool                       (COMPACT_AGENT_SESSION_MEMORY)
-    prepareCompaction   bool                       (COMPACT_AGENT_PREPARE_COMPACTION)
-    microcompact        bool | {enabled, gapMinutes, keepRecent}   (COMPACT_AGENT_MICROCOMPACT)
-    contextCollapse     bool                       (CLAUDE_CONTEXT_COLLAPSE)
-    contextEditing      bool | {enabled, keepToolUses, triggerTokens, clearAtLeastTokens, clearThinking}
-    noColor             bool                       (NO_COLOR)
-    alwaysThinkingEnabled bool                     (Claude Code's key: extended thinking on every turn)
-    maxThinkingTokens   int >= 1024                (MAX_THINKING_TOKENS)
-    retry               {maxSeconds}               (COMPACT_AGENT_RETRY_SECONDS)
+``load_settings`` is the one place that merges them. Across files each row's ``merge`` applies: permission
+lists and ``additionalDirectories`` are concatenated (duplicates dropped), hook groups are concatenated per
+event, objects (``env``, ``contextEditing``, and the keys inside ``compaction``, ``microcompact``, ``retry``)
+merge one level deep, and every other key is replaced by the later file. Unknown keys are ignored so newer
+files still load; a known key with a wrong type is a ``SettingsError`` whose message names the file and the
+key. Rows marked ``manual`` are applied by hand below: ``home`` (before the files: they live there), ``env``
+(the environment overlaid on them) and ``permissions.additionalDirectories`` (paths resolved).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import pwd
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -51,48 +45,249 @@ from compact.config import CompactConfig
 from compact.thresholds import smallest_window
 from core.errors import SettingsError
 from core.private import make_private_dirs
+from core.setting import (
+    BOOL,
+    RAW,
+    SKIP,
+    TEXT,
+    Bad,
+    Kind,
+    Row,
+    checked,
+    concat_value,
+    falsy,
+    is_int,
+    is_number,
+    number,
+    one_of,
+    present,
+    rows,
+    setting,
+    truthy,
+    update_value,
+)
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "MIN_THINKING",
+    "PERMISSION_MODES",
+    "TABLE",
+    "Settings",
+    "SettingsError",
+    "check_limits",
+    "ensure_home",
+    "falsy",
+    "load_settings",
+    "reload_settings",
+    "split_rules",
+    "table_of",
+    "truthy",
+]
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 MIN_THINKING = 1024  # the API's smallest thinking budget
 PERMISSION_MODES = ("default", "acceptEdits", "bypassPermissions", "plan")
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
 _RULE = re.compile(r"^[A-Za-z_][\w.-]*(\(.*\))?$", re.DOTALL)
+_RULE_EXAMPLE = 'a rule like "Read", "Bash(git status:*)" or "Edit(src/**)"'
+
+
+# ---- the kinds of this floor's settings (compact/config.py and core.setting hold the rest) -------------
+
+
+def _check_rules(value: Any) -> list[str]:
+    if not isinstance(value, list):
+        raise Bad("an array of rule strings", value)
+    for i, rule in enumerate(value):
+        if not (isinstance(rule, str) and _RULE.match(rule.strip())):
+            raise Bad(_RULE_EXAMPLE, rule, f"[{i}]")
+    return [rule.strip() for rule in value]
+
+
+def _check_dirs(value: Any) -> list[str]:
+    if not (isinstance(value, list) and all(isinstance(d, str) and d for d in value)):
+        raise Bad("an array of directory paths", value)
+    return list(value)
+
+
+def _check_env(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise Bad("an object", value)
+    for name, item in value.items():
+        if not (isinstance(item, str) or is_number(item)):
+            raise Bad("a string", item, f".{name}")
+    return {name: item if isinstance(item, str) else str(item) for name, item in value.items()}
+
+
+def _check_hooks(hooks: Any) -> dict[str, list[dict[str, Any]]]:
+    def need(ok: bool, expected: str, value: Any, at: str) -> None:
+        if not ok:
+            raise Bad(expected, value, at)
+
+    need(isinstance(hooks, dict), "an object", hooks, "")
+    for event, groups in hooks.items():
+        key = f".{event}"
+        need(isinstance(groups, list), "an array of matcher groups", groups, key)
+        for i, group in enumerate(groups):
+            gkey = f"{key}[{i}]"
+            need(isinstance(group, dict), "an object", group, gkey)
+            if "matcher" in group:
+                need(isinstance(group["matcher"], str), "a string", group["matcher"], f"{gkey}.matcher")
+            entries = group.get("hooks", [])
+            need(isinstance(entries, list), "an array of hooks", entries, f"{gkey}.hooks")
+            for j, hook in enumerate(entries):
+                hkey = f"{gkey}.hooks[{j}]"
+                need(isinstance(hook, dict), "an object", hook, hkey)
+                kind = hook.get("type")
+                need(isinstance(kind, str) and kind.strip() != "", "a non-empty string", kind, f"{hkey}.type")
+                if kind == "command":
+                    command = hook.get("command")
+                    need(
+                        isinstance(command, str) and command.strip() != "",
+                        "a non-empty string",
+                        command,
+                        f"{hkey}.command",
+                    )
+                if "timeout" in hook:
+                    timeout = hook["timeout"]
+                    need(
+                        is_number(timeout) and timeout > 0,
+                        "a positive number of seconds",
+                        timeout,
+                        f"{hkey}.timeout",
+                    )
+    return {event: list(groups) for event, groups in hooks.items()}
+
+
+def _merge_hooks(old: Any, new: Any) -> dict[str, Any]:
+    """Hook groups concatenated per event across files."""
+    out = dict(old or {})
+    for event, groups in new.items():
+        out[event] = out.get(event, []) + groups
+    return out
+
+
+def _read_thinking(raw: str) -> int | None:
+    budget = int(raw.strip())
+    if budget != 0 and budget < MIN_THINKING:
+        raise ValueError(raw)
+    return budget or None  # 0: no thinking (and alwaysThinkingEnabled off too, see _apply_env)
+
+
+THINKING = Kind(
+    f"an integer >= {MIN_THINKING}",
+    checked(f"an integer >= {MIN_THINKING}", lambda v: is_int(v) and v >= MIN_THINKING),
+    _read_thinking,
+    env_expected=f"an integer >= {MIN_THINKING}, or 0 for no thinking",
+)
+RULES = Kind("an array of rule strings", _check_rules)
 
 
 @dataclass
 class Settings:
     cwd: Path
-    home: Path  # COMPACT_AGENT_HOME
-    model: str = DEFAULT_MODEL
+    home: Path = setting(
+        env="COMPACT_AGENT_HOME",
+        kind=RAW,
+        manual=True,
+        shown_default="~/.compact-agent",
+        doc="where the agent keeps its state (never ~/.claude)",
+    )
+    model: str = setting(
+        DEFAULT_MODEL,
+        key="model",
+        env="ANTHROPIC_MODEL",
+        kind=Kind(TEXT.expected, TEXT.check, lambda raw: raw.strip()),
+        doc="default model (--model overrides it)",
+    )
     model_explicit: bool = False  # chosen by flag/env/settings rather than the default
-    permission_mode: str = "default"  # default | acceptEdits | bypassPermissions | plan
-    allow: list[str] = field(default_factory=list)
-    deny: list[str] = field(default_factory=list)
-    ask: list[str] = field(default_factory=list)
-    hooks: dict[str, Any] = field(default_factory=dict)
+    permission_mode: str = setting(
+        "default",
+        key="permissions.defaultMode",
+        kind=one_of(*PERMISSION_MODES),
+        doc="how tool calls are approved (--permission-mode overrides it)",
+    )
+    allow: list[str] = setting(
+        [], key="permissions.allow", kind=RULES, merge=concat_value, doc="tool calls allowed without asking"
+    )
+    deny: list[str] = setting(
+        [], key="permissions.deny", kind=RULES, merge=concat_value, doc="tool calls always refused"
+    )
+    ask: list[str] = setting(
+        [], key="permissions.ask", kind=RULES, merge=concat_value, doc="tool calls always asked about"
+    )
+    hooks: dict[str, Any] = setting(
+        {},
+        key="hooks",
+        kind=Kind("an object of events", _check_hooks),
+        merge=_merge_hooks,
+        doc="commands run at events (PreToolUse, PostToolUse, PreCompact, ...)",
+    )
     # API access (never written anywhere, never shown)
-    api_key: str | None = field(default=None, repr=False)
-    auth_token: str | None = field(default=None, repr=False)
-    base_url: str | None = None
-    # compaction: compact.config declares the fields and their defaults; parsed into one CompactConfig
+    api_key: str | None = setting(
+        None,
+        env="ANTHROPIC_API_KEY",
+        kind=RAW,
+        repr=False,
+        doc="credentials, passed to the SDK (required, except with --demo)",
+    )
+    auth_token: str | None = setting(
+        None, env="ANTHROPIC_AUTH_TOKEN", kind=RAW, repr=False, doc="a bearer token instead of the API key"
+    )
+    base_url: str | None = setting(
+        None,
+        env="ANTHROPIC_BASE_URL",
+        kind=RAW,
+        doc="any Messages-API-compatible server (proxy, gateway, local model server)",
+    )
+    # compaction: compact.config declares its rows; parsed into one CompactConfig
     compaction: CompactConfig = field(default_factory=CompactConfig)
-    no_color: bool = False
+    no_color: bool = setting(False, key="noColor", env="NO_COLOR", kind=present(True), doc="no colours")
     # extended thinking: MAX_THINKING_TOKENS / maxThinkingTokens (a budget, on every turn), or
     # alwaysThinkingEnabled (the default budget on every turn); else only when a prompt asks ("think hard")
-    max_thinking_tokens: int | None = None
-    always_thinking: bool = False
-    # how long to keep retrying an overloaded / failing / unreachable API before giving up
-    retry_seconds: float = 120.0
+    max_thinking_tokens: int | None = setting(
+        None,
+        key="maxThinkingTokens",
+        env="MAX_THINKING_TOKENS",
+        kind=THINKING,
+        doc="extended thinking on every turn with this budget (0 in the variable: off)",
+    )
+    always_thinking: bool = setting(
+        False,
+        key="alwaysThinkingEnabled",
+        kind=BOOL,
+        doc="extended thinking on every turn (budget 31,999); Tab toggles it in the REPL",
+    )
+    retry_seconds: float = setting(
+        120.0,
+        key="retry.maxSeconds",
+        env="COMPACT_AGENT_RETRY_SECONDS",
+        kind=number("a number of seconds >= 0", lambda v: v >= 0),
+        doc="seconds to keep retrying 408/409/429/5xx/529, a broken stream or no connection (0: no retries)",
+    )
     # where each value came from, for /config-like displays and error messages
     sources: dict[str, str] = field(default_factory=dict)
     # the user's home directory (for "~/" in permission rules); from $HOME
     user_home: Path | None = None
     # permissions.additionalDirectories, resolved to absolute paths: treated like the project for reads/edits
-    additional_dirs: list[Path] = field(default_factory=list)
+    additional_dirs: list[Path] = setting(
+        [],
+        key="permissions.additionalDirectories",
+        kind=Kind("an array of directory paths", _check_dirs),
+        merge=concat_value,
+        manual=True,
+        doc="more directories treated like the project",
+    )
     # the real environment overlaid on the files' "env" maps; what subprocesses (Bash, hooks) should get
-    environ: dict[str, str] = field(default_factory=dict, repr=False)
+    environ: dict[str, str] = setting(
+        {},
+        key="env",
+        kind=Kind("an object", _check_env),
+        merge=update_value,
+        manual=True,
+        repr=False,
+        doc="environment variables for the agent, its commands and hooks",
+    )
     # project trust (agent/config/trust.py): the record, and what the project files asked for and did not get
     trust: Trust = field(default_factory=lambda: Trust(False))
     ignored: list[Ignored] = field(default_factory=list)
@@ -118,26 +313,33 @@ class Settings:
         return self.home / "projects" / self.project_key
 
 
-def truthy(value: object) -> bool:
-    """True for 1/true/yes/on (any case, surrounding blanks ignored) and for ``True``; False otherwise."""
-    if isinstance(value, bool):
-        return value
-    return isinstance(value, str) and value.strip().lower() in _TRUE
+def table_of(cls: type[Settings]) -> list[Row]:
+    """Every row of a settings class in field order, the rows of a nested dataclass (``compaction``) where
+    its field is."""
+    own = {row.name: row for row in rows(cls)}
+    out: list[Row] = []
+    for f in fields(cls):
+        if f.name in own:
+            out.append(own[f.name])
+        elif f.default_factory is not MISSING and is_dataclass(inner := f.default_factory()):
+            out += rows(type(inner), owner=f.name)
+    return out
 
 
-def falsy(value: object) -> bool:
-    """True for 0/false/no/off/"" (any case) and for ``False``."""
-    if isinstance(value, bool):
-        return not value
-    return isinstance(value, str) and value.strip().lower() in _FALSE
+TABLE = table_of(Settings)
 
 
-def load_settings(*, cwd: Path, environ: Mapping[str, str], cli: dict[str, Any]) -> Settings:
-    """Merge defaults, the three settings files, the environment and the command line into one Settings."""
+def load_settings(
+    *, cwd: Path, environ: Mapping[str, str], cli: dict[str, Any], kind: type[Settings] = Settings
+) -> Settings:
+    """Merge defaults, the settings files, the environment and the command line into one Settings.
+
+    ``kind`` is the settings class whose rows are read: ``Settings``, or in a test one with a row more."""
+    table = TABLE if kind is Settings else table_of(kind)
     cwd = Path(cwd) if Path(cwd).is_absolute() else Path(cwd).absolute()
     user_home = Path(environ["HOME"]) if environ.get("HOME") else Path(pwd.getpwuid(os.getuid()).pw_dir)
     home = _agent_home(environ, cwd, user_home)
-    s = Settings(cwd=cwd, home=home, user_home=user_home)
+    s = kind(cwd=cwd, home=home, user_home=user_home)
     s.sources["home"] = "env COMPACT_AGENT_HOME" if environ.get("COMPACT_AGENT_HOME") else "default"
 
     root = s.project_root = project_root(cwd, user_home)
@@ -147,40 +349,41 @@ def load_settings(*, cwd: Path, environ: Mapping[str, str], cli: dict[str, Any])
     s.trust, s.cli = trust_store.load(home, root), dict(cli)
 
     layer: dict[str, Any] = {}
+    sources: dict[str, str] = {}  # the file that set each key (and each env.NAME)
     user_files = _dedupe_paths([user_home / ".claude" / "settings.json", home / "settings.json"])
     for path in user_files:  # the user's own: trusted, and a broken one stops the agent
-        _merge_layer(layer, _read_file(path), str(path))
+        _merge_layer(layer, sources, _read_file(path, table), str(path), table)
     for path in (root / ".claude" / "settings.json", root / ".claude" / "settings.local.json"):
         if path in user_files:  # started in the home directory: ~/.claude is the user's, read above
             continue
         try:
-            raw = _read_file(path)
+            raw = _read_file(path, table)
         except SettingsError as e:  # a project's file is not the user's to fix: warn and go on
             s.warnings.append(f"{e}; going on without this file")
             continue
         data, ignored = trust_store.restrict(raw, str(path), s.trust)
         s.ignored += ignored
-        _merge_layer(layer, data, str(path))
+        _merge_layer(layer, sources, data, str(path), table)
     if not s.trust.trusted and root not in (user_home, home):  # its agents act with the user's permissions
         s.ignored += withheld_agents(root)
 
     env: dict[str, str] = dict(layer.get("env", {}))
-    env_sources = {name: f'{layer["sources"]["env." + name]} "env"' for name in env}
+    env_sources = {name: f'{sources["env." + name]} "env"' for name in env}
     env.update(environ)
     env_sources.update({name: "environment" for name in environ})
     s.environ = env
 
-    _apply_files(s, layer)
-    _apply_env(s, env, env_sources)
+    _apply_files(s, layer, sources, table)
+    _apply_env(s, env, env_sources, table)
     _apply_cli(s, cli)
-    _apply_retry(s, layer, env, env_sources)
+    s.model_explicit = "model" in s.sources  # chosen by a file, the environment or --model
     check_limits(s)
     return s
 
 
 def reload_settings(s: Settings, environ: Mapping[str, str]) -> Settings:
     """The same settings built again (after the project's trust changed)."""
-    return load_settings(cwd=s.cwd, environ=environ, cli={**s.cli, "trust_project": False})
+    return load_settings(cwd=s.cwd, environ=environ, cli={**s.cli, "trust_project": False}, kind=type(s))
 
 
 # ---- files -------------------------------------------------------------------------------------
@@ -200,7 +403,7 @@ def _dedupe_paths(paths: list[Path]) -> list[Path]:
     return list(dict.fromkeys(paths))
 
 
-def _read_file(path: Path) -> dict[str, Any]:
+def _read_file(path: Path, table: list[Row]) -> dict[str, Any]:
     """The validated contents of one settings file ({} when it does not exist)."""
     try:
         text = read_small(path, SETTINGS_CAP)
@@ -220,17 +423,7 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise SettingsError(f"{path}: invalid JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise SettingsError(f"{path}: a settings file must hold a JSON object (got {_type_name(data)})")
-    return _validate(data, _Where(str(path)))
-
-
-class _Where:
-    """Builds error messages that name the file and the dotted key."""
-
-    def __init__(self, file: str) -> None:
-        self.file = file
-
-    def error(self, key: str, expected: str, value: Any) -> SettingsError:
-        return SettingsError(f'{self.file}: "{key}" must be {expected} (got {_show(value)})')
+    return validate(data, str(path), table)
 
 
 def _show(value: Any) -> str:
@@ -244,309 +437,85 @@ def _type_name(value: Any) -> str:
     )
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _wrong(file: str, key: str, expected: str, value: Any) -> SettingsError:
+    return SettingsError(f'{file}: "{key}" must be {expected} (got {_show(value)})')
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _check(where: _Where, key: str, value: Any, ok: Callable[[Any], bool], expected: str) -> Any:
-    if not ok(value):
-        raise where.error(key, expected, value)
-    return value
-
-
-def _bool(where: _Where, key: str, value: Any) -> bool:
-    return _check(where, key, value, lambda v: isinstance(v, bool), "true or false")
-
-
-def _pos_int(where: _Where, key: str, value: Any) -> int:
-    return _check(where, key, value, lambda v: _is_int(v) and v > 0, "a positive integer")
-
-
-def _nonneg_int(where: _Where, key: str, value: Any) -> int:
-    return _check(where, key, value, lambda v: _is_int(v) and v >= 0, "an integer >= 0")
-
-
-def _string(where: _Where, key: str, value: Any) -> str:
-    return _check(where, key, value, lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string")
-
-
-def _object(where: _Where, key: str, value: Any) -> dict[str, Any]:
-    return _check(where, key, value, lambda v: isinstance(v, dict), "an object")
-
-
-def _rules(where: _Where, key: str, value: Any) -> list[str]:
-    _check(where, key, value, lambda v: isinstance(v, list), "an array of rule strings")
-    for i, rule in enumerate(value):
-        _check(
-            where,
-            f"{key}[{i}]",
-            rule,
-            lambda v: isinstance(v, str) and bool(_RULE.match(v.strip())),
-            'a rule like "Read", "Bash(git status:*)" or "Edit(src/**)"',
-        )
-    return [rule.strip() for rule in value]
-
-
-def _validate(data: dict[str, Any], where: _Where) -> dict[str, Any]:
-    """Check the types of every known key; return only the known keys, in a normalised shape."""
+def validate(data: dict[str, Any], file: str, table: list[Row] = TABLE) -> dict[str, Any]:
+    """Check every known key of one file against its row; return only the known keys, normalised, in the
+    file's shape (a dotted key inside its object: what agent.config.trust.restrict reads)."""
     out: dict[str, Any] = {}
-    if "permissions" in data:
-        perms = _object(where, "permissions", data["permissions"])
-        checked: dict[str, Any] = {}
-        for name in ("allow", "deny", "ask"):
-            if name in perms:
-                checked[name] = _rules(where, f"permissions.{name}", perms[name])
-        if "defaultMode" in perms:
-            checked["defaultMode"] = _check(
-                where,
-                "permissions.defaultMode",
-                perms["defaultMode"],
-                lambda v: v in PERMISSION_MODES,
-                "one of " + ", ".join(PERMISSION_MODES),
-            )
-        if "additionalDirectories" in perms:
-            dirs = perms["additionalDirectories"]
-            _check(
-                where,
-                "permissions.additionalDirectories",
-                dirs,
-                lambda v: isinstance(v, list) and all(isinstance(d, str) and d for d in v),
-                "an array of directory paths",
-            )
-            checked["additionalDirectories"] = list(dirs)
-        out["permissions"] = checked
-    if "hooks" in data:
-        out["hooks"] = _validate_hooks(where, data["hooks"])
-    if "model" in data:
-        out["model"] = _string(where, "model", data["model"])
-    if "env" in data:
-        env = _object(where, "env", data["env"])
-        for name, value in env.items():
-            _check(where, f"env.{name}", value, lambda v: isinstance(v, str) or _is_number(v), "a string")
-        out["env"] = {name: value if isinstance(value, str) else str(value) for name, value in env.items()}
-    if "maxThinkingTokens" in data:
-        out["maxThinkingTokens"] = _check(
-            where,
-            "maxThinkingTokens",
-            data["maxThinkingTokens"],
-            lambda v: _is_int(v) and v >= MIN_THINKING,
-            f"an integer >= {MIN_THINKING}",
-        )
-    for name in (
-        "autoCompactEnabled",
-        "disableCompact",
-        "sessionMemory",
-        "prepareCompaction",
-        "contextCollapse",
-        "noColor",
-        "alwaysThinkingEnabled",
-    ):
-        if name in data:
-            out[name] = _bool(where, name, data[name])
-    if "compaction" in data:
-        out["compaction"] = _validate_compaction(where, _object(where, "compaction", data["compaction"]))
-    if "microcompact" in data:
-        out["microcompact"] = _validate_microcompact(where, data["microcompact"])
-    if "contextEditing" in data:
-        out["contextEditing"] = _validate_context_editing(where, data["contextEditing"])
-    if "retry" in data:
-        out["retry"] = _validate_retry(where, data["retry"])
+    for row in table:
+        if not row.key:
+            continue
+        if not row.section:
+            if row.key in data:
+                out[row.key] = _checked(row, data[row.key], file)
+            continue
+        if row.section not in data:
+            continue
+        inner = out.setdefault(row.section, {})
+        given = _object_of(data[row.section], row.section, file, table)
+        if row.leaf in given:
+            inner[row.leaf] = _checked(row, given[row.leaf], file)
     return out
 
 
-def _validate_hooks(where: _Where, hooks: Any) -> dict[str, list[dict[str, Any]]]:
-    _object(where, "hooks", hooks)
-    out: dict[str, list[dict[str, Any]]] = {}
-    for event, groups in hooks.items():
-        key = f"hooks.{event}"
-        _check(where, key, groups, lambda v: isinstance(v, list), "an array of matcher groups")
-        for i, group in enumerate(groups):
-            gkey = f"{key}[{i}]"
-            _object(where, gkey, group)
-            if "matcher" in group:
-                _check(where, f"{gkey}.matcher", group["matcher"], lambda v: isinstance(v, str), "a string")
-            entries = group.get("hooks", [])
-            _check(where, f"{gkey}.hooks", entries, lambda v: isinstance(v, list), "an array of hooks")
-            for j, hook in enumerate(entries):
-                hkey = f"{gkey}.hooks[{j}]"
-                _object(where, hkey, hook)
-                kind = _string(where, f"{hkey}.type", hook.get("type"))
-                if kind == "command":
-                    _string(where, f"{hkey}.command", hook.get("command"))
-                if "timeout" in hook:
-                    _check(
-                        where,
-                        f"{hkey}.timeout",
-                        hook["timeout"],
-                        lambda v: _is_number(v) and v > 0,
-                        "a positive number of seconds",
-                    )
-        out[event] = list(groups)
-    return out
+def _checked(row: Row, value: Any, file: str) -> Any:
+    try:
+        return row.kind.check(value)
+    except Bad as bad:
+        raise _wrong(file, row.key + bad.at, bad.expected, bad.value) from None
 
 
-def _validate_compaction(where: _Where, comp: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if "autoCompactPct" in comp:
-        out["autoCompactPct"] = float(
-            _check(
-                where,
-                "compaction.autoCompactPct",
-                comp["autoCompactPct"],
-                lambda v: _is_number(v) and 0 < v <= 100,
-                "a number in (0, 100]",
-            )
-        )
-    for name in ("contextWindow", "blockingLimit", "maxOutputTokens"):
-        if name in comp:
-            out[name] = _pos_int(where, f"compaction.{name}", comp[name])
-    if "model" in comp:
-        out["model"] = _string(where, "compaction.model", comp["model"])
-    return out
+def _object_of(value: Any, section: str, file: str, table: list[Row]) -> dict[str, Any]:
+    """An object key's value; a row marked ``shorthand`` lets the key hold that row's value alone."""
+    if isinstance(value, dict):
+        return value
+    short = next((r for r in table if r.section == section and r.shorthand), None)
+    if short is None:
+        raise _wrong(file, section, "an object", value)
+    expected = short.kind.expected
+    expected = "true, false or an object" if expected == BOOL.expected else f"{expected} or an object"
+    try:
+        short.kind.check(value)
+    except Bad:
+        raise _wrong(file, section, expected, value) from None
+    return {short.leaf: value}
 
 
-def _validate_microcompact(where: _Where, value: Any) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"enabled": value}
-    _check(where, "microcompact", value, lambda v: isinstance(v, dict), "true, false or an object")
-    out: dict[str, Any] = {}
-    if "enabled" in value:
-        out["enabled"] = _bool(where, "microcompact.enabled", value["enabled"])
-    if "gapMinutes" in value:
-        out["gapMinutes"] = float(
-            _check(
-                where,
-                "microcompact.gapMinutes",
-                value["gapMinutes"],
-                lambda v: _is_number(v) and v > 0,
-                "a positive number of minutes",
-            )
-        )
-    if "keepRecent" in value:
-        out["keepRecent"] = _nonneg_int(where, "microcompact.keepRecent", value["keepRecent"])
-    return out
+def _merge_layer(
+    layer: dict[str, Any], sources: dict[str, str], data: dict[str, Any], source: str, table: list[Row]
+) -> None:
+    """Fold one validated file into the running merge, by each row's ``merge``; ``sources`` records who set
+    what (per variable for ``env``)."""
+    for row in table:
+        if not row.key:
+            continue
+        holder = data.get(row.section, {}) if row.section else data
+        if not isinstance(holder, dict) or row.leaf not in holder:
+            continue
+        value = holder[row.leaf]
+        layer[row.key] = row.merge(layer.get(row.key), value)
+        sources[row.key] = source
+        if row.key == "env":
+            sources.update({f"env.{name}": source for name in value})
 
 
-def _validate_context_editing(where: _Where, value: Any) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"enabled": value}
-    _check(where, "contextEditing", value, lambda v: isinstance(v, dict), "true, false or an object")
-    out: dict[str, Any] = {}
-    for name in ("enabled", "clearThinking"):
-        if name in value:
-            out[name] = _bool(where, f"contextEditing.{name}", value[name])
-    if "keepToolUses" in value:
-        out["keepToolUses"] = _nonneg_int(where, "contextEditing.keepToolUses", value["keepToolUses"])
-    if "clearAtLeastTokens" in value:
-        out["clearAtLeastTokens"] = _nonneg_int(
-            where, "contextEditing.clearAtLeastTokens", value["clearAtLeastTokens"]
-        )
-    if "triggerTokens" in value:
-        out["triggerTokens"] = _pos_int(where, "contextEditing.triggerTokens", value["triggerTokens"])
-    return out
+def _apply_files(s: Settings, layer: dict[str, Any], sources: dict[str, str], table: list[Row]) -> None:
+    for row in table:
+        if row.key in layer and not row.manual:
+            _set(s, row, row.finish(layer[row.key]), sources[row.key])
+    s.additional_dirs = [_expand_dir(d, s) for d in layer.get("permissions.additionalDirectories", [])]
 
 
-def _merge_layer(layer: dict[str, Any], data: dict[str, Any], source: str) -> None:
-    """Fold one validated file into the running merge; ``layer["sources"]`` records who set what."""
-    sources = layer.setdefault("sources", {})
-    for key, value in data.items():
-        if key == "permissions":
-            perms = layer.setdefault("permissions", {})
-            for name, item in value.items():
-                if isinstance(item, list):
-                    perms[name] = _dedupe(perms.get(name, []) + item)
-                else:
-                    perms[name] = item
-                sources[f"permissions.{name}"] = source
-        elif key == "hooks":
-            hooks = layer.setdefault("hooks", {})
-            for event, groups in value.items():
-                hooks[event] = hooks.get(event, []) + groups
-        elif key in ("env", "compaction", "microcompact", "contextEditing"):
-            # object-valued keys merge one level deep: a later file changes only the sub-keys it names
-            merged = layer.setdefault(key, {})
-            for name, item in value.items():
-                merged[name] = item
-                sources[f"{key}.{name}"] = source
-        else:
-            layer[key] = value
-            sources[key] = source
-
-
-def _dedupe(items: list[str]) -> list[str]:
-    return list(dict.fromkeys(items))
-
-
-def _apply_files(s: Settings, layer: dict[str, Any]) -> None:
-    src = layer.get("sources", {})
-    perms = layer.get("permissions", {})
-    s.allow, s.deny, s.ask = perms.get("allow", []), perms.get("deny", []), perms.get("ask", [])
-    if "defaultMode" in perms:
-        s.permission_mode = perms["defaultMode"]
-        s.sources["permission_mode"] = src["permissions.defaultMode"]
-    s.additional_dirs = [_expand_dir(d, s) for d in perms.get("additionalDirectories", [])]
-    s.hooks = layer.get("hooks", {})
-    if "model" in layer:
-        s.model, s.model_explicit, s.sources["model"] = layer["model"], True, src["model"]
-
-    simple = {
-        "noColor": "no_color",
-        "alwaysThinkingEnabled": "always_thinking",
-        "maxThinkingTokens": "max_thinking_tokens",
-    }
-    for key, attr in simple.items():
-        if key in layer:
-            setattr(s, attr, layer[key])
-            s.sources[attr] = src[key]
-    compaction = {
-        "autoCompactEnabled": "auto_compact",
-        "disableCompact": "disable_compact",
-        "sessionMemory": "session_memory",
-        "prepareCompaction": "prepare_compaction",
-        "contextCollapse": "context_collapse",
-    }
-    for key, attr in compaction.items():
-        if key in layer:
-            _compact(s, attr, layer[key], src[key])
-
-    comp_fields = {
-        "autoCompactPct": "autocompact_pct",
-        "contextWindow": "context_window",
-        "blockingLimit": "blocking_limit",
-        "maxOutputTokens": "max_output_tokens",
-        "model": "compaction_model",
-    }
-    for key, attr in comp_fields.items():
-        if key in layer.get("compaction", {}):
-            _compact(s, attr, layer["compaction"][key], src[f"compaction.{key}"])
-
-    micro, c = layer.get("microcompact", {}), s.compaction
-    s.compaction = replace(
-        c,
-        microcompact=micro.get("enabled", c.microcompact),
-        gap_minutes=micro.get("gapMinutes", c.gap_minutes),
-        keep_recent=micro.get("keepRecent", c.keep_recent),
-    )
-
-    editing = layer.get("contextEditing", {})
-    if editing.get("enabled", bool(editing)):  # an object turns it on unless it says "enabled": false
-        params = {
-            "triggerTokens": editing.get("triggerTokens"),
-            "keepToolUses": editing.get("keepToolUses"),
-            "clearAtLeastTokens": editing.get("clearAtLeastTokens"),
-            "clearThinking": editing.get("clearThinking"),  # None: the default (on, when thinking)
-        }
-        _compact(s, "context_editing", params, src.get("contextEditing.enabled", "settings"))
-
-
-def _compact(s: Settings, attr: str, value: Any, source: str) -> None:
-    """Set one compaction setting and say where it came from (the config is frozen: a changed copy)."""
-    s.compaction = replace(s.compaction, **{attr: value})
-    s.sources[attr] = source
+def _set(s: Settings, row: Row, value: Any, source: str) -> None:
+    """Set one setting and say where it came from (a nested config is frozen: a changed copy)."""
+    if row.owner:
+        setattr(s, row.owner, replace(getattr(s, row.owner), **{row.name: value}))
+    else:
+        setattr(s, row.name, value)
+    s.sources[row.name] = source
 
 
 def _expand_dir(raw: str, s: Settings) -> Path:
@@ -556,128 +525,25 @@ def _expand_dir(raw: str, s: Settings) -> Path:
     return path if path.is_absolute() else s.cwd / path
 
 
-def _validate_retry(where: _Where, value: Any) -> dict[str, Any]:
-    _object(where, "retry", value)
-    if "maxSeconds" not in value:
-        return {}
-    return {
-        "maxSeconds": float(
-            _check(
-                where,
-                "retry.maxSeconds",
-                value["maxSeconds"],
-                lambda v: _is_number(v) and v >= 0,
-                "a number of seconds >= 0",
-            )
-        )
-    }
-
-
 # ---- environment -------------------------------------------------------------------------------
 
 
-def _apply_env(s: Settings, env: Mapping[str, str], origin: Mapping[str, str]) -> None:
-    def get(name: str) -> str | None:
-        value = env.get(name)
-        return value if value not in (None, "") else None
-
-    def bad(name: str, expected: str) -> SettingsError:
-        where = "" if origin.get(name) == "environment" else f" (set in {origin[name]})"
-        return SettingsError(f"{name}: expected {expected}, got {_show(env[name])}{where}")
-
-    def positive_int(name: str) -> int | None:
-        raw = get(name)
-        if raw is None:
-            return None
+def _apply_env(s: Settings, env: Mapping[str, str], origin: Mapping[str, str], table: list[Row]) -> None:
+    for row in table:
+        raw = env.get(row.env) if row.env and not row.manual else None
+        if raw in (None, ""):
+            continue
+        assert raw is not None
         try:
-            value = int(raw.strip())
+            value = row.kind.read(raw)
         except ValueError:
-            raise bad(name, "a positive integer") from None
-        if value <= 0:
-            raise bad(name, "a positive integer")
-        return value
-
-    def mark(attr: str, name: str) -> None:
-        s.sources[attr] = f"env {name}"
-
-    s.api_key, s.auth_token, s.base_url = (
-        get("ANTHROPIC_API_KEY"),
-        get("ANTHROPIC_AUTH_TOKEN"),
-        get("ANTHROPIC_BASE_URL"),
-    )
-    if (model := get("ANTHROPIC_MODEL")) is not None:
-        s.model, s.model_explicit = model.strip(), True
-        mark("model", "ANTHROPIC_MODEL")
-    if truthy(env.get("DISABLE_COMPACT")):
-        _compact(s, "disable_compact", True, "env DISABLE_COMPACT")
-    if truthy(env.get("DISABLE_AUTO_COMPACT")):
-        _compact(s, "auto_compact", False, "env DISABLE_AUTO_COMPACT")
-
-    if (raw := get("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE")) is not None:
-        try:
-            pct = float(raw.strip())
-        except ValueError:
-            pct = math.nan
-        if not (math.isfinite(pct) and 0 < pct <= 100):
-            raise bad("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "a number in (0, 100]")
-        _compact(s, "autocompact_pct", pct, "env CLAUDE_AUTOCOMPACT_PCT_OVERRIDE")
-    for name, attr in (
-        ("CLAUDE_CODE_AUTO_COMPACT_WINDOW", "context_window"),
-        ("CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE", "blocking_limit"),
-        ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "max_output_tokens"),
-    ):
-        if (value := positive_int(name)) is not None:
-            _compact(s, attr, value, f"env {name}")
-
-    # "0" (or another falsy word) turns these off, a truthy word turns them back on over a settings file
-    for name, attr in (
-        ("COMPACT_AGENT_SESSION_MEMORY", "session_memory"),
-        ("COMPACT_AGENT_PREPARE_COMPACTION", "prepare_compaction"),
-        ("COMPACT_AGENT_MICROCOMPACT", "microcompact"),
-        ("CLAUDE_CONTEXT_COLLAPSE", "context_collapse"),
-    ):
-        raw = get(name)
-        if raw is not None and (truthy(raw) or falsy(raw)):
-            _compact(s, attr, truthy(raw), f"env {name}")
-    if (raw := get("MAX_THINKING_TOKENS")) is not None:
-        try:
-            budget = int(raw.strip())
-        except ValueError:
-            raise bad("MAX_THINKING_TOKENS", f"an integer >= {MIN_THINKING}, or 0 for no thinking") from None
-        if budget != 0 and budget < MIN_THINKING:
-            raise bad("MAX_THINKING_TOKENS", f"an integer >= {MIN_THINKING}, or 0 for no thinking")
-        s.max_thinking_tokens = budget or None
-        if budget == 0:
-            s.always_thinking = False
-        mark("max_thinking_tokens", "MAX_THINKING_TOKENS")
-    if get("NO_COLOR") is not None:
-        s.no_color = True
-        mark("no_color", "NO_COLOR")
-
-
-def _apply_retry(
-    s: Settings, layer: Mapping[str, Any], env: Mapping[str, str], origin: Mapping[str, str]
-) -> None:
-    """retry.maxSeconds, overridden by COMPACT_AGENT_RETRY_SECONDS (0 = no retries)."""
-    if "maxSeconds" in layer.get("retry", {}):
-        s.retry_seconds, s.sources["retry_seconds"] = layer["retry"]["maxSeconds"], layer["sources"]["retry"]
-    raw = (env.get("COMPACT_AGENT_RETRY_SECONDS") or "").strip()
-    if not raw:
-        return
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds >= 0):
-        where = (
-            ""
-            if origin.get("COMPACT_AGENT_RETRY_SECONDS") == "environment"
-            else f" (set in {origin.get('COMPACT_AGENT_RETRY_SECONDS')})"
-        )
-        raise SettingsError(
-            f"COMPACT_AGENT_RETRY_SECONDS: expected a number of seconds >= 0, got {_show(raw)}{where}"
-        )
-    s.retry_seconds, s.sources["retry_seconds"] = seconds, "env COMPACT_AGENT_RETRY_SECONDS"
+            where = "" if origin.get(row.env) == "environment" else f" (set in {origin.get(row.env)})"
+            expected = row.kind.env_expected or row.kind.expected
+            raise SettingsError(f"{row.env}: expected {expected}, got {_show(raw)}{where}") from None
+        if value is not SKIP:
+            _set(s, row, value, f"env {row.env}")
+    if s.sources.get("max_thinking_tokens") == "env MAX_THINKING_TOKENS" and s.max_thinking_tokens is None:
+        s.always_thinking = False  # MAX_THINKING_TOKENS=0: no thinking, whatever a file said
 
 
 def check_limits(s: Settings) -> None:
@@ -746,7 +612,7 @@ def _apply_cli(s: Settings, cli: Mapping[str, Any]) -> None:
                     f'{flag}: "{rule}" is not a rule like "Read", "Bash(git status:*)" or "Edit(src/**)"'
                 )
         if rules:
-            setattr(s, attr, _dedupe(getattr(s, attr) + rules))
+            setattr(s, attr, concat_value(getattr(s, attr), rules))
 
 
 def split_rules(text: str) -> list[str]:
