@@ -240,6 +240,26 @@ WORKING_DAY_RULES = [
     "Bash(tar:*)",
     "Bash(tee:*)",
     "Bash(uniq:*)",
+    # other ecosystems' working day (issue 30): cargo, go, npm, pip, make targets
+    "Bash(cargo build:*)",
+    "Bash(cargo test:*)",
+    "Bash(cargo clippy:*)",
+    "Bash(cargo fmt:*)",
+    "Bash(cargo run:*)",
+    "Bash(go build:*)",
+    "Bash(go test:*)",
+    "Bash(go vet:*)",
+    "Bash(go mod:*)",
+    "Bash(gofmt:*)",
+    "Bash(npm run:*)",
+    "Bash(npm install:*)",
+    "Bash(npm ci)",
+    "Bash(tsc:*)",
+    "Bash(pip install:*)",
+    "Bash(python -m pip:*)",
+    "Bash(make:*)",
+    "Bash(ruff:*)",
+    "Bash(mypy:*)",
 ]
 
 WORKING_DAY = [
@@ -308,11 +328,41 @@ WORKING_DAY = [
     "n=3; echo $((n * 2))",
     "for ((k = 0; k < 3; k++)); do echo $k; done",
     '[[ $# -eq 0 ]] && echo "no arguments"',
+    # other ecosystems (issue 30): every program here is known not to run a command from its arguments
+    "cargo build",
+    "cargo build --release",
+    "cargo test -- --nocapture",
+    "cargo clippy --all-targets -- -D warnings",
+    "cargo fmt --check",
+    "cargo run --bin app -- --help",
+    "RUST_BACKTRACE=1 cargo test",
+    "go build ./...",
+    "go test -race -count=1 ./...",
+    "go vet ./...",
+    "go mod tidy",
+    "gofmt -l .",
+    "CGO_ENABLED=0 go build -o bin/app .",
+    "npm run build",
+    "npm run lint -- --fix",
+    "npm install",
+    "npm ci",
+    "NODE_ENV=test npm test",
+    "npx tsc --noEmit",
+    "pip install -r requirements.txt",
+    "pip install -e '.[dev]'",
+    "python -m pip install -U pip",
+    "make test",
+    "make -j4 build",
+    "make -C docs html",
+    "make lint VERBOSE=1",
+    "CI=1 make test",
+    "ruff check .",
+    "mypy src",
 ]
 
 
 def test_the_working_day_table_is_large():
-    assert len(WORKING_DAY) >= 60
+    assert len(WORKING_DAY) >= 90
 
 
 @pytest.mark.parametrize("deny", [[], DENY_RM], ids=["no deny rule", "deny rm"])
@@ -645,3 +695,172 @@ def test_deeply_nested_input_fails_closed_with_a_reason(project, command):
     assert decision.behavior == "deny", decision.reason
     asked = allowing.check("Bash", {"command": command})
     assert asked.behavior == "ask" and asked.reason
+
+
+# ---- issue 30: finite lists in an open world, subcommands wherever they stand, every subscript -----------
+
+# same columns as BYPASSES. "ask" under the deny rule: the program is not known to run no other command,
+# so even bypassPermissions asks (and print mode refuses), naming the rule.
+OPEN_WORLD = [
+    # programs no table listed that run the command after their arguments
+    ("setarch x86_64 rm f", "deny", "Bash(setarch:*)", "ask"),
+    ("logsave /dev/null rm f", "deny", "Bash(logsave:*)", "ask"),
+    ("capsh -- -c 'rm f'", "deny", "Bash(capsh:*)", "ask"),
+    ("hyperfine 'rm f'", "deny", "Bash(hyperfine:*)", "ask"),
+    ("numactl --cpunodebind=0 rm f", "deny", "Bash(numactl:*)", "ask"),
+    ("perf stat rm f", "deny", "Bash(perf:*)", "ask"),
+    # programs never heard of: what they do with their arguments can't be told
+    ("mytool --run 'rm f'", "ask", "Bash(mytool:*)", "ask"),
+    ("./build.sh rm f", "ask", "Bash(./build.sh:*)", "ask"),
+    ("timeout 5 mytool x", "ask", ("Bash(timeout:*)", "Bash(mytool:*)"), "ask"),
+    ("FOO=x mytool", "ask", "Bash(mytool)", "ask"),
+    # known programs with an option that runs a command, abbreviations included
+    ("cmake -E env rm f", "deny", "Bash(cmake:*)", "ask"),
+    ("cmake -P script.cmake", "deny", "Bash(cmake:*)", "ask"),
+    ("cmake -DCMAKE_C_COMPILER_LAUNCHER=rm ..", "deny", "Bash(cmake:*)", "ask"),
+    ("npx -c 'rm f'", "deny", "Bash(npx:*)", "ask"),
+    ("npm exec -- rm f", "deny", "Bash(npm exec:*)", "ask"),
+    ("npm x --call='rm f'", "deny", "Bash(npm x:*)", "ask"),
+    ("npm --script-shell=./evil.sh test", "deny", "Bash(npm test:*)", "ask"),
+    ("npm config set script-shell ./evil.sh", "deny", "Bash(npm config:*)", "ask"),
+    ("uv run rm f", "deny", "Bash(uv run:*)", "ask"),
+    ("poetry run rm f", "deny", "Bash(poetry run:*)", "ask"),
+    ("split --filter='rm f' a.txt", "deny", "Bash(split:*)", "ask"),
+    ("split -l 10 --fil='rm f' a.txt", "deny", "Bash(split:*)", "ask"),
+    ("gcc -wrapper /bin/sh,-c,'rm f' -c y.c", "deny", "Bash(gcc:*)", "ask"),
+    ("gcc -B/tmp/evil -c y.c", "deny", "Bash(gcc:*)", "ask"),
+    ("cc -specs=evil.specs y.c", "deny", "Bash(cc:*)", "ask"),
+    ("clang -fuse-ld=/tmp/evil y.c", "deny", "Bash(clang:*)", "ask"),
+    ("g++ @opts.txt y.cc", "deny", "Bash(g++:*)", "ask"),
+    ("x86_64-linux-gnu-gcc-12 -fplugin=./p.so y.c", "deny", "Bash(x86_64-linux-gnu-gcc-12:*)", "ask"),
+    ("rustc -C linker=rm x.rs", "deny", "Bash(rustc:*)", "ask"),
+    ("cargo --config 'target.x.runner=\"rm\"' run", "deny", "Bash(cargo:*)", "ask"),
+    ("cargo rustc -- -C linker=rm", "deny", "Bash(cargo rustc:*)", "ask"),
+    ("cargo evil-thing", "deny", "Bash(cargo:*)", "ask"),  # an alias or an external cargo-evil-thing
+    ("go test -exec rm ./...", "deny", "Bash(go test:*)", "ask"),
+    ("go build -toolexec=rm .", "deny", "Bash(go build:*)", "ask"),
+    ("go vet -vettool=/bin/rm ./...", "deny", "Bash(go vet:*)", "ask"),
+    ("go build -ldflags '-linkmode external -extld rm' .", "deny", "Bash(go build:*)", "ask"),
+    ("go env -w GOFLAGS=-toolexec=rm", "deny", "Bash(go env:*)", "ask"),
+    ("pip --python /tmp/evil install x", "deny", "Bash(pip:*)", "ask"),
+    ("wget --use-askpass=./x.sh https://example.com/", "deny", "Bash(wget:*)", "ask"),
+    ("wget -e 'use_askpass=./x.sh' https://example.com/", "deny", "Bash(wget:*)", "ask"),
+    ("diff3 --diff-program=rm a b c", "deny", "Bash(diff3:*)", "ask"),
+    ("java -XX:OnError='rm f' -jar x.jar", "deny", "Bash(java:*)", "ask"),
+    # variables a program reads a command or its options from
+    ("TAR_OPTIONS='--to-command=rm' tar -xf t.tar", "ask", "Bash(tar:*)", "ask"),
+    ("CC='rm f; :' make x.o", "ask", "Bash(make:*)", "ask"),
+    ("MAKEFILES=/dev/stdin make x", "ask", "Bash(make:*)", "ask"),
+    ("env CC='rm f' make x.o", "ask", ("Bash(env:*)", "Bash(make:*)"), "ask"),
+    ("export CC='rm f'; make x.o", "ask", ("Bash(export:*)", "Bash(make:*)"), "ask"),
+    ("CC=rm go build .", "ask", "Bash(go build:*)", "ask"),
+    ("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER=rm cargo run", "ask", "Bash(cargo run:*)", "ask"),
+    ("GZIP='--bogus' gzip x", "ask", "Bash(gzip:*)", "ask"),
+    ("PYTEST_ADDOPTS='-p evil' pytest", "ask", "Bash(pytest:*)", "ask"),
+    # the same programs doing their ordinary work stay ordinary
+    ("FOO=bar npm test", "allow", "Bash(npm test:*)", "allow"),
+    ("CI=1 make test", "allow", "Bash(make:*)", "allow"),
+    ("cargo build --release", "allow", "Bash(cargo build:*)", "allow"),
+    ("go test ./...", "allow", "Bash(go test:*)", "allow"),
+    ("gcc -O2 -Wall -o build/x x.c", "allow", "Bash(gcc:*)", "allow"),
+    ("uv run pytest -q", "allow", "Bash(pytest:*)", "allow"),
+    ("npx tsc --noEmit", "allow", "Bash(tsc:*)", "allow"),
+    ("split -l 100 big.txt part-", "allow", "Bash(split:*)", "allow"),
+    ("cmake -S . -B build -DCMAKE_BUILD_TYPE=Release", "allow", "Bash(cmake:*)", "allow"),
+    ("mytool", "allow", "Bash(mytool)", "allow"),  # no arguments: nothing of the line can steer it
+]
+
+# bash evaluates a subscript as arithmetic wherever a name with one is assigned, read or tested
+SUBSCRIPTS = [
+    ("a=(['$(rm f)']=1)", "deny", "Bash(echo:*)", "ask"),
+    ("declare -a a=(['$(rm f)']=1)", "deny", "Bash(declare:*)", "ask"),
+    ('local -a a=(["$(rm f)"]=1)', "deny", "Bash(local:*)", "ask"),
+    ("a+=([0]=x ['$(rm f)']=1)", "deny", "Bash(echo:*)", "ask"),
+    ("b='a[$(rm f)]'; a=([b]=1)", "deny", "Bash(echo:*)", "ask"),
+    ("typeset -A m; m=(['$(rm f)']=v)", "deny", "Bash(typeset:*)", "ask"),
+    ("wait -p 'a[$(rm f)]'", "deny", "Bash(wait:*)", "ask"),
+    ("wait -n -p 'a[$(rm f)]' 1", "deny", "Bash(wait:*)", "ask"),
+    ("getopts ab 'a[$(rm f)]'", "deny", "Bash(getopts:*)", "ask"),
+    ("compgen -V 'a[$(rm f)]' x", "deny", "Bash(compgen:*)", "ask"),
+    ("printf -v 'a[$(rm f)]' x", "deny", "Bash(printf:*)", "ask"),
+    ("read -a 'a[$(rm f)]' < f", "deny", "Bash(read:*)", "ask"),
+    ("mapfile -t 'a[$(rm f)]' < f", "deny", "Bash(mapfile:*)", "ask"),
+    ("unset -v 'a[$(rm f)]'", "deny", "Bash(unset:*)", "ask"),
+    ("export 'a[$(rm f)]=1'", "deny", "Bash(export:*)", "ask"),
+    ("readonly 'a[$(rm f)]=1'", "deny", "Bash(readonly:*)", "ask"),
+    ("test -v 'a[$(rm f)]'", "deny", "Bash(test:*)", "ask"),
+    ("[[ -v 'a[$(rm f)]' ]]", "deny", "Bash(echo:*)", "ask"),
+    ("let 'a[$(rm f)]=1'", "deny", "Bash(let:*)", "ask"),
+    ("(( a['$(rm f)'] ))", "deny", "Bash(echo:*)", "ask"),
+    ("echo ${a['$(rm f)']}", "deny", "Bash(echo:*)", "ask"),
+    ("exec {a['$(rm f)']}>f", "deny", "Bash(exec:*)", "ask"),
+    # literal subscripts and plain lists stay ordinary
+    ("a=([0]=x [1]=y); echo ${a[1]}", "allow", "Bash(echo:*)", "allow"),
+    ("a=(x y z); echo ${#a[@]}", "allow", "Bash(echo:*)", "allow"),
+    ("k=3; a=([k]=1); echo ok", "allow", "Bash(echo:*)", "allow"),
+]
+
+
+@pytest.mark.parametrize(("command", "under_deny", "rules", "under_allow"), OPEN_WORLD + SUBSCRIPTS)
+def test_open_world_and_subscripts(project, command, under_deny, rules, under_allow):
+    test_bypass_forms(project, command, under_deny, rules, under_allow)
+
+
+def test_a_question_under_a_deny_rule_names_the_rule(project):
+    p = perms(project, deny=["Bash(rm:*)", "Bash(git push:*)"], permission_mode="bypassPermissions")
+    decision = p.check("Bash", {"command": "mytool --run x"})
+    assert decision.behavior == "ask"
+    assert "mytool is not a program known here" in decision.reason
+    assert '"Bash(rm:*)", "Bash(git push:*)"' in decision.reason
+    # without a Bash deny rule nothing is at stake in bypassPermissions
+    assert (
+        perms(project, permission_mode="bypassPermissions")
+        .check("Bash", {"command": "mytool --run x"})
+        .behavior
+        == "allow"
+    )
+
+
+SUBCOMMAND_DENIES = [
+    "Bash(git push:*)",
+    "Bash(make deploy:*)",
+    "Bash(hg push:*)",
+    "Bash(gcloud compute instances delete:*)",
+    "Bash(aws s3 rm:*)",
+    "Bash(gh pr merge:*)",
+    "Bash(docker compose down:*)",
+    "Bash(kubectl delete:*)",
+    "Bash(svn commit:*)",
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("/usr/lib/git-core/git-push", "deny"),
+        ("git-push origin main", "deny"),
+        ("make -C . deploy", "deny"),
+        ("make -s deploy", "deny"),
+        ("make build deploy", "deny"),  # make runs every target named
+        ("make -j 4 --keep-going deploy", "deny"),
+        ("hg -R . push", "deny"),
+        ("hg --config ui.x=y push", "deny"),
+        ("gcloud --quiet compute instances delete vm1", "deny"),
+        ("gcloud compute --project p instances delete vm1", "deny"),
+        ("aws s3 --profile p rm s3://b/k", "deny"),
+        ("gh pr -R o/r merge 1", "deny"),
+        ("gh pr merge --squash 1", "deny"),
+        ("docker-compose down", "deny"),  # the dashed form is the same command
+        ("docker compose -f x.yml down", "deny"),
+        ("kubectl -n prod delete pod x", "deny"),
+        ("svn --non-interactive commit -m x", "deny"),
+        ("git commit -m push", "allow"),  # git's grammar: the subcommand is commit
+        ("make build", "allow"),
+        ("gh pr list", "ask"),  # gh runs aliases and extensions: not known, asked under the deny rules
+        ("aws s3 ls s3://b", "allow"),
+    ],
+)
+def test_deny_rules_find_their_words_whatever_options_stand_between(project, command, expected):
+    p = perms(project, deny=SUBCOMMAND_DENIES, permission_mode="bypassPermissions")
+    decision = p.check("Bash", {"command": command})
+    assert decision.behavior == expected, decision.reason

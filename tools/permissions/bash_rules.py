@@ -29,13 +29,18 @@ class BashPattern:
 
     alternatives: tuple[tuple[str | None, ...], ...]
     exact: str | None  # the rule is an exact command: a whole line equal to it matches too
+    # a prefix rule's words ("git push:*" -> git, push): deny and ask rules find them among a command's
+    # non-option words in order, whatever options stand between (issue 30)
+    words: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, content: str) -> BashPattern:
         content = content.strip()
-        if content.endswith(":*"):
-            prefix = tuple(content[:-2].strip())
-            return cls((prefix, (*prefix, " ", _ANY)), None)
+        if content.endswith(":*") or (content.endswith(" *") and "*" not in content[:-1]):
+            head = content[:-2].strip()
+            prefix = tuple(head)
+            words = tuple(head.split()) if "*" not in head and len(head.split()) > 1 else ()
+            return cls((prefix, (*prefix, " ", _ANY)), None, words)
         if "*" in content:
             return cls((tuple(_ANY if ch == "*" else ch for ch in content),), None)
         return cls((tuple(content),), content)
@@ -55,7 +60,46 @@ def matches(pattern: BashPattern, command: Command, *, by_base_name: bool) -> bo
     bare = command.without_globals()
     if bare is not None and (by_base_name or command.quiet_globals):
         lines.append(bare)
-    return any(pattern.matches(form) for line in lines for form in _forms(line, by_base_name))
+    if by_base_name:
+        lines.extend(_undashed(command))
+    if any(pattern.matches(form) for line in lines for form in _forms(line, by_base_name)):
+        return True
+    return by_base_name and bool(pattern.words) and _words_in_order(pattern.words, command)
+
+
+def _undashed(command: Command) -> list[str]:
+    """``git-push x`` (and ``/usr/lib/git-core/git-push x``) is ``git push x``: the dashed form of a
+    subcommand is the same command, split at every dash."""
+    name = command.program.rsplit("/", 1)[-1]
+    rest = [w.value if w.value is not None else w.text for w in command.words[1:]]
+    return [" ".join([name[:i], name[i + 1 :], *rest]) for i, ch in enumerate(name) if ch == "-" and 0 < i]
+
+
+def _words_in_order(words: tuple[str, ...], command: Command) -> bool:
+    """The rule's words found among the command's non-option words in order (``make -C . deploy`` is
+    ``make deploy``, ``aws s3 --profile p rm`` is ``aws s3 rm``). For a program with a table of global
+    options the first word after the program must be its subcommand (``git commit -m push`` is not
+    ``git push``)."""
+    name = command.program.rsplit("/", 1)[-1]
+    values = [w.value for w in command.words[1:]]
+    forms = [(name, values, command.subcommand)]
+    forms += [(name[:i], [name[i + 1 :], *values], 1) for i, ch in enumerate(name) if ch == "-" and 0 < i]
+    for program, rest, subcommand in forms:
+        if program != words[0] and command.program != words[0]:
+            continue
+        if subcommand is not None:  # the grammar says where the subcommand is
+            at = subcommand - 1
+            if at >= len(rest) or rest[at] != words[1]:
+                continue
+            wanted, rest = list(words[2:]), rest[at + 1 :]
+        else:
+            wanted = list(words[1:])
+        for word in rest:
+            if wanted and word == wanted[0]:
+                wanted.pop(0)
+        if not wanted:
+            return True
+    return False
 
 
 def could_match(pattern: BashPattern, command: Command) -> bool:

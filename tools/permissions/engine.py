@@ -161,7 +161,7 @@ class Permissions:
         if tool_name == "Bash":
             command = str(args.get("command", ""))
             a = _analyze(command, self.project_dir)
-            if a.unresolved or a.error or a.variables:
+            if a.unresolved or a.error or a.variables or a.untold:
                 return bash_rules.suggest(command, None)
             allow = _bash_patterns(self.allow + self.session_allow)
             pending = [
@@ -239,6 +239,8 @@ class Permissions:
             return _plan_denial("Bash")
         if doubt := self._deny_doubt(a):
             return Decision("deny", doubt)
+        if question := self._untold_question(a):
+            return Decision("ask", question)
         if rule := self._bash_ask_rule(command, a):
             if self.mode == "bypassPermissions":
                 return Decision("allow", "bypassPermissions mode", rule)
@@ -288,6 +290,12 @@ class Permissions:
             return Decision("ask", f"{a.error}, so it needs the user's approval")
         if rule := next((text for text, p in allow if p and p.exact == command.strip()), None):
             return Decision("allow", f'allowed by the rule "{rule}"', rule)
+        if a.untold:
+            return Decision(
+                "ask",
+                f"{a.untold[0]}; an allow rule covers a program only when it is known not to run another "
+                "command, so it needs the user's approval",
+            )
         needed = [c for c in a.commands if not c.wrapper]
         used = [
             next((t for t, p in allow if p and bash_rules.matches(p, c, by_base_name=False)), None)
@@ -332,6 +340,22 @@ class Permissions:
                         "(fail closed)"
                     )
         return None
+
+    def _untold_question(self, a: Analysis) -> str | None:
+        """With a Bash deny rule in force, a program not known to run no other command (an unknown program
+        with arguments, an unknown option or variable) is asked about in every mode, bypassPermissions
+        included: print mode refuses it. The question names the rule it might break."""
+        if not a.untold:
+            return None
+        rules = [text for text, pattern in _bash_patterns(self.deny) if pattern is not None]
+        if not rules:
+            return None
+        named = ", ".join(f'"{r}"' for r in rules[:3]) + (" ..." if len(rules) > 3 else "")
+        rule_word = "rule" if len(rules) == 1 else "rules"
+        return (
+            f"{a.untold[0]}; it might run a command the deny {rule_word} {named} forbids, so it needs the "
+            "user's approval"
+        )
 
     def _tree_write_rule(self, directory: Path) -> str | None:
         """A Write deny rule that may match a file a command puts below ``directory`` (tar -x, cp -r):

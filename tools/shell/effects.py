@@ -18,6 +18,7 @@ An allow rule for such a program covers it only when none of this is present: ``
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Callable, Sequence
@@ -39,6 +40,12 @@ class Effects:
 
 
 NONE = Effects()
+
+
+@functools.cache  # a handful of regular expressions per program name, asked per command
+def models(name: str) -> bool:
+    """True for a program whose command-running arguments are modelled here."""
+    return name in _PROGRAMS or any(pattern.fullmatch(name) for pattern, _ in _PATTERNS)
 
 
 def effects(values: Values) -> Effects:
@@ -167,6 +174,14 @@ def _sort(values: Values) -> Effects:
 def _download(values: Values) -> Effects:
     """curl -o/--output-dir, wget -O/-P: where the download lands."""
     curl = (values[0] or "").endswith("curl")
+    if not curl and any(
+        v is None
+        or v == "-e"
+        or (v.startswith("-e") and not v.startswith("--"))
+        or any(_abbreviates(v, o) for o in ("--execute", "--use-askpass", "--config"))
+        for v in values[1:]
+    ):
+        return _why(values, "-e/--execute, --use-askpass or --config can name a program it runs")
     valued = _o("--output --output-dir --output-document --directory-prefix")
     _, options = _operands(values, valued, "oHdXuAerTFx" if curl else "OPeU")
     keys = (
@@ -550,6 +565,211 @@ def _man(values: Values) -> Effects:
     return NONE
 
 
+def _abbreviates(word: str, option: str) -> bool:
+    """``word`` (``--fil=x``) names the long ``option`` (``--filter``) or a prefix of it: getopt_long takes
+    unique prefixes, and an ambiguous one is counted too (fail closed)."""
+    name = word.split("=", 1)[0]
+    return len(name) > 2 and option.startswith(name)
+
+
+def _runs_by_option(clause: str, long: tuple[str, ...] = (), short: tuple[str, ...] = ()) -> Callable:
+    """A program that runs a command named by one of its options (``--filter``, ``-wrapper``)."""
+
+    def reader(values: Values) -> Effects:
+        for word in values[1:]:
+            if word is None:
+                return _why(values, "has an argument with an expansion, so what it runs can't be told")
+            if word == "--":
+                break
+            if word.startswith("--") and any(_abbreviates(word, o) for o in long):
+                return _why(values, f"{word.split('=', 1)[0]} {clause}")
+            if any(word == o or (len(o) == 2 and word.startswith(o)) for o in short):
+                return _why(values, f"{word} {clause}")
+        return NONE
+
+    return reader
+
+
+def _uniq(values: Values) -> Effects:
+    """uniq [INPUT [OUTPUT]]: the second operand is written."""
+    operands, _ = _operands(
+        values, _o("--skip-fields --skip-chars --check-chars --group --all-repeated"), "fsw"
+    )
+    return Effects(writes=(operands[1],)) if len(operands) > 1 else NONE
+
+
+def _file(values: Values) -> Effects:
+    """file -C/--compile writes a compiled magic file (magic.mgc) into the current directory."""
+    if any(
+        v is None or v in ("-C", "--compile") or (v.startswith("-") and not v.startswith("--") and "C" in v)
+        for v in values[1:]
+    ):
+        return Effects(writes=("magic.mgc",))
+    return NONE
+
+
+def _tree(values: Values) -> Effects:
+    _, options = _operands(values, _o("--filelimit --timefmt --charset -o -P -I -L"), "oPIL")
+    out = options.get("-o")
+    return Effects(writes=(out,)) if out else NONE
+
+
+# gcc(1)/clang(1): options that run a program of the caller's choosing or load code into the compiler
+_COMPILER_RUNS = re.compile(
+    r"-wrapper|-B.*|-{1,2}specs.*|-fplugin.*|-fpass-plugin.*|-load|-Xclang|-fuse-ld=.*/.*|--ld-path.*"
+    r"|-Wl,.*plugin.*|-Xlinker|-ccc-.*|--gcc-toolchain.*|-no-integrated-as|-fintegrated-as.*|@.*"
+)
+
+
+def _compiler(values: Values) -> Effects:
+    writes: list[str | None] = []
+    for k, word in enumerate(values[1:], 1):
+        if word is None:
+            return _why(values, "has an argument with an expansion, so what it runs can't be told")
+        if _COMPILER_RUNS.fullmatch(word):
+            return _why(values, f"{word} makes it run a program or load code of the caller's choosing")
+        if word == "-o":
+            writes.append(values[k + 1] if k + 1 < len(values) else None)
+        elif word.startswith("-o") and len(word) > 2:
+            writes.append(word[2:])
+    return Effects(writes=tuple(writes))
+
+
+# variables naming programs cmake runs (compilers, launchers, linkers, tools) or code it includes
+_CMAKE_RISKY = re.compile(
+    r"(?i).*(COMPILER|LAUNCHER|LINKER|EXECUTABLE|PROGRAM|COMMAND|TOOLCHAIN|INCLUDE|_AR|_RANLIB|_NM"
+    r"|_OBJCOPY|_OBJDUMP|_STRIP|_MT|_RC|MODULE_PATH|PREFIX_PATH|EMULATOR|CMAKE_PROJECT).*"
+)
+
+
+def _cmake(values: Values) -> Effects:
+    for k, word in enumerate(values[1:], 1):
+        if word is None:
+            return _why(values, "has an argument with an expansion, so what it runs can't be told")
+        if word in ("-E", "-P", "-C", "--toolchain", "--graphviz", "--system-information") or word.startswith(
+            ("-C", "--toolchain", "--graphviz", "-P")
+        ):
+            return _why(values, f"{word} runs commands or CMake code given in its arguments")
+        if word.startswith("-D"):
+            setting = word[2:] or (values[k + 1] or "" if k + 1 < len(values) else "")
+            if _CMAKE_RISKY.fullmatch(setting.split("=", 1)[0].split(":", 1)[0]):
+                return _why(values, f"-D{setting.split('=', 1)[0]} names a program or code it runs")
+    return NONE
+
+
+def _rustc(values: Values) -> Effects:
+    for k, word in enumerate(values[1:], 1):
+        if word is None:
+            return _why(values, "has an argument with an expansion, so what it runs can't be told")
+        setting = word
+        if word in ("-C", "--codegen", "-Z"):
+            setting = word + (values[k + 1] or "" if k + 1 < len(values) else "")
+        if re.match(
+            r"(-C|--codegen=?|-Z)\s*(linker|link-arg|link-args|pre-link-arg|codegen-backend)", setting
+        ):
+            return _why(values, f"{setting} runs a linker or loads code of the caller's choosing")
+        if word.startswith("@"):
+            return _why(values, f"{word} reads more options from a file")
+    return NONE
+
+
+_CARGO_COMMANDS = _o(
+    "build b check c clean doc d new init add remove rm run r test t bench update search publish install "
+    "uninstall fmt clippy tree metadata fetch fix generate-lockfile locate-project login logout owner package "
+    "pkgid report rustc rustdoc vendor verify-project version yank help info"
+)
+
+
+def _cargo(values: Values) -> Effects:
+    sub = subcommands.find(values)
+    for word in values[1:]:
+        if word is None:
+            return _why(values, "has an argument with an expansion, so what it runs can't be told")
+        if word == "--":
+            break
+        if word.startswith(("--config", "-Z")) or (word.startswith("--") and _abbreviates(word, "--config")):
+            return _why(values, f"{word.split('=', 1)[0]} sets configuration that can name programs it runs")
+    if sub is None or sub.index is None:
+        return NONE
+    command = values[sub.index]
+    if command not in _CARGO_COMMANDS:
+        return _why(
+            values, f"{command} is not a cargo command, so it is an alias or an external cargo-{command}"
+        )
+    if command == "rustc":
+        rest = list(values[sub.index + 1 :])
+        if "--" in rest:
+            return _rustc(["rustc", *rest[rest.index("--") + 1 :]])
+    return NONE
+
+
+_GO_TOOLS = _o(
+    "addr2line asm buildid cgo compile covdata cover dist doc fix link nm objdump pack pprof test2json trace vet"
+)
+
+
+def _go(values: Values) -> Effects:
+    sub = subcommands.find(values)
+    if sub is None or sub.index is None:
+        return NONE
+    command, rest = values[sub.index], list(values[sub.index + 1 :])
+    for k, word in enumerate(rest):
+        if word is None:
+            return _why(values, "has an argument with an expansion, so what it runs can't be told")
+        if word == "--":
+            break
+        flag = word.lstrip("-").split("=", 1)[0]
+        if word.startswith("-") and flag in ("exec", "toolexec", "vettool", "overlay", "modfile", "pgo"):
+            return _why(values, f"-{flag} names a program or files it runs or builds with")
+        if word.startswith("-") and flag == "ldflags":
+            value = word.split("=", 1)[1] if "=" in word else (rest[k + 1] or "" if k + 1 < len(rest) else "")
+            if "extld" in value or "linkmode" in value:
+                return _why(values, "-ldflags -extld names the external linker it runs")
+    if command == "env" and any(w in ("-w", "-u") for w in rest):
+        return _why(values, "env -w changes go's configuration (GOFLAGS, CC, GOTOOLCHAIN) for later runs")
+    if command == "tool" and rest and rest[0] not in _GO_TOOLS:
+        return _why(values, f"tool {rest[0]} runs a program found by name")
+    return NONE
+
+
+_NPM_CONFIG_RUNS = ("--script-shell", "--node-options", "--shell", "--call", "--userconfig", "--globalconfig")
+
+
+def _npm(values: Values) -> Effects:
+    """npm/pnpm/yarn: run package.json scripts (the project's own); exec/dlx/npx are wrappers in
+    ``programs``; these options and subcommands make them run something else."""
+    for word in values[1:]:
+        if word is None:
+            return _why(values, "has an argument with an expansion, so what it runs can't be told")
+        if word == "--":
+            break
+        if word.startswith("--") and any(_abbreviates(word, o) for o in _NPM_CONFIG_RUNS):
+            return _why(
+                values, f"{word.split('=', 1)[0]} names a shell, options or configuration it runs with"
+            )
+    sub = subcommands.find(values)
+    if sub is None or sub.index is None:
+        return NONE
+    command = values[sub.index]
+    rest = [w for w in values[sub.index + 1 :] if w is not None]
+    if command in ("config", "set", "c") and rest[:1] != ["get"] and rest[:1] != ["list"]:
+        return _why(
+            values, f"{command} changes configuration (script-shell, node-options) used by later runs"
+        )
+    if command in ("explore", "create", "init", "innit") and any(not w.startswith("-") for w in rest):
+        return _why(values, f"{command} runs a package or a command given in its arguments")
+    return NONE
+
+
+def _pip(values: Values) -> Effects:
+    for word in values[1:]:
+        if word is None:
+            return _why(values, "has an argument with an expansion, so what it runs can't be told")
+        if word.startswith("--") and _abbreviates(word, "--python"):
+            return _why(values, f"{word} runs the interpreter it names")
+    return NONE
+
+
 # ---- git ---------------------------------------------------------------------------------------
 
 
@@ -661,8 +881,29 @@ _PROGRAMS: dict[str, Callable[[Values], Effects]] = {
     "truncate": _touch,
     "dd": _dd,
     "sort": _sort,
-    "curl": _download,
+    "split": _runs_by_option("runs a shell command for every piece", long=("--filter",)),
+    "diff3": _runs_by_option("names the diff program it runs", long=("--diff-program",)),
+    "sdiff": _runs_by_option("names the diff program it runs", long=("--diff-program",)),
     "wget": _download,
+    "uniq": _uniq,
+    "file": _file,
+    "tree": _tree,
+    "gcc": _compiler,
+    "cc": _compiler,
+    "g++": _compiler,
+    "c++": _compiler,
+    "clang": _compiler,
+    "clang++": _compiler,
+    "cmake": _cmake,
+    "rustc": _rustc,
+    "cargo": _cargo,
+    "go": _go,
+    "npm": _npm,
+    "pnpm": _npm,
+    "yarn": _npm,
+    "pip": _pip,
+    "pip3": _pip,
+    "curl": _download,
     "sed": _sed,
     "gsed": _sed,
     "tar": _tar,
@@ -700,8 +941,9 @@ _PROGRAMS: dict[str, Callable[[Values], Effects]] = {
 }
 # the vi family reads keystrokes from a pipe, and -c/+/--cmd/-S run ex commands such as :!cmd
 _PATTERNS = [
+    (re.compile(r"([\w.]+-)*(gcc|g\+\+|cc|c\+\+|clang|clang\+\+)(-[\d.]+)?"), _compiler),
     (
         re.compile(r"(n|g|r|e)?vim?(diff)?|r?view|ex|vimx|emacsclient"),
         _always("runs editor commands from its arguments or input, and :! runs shell commands"),
-    )
+    ),
 ]

@@ -8,9 +8,12 @@ a shell reading stdin). It is pure and knows nothing of tree-sitter, rules or pa
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from tools.shell import subcommands
 
 Values = Sequence[str | None]
 
@@ -35,6 +38,7 @@ class Unwrapped:
     transparent: bool = False
     variables: tuple[str, ...] = ()  # NAME=VALUE words it passes on (env, sudo): risky ones must ask
     settings: tuple[str, ...] = ()  # other ways it changes what a program runs, as a clause
+    untold: str | None = None  # whether it runs another command can't be told (an unknown option)
 
 
 NOTHING = Unwrapped()
@@ -200,6 +204,34 @@ _RUNNERS = frozenset(
         "rlwrap",
         "run0",
         "nix-shell",
+        # issue 30: programs that run the command after their own arguments, found by trying them
+        "setarch",
+        "linux32",
+        "linux64",
+        "uname26",
+        "i386",
+        "x86_64",
+        "logsave",
+        "capsh",
+        "hyperfine",
+        "numactl",
+        "cgexec",
+        "chpst",
+        "envdir",
+        "softlimit",
+        "setuidgid",
+        "daemonize",
+        "perf",
+        "catchsegv",
+        "trickle",
+        "cpulimit",
+        "watchexec",
+        "nodemon",
+        "tini",
+        "dumb-init",
+        "direnv",
+        "with-contenv",
+        "s6-setuidgid",
     }
 )
 # builtins that run code they read or define, or change how later names are found
@@ -244,6 +276,22 @@ _VERSION = _opts("-V --version -h --help")
 
 # run whatever program, package or code they are given: never widened to "prog:*" by an "always" answer
 _LAUNCHERS = frozenset({"npx", "pnpx", "bunx", "uvx", "pipx", "java", "dotnet", "ssh"})
+
+
+@functools.cache  # a handful of regular expressions per program name, asked per command
+def models(name: str) -> bool:
+    """True for a program whose way of running other commands is modelled here."""
+    return bool(
+        name in _WRAPPERS
+        or name in _RUNNERS
+        or name in _CODE_BUILTINS
+        or name in _SPECIAL
+        or name in _LAUNCHERS
+        or name in _BASH_LIKE
+        or name in _OTHER_SHELLS
+        or _LOADER.fullmatch(name)
+        or any(pattern.fullmatch(name) for pattern, _ in _INTERPRETERS)
+    )
 
 
 def runs_anything(name: str) -> str | None:
@@ -484,6 +532,32 @@ def _read_builtin(values: Values) -> Unwrapped:
     return Unwrapped(variables=tuple(v for v in values[1:] if v is not None and not v.startswith("-")))
 
 
+def _named_by_option(option: str, builtin: str) -> Callable[[Values], Unwrapped]:
+    """Builtins setting the variable named after ``option`` (``wait -p NAME``, ``compgen -V NAME``)."""
+
+    def reader(values: Values) -> Unwrapped:
+        for j, v in enumerate(values[1:], 1):
+            if v is not None and v.startswith(option):
+                target = v[len(option) :] or (values[j + 1] if j + 1 < len(values) else "")
+                if target is None:
+                    return Unwrapped(
+                        unresolved=f"{builtin} {option} sets a variable whose name comes from an expansion"
+                    )
+                return Unwrapped(variables=(target,))
+        return NOTHING
+
+    return reader
+
+
+def _getopts(values: Values) -> Unwrapped:
+    """``getopts OPTSTRING NAME [ARGS]``: NAME is set for every option found."""
+    if len(values) < 3:
+        return NOTHING
+    if values[2] is None:
+        return Unwrapped(unresolved="getopts sets a variable whose name comes from an expansion")
+    return Unwrapped(variables=(values[2],))
+
+
 def _printf(values: Values) -> Unwrapped:
     for j, v in enumerate(values[1:-1], 1):
         if v == "-v":
@@ -516,6 +590,93 @@ def _git(values: Values) -> Unwrapped:
     return Unwrapped(settings=tuple(settings))
 
 
+# package runners: the command after their options is a program (npx prettier), or a script with -c
+_PACKAGE_RUNNERS = {
+    "npx": _Wrapper(_opts("-p --package -w --workspace"), _opts("-y --yes --no -q --quiet --no-install")),
+    "pnpx": _Wrapper(_opts("-p --package"), _opts("-y --yes")),
+    "bunx": _Wrapper(_opts("-p --package"), _opts("--bun")),
+    "uvx": _Wrapper(_opts("--from --with --python -p --index"), _opts("-q --quiet --isolated --offline")),
+    "pipx run": _Wrapper(_opts("--spec --python --pip-args --index-url"), _opts("--no-cache --verbose -q")),
+    "npm exec": _Wrapper(
+        _opts("-p --package -w --workspace"), _opts("-y --yes --no -q --quiet --workspaces")
+    ),
+    "npm x": _Wrapper(_opts("-p --package -w --workspace"), _opts("-y --yes --no -q --quiet --workspaces")),
+    "pnpm exec": _Wrapper(_opts("--filter -F"), _opts("-r --recursive --parallel --no-bail")),
+    "pnpm dlx": _Wrapper(_opts("-p --package"), _opts("-s --silent")),
+    "yarn dlx": _Wrapper(_opts("-p --package"), _opts("-q --quiet")),
+    "yarn exec": _Wrapper(),
+    "uv run": _Wrapper(
+        _opts(
+            "--with --with-requirements --with-editable --python -p --package --extra --group --env-file "
+            "--index --directory --project"
+        ),
+        _opts("-q --quiet --frozen --locked --no-sync --isolated --all-extras --no-dev --active --offline"),
+    ),
+    "uv tool": _Wrapper(),
+    "poetry run": _Wrapper(),
+    "pdm run": _Wrapper(),
+    "hatch run": _Wrapper(),
+    "bundle exec": _Wrapper(),
+    "dotnet tool": _Wrapper(),
+}
+
+
+def _package_runner(values: Values) -> Unwrapped:
+    """``npx pkg args``, ``npm exec -- pkg``, ``uv run pytest``: the package's program runs with the rest
+    (it is judged as a program in turn); ``-c``/``--call``/``--shell-mode`` run a shell script."""
+    name = (values[0] or "").rsplit("/", 1)[-1]
+    start = 1
+    if name not in _PACKAGE_RUNNERS:
+        sub = subcommands.find(values)
+        index = (
+            sub.index
+            if sub is not None
+            else next((k for k, v in enumerate(values[1:], 1) if v is None or not v.startswith("-")), None)
+        )
+        if index is None or values[index] is None:
+            if sub is not None and sub.unknown is not None:
+                return Unwrapped(untold=f"{name}: {sub.unknown}, so what it runs can't be told")
+            return NOTHING
+        name = f"{name} {values[index]}"
+        if name not in _PACKAGE_RUNNERS:
+            return NOTHING
+        start = index + 1
+        if name in ("uv tool", "dotnet tool"):
+            if values[start : start + 1] != ["run"]:
+                return NOTHING
+            start += 1
+    for k, word in enumerate(values[start:], start):
+        if word in ("-c", "--call", "--shell-mode") or (word or "").startswith("--call="):
+            script = (
+                (word or "").partition("=")[2]
+                if "=" in (word or "")
+                else (values[k + 1] if k + 1 < len(values) else None)
+            )
+            if script is None:
+                return Unwrapped(unresolved=f"{name} {word} runs a shell command that can't be told")
+            return Unwrapped(scripts=(script,), transparent=True)
+        if word == "--" or (word is not None and not word.startswith("-")):
+            break
+    found = _options(_PACKAGE_RUNNERS[name], values, start)
+    if isinstance(found, str):
+        return Unwrapped(unresolved=f"{name}: {found}")
+    first, _ = found
+    if first >= len(values):
+        return NOTHING
+    return Unwrapped(runs=(Run(first, len(values)),), transparent=True)
+
+
+def _java(values: Values) -> Unwrapped:
+    for word in values[1:]:
+        if word is None or re.search(r"OnError|OnOutOfMemoryError|agentpath|agentlib|javaagent|@", word):
+            return Unwrapped(
+                unresolved="java: its options run a command or load an agent of the caller's choosing"
+            )
+        if not word.startswith("-"):
+            break
+    return NOTHING
+
+
 _SPECIAL = {
     "exec": _exec,
     "coproc": _coproc,
@@ -532,6 +693,29 @@ _SPECIAL = {
     "printf": _printf,
     "git": _git,
     "hash": _hash,
+    "java": _java,
+    "wait": _named_by_option("-p", "wait"),
+    "compgen": _named_by_option("-V", "compgen"),
+    "getopts": _getopts,
+    **dict.fromkeys(
+        (
+            "npx",
+            "pnpx",
+            "bunx",
+            "uvx",
+            "npm",
+            "pnpm",
+            "yarn",
+            "uv",
+            "poetry",
+            "pdm",
+            "hatch",
+            "bundle",
+            "pipx",
+        ),
+        _package_runner,
+    ),
+    "dotnet": _package_runner,
 }
 
 

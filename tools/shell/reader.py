@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools.shell import subcommands
+from tools.shell import effects as effects_module
+from tools.shell import known, programs, subcommands
 from tools.shell.effects import effects
 from tools.shell.evaluation import ARITHMETIC_VALUE, Evaluations
 from tools.shell.programs import Unwrapped, unwrap
@@ -201,6 +202,9 @@ class Analysis:
     variables: tuple[str, ...] = ()
     writes: tuple[Write, ...] = ()
     error: str | None = None
+    # programs not known to run no other command (an unknown program with arguments, an unknown option of
+    # a known one, a variable set for it that isn't known to be inert): asked about under a deny rule
+    untold: tuple[str, ...] = ()
 
 
 def analyze(command: str, cwd: Path) -> Analysis:
@@ -240,6 +244,8 @@ class _Reader:
     cwd: Path
     commands: list[Command] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)
+    untold: list[str] = field(default_factory=list)
+    exported: list[str] = field(default_factory=list)  # names the line exports to the programs after it
     variables: list[str] = field(default_factory=list)
     # (target, where it lands or None while relative, a tree): redirections and files programs write
     writes: list[tuple[str, tuple[Path, ...] | None, bool, bool]] = field(default_factory=list)
@@ -269,6 +275,7 @@ class _Reader:
             tuple(dict.fromkeys(self.variables)),
             tuple(writes),
             self.error,
+            tuple(dict.fromkeys(self.untold)),
         )
 
     def script(self, text: str, depth: int) -> None:
@@ -313,16 +320,22 @@ class _Reader:
     def command(self, node: Any, depth: int) -> bool:
         name = node.child_by_field_name("name")
         words = [_word(name), *(_word(a) for a in node.children_by_field_name("argument"))] if name else []
+        prefix = []
         for child in node.children:  # prefix assignments, redirections, substitutions inside words
             if words and words[0].text in _READERS and _assigns(child, "IFS"):
                 continue  # "IFS= read -r line" only changes how read splits its input
+            if child.type == "variable_assignment" and (target := child.child_by_field_name("name")):
+                prefix.append(_text(target).split("[", 1)[0])
             self.visit(child, depth)
         if not words:
             return True
-        self.program(words, _text(node), depth)
+        for word in words[1:]:
+            if word.text.startswith("{"):
+                self.redirect_variable(word)
+        self.program(words, _text(node), depth, tuple(prefix))
         return True
 
-    def program(self, words: list[Word], text: str, depth: int) -> None:
+    def program(self, words: list[Word], text: str, depth: int, environment: tuple[str, ...] = ()) -> None:
         if depth > _MAX_DEPTH:
             self.unresolved.append(f"{_short(text)}: wrappers are nested too deeply to follow")
             return
@@ -337,6 +350,13 @@ class _Reader:
         if name in ("cd", "pushd", "popd"):
             self.change_directory(name, values)
         how: Unwrapped = unwrap(values)
+        modelled = programs.models(name) or effects_module.models(name)
+        for why in (known.untold(values, modelled), how.untold):
+            if why:
+                self.untold.append(f"{_short(text)}: {why}")
+        for variable in dict.fromkeys([*environment, *self.exported]):
+            if why := known.variable_untold(variable, name, modelled):
+                self.untold.append(f"{_short(text)}: {why}")
         wraps = bool(how.runs or how.scripts)
         sub = subcommands.find(values)
         self.commands.append(
@@ -359,7 +379,8 @@ class _Reader:
                 inner = [Word(w.text, None) if run.placeholder in w.text else w for w in inner]
             if run.appends_input:
                 inner.append(Word("<input>", None))
-            self.program(inner, " ".join(w.text for w in inner), depth + 1)
+            passed = how.variables if name in ("env", "sudo") else ()  # env NAME=v prog: set for prog
+            self.program(inner, " ".join(w.text for w in inner), depth + 1, passed)
         for script in how.scripts:
             self.script(script, depth + 1)
         self.effects(values, text, depth)
@@ -448,7 +469,13 @@ class _Reader:
     def declaration(self, node: Any, depth: int) -> bool:
         """export/declare/local/readonly/typeset/unset: assignments are visited; other words must be literal."""
         words = [c for c in node.named_children if c.type not in ("variable_assignment", "variable_name")]
-        self.declared([node.children[0].type, *(_literal(w)[0] for w in words)], _text(node))
+        values = [node.children[0].type, *(_literal(w)[0] for w in words)]
+        if values[0] == "export" or any(v and v.startswith("-") and "x" in v for v in values[1:]):
+            for child in node.named_children:  # exported: every later program of the line sees it
+                target = child.child_by_field_name("name") if child.type == "variable_assignment" else child
+                if child.type in ("variable_assignment", "variable_name") and target is not None:
+                    self.exported.append(_text(target).split("[", 1)[0])
+        self.declared(values, _text(node))
         return False
 
     def declared(self, values: list[str | None], text: str) -> None:
@@ -471,6 +498,31 @@ class _Reader:
             for v in values or [None]:  # "for x; do" walks the positional parameters
                 self.assigned(_text(variable), None if v is None else _literal(v)[0])
         return False
+
+    def array(self, node: Any, depth: int) -> bool:
+        """``a=([k]=v ...)``, ``declare -a a=(...)``, ``a+=(...)``: each ``[k]`` is a subscript bash
+        evaluates as arithmetic after quote removal, so ``['$(cmd)']`` runs cmd, and ``[b]`` runs what
+        ``b`` holds (issue 30)."""
+        for element in node.named_children:
+            text = _text(element)
+            if not text.startswith("["):
+                continue
+            value = _pieces(element)[0]
+            written = value if value is not None else text
+            end = _subscript_end(written)
+            if end is None:
+                self.evals.arithmetic(written, f"the subscript of the array element {_short(text)}")
+            else:
+                self.evals.arithmetic(written[1:end], f"the subscript of the array element {_short(text)}")
+        return False
+
+    def redirect_variable(self, word: Word) -> None:
+        """``{a[k]}>file`` assigns the descriptor to ``a[k]``: the subscript is arithmetic."""
+        m = re.fullmatch(r"\{[A-Za-z_]\w*\[(.*)\]\}", word.text, re.DOTALL)
+        if m:
+            self.evals.arithmetic(
+                m.group(1).replace("'", "").replace('"', ""), f"the subscript of {word.text}"
+            )
 
     # -- arithmetic, tests
 
@@ -571,7 +623,18 @@ _HANDLERS = {
     "function_definition": _Reader.function,
     "command_substitution": _Reader.substitution,
     "file_redirect": _Reader.redirect,
+    "array": _Reader.array,
 }
+
+
+def _subscript_end(text: str) -> int | None:
+    """The index of the ``]`` closing the subscript that opens ``text``, or None."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch == "[") - (ch == "]")
+        if depth == 0:
+            return i
+    return None
 
 
 def _assigns(node: Any, name: str) -> bool:
