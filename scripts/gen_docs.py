@@ -5,7 +5,9 @@
 Each generated part sits between ``<!-- generated: NAME -->`` and ``<!-- end: NAME -->`` in a docs page,
 or in a constant of agent/cli.py; tests/test_settings_rows.py and tests/test_docs.py fail when one is
 stale. What is generated: the settings table (docs/settings.md) and ``--help``'s list of environment
-variables (``agent.cli.ENVIRONMENT``), from the settings rows (agent.config.settings.TABLE).
+variables (``agent.cli.ENVIRONMENT``), from the settings rows (agent.config.settings.TABLE); the slash
+commands (docs/usage.md) and ``--help``'s list of them (``agent.cli.COMMAND_LIST``), from the commands
+registered in agent.frontend.commands.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from agent.config.settings import TABLE  # noqa: E402
+from agent.frontend.commands import COMMANDS, Command  # noqa: E402
 from core.setting import help_lines, markdown_table  # noqa: E402
 
 
@@ -40,9 +43,40 @@ def environment_block() -> str:
     return "\n".join(help_lines(TABLE))
 
 
+def _commands() -> list[Command]:
+    """Each built-in command once (an alias is a second key of the same command), in registration order."""
+    return list({id(cmd): cmd for cmd in COMMANDS.values()}.values())
+
+
+def _label(cmd: Command) -> str:
+    return "/" + cmd.name + (" " + cmd.usage if cmd.usage else "")
+
+
+def commands_table() -> str:
+    lines = ["| command | what it does |", "|---|---|"]
+    for cmd in _commands():
+        aliases = "".join(f" (or `/{a}`)" for a in cmd.aliases)
+        label = _label(cmd).replace("|", "\\|")  # a pipe inside a table cell must be escaped
+        lines.append(f"| `{label}`{aliases} | {cmd.summary} |")
+    return "\n".join(lines) + "\n"
+
+
+def command_block() -> str:
+    """``--help``'s list of the slash commands."""
+    labels = {cmd.name: _label(cmd) + "".join(f", /{a}" for a in cmd.aliases) for cmd in _commands()}
+    width = max(len(label) for label in labels.values()) + 2
+    return "\n".join(f"  {labels[cmd.name].ljust(width)}{cmd.summary}" for cmd in _commands())
+
+
+CONSTANTS = {"ENVIRONMENT": environment_block, "COMMAND_LIST": command_block}
+
+
 def pages() -> dict[Path, list[tuple[str, str]]]:
     """Each page and the generated parts it holds, by name."""
-    return {ROOT / "docs" / "settings.md": [("settings table", markdown_table(TABLE))]}
+    return {
+        ROOT / "docs" / "settings.md": [("settings table", markdown_table(TABLE))],
+        ROOT / "docs" / "usage.md": [("slash commands", commands_table())],
+    }
 
 
 def main() -> int:
@@ -57,13 +91,15 @@ def main() -> int:
             changed.append(path)
     cli = ROOT / "agent" / "cli.py"
     text = cli.read_text()
-    new = re.sub(
-        r'(ENVIRONMENT = """\\\n).*?(""")',
-        lambda m: m.group(1) + environment_block() + m.group(2),
-        text,
-        count=1,
-        flags=re.DOTALL,
-    )
+    new = text
+    for name, make in CONSTANTS.items():
+        new = re.sub(
+            rf'({name} = """\\\n).*?(""")',
+            lambda m, make=make: m.group(1) + make() + m.group(2),
+            new,
+            count=1,
+            flags=re.DOTALL,
+        )
     if new != text:
         cli.write_text(new)
         changed.append(cli)

@@ -1,0 +1,57 @@
+"""The README is the front door: under 150 lines, linking every page of docs/; links resolve; what the docs
+and --help derive from declarations (slash commands here, settings in test_settings_rows) is current."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from agent import cli
+from scripts import gen_docs
+
+ROOT = Path(__file__).resolve().parent.parent
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def links(path: Path) -> list[str]:
+    """The relative link targets of a Markdown file, without their #anchors."""
+    targets = [t.split("#")[0] for t in LINK.findall(path.read_text())]
+    return [t for t in targets if t and not re.match(r"[a-z]+:", t)]
+
+
+def test_the_readme_fits_on_a_screen() -> None:
+    assert len((ROOT / "README.md").read_text().splitlines()) < 150
+
+
+def test_every_docs_page_is_linked_from_the_readme() -> None:
+    linked = {(ROOT / t).resolve() for t in links(ROOT / "README.md")}
+    pages = sorted((ROOT / "docs").glob("*.md"))
+    assert pages, "docs/ has pages"
+    assert [p.name for p in pages if p.resolve() not in linked] == []
+
+
+def test_every_relative_link_in_the_docs_resolves() -> None:
+    files = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = [
+        f"{path.relative_to(ROOT)}: {target}"
+        for path in files
+        for target in links(path)
+        if not (path.parent / target).exists()
+    ]
+    assert broken == []
+
+
+def test_the_slash_command_list_in_the_docs_and_in_help_is_generated_from_the_commands() -> None:
+    usage = (ROOT / "docs" / "usage.md").read_text()
+    assert gen_docs.between(usage, "slash commands") == gen_docs.commands_table(), "run scripts/gen_docs.py"
+    assert cli.COMMAND_LIST == gen_docs.command_block(), "run scripts/gen_docs.py"
+
+
+def test_every_generated_part_is_current() -> None:
+    """What scripts/gen_docs.py would write is what is there (so running it changes nothing)."""
+    for path, parts in gen_docs.pages().items():
+        text = path.read_text()
+        for name, content in parts:
+            assert gen_docs.between(text, name) == content, f"{path.name}: {name} (run scripts/gen_docs.py)"
+    for name, make in gen_docs.CONSTANTS.items():
+        assert getattr(cli, name) == make(), f"agent/cli.py {name} (run scripts/gen_docs.py)"
