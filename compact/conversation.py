@@ -146,6 +146,14 @@ class Conversation:
     guard_warned: bool = False  # the post-compaction guard said what fills the context (once until a success)
     workers: dict[str, Worker] = field(default_factory=dict)
     view_ctx: ViewContext | None = None
+    # preserved thinking's escape hatch once a request needed it ("drop_block"): every later request of
+    # this conversation sends it (SPEC §17); stored in the transcript, so a resume sends it too
+    thinking_binding: str | None = None
+    # cache diagnostics: the id of the last main reply (the next main request names it), the compaction
+    # it followed, and the misses the server reported (compact.cache_health)
+    last_reply_id: str | None = None
+    compaction_seen: LastCompaction | None = None
+    cache_misses: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def transcript_path(self) -> Path:

@@ -13,6 +13,7 @@ import json
 
 from compact import (
     autocompact,
+    cache_health,
     compactor,
     context_editing,
     notes_compaction,
@@ -93,8 +94,10 @@ def request_for(ports: Ports, current: View) -> Request:
 
 
 def send(conv: Conversation, ports: Ports, current: View) -> Message:
-    """Send the view; on prompt-too-long compact once per turn and retry (SPEC §10)."""
+    """Send the view; on prompt-too-long compact once per turn and retry (SPEC §10). The request names
+    its predecessor and a cache miss is kept (compact.cache_health)."""
     req = request_for(ports, current)
+    at_compaction = cache_health.chain(conv, req)
     shrunk = False
     while True:
         try:
@@ -109,7 +112,9 @@ def send(conv: Conversation, ports: Ports, current: View) -> Message:
                 raise ContextLimitReached(CONTEXT_LIMIT) from None
             current = conv.view()  # what is sent now, and what the reply's usage measures
             req = request_for(ports, current)
+            at_compaction = cache_health.chain(conv, req)
             continue
+        cache_health.observe(conv, reply, at_compaction)
         after_reply(conv, ports, current, reply, req)
         return reply
 

@@ -11,7 +11,9 @@
     ├── SnipError              a Snip call that can't be carried out (the message tells the model why)
     └── ModelError             the Messages API failed after retries
         ├── PromptTooLong      "prompt is too long: A tokens > B maximum"
-        └── MaxTokensOverflow  "input length and max_tokens exceed context limit: A + B > C"
+        ├── MaxTokensOverflow  "input length and max_tokens exceed context limit: A + B > C"
+        └── ThinkingBindingMismatch  a thinking block whose prefix changed ("bound to a different
+                               conversation"): retried once with drop_block (agent.runtime.client)
 """
 
 from __future__ import annotations
@@ -91,14 +93,32 @@ class MaxTokensOverflow(ModelError):
         return max(3_000, self.limit - self.input_tokens - 1_000)
 
 
+class ThinkingBindingMismatch(ModelError):
+    """Preserved thinking's prefix check failed: something before the block at ``path`` changed after the
+    model wrote it (SPEC §17)."""
+
+    def __init__(self, message: str, path: str):
+        super().__init__(message, status=400)
+        self.path = path
+
+
 _PTL = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)", re.I)
 _OVERFLOW = re.compile(
     r"input length and `?max_tokens`? exceed context limit:\s*(\d+)\s*\+\s*(\d+)\s*>\s*(\d+)", re.I
 )
 
 
+_BOUND = re.compile(
+    r"^(messages\.\d+\.content\.\d+): Invalid `\w+` in `\w+` block\. "
+    r"The block is bound to a different conversation\."
+)
+
+
 def classify_bad_request(message: str) -> ModelError | None:
-    """Recognise the two context-size errors in a 400 invalid_request_error's message."""
+    """Recognise the context-size errors and preserved thinking's prefix check in a 400
+    invalid_request_error's message."""
+    if m := _BOUND.match(message):
+        return ThinkingBindingMismatch(message, m.group(1))
     if m := _OVERFLOW.search(message):
         a, b, c = (int(x) for x in m.groups())
         return MaxTokensOverflow(message, a, b, c)

@@ -34,6 +34,11 @@ class Request:
     # compaction's own request in the foreground: a shorter budget, each wait shown as compaction's) or
     # "background" (a candidate or notes update: the shorter budget, quietly)
     retry: str = "main"
+    # preserved thinking's escape hatch, once a conversation needed it: "drop_block" (SPEC §17); it is
+    # sent on every later request of that conversation, with its beta header (agent.runtime.client)
+    block_binding: str | None = None
+    # cache diagnostics: {"previous_message_id": id or None} on the main conversation's requests
+    diagnostics: dict[str, Any] | None = None
 
     def params(self) -> dict[str, Any]:
         """Keyword arguments for the SDK, with cache breakpoints on tools, system and the tail."""
@@ -54,7 +59,7 @@ class Request:
         extra = self.extra_body if thinking else _without_thinking_edits(self.extra_body)
         if extra:
             p["extra_body"] = extra
-        return p
+        return _chained(p, self)
 
     def valid_thinking(self) -> dict[str, Any] | None:
         """``thinking`` as the API accepts it: a budget of at least MIN_THINKING and below max_tokens
@@ -68,6 +73,20 @@ class Request:
 
 
 MIN_THINKING = 1024  # the API's smallest thinking budget
+BINDING_BETA = "thinking-binding-controls-2026-08-01"  # thinking.block_binding needs it
+
+
+def _chained(p: dict[str, Any], req: Request) -> dict[str, Any]:
+    """The parameters that tie a request to its conversation: the escape hatch of preserved thinking
+    (the models that have it think by default, so naming ``thinking`` changes nothing else) and the
+    predecessor named for cache diagnostics."""
+    if req.block_binding:
+        thinking = dict(p.get("thinking") or {"type": "adaptive"})
+        thinking["block_binding"] = {"prefix_mismatch_behavior": req.block_binding}
+        p["thinking"] = thinking
+    if req.diagnostics is not None:
+        p["diagnostics"] = dict(req.diagnostics)
+    return p
 
 
 def _without_thinking_edits(extra: dict[str, Any]) -> dict[str, Any]:

@@ -158,4 +158,5 @@ def make_bench(
         config=compaction,
     )
     bench.conv = wiring.conversation(writer, store / session_id, tools, bench.ports, clock=clock)
+    client.on_binding_fallback = bench.binding_fallback
     return bench

@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from core.errors import Interrupted, ModelError, classify_bad_request
+from core.errors import Interrupted, ModelError, ThinkingBindingMismatch, classify_bad_request
 from core.events import Retrying, TextDelta, ThinkingDelta
 from core.messages import Message, assistant
-from core.model import Request, api_model_name
+from core.model import BINDING_BETA, Request, api_model_name
 from core.tokens import encoding
 
 RETRY_SECONDS = 120.0  # the default budget: how long, in all, to keep retrying one request
@@ -38,6 +38,7 @@ BACKOFF_FIRST = 0.5  # seconds before the second attempt; doubled each time up t
 BACKOFF_CAP = 20.0
 JITTER = 0.25  # each backoff wait is shortened by up to this fraction, at random
 RETRY_STATUSES = frozenset({408, 409, 429})  # and every status >= 500 (529 overloaded included)
+DROP_BLOCK = "drop_block"  # preserved thinking's escape hatch (SPEC §17)
 # a tool_use input that was not valid JSON is kept under this key, so the runner can answer it
 INVALID_INPUT = "_invalid_json_input"
 
@@ -120,6 +121,9 @@ class ModelClient:
         self.on_event = on_event or (lambda e: None)
         self.retry_seconds = retry_seconds
         self._jitter = jitter
+        # told when a request's thinking failed the prefix check and is sent again with drop_block: the
+        # session keeps the setting for the rest of the conversation and says so (agent.runtime.session)
+        self.on_binding_fallback: Callable[[ThinkingBindingMismatch], None] = lambda e: None
 
     @property
     def client(self) -> Any:
@@ -150,7 +154,16 @@ class ModelClient:
         attempt = 0
         while True:
             attempt += 1
-            outcome = self._attempt(req, cancel, emit_text)
+            try:
+                outcome = self._attempt(req, cancel, emit_text)
+            except ThinkingBindingMismatch as e:
+                # sending it again as it is can't work (the history still holds the change): once, with
+                # the invalid thinking dropped by the server; never a dead session
+                if req.block_binding:
+                    raise
+                req.block_binding = DROP_BLOCK
+                self.on_binding_fallback(e)
+                continue
             if isinstance(outcome, Message):
                 return outcome
             failure = outcome
@@ -229,9 +242,12 @@ class ModelClient:
         self, req: Request, cancel: threading.Event | None, emit_text: bool, reply: _Reply
     ) -> Message | None:
         params = req.params()
-        api = self.client.beta.messages if req.betas else self.client.messages
-        if req.betas:
-            params["betas"] = req.betas
+        betas = list(req.betas)
+        if req.block_binding and BINDING_BETA not in betas:
+            betas.append(BINDING_BETA)
+        api = self.client.beta.messages if betas else self.client.messages
+        if betas:
+            params["betas"] = betas
         cancelled = cancel.is_set if cancel is not None else (lambda: False)
         with api.create(**params, stream=True) as events:
             try:
@@ -285,6 +301,9 @@ class _Reply:
         elif kind == "content_block_delta":
             return self._delta(self.blocks[event.index], event.index, event.delta)
         elif kind == "message_delta":
+            dropped = getattr(event, "input_transformations", None)
+            if dropped:
+                self.head["input_transformations"] = [_dump(t) for t in dropped]
             self.stop_reason = getattr(getattr(event, "delta", None), "stop_reason", None)
             self.usage.update(_dump(getattr(event, "usage", None)))
             applied = getattr(event, "context_management", None)
@@ -330,9 +349,16 @@ class _Reply:
             stop_reason=self.stop_reason,
             usage=self.usage or None,
         )
+        extra = {}
         if self.context_management is not None:
-            msg = msg.replace(extra={"contextManagement": self.context_management})
-        return msg
+            extra["contextManagement"] = self.context_management
+        # what the server left out of the request (preserved thinking), and why the cache missed
+        if self.head.get("input_transformations"):
+            extra["inputTransformations"] = self.head["input_transformations"]
+        miss = (self.head.get("diagnostics") or {}).get("cache_miss_reason")
+        if miss:
+            extra["cacheMissReason"] = miss
+        return msg.replace(extra=extra) if extra else msg
 
 
 def tool_input(raw: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from agent.runtime import subagents
 from agent.runtime.client import default_model
 from agent.runtime.session import AskFn, Session
 from agent.runtime.tool_exec import for_history
-from agent.runtime.wiring import USAGE_KEYS
+from agent.runtime.wiring import USAGE_KEYS, binding_record
 from agent.transcript.listing import earlier_usage, latest_session, session_info
 from agent.transcript.loader import load_transcript, messages_before
 from agent.transcript.writer import in_use
@@ -108,6 +108,10 @@ def _open(
             session.conv.append(m)
         for rec in state_records(loaded.state):
             session.record(rec)
+    if loaded.thinking_binding:  # the escape hatch the session needed travels on with it
+        session.conv.thinking_binding = loaded.thinking_binding
+        if not ours:
+            session.record(binding_record(loaded.thinking_binding, "resumed"))
     _answer_interrupted(session, pending)
     session.conv.last_compaction = _last_compaction(loaded)
     return session

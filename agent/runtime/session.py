@@ -81,6 +81,7 @@ class Session(wiring.SessionBase):
         self.prompt_thinking: int | None = None  # the budget the current prompt's words ask for
         self.writer = writer = self.make_writer()
         self.client = wiring.client(s, self._emit)
+        self.client.on_binding_fallback = self.binding_fallback
         self.tools = builtin_tools() + [SnipTool()]
         self.tool_ctx = ToolContext(
             project_dir=s.cwd, session_dir=self.session_dir, cwd=s.cwd, environ=s.environ or None
@@ -136,6 +137,7 @@ class Session(wiring.SessionBase):
         self.tool_ctx.environ = s.environ or None
         self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
         self.client = wiring.client(s, self._emit)
+        self.client.on_binding_fallback = self.binding_fallback
         self.ports.model = self.client
 
     def _emit(self, event: Event) -> None:

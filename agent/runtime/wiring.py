@@ -17,23 +17,34 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agent.config.settings import Settings
-from agent.runtime.client import ModelClient
+from agent.runtime.client import DROP_BLOCK, ModelClient
 from agent.runtime.hooks import HookRunner
+from agent.transcript.writer import THINKING_BINDING
 from compact import start, thresholds
 from compact.config import CompactConfig
 from compact.conversation import Conversation, LastCompaction, Ports, TranscriptSink
 from compact.snip import perform_snip
 from compact.state import ContextState
 from compact.thresholds import Thresholds
-from core.events import Event, MessageRecorded
+from core.errors import ThinkingBindingMismatch
+from core.events import Event, MessageRecorded, Notice
 from core.messages import Message
 from core.model import Request, cost_usd, max_output_tokens
 from tools.base import ToolContext
 
 NOTES_TEMPLATE = "session-memory-template.md"  # a user's own notes template, in COMPACT_AGENT_HOME
 DEFAULT_MAX_OUTPUT = 32_000  # the main reply's max_tokens unless CLAUDE_CODE_MAX_OUTPUT_TOKENS says more
+FALLBACK_NOTICE = (
+    "The API refused this conversation's earlier thinking (something before it had changed); it was sent "
+    "again with that thinking dropped, and will be from now on."
+)
 # the usage counted toward /cost and the turn's totals
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def binding_record(behavior: str, path: str) -> dict[str, Any]:
+    """{"type": "thinking-binding", "behavior": "drop_block", "path": the block the API named}."""
+    return {"type": THINKING_BINDING, "behavior": behavior, "path": path}
 
 
 def client(s: Settings, on_event: Callable[[Any], None]) -> ModelClient:
@@ -207,7 +218,7 @@ class SessionBase(ABC):
         tools: bool = True,
         **kw: Any,
     ) -> Request:
-        return request(
+        req = request(
             self.model,
             self.system_blocks(),
             self.tool_schemas() if tools else [],
@@ -216,6 +227,18 @@ class SessionBase(ABC):
             self.settings.compaction.max_output_tokens,
             **kw,
         )
+        req.block_binding = self.conv.thinking_binding  # the escape hatch travels with the conversation
+        return req
+
+    def binding_fallback(self, error: ThinkingBindingMismatch) -> None:
+        """A request's thinking failed the prefix check and goes again with drop_block: from now on the
+        conversation sends it (recorded, so a resume does too), and the user hears of it once."""
+        with self.conv.lock:
+            if self.conv.thinking_binding:
+                return
+            self.conv.thinking_binding = DROP_BLOCK
+            self.conv.record(binding_record(DROP_BLOCK, error.path))
+        self.emit(Notice(FALLBACK_NOTICE, "warning"))
 
     @property
     def window(self) -> int:

@@ -30,13 +30,16 @@ from typing import Any, Iterator
 
 from agent.transcript.claude_code import Rec, clean, merge, recover_siblings
 from agent.transcript.writer import (
+    BINDING_NEEDLE,
     BOUNDARY_NEEDLE,
     MESSAGE_TYPES,
     SIDE_USAGE,
+    THINKING_BINDING,
     agent_id_for,
     is_boundary,
     sidechain_path,
 )
+from compact.cache_health import CACHE_MISS
 from compact.state import STATE_TYPES, ContextState, replay
 from core.messages import Message, from_record, tool_result_block, tool_results
 
@@ -58,6 +61,8 @@ QUIET_TYPES = frozenset(
         "system",
         REWIND,
         SIDE_USAGE,
+        THINKING_BINDING,
+        CACHE_MISS,
         *STATE_TYPES,
     }
 )
@@ -84,6 +89,8 @@ class LoadedSession:
     # tool calls the leaf response made that were never answered (the agent stopped while they ran):
     # the answers to record, so the model learns of them (``interrupted_answers``)
     pending: list[Message] = field(default_factory=list)
+    # preserved thinking's escape hatch, if the session ever needed it: sent on every request from then on
+    thinking_binding: str | None = None
 
     @cached_property
     def pre_boundary_count(self) -> int:
@@ -207,6 +214,11 @@ class _Loader:
 
     # -- the whole load ----------------------------------------------------------------------------------
     def load(self) -> LoadedSession:
+        loaded = self._load()
+        loaded.thinking_binding = self._thinking_binding()
+        return loaded
+
+    def _load(self) -> LoadedSession:
         found = self._last_boundary(self.size)
         if found is not None:
             warnings_before = len(self.warnings)
@@ -216,6 +228,20 @@ class _Loader:
                 del self.warnings[warnings_before:]
                 self._unknown_types.clear()
         return self._load_from(0, None)
+
+    def _thinking_binding(self) -> str | None:
+        """The escape hatch the session's last thinking-binding record set, wherever it lies (a bytes
+        search: the setting outlives compactions, and the rest of the file stays unparsed)."""
+        end = self.size
+        while True:
+            i = self.mm.rfind(BINDING_NEEDLE, 0, end)
+            if i < 0:
+                return None
+            start, stop = self._line_at(i)
+            rec = self._parse_line(start, stop)
+            if rec is not None and rec.get("type") == THINKING_BINDING and not rec.get("isSidechain"):
+                return str(rec.get("behavior") or "") or None
+            end = start
 
     def _load_from(self, start: int, found: tuple[int, dict[str, Any]] | None) -> LoadedSession:
         partial = found is not None

@@ -24,6 +24,10 @@ from core.private import open_private, redact, secrets_of
 
 MESSAGE_TYPES = ("user", "assistant")
 BOUNDARY_NEEDLE = b'"compact_boundary"'
+# preserved thinking's escape hatch, once a session needed it: {"type": THINKING_BINDING, "behavior":
+# "drop_block", "path": ...} (agent.runtime.wiring writes it, agent.transcript.loader finds it)
+THINKING_BINDING = "thinking-binding"
+BINDING_NEEDLE = b'"thinking-binding"'
 
 
 SIDE_USAGE = "side-usage"  # usage no message record carries (agent.runtime.session writes it, agent.transcript.listing reads it)

@@ -1,0 +1,147 @@
+"""Never a dead session (issue 31 §4) and cache health (§6), in process against the enforcing fake: a
+request whose thinking fails the prefix check is sent once more with drop_block, the setting travels with
+the conversation (and a resume), the user sees one line, the transcript keeps what was dropped; every
+main request names its predecessor and a miss is recorded with its reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.runtime import lifecycle
+from agent.runtime.loop import run_turn
+from agent.runtime.wiring import FALLBACK_NOTICE
+from agent.transcript.loader import load_transcript
+from compact import cache_health
+from core.events import Notice
+from core.messages import user_prompt
+from core.model import BINDING_BETA
+from tests.conftest import make_session, records
+from tests.fakeapi import FakeAPI, Reply, thinking_block
+
+MODEL = "claude-sonnet-5-5"
+
+
+def thought(text: str) -> Reply:
+    return Reply([thinking_block(f"thinking about: {text}"), {"type": "text", "text": text}])
+
+
+def notices(events: list) -> list[str]:
+    return [e.text for e in events if isinstance(e, Notice)]
+
+
+def test_a_refused_prefix_is_sent_again_with_drop_block_once_and_from_then_on(tmp_path: Path) -> None:
+    with FakeAPI(binding="error") as api:
+        session, events = make_session(tmp_path, api, model=MODEL, model_explicit=True)
+        api.add(thought("first answer"))
+        assert run_turn(session, "first question").stop_reason == "end_turn"
+        # something rewrites the history under the thinking (what the pipeline must never do)
+        first = session.conv.messages[0]
+        session.conv.messages[0] = first.replace(content=[{"type": "text", "text": "first question, edited"}])
+        api.add(thought("second answer"))
+        assert run_turn(session, "second question").stop_reason == "end_turn"
+        api.add(Reply.text("third answer"))
+        assert run_turn(session, "third question").stop_reason == "end_turn"
+
+        assert len(api.binding.refused) == 1 and len(api.violations) == 1  # the one refusal, then never again
+        retried, third = api.message_requests[-2:]
+        for request in (retried, third):  # the setting travels: the retry and every later request
+            assert request.body["thinking"]["block_binding"] == {"prefix_mismatch_behavior": "drop_block"}
+            assert BINDING_BETA in request.headers["anthropic-beta"]
+        assert notices(events).count(FALLBACK_NOTICE) == 1  # one line for the user
+        recs = records(session.transcript_path)
+        assert [r["path"] for r in recs if r.get("type") == "thinking-binding"] == ["messages.1.content.0"]
+        answered = next(
+            r for r in recs if r.get("type") == "assistant" and "second answer" in str(r["message"])
+        )
+        assert answered["inputTransformations"] == [
+            {"type": "thinking_dropped", "path": "messages.1.content.0", "reason": "prefix_binding_mismatch"}
+        ]
+        api.violations.clear()
+        api.binding.fallbacks.clear()  # this test takes the path on purpose; any other test fails on it
+        api.check()
+
+        # a resume sends the setting too
+        loaded = load_transcript(session.transcript_path, model=MODEL)
+        assert loaded.thinking_binding == "drop_block"
+
+
+def test_a_resumed_session_keeps_sending_drop_block(tmp_path: Path) -> None:
+    with FakeAPI(binding="error") as api:
+        session, _ = make_session(tmp_path, api, model=MODEL, model_explicit=True)
+        api.add(thought("one"))
+        run_turn(session, "q1")
+        session.conv.messages[0] = session.conv.messages[0].replace(
+            content=[{"type": "text", "text": "edited"}]
+        )
+        api.add(thought("two"))
+        run_turn(session, "q2")
+        resumed = lifecycle.open_session(
+            session.settings, emit=lambda e: None, ask=None, resume=session.session_id
+        )
+        assert resumed.conv.thinking_binding == "drop_block"
+        api.add(Reply.text("three"))
+        run_turn(resumed, "q3")
+        assert (
+            api.message_requests[-1].body["thinking"]["block_binding"]["prefix_mismatch_behavior"]
+            == "drop_block"
+        )
+        api.violations.clear()
+        api.binding.fallbacks.clear()
+        api.check()
+
+
+def test_a_second_refusal_with_drop_block_already_on_ends_the_turn_with_the_error(tmp_path: Path) -> None:
+    """The retry is once: a server that refuses even with drop_block ends the turn with its error line."""
+    with FakeAPI() as api:
+        session, _ = make_session(tmp_path, api, model=MODEL, model_explicit=True)
+        text = (
+            "messages.1.content.0: Invalid `signature` in `thinking` block. The block is bound to a different "
+            'conversation. Remove the block, or set `thinking.block_binding.prefix_mismatch_behavior` to "drop_block".'
+        )
+        api.error(400, "invalid_request_error", text)
+        api.error(400, "invalid_request_error", text)
+        finished = run_turn(session, "q")
+        assert finished.stop_reason == "error" and "bound to a different conversation" in finished.error
+        assert len(api.message_requests) == 2
+        api.check()
+
+
+def test_every_main_request_names_its_predecessor_and_a_miss_is_kept(tmp_path: Path) -> None:
+    with FakeAPI(binding="error") as api:
+        session, _ = make_session(tmp_path, api, model=MODEL, model_explicit=True)
+        for n in range(3):
+            api.add(thought(f"answer {n}"))
+            run_turn(session, f"question {n}")
+        bodies = [r.body for r in api.message_requests]
+        replies = [m.message_id for m in session.messages if m.role == "assistant"]
+        assert [b["diagnostics"]["previous_message_id"] for b in bodies] == [None, *replies[:2]]
+        assert session.conv.cache_misses == [] and api.binding.cache_misses == []
+        # an edit of the history shows as a miss, with its reason, outside any compaction point
+        session.conv.thinking_binding = (
+            "drop_block"  # (so the edit is not refused: this test is about the cache)
+        )
+        session.conv.messages[0] = session.conv.messages[0].replace(
+            content=[{"type": "text", "text": "edited"}]
+        )
+        api.add(Reply.text("after the edit"))
+        run_turn(session, "question 3")
+        assert [m["reason"] for m in cache_health.unexpected(session.conv)] == ["messages_changed"]
+        recs = [r for r in records(session.transcript_path) if r.get("type") == "cache-miss"]
+        assert recs and recs[0]["reason"] == "messages_changed" and recs[0]["compactionPoint"] is False
+        api.binding.fallbacks.clear()
+        api.check()
+
+
+def test_appended_prompts_never_miss(tmp_path: Path) -> None:
+    with FakeAPI(binding="error") as api:
+        session, _ = make_session(tmp_path, api, model=MODEL, model_explicit=True)
+        api.add(
+            Reply.tools([("Read", {"file_path": str(tmp_path / "project" / "nothing.txt")})], thinking="look")
+        )
+        api.add(thought("done"))
+        run_turn(session, "read it")
+        session.add(user_prompt("and again"))
+        api.add(thought("again"))
+        run_turn(session, "one more")
+        assert api.binding.cache_misses == [] and session.conv.cache_misses == []
+        api.check()
