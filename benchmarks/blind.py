@@ -418,7 +418,7 @@ class Session:
         self.after_response()
 
     def after_response(self) -> None:
-        notes_updater.after_response(self.conv, self.ports)
+        notes_updater.update_if_due(self.conv, self.ports)
         notes_updater.wait_for_update(self.conv, 30)
 
     def call(self, name: str, args: dict[str, Any]) -> None:

@@ -1,13 +1,13 @@
 """Session notes kept up to date in the background (SPEC §7).
 
-Triggers  ``after_response``, after every main-conversation response: first once the context reaches
-          10,000 tokens, then whenever it has grown 5,000 tokens since the last update *and* either 3
-          tool calls happened since or the response made no tool call; 90% of the auto-compact
-          threshold T and 60% of T take the place of 10,000 and 5,000 when larger (``update_levels``):
-          about one update per compaction cycle, just before T, so the notes are current when a
-          compaction uses them and cost no more than the summary they replace (benchmarks/cost.py);
-          and when one more step like the last would reach T (a big read can jump the band). One
-          update at a time, in a background thread (one that falls due meanwhile runs right after it); the user never waits,
+Triggers  ``update_if_due``, after every main-conversation response (compact.prepare.after_response): first
+          once the context reaches 10,000 tokens, then whenever it has grown 5,000 tokens since the last
+          update *and* either 3 tool calls happened since or the response made no tool call; 90% of the
+          auto-compact threshold T and 60% of T take the place of 10,000 and 5,000 when larger
+          (``update_levels``): about one update per compaction cycle, just before T, so the notes are current
+          when a compaction uses them and cost no more than the summary they replace (benchmarks/cost.py); and
+          when one more step like the last would reach T (a big read can jump the band). One update at a time,
+          in a background thread (one that falls due meanwhile runs right after it); the user never waits,
           except at process exit, for at most 20 s, so a print-mode run keeps its last update.
 Writes    the notes file (compact.notes), changed only with the Edit tool's own semantics; a
           ``{"type": "session-memory", "lastSummarizedUuid"}`` record whenever "summarized up to here" moves.
@@ -137,7 +137,7 @@ def worker(conv: Conversation) -> NotesWorker:
         return w
 
 
-def after_response(conv: Conversation, ports: Ports) -> None:
+def update_if_due(conv: Conversation, ports: Ports) -> None:
     """Called after each main-conversation response; starts a background update when one is due.
 
     Returns at once. While an update runs, a newly due one waits and runs right after it (only the

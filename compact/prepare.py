@@ -70,13 +70,13 @@ def after_response(conv: Conversation, ports: Ports) -> None:
     already owns them, or a compaction is due at the next request and can use the notes as they are,
     which would throw the update away."""
     tokens = conv.view().tokens
-    if preparer.after_response(conv, ports, tokens):
+    if preparer.start_if_due(conv, ports, tokens):
         return
     if ports.config.auto_enabled and not conv.compacting:
         due = autocompact.threshold_reached(conv, ports, tokens)
         if due and notes_compaction.plan(conv, ports) is not None:
             return
-    notes_updater.after_response(conv, ports)
+    notes_updater.update_if_due(conv, ports)
 
 
 # --- the call ----------------------------------------------------------------------------------------

@@ -1,20 +1,19 @@
 """Compaction prepared in the background, so an automatic compaction costs the user no waiting (SPEC §15).
 
-Triggers  ``after_response`` (after each main response): once the context reaches the preparation level P
-          (below the auto-compact threshold T, chosen from measurements, see ``level``), one candidate is
-          prepared per compaction cycle in a background thread: a session-notes update when the notes
-          are on (compact.notes_updater), else a summary request (compact.summary's, text only) over the
-          model's view as it stands (right after a compaction that left the context at P already, at
-          once). One in flight at a time; a failed one is not tried again before
-          the next compaction. A summary still in flight when a compaction is applied (the notes'
-          fallback) becomes the next cycle's: that compaction only replaced messages it saw, so it
-          may replace that compaction's summary and attachments too (``rebase``); a newer candidate
-          replaces an older one only when it completes.
-          ``at_threshold`` (auto-compact, at T): applies the newest completed candidate that passes
-          compact.candidate's checks — what it covers, by message identity, is replaced; everything
-          after it stays verbatim. With none usable yet but one in flight, the compaction is put off
-          while the context stays clear of the blocking limit B (at most DEFER_ROOM past T); near it
-          the user waits for it, and is told so and for how long. With none at all (the context jumped from below P to T, or the
+Triggers  ``start_if_due`` (after each main response, from compact.prepare.after_response): once the context
+          reaches the preparation level P (below the auto-compact threshold T, chosen from measurements, see
+          ``level``), one candidate is prepared per compaction cycle in a background thread: a session-notes
+          update when the notes are on (compact.notes_updater), else a summary request (compact.summary's,
+          text only) over the model's view as it stands (right after a compaction that left the context at P
+          already, at once). One in flight at a time; a failed one is not tried again before the next
+          compaction. A summary still in flight when a compaction is applied (the notes' fallback) becomes the
+          next cycle's: that compaction only replaced messages it saw, so it may replace that compaction's
+          summary and attachments too (``rebase``); a newer candidate replaces an older one only when it
+          completes. ``at_threshold`` (auto-compact, at T): applies the newest completed candidate that passes
+          compact.candidate's checks — what it covers, by message identity, is replaced; everything after it
+          stays verbatim. With none usable yet but one in flight, the compaction is put off while the context
+          stays clear of the blocking limit B (at most DEFER_ROOM past T); near it the user waits for it, and
+          is told so and for how long. With none at all (the context jumped from below P to T, or the
           candidate failed or was refused), the foreground compaction of compact.compactor.
 Writes    nothing itself: the compactor writes the boundary, the summary and the kept tail.
 Model calls one side request per candidate (same system, tools and message prefix: the prompt cache),
@@ -149,7 +148,7 @@ def active(conv: Conversation, ports: Ports) -> bool:
 # --- before T --------------------------------------------------------------------------------------------
 
 
-def after_response(conv: Conversation, ports: Ports, tokens: int) -> bool:
+def start_if_due(conv: Conversation, ports: Ports, tokens: int) -> bool:
     """Measure growth; start this cycle's candidate once the context reaches P. True while this cycle's
     candidate owns the notes (the notes' own schedule must then not start another update)."""
     p = _preparer(conv)
@@ -389,7 +388,7 @@ def _stands_in(p: Preparer, c: Candidate) -> frozenset[str]:
 def _from_notes(conv: Conversation, ports: Ports, p: Preparer) -> Compaction | None:
     made = _notes_plan(conv, ports)
     if made is None:
-        return None  # the summary path of this cycle takes over (after_response)
+        return None  # the summary path of this cycle takes over (start_if_due)
     required = [section_name(h) for h in headers(template_for(ports))]
     with conv.lock:
         kept_from = len(conv.messages) - len(made.kept)

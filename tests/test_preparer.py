@@ -52,7 +52,7 @@ def start(tmp_path: Path, api: FakeAPI, reply: str = GOOD) -> tuple[Bench, list]
     bench.add(user_prompt("Please fix the parser. Never touch the secrets/ directory."))
     grow(bench, ["a.py", "b.py", "c.py", "d.py"])
     api.on(lambda body: body.get("tool_choice", {}).get("type") == "none", Reply.text(reply))
-    assert preparer.after_response(bench.conv, bench.ports, int(T * 0.86)) is False
+    assert preparer.start_if_due(bench.conv, bench.ports, int(T * 0.86)) is False
     return bench, events
 
 
@@ -115,7 +115,7 @@ def test_put_off_while_in_flight_and_clear_of_the_blocking_limit(tmp_path: Path,
         return Reply.text(GOOD)
 
     api.on(lambda body: body.get("tool_choice", {}).get("type") == "none", slow)
-    preparer.after_response(bench.conv, bench.ports, int(T * 0.86))
+    preparer.start_if_due(bench.conv, bench.ports, int(T * 0.86))
     assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is False  # carry on
     assert of_type(events, CompactFinished) == []
     release.set()

@@ -182,22 +182,22 @@ def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, ap
     bench.add(user_prompt("read the sources"))
     read_round(bench, 4_000)
     answer(bench)
-    notes_updater.after_response(bench.conv, bench.ports)  # ~4K tokens: too early
+    notes_updater.update_if_due(bench.conv, bench.ports)  # ~4K tokens: too early
     assert not notes_updater.worker(bench.conv).busy and api.message_requests == []
 
     read_round(bench, 7_000)
     started = time.monotonic()
     answer(bench)
-    notes_updater.after_response(
+    notes_updater.update_if_due(
         bench.conv, bench.ports
-    )  # over 10K: an update starts, and after_response returns at once
+    )  # over 10K: an update starts, and update_if_due returns at once
     assert time.monotonic() - started < 0.5
     assert notes_updater.worker(bench.conv).busy
 
     for n in range(2):  # due again (+6K, no tool call) while one runs: it waits; only the newest waits
         read_round(bench, 6_000)
         reply = answer(bench, f"Summary {n}.")
-        notes_updater.after_response(bench.conv, bench.ports)
+        notes_updater.update_if_due(bench.conv, bench.ports)
     assert notes_updater.worker(bench.conv).pending is not None
     release.set()
     assert notes_updater.wait_for_update(bench.conv, 10)
@@ -215,7 +215,7 @@ def test_no_update_when_session_memory_or_compaction_is_off(tmp_path, api):
         bench.add(user_prompt("go"))
         read_round(bench, 12_000)
         answer(bench)
-        notes_updater.after_response(bench.conv, bench.ports)
+        notes_updater.update_if_due(bench.conv, bench.ports)
         assert notes_updater.update_notes(bench.conv, bench.ports) is False
         assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
     assert api.message_requests == []

@@ -46,7 +46,7 @@ class Exit(Result):
 class Switched(Result):
     """The REPL continues with ``session`` (/clear, /resume)."""
 
-    session: Any
+    session: Session
 
 
 @dataclass(kw_only=True)

@@ -9,8 +9,8 @@ prompt, as if the user had pasted them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from agent.runtime.session import Session
 from core.messages import meta
 from tools.bash import BashTool
 
@@ -22,7 +22,7 @@ class Ran:
     is_error: bool = False
 
 
-def run(session: Any, command: str) -> Ran:
+def run(session: Session, command: str) -> Ran:
     """Check, run and record ``command``; nothing is recorded when it did not run."""
     args = {"command": command}
     refused = _refused(session, args)
@@ -44,7 +44,7 @@ def run(session: Any, command: str) -> Ran:
     return Ran(output, ran=True, is_error=result.is_error or interrupted)
 
 
-def _refused(session: Any, args: dict[str, str]) -> str:
+def _refused(session: Session, args: dict[str, str]) -> str:
     decision = session.permissions.check("Bash", args, cwd=session.tool_ctx.cwd)
     if decision.behavior == "deny":
         return f"Not run: the permission rules deny it ({decision.reason})."

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
+from agent.runtime.session import Session
 from core.messages import Message, meta
 from tools.base import ToolError
 from tools.read import ReadTool
@@ -33,7 +33,7 @@ def mentioned(text: str) -> list[str]:
     return found
 
 
-def attachments(session: Any, text: str) -> list[Message]:
+def attachments(session: Session, text: str) -> list[Message]:
     """The context messages for the prompt's ``@`` paths (see the module docstring)."""
     out: list[Message] = []
     for raw in mentioned(text):
@@ -49,7 +49,7 @@ def attachments(session: Any, text: str) -> list[Message]:
     return out
 
 
-def _file(session: Any, raw: str, path: Path) -> Message:
+def _file(session: Session, raw: str, path: Path) -> Message:
     try:
         result = ReadTool().run({"file_path": str(path)}, session.tool_ctx)  # records the read
     except (ToolError, OSError) as e:

@@ -11,8 +11,8 @@ and where the whole is, which the model can Read in parts or Grep.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
+from agent.runtime.session import Session
 from core.private import write_private
 from core.tokens import estimate_text
 
@@ -20,7 +20,7 @@ SHARE = 0.5  # of the auto-compact threshold, at most, for one prompt sent as it
 HEAD_SHARE = 0.5  # of that budget kept at the start of a prompt that is saved to a file
 
 
-def fit(session: Any, text: str) -> str:
+def fit(session: Session, text: str) -> str:
     """``text``, or its head and a note naming the file that holds all of it (see the module docstring)."""
     budget = int(session.thresholds().auto_compact * SHARE)
     if estimate_text(text) <= budget:

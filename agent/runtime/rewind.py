@@ -16,8 +16,8 @@ transcript records it like any compaction that keeps a tail).
 from __future__ import annotations
 
 import time
-from typing import Any
 
+from agent.runtime.session import Session
 from agent.transcript.loader import REWIND  # the record type
 from compact import compactor, summary
 from core.errors import Interrupted
@@ -27,7 +27,7 @@ from core.messages import Message
 MAX_POINTS = 20  # the menu lists this many of the latest prompts
 
 
-def points(session: Any) -> list[Message]:
+def points(session: Session) -> list[Message]:
     """The prompts of the live list one can rewind to, oldest first (at most MAX_POINTS, the latest).
 
     After a compaction these are the prompts after its summary, kept ones included: the transcript
@@ -36,7 +36,7 @@ def points(session: Any) -> list[Message]:
     return found[-MAX_POINTS:]
 
 
-def rewind(session: Any, prompt: Message) -> str:
+def rewind(session: Session, prompt: Message) -> str:
     """Cut the live list just before ``prompt``; the prompt's text."""
     conv = session.conv
     with conv.lock:
@@ -44,13 +44,13 @@ def rewind(session: Any, prompt: Message) -> str:
         keep = conv.messages[:at]
         leaf = keep[-1].uuid if keep else None
         del conv.messages[at:]
-        conv.writer.last_uuid = leaf
+        session.writer.last_uuid = leaf  # conv.writer, seen by compact/ as a TranscriptSink
         conv.writer.append_record({"type": REWIND, "leafUuid": leaf, "rewoundPromptUuid": prompt.uuid})
         conv.current_prompt_uuid = next((m.uuid for m in reversed(keep) if m.kind == "prompt"), None)
     return prompt.text
 
 
-def summarize_up_to(session: Any, prompt: Message, instructions: str | None = None) -> bool:
+def summarize_up_to(session: Session, prompt: Message, instructions: str | None = None) -> bool:
     """Compact only what came before ``prompt``: a summary of it, then the rest kept verbatim (the
     user choosing what to compact). True when the conversation was replaced; like every compaction,
     a failure changes nothing (CompactFailed says why)."""
