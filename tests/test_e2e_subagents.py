@@ -479,3 +479,30 @@ def test_an_explore_subagent_only_looks_even_when_everything_is_allowed(
     refused, listed = tool_results_of(child[-1])
     assert refused.get("is_error") and "read-only" in text_of(refused)
     assert not listed.get("is_error") and "total" in text_of(listed)
+
+
+def test_an_explore_subagent_writes_nothing_through_looking_programs(
+    tmp_path: Path, fake_api: FakeAPI
+) -> None:
+    """Issue 30: sort --outp= (an abbreviation), uniq's second operand and file -C wrote files from the
+    read-only agent; run for real in bypassPermissions, each is refused and no file appears."""
+    from agent.runtime import subagents
+    from agent.runtime.loop import run_turn
+    from tests.conftest import make_session
+
+    session, _ = make_session(tmp_path, fake_api, session_memory=False, permission_mode="bypassPermissions")
+    subagents.install(session)
+    project = tmp_path / "project"
+    (project / "data.txt").write_text("b\na\na\n")
+    (project / "magic").write_text("0 string PWN pwned\n")
+    forms = ["sort --outp=OUT1 data.txt", "uniq data.txt OUT2", "file -C -m magic", "sort -k1 data.txt"]
+    steps = iter([Reply.tools([("Bash", {"command": f}) for f in forms]), Reply.text("LOOKED")])
+    fake_api.conversation("WRITE-PROMPT", lambda body: next(steps))
+    fake_api.reply(task_call("WRITE-PROMPT look around").content)
+    fake_api.reply_text("ok")
+    assert run_turn(session, "look").stop_reason == "end_turn"
+    fake_api.check()
+    assert sorted(p.name for p in project.iterdir() if p.name not in (".claude",)) == ["data.txt", "magic"]
+    *refused, sorted_ = tool_results_of(bodies(fake_api, "WRITE-PROMPT")[-1])
+    assert all(r.get("is_error") and "read-only" in text_of(r) for r in refused)
+    assert not sorted_.get("is_error") and text_of(sorted_).split() == ["a", "a", "b"]
