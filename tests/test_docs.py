@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from agent import cli
+from agent.frontend import commands
 from scripts import gen_docs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,3 +56,8 @@ def test_every_generated_part_is_current() -> None:
             assert gen_docs.between(text, name) == content, f"{path.name}: {name} (run scripts/gen_docs.py)"
     for name, make in gen_docs.CONSTANTS.items():
         assert getattr(cli, name) == make(), f"agent/cli.py {name} (run scripts/gen_docs.py)"
+
+
+def test_the_slash_commands_the_readme_names_exist() -> None:
+    named = set(re.findall(r"(?<![\w/.])/([a-z][a-z-]*)\b", (ROOT / "README.md").read_text()))
+    assert named and named <= set(commands.names()), named - set(commands.names())
