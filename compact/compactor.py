@@ -33,10 +33,21 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from compact import coverage, guard, ledger, micro, notes_compaction, restore, summary
+from compact import (
+    backend,
+    binding,
+    coverage,
+    guard,
+    ledger,
+    micro,
+    notes_compaction,
+    restore,
+    server_summary,
+    summary,
+)
 from compact.conversation import Conversation, LastCompaction, Ports, Trigger
 from compact.result import Compaction
-from compact.state import microcompact_record, notes_record
+from compact.state import microcompact_record, notes_record, thinking_record
 from core.errors import CompactionError, Interrupted, describe
 from core.events import CompactFailed, CompactFinished, CompactStarted, MessageRecorded, Notice
 from core.messages import Message, meta
@@ -130,15 +141,27 @@ def _make(
     instructions: str | None,
     prepared: Compaction | None = None,
 ) -> tuple[Compaction, int, list[str]] | None:
-    """The compaction (a prepared one, else notes first unless instructions were given, else the LLM
-    summary), the tokens before it and the hook lines to show; None when there is nothing to compact."""
+    """The compaction, the tokens before it and the lines to show; None when there is nothing to
+    compact. A prepared one, else the backend compact.backend chooses: the server's summary where kept
+    turns hold thinking, else the notes (not with /compact instructions, nor in a tool loop that holds
+    thinking), else the LLM summary — and every failure of the server's ends in one of those."""
     pre = conv.view()
     if not pre.messages:
         return None
     custom, hook_lines = _pre_compact(ports, trigger, instructions)
     if prepared is not None and not hook_lines:
         return prepared, pre.tokens, hook_lines
-    compaction = None if instructions and instructions.strip() else _notes(conv, ports, trigger)
+    plan = backend.server_plan(conv, ports)
+    if plan is not None:
+        try:
+            made = server_summary.summarize(
+                conv, ports, plan.sent, plan.kept, server_summary.instructions(custom)
+            )
+            return made, pre.tokens, hook_lines
+        except CompactionError as e:
+            hook_lines = [*hook_lines, f"{e}; summarized here instead"]
+    whole = bool(instructions and instructions.strip()) or backend.tool_loop_running(pre.messages)
+    compaction = None if whole else _notes(conv, ports, trigger)
     if compaction is None:
         compaction = summary.summarize(conv, ports, pre.tagged, custom)
     return compaction, pre.tokens, hook_lines
@@ -236,9 +259,16 @@ def finish(
     shown = shown or trigger
     old = list(conv.messages)
     kept = [m.replace(usage=None) if m.usage is not None else m for m in compaction.kept]  # stale now
-    stale = _stale_in_kept(conv, ports, kept)
+    server = compaction.stand_in is not None
+    # the server's summary keeps the kept turns' thinking valid as long as they stay as they were sent:
+    # their old results are not cleared then
+    stale = [] if server else _stale_in_kept(conv, ports, kept)
     visible = micro.without_calls(kept, stale)  # files whose reads stay visible in the kept tail
-    summary_msg = _summary_message(conv, compaction, trigger)
+    summary_msg = (
+        compaction.stand_in
+        if compaction.stand_in is not None
+        else _summary_message(conv, compaction, trigger)
+    )
     th = ports.thresholds()
     state = ledger.attachment(old, kept, str(conv.tools.project_dir), th.auto_compact, conv.session_dir)
     cal = conv.calibration
@@ -249,8 +279,11 @@ def finish(
     restored = restore.plan_restore(conv, ports, visible, old, room=room)
     hook_msgs, start_lines = _session_start(ports)
     added = [state.message, *restored.messages, *hook_msgs]
+    if server:  # after the kept turns, as system messages: nothing may stand between the block and them
+        added = [_as_system(m) for m in added]
 
     _commit(conv, ports, trigger, pre_tokens, old, compaction, summary_msg, kept, added)
+    _settle_thinking(conv, kept, server)
     _move_coverage(conv, compaction, summary_msg, kept, added)
     if stale:
         conv.state.cleared.update(stale)
@@ -290,6 +323,28 @@ def finish(
 
 
 COMPACT_RESULT = "compact_result"
+
+
+def _as_system(m: Message) -> Message:
+    """An attachment as an appended ``role: "system"`` message (text only; anything else stays a user
+    message, which follows the kept turns just as well)."""
+    if all(b.get("type") == "text" for b in m.content):
+        return m.replace(role="system")
+    return m
+
+
+def _settle_thinking(conv: Conversation, kept: list[Message], server: bool) -> None:
+    """After a local compaction the kept turns follow a summary the client wrote, which invalidates all
+    of their thinking: it is left out from now on, recorded once. After the server's it stays valid."""
+    counts = conv.view_ctx.thinking if conv.view_ctx is not None else binding.Counts()
+    holding = [m.uuid for m in kept if binding.holds_thinking(m)]
+    if server:
+        counts.kept_at_compaction += len(holding)
+        return
+    if holding:
+        conv.state.thinking_dropped.update(holding)
+        conv.record(thinking_record(holding, "compaction"))
+        counts.dropped_at_compaction += len(holding)
 
 
 def compact_result_record(post_tokens: int) -> dict[str, Any]:
@@ -344,6 +399,10 @@ def _commit(
         for m in [summary_msg, *added]:  # kept messages are in the transcript already
             conv.writer.append_message(m)
         conv.messages = [summary_msg, *kept, *added]
+        if conv.view_ctx is not None:
+            conv.view_ctx.sent = conv.view_ctx.sent_tagged = (
+                None  # a compaction point: the next request starts a new prefix
+            )
     for m in [summary_msg, *added]:
         ports.emit(MessageRecorded(m))
 

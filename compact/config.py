@@ -123,6 +123,14 @@ class CompactConfig:
         kind=BOOL,
         doc="prepare automatic compactions in the background before the threshold (off: the foreground compaction at it)",
     )
+    server_compaction: bool = setting(
+        True,
+        key="serverSummary",
+        env="COMPACT_AGENT_SERVER_COMPACTION",
+        kind=BOOL,
+        doc="the server's on-demand summary where kept turns hold thinking (off: always a local compaction, "
+        "the kept turns' thinking left out)",
+    )
     microcompact: bool = setting(
         True,
         key="microcompact.enabled",

@@ -26,6 +26,7 @@ Ports — what compaction needs from the floors above it:
   account      counts the usage of a side request (notes, summary, collapse) toward the session's cost
   hooks        runs a hook event, reports failures, returns what successful hooks printed
   instructions the "Compact Instructions" of CLAUDE.md; instruction_files: those files' paths
+  offers_compaction  whether the main model offers the server's on-demand summary (compact.backend)
   config       the compaction settings (compact.config)
 """
 
@@ -85,6 +86,10 @@ def _no_thinking(req: Request) -> None:
     return None
 
 
+def _no() -> bool:
+    return False
+
+
 @dataclass
 class Ports:
     model: Model
@@ -97,6 +102,8 @@ class Ports:
     instruction_files: Callable[[], list[Path]] = _no_files
     # sets extended thinking on a main-loop request (budget, max_tokens); side requests never think
     thinking: Callable[[Request], None] = _no_thinking
+    # whether the model of the main requests offers the server's on-demand summary (compact.backend)
+    offers_compaction: Callable[[], bool] = _no
     config: CompactConfig = field(default_factory=CompactConfig)
 
     def notice(self, text: str, level: str = "info") -> None:

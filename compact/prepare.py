@@ -116,7 +116,16 @@ def send(conv: Conversation, ports: Ports, current: View) -> Message:
             continue
         cache_health.observe(conv, reply, at_compaction)
         after_reply(conv, ports, current, reply, req)
+        sent(conv, current)
         return reply
+
+
+def sent(conv: Conversation, current: View) -> None:
+    """Remember what a main request sent: until the next compaction point, every later request must
+    extend it (compact.binding)."""
+    if conv.view_ctx is not None:
+        conv.view_ctx.sent = list(current.messages)
+        conv.view_ctx.sent_tagged = list(current.tagged)
 
 
 def reactive_compact(conv: Conversation, ports: Ports, error: PromptTooLong) -> bool:

@@ -15,9 +15,13 @@ from core.messages import Message
 
 @dataclass
 class Compaction:
-    method: str  # "summary" | "session-memory"
+    method: str  # "summary" | "session-memory" | "server-summary"
     summary: str  # the summary body (no <analysis>), as it will appear in the summary message
     kept: list[Message] = field(default_factory=list)  # messages kept verbatim, in order
     # {"headUuid", "anchorUuid", "tailUuid"} when messages are kept (anchor = the summary message)
     preserved_segment: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None  # usage of the summary request, if one was made
+    # the server's summary (compact.server_summary): the message holding its compaction block, sent
+    # first in place of the messages it summarized (their uuids), instead of a summary user message
+    stand_in: Message | None = None
+    summarized: list[str] = field(default_factory=list)

@@ -14,6 +14,8 @@ Transcript record types (one JSON line each; the writer adds "uuid", "timestamp"
   {"type": "collapse-commit", "collapsedUuids": [str, ...], "summary": str, "placeholderUuid": str,
    "workingState": str (optional)}
   {"type": "context-edit", "applied": [...]}          (server-side context editing report; not replayed)
+  {"type": "thinking-drop", "droppedThinkingUuids": [str, ...], "where": "edit" | "compaction"}
+                                                      (thinking an edit invalidated: left out from then on)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ STATE_TYPES = (
     "session-memory",
     "collapse-commit",
     "context-edit",
+    "thinking-drop",
 )
 COLLAPSE_KEYS = ("collapsedUuids", "summary", "placeholderUuid")
 COLLAPSE_STATE = "workingState"  # optional: the span's working state as text (compact.ledger.span_text)
@@ -54,6 +57,8 @@ class ContextState:
     tokens_at_last_nudge: int = 0
     # uuid of a response -> tokens snipped after its usage was measured (that usage counts them still)
     freed_since_usage: dict[str, int] = field(default_factory=dict)
+    # uuids of responses whose thinking an edit invalidated: left out of every request (compact.binding)
+    thinking_dropped: set[str] = field(default_factory=set)
 
     def reset_after_compaction(self, tokens: int) -> None:
         """A compaction replaces the history; decisions about dropped messages no longer matter."""
@@ -95,6 +100,10 @@ def context_edit_record(applied: list[dict[str, Any]]) -> dict[str, Any]:
     return {"type": "context-edit", "applied": applied}
 
 
+def thinking_record(uuids: Iterable[str], where: str) -> dict[str, Any]:
+    return {"type": "thinking-drop", "droppedThinkingUuids": list(uuids), "where": where}
+
+
 def state_records(state: ContextState) -> list[dict[str, Any]]:
     """The records that replay ``state`` (for a session seeded from another file)."""
     recs: list[dict[str, Any]] = []
@@ -105,6 +114,8 @@ def state_records(state: ContextState) -> list[dict[str, Any]]:
     if state.cleared:
         recs.append(microcompact_record(sorted(state.cleared)))
     recs += [collapse_record(c) for c in state.collapses]
+    if state.thinking_dropped:
+        recs.append(thinking_record(sorted(state.thinking_dropped), "edit"))
     if state.last_summarized_uuid:
         recs.append(notes_record(state.last_summarized_uuid))
     return recs
@@ -139,6 +150,8 @@ def replay(
             state.snipped |= set(rec.get("removedUuids") or []) & live_uuids
         elif kind == "microcompact":
             state.cleared |= set(rec.get("clearedToolUseIds") or []) & tool_ids
+        elif kind == "thinking-drop":
+            state.thinking_dropped |= set(rec.get("droppedThinkingUuids") or []) & live_uuids
         elif kind == "collapse-commit" and i >= collapses_from:
             if set(rec.get("collapsedUuids") or []) & live_uuids:
                 commit = {k: rec.get(k) for k in COLLAPSE_KEYS}

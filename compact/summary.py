@@ -5,17 +5,19 @@ used (or ``/compact`` was given instructions).
 Drops: everything; the summary replaces the whole history (compact.compactor swaps the list).
 Keeps: nothing verbatim — the finishing steps restore recent files and hook context.
 Writes to disk: nothing (the compactor writes once the summary is in hand).
-Model calls: one side request, plus up to 3 retries when that request is itself too long (and one
-with a smaller max_tokens when only the reserved output does not fit).
+Model calls: one side request; when that request is itself too long, its oldest rounds are summarized
+first in a request of their own (the same way, up to 3 levels deep) and the rest is summarized behind
+that summary — never dropped unseen; one more with a smaller max_tokens when only the reserved output
+does not fit.
 
 The request shares the main conversation's cached prefix: the same system blocks, the same tools and
 the same (tagged) messages, with images and documents replaced by ``[image]`` / ``[document]``, then
 one final user message carrying the instruction. ``tool_choice`` is ``none``: text only.
 
-On prompt-too-long the oldest whole rounds go first::
+On prompt-too-long the oldest whole rounds are summarized on their own first::
 
     [prompt, asst₁, results₁] [asst₂, results₂, prompt₂] [asst₃ …] …   ← a round starts at each response
-     └───────── dropped ───────┘
+     └──── summarized first ───┘ → [summary of that part] [asst₃ …] …  ← then this, retried
 """
 
 from __future__ import annotations
@@ -33,7 +35,10 @@ from core.model import max_output_tokens
 SUMMARY_MAX_TOKENS = 20_000
 PTL_RETRIES = 3
 DROP_FRACTION = 0.2  # of the rounds, when the error states no gap
-TRIMMED_MARKER = "(The start of this conversation was left out of this request to make it fit.)"
+PART_INTRO = (
+    "The start of this conversation was too long for one request; it was summarized first, and that "
+    "summary stands here in its place:"
+)
 
 INSTRUCTION = """\
 Stop working on the task for a moment. Your only job in this reply is to write a summary of the \
@@ -149,11 +154,9 @@ def rounds(messages: list[Message]) -> list[list[Message]]:
     return groups
 
 
-def drop_oldest_rounds(messages: list[Message], gap: int | None) -> list[Message] | None:
-    """The conversation without its oldest rounds: enough to cover ``gap`` tokens, else 20% of them.
-
-    At least one round is always kept; None when there is nothing left to drop.
-    """
+def oldest_part(messages: list[Message], gap: int | None) -> tuple[list[Message], list[Message]] | None:
+    """The conversation split after its oldest rounds: enough of them to cover ``gap`` tokens, else
+    20% of them; at least one round stays in the second part. None when there is only one round."""
     groups = rounds(messages)
     if len(groups) < 2:
         return None
@@ -165,10 +168,13 @@ def drop_oldest_rounds(messages: list[Message], gap: int | None) -> list[Message
     else:
         drop = max(1, math.floor(len(groups) * DROP_FRACTION))
     drop = min(drop, len(groups) - 1)
-    remaining = [m for g in groups[drop:] for m in g]
-    if remaining and remaining[0].role == "assistant":
-        remaining.insert(0, meta(TRIMMED_MARKER))
-    return remaining
+    return [m for g in groups[:drop] for m in g], [m for g in groups[drop:] for m in g]
+
+
+def with_part_summary(part: str, rest: list[Message]) -> list[Message]:
+    """The rest of the conversation behind the summary of its first part (a user message, so a rest
+    that starts with the assistant stays valid)."""
+    return [meta(f"{PART_INTRO}\n\n{part}"), *rest]
 
 
 def summary_request(
@@ -222,7 +228,12 @@ def check_reply(reply: Message) -> str:
 
 
 def summarize(
-    conv: Conversation, ports: Ports, messages: list[Message], instructions: list[str] | str | None = None
+    conv: Conversation,
+    ports: Ports,
+    messages: list[Message],
+    instructions: list[str] | str | None = None,
+    *,
+    depth: int = 0,
 ) -> Compaction:
     """Ask the model for a summary of ``messages`` (the model's current view, tagged).
 
@@ -245,10 +256,12 @@ def summarize(
             continue
         except PromptTooLong as e:
             attempt += 1
-            shorter = drop_oldest_rounds(current, e.gap) if attempt <= PTL_RETRIES else None
-            if shorter is None:
+            split = oldest_part(current, e.gap) if attempt <= PTL_RETRIES and depth < PTL_RETRIES else None
+            if split is None:
                 raise CompactionError("the conversation is too long even for the summary request") from None
-            current, max_tokens = shorter, None
+            head, rest = split  # summarized first, on its own: no round leaves unseen (SPEC §7)
+            part = summarize(conv, ports, head, custom, depth=depth + 1)
+            current, max_tokens = with_part_summary(part.summary, rest), None
             continue
         ports.account(reply)
         return Compaction(method="summary", summary=check_reply(reply), usage=reply.usage)

@@ -17,6 +17,11 @@ Before every model call of the main conversation (tool loops included), compact.
     collapse            (compact.collapse_worker) opt-in: old spans → short summaries         worker's side requests
           │             then View.tokens (untagged: what thresholds see); " [id:…]" tags, API copy only
           ▼
+    settle              (compact.binding)        not a stage: the view must extend what the    no model call
+          │                                      last request sent; an edit waits while a tool
+          │                                      loop runs, else the thinking it invalidates is
+          │                                      left out, once
+          ▼
     auto-compact        (compact.autocompact)    the policy says so: notes first, else the    0 or 1 (+PTL retries)
           │                                      LLM summary (compact.compactor)
           ▼
@@ -64,11 +69,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
+from compact import binding
 from compact.budget import apply_budget
 from compact.config import CompactConfig
 from compact.micro import cache_expired, microcompact
 from compact.snip import apply_snips, tag_prompts
-from compact.state import ContextState, microcompact_record, replacement_record
+from compact.state import ContextState, microcompact_record, replacement_record, thinking_record
 from compact.tokens import Calibration, count_tokens
 from core.messages import Message, to_api
 
@@ -103,6 +109,11 @@ class ViewContext:
     workers: dict[str, StageWorker] = field(default_factory=dict)
     # reuse the previous call's work when the list only grew (the live list is append-only)
     incremental: bool = True
+    # what the last request sent since the last compaction point (None: none yet), which the next one
+    # must extend (compact.binding); set by compact.prepare.send, cleared by the compactor
+    sent: list[Message] | None = None
+    sent_tagged: list[Message] | None = None  # the same as tagged: what the server's summary replaces
+    thinking: binding.Counts = field(default_factory=binding.Counts)
     _memo: Any = field(default=None, repr=False)
     _caches: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     _cache_owner: Any = field(default=None, repr=False)
@@ -234,7 +245,22 @@ STAGES: list[Stage] = [
 
 def build_view(messages: list[Message], ctx: ViewContext) -> View:
     """Derive the request's view of ``messages`` (those after the last boundary); see module docstring."""
-    return _build(messages, ctx, reuse=ctx.incremental)
+    return _settle(_build(messages, ctx, reuse=ctx.incremental), ctx)
+
+
+def _settle(view: View, ctx: ViewContext) -> View:
+    """The view as the previous request allows it (compact.binding): an edit of what was sent waits
+    while a tool loop runs, else the thinking it invalidates is left out, recorded once."""
+    s = binding.settle(view.messages, ctx.sent, ctx.state.thinking_dropped, ctx.cache("binding"))
+    if s.newly_dropped:
+        ctx.thinking.dropped_between += len(s.newly_dropped)
+        ctx.record(thinking_record(s.newly_dropped, "edit"))
+    if s.held:
+        ctx.thinking.held += 1
+    if s.messages is view.messages:
+        return view
+    tagged = tag_prompts(s.messages, cache=ctx.cache("tags"))
+    return View(s.messages, tagged, count_tokens(s.messages, ctx.calibration, ctx.state.freed_since_usage))
 
 
 def _build(messages: list[Message], ctx: ViewContext, reuse: bool) -> View:

@@ -67,7 +67,7 @@ class CompactFinished:
     pre_tokens: int
     post_tokens: int
     duration: float
-    method: str  # "summary" | "session-memory"
+    method: str  # "summary" | "session-memory" | "server-summary"
     summary: str = ""
     hook_messages: tuple[str, ...] = ()
     state: str = ""  # how much of the working-state ledger was attached ("state: 3 modified files, ...")

@@ -145,7 +145,9 @@ def to_api(messages: Iterable[Message]) -> list[dict[str, Any]]:
         blocks = [b for b in (_clean_block(b) for b in m.content) if b is not None]
         if not blocks:
             continue
-        if out and out[-1]["role"] == m.role:
+        # the server's compaction block stands alone, first: it is never merged with the kept turns
+        alone = bool(out) and any(b.get("type") == "compaction" for b in out[-1]["content"])
+        if out and out[-1]["role"] == m.role and not alone:
             out[-1]["content"].extend(blocks)
         else:
             out.append({"role": m.role, "content": blocks})
@@ -155,7 +157,7 @@ def to_api(messages: Iterable[Message]) -> list[dict[str, Any]]:
             if results and msg["content"][: len(results)] != results:
                 others = [b for b in msg["content"] if b.get("type") != "tool_result"]
                 msg["content"] = results + others
-    if out and out[0]["role"] == "assistant":
+    if out and out[0]["role"] == "assistant" and out[0]["content"][0].get("type") != "compaction":
         out.insert(0, {"role": "user", "content": [{"type": "text", "text": START_MARKER}]})
     return out
 
@@ -204,7 +206,7 @@ def to_record(m: Message, *, parent_uuid: str | None, session_id: str, cwd: str,
         "cwd": cwd,
         "sessionId": session_id,
         "version": version,
-        "type": m.role,
+        "type": "user" if m.role == "system" else m.role,  # an appended system message: read back as one
         "message": message,
         "uuid": m.uuid,
         "timestamp": m.timestamp,
@@ -278,4 +280,11 @@ def from_record(rec: dict) -> Message | None:
         kind = "tool_results"
     else:
         kind = "prompt"
-    return Message("user", content, kind=kind, uuid=uuid, timestamp=timestamp, extra=extra)
+    return Message(
+        "system" if role == "system" else "user",
+        content,
+        kind=kind,
+        uuid=uuid,
+        timestamp=timestamp,
+        extra=extra,
+    )

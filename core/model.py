@@ -32,7 +32,8 @@ class Request:
     thinking: dict[str, Any] | None = None
     # how a failed attempt is retried: "main" (the full budget, each wait shown), "compaction" (a
     # compaction's own request in the foreground: a shorter budget, each wait shown as compaction's) or
-    # "background" (a candidate or notes update: the shorter budget, quietly)
+    # "background" (a candidate or notes update: the shorter budget, quietly) or "once" (no retry: a
+    # request whose failure has a ready fallback, like the server's summary)
     retry: str = "main"
     # preserved thinking's escape hatch, once a conversation needed it: "drop_block" (SPEC §17); it is
     # sent on every later request of that conversation, with its beta header (agent.runtime.client)
@@ -164,6 +165,22 @@ def max_output_tokens(model: str) -> int:
 
 def context_window_for(model: str) -> int:
     return 1_000_000 if "[1m]" in model or model.endswith("-1m") else 200_000
+
+
+# models with preserved thinking that accept the top-level ``compaction`` parameter (the provider's
+# compaction pages list them); the Models API's capabilities.compaction says so where it is reported
+_ON_DEMAND_COMPACTION = (
+    "claude-sonnet-5",
+    "claude-opus-5",
+    "claude-haiku-5",
+    "claude-fable-5",
+    "claude-mythos",
+)
+
+
+def offers_compaction(model: str) -> bool:
+    """Whether ``model`` writes the server's on-demand summary (compact.server_summary)."""
+    return api_model_name(model).startswith(_ON_DEMAND_COMPACTION)
 
 
 def api_model_name(model: str) -> str:

@@ -259,7 +259,7 @@ def _message_problems(messages: Any, *, system_messages: bool = False) -> list[s
             problems += _system_message_problems(messages, i)
             continue
         if role not in ("user", "assistant"):
-            problems.append(f"{where}.role: Input should be 'user' or 'assistant'")
+            problems.append(f"{where}.role: Input should be 'user', 'assistant' or 'system'")
             continue
         content = message.get("content")
         if not content and not (last and role == "assistant"):
@@ -529,7 +529,7 @@ class FakeAPI(ScriptedAPI):
 
     def _problems(self, request: Request, *, count_only: bool) -> list[str]:
         problems = validate(request.body, count_only=count_only) + self._beta_problems(request)
-        problems += self._family_problems(request)
+        problems += self._family_problems(request) + self.compactions.problems(request.body)
         return problems if count_only else problems + self._model_problems(request.body)
 
     def _beta_problems(self, request: Request) -> list[str]:

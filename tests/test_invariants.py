@@ -340,3 +340,56 @@ def test_without_its_fingerprint_part_a_stage_would_be_reused_stale(
         assert "(hidden)" not in str(build_view([*messages, *seq_history()], ctx).api)
     finally:
         HIDDEN.clear()
+
+
+# --- between compaction points: each request extends the previous one (preserved thinking) --------------
+
+
+def unbound_thinking(before: list[Message], now: list[Message]) -> list[str]:
+    """Thinking sent in ``now`` whose prefix is not what ``before`` sent (checked here on roles and
+    contents, independently of compact.binding): the 5.5 family refuses such a request."""
+    old = [(m.role, m.content) for m in before]
+    problems = []
+    for i, m in enumerate(now):
+        if not any(b.get("type") in ("thinking", "redacted_thinking") for b in m.content):
+            continue
+        k = min(i, len(old))
+        if [(x.role, x.content) for x in now[:k]] != old[:k] or (
+            i < len(old) and (m.role, m.content) != old[i]
+        ):
+            problems.append(f"message {i} ({m.uuid}) sends thinking after a changed prefix")
+    return problems
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(messages=histories(), data=st.data())
+def test_between_compaction_points_no_request_sends_thinking_after_a_changed_prefix(
+    messages: list[Message], data: st.DataObject
+) -> None:
+    """Requests at every user message, the stages deciding as they go (budget, microcompact with the
+    clock of the history) and, at a drawn point, the model snipping an earlier turn."""
+    cuts = [i + 1 for i, m in enumerate(messages) if m.role == "user"]
+    prompts = [i for i, m in enumerate(messages) if m.is_typed_prompt]
+    snip_at = data.draw(st.sampled_from(cuts)) if cuts else None
+    tmp = scratch_dir()
+    records: list[dict] = []
+    ctx = ViewContext(ContextState(), tmp, now=lambda: NOW, keep_recent=2, record=records.append)
+    before: list[Message] | None = None
+    try:
+        for cut in cuts:
+            earlier = [i for i in prompts if i < cut and any(j > i and j < cut for j in prompts)]
+            if cut == snip_at and earlier:
+                ctx.state.snipped.add(messages[data.draw(st.sampled_from(earlier))].uuid)
+            sent = build_view(messages[:cut], ctx)
+            if before is not None:
+                assert unbound_thinking(before, sent.messages) == []
+            assert api_problems(sent.messages) == []
+            ctx.sent, ctx.sent_tagged, before = list(sent.messages), list(sent.tagged), list(sent.messages)
+        dropped = [u for r in records if r["type"] == "thinking-drop" for u in r["droppedThinkingUuids"]]
+        assert len(dropped) == len(set(dropped)) == ctx.thinking.dropped_between  # each counted once
+    finally:
+        drop(tmp)

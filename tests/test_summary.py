@@ -153,28 +153,26 @@ def test_rounds_start_at_each_response_and_the_first_prompt_joins_the_first() ->
     assert [m for g in groups for m in g] == history
 
 
-def test_drop_covers_the_gap_and_keeps_pairs_valid() -> None:
+def test_the_oldest_part_covers_the_gap_and_both_parts_stay_valid() -> None:
     history = _history(6, size=100)
     oldest = summary.rounds(history)[0]
     gap = sum(m.tokens for m in oldest) + 1  # just more than the oldest round holds
-    out = summary.drop_oldest_rounds(history, gap)
-    assert out is not None
-    assert len(summary.rounds(out)) == len(summary.rounds(history)) - 2
-    assert out[0].kind == "meta" and out[0].text == summary.TRIMMED_MARKER
-    assert tool_pairs_ok(out)
+    head, rest = summary.oldest_part(history, gap)
+    assert head + rest == history
+    assert len(summary.rounds(rest)) == len(summary.rounds(history)) - 2
+    out = summary.with_part_summary("what happened first", rest)
+    assert out[0].kind == "meta" and out[0].text.startswith(summary.PART_INTRO)
+    assert tool_pairs_ok(out) and tool_pairs_ok(head)
     assert validate({"model": "m", "max_tokens": 5, "messages": to_api(out)}) == []
 
 
-def test_drop_without_gap_takes_a_fifth_and_always_keeps_one_round() -> None:
+def test_without_a_gap_the_oldest_part_is_a_fifth_and_one_round_always_stays() -> None:
     history = _history(9)
     assert len(summary.rounds(history)) == 10
-    assert len(summary.rounds(summary.drop_oldest_rounds(history, None))) == 8
-    out = summary.drop_oldest_rounds(history, 10**9)
-    assert [m.text for m in out] == [summary.TRIMMED_MARKER, "done"]
-    assert (
-        summary.drop_oldest_rounds([user_prompt("hi"), assistant([{"type": "text", "text": "yo"}])], 5)
-        is None
-    )
+    assert len(summary.rounds(summary.oldest_part(history, None)[1])) == 8
+    head, rest = summary.oldest_part(history, 10**9)
+    assert [m.text for m in rest] == ["done"] and head == history[:-1]
+    assert summary.oldest_part([user_prompt("hi"), assistant([{"type": "text", "text": "yo"}])], 5) is None
 
 
 # --- the request on the wire ---------------------------------------------------------------------------------
@@ -207,32 +205,36 @@ def test_summary_request_shares_the_main_prefix_and_reads_the_cache(tmp_path: Pa
     assert bench.usage_total["cache_read_input_tokens"] >= result.usage["cache_read_input_tokens"]
 
 
-def test_prompt_too_long_drops_oldest_rounds_and_retries(tmp_path: Path, api: FakeAPI) -> None:
+def test_prompt_too_long_summarizes_the_oldest_rounds_first_never_drops_them(
+    tmp_path: Path, api: FakeAPI
+) -> None:
     bench, _ = make_session(tmp_path, api)
     conversation(bench, [f"f{i}.py" for i in range(10)])
     api.prompt_too_long(actual=200_500, maximum=200_000)  # a gap of 500 tokens: two rounds of ~300
-    api.prompt_too_long()
+    api.reply_text(SUMMARY_REPLY.replace("fix the parser", "the first part: f0 and f1 read"))
     api.reply_text(SUMMARY_REPLY)
 
     result = summary.summarize(bench.conv, bench.ports, bench.view().tagged)
 
-    bodies = [r.body for r in api.message_requests]
-    sizes = [len(b["messages"]) for b in bodies]
-    assert sizes[0] > sizes[1] > sizes[2]
-    assert all(validate(b) == [] for b in bodies)
-    assert "<analysis>" in last_user_text(bodies[-1])
-    first = bodies[1]["messages"][0]
-    assert first["role"] == "user" and first["content"][0]["text"] == summary.TRIMMED_MARKER
+    whole, part, rest = (r.body for r in api.message_requests)
+    assert all(validate(b) == [] for b in (whole, part, rest))
+    assert "f0.py" in json.dumps(part["messages"]) and "f9.py" not in json.dumps(part["messages"])
+    assert "f0.py" not in json.dumps(rest["messages"][1:]) and "f9.py" in json.dumps(rest["messages"])
+    first = rest["messages"][0]["content"][0]["text"]
+    assert first.startswith(summary.PART_INTRO) and "the first part: f0 and f1 read" in first
+    assert "<analysis>" in last_user_text(part) and "<analysis>" in last_user_text(rest)
     assert result.summary.startswith("1. Primary Request")
 
 
-def test_prompt_too_long_gives_up_after_three_retries(tmp_path: Path, api: FakeAPI) -> None:
+def test_prompt_too_long_on_every_part_gives_up_within_three_levels(tmp_path: Path, api: FakeAPI) -> None:
     bench, _ = make_session(tmp_path, api)
     conversation(bench, [f"f{i}.py" for i in range(10)])
     api.on(lambda body: True, TooLong())
     with pytest.raises(CompactionError):
         summary.summarize(bench.conv, bench.ports, bench.view().tagged)
-    assert len(api.message_requests) == 4
+    # each level summarizes a smaller oldest part, until one round is left or three levels were tried
+    sizes = [len(r.body["messages"]) for r in api.message_requests]
+    assert 2 <= len(sizes) <= 1 + summary.PTL_RETRIES and sizes == sorted(sizes, reverse=True)
 
 
 def test_an_instruction_after_a_trailing_user_message_keeps_the_request_valid(

@@ -164,6 +164,7 @@ class Error:
     message: str
     retry_after: float | None = None  # seconds; sent as retry-after and retry-after-ms
     headers: dict[str, str] | None = None  # sent as well (e.g. only a retry-after)
+    details: dict[str, Any] | None = None  # the error's ``details`` (an ``error_code``, say)
 
 
 @dataclass
@@ -283,6 +284,9 @@ def _block_events(
         start = {"type": "thinking", "thinking": "", "signature": ""}
         deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"])]
         deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    elif kind == "compaction":  # the summary arrives as a delta, the rest with the start
+        start = {k: v for k, v in block.items() if k != "content"}
+        deltas = [{"type": "compaction_delta", "content": c} for c in [block.get("content")] if c is not None]
     else:  # redacted_thinking and anything else arrive whole
         start, deltas = block, []
     return [
@@ -341,10 +345,13 @@ class Answer:
     pace: float = 0.0  # seconds before each content delta but the first of a stream
 
 
-def error_answer(status: int, kind: str, message: str, headers: dict | None = None) -> Answer:
-    return Answer(
-        status, {"type": "error", "error": {"type": kind, "message": message}}, headers=headers or {}
-    )
+def error_answer(
+    status: int, kind: str, message: str, headers: dict | None = None, details: dict | None = None
+) -> Answer:
+    error: dict[str, Any] = {"type": kind, "message": message}
+    if details:
+        error["details"] = details
+    return Answer(status, {"type": "error", "error": error}, headers=headers or {})
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -762,6 +769,189 @@ def _limits(id: str) -> tuple[int, int]:
     return (1_000_000, 128_000) if any(mark in id for mark in FAMILY_2026) else (200_000, 64_000)
 
 
+# --------------------------------------------------------------------------------------------------
+# On-demand compaction (the top-level ``compaction`` parameter, beta compact-2026-09-04)
+
+COMPACTION_BETA = "compact-2026-09-04"
+COMPACTED = "compaction"  # the stop reason of a compaction request's answer
+# what a failed compaction request answers, by error code (the SDK's compaction_*_error types)
+COMPACTION_ERRORS = {
+    "compaction_block_ambiguous": "messages holds more than one compaction block with content",
+    "compaction_block_misplaced": "the compaction block must be the first block of the conversation",
+    "compaction_content_mismatch": "the compaction block's content differs from what its signature recorded",
+    "compaction_incomplete_turn": "the compaction request ends on an unfinished assistant turn",
+    "compaction_nothing_to_summarize": "messages holds no user or assistant content to summarize",
+    "compaction_signature_invalid": "the compaction block's signature does not verify",
+    "compaction_too_many_tool_references": "the conversation references too many distinct tools",
+    "compaction_tool_changes_mismatch": "the compaction block's tool_changes differ from those returned",
+    "compaction_unavailable": "the compaction could not be completed; retry the request",
+}
+
+
+def compaction_error(code: str) -> Error:
+    """The answer of a compaction request that failed with ``code`` (529 for the transient one)."""
+    status, kind = (
+        (529, "overloaded_error") if code == "compaction_unavailable" else (400, "invalid_request_error")
+    )
+    return Error(
+        status,
+        kind,
+        COMPACTION_ERRORS[code],
+        retry_after=0 if status == 529 else None,
+        details={"error_code": code},
+    )
+
+
+def _message_blocks(message: Any) -> list[dict]:
+    return (
+        [b for b in blocks_of(message.get("content")) if isinstance(b, dict)]
+        if isinstance(message, dict)
+        else []
+    )
+
+
+class Compactions:
+    """The server's side of on-demand compaction: answers a compaction request with one signed block,
+    remembers what each block summarized (``summarized_by``: what a prefix check needs to see a block
+    as the messages it stands for), and finds what the real API refuses about blocks sent back.
+
+    ``fail(code)`` makes the next compaction request fail with that error code; ``fail(None)`` makes it
+    answer a block with ``content: null`` (a summary that could not be written)."""
+
+    def __init__(self) -> None:
+        self._key = secrets.token_hex(16)
+        self._summarized: dict[str, list[dict]] = {}  # signature -> the messages it stands for
+        self._failures: list[str | None] = []
+        self.served = 0  # blocks written
+        self.requested = 0  # compaction requests answered (failures too)
+
+    def sign(self, content: str) -> str:
+        return "csig_" + hashlib.sha256(f"{self._key}\0{content}".encode()).hexdigest()[:40]
+
+    def fail(self, code: str | None) -> None:
+        self._failures.append(code)
+
+    def summarized_by(self, block: dict) -> list[dict] | None:
+        """The messages a compaction block stands for, as they were sent (None: not one we wrote)."""
+        return self._summarized.get(str(block.get("signature")))
+
+    def refusal(self, headers: dict[str, str], body: dict) -> str | None:
+        if COMPACTION_BETA not in headers.get("anthropic-beta", ""):
+            return f"compaction: Extra inputs are not permitted (needs the {COMPACTION_BETA} beta)"
+        if "context_management" in body:
+            return "compaction: cannot be combined with context_management"
+        config = body.get("compaction")
+        if not isinstance(config, dict) or config.get("type") != "summarize":
+            return "compaction.type: Input should be 'summarize'"
+        return None
+
+    def answer(self, body: dict, tokens: int) -> Step:
+        self.requested += 1
+        if self._failures:
+            code = self._failures.pop(0)
+            if code is not None:
+                return compaction_error(code)
+            return Reply(
+                [{"type": "compaction", "content": None, "encrypted_content": None}],
+                COMPACTED,
+                {"input_tokens": tokens},
+            )
+        messages = body.get("messages") or []
+        last = messages[-1] if messages else {}
+        if last.get("role") == "assistant" and any(
+            b.get("type") == "tool_use" for b in _message_blocks(last)
+        ):
+            return compaction_error("compaction_incomplete_turn")
+        content = self._summary(messages)
+        signature = self.sign(content)
+        self._summarized[signature] = messages
+        self.served += 1
+        block = {
+            "type": "compaction",
+            "content": content,
+            "encrypted_content": "enc_" + signature[5:21],
+            "signature": signature,
+        }
+        return Reply([block], COMPACTED, {"input_tokens": tokens})
+
+    def message(self, reply: Reply, body: dict) -> dict:
+        """The answer: nothing in the top-level usage, the compaction's own tokens in ``iterations``."""
+        read = (reply.usage or {}).get("input_tokens", 0)
+        written = sum(len(str(b.get("content") or "")) for b in reply.content) // 4 + 1
+        iteration = {
+            "type": "compaction",
+            "input_tokens": read,
+            "output_tokens": written,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+        }
+        return {
+            "id": new_id("msg"),
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": reply.content,
+            "stop_reason": COMPACTED,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": 0,
+                "iterations": [iteration],
+            },
+        }
+
+    def problems(self, body: Any) -> list[str]:
+        """What the real API refuses about compaction blocks in a request's messages."""
+        messages = body.get("messages") if isinstance(body, dict) else None
+        if not isinstance(messages, list):
+            return []
+        problems, with_content = [], 0
+        for i, message in enumerate(messages):
+            for j, block in enumerate(_message_blocks(message)):
+                if block.get("type") != "compaction":
+                    continue
+                where = f"messages.{i}.content.{j}"
+                if (i, j) != (0, 0) or message.get("role") != "assistant":
+                    problems.append(
+                        f"{where}: compaction_block_misplaced: {COMPACTION_ERRORS['compaction_block_misplaced']}"
+                    )
+                if block.get("content") is None:
+                    continue
+                with_content += 1
+                if str(block.get("signature")) not in self._summarized:
+                    problems.append(
+                        f"{where}: compaction_signature_invalid: {COMPACTION_ERRORS['compaction_signature_invalid']}"
+                    )
+                elif self.sign(str(block["content"])) != block.get("signature"):
+                    problems.append(
+                        f"{where}: compaction_content_mismatch: {COMPACTION_ERRORS['compaction_content_mismatch']}"
+                    )
+        if with_content > 1:
+            problems.append(
+                f"messages: compaction_block_ambiguous: {COMPACTION_ERRORS['compaction_block_ambiguous']}"
+            )
+        return problems
+
+    @staticmethod
+    def _summary(messages: list[dict]) -> str:
+        """A plain, deterministic summary: what the user asked, first and last, and the size of it."""
+        asked = [
+            b.get("text", "")
+            for m in messages
+            if m.get("role") == "user"
+            for b in _message_blocks(m)
+            if b.get("type") == "text" and b.get("text", "").strip()
+        ]
+        first = asked[0][:400] if asked else "(nothing)"
+        latest = asked[-1][:400] if asked else "(nothing)"
+        return (
+            f"Summary of the conversation so far ({len(messages)} messages). "
+            f"The user first asked: {first}\nThe latest request: {latest}"
+        )
+
+
 def model_info(id: str, max_input_tokens: int = 200_000, max_tokens: int = 64_000) -> dict:
     return {
         "type": "model",
@@ -800,6 +990,8 @@ class ScriptedAPI:
         self.requests: list[Request] = []
         self.thinking = Thinking()
         self.binding = Binding(binding)  # preserved thinking's prefix check; "off" until the agent passes it
+        self.compactions = Compactions()
+        self.binding.compaction_origin = self.compactions.summarized_by  # a block reads as what it replaced
         self._lock = threading.RLock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -838,7 +1030,7 @@ class ScriptedAPI:
 
     def _problems(self, request: Request, *, count_only: bool) -> list[str]:
         """Why the real API would refuse this request with a 400 (its thinking, and the profile's rules)."""
-        return self._family_problems(request)
+        return self._family_problems(request) + self.compactions.problems(request.body)
 
     def _family_problems(self, request: Request) -> list[str]:
         """The thinking checks and the model family's request rules (the profile)."""
@@ -940,6 +1132,11 @@ class ScriptedAPI:
         tokens = estimate_tokens(body, self.tokenizer)
         if self.context_window is not None and tokens > self.context_window:
             return PromptTooLong(tokens, self.context_window)
+        if isinstance(body, dict) and "compaction" in body:
+            refused = self.compactions.refusal(request.headers, body)
+            if refused is not None:
+                return self._refuse(request, 400, "invalid_request_error", refused)
+            return self.compactions.answer(body, tokens)
         step = self._next_step(body)
         if step is None:
             return self._refuse(request, 500, "api_error", "unexpected request: the script is empty")
@@ -964,7 +1161,9 @@ class ScriptedAPI:
                     "retry-after-ms": str(max(1, round(step.retry_after * 1000))),  # the SDK ignores 0
                 }
             )
-            return error_answer(step.status, step.type, step.message, {**headers, **(step.headers or {})})
+            return error_answer(
+                step.status, step.type, step.message, {**headers, **(step.headers or {})}, step.details
+            )
         if not isinstance(step, Reply):
             raise TypeError(f"not a script step: {step!r}")
         with self._lock:
@@ -986,6 +1185,8 @@ class ScriptedAPI:
         return self.models.get(str(body.get("model")), {}).get("max_input_tokens", 200_000)
 
     def _message(self, reply: Reply, body: dict) -> dict:
+        if reply.stop_reason == COMPACTED:  # the server's summary: billed in usage.iterations only
+            return self.compactions.message(reply, body)
         shaped = self.profile.shape(reply.content, body)
         stopped = _thinking_param(body).get("type") == "between_tools" and self.profile.thinks_by_default
         content = self.thinking.issue(shaped, effort_of(body) if stopped else None)

@@ -150,7 +150,9 @@ class ModelClient:
     ) -> Message:
         sdk()  # the first import takes seconds: not part of the retry budget
         started = time.monotonic()
-        budget = self.retry_seconds * (1.0 if req.retry == "main" else SIDE_RETRY_SHARE)
+        # "once": a request with a ready fallback (the server's summary: a local one) is not retried
+        share = {"main": 1.0, "once": 0.0}.get(req.retry, SIDE_RETRY_SHARE)
+        budget = self.retry_seconds * share
         attempt = 0
         while True:
             attempt += 1
@@ -195,7 +197,9 @@ class ModelClient:
             raise
         except anthropic.BadRequestError as e:
             typed = classify_bad_request(_error_text(e))
-            raise typed or ModelError(f"API error 400: {_error_text(e)}", status=400) from None
+            code = getattr(e, "error_code", None)  # e.g. a compaction request's compaction_* code
+            named = f" ({code})" if isinstance(code, str) and code else ""
+            raise typed or ModelError(f"API error 400{named}: {_error_text(e)}", status=400) from None
         except anthropic.APIStatusError as e:
             if _mid_stream_failure(e):
                 return _Failure(f"the stream failed part way ({_error_text(e)})")
@@ -325,6 +329,11 @@ class _Reply:
             return ThinkingDelta(delta.thinking)
         elif kind == "signature_delta":
             block["signature"] = delta.signature
+        elif kind == "compaction_delta":  # the server's summary (compact.server_summary), in pieces
+            if getattr(delta, "content", None) is not None:
+                self.parts.setdefault((index, "content"), [block.get("content") or ""]).append(delta.content)
+            if getattr(delta, "encrypted_content", None) is not None:
+                block["encrypted_content"] = delta.encrypted_content
         elif kind == "citations_delta":
             block.setdefault("citations", []).append(delta.citation.model_dump(exclude_none=True))
         return None

@@ -35,7 +35,7 @@ from compact.conversation import Ports
 from compact.state import ContextState
 from core.events import Event, Notice, ToolOutput
 from core.messages import Message
-from core.model import Request, context_window_for, max_output_tokens
+from core.model import Request, context_window_for, max_output_tokens, offers_compaction
 from tools.base import ToolContext
 from tools.bash import LIVE_OUTPUT
 from tools.permissions.engine import Permissions
@@ -103,6 +103,7 @@ class Session(wiring.SessionBase):
             instructions=lambda: compact_instructions(s.cwd, s.home, self.where()),
             instruction_files=lambda: [f.path for f in self.instructions().files],
             thinking=self.apply_thinking,
+            offers_compaction=lambda: offers_compaction(self.model),
             config=wiring.compact_config(s),
         )
         self.conv = wiring.conversation(

@@ -1,0 +1,57 @@
+"""Which backend a compaction uses, chosen so that no thinking it keeps is invalid (SPEC §17).
+
+    the turns it would keep hold no thinking     session notes, else the local summary (as before)
+    they do, the model offers on-demand          the server's summary (compact.server_summary) of exactly
+    compaction, and a request was sent since     the messages of the last request sent; what came after
+    the last compaction point                    them is kept verbatim, its thinking valid
+    otherwise, or the server's summary failed    the local summary; the kept turns' thinking is left out
+                                                 (compact.compactor), and a tool loop in progress is
+                                                 summarized whole — its latest assistant message cannot
+                                                 come back without its thinking
+
+The background preparation (compact.preparer) asks the same questions of the same state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compact import binding
+from compact.conversation import Conversation, Ports
+from core.messages import Message
+
+
+@dataclass(frozen=True)
+class ServerPlan:
+    """What a server summary would replace (``sent``, tagged as it was sent) and keep (live messages)."""
+
+    sent: list[Message]
+    kept: list[Message]
+
+
+def server_plan(conv: Conversation, ports: Ports) -> ServerPlan | None:
+    """The server's summary for a compaction now, when the rules above choose it; else None."""
+    ctx = conv.view_ctx
+    if (
+        ctx is None
+        or not ctx.sent_tagged
+        or not ports.config.server_compaction
+        or not ports.offers_compaction()
+    ):
+        return None
+    last = ctx.sent_tagged[-1].uuid
+    with conv.lock:
+        live = list(conv.messages)
+    at = next((i for i in range(len(live) - 1, -1, -1) if live[i].uuid == last), None)
+    if at is None:
+        return None
+    kept = live[at + 1 :]
+    if not kept or kept[0].role != "assistant" or not any(binding.holds_thinking(m) for m in kept):
+        return None  # nothing kept holds thinking: the notes or the local summary keep nothing worse
+    return ServerPlan(list(ctx.sent_tagged), kept)
+
+
+def tool_loop_running(view: list[Message]) -> bool:
+    """A local compaction now may keep no tail: the loop's latest assistant message would follow a
+    client-written summary without the thinking the API requires of it."""
+    return binding.in_tool_loop(view)
