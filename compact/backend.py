@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from compact import binding
 from compact.conversation import Conversation, Ports
+from compact.result import Compaction
 from core.messages import Message
 
 
@@ -55,3 +56,9 @@ def tool_loop_running(view: list[Message]) -> bool:
     """A local compaction now may keep no tail: the loop's latest assistant message would follow a
     client-written summary without the thinking the API requires of it."""
     return binding.in_tool_loop(view)
+
+
+def keeps_thinking_valid(c: Compaction) -> bool:
+    """Whether a compaction made ahead may be applied: the server's always; a local one unless its kept
+    turns end in a tool loop that holds thinking (left out, the API refuses the loop's next request)."""
+    return c.stand_in is not None or not binding.in_tool_loop(c.kept)

@@ -55,6 +55,7 @@ from core.messages import Message, meta
 DISABLED = "Compaction is disabled (DISABLE_COMPACT is set)"
 CANCELLED = "cancelled"
 NOTHING = "there is nothing to compact yet"
+SET_ASIDE_LOOP = "prepared candidate set aside: a tool loop's thinking can't follow a summary written here"
 # the restored files may use at most this share of T, so the result lands well under it
 RESTORE_SHARE = 0.5
 
@@ -69,12 +70,15 @@ def compact(
     prepared: Compaction | None = None,
     note: str = "",
     waited: float = 0.0,
+    hooked: list[str] | None = None,
 ) -> bool:
     """Compact the conversation; True when it was replaced.
 
     ``prepared``: a compaction made in the background (compact.preparer), used instead of making one
-    now unless a PreCompact hook adds instructions it could not have followed; ``note`` says what became
-    of a candidate (shown on the compaction line); ``waited``: seconds the user already waited for it."""
+    now unless a PreCompact hook adds instructions it could not have followed; ``hooked``: the lines of
+    the PreCompact hooks that already ran when it was prepared (their instructions are in it: they do not
+    run again); ``note`` says what became of a candidate (shown on the compaction line); ``waited``:
+    seconds the user already waited for it."""
     if ports.config.disable_compact:
         ports.emit(Notice(DISABLED, "warning"))
         return False
@@ -85,7 +89,7 @@ def compact(
     conv.compacting = True
     try:
         shown = "reactive" if reactive else trigger
-        return _attempt(conv, ports, trigger, instructions, shown, prepared, note, waited)
+        return _attempt(conv, ports, trigger, instructions, shown, prepared, note, waited, hooked)
     finally:
         conv.compacting = False
 
@@ -99,12 +103,15 @@ def _attempt(
     prepared: Compaction | None = None,
     note: str = "",
     waited: float = 0.0,
+    hooked: list[str] | None = None,
 ) -> bool:
     """One compaction, every failure turned into CompactFailed (Ctrl-C raised again afterwards)."""
     started = time.monotonic() - waited
     ports.emit(CompactStarted(shown))
+    if prepared is not None and not backend.keeps_thinking_valid(prepared):
+        prepared, hooked, note = None, None, SET_ASIDE_LOOP
     try:
-        made = _make(conv, ports, trigger, instructions, prepared)
+        made = _make(conv, ports, trigger, instructions, prepared, hooked)
         if made is None:
             ports.emit(CompactFailed(shown, NOTHING))
             return False
@@ -140,6 +147,7 @@ def _make(
     trigger: Trigger,
     instructions: str | None,
     prepared: Compaction | None = None,
+    hooked: list[str] | None = None,
 ) -> tuple[Compaction, int, list[str]] | None:
     """The compaction, the tokens before it and the lines to show; None when there is nothing to
     compact. A prepared one, else the backend compact.backend chooses: the server's summary where kept
@@ -148,7 +156,9 @@ def _make(
     pre = conv.view()
     if not pre.messages:
         return None
-    custom, hook_lines = _pre_compact(ports, trigger, instructions)
+    if prepared is not None and hooked is not None:
+        return prepared, pre.tokens, hooked  # its hooks ran when it was prepared
+    custom, hook_lines = pre_compact(ports, trigger, instructions)
     if prepared is not None and not hook_lines:
         return prepared, pre.tokens, hook_lines
     plan = backend.server_plan(conv, ports)
@@ -174,7 +184,7 @@ def _failed(conv: Conversation, ports: Ports, trigger: Trigger, shown: str, reas
     return False
 
 
-def _pre_compact(ports: Ports, trigger: str, instructions: str | None) -> tuple[list[str], list[str]]:
+def pre_compact(ports: Ports, trigger: str, instructions: str | None) -> tuple[list[str], list[str]]:
     """Run PreCompact hooks; the custom instructions in order: /compact args, hook output, CLAUDE.md."""
     hook_text = ports.hooks("PreCompact", trigger, trigger=trigger, custom_instructions=instructions or None)
     custom = [t for t in (instructions, hook_text, ports.instructions()) if t and t.strip()]

@@ -28,12 +28,13 @@ wasted ones (benchmarks/stall.py prints them).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from compact import coverage, notes_compaction, notes_updater, summary
+from compact import backend, compactor, coverage, notes_compaction, notes_updater, server_summary, summary
 from compact.candidate import REQUIRED_SUMMARY_SECTIONS, Candidate, fingerprint, still_covered, validate
 from compact.conversation import Conversation, Ports
 from compact.notes import headers, section_name, template_for
@@ -42,10 +43,10 @@ from core.events import Notice
 from core.messages import Message
 
 MIN_SHARE, MAX_SHARE = 0.30, 0.92  # P stays within these shares of T (see level)
-DEFAULT_SHARE = {"notes": 0.80, "summary": 0.70}  # before anything was measured
+DEFAULT_SHARE = {"notes": 0.80, "summary": 0.70, "server": 0.70}  # before anything was measured
 # before a candidate of a kind was timed: its time in main steps (a notes update reads the whole
 # context and writes a few edits: ~4 replies' time; a summary writes ~20K tokens: ~10)
-PRIOR_STEPS = {"notes": 4.0, "summary": 10.0}
+PRIOR_STEPS = {"notes": 4.0, "summary": 10.0, "server": 10.0}
 LEAD = 1.3  # margin on the expected time
 # notes and kept tail may take this share of T when applied from a prepared update (the usual one, 45%,
 # keeps room for restored files; a tail that began at P holds the recent reads verbatim anyway)
@@ -55,6 +56,7 @@ CANDIDATE_TIMEOUT = 180.0  # seconds before a background summary is abandoned
 # T to the blocking limit): a lowered threshold (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE) is still honoured
 DEFER_ROOM = 10_000
 WAIT_NOTICE = "Waiting for the compaction prepared in the background (running for {s:.0f}s)…"
+HOOK_NOTICE = "PreCompact hook output added to the instructions of the compaction prepared in the background"
 PREPARED = "prepared"
 WORKER = "prepare"  # its name among the conversation's workers
 
@@ -75,7 +77,7 @@ class Preparer:
 
     clock: Callable[[], float] = time.monotonic
     cycle: int = -1  # id of conv.last_compaction when this cycle's candidate was started
-    kind: str = ""  # "notes" | "summary" for the cycle's candidate
+    kind: str = ""  # "notes" | "summary" | "server" for the cycle's candidate
     thread: threading.Thread | None = None
     started_at: float = 0.0
     ready: Candidate | None = None
@@ -93,6 +95,12 @@ class Preparer:
     # replace what stood in for those messages too
     rebase: tuple[frozenset[str], frozenset[str]] | None = None
     stats: Stats = field(default_factory=Stats)
+    # the server's summary prepared ahead (kind "server"): its Compaction, kept turns still to be filled in
+    server_ready: Compaction | None = None
+    # the PreCompact hooks ran when this cycle's candidate was started: their instructions went into
+    # its request and their lines are shown with the compaction (None: they have not run this cycle)
+    hook_lines: list[str] | None = None
+    custom: list[str] = field(default_factory=list)  # the instructions they and CLAUDE.md gave
 
     @property
     def running(self) -> bool:
@@ -156,11 +164,11 @@ def start_if_due(conv: Conversation, ports: Ports, tokens: int) -> bool:
     if not active(conv, ports) or conv.compacting:
         return False
     threshold, blocking = ports.thresholds().auto_compact, _limit(ports)
-    kind = "notes" if _notes_usable(conv, ports) else "summary"
+    kind = _kind(conv, ports)
     if p.cycle == _cycle(conv):
         if p.kind == "notes" and p.notes_done and _notes_plan(conv, ports) is None:
             if not p.failed and not p.running and tokens >= level(p, threshold, blocking, "summary"):
-                _start_summary(conv, ports, p)  # the notes can't serve this compaction: summarize
+                _start_summary(conv, ports, p, p.custom)  # the notes can't serve this compaction: summarize
         return p.kind == "notes"
     if p.running or tokens < level(p, threshold, blocking, kind):
         return False  # (one in flight at a time: an older one, overtaken by a compaction, ends first)
@@ -173,13 +181,55 @@ def _start(conv: Conversation, ports: Ports, p: Preparer, tokens: int) -> bool:
         _discard(p)  # the previous cycle's, never used
     p.cycle, p.failed, p.rebase, p.last_rejected = _cycle(conv), "", None, ""
     p.started_at = p.clock()
-    if _notes_usable(conv, ports):
+    # the PreCompact hooks run now, so what they print goes into this candidate's request (run at the
+    # threshold, instructions would leave the candidate unusable and the user waiting)
+    p.custom, p.hook_lines = compactor.pre_compact(ports, "auto", None)
+    if p.hook_lines:
+        ports.emit(Notice(HOOK_NOTICE, "info"))
+    plan = backend.server_plan(conv, ports)
+    if plan is not None:
+        _start_server(conv, ports, p, plan)
+        return False
+    if _notes_usable(conv, ports) and not p.hook_lines:  # the notes can't follow instructions
         p.kind, p.notes_done = "notes", False
         p.stats.prepared += 1
         notes_updater.update_in_background(conv, ports, on_done=lambda ok: _notes_done(p, ok))
         return True
-    _start_summary(conv, ports, p)
+    _start_summary(conv, ports, p, p.custom)
     return False
+
+
+def _kind(conv: Conversation, ports: Ports) -> str:
+    """The kind of candidate this cycle would start (compact.backend's choice, asked ahead)."""
+    if backend.server_plan(conv, ports) is not None:
+        return "server"
+    return "notes" if _notes_usable(conv, ports) else "summary"
+
+
+def _start_server(conv: Conversation, ports: Ports, p: Preparer, plan: backend.ServerPlan) -> None:
+    """The server's summary of the last request's messages, in a daemon thread (the documented recipe:
+    summarize what was sent, keep working, replace exactly that when it returns)."""
+    p.kind = "server"
+    p.stats.prepared += 1
+    p.cancel = threading.Event()
+    args = (conv, ports, p, plan.sent, server_summary.instructions(p.custom))
+    p.thread = threading.Thread(target=_serve, args=args, name="compaction-candidate", daemon=True)
+    p.thread.start()
+
+
+def _serve(
+    conv: Conversation, ports: Ports, p: Preparer, sent: list[Message], instructions: str | None
+) -> None:
+    timer = threading.Timer(CANDIDATE_TIMEOUT, p.cancel.set)
+    timer.daemon = True
+    timer.start()
+    try:
+        p.server_ready = server_summary.summarize(conv, ports, sent, [], instructions, cancel=p.cancel)
+        p.seconds["server"] = p.clock() - p.started_at
+    except Exception as e:  # noqa: BLE001 - a failed candidate costs this cycle's preparation, nothing else
+        p.failed = str(e).strip() or type(e).__name__
+    finally:
+        timer.cancel()
 
 
 def _measure(p: Preparer, tokens: int) -> None:
@@ -207,12 +257,12 @@ def _notes_done(p: Preparer, ok: bool) -> None:
 
 
 def _discard(p: Preparer) -> None:
-    if (p.ready is not None or p.kind == "notes") and not p.failed:
+    if (p.ready is not None or p.server_ready is not None or p.kind == "notes") and not p.failed:
         p.stats.wasted += 1
-    p.ready, p.kind = None, ""
+    p.ready, p.server_ready, p.kind = None, None, ""
 
 
-def _start_summary(conv: Conversation, ports: Ports, p: Preparer) -> None:
+def _start_summary(conv: Conversation, ports: Ports, p: Preparer, custom: list[str]) -> None:
     """Snapshot the view on this thread; the request runs in a daemon thread."""
     with conv.lock:
         view = conv.view()
@@ -223,7 +273,6 @@ def _start_summary(conv: Conversation, ports: Ports, p: Preparer) -> None:
     if covers == 0:
         return
     request_messages = notes_updater._without_open_calls(list(view.tagged))
-    custom = [t for t in (ports.instructions(),) if t and t.strip()]
     seen = tuple((m.uuid, fingerprint(m)) for m in seen_messages)
     replaced = sum(m.tokens for m in seen_messages[:covers])
     p.kind, p.started_at = "summary", p.clock()
@@ -314,7 +363,7 @@ def _wait(conv: Conversation, ports: Ports, p: Preparer) -> float:
     started = p.clock()
     ports.emit(Notice(WAIT_NOTICE.format(s=max(0.0, started - p.started_at)), "info"))
     notes = conv.workers.get("notes")
-    thread = p.thread if p.kind == "summary" else getattr(notes, "thread", None)
+    thread = p.thread if p.kind in ("summary", "server") else getattr(notes, "thread", None)
     while thread is not None and thread.is_alive() and not conv.cancel.is_set():
         if p.kind == "notes" and p.notes_done:
             break  # its edits and marker are in; the thread only winds down
@@ -325,6 +374,8 @@ def _wait(conv: Conversation, ports: Ports, p: Preparer) -> float:
 def _usable(conv: Conversation, ports: Ports, p: Preparer) -> Compaction | None:
     """The compaction the cycle's completed candidate gives now, checked; None when there is none (a
     refused one is recorded in ``last_rejected`` and counted)."""
+    if p.kind == "server" and p.server_ready is not None:
+        return _from_server(conv, p, p.server_ready)
     if p.kind == "summary" and p.ready is not None:  # the newest completed one (a newer may be running)
         return _from_summary(conv, ports, p, p.ready)
     if p.kind == "notes" and p.notes_done and not p.failed:
@@ -335,7 +386,7 @@ def _usable(conv: Conversation, ports: Ports, p: Preparer) -> Compaction | None:
 def _reject(p: Preparer, reason: str) -> None:
     p.last_rejected = reason
     p.stats.rejected += 1
-    p.ready, p.kind, p.failed = None, "", reason
+    p.ready, p.server_ready, p.kind, p.failed = None, None, "", reason
 
 
 def _from_summary(conv: Conversation, ports: Ports, p: Preparer, c: Candidate) -> Compaction | None:
@@ -373,6 +424,18 @@ def _from_summary(conv: Conversation, ports: Ports, p: Preparer, c: Candidate) -
     return Compaction(
         method="summary", summary=c.summary, kept=kept, preserved_segment=segment, usage=c.usage
     )
+
+
+def _from_server(conv: Conversation, p: Preparer, made: Compaction) -> Compaction | None:
+    """The server's block in place of exactly the messages it summarized; everything after them kept."""
+    with conv.lock:
+        live = list(conv.messages)
+    last = made.summarized[-1] if made.summarized else None
+    at = next((i for i in range(len(live) - 1, -1, -1) if live[i].uuid == last), None)
+    if at is None or at + 1 >= len(live) or live[at + 1].role != "assistant":
+        _reject(p, "the messages it summarized are gone")
+        return None
+    return dataclasses.replace(made, kept=live[at + 1 :])
 
 
 def _stands_in(p: Preparer, c: Candidate) -> frozenset[str]:
@@ -418,12 +481,12 @@ def _apply(
 ) -> bool:
     started = p.clock()
     before = {m.uuid for m in conv.messages}
-    done = compact(conv, ports, "auto", prepared=made, note=PREPARED, waited=waited)
+    done = compact(conv, ports, "auto", prepared=made, note=PREPARED, waited=waited, hooked=p.hook_lines)
     p.stats.waited.append(waited + p.clock() - started)
     p.stats.blocked.append(waited)
     if done:
         p.stats.applied += 1
-        p.ready, p.kind, p.last_rejected = None, "", ""
+        p.ready, p.server_ready, p.kind, p.last_rejected = None, None, "", ""
         if p.running:  # a summary still in flight becomes the new cycle's candidate
             after = {m.uuid for m in conv.messages}
             kept = {m.uuid for m in made.kept}
@@ -439,7 +502,7 @@ def _start_next(conv: Conversation, ports: Ports, p: Preparer) -> None:
     already (a session growing fast at a small window: its summary needs every step it can get), not
     one response later."""
     tokens = conv.view().tokens
-    kind = "notes" if _notes_usable(conv, ports) else "summary"
+    kind = _kind(conv, ports)
     if tokens >= level(p, ports.thresholds().auto_compact, _limit(ports), kind):
         _start(conv, ports, p, tokens)
 
@@ -451,11 +514,14 @@ def describe(conv: Conversation, ports: Ports) -> str:
         return ""
     if p is None:
         return "Prepared compaction: none yet"
+    if p.cycle == _cycle(conv) and p.kind == "server" and p.server_ready is not None:
+        return f"Prepared compaction: the server's summary, ready · covers {len(p.server_ready.summarized)} messages"
     if p.cycle == _cycle(conv) and p.kind == "summary" and p.ready is not None:
         c = p.ready
         return f"Prepared compaction: a summary, ready · covers {c.covers} messages ({c.replaced_tokens:,} tokens)"
     if p.cycle == _cycle(conv) and (p.running or (p.kind == "notes" and not p.notes_done)):
-        return f"Prepared compaction: a {'notes update' if p.kind == 'notes' else 'summary'} in progress"
+        what = {"notes": "notes update", "server": "server's summary"}.get(p.kind, "summary")
+        return f"Prepared compaction: a {what} in progress"
     if p.cycle == _cycle(conv) and p.kind == "notes":
         marker = conv.state.last_summarized_uuid
         return f"Prepared compaction: the session notes, ready · cover up to message {marker or '-'}"

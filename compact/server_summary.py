@@ -19,6 +19,7 @@ an uncached read of what it summarizes (the worst case).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from compact.conversation import Conversation, Ports
@@ -105,12 +106,19 @@ def block_of(reply: Message) -> dict[str, Any]:
 
 
 def summarize(
-    conv: Conversation, ports: Ports, sent: list[Message], kept: list[Message], instructions: str | None
+    conv: Conversation,
+    ports: Ports,
+    sent: list[Message],
+    kept: list[Message],
+    instructions: str | None,
+    cancel: threading.Event | None = None,
 ) -> Compaction:
     """Ask the server to summarize ``sent``; the Compaction that puts its block in their place and keeps
-    ``kept`` verbatim. CompactionError on any failure (errors.Interrupted on Ctrl-C)."""
+    ``kept`` verbatim. CompactionError on any failure (errors.Interrupted on Ctrl-C, or when ``cancel``
+    is set: a candidate prepared in the background has its own)."""
+    req = request(ports, sent, instructions)
     try:
-        reply = ports.model.stream(request(ports, sent, instructions), cancel=conv.cancel, emit_text=False)
+        reply = ports.model.stream(req, cancel=cancel or conv.cancel, emit_text=False)
     except Interrupted:
         raise
     except ModelError as e:

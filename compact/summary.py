@@ -26,6 +26,7 @@ import math
 import re
 from typing import Any
 
+from compact import binding
 from compact.conversation import Conversation, Ports
 from compact.result import Compaction
 from core.errors import CompactionError, MaxTokensOverflow, PromptTooLong
@@ -110,33 +111,38 @@ def build_instruction(custom: list[str] | None = None) -> str:
 # --- the request --------------------------------------------------------------------------------------
 
 
-def _strip_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Blocks with media replaced by text markers and thinking left out (a summary reads what was said
-    and done, not how the model got there); None when nothing needed changing."""
+def _strip_blocks(blocks: list[dict[str, Any]], thinking: bool = False) -> list[dict[str, Any]] | None:
+    """Blocks with media replaced by text markers and, unless ``thinking``, thinking left out (a summary
+    reads what was said and done, not how the model got there); None when nothing needed changing."""
     changed = False
     out = []
     for b in blocks:
         kind = b.get("type")
-        if kind in ("thinking", "redacted_thinking"):
+        if kind in ("thinking", "redacted_thinking") and not thinking:
             changed = True
             continue
         if kind in ("image", "document"):
             b, changed = {"type": "text", "text": f"[{kind}]"}, True
         elif kind == "tool_result" and isinstance(b.get("content"), list):
-            inner = _strip_blocks(b["content"])
+            inner = _strip_blocks(b["content"], thinking)
             if inner is not None:
                 b, changed = {**b, "content": inner}, True
         out.append(b)
     return out if changed else None
 
 
-def strip_media(messages: list[Message]) -> list[Message]:
-    """Images become ``[image]`` and documents ``[document]`` text, also inside tool results, and thinking
-    blocks are left out; never mutates."""
+def strip_media(messages: list[Message], preserved: bool = False) -> list[Message]:
+    """Images become ``[image]`` and documents ``[document]`` text, also inside tool results, and
+    thinking is left out; never mutates. On a model with preserved thinking (``preserved``) thinking is
+    bound to its prefix (compact.binding): it stays as it was sent (the latest assistant message of a tool
+    loop must bring its own back, and the request reads the main conversation's cache only if it repeats
+    it), and media are replaced only where no thinking follows them (else they go as they were sent)."""
     out = []
     for m in messages:
-        blocks = _strip_blocks(m.content)
+        blocks = _strip_blocks(m.content, thinking=preserved)
         out.append(m if blocks is None else m.replace(content=blocks))
+    if preserved and binding.invalidated(messages, out):
+        return list(messages)
     return out
 
 
@@ -181,7 +187,8 @@ def summary_request(
     ports: Ports, messages: list[Message], instruction: str, max_tokens: int | None = None
 ) -> Any:
     """The side request: main system + tools + these messages + the instruction, tool use off."""
-    api = to_api([*strip_media(messages), meta(instruction)])
+    # the models that write the server's summary are those whose thinking is bound to its prefix
+    api = to_api([*strip_media(messages, preserved=ports.offers_compaction()), meta(instruction)])
     req = ports.request(api, tool_choice={"type": "none"})
     req.retry = "compaction"  # the user waits for it: a shorter retry budget, each retry shown
     req.max_tokens = max_tokens or min(SUMMARY_MAX_TOKENS, max_output_tokens(req.model))

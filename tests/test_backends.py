@@ -18,15 +18,19 @@ from tests.fakeapi import FakeAPI, Reply
 from tests.harness import Bench, make_bench
 from tests.test_compactor import SUMMARY_REPLY, of_type, write_file
 
+MODEL = "claude-sonnet-5-5"  # preserved thinking: the fake binds every thinking block to its prefix
+
 
 @pytest.fixture
-def api(fake_api: FakeAPI):
-    yield fake_api
-    assert fake_api.violations == []
+def api():
+    """The 5.5 family's fake with the prefix check enforced: a refused request is a violation."""
+    with FakeAPI(profile="2026", binding="error") as fake:
+        yield fake
+    assert fake.violations == [] and fake.binding.refused == [] and fake.binding.fallbacks == []
 
 
 def thinking_bench(tmp_path: Path, api: FakeAPI, **options: Any) -> Bench:
-    bench = make_bench(tmp_path, api, **options)
+    bench = make_bench(tmp_path, api, model=MODEL, **options)
     bench.ports.offers_compaction = lambda: True
     return bench
 
@@ -168,3 +172,65 @@ def test_a_local_compaction_with_a_kept_tail_leaves_its_thinking_out_once(
     assert all(not binding.holds_thinking(m) for m in bench.view().messages)
     step(bench, Reply.text("Here is what I found.", thinking="answer"), api)
     assert bench.conv.view_ctx.thinking.dropped_between == 0
+
+
+def test_the_server_summary_prepared_in_the_background_is_applied_at_t_without_a_request(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    from compact import preparer
+
+    bench = thinking_bench(tmp_path, api)
+    bench.add(user_prompt("Read the modules and fix the parser."))
+    read_step(bench, api, "a.py")
+    read_step(bench, api, "b.py")
+    threshold = bench.ports.thresholds().auto_compact
+    assert preparer.after_response(bench.conv, bench.ports, int(threshold * 0.9)) is False
+    p = preparer.preparer(bench.conv)
+    assert p is not None and p.kind == "server" and p.thread is not None
+    p.thread.join(30)
+    assert p.server_ready is not None and api.compactions.served == 1
+    summarized = list(p.server_ready.summarized)
+    read_step(bench, api, "c.py")  # the conversation went on meanwhile
+    after = [
+        m.uuid
+        for m in bench.messages[
+            bench.messages.index(next(m for m in bench.messages if m.uuid == summarized[-1])) + 1 :
+        ]
+    ]
+    requests = len(api.message_requests)
+
+    assert preparer.at_threshold(bench.conv, bench.ports, threshold, compactor.compact) is True
+
+    assert len(api.message_requests) == requests  # nothing asked at T
+    live = bench.messages
+    assert is_compaction(live[0]) and [m.uuid for m in live[1 : 1 + len(after)]] == after
+    assert sum(binding.holds_thinking(m) for m in live) == 2  # both replies since it was asked keep theirs
+    assert of_type(bench.events, CompactFinished)[0].candidate == "prepared"
+    assert p.stats.applied == 1 and p.stats.wasted == 0
+    step(bench, Reply.text("Done.", thinking="wrap up"), api)  # accepted: the kept thinking is valid
+
+
+def test_a_precompact_hook_runs_when_the_candidate_is_prepared_and_its_words_go_into_it(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    from compact import preparer
+    from tests.test_compactor import hook
+
+    log = tmp_path / "hook.log"
+    hooks = {"PreCompact": hook(f"echo ran >> {log}; echo 'Name every module.'", matcher="auto")}
+    bench = thinking_bench(tmp_path, api, hooks=hooks)
+    bench.add(user_prompt("Read the modules."))
+    read_step(bench, api, "a.py")
+    preparer.after_response(bench.conv, bench.ports, int(bench.ports.thresholds().auto_compact * 0.9))
+    p = preparer.preparer(bench.conv)
+    assert p is not None and p.thread is not None
+    p.thread.join(30)
+    asked = next(r.body for r in api.message_requests if "compaction" in r.body)
+    assert "Name every module." in asked["compaction"]["instructions"]
+    read_step(bench, api, "b.py")
+
+    assert preparer.at_threshold(bench.conv, bench.ports, 10**9, compactor.compact) is True
+
+    assert log.read_text().split() == ["ran"]  # once, when it was prepared; not again at T
+    done = of_type(bench.events, CompactFinished)[0]
+    assert done.candidate == "prepared" and done.method == "server-summary"

@@ -191,21 +191,20 @@ def test_a_compaction_block_stands_for_what_it_summarized(api):
     chat = two_turns(api)
     chat.turn(user("third"), thinking_reply("thought three"))
     summarized = chat.messages[:4]
-    block = {
-        "type": "compaction",
-        "content": "summary of two turns",
-        "encrypted_content": "e",
-        "signature": "s",
-    }
-    api.binding.compaction_origin = lambda b: summarized if b.get("content") == block["content"] else None
+    block = api.compactions.issue(summarized, "summary of two turns")  # as the endpoint writes one
     kept = chat.messages[4:]
     api.reply_text("fine")
     chat.send([{"role": "assistant", "content": [block]}, *kept, user("fourth")])
     # a summary the server did not write stands for nothing: the kept turn's thinking is then invalid
+    api.binding.compaction_origin = lambda b: None
+    assert refused(chat, [{"role": "assistant", "content": [block]}, *kept, user("fourth")]) == mismatch_text(
+        "messages.2.content.0", "thinking"
+    )
+    # and a block whose text the client changed is refused for that first
     foreign = {**block, "content": "a summary written by the client"}
-    assert refused(
+    assert "compaction_content_mismatch" in refused(
         chat, [{"role": "assistant", "content": [foreign]}, *kept, user("fourth")]
-    ) == mismatch_text("messages.2.content.0", "thinking")
+    )
     api.violations.clear()
 
 

@@ -822,6 +822,7 @@ class Compactions:
         self._key = secrets.token_hex(16)
         self._summarized: dict[str, list[dict]] = {}  # signature -> the messages it stands for
         self._failures: list[str | None] = []
+        self._lock = threading.Lock()
         self.served = 0  # blocks written
         self.requested = 0  # compaction requests answered (failures too)
 
@@ -830,6 +831,19 @@ class Compactions:
 
     def fail(self, code: str | None) -> None:
         self._failures.append(code)
+
+    def issue(self, messages: list[dict], content: str) -> dict:
+        """A signed block standing for ``messages``, remembered as such (what the endpoint answers)."""
+        signature = self.sign(content)
+        with self._lock:
+            self._summarized[signature] = messages
+            self.served += 1
+        return {
+            "type": "compaction",
+            "content": content,
+            "encrypted_content": "enc_" + signature[5:21],
+            "signature": signature,
+        }
 
     def summarized_by(self, block: dict) -> list[dict] | None:
         """The messages a compaction block stands for, as they were sent (None: not one we wrote)."""
@@ -862,16 +876,7 @@ class Compactions:
             b.get("type") == "tool_use" for b in _message_blocks(last)
         ):
             return compaction_error("compaction_incomplete_turn")
-        content = self._summary(messages)
-        signature = self.sign(content)
-        self._summarized[signature] = messages
-        self.served += 1
-        block = {
-            "type": "compaction",
-            "content": content,
-            "encrypted_content": "enc_" + signature[5:21],
-            "signature": signature,
-        }
+        block = self.issue(messages, self._summary(messages))
         return Reply([block], COMPACTED, {"input_tokens": tokens})
 
     def message(self, reply: Reply, body: dict) -> dict:
