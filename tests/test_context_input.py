@@ -126,3 +126,53 @@ def test_a_hash_note_is_added_to_the_memory_file_the_user_picks(fake_api, projec
     assert user.read_text() == "- always run make lint\n"
     assert stat.S_IMODE(user.stat().st_mode) == 0o600
     assert fake_api.message_requests == []
+
+
+def test_a_note_is_not_written_through_a_link_out_of_the_project(fake_api, project, tmp_path):
+    """Issue 30: "# note" appended through a repository's CLAUDE.md symlink to a file outside the project,
+    and to ~/.bashrc. The note's writer follows the Write rules: a link out of the project is refused, and
+    so is the user's CLAUDE.md when it links to a shell start-up file."""
+    outside = tmp_path / "outside.md"
+    outside.write_text("OUTSIDE\n")
+    (project / "CLAUDE.md").symlink_to(outside)
+    home = Path(os.environ["HOME"])
+    (home / ".bashrc").write_text("# rc\n")
+    (home / ".claude").mkdir(parents=True, exist_ok=True)
+    (home / ".claude" / "CLAUDE.md").symlink_to(home / ".bashrc")
+    with repl_for(fake_api, project) as d:
+        d.type("# use tabs\r")
+        d.wait_for("Add to memory")
+        d.type("p\r")
+        d.wait_for("Not saved:")
+        d.wait_idle()
+        d.type("# use tabs\r")
+        d.wait_for("Add to memory", timeout=15)
+        d.type("u\r")
+        d.wait_for("shell start-up files")
+    assert outside.read_text() == "OUTSIDE\n"
+    assert (home / ".bashrc").read_text() == "# rc\n"
+    assert "is a link to" in d.out
+
+
+def test_a_note_follows_the_users_own_link_and_the_deny_rules(fake_api, project, tmp_path):
+    home = Path(os.environ["HOME"])
+    dotfiles = home / "dotfiles"
+    dotfiles.mkdir(parents=True, exist_ok=True)
+    (dotfiles / "claude.md").write_text("")
+    (home / ".claude").mkdir(parents=True, exist_ok=True)
+    (home / ".claude" / "CLAUDE.md").symlink_to(dotfiles / "claude.md")
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text('{"permissions": {"deny": ["Edit(CLAUDE.md)"]}}')
+    with repl_for(fake_api, project) as d:
+        d.type("# one\r")
+        d.wait_for("Add to memory")
+        d.type("u\r")
+        d.wait_for("Noted in")
+        d.wait_idle()
+        d.type("# two\r")
+        d.wait_for("Add to memory", timeout=15)
+        d.type("p\r")
+        d.wait_for("Not saved:")
+    assert (dotfiles / "claude.md").read_text() == "- one\n"
+    assert not (project / "CLAUDE.md").exists()
+    assert 'the rule "Edit(CLAUDE.md)"' in d.out

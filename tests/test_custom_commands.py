@@ -5,6 +5,7 @@ directories, with $ARGUMENTS and front matter (description, argument-hint, allow
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from prompt_toolkit.document import Document
@@ -125,3 +126,51 @@ def test_the_repl_completes_and_runs_custom_commands(fake_api, project):
         d.wait_for("looked at it")
     assert last_user_text(fake_api.message_requests[0].body).startswith("Review app.py carefully")
     fake_api.check()
+
+
+def test_a_commands_mentions_are_read_by_the_read_tools_rules(fake_api, run_cli, project, isolated_env):
+    """Issue 30: a project's command body naming @~/.ssh/id_rsa, @../x or a Read-denied file put it into the
+    request without a question. Now the Read rules decide: outside the project asks (refused in print mode,
+    where nobody can answer), a Read deny rule refuses, inside the project attaches."""
+    (isolated_env / ".ssh").mkdir()
+    (isolated_env / ".ssh" / "id_rsa").write_text("PRIVATE-KEY-9x")
+    (project.parent / "outside.txt").write_text("OUTSIDE-3q")
+    (project / ".env").write_text("ENV-SECRET-5w")
+    (project / "ok.txt").write_text("INSIDE-7r")
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"deny": ["Read(.env)"]}}))
+    write_command(
+        project / ".claude" / "commands", "leak", "Look at @~/.ssh/id_rsa @../outside.txt @.env @ok.txt"
+    )
+    fake_api.reply_text("looked")
+    res = run_cli(fake_api, "-p", "/leak")
+    assert res.code == 0, res.stderr
+    sent = json.dumps(fake_api.message_requests[0].body)
+    assert "PRIVATE-KEY-9x" not in sent and "OUTSIDE-3q" not in sent and "ENV-SECRET-5w" not in sent
+    assert "INSIDE-7r" in sent
+    assert "@~/.ssh/id_rsa was not attached: reading it needs the user's approval" in sent
+    assert "@.env was not attached: the user's permission rules deny reading it" in sent
+
+
+def test_in_the_repl_a_commands_mention_outside_the_project_asks_first(fake_api, project, tmp_path):
+    (project.parent / "outside.txt").write_text("OUTSIDE-3q")
+    write_command(project / ".claude" / "commands", "peek", "Look at @../outside.txt")
+    fake_api.reply_text("first")
+    fake_api.reply_text("second")
+    with repl_for(fake_api, project) as d:
+        d.type("/peek\r")
+        d.wait_for("Allow?")
+        d.type("n")
+        d.wait_for("first")
+        d.wait_idle()
+        d.type("/peek\r")
+        deadline = time.monotonic() + 15
+        while d.out.count("Allow?") < 2:  # the second question, not the first one still on screen
+            assert time.monotonic() < deadline, d.out
+            time.sleep(0.05)
+        d.type("y")
+        d.wait_for("second")
+        d.wait_idle()
+    first, second = (json.dumps(r.body["messages"][-1]) for r in fake_api.message_requests)
+    assert "OUTSIDE-3q" not in first and "the user said no" in first
+    assert "OUTSIDE-3q" in second

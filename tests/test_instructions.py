@@ -5,6 +5,7 @@ files that resolve outside the project or are not regular files, which never rea
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -175,3 +176,18 @@ def test_git_facts_wait_for_the_first_request(fake_api, tmp_path, repo):
     assert session._git_taken is False  # building a session (the way to the first prompt) runs no git
     session.system_blocks()
     assert session._git_taken is True
+
+
+def test_an_import_the_users_read_deny_rules_cover_is_not_read(fake_api, run_cli, project):
+    """Issue 30: CLAUDE.md's @.env import ignored the user's Read(.env) deny rule."""
+    (project / ".env").write_text("ENV-SECRET-5w")
+    (project / "style.md").write_text("STYLE-OK")
+    (project / "CLAUDE.md").write_text("Rules: @.env and @style.md")
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"deny": ["Read(.env)"]}}))
+    fake_api.reply_text("ok")
+    res = run_cli(fake_api, "-p", "hi")
+    assert res.code == 0, res.stderr
+    sent = json.dumps(fake_api.message_requests[0].body)
+    assert "ENV-SECRET-5w" not in sent and "STYLE-OK" in sent
+    assert ".env: the user's permission rules deny reading it" in res.stderr

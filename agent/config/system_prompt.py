@@ -14,6 +14,7 @@ Instruction files, as Claude Code reads them (``instruction_files``):
 - ``@path`` imports inside any of them (relative to the importing file, ``~/`` for the home directory),
   at most ``MAX_IMPORT_DEPTH`` deep, each file once.
 
+A file (or import) the user's Read deny rules cover is not read either (``@.env`` under ``Read(.env)``).
 A project's file (or import) that resolves outside the project, and any file that is not a regular file
 or is too large, is not read: a repository must not be able to put ``~/.ssh/id_rsa`` or
 ``/proc/self/environ`` into a request by way of a symlink. Each refusal is reported (``refused``), and
@@ -28,7 +29,7 @@ import subprocess
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from agent.config.project import FileProblem, read_inside
 
@@ -192,6 +193,8 @@ class Where:
     user_home: Path | None = None
     root: Path | None = None
     read: tuple[str, ...] = ()  # files the session has read (for nested CLAUDE.md files)
+    # the user's Read deny rules: a file (or import) they cover is not read, as the Read tool wouldn't
+    read_denied: Callable[[Path], bool] | None = field(default=None, compare=False)
 
 
 def instruction_files(where: Where) -> Instructions:
@@ -239,6 +242,9 @@ def _add(
     if key in seen:
         return
     seen.add(key)
+    if where.read_denied is not None and (where.read_denied(path) or where.read_denied(key)):
+        out.refused.append(f"{path}: the user's permission rules deny reading it")
+        return
     try:
         text = read_inside(path, None if own else (where.root or where.cwd))
     except FileProblem as exc:

@@ -510,8 +510,13 @@ class Repl:
         if where is None:
             self.renderer.line("Not saved.", "dim")
             return
+        target = places[where]
+        own = [Path(self.settings.root)] if where == "project" else None  # the user's own file may be a link
+        if why := self.session.permissions.note_refusal(target, own):
+            self.renderer.line(f"Not saved: {why}.", "red")
+            return
         try:
-            memory_note.add(places[where], note)
+            memory_note.add(target.resolve(), note)
         except OSError as e:
             self.renderer.line(f"Could not save the note to {places[where]}: {e}", "red")
             return

@@ -2,8 +2,9 @@
 
 ``attachments(session, text)`` finds each ``@path`` word in a prompt and returns one context message
 per path that exists: a file's numbered lines as the Read tool shows them (and the file counts as read,
-so an Edit needs no Read first), a directory's entries. A path the user's Read deny rules cover, or one
-that does not exist, is reported in one line instead. ``complete(cwd, word)`` lists the candidates for
+so an Edit needs no Read first), a directory's entries. A path is read by the Read tool's rules: one the
+user's Read deny rules cover is refused, one outside the project asks first (refused where nobody can
+answer), and either is reported in one line instead; one that does not exist is left alone. ``complete(cwd, word)`` lists the candidates for
 the REPL's completion of a partly typed ``@pa``.
 """
 
@@ -40,13 +41,33 @@ def attachments(session: Session, text: str) -> list[Message]:
         path = session.tool_ctx.resolve(raw)
         if not path.exists():
             continue  # "@someone" in prose: not a path, nothing to say
-        if session.permissions.read_denied(path):
-            out.append(meta(f"@{raw} was not attached: the user's permission rules deny reading it."))
+        if why := _refused(session, path):
+            out.append(meta(f"@{raw} was not attached: {why}."))
         elif path.is_dir():
             out.append(meta(_listing(raw, path), attachedPath=str(path)))
         else:
             out.append(_file(session, raw, path))
     return out
+
+
+def _refused(session: Session, path: Path) -> str | None:
+    """Why ``path`` may not be attached, by the rules the Read tool follows (issue 30): a Read deny rule
+    refuses it; a file outside the project asks the user first (a custom command's body, which the user
+    didn't write, could name ``@~/.ssh/id_rsa``), and nobody can answer in print mode."""
+    decision = session.permissions.check("Read", {"file_path": str(path)}, cwd=session.tool_ctx.cwd)
+    if decision.behavior == "allow":
+        return None
+    if decision.behavior == "deny":
+        return "the user's permission rules deny reading it"
+    if session.ask is None or session.cancel.is_set():
+        return f"reading it needs the user's approval ({decision.reason}) and nobody can give it here"
+    args = {"file_path": str(path)}
+    answer = session.ask("Read", args, session.permissions.describe("Read", args))
+    if answer == "always":
+        session.permissions.allow_for_session(session.permissions.suggest_rule("Read", args))
+    elif answer != "yes":
+        return "the user said no"
+    return None
 
 
 def _file(session: Session, raw: str, path: Path) -> Message:

@@ -176,7 +176,9 @@ class Session(wiring.SessionBase):
     # --- model requests ----------------------------------------------------------------------------
     def where(self) -> Where:
         s = self.settings
-        return Where(s.cwd, s.home, s.user_home, s.root, tuple(self.tool_ctx.read_files))
+        return Where(
+            s.cwd, s.home, s.user_home, s.root, tuple(self.tool_ctx.read_files), self.permissions.read_denied
+        )
 
     def instructions(self) -> Instructions:
         """The instruction files as they are on disk now; a file refused for safety is said once."""

@@ -151,6 +151,26 @@ class Permissions:
         """True when a Read deny rule matches the absolute ``path`` (to keep it out of search results)."""
         return self._path_rule(self.deny, "Read", Path(path), every=False) is not None
 
+    def note_refusal(self, path: Path, links_within: list[Path] | None) -> str | None:
+        """Why the agent may not append to ``path`` on the user's behalf (a ``# note`` to CLAUDE.md), by the
+        rules a Write follows: an Edit/Write deny rule, a link out of ``links_within`` (a repository's
+        CLAUDE.md linked to a file outside it), or a target that steers something else (``~/.bashrc``, git
+        config, a hard-linked file). None: it may be written. The user asked for this write, so the
+        question a Write would ask is not asked again."""
+        try:
+            resolved = Path(path).resolve()
+        except (OSError, RuntimeError) as e:
+            return f"{path} can't be resolved ({e})"
+        for form in (Path(path), resolved):
+            if rule := self._path_rule(self.deny, "Write", form, every=False):
+                return f'the rule "{rule}" in the settings denies changing {normal(form)}'
+        if links_within is not None and not inside(resolved, [d.resolve() for d in links_within]):
+            return f"{path} is a link to {resolved}, outside {', '.join(map(str, links_within))}"
+        why = why_protected(resolved, self.places)
+        if why and resolved.name in ("CLAUDE.md", "CLAUDE.local.md") and "instructions" in why:
+            why = None  # the user's own CLAUDE.md: that is what a note is for
+        return f"{normal(resolved)}: {why}" if why else None
+
     def allow_for_session(self, rule: str) -> None:
         """Remember an "always" answer until the session ends."""
         if rule not in self.session_allow:
