@@ -184,7 +184,7 @@ def test_the_server_summary_prepared_in_the_background_is_applied_at_t_without_a
     read_step(bench, api, "a.py")
     read_step(bench, api, "b.py")
     threshold = bench.ports.thresholds().auto_compact
-    assert preparer.after_response(bench.conv, bench.ports, int(threshold * 0.9)) is False
+    assert preparer.start_if_due(bench.conv, bench.ports, int(threshold * 0.9)) is False
     p = preparer.preparer(bench.conv)
     assert p is not None and p.kind == "server" and p.thread is not None
     p.thread.join(30)
@@ -221,7 +221,7 @@ def test_a_precompact_hook_runs_when_the_candidate_is_prepared_and_its_words_go_
     bench = thinking_bench(tmp_path, api, hooks=hooks)
     bench.add(user_prompt("Read the modules."))
     read_step(bench, api, "a.py")
-    preparer.after_response(bench.conv, bench.ports, int(bench.ports.thresholds().auto_compact * 0.9))
+    preparer.start_if_due(bench.conv, bench.ports, int(bench.ports.thresholds().auto_compact * 0.9))
     p = preparer.preparer(bench.conv)
     assert p is not None and p.thread is not None
     p.thread.join(30)
