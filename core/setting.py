@@ -114,8 +114,12 @@ BOOL = Kind(
 def when_set(value: Any, expected: str = "true or false") -> Kind:
     """A variable that only switches one way: a true word (1, true, yes, on) gives ``value``, anything else
     leaves the setting alone (DISABLE_COMPACT, DISABLE_AUTO_COMPACT)."""
+    shown = "true" if value is True else "false" if value is False else repr(value)
     return Kind(
-        expected, checked(expected, lambda v: isinstance(v, bool)), lambda raw: value if truthy(raw) else SKIP
+        expected,
+        checked(expected, lambda v: isinstance(v, bool)),
+        lambda raw: value if truthy(raw) else SKIP,
+        f"1/true/yes/on sets {shown}",
     )
 
 
