@@ -10,8 +10,17 @@ clock — and answers with the reason it is refused, or None:
                               a code fence is left open, or the text ends mid-sentence (",", "and" …)
     missing sections          a required section heading is absent (the summary's request and current
                               work, the notes' ten)
-    misquoted user            a quotation given as the user's words is not in any of the user's messages
+    invented user words       text presented as the user's (a quotation, a line of the user-messages
+                              section, a sentence saying "the user said / approved / asked …") that no
+                              message the user typed holds (``invented_user_words``)
     not smaller               it is at least as large as what it replaces
+
+The same check runs on every text a compaction applies, prepared or foreground, summary or notes
+(``scrub``, from compact.compactor): what it finds is taken out and said to have been taken out, and
+``contradictions`` lists what the text says against the ledger's exact records (a failing command said
+to pass, an edited file said untouched), which the working state shows next to those records.
+The user's words are the transcript's typed prompts (compact.ledger's, across compactions), never an
+earlier summary.
 
 ``still_covered`` answers the other question asked at the threshold: of what the candidate saw, which
 leading messages are still there unchanged (snip, microcompact or a collapse may have changed some).
@@ -115,9 +124,9 @@ def validate(
     missing = [s for s in required if not _has_section(text, s)]
     if missing:
         return f"missing sections: {', '.join(missing)}"
-    misquoted = misquoted_user(text, user_texts) if candidate.method == "summary" else None
-    if misquoted:
-        return f"quotes the user with words the user did not write: “{_short(misquoted)}”"
+    invented = invented_user_words(text, user_texts)
+    if invented:
+        return f"presents as the user's words what the user did not write: “{_short(invented[0])}”"
     size = estimate_text(text)
     limit = candidate.replaced_tokens if replaced_tokens is None else replaced_tokens
     if size >= limit:
@@ -148,28 +157,6 @@ def _norm(s: str) -> str:
     return re.sub(r"[^a-z&]+", " ", re.sub(r"^[\s#*\d.)\-]+", "", s.lower())).strip()
 
 
-def misquoted_user(text: str, user_texts: Iterable[str]) -> str | None:
-    """The first quotation in a section that gives the user's words which no user message holds."""
-    said = [_squash(t) for t in user_texts]
-    for quote in _quotes_in_user_sections(text):
-        q = _squash(quote).rstrip(".…")
-        if q and not any(q in s for s in said):
-            return quote
-    return None
-
-
-def _quotes_in_user_sections(text: str) -> list[str]:
-    out: list[str] = []
-    inside = False
-    for line in text.splitlines():
-        if _is_heading(line):
-            inside = any(_norm(line).startswith(_norm(s)) for s in USER_SECTIONS)
-            continue
-        if inside:
-            out.extend(_QUOTE.findall(line))
-    return out
-
-
 def _is_heading(line: str) -> bool:
     n = _norm(line)
     return any(n.startswith(_norm(s)) for s in SUMMARY_SECTIONS) and len(n) <= 60
@@ -181,3 +168,128 @@ def _squash(s: str) -> str:
 
 def _short(s: str, limit: int = 60) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+# --- text presented as the user's ---------------------------------------------------------------------
+
+# a sentence that attributes something to the user: "the user said / asked / approved …", "User: …"
+_ATTRIBUTED = re.compile(
+    r"(?i)\b(?:the\s+)?user(?:'s)?\s*(?::|\b(?:said|says|wrote|writes|asked|asks|approved|approves|"
+    r"allowed|allows|agreed|agrees|confirmed|confirms|wants|wanted|requested|requests|told|instructed|"
+    r"permitted|authori[sz]ed|decided|insisted|prefers|preferred|rules?|messages?|request|instructions?|"
+    r"corrections?|words)\b)"
+)
+_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=[^\s.!?]))+(?:[.!?]+|$)")  # "a.py" does not end one
+_WORD = re.compile(r"[\w/.-]{4,}")
+_COMMON = frozenset(
+    "that this with from have will would should could them they their there then than what when which "
+    "about into also only just some more most very such each been were being your ours user user's "
+    "said says asked asks wants wanted told approved allowed agreed confirmed requested request "
+    "instructed permitted decided insisted prefers preferred rules rule message messages words".split()
+)
+
+
+def _stem(w: str) -> str:
+    return w if len(w) < 6 or not w.isalpha() else w[:5]
+
+
+_COMMON_STEMS = frozenset(_stem(w) for w in _COMMON)
+MIN_OWN = 0.5  # an attributed passage with less of its content words in the user's messages is invented
+REMOVED = (
+    "[the agent removed a statement here that gave as the user's words what no message of the user says]"
+)
+
+
+def invented_user_words(text: str, user_texts: Iterable[str]) -> list[str]:
+    """The passages of ``text`` that present as the user's words what none of the user's messages says.
+
+    Presented as the user's: a quotation in a user-messages section or in a sentence that attributes
+    it to the user; every line of a user-messages section, quoted or not; any sentence that attributes
+    something to the user ("the user approved deleting …"). A quotation must appear in one message
+    word for word (spacing and case aside); unquoted text must have most of its content words in the
+    user's messages (MIN_OWN), so a paraphrase stands and an invention does not."""
+    said = [_squash(t) for t in user_texts]
+    vocabulary = {w for s in said for w in _words(s)}
+    out: list[str] = []
+    for passage, in_user_section in _attributed(text):
+        quotes = _QUOTE.findall(passage)
+        if quotes:
+            bad = any((q := _squash(x).rstrip(".…")) and not any(q in s for s in said) for x in quotes)
+        else:
+            words = [w for w in _words(_squash(_ATTRIBUTED.sub(" ", passage))) if w not in _COMMON_STEMS]
+            bad = bool(words) and sum(w in vocabulary for w in words) < MIN_OWN * len(words)
+            bad = bad and (in_user_section or len(words) >= 2)
+        if bad:
+            out.append(passage.strip())
+    return out
+
+
+def _words(s: str) -> list[str]:
+    """Content words, cut to a stem of five letters ("deleting" and "delete" are one word here)."""
+    return [_stem(w.strip(".-/").lower()) for w in _WORD.findall(s) if w.strip(".-/")]
+
+
+def _attributed(text: str) -> list[tuple[str, bool]]:
+    """(passage, in a user-messages section) for every passage that speaks for the user."""
+    out: list[tuple[str, bool]] = []
+    section = ""
+    for line in text.splitlines():
+        if _is_heading(line):
+            section = next((s for s in USER_SECTIONS if _norm(line).startswith(_norm(s))), "")
+            continue
+        body = line.strip().lstrip("-*•>0123456789.) ").strip()
+        if not body:
+            continue
+        if section == USER_SECTIONS[0]:  # every line of "All user messages" speaks for the user
+            out.append((body, True))
+            continue
+        for sentence in _SENTENCE.findall(body):
+            # the next step's section quotes the latest request: its quotations are the user's
+            if _ATTRIBUTED.search(sentence) or (section and _QUOTE.search(sentence)):
+                out.append((sentence, False))
+    return out
+
+
+def scrub(text: str, user_texts: Iterable[str]) -> tuple[str, list[str]]:
+    """``text`` without the passages that invent the user's words (each replaced by REMOVED)."""
+    found = invented_user_words(text, list(user_texts))
+    for passage in found:
+        text = text.replace(passage, REMOVED, 1)
+    return text, found
+
+
+# --- what the text says against the records ---------------------------------------------------------------
+
+_PASSING = re.compile(
+    r"(?i)\b(?:(?:all|the|every)\s+)?(?:tests?|checks?|suite|build|ci)\b[^.\n]{0,40}?\b(?:pass(?:es|ed|ing)?|"
+    r"green|succeed(?:s|ed)?|all good|clean)\b"
+)
+_NOT_DONE = re.compile(
+    r"(?i)\b(?:untouched|unchanged|not\s+(?:yet\s+)?(?:been\s+)?(?:edited|modified|changed|touched|started|done)|"
+    r"still\s+to\s+(?:do|edit|change)|to\s+do\b|nothing\s+is\s+(?:finished|done)|left\s+as\s+it\s+was)"
+)
+
+
+def contradictions(text: str, failing: Sequence[str], modified: Sequence[str]) -> list[str]:
+    """What ``text`` (a summary or the notes) says against the ledger's exact records, one line each:
+    tests said to pass while commands' latest runs failed; a file this session edited said untouched
+    or still to do. Shown to the model beside the records (compact.ledger)."""
+    out: list[str] = []
+    sentences = [s.strip() for line in text.splitlines() for s in _SENTENCE.findall(line) if s.strip()]
+    if failing:
+        claim = next((s for s in sentences if _PASSING.search(s) and not re.search(r"(?i)\bfail", s)), None)
+        if claim:
+            names = "; ".join(f"$ {_short(c, 80)}" for c in failing[:5])
+            more = f" and {len(failing) - 5} more" if len(failing) > 5 else ""
+            out.append(f"it says “{_short(claim, 100)}”, but the latest run of these failed: {names}{more}")
+    untouched = [s for s in sentences if _NOT_DONE.search(s)]
+    if untouched:
+        said_not_done = [
+            p for p in modified if any(p in s or (p.rsplit("/", 1)[-1] in s and "/" in p) for s in untouched)
+        ]
+        if said_not_done:
+            names = ", ".join(said_not_done[:5]) + (
+                f" and {len(said_not_done) - 5} more" if len(said_not_done) > 5 else ""
+            )
+            out.append(f"it says these are untouched or still to do, but this session edited them: {names}")
+    return out

@@ -30,12 +30,14 @@ post-compaction guard's call (compact.guard).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
 from compact import (
     backend,
     binding,
+    candidate,
     coverage,
     guard,
     ledger,
@@ -56,8 +58,9 @@ DISABLED = "Compaction is disabled (DISABLE_COMPACT is set)"
 CANCELLED = "cancelled"
 NOTHING = "there is nothing to compact yet"
 SET_ASIDE_LOOP = "prepared candidate set aside: a tool loop's thinking can't follow a summary written here"
-# the restored files may use at most this share of T, so the result lands well under it
-RESTORE_SHARE = 0.5
+# the attachments and the restored files may fill the context up to this share of T, no further
+RESTORE_SHARE = 0.48
+ATTACH_OF_ROOM = 0.9  # of what is left of that share: the attachments' bound (the rest: restored files)
 
 
 def compact(
@@ -268,6 +271,7 @@ def finish(
     """
     shown = shown or trigger
     old = list(conv.messages)
+    compaction = _checked(conv, compaction, old)
     kept = [m.replace(usage=None) if m.usage is not None else m for m in compaction.kept]  # stale now
     server = compaction.stand_in is not None
     # the server's summary keeps the kept turns' thinking valid as long as they stay as they were sent:
@@ -280,11 +284,21 @@ def finish(
         else _summary_message(conv, compaction, trigger)
     )
     th = ports.thresholds()
-    state = ledger.attachment(old, kept, str(conv.tools.project_dir), th.auto_compact, conv.session_dir)
     cal = conv.calibration
-    base = cal.scale(
-        cal.fixed_tokens() + summary_msg.tokens + state.message.tokens + micro.size_after(kept, stale)
-    )  # as the server counts (the tail's old results cleared)
+    fixed = cal.fixed_tokens() + summary_msg.tokens + micro.size_after(kept, stale)
+    # the attachments are bounded together by what is left of RESTORE_SHARE of T beside the system
+    # prompt, the tools, the summary and the tail (so a 43K window lands at or under half of T too)
+    left = round((th.auto_compact * RESTORE_SHARE - cal.scale(fixed)) / cal.ratio)
+    state = ledger.attachment(
+        old,
+        kept,
+        str(conv.tools.project_dir),
+        th.auto_compact,
+        conv.session_dir,
+        compaction.summary,
+        room=max(0, int(left * ATTACH_OF_ROOM)),
+    )
+    base = cal.scale(fixed + state.message.tokens)  # as the server counts (the tail's old results cleared)
     room = round((th.auto_compact * RESTORE_SHARE - base) / cal.ratio)  # in estimated tokens, like the files
     restored = restore.plan_restore(conv, ports, visible, old, room=room)
     hook_msgs, start_lines = _session_start(ports)
@@ -330,6 +344,15 @@ def finish(
     )
     guard.check(conv, ports, trigger, shown, pre_tokens, post_tokens)
     return True
+
+
+def _checked(conv: Conversation, compaction: Compaction, old: list[Message]) -> Compaction:
+    """The compaction with every passage that invents the user's words taken out (compact.candidate:
+    the same check for a prepared or a foreground one, a summary or the notes; the user's words are the
+    prompts they typed, never an earlier summary)."""
+    said = ledger.derive(old, str(conv.tools.project_dir)).prompts
+    text, removed = candidate.scrub(compaction.summary, said)
+    return dataclasses.replace(compaction, summary=text) if removed else compaction
 
 
 COMPACT_RESULT = "compact_result"

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compact.candidate import contradictions  # the check sits with the candidate's other checks
 from core.messages import Message, meta, new_uuid
 from core.private import write_private
 from core.tokens import estimate_text
@@ -71,14 +72,32 @@ PROMPT_CHARS = 200_000  # a longer prompt is carried by its head (the transcript
 OUTCOME_CHARS = 160
 COMMAND_CHARS = 1_000
 USER_SHARE = 0.06  # of T for the user's own messages (user_budget), at least USER_FLOOR, at most USER_CAP
-USER_FLOOR = 600
+USER_FLOOR = 1_000
 USER_CAP = 24_000
 FIRST_LINE_CHARS = 300
-# words that state a rule, a correction or a decision: such messages stay whole over the budget
-_RULE = re.compile(
-    r"(?i)\b(don'?t|do not|never|always|only|must|instead|actually|should(?: not|n'?t)|make sure|avoid|"
-    r"from now on|no longer|rather|stop|revert|remember|keep|prefer|not)\b"
-)
+# over the user budget a message is shortened by what it is (never by the words in it): a paste (many
+# lines that are not prose: a log, a file, a trace) or a long line first, then the oldest, then the oldest
+# are only counted; the current request and the NEWEST_WHOLE newest messages stay whole
+NEWEST_WHOLE = 3
+PASTE_LINES = 12  # more lines than this, mostly not prose: a paste
+PROSE_SHARE = 0.8  # letters and spaces in prose (a log line, a traceback or code has fewer)
+LONG_LINE_CHARS = 2_000  # a single line longer than this is a paste whatever it holds
+HEAD_LINES = 3
+HEAD_CHARS = 300
+USER_PART = 0.6  # of a tight room, for the user's words
+MIN_PART = 100  # tokens each part keeps however little room the summary and the tail leave
+FINDINGS_SHARE = 0.03  # of T for the plan file, the subagents' answers and older milestones
+FINDINGS_FLOOR = 300
+FINDINGS_CAP = 6_000
+REPEATED_EDITS = 2  # a file edited this often is the session's working document (compact.restore)
+PLAN_SUFFIXES = (".md", ".markdown", ".txt", ".org", ".rst")
+TASK_ANSWER_CHARS = 4_000  # of a subagent's answer carried in the snapshot (its sidechain has it all)
+MAX_MILESTONES = 30  # first lines of older final answers
+MILESTONE_CHARS = 200
+SEARCH_HITS = 5  # files or lines a search found, named in its entry
+HIT_CHARS = 160
+MAX_FAILED_TOOLS = 10  # failed tool calls (an Edit whose old_string was not found …), the newest
+MAX_OTHER_TOOLS = 10  # outcomes of tools the ledger has no section for, the newest
 SPAN_PROMPT_TOKENS = 500  # of each user message in a collapsed span's placeholder
 _EXIT = re.compile(r"\nExit code (-?\d+)\s*$|^Exit code (-?\d+)\s*$")
 _PATHISH = re.compile(r"^[\w.~/-]*[\w-](/[\w.-]+|\.[A-Za-z0-9]{1,8})$")  # a/b, x.py, ./x, ~/x.md
@@ -87,12 +106,20 @@ HEADER = (
     "<working-state>\nRecorded by the agent from its own tool calls (not from the summary), so it is "
     "exact. It says what was done; the summary says why."
 )
+FLAGS_HEADER = (
+    "The summary above contradicts these records; the records are right (they come from the tool calls):"
+)
 USER_HEADER = (
     "The user's own messages so far, oldest first, so a later one stands after what it revises; the "
     'current request is marked current-request="true"; kept-above="true" marks one kept word for word in '
     "the messages above (its first line here). They are the user's words, not instructions from the system:"
 )
 FIRST_LINE_NOTE = "[its first line only: the whole message is in the transcript named above]"
+HEAD_NOTE = "[{what}, {lines} lines, ~{tokens:,} tokens: its head only; the whole message is in the transcript named above]"
+OLDER_NOTE = (
+    "[{n} older messages of the user are left out here for room; every one is in the transcript named "
+    "above, word for word]"
+)
 
 
 @dataclass
@@ -126,8 +153,13 @@ class Ledger:
     )  # recent Grep / Glob: tool, pattern, path, found
     answers: list[str] = field(default_factory=list)  # final replies of recent turns, oldest first
     pending: str = ""  # the latest reply text of the turn in progress (its final answer so far)
-    # delegated tasks (Task calls): agent id -> description, status, sidechain transcript path
+    # delegated tasks (Task calls): agent id -> description, status, sidechain transcript path, answer
     tasks: dict[str, dict[str, str]] = field(default_factory=dict)
+    milestones: list[str] = field(default_factory=list)  # first lines of final answers older than `answers`
+    failed: list[dict[str, str]] = field(default_factory=list)  # failed tool calls: tool, target, error
+    other: list[dict[str, str]] = field(
+        default_factory=list
+    )  # tools without a section: tool, target, outcome
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -146,6 +178,9 @@ class Ledger:
             answers=list(d.get("answers") or []),
             pending=str(d.get("pending") or ""),
             tasks={k: dict(v) for k, v in (d.get("tasks") or {}).items()},
+            milestones=list(d.get("milestones") or []),
+            failed=[dict(x) for x in d.get("failed") or []],
+            other=[dict(x) for x in d.get("other") or []],
         )
 
     def counts(self, user_messages: int | None = None) -> str:
@@ -194,8 +229,19 @@ def derive(messages: list[Message], cwd: str) -> Ledger:
 
 def _close_turn(ledger: Ledger) -> None:
     if ledger.pending:
-        ledger.answers = [*ledger.answers, ledger.pending][-RECENT_ANSWERS:]
+        answers = [*ledger.answers, ledger.pending]
+        # an answer that falls out of the recent ones leaves its first line: a milestone the work reached
+        ledger.milestones = [
+            *ledger.milestones,
+            *(_clip(first_line(a), MILESTONE_CHARS) for a in answers[:-RECENT_ANSWERS]),
+        ]
+        del ledger.milestones[:-MAX_MILESTONES]
+        ledger.answers = answers[-RECENT_ANSWERS:]
         ledger.pending = ""
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _apply(
@@ -205,12 +251,23 @@ def _apply(
     failed = bool(result.get("is_error"))
     text = _text(result.get("content"))
     if name == "Task" and facts.get("agentId"):  # failed ones too: an interrupted task is worth knowing
-        _add_task(ledger, facts)
+        _add_task(ledger, facts, text)
     elif name == "Bash" and isinstance(args.get("command"), str):
         _add_command(ledger, args["command"], _exit_code(failed, text, facts), _outcome(text), when)
         if isinstance(facts.get("cwd"), str):
             ledger.cwd = facts["cwd"]
     elif failed:
+        # the next step depends on what did not work: an Edit whose old_string was not there, a Read of a
+        # missing file (one line each, the newest kept)
+        entry = {"tool": str(name), "target": _target(args), "error": _outcome(text)}
+        ledger.failed = [*[e for e in ledger.failed if e != entry], entry][-MAX_FAILED_TOOLS:]
+        return
+    elif name not in _KNOWN and name not in _QUIET:
+        entry = {"tool": str(name), "target": _target(args), "outcome": _outcome(text)}
+        ledger.other = [
+            *[e for e in ledger.other if e["tool"] != entry["tool"] or e["target"] != entry["target"]],
+            entry,
+        ][-MAX_OTHER_TOOLS:]
         return
     elif name in ("Edit", "Write") and isinstance(args.get("file_path"), str):
         change = ledger.modified.pop(args["file_path"], FileChange())
@@ -233,10 +290,27 @@ def _apply(
         ]
 
 
-def _add_task(ledger: Ledger, facts: dict[str, Any]) -> None:
-    ledger.tasks[str(facts["agentId"])] = {
-        k: str(facts.get(k, "")) for k in ("description", "subagentType", "status", "sidechain")
-    }
+_KNOWN = frozenset(("Edit", "Write", "Read", "Grep", "Glob", "TodoWrite", "Task", "Bash"))
+# tools whose outcome is the context itself, not a step of the work (their results say nothing to keep)
+_QUIET = frozenset(("Snip",))
+
+
+def _target(args: dict[str, Any]) -> str:
+    """What a call was about, in a few words: its path, command, pattern or first argument."""
+    for key in ("file_path", "path", "notebook_path", "command", "pattern", "url", "query"):
+        if isinstance(args.get(key), str) and args[key]:
+            return _clip(" ".join(str(args[key]).split()), 120)
+    first = next((v for v in args.values() if isinstance(v, (str, int, float))), "")
+    return _clip(" ".join(str(first).split()), 120)
+
+
+def _add_task(ledger: Ledger, facts: dict[str, Any], text: str = "") -> None:
+    task = {k: str(facts.get(k, "")) for k in ("description", "subagentType", "status", "sidechain")}
+    # the answer is what the parent acts on: kept (bounded) so a poor summary cannot lose it; the usage
+    # block the Task result ends with is left out
+    answer = text.split("\nagentId: ")[0].strip() if text else ""
+    task["answer"] = answer if len(answer) <= TASK_ANSWER_CHARS else answer[:TASK_ANSWER_CHARS] + " […]"
+    ledger.tasks[str(facts["agentId"])] = task
 
 
 def _text(content: Any) -> str:
@@ -272,10 +346,10 @@ def _add_search(ledger: Ledger, name: str, args: dict[str, Any], text: str) -> N
     first = lines[0] if lines else ""
     if not lines or first.startswith("No "):
         found = "no matches"
-    elif first.startswith("Found "):
-        found = first.rstrip(":").removeprefix("Found ")
-    else:
-        found = _n(len(lines), "line")
+    elif first.startswith("Found "):  # a count line, then the files: the next step reads those
+        found = first.rstrip(":").removeprefix("Found ") + _hits(lines[1:])
+    else:  # matching lines (path:line:text): the files and lines themselves
+        found = _n(len(lines), "line") + _hits(lines)
     entry = {
         "tool": name,
         "pattern": str(args["pattern"]),
@@ -286,6 +360,15 @@ def _add_search(ledger: Ledger, name: str, args: dict[str, Any], text: str) -> N
         entry["glob"] = args["glob"]
     ledger.searches = [e for e in ledger.searches if {**e, "found": ""} != {**entry, "found": ""}]
     ledger.searches = [*ledger.searches, entry][-RECENT_SEARCHES:]
+
+
+def _hits(lines: list[str]) -> str:
+    """The first few files or lines a search found, on the search's line (``; …`` for the rest)."""
+    if not lines:
+        return ""
+    shown = " | ".join(_clip(line.strip(), HIT_CHARS) for line in lines[:SEARCH_HITS])
+    more = f" | and {len(lines) - SEARCH_HITS} more" if len(lines) > SEARCH_HITS else ""
+    return f": {shown}{more}"
 
 
 def program_and_args(command: str) -> tuple[str, set[str]]:
@@ -373,60 +456,151 @@ def user_budget(threshold: int) -> int:
     return max(USER_FLOOR, min(USER_CAP, int(threshold * USER_SHARE)))
 
 
-def states_rule(text: str) -> bool:
-    """True when a message states a rule, a correction or a decision (kept whole over the budget)."""
-    return bool(_RULE.search(text))
-
-
 def first_line(text: str) -> str:
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return line if len(line) <= FIRST_LINE_CHARS else line[: FIRST_LINE_CHARS - 1] + "…"
 
 
+def shape_of(text: str) -> str:
+    """What a message is, from its shape alone: "paste" (many lines that are mostly not prose — a log,
+    a file, a trace — or one very long line), "long line" (one line past HEAD_CHARS that is not prose)
+    or "prose". Never from the words in it: a log that says "must" is still a log."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if any(len(ln) > LONG_LINE_CHARS for ln in lines):
+        return "paste"
+    if len(lines) > PASTE_LINES and _prose_share(text) < PROSE_SHARE:
+        return "paste"
+    if len(lines) == 1 and len(lines[0]) > HEAD_CHARS and _prose_share(text) < PROSE_SHARE:
+        return "long line"
+    return "prose"
+
+
+def _prose_share(text: str) -> float:
+    chars = [c for c in text if not c.isspace() or c == " "]
+    return sum(c.isalpha() or c == " " for c in chars) / len(chars) if chars else 1.0
+
+
+def head_of(text: str) -> str:
+    """A message shortened to its head, its size and where the rest is: the first HEAD_LINES lines
+    (HEAD_CHARS at most), then what it is and how big."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    head = "\n".join(lines[:HEAD_LINES])
+    if len(head) > HEAD_CHARS:
+        head = head[: HEAD_CHARS - 1] + "…"
+    what = {"paste": "pasted text", "long line": "one long line"}.get(shape_of(text), "a long message")
+    return f"{head}\n" + HEAD_NOTE.format(what=what, lines=len(lines), tokens=estimate_text(text))
+
+
 def user_messages(prompts: list[str], kept: list[Message], budget: int) -> list[tuple[str, str]]:
     """(text, how) for every user message, oldest first, never cut in the middle (SPEC §9 item 4).
 
-    ``how``: "current" (the current request, whole), "whole", "first line" (the rest is in the
-    transcript) or "kept" / "kept current" (kept word for word in the messages above; shown here by its
-    first line so the order stays readable). Within ``budget`` every message is whole; over it the current request
-    and the messages stating rules, corrections or decisions stay whole, the others keep their first line.
+    ``how``: "current" (the current request, whole), "whole", "head" (its first lines, its size and a
+    pointer to the transcript), "older" (one line counting messages left out) or "kept" / "kept current"
+    (kept word for word in the messages above; shown here by its first line so the order stays
+    readable). Within ``budget`` every message is whole. Over it, messages are shortened by what they
+    are and by age, never by their words: first pastes and long non-prose lines (oldest first), then the
+    oldest messages, then the oldest are only counted; the current request and the NEWEST_WHOLE newest
+    stay whole. Order never changes, so a revision always stands after what it revises.
     """
     if not prompts:
         return []
     visible = {m.text for m in kept if m.kind == "prompt"}
     last = len(prompts) - 1
-    total = sum(estimate_text(t) for t in prompts if t not in visible)
     out: list[tuple[str, str]] = []
     for i, text in enumerate(prompts):
         if text in visible:
             out.append((first_line(text), "kept current" if i == last else "kept"))
-        elif i == last:
-            out.append((text, "current"))
-        elif total <= budget or states_rule(text) or first_line(text) == text.strip():
-            out.append((text, "whole"))
         else:
-            out.append((first_line(text), "first line"))
-    return out
+            out.append((text, "current" if i == last else "whole"))
+
+    def size() -> int:
+        return sum(estimate_text(t) for t, how in out if how != "gone")
+
+    if size() <= budget:
+        return out
+    # pastes go first at any age (five pasted logs must not fill the context), the current request too
+    # when it is a paste larger than the whole budget; then the oldest, the newest few staying whole
+    by_shape = [
+        i
+        for i, (text, how) in enumerate(out)
+        if (how == "whole" or (how == "current" and estimate_text(text) > budget))
+        and shape_of(text) != "prose"
+    ]
+    # strictly by age: a message is never shown while a newer one (which may revise it) is left out
+    movable = [i for i, (_, how) in enumerate(out) if how in ("whole", "head") and i < last - NEWEST_WHOLE]
+    for order in (by_shape, movable):
+        for i in order:
+            if size() <= budget:
+                return out
+            text, how = out[i]
+            if how not in ("whole", "current"):
+                continue
+            shorter = head_of(text)
+            if estimate_text(shorter) < estimate_text(text):
+                out[i] = (shorter, "head current" if how == "current" else "head")
+    gone = 0
+    for i in movable:  # still over: the oldest are counted, not shown (the transcript has them)
+        if size() + estimate_text(OLDER_NOTE) <= budget:
+            break
+        out[i] = ("", "gone")
+        gone += 1
+    rest = [entry for entry in out if entry[1] != "gone"]
+    return [(OLDER_NOTE.format(n=gone), "older"), *rest] if gone else rest
 
 
-def render(ledger: Ledger, budget: int | None = None, full_list: Path | None = None) -> str:
+def render(
+    ledger: Ledger, budget: int | None = None, full_list: Path | None = None, flags: list[str] | None = None
+) -> str:
     """The ledger as text (stable, line-oriented: what /state shows and the attachment carries).
 
     Over ``budget`` tokens the lists are shortened (paths grouped by directory with counts and the most
     recent named, the last few reads and commands, every failing one kept) and ``full_list`` — where
     the complete text was written — is named, so every path stays one Read away."""
-    whole = _render(ledger, FULL)
+    whole = _render(ledger, FULL, flags=flags)
     if budget is None or estimate_text(whole) <= budget:
         return whole
-    short = _render(ledger, SHORT, full_list)
-    return short if estimate_text(short) <= budget else _render(ledger, GROUPED, full_list)
+    short = _render(ledger, SHORT, full_list, flags)
+    if estimate_text(short) <= budget:
+        return short
+    grouped = _render(ledger, GROUPED, full_list, flags)
+    return grouped if estimate_text(grouped) <= budget else _minimal(ledger, full_list, flags)
 
 
-def _render(ledger: Ledger, level: int, full_list: Path | None = None) -> str:
+def _minimal(ledger: Ledger, full_list: Path | None, flags: list[str] | None) -> str:
+    """The least the next step needs, for a window where little room is left: counts, the failing
+    commands, the last searches, the task in progress, and where the complete lists are."""
+    lines = [HEADER, *([FLAGS_HEADER, *(f"- {f}" for f in flags)] if flags else [])]
+    lines.append(f"Working directory: {ledger.cwd}")
+    if ledger.modified:
+        newest = ", ".join(Path(p).name for p in list(ledger.modified)[-GROUP_NEWEST:])
+        lines.append(f"Files modified: {len(ledger.modified)} (most recent: {newest})")
+    if ledger.read:
+        lines.append(f"Files read: {len(ledger.read)} (most recent: {Path(list(ledger.read)[-1]).name})")
+    failing = [c for c in ledger.commands if c.exit_code not in (0, None) and not c.passed_later]
+    if failing:
+        lines.append("Commands whose latest run failed:")
+        lines += [f"- [exit {c.exit_code}] $ {_clip(' '.join(c.command.split()), 200)}" for c in failing]
+    if ledger.commands and ledger.commands[-1] not in failing:
+        lines.append("Last command: " + _command_line(ledger.commands[-1])[2:].split("\n")[0])
+    if ledger.searches:
+        lines.append("Recent searches:")
+        lines += [_clip(_search_line(e), HIT_CHARS) for e in ledger.searches[-3:]]
+    doing = [t["content"] for t in ledger.todos if t.get("status") == "in_progress"]
+    if doing:
+        lines.append(f"Todo in progress: {doing[0]} ({len(ledger.todos)} items)")
+    where = f"in {full_list}" if full_list else "in the transcript"
+    lines.append(f"Only the essentials fit here; the complete lists (every path, every command) are {where}.")
+    lines.append("</working-state>")
+    return "\n".join(lines)
+
+
+def _render(ledger: Ledger, level: int, full_list: Path | None = None, flags: list[str] | None = None) -> str:
     """The text at one level of detail: FULL, SHORT (every path, no details; the last few reads,
-    commands and searches) or GROUPED (paths grouped by directory as well)."""
+    commands and searches) or GROUPED (paths grouped by directory as well). ``flags``: where the summary
+    contradicts these records (compact.candidate.contradictions), said first."""
     compact = level > FULL
-    lines = [HEADER, f"Working directory: {ledger.cwd}", *_sections(ledger, level)]
+    said = [FLAGS_HEADER, *(f"- {f}" for f in flags)] if flags else []
+    lines = [HEADER, *said, f"Working directory: {ledger.cwd}", *_sections(ledger, level)]
     if ledger.named:
         if level == GROUPED:
             lines += [f"Files the user named ({len(ledger.named)}):", *group_paths(ledger.named)]
@@ -494,6 +668,18 @@ def _sections(ledger: Ledger, level: int = 0) -> list[str]:
         lines.append("Recent searches (Grep / Glob; oldest first):")
         searches = ledger.searches[-COMPACT_COMMANDS:] if compact else ledger.searches
         lines += [_search_line(e) for e in searches]
+    if ledger.failed:
+        lines.append("Tool calls that failed (the newest last; what they tried did not happen):")
+        lines += [
+            f"- {e['tool']} {e['target']}: {e['error']}"
+            for e in ledger.failed[-COMPACT_COMMANDS if compact else 0 :]
+        ]
+    if ledger.other:
+        lines.append("Other tools' latest outcomes (one line each, oldest first):")
+        lines += [
+            f"- {e['tool']} {e['target']}: {e['outcome']}"
+            for e in ledger.other[-COMPACT_COMMANDS if compact else 0 :]
+        ]
     if ledger.tasks:
         lines.append("Delegated tasks (Task; each subagent's full transcript is at the path shown):")
         lines += [
@@ -593,8 +779,88 @@ def render_user(messages: list[tuple[str, str]]) -> str:
             parts.append(f'<user-message kept-above="true"{current}>\n{text}\n</user-message>')
         elif how == "first line":
             parts.append(f"<user-message>\n{text}\n{FIRST_LINE_NOTE}\n</user-message>")
+        elif how.startswith("head"):
+            current = ' current-request="true"' if how == "head current" else ""
+            parts.append(f'<user-message shortened="true"{current}>\n{text}\n</user-message>')
+        elif how == "older":
+            parts.append(text)
         else:
             parts.append(f"<user-message>\n{text}\n</user-message>")
+    return "\n".join(parts)
+
+
+def findings_budget(threshold: int) -> int:
+    return max(FINDINGS_FLOOR, min(FINDINGS_CAP, int(threshold * FINDINGS_SHARE)))
+
+
+def plan_file(ledger: Ledger) -> Path | None:
+    """The document this session wrote most recently (a plan, a TODO.md, notes for the user): its
+    current text is what the next step follows, and a summary rarely copies it."""
+    for p, change in reversed(list(ledger.modified.items())):
+        path = Path(p)
+        if change.edits >= REPEATED_EDITS:
+            continue  # restored as a file (compact.restore), first
+        if path.suffix.lower() in PLAN_SUFFIXES:
+            try:
+                if path.is_file() and path.stat().st_size <= PROMPT_CHARS:
+                    return path
+            except OSError:
+                continue
+    return None
+
+
+def bounded(text: str, tokens: int, where: str) -> str:
+    """``text`` within about ``tokens``: whole lines from the start, then how many are left and where."""
+    if estimate_text(text) <= tokens:
+        return text
+    lines = text.splitlines()
+    out: list[str] = []
+    for line in lines:
+        if estimate_text("\n".join([*out, line])) > tokens:
+            break
+        out.append(line)
+    if not out:
+        out = [lines[0][: tokens * 3] + "…"] if lines else []
+    return "\n".join(out) + f"\n[… {len(lines) - len(out)} more lines: {where}]"
+
+
+def render_findings(ledger: Ledger, budget: int) -> str:
+    """What the work found that a summary tends to drop, within ``budget``: the plan file as it is on
+    disk, the subagents' answers (newest first chosen), the milestones of older turns."""
+    parts: list[str] = []
+    left = budget
+    plan = plan_file(ledger)
+    if plan is not None:
+        try:
+            text = plan.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            text = ""
+        if text:
+            shown = bounded(text, max(100, budget * 6 // 10), f"the whole file is {plan}")
+            parts.append(
+                f"The plan file this session wrote, {plan}, as it is on disk now:\n<plan-file>\n{shown}\n</plan-file>"
+            )
+            left -= estimate_text(parts[-1])
+    answers: list[str] = []
+    for agent_id, t in reversed(list(ledger.tasks.items())):
+        if not t.get("answer") or left <= 50:
+            continue
+        head = f"Subagent {agent_id} ({t['description']}) answered [{t['status']}] (its whole transcript: {t['sidechain']}):"
+        body = bounded(
+            t["answer"], max(50, left - estimate_text(head) - 10), f"the rest is in {t['sidechain']}"
+        )
+        answers.insert(0, f"{head}\n<subagent-answer>\n{body}\n</subagent-answer>")
+        left -= estimate_text(answers[0])
+    parts += answers
+    steps: list[str] = []
+    for m in reversed(ledger.milestones):
+        if estimate_text(m) + 2 > left:
+            break
+        steps.insert(0, f"- {m}")
+        left -= estimate_text(m) + 2
+    if steps:
+        parts.append("Milestones of earlier turns (the first line of each older final answer, oldest first):")
+        parts.append("\n".join(steps))
     return "\n".join(parts)
 
 
@@ -605,21 +871,42 @@ class Attachment:
 
 
 def attachment(
-    history: list[Message], kept: list[Message], cwd: str, threshold: int, session_dir: Path | None = None
+    history: list[Message],
+    kept: list[Message],
+    cwd: str,
+    threshold: int,
+    session_dir: Path | None = None,
+    summary: str = "",
+    room: int | None = None,
 ) -> Attachment:
     """The one meta message that follows the summary and the kept messages after a compaction.
 
-    Its parts have budgets that scale with T (``ledger_budget``, ``answer_budget``, ``user_budget``);
-    when the working state is over its budget the complete text goes to a private file under
-    ``session_dir`` (``working-state/``) that the shortened text names."""
+    Its parts have budgets that scale with T (``ledger_budget``, ``answer_budget``, ``findings_budget``,
+    ``user_budget``) and are bounded together by ``room`` (what is left beside the summary and the
+    tail): the user's words get their share first and what the others leave unused. When the working state is over its budget the complete text goes to a
+    private file under ``session_dir`` (``working-state/``) that the shortened text names. ``summary``:
+    the text that stands in for the history, checked against the records (candidate.contradictions)."""
     ledger = derive(history, cwd)
-    users = user_messages(ledger.prompts, kept, user_budget(threshold))
-    budget = ledger_budget(threshold)
+    budgets = [ledger_budget(threshold), answer_budget(threshold), findings_budget(threshold)]
+    user_room = user_budget(threshold)
+    if room is not None and room < sum(budgets) + user_room:
+        # what is left beside the summary and the tail is shared: the user's words first (nothing else
+        # holds them), the rest in proportion (the complete lists are one Read away)
+        user_room = min(user_room, max(MIN_PART, int(room * USER_PART)))
+        rest = max(0, room - user_room)
+        budgets = [max(MIN_PART, b * rest // sum(budgets)) for b in budgets]
+    budget, answer_room, findings_room = budgets
     full_list = None
+    flags = contradictions(summary, failing_commands(ledger), list(ledger.modified)) if summary else []
     if session_dir is not None and estimate_text(_render(ledger, FULL)) > budget:
         full_list = write_private(session_dir / FULL_LIST_DIR / f"{new_uuid()}.md", _render(ledger, FULL))
-    answers = recent_answers(ledger.answers, kept, answer_budget(threshold))
-    parts = (render(ledger, budget, full_list), render_answers(answers), render_user(users))
+    answers = recent_answers(ledger.answers, kept, answer_room)
+    state = render(ledger, budget, full_list, flags)
+    found = render_findings(ledger, findings_room)
+    said = render_answers(answers)
+    left = sum(budgets) - sum(estimate_text(p) for p in (state, said, found))
+    users = user_messages(ledger.prompts, kept, user_room + max(0, left))
+    parts = (state, said, found, render_user(users))
     body = "\n\n".join(p for p in parts if p)
     text = (
         "The working state at the moment of the compaction follows; it is exact and complete where the "
@@ -627,3 +914,8 @@ def attachment(
     )
     message = meta(text, **{SNAPSHOT_KEY: ledger.to_dict()})
     return Attachment(message, ledger.counts(len(users)))
+
+
+def failing_commands(ledger: Ledger) -> list[str]:
+    """Commands whose latest run failed and that no later, wider run made old news."""
+    return [c.command for c in ledger.commands if c.exit_code not in (0, None) and not c.passed_later]

@@ -16,7 +16,6 @@ from compact.notes_template import SECTION_TOKENS, TEMPLATE
 from core.private import open_private
 from core.tokens import estimate_text
 
-SECTION_CHARS = 8_000  # per section, in the summary that replaces the history
 TEMPLATE_OVERRIDE = "session-memory-template.md"  # in COMPACT_AGENT_HOME
 
 
@@ -81,22 +80,40 @@ def section_name(header_line: str) -> str:
     return header_line.strip().removeprefix("# ").strip()
 
 
-def trim_sections(text: str, header_lines: list[str], path: Path, limit: int = SECTION_CHARS) -> str:
-    """The notes with each section cut to about ``limit`` characters, saying where and why."""
+def trim_sections(text: str, header_lines: list[str], path: Path, tokens: int = SECTION_TOKENS) -> str:
+    """The notes with each section within about ``tokens`` (the size the update instruction promised,
+    notes_template.section_tokens): a longer one keeps its guide line and its newest lines — the
+    latest corrections and steps — and says where the older ones are."""
     out = []
     for header, body in split_sections(text, header_lines):
-        if len(body) > limit:
-            cut = body.rfind("\n", limit // 2, limit)
-            body = body[: cut if cut > 0 else limit].rstrip() + (
-                f"\n[… this section is cut here to save space; the whole of it is in {path}]\n\n"
-            )
+        if header and estimate_text(body) > tokens:
+            body = _newest(body, tokens, path)
         out.append(header + body)
     return "".join(out)
 
 
-def oversized_sections(text: str, header_lines: list[str]) -> list[str]:
+def _newest(body: str, tokens: int, path: Path) -> str:
+    lines = body.splitlines()
+    guide = lines[:1] if lines and lines[0].strip().startswith("_") else []
+    rest = lines[len(guide) :]
+    kept: list[str] = []
+    used = estimate_text("\n".join(guide)) + 30  # the note below
+    for line in reversed(rest):
+        cost = estimate_text(line) + 1
+        if used + cost > tokens:
+            break
+        kept.insert(0, line)
+        used += cost
+    if not kept and rest:  # one huge line: its end
+        kept = [rest[-1][-tokens * 3 :]]
+    left = len(rest) - len(kept)
+    note = f"[… {left} older lines of this section are left out here; the whole section is in {path}]"
+    return "\n".join([*guide, note, *kept]) + "\n\n"
+
+
+def oversized_sections(text: str, header_lines: list[str], tokens: int = SECTION_TOKENS) -> list[str]:
     return [
         section_name(h)
         for h, body in split_sections(text, header_lines)
-        if h and estimate_text(body) > SECTION_TOKENS
+        if h and estimate_text(body) > tokens
     ]

@@ -3,10 +3,10 @@
 Triggers  tried first by auto-compact, reactive compaction and ``/compact`` without instructions.
 Drops     only messages the last completed notes update covered (compact.coverage: by message
           identity; with no marker in the live list the notes cover nothing); the notes (each section
-          trimmed to ~8,000 characters) stand in for them.
+          trimmed to the size the update instruction gave it, notes_template.section_tokens, keeping
+          its newest lines) stand in for them.
 Keeps     every message after "summarized up to here", extended backwards to ≥10,000 tokens and ≥5
-          messages with text, ≤40,000 tokens — a range scaled by T / 167,000 for smaller windows, as is
-          the notes' per-section cut — never past the previous boundary's summary, never splitting a
+          messages with text, ≤40,000 tokens — a range scaled by T / 167,000 for smaller windows — never past the previous boundary's summary, never splitting a
           tool_use from its tool_result or the blocks of one streamed response.
 Folds     when the uncovered messages don't fit beside the notes (or an earlier summary is uncovered):
           one notes update of just that span (notes_updater.update_span), then plans again.
@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from compact import coverage, micro
 from compact.conversation import Conversation, Ports
-from compact.notes import SECTION_CHARS, headers, is_template, notes_text, template_for, trim_sections
+from compact.notes import headers, is_template, notes_text, template_for, trim_sections
+from compact.notes_template import section_tokens
 from compact.notes_updater import safe_marker, update_span, wait_for_update
 from compact.result import Compaction
 from compact.thresholds import window_scale
@@ -31,7 +32,6 @@ from core.tokens import estimate_text
 KEEP_MIN_TOKENS = 10_000  # the tail's range at the 200K reference window, scaled by thresholds.window_scale
 KEEP_MIN_TEXT_MESSAGES = 5
 KEEP_MAX_TOKENS = 40_000
-MIN_SECTION_CHARS = 1_000  # the notes' per-section cut (SECTION_CHARS at the reference) never goes below
 RESULT_SHARE = (
     0.35  # notes + tail (+ system and tools) at most this share of T: room for the ledger and restored files
 )
@@ -102,8 +102,10 @@ def _compaction(
 ) -> Compaction | None:
     threshold = ports.thresholds().auto_compact
     scale = window_scale(threshold)
-    limit = max(MIN_SECTION_CHARS, int(SECTION_CHARS * scale))
-    summary = trim_sections(text, headers(template_for(ports)), conv.notes_path, limit).strip()
+    # each section within the size the update instruction gave it, its newest lines kept
+    summary = trim_sections(
+        text, headers(template_for(ports)), conv.notes_path, section_tokens(threshold)
+    ).strip()
     cal = conv.calibration
     # the tail extends backwards only as far as the room beside the notes allows (what the notes don't
     # cover is kept whatever its size, and checked below)

@@ -6,6 +6,8 @@ place. The ten section names are SPEC §7's; every sentence here is our own.
 
 from __future__ import annotations
 
+from compact.thresholds import window_scale
+
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("Session Title", "A short, specific name for this session: five to ten words, no filler."),
     (
@@ -48,12 +50,27 @@ SECTIONS: tuple[tuple[str, str], ...] = (
 TEMPLATE = "\n".join(f"# {name}\n_{guide}_\n" for name, guide in SECTIONS)
 
 # An update's size rules (SPEC §7): the model is told, and told which sections to condense when over.
+# At the reference window; smaller windows give (and trim to) less, never below MIN_SECTION_TOKENS.
 SECTION_TOKENS = 2_000
 NOTES_TOKENS = 12_000
+MIN_SECTION_TOKENS = 250
 
 
-def update_instruction(path: str, notes: str, oversized: list[str], total_tokens: int) -> str:
-    """The final user message of a notes-update request."""
+def section_tokens(threshold: int | None = None) -> int:
+    """The size each section is promised to fit (the update instruction says it; a notes compaction
+    trims to it, compact.notes.trim_sections): SECTION_TOKENS at the reference window, scaled down
+    with T."""
+    if threshold is None:
+        return SECTION_TOKENS
+    return max(MIN_SECTION_TOKENS, int(SECTION_TOKENS * window_scale(threshold)))
+
+
+def update_instruction(
+    path: str, notes: str, oversized: list[str], total_tokens: int, section: int = SECTION_TOKENS
+) -> str:
+    """The final user message of a notes-update request; ``section``: the tokens each section may take
+    (``section_tokens``), the size a notes compaction trims to, keeping the newest lines."""
+    total = min(NOTES_TOKENS, section * len(SECTIONS))
     return f"""\
 This message comes from the agent, not from the user. Set the task aside for one reply: your only job \
 now is to bring the session notes up to date, so the work could continue from them alone if the \
@@ -75,20 +92,23 @@ italic line; each of those lines is unique, so it makes a good old_string anchor
 messages and what fixed them, decisions and why they were taken. Leave out anything that can be \
 re-derived cheaply.
 - Rewrite "Current State" every time so it describes this moment and the next step, not the past.
-- Keep each section under about {SECTION_TOKENS:,} tokens and the whole file under about \
-{NOTES_TOKENS:,}: condense older detail instead of appending forever.
+- Keep each section under about {section:,} tokens and the whole file under about \
+{total:,}: condense older detail instead of appending forever. A section over its size is cut from \
+the top when the notes replace the conversation: its newest lines stay.
 - If nothing new is worth recording, reply with a short sentence and no tool call.
-{_size_warning(oversized, total_tokens)}"""
+{_size_warning(oversized, total_tokens, section, total)}"""
 
 
-def _size_warning(oversized: list[str], total_tokens: int) -> str:
+def _size_warning(
+    oversized: list[str], total_tokens: int, section: int = SECTION_TOKENS, total: int = NOTES_TOKENS
+) -> str:
     lines = []
-    if total_tokens > NOTES_TOKENS:
+    if total_tokens > total:
         lines.append(
-            f"The notes are about {total_tokens:,} tokens now, over the {NOTES_TOKENS:,} limit: "
+            f"The notes are about {total_tokens:,} tokens now, over the {total:,} limit: "
             "shorten them in this update."
         )
     if oversized:
         names = ", ".join(f'"{name}"' for name in oversized)
-        lines.append(f"Condense these sections, each over about {SECTION_TOKENS:,} tokens: {names}.")
+        lines.append(f"Condense these sections, each over about {section:,} tokens: {names}.")
     return "\n".join(lines)

@@ -31,7 +31,7 @@ from typing import Any, Callable
 from compact import context_editing, coverage
 from compact.conversation import Conversation, Ports
 from compact.notes import ensure_notes, headers, oversized_sections, template_for
-from compact.notes_template import update_instruction
+from compact.notes_template import section_tokens, update_instruction
 from compact.state import notes_record
 from compact.tokens import count_tokens
 from core.errors import Interrupted, describe
@@ -367,8 +367,9 @@ def _update(conv: Conversation, ports: Ports, job: _Job, cancel: threading.Event
     path = ensure_notes(conv, ports)
     notes = path.read_text(encoding="utf-8")
     header_lines = headers(template_for(ports))
+    section = section_tokens(ports.thresholds().auto_compact)  # what a notes compaction trims to
     instruction = update_instruction(
-        str(path), notes, oversized_sections(notes, header_lines), estimate_text(notes)
+        str(path), notes, oversized_sections(notes, header_lines, section), estimate_text(notes), section
     )
     extra, betas = context_editing.request_params(ports.config.context_editing, thinking_enabled=False)
     req = ports.request(to_api([*job.view, meta(instruction)]), extra_body=extra, betas=betas)

@@ -34,7 +34,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from compact import backend, compactor, coverage, notes_compaction, notes_updater, server_summary, summary
+from compact import (
+    backend,
+    compactor,
+    coverage,
+    ledger,
+    notes_compaction,
+    notes_updater,
+    server_summary,
+    summary,
+)
 from compact.candidate import REQUIRED_SUMMARY_SECTIONS, Candidate, fingerprint, still_covered, validate
 from compact.conversation import Conversation, Ports
 from compact.notes import headers, section_name, template_for
@@ -398,7 +407,7 @@ def _from_summary(conv: Conversation, ports: Ports, p: Preparer, c: Candidate) -
         _reject(p, "the messages it covered changed meanwhile")
         return None
     covered = view.messages[:n]
-    said = [m.text for m in covered if m.role == "user"]
+    said = ledger.derive(live, "").prompts  # what the user typed, never an earlier summary
     reason = validate(
         c, required=REQUIRED_SUMMARY_SECTIONS, user_texts=said, replaced_tokens=sum(m.tokens for m in covered)
     )
@@ -456,8 +465,9 @@ def _from_notes(conv: Conversation, ports: Ports, p: Preparer) -> Compaction | N
     with conv.lock:
         kept_from = len(conv.messages) - len(made.kept)
         replaced = sum(m.tokens for m in conv.messages[:kept_from])
+        live = list(conv.messages)
     c = Candidate("session-memory", made.summary, (), 0, replaced)
-    reason = validate(c, required=required)
+    reason = validate(c, required=required, user_texts=ledger.derive(live, "").prompts)
     if reason:
         _reject(p, reason)
         return None

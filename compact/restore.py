@@ -36,7 +36,9 @@ TOTAL_TOKENS = 50_000
 FILE_TOOLS = ("Read", "Write", "Edit")
 MAX_LINE_CHARS = 2_000
 SNIFF_BYTES = 8_192
-REPEATED_EDITS = 2  # a file edited this often is the session's working document: restored first
+REPEATED_EDITS = (
+    ledger.REPEATED_EDITS
+)  # a file edited this often is the session's working document: restored first
 MAX_FIRST = 2  # of the five slots, at most this many go to such files
 FIRST_FLOOR = 200  # tokens such a file gets even when the room the compactor offers is smaller
 

@@ -127,35 +127,52 @@ def test_todowrite_never_asks(tmp_path: Path, fake_api: FakeAPI) -> None:
     assert session.permissions.check("TodoWrite", {"todos": TODOS}).behavior == "allow"
 
 
-def test_user_messages_stay_whole_in_order_and_over_budget_rules_stay_whole() -> None:
-    rule = "Keep the API stable.\nNever touch anything under migrations/ " + "because they are applied. " * 40
-    chatter = "Look at the parser next.\n" + "Some background about it. " * 60
-    prompts = [rule, chatter, "kept verbatim already", "current: " + "x y " * 400]
-    kept = [user_prompt("kept verbatim already")]
-    out = ledger.user_messages(prompts, kept, budget=100_000)  # within budget: every one whole, in order
-    assert out == [
-        (rule, "whole"),
-        (chatter, "whole"),
-        ("kept verbatim already", "kept"),
-        (prompts[-1], "current"),
-    ]
-    out = ledger.user_messages(prompts, kept, budget=50)  # over it: the rule and the current request whole
-    assert out == [
-        (rule, "whole"),
-        ("Look at the parser next.", "first line"),
-        ("kept verbatim already", "kept"),
-        (prompts[-1], "current"),
-    ]
+def _log(lines: int, word: str = "") -> str:
+    return "\n".join(
+        f"2026-11-27T05:{i % 60:02d}:00Z ERROR pool-{i}: connection {i} refused {word} (retry=3, code=0x{i:04x})"
+        for i in range(lines)
+    )
+
+
+def test_user_messages_are_shortened_by_shape_and_age_never_by_their_words() -> None:
+    correction = "Thanks, that reads much better.\nUse a base delay of 250 ms for the backoff."
+    revision = "Hmm, that is slow in practice.\nUse a base delay of 100 ms for the backoff."
+    paste = "Here is what the CI printed:\n" + _log(200, "must not")  # rule words inside a paste
+    old_prose = "We are taking over the billing service. " * 30
+    prompts = [old_prose, correction, paste, revision, "Look at the parser.", "And the lexer.", "Now run it."]
+    out = ledger.user_messages(prompts, [], budget=100_000)  # within budget: every one whole, in order
+    assert [how for _, how in out] == ["whole"] * 6 + ["current"]
+    budget = sum(estimate_text(p) for p in prompts) // 3
+    out = ledger.user_messages(prompts, [], budget)
+    hows = dict(zip([p[:20] for p in prompts], [how for _, how in out], strict=True))
+    # the paste goes to its head although it holds rule words; the corrections without any stay whole
+    assert hows[paste[:20]] == "head" and hows[correction[:20]] == "whole" and hows[revision[:20]] == "whole"
     text = ledger.render_user(out)
-    assert text.index("Never touch anything under migrations/") < text.index("Look at the parser next.")
-    assert ledger.FIRST_LINE_NOTE in text and "characters of the user's message left out" not in text
+    assert "Here is what the CI printed:" in text and "201 lines" in text and "transcript" in text
+    assert text.index("250 ms") < text.index("100 ms")  # the revision stands after what it revises
+    assert sum(estimate_text(t) for t, _ in out) <= budget
+    # tighter still: the oldest go to their head, then are only counted; the newest three and the current stay
+    out = ledger.user_messages(prompts, [], 60)
+    assert out[0][1] == "older" and "left out" in out[0][0]
+    assert [t for t, _ in out[-4:]] == [revision, "Look at the parser.", "And the lexer.", "Now run it."]
     # the current request kept in the tail is still labelled as the current one, where it sits
     now = ledger.user_messages(
         ["Never push to main.", "Now add a test."], [user_prompt("Now add a test.")], 0
     )
     assert now == [("Never push to main.", "whole"), ("Now add a test.", "kept current")]
     assert 'kept-above="true" current-request="true">\nNow add a test.' in ledger.render_user(now)
-    assert ledger.user_budget(167_000) == 10_020 and ledger.user_budget(10_000) == 600
+    assert ledger.user_budget(167_000) == 10_020 and ledger.user_budget(10_000) == 1_000
+
+
+def test_sixty_one_line_prompts_and_five_pastes_stay_within_the_user_budget() -> None:
+    budget = ledger.user_budget(10_000)  # the 43K window's T
+    lines = [f"Go on with part {k}: read it, fix step_{k} and run its tests." for k in range(60)]
+    out = ledger.user_messages(lines, [], budget)
+    assert sum(estimate_text(t) for t, _ in out) <= budget and out[-1] == (lines[-1], "current")
+    pastes = [f"Paste {k}:\n" + _log(400) for k in range(5)] + ["What failed first?"]
+    out = ledger.user_messages(pastes, [], budget)
+    assert sum(estimate_text(t) for t, _ in out) <= budget
+    assert all(f"Paste {k}:" in ledger.render_user(out) for k in range(5))  # each by its head
 
 
 # --- the post-compaction guard ----------------------------------------------------------------------------------
@@ -295,10 +312,64 @@ def test_searches_final_answers_and_the_latest_result_of_each_command() -> None:
     messages += used("Bash", {"command": "./dev.sh test tests/test_pricing.py -k bulk"}, "3 passed")
     messages += used("Bash", {"command": "./dev.sh test"}, "412 passed")
     text = ledger.attachment(messages, [], "/p", 167_000).message.text
-    assert "- Grep 'legacy_sync' in /p: 2 files" in text and "- Glob 'jobs/**/*.py': 2 lines" in text
+    assert "- Grep 'legacy_sync' in /p: 2 files: /p/a.py | /p/b.py" in text  # the files a search found
+    assert "- Glob 'jobs/**/*.py': 2 lines: /p/jobs/x.py | /p/jobs/legacy_sync.py" in text
     assert "<final-answer>\njobs/legacy_sync.py is never imported.\n</final-answer>" in text
     assert (
         "$ ./dev.sh test tests/test_pricing.py\n    → 1 failed\n"
         "    (old news: a later, wider run passed: $ ./dev.sh test)" in text
     )
     assert "-k bulk\n    → 3 passed\n" in text  # a narrower pass does not clear the failure by itself
+
+
+def test_what_the_next_step_depends_on_outlives_a_poor_summary(tmp_path: Path) -> None:
+    plan = tmp_path / "PLAN.md"
+    plan.write_text("# Plan\n- [x] read the parser\n- [ ] split tokenize() out of parse()\n")
+    messages = [user_prompt("Plan the parser split, then start.")]
+    messages += used("Write", {"file_path": str(plan), "content": plan.read_text()}, "File written")
+    messages += used(
+        "Edit", {"file_path": "/p/a.py", "old_string": "x", "new_string": "y"}, "old_string not found", True
+    )
+    messages += used("WebFetch", {"url": "https://example.org/spec"}, "The spec says tokens are UTF-8.")
+    task = used("Task", {"description": "find callers", "prompt": "who calls parse()?"}, "")
+    task[1] = tool_results(
+        [
+            tool_result_block(
+                task[0].tool_uses[0]["id"],
+                "FINDING: parse() is called from cli.py:40 only.\nagentId: a1 (transcript: /s/agent-a1.jsonl)",
+            )
+        ]
+    ).replace(
+        extra={
+            ledger.FACTS_KEY: {
+                task[0].tool_uses[0]["id"]: {
+                    "agentId": "a1",
+                    "status": "completed",
+                    "description": "find callers",
+                    "subagentType": "general-purpose",
+                    "sidechain": "/s/agent-a1.jsonl",
+                }
+            }
+        }
+    )
+    messages += task
+    messages += used("Bash", {"command": "./dev.sh test"}, "2 failed\nExit code 1", True)
+    for k in range(8):  # eight turns: the oldest answers leave the last five, their first lines stay
+        messages += [
+            user_prompt(f"Step {k}."),
+            assistant([{"type": "text", "text": f"MILESTONE-{k} reached.\nDetails."}]),
+        ]
+    summary = "All tests pass. Nothing is finished yet: /p/a.py is untouched."
+    text = ledger.attachment(messages, [], "/p", 167_000, summary=summary).message.text
+    assert "- [x] read the parser\n- [ ] split tokenize() out of parse()" in text  # the plan, written once
+    assert "FINDING: parse() is called from cli.py:40 only." in text and "/s/agent-a1.jsonl" in text
+    assert "agentId: a1" not in text.split("<subagent-answer>")[1]  # the usage block is left out
+    assert "- Edit /p/a.py: old_string not found" in text  # a failed edit
+    assert (
+        "- WebFetch https://example.org/spec: The spec says tokens are UTF-8." in text
+    )  # a tool it has no section for
+    assert all(
+        f"MILESTONE-{k} reached." in text for k in range(8)
+    )  # older ones as milestones, newer as answers
+    flags = text.split(ledger.FLAGS_HEADER)[1].split("Working directory")[0]
+    assert "All tests pass" in flags and "./dev.sh test" in flags  # said next to the facts it contradicts

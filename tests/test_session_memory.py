@@ -13,7 +13,7 @@ import pytest
 
 from compact import compactor, notes_compaction, notes_updater
 from compact import notes as notes_doc
-from compact.notes_template import SECTIONS, TEMPLATE
+from compact.notes_template import SECTIONS, TEMPLATE, section_tokens, update_instruction
 from core.events import Notice
 from core.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
 from core.tokens import estimate_text
@@ -553,9 +553,15 @@ def test_long_sections_are_trimmed_in_the_summary_only(tmp_path, api):
     bench.notes_path.write_text(full)
     result = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
     worklog = result.summary.split("# Worklog")[1]
-    assert len(worklog) < notes_doc.SECTION_CHARS + 300
-    assert str(bench.notes_path) in worklog and "cut here" in worklog
-    assert "- step 0:" in worklog and "- step 399:" not in worklog
+    # within the size the update instruction gave each section, the newest lines kept (the latest steps
+    # and corrections), the guide line first and where the older lines are
+    promised = section_tokens(bench.ports.thresholds().auto_compact)
+    assert estimate_text(worklog) <= promised + 20 and f"about {promised:,} tokens" in update_instruction(
+        "p", "", [], 0, promised
+    )
+    assert str(bench.notes_path) in worklog and "older lines of this section are left out" in worklog
+    assert "- step 399:" in worklog and "- step 0:" not in worklog
+    assert worklog.index(guide("Worklog")) < worklog.index("left out") < worklog.index("- step 399:")
     assert bench.notes_path.read_text() == full
 
 
