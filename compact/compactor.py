@@ -48,6 +48,7 @@ from compact import (
     summary,
 )
 from compact.conversation import Conversation, LastCompaction, Ports, Trigger
+from compact.notes import save_version
 from compact.result import Compaction
 from compact.state import microcompact_record, notes_record, thinking_record
 from core.errors import CompactionError, Interrupted, describe
@@ -399,6 +400,7 @@ def _move_coverage(
     conv.state.last_summarized_uuid = marker
     if marker:
         conv.record(notes_record(marker))
+        save_version(conv.notes_path, marker)  # what /rewind puts back (agent.runtime.rewind)
 
 
 def _stale_in_kept(conv: Conversation, ports: Ports, kept: list[Message]) -> list[str]:

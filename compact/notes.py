@@ -13,10 +13,12 @@ from pathlib import Path
 
 from compact.conversation import Conversation, Ports
 from compact.notes_template import SECTION_TOKENS, TEMPLATE
-from core.private import open_private
+from core.private import open_private, replace_private, write_private
 from core.tokens import estimate_text
 
 TEMPLATE_OVERRIDE = "session-memory-template.md"  # in COMPACT_AGENT_HOME
+VERSIONS = "versions"  # beside the notes: the notes as they were when they covered a given message
+MAX_VERSIONS = 50
 
 
 def template_for(ports: Ports) -> str:
@@ -117,3 +119,36 @@ def oversized_sections(text: str, header_lines: list[str], tokens: int = SECTION
         for h, body in split_sections(text, header_lines)
         if h and estimate_text(body) > tokens
     ]
+
+
+# --- versions: what the notes said when they covered a message (for /rewind) -------------------------------
+
+
+def save_version(path: Path, marker: str) -> None:
+    """Keep the notes as they are now, named by ``marker`` (the last message they cover), so a rewind
+    to before a later prompt can put back the notes that never saw what followed. Private; the oldest
+    go past MAX_VERSIONS. Best effort: a full disk loses a version, never the notes."""
+    text = notes_text(path)
+    if text is None:
+        return
+    folder = path.parent / VERSIONS
+    try:
+        write_private(folder / f"{marker}.md", text)
+        saved = sorted(folder.glob("*.md"), key=lambda p: p.stat().st_mtime)
+        for old in saved[:-MAX_VERSIONS]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        return
+
+
+def restore_version(path: Path, live_uuids: list[str], template: str) -> str | None:
+    """Put back the newest saved notes whose marker is still in ``live_uuids`` (oldest first); the
+    template when none is. Returns the marker now covered (None: the notes cover nothing)."""
+    folder = path.parent / VERSIONS
+    for uuid in reversed(live_uuids):
+        saved = folder / f"{uuid}.md"
+        if saved.is_file():
+            replace_private(path, saved.read_text(encoding="utf-8"))
+            return uuid
+    replace_private(path, template)
+    return None

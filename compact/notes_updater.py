@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from compact import context_editing, coverage
 from compact.conversation import Conversation, Ports
-from compact.notes import ensure_notes, headers, oversized_sections, template_for
+from compact.notes import ensure_notes, headers, oversized_sections, save_version, template_for
 from compact.notes_template import section_tokens, update_instruction
 from compact.state import notes_record
 from compact.tokens import count_tokens
@@ -351,6 +351,7 @@ def _run(conv: Conversation, ports: Ports, job: _Job, timeout: float) -> bool:
     if job.marker and _advances(conv, job.marker):
         conv.state.last_summarized_uuid = job.marker
         conv.record(notes_record(job.marker))
+        save_version(conv.notes_path, job.marker)  # what /rewind puts back (agent.runtime.rewind)
     return True
 
 

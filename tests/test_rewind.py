@@ -7,6 +7,7 @@ import time
 
 from agent.runtime import rewind
 from agent.transcript.loader import load_transcript
+from compact import notes
 from tests.test_commands import chat, new_session
 from tests.test_repl import ESC, repl_for
 
@@ -96,3 +97,29 @@ def test_summarize_up_to_a_prompt_keeps_it_and_what_follows_verbatim(fake_api, p
     resumed = load_transcript(session.transcript_path)
     assert [m.text for m in resumed.messages] == [m.text for m in live]
     fake_api.check()
+
+
+def test_a_rewind_takes_back_what_the_abandoned_branch_added_to_the_notes(fake_api, project):
+    session = new_session(fake_api, project)
+    conv = session.conv
+    chat(session, "first", "one done")
+
+    def notes_update(text: str) -> None:  # what a completed update leaves (compact.notes_updater._run)
+        conv.notes_path.parent.mkdir(parents=True, exist_ok=True)
+        conv.notes_path.write_text(text)
+        conv.state.last_summarized_uuid = conv.messages[-1].uuid
+        notes.save_version(conv.notes_path, conv.messages[-1].uuid)
+
+    notes_update("# Current State\nThe user asked: first.\n")
+    covered = conv.messages[-1].uuid
+    chat(session, "second: drop the users table", "two done")
+    notes_update("# Current State\nThe user asked: first, then second: drop the users table.\n")
+    rewind.rewind(session, rewind.points(session)[1])
+    assert "drop the users table" not in conv.notes_path.read_text()  # the rewound prompt is gone
+    assert conv.notes_path.read_text() == "# Current State\nThe user asked: first.\n"
+    assert conv.state.last_summarized_uuid == covered
+    assert load_transcript(session.transcript_path).state.last_summarized_uuid == covered  # a resume too
+    # notes that never saw the abandoned branch stay as they are
+    chat(session, "third", "three done")
+    rewind.rewind(session, rewind.points(session)[1])
+    assert conv.notes_path.read_text() == "# Current State\nThe user asked: first.\n"

@@ -8,6 +8,10 @@ names the new leaf, and the next message is written with that leaf as its parent
 walks the parent chain back from the leaf, agent/transcript/loader.py) rebuilds exactly the live list the session
 had — whether or not anything was said after the rewind.
 
+The session notes follow: notes an update wrote while the abandoned branch was live are replaced by
+the version saved when they covered the newest message still live (compact.notes.restore_version),
+so a rewound prompt does not come back through them.
+
 ``summarize_up_to(session, prompt)``, the menu's other choice: a compaction of only the messages before
 that prompt, the prompt and everything after it kept verbatim (the compactor's kept tail, so the
 transcript records it like any compaction that keeps a tail).
@@ -19,7 +23,8 @@ import time
 
 from agent.runtime.session import Session
 from agent.transcript.loader import REWIND  # the record type
-from compact import compactor, summary
+from compact import compactor, notes, summary
+from compact.state import notes_record
 from core.errors import Interrupted
 from core.events import CompactFailed, CompactStarted, Notice
 from core.messages import Message
@@ -47,7 +52,25 @@ def rewind(session: Session, prompt: Message) -> str:
         session.writer.last_uuid = leaf  # conv.writer, seen by compact/ as a TranscriptSink
         conv.writer.append_record({"type": REWIND, "leafUuid": leaf, "rewoundPromptUuid": prompt.uuid})
         conv.current_prompt_uuid = next((m.uuid for m in reversed(keep) if m.kind == "prompt"), None)
+        _rewind_notes(session, keep)
     return prompt.text
+
+
+def _rewind_notes(session: Session, keep: list[Message]) -> None:
+    """The session notes lose what the abandoned branch added: when they covered a message that is now
+    gone, the notes as they were when they covered the newest message still live are put back (the
+    template when there are none), and "summarized up to here" moves there, recorded for a resume."""
+    conv = session.conv
+    marker = conv.state.last_summarized_uuid
+    live = [m.uuid for m in keep]
+    if marker is None or marker in live or not conv.notes_path.exists():
+        return  # the notes never saw the abandoned branch
+    try:
+        back = notes.restore_version(conv.notes_path, live, notes.template_for(session.ports))
+    except OSError:
+        back = None
+    conv.state.last_summarized_uuid = back
+    conv.writer.append_record(notes_record(back) if back else notes_record(""))
 
 
 def summarize_up_to(session: Session, prompt: Message, instructions: str | None = None) -> bool:
