@@ -34,6 +34,8 @@ COMMAND_LIST = """\
   /history                       Show, in brief, the messages the last compaction replaced
   /memory                        Show this session's background notes
   /trust [revoke], /permissions  Show this project's trust and the permission rules, or revoke the trust
+  /mcp [reconnect NAME]          MCP servers: state and tools; reconnect one
+  /add-dir DIR                   Let the tools read and edit another directory, like the project
   /exit, /quit                   Leave the agent"""
 ENVIRONMENT = """\
   COMPACT_AGENT_HOME                   where the agent keeps its state (never ~/.claude)
@@ -54,7 +56,11 @@ ENVIRONMENT = """\
   CLAUDE_CONTEXT_COLLAPSE              context collapse: old spans summarized in the background (opt-in)
   NO_COLOR                             no colours
   MAX_THINKING_TOKENS                  extended thinking on every turn with this budget (0 in the variable: off)
-  COMPACT_AGENT_RETRY_SECONDS          seconds to keep retrying 408/409/429/5xx/529, a broken stream or no connection (0: no retries)"""
+  COMPACT_AGENT_RETRY_SECONDS          seconds to keep retrying 408/409/429/5xx/529, a broken stream or no connection (0: no retries)
+  ENABLE_TOOL_SEARCH                   MCP tools behind a tool search: auto (the API's own on api.anthropic.com, ours elsewhere), api, client, or false (every MCP tool loaded)
+  MCP_TIMEOUT                          how long an MCP server may take to start (milliseconds)
+  MCP_TOOL_TIMEOUT                     how long one MCP tool call may take (milliseconds)
+  MAX_MCP_OUTPUT_TOKENS                an MCP result larger than this goes to a file, the model gets a preview"""
 
 HELP = (
     """Compact Agent: a terminal coding agent that keeps working when the conversation outgrows the \
@@ -75,6 +81,10 @@ REPL commands (docs/usage.md has the rest):
 Environment (docs/settings.md has the settings files' keys too):
 """
     + ENVIRONMENT
+    + """
+
+\b
+MCP servers (docs/mcp.md): `compact-agent mcp add|add-json|list|get|remove`, as `claude mcp`."""
 )
 NO_KEY = (
     "No API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment, "
@@ -177,6 +187,24 @@ def run(
     auto: Annotated[
         bool, typer.Option("--auto", help="With --demo: play the demo by itself to the end, then exit.")
     ] = False,
+    mcp_config: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--mcp-config",
+            help="MCP servers from these JSON files (or JSON text), Claude Code's format; several may follow.",
+        ),
+    ] = None,
+    strict_mcp_config: Annotated[
+        bool, typer.Option("--strict-mcp-config", help="Only the --mcp-config servers, none from elsewhere.")
+    ] = False,
+    append_system_prompt: Annotated[
+        Optional[str],
+        typer.Option("--append-system-prompt", help="Text added to the end of the system prompt."),
+    ] = None,
+    add_dir: Annotated[
+        Optional[list[str]],
+        typer.Option("--add-dir", help="More directories the tools may read and edit, like the project."),
+    ] = None,
     version: Annotated[bool, typer.Option("--version", "-v", help="Print the version and exit.")] = False,
 ) -> None:
     if version:
@@ -197,6 +225,10 @@ def run(
             allowed_tools,
             disallowed_tools,
             trust_project,
+            mcp_config,
+            strict_mcp_config,
+            append_system_prompt,
+            add_dir,
         )
         if any(others):
             _fail("--demo takes no other options (only --auto)", 2)
@@ -219,6 +251,10 @@ def run(
                 "disallowed_tools": _rules(disallowed_tools),
                 "dangerously_skip_permissions": skip_permissions,
                 "trust_project": trust_project,
+                "mcp_config": mcp_config or [],
+                "strict_mcp_config": strict_mcp_config,
+                "append_system_prompt": append_system_prompt,
+                "add_dir": add_dir or [],
             },
         )
         ensure_home(settings)
@@ -292,16 +328,47 @@ def resume_pick(args: list[str]) -> list[str]:
     return out
 
 
+def spread(args: list[str]) -> list[str]:
+    """``--mcp-config a.json b.json`` and ``--add-dir x y``, as Claude Code takes them: the values after
+    the flag, up to the next option, each get the flag (a word that is not an existing .json file or JSON
+    text, or not an existing directory, is left for the prompt)."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        out.append(arg)
+        i += 1
+        if arg not in ("--mcp-config", "--add-dir") or i >= len(args):
+            continue
+        out.append(args[i])  # the first value belongs to the flag whatever it is
+        i += 1
+        while i < len(args) and not args[i].startswith("-") and _flag_value(arg, args[i]):
+            out += [arg, args[i]]
+            i += 1
+    return out
+
+
+def _flag_value(flag: str, value: str) -> bool:
+    path = Path(value).expanduser()
+    if flag == "--add-dir":
+        return path.is_dir()
+    return value.lstrip().startswith("{") or (path.suffix == ".json" and path.is_file())
+
+
 def main() -> None:
     if sys.argv[1:] in (["--version"], ["-v"]):  # the fast path: no parsing, no SDK
         sys.stdout.write(f"{__version__} (Compact Agent)\n")
         return
+    if sys.argv[1:2] == ["mcp"]:  # `compact-agent mcp add|list|remove`, as `claude mcp`
+        from agent.frontend.mcp_command import main as mcp_main
+
+        sys.exit(mcp_main(sys.argv[2:]))
     # typer answers a bad flag with a usage block; the contract wants one line, so its errors come here
     click_error = cast(
         type[Exception], next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
     )
     try:
-        code = app(args=resume_pick(sys.argv[1:]), standalone_mode=False, prog_name="compact-agent")
+        code = app(args=spread(resume_pick(sys.argv[1:])), standalone_mode=False, prog_name="compact-agent")
     except click_error as e:
         message = " ".join(e.format_message().split())  # type: ignore[attr-defined]
         sys.stderr.write(f"compact-agent: {visible(message)} (see --help)\n")

@@ -39,6 +39,7 @@ from compact import (
     binding,
     candidate,
     coverage,
+    discovered,
     guard,
     ledger,
     micro,
@@ -299,6 +300,7 @@ def finish(
         compaction.summary,
         room=max(0, int(left * ATTACH_OF_ROOM)),
     )
+    state = dataclasses.replace(state, message=discovered.stamp(state.message, old))  # found tools outlive it
     base = cal.scale(fixed + state.message.tokens)  # as the server counts (the tail's old results cleared)
     room = round((th.auto_compact * RESTORE_SHARE - base) / cal.ratio)  # in estimated tokens, like the files
     restored = restore.plan_restore(conv, ports, visible, old, room=room)

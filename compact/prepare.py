@@ -28,7 +28,7 @@ from compact.view import View
 from core.errors import CONTEXT_LIMIT, ContextLimitReached, MaxTokensOverflow, PromptTooLong
 from core.events import MessageRecorded, Notice, TokenState
 from core.messages import Message
-from core.model import Request
+from core.model import Request, in_context
 from core.tokens import estimate_text, usage_total
 
 NEAR_FULL = "The context is nearly full; the next request will compact or stop."
@@ -167,7 +167,7 @@ _overhead: dict[str, int] = {}
 
 def overhead_tokens(req: Request) -> int:
     """Estimated tokens of a request's system prompt and tool definitions (the last answer is kept)."""
-    key = json.dumps([req.system, req.tools], sort_keys=True)
+    key = json.dumps([req.system, in_context(req.tools)], sort_keys=True)
     if key not in _overhead:
         _overhead.clear()
         _overhead[key] = estimate_text(key)

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 
 from compact.conversation import Conversation, Ports
+from core.model import in_context
 from core.tokens import estimate_text
 
 
@@ -45,7 +46,8 @@ def breakdown(conv: Conversation, ports: Ports) -> Breakdown:
     memory_tokens = sum(t for _, t in memory)
     system_text = "\n\n".join(b.get("text", "") for b in req.system)
     system = max(0, scale(estimate_text(system_text)) - memory_tokens)
-    tools = scale(estimate_text(json.dumps(req.tools, ensure_ascii=False))) if req.tools else 0
+    sent = in_context(req.tools)
+    tools = scale(estimate_text(json.dumps(sent, ensure_ascii=False))) if sent else 0
     # the count includes the system prompt and tools (reported, or estimated when nothing was reported yet)
     messages = max(0, conv.view().tokens - system - tools - memory_tokens)
     return Breakdown(system, tools, memory, messages)

@@ -51,7 +51,7 @@ class Request:
         if self.system:
             p["system"] = self.system[:-1] + [{**self.system[-1], "cache_control": CACHE}]
         if self.tools:
-            p["tools"] = self.tools[:-1] + [{**self.tools[-1], "cache_control": CACHE}]
+            p["tools"] = _mark_tools(self.tools)
         if self.tool_choice:
             p["tool_choice"] = self.tool_choice
         thinking = self.valid_thinking()
@@ -97,6 +97,21 @@ def _without_thinking_edits(extra: dict[str, Any]) -> dict[str, Any]:
         return extra
     kept = [e for e in edits if not str(e.get("type", "")).startswith("clear_thinking")]
     return {**extra, "context_management": {**extra["context_management"], "edits": kept}}
+
+
+def in_context(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool definitions the model's context holds: a deferred one (``defer_loading``) is not there
+    until a tool search finds it, and the API does not count it."""
+    return [t for t in tools if not t.get("defer_loading")]
+
+
+def _mark_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The breakpoint goes on the last tool sent in full: deferred tools (``defer_loading``) are not part
+    of the cached prefix, so one of them can't end it."""
+    last = max((i for i, t in enumerate(tools) if not t.get("defer_loading")), default=None)
+    if last is None:
+        return list(tools)
+    return [{**t, "cache_control": CACHE} if i == last else t for i, t in enumerate(tools)]
 
 
 def _mark_tail(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -94,6 +94,7 @@ from agent.demo.server import (  # noqa: F401 - re-exported: the tests import th
     last_user_text,
     model_info,
     new_id,
+    referenced_tools,
     request_text,
     stream_events,
     text_block,
@@ -207,6 +208,7 @@ def validate(body: Any, *, count_only: bool = False) -> list[str]:
         elif max_tokens < 1:
             problems.append("max_tokens: Input should be greater than or equal to 1")
     problems += _tool_problems(body.get("tools"))
+    problems += _deferred_problems(body)
     problems += _system_problems(body.get("system"))
     problems += _message_problems(body.get("messages"), system_messages=preserves_thinking(body.get("model")))
     marks = sum(1 for _, marked in _units(body) if marked)
@@ -226,6 +228,25 @@ def _tool_problems(tools: Any) -> list[str]:
     ]
     if len(set(names)) != len(names):
         problems.append("tools: Tool names must be unique.")
+    return problems
+
+
+def _deferred_problems(body: dict) -> list[str]:
+    """Tool search's rules: some tool is sent in full, a deferred tool carries no cache breakpoint, and
+    every ``tool_reference`` names a tool of the request."""
+    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+    if not any(t.get("defer_loading") for t in tools):
+        return []
+    problems = []
+    if all(t.get("defer_loading") for t in tools):
+        problems.append("tools: at least one tool must not have defer_loading")
+    problems += [
+        f"tools.{i}: a deferred tool cannot have cache_control"
+        for i, t in enumerate(tools)
+        if t.get("defer_loading") and t.get("cache_control")
+    ]
+    names = {t.get("name") for t in tools}
+    problems += [f"tool_reference to unknown tool {name}" for name in sorted(referenced_tools(body) - names)]
     return problems
 
 
@@ -598,3 +619,24 @@ def running(**kwargs: Any) -> Iterator[FakeAPI]:
     with FakeAPI(**kwargs) as api:
         yield api
     api.check()
+
+
+def server_tool_search(query: str, found: list[str], then: tuple[str, dict] | None = None) -> list[dict]:
+    """An assistant message's content as the API writes it when its own tool search ran (the server's
+    ``tool_search_tool_bm25``): the search call, its result naming ``found``, then optionally a call of
+    one found tool."""
+    use_id = new_id("srvtoolu")
+    blocks = [
+        {"type": "server_tool_use", "id": use_id, "name": "tool_search_tool_bm25", "input": {"query": query}},
+        {
+            "type": "tool_search_tool_result",
+            "tool_use_id": use_id,
+            "content": {
+                "type": "tool_search_tool_search_result",
+                "tool_references": [{"type": "tool_reference", "tool_name": n} for n in found],
+            },
+        },
+    ]
+    if then is not None:
+        blocks.append(tool_use_block(*then))
+    return blocks

@@ -211,7 +211,19 @@ def test_bypass_forms(project, command, under_deny, rules, under_allow):
         denying.check("Bash", {"command": command}).behavior,
         allowing.check("Bash", {"command": command}).behavior,
         editing.check("Bash", {"command": command}).behavior,
-    ) == (under_deny, under_allow, "ask")
+    ) == (under_deny, under_allow, "allow" if command in ONLY_LOOK else "ask")
+
+
+# forms of the tables that only read inside the project: without any rule they run without a question
+# (issue 32: read-only commands in default and acceptEdits mode), every other form asks
+ONLY_LOOK = {
+    "cat <<'EOF'\n$(rm f)\nEOF",
+    "echo rm f",
+    "grep -r rm .",
+    "echo '(rm f)'",
+    '[ "$(cat f)" -eq 1 ] && echo',
+    "k=3; a=([k]=1); echo ok",
+}
 
 
 WORKING_DAY_RULES = [

@@ -60,6 +60,8 @@ def test_help_lists_every_command(fake_api, project):
         "  /memory                  Show this session's background notes\n"
         "  /trust [revoke]          Show this project's trust and the permission rules, or revoke the trust "
         "(or /permissions)\n"
+        "  /mcp [reconnect NAME]    MCP servers: state and tools; reconnect one\n"
+        "  /add-dir DIR             Let the tools read and edit another directory, like the project\n"
         "  /exit                    Leave the agent (or /quit)\n"
         "\n"
         "Enter sends · Alt-Enter (or Esc then Enter) adds a line · Esc or Ctrl-C interrupts · Ctrl-D exits\n"

@@ -29,7 +29,13 @@ FLOORS = ["core", "tools", "compact", "agent"]
 # the rooms of a floor, lowest first; a tuple is one level whose rooms don't import each other.
 # Modules of the floor outside every room (agent.cli, tools.read, ...) sit above all its rooms.
 SUBFLOORS: dict[str, list[tuple[str, ...]]] = {
-    "agent": [("agent.config", "agent.transcript"), ("agent.runtime",), ("agent.frontend",), ("agent.demo",)],
+    "agent": [
+        ("agent.config", "agent.transcript"),
+        ("agent.mcp",),
+        ("agent.runtime",),
+        ("agent.frontend",),
+        ("agent.demo",),
+    ],
     "tools": [("tools.process",), ("tools.shell",), ("tools.permissions",)],
 }
 # function-local imports of the project's own modules allowed, each for start-up speed
@@ -38,7 +44,7 @@ SUBFLOORS: dict[str, list[tuple[str, ...]]] = {
 LOCAL_IMPORTS_ALLOWED: dict[str, set[str] | None] = {
     "agent.cli": None,
     "agent.frontend.commands": None,
-    "tools.permissions.engine": {"tools.shell.reader"},
+    "tools.permissions.engine": {"tools.shell.reader", "tools.shell.readonly"},
     "tools.permissions.bash_rules": {"tools.shell.programs", "tools.shell.subcommands"},
     "tools.shell.readonly": {"tools.shell.reader"},
 }
@@ -47,6 +53,7 @@ OWNERS = {
     "rich": {"agent.frontend.ui", "agent.frontend.repl"},
     "prompt_toolkit": {"agent.frontend.repl"},
     "anthropic": {"agent.runtime.client"},
+    "mcp": {"agent.mcp.client"},
 }
 
 

@@ -130,7 +130,7 @@ def test_help_context_and_an_unknown_command(fake_api, project):
 
 
 def test_permission_question_yes_and_no(fake_api, project):
-    fake_api.reply_tool("Bash", {"command": "echo hi"})
+    fake_api.reply_tool("Bash", {"command": "echo hi > hi.txt && cat hi.txt"})  # (only looking: no question)
     fake_api.reply_text("Ran it.")
     fake_api.reply_tools(
         [
@@ -154,7 +154,7 @@ def test_permission_question_yes_and_no(fake_api, project):
     # the call's header once, above the question; a box only when it says more than the header
     question = "  Allow? [y]es / [n]o / [a]lways for this session (adds Bash({}:*))\n"
     assert d.out == banner(d.repl, project) + (
-        "● Bash(echo hi)\n" + question.format("echo") + "  → Yes\n"
+        "● Bash(echo hi > hi.txt && cat hi.txt)\n" + question.format("echo") + "  → Yes\n"
         "  ⎿  hi\n"
         "● Ran it.\n"
         "● Bash(rm -rf build)\n"

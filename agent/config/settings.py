@@ -47,6 +47,7 @@ from core.errors import SettingsError
 from core.private import make_private_dirs
 from core.setting import (
     BOOL,
+    POSITIVE_INT,
     RAW,
     SKIP,
     TEXT,
@@ -88,7 +89,7 @@ DEFAULT_MODEL = "claude-sonnet-4-5"
 MIN_THINKING = 1024  # the API's smallest thinking budget
 PERMISSION_MODES = ("default", "acceptEdits", "bypassPermissions", "plan")
 
-_RULE = re.compile(r"^[A-Za-z_][\w.-]*(\(.*\))?$", re.DOTALL)
+_RULE = re.compile(r"^[A-Za-z_][\w.-]*\*?(\(.*\))?$", re.DOTALL)  # "mcp__server__*" too
 _RULE_EXAMPLE = 'a rule like "Read", "Bash(git status:*)" or "Edit(src/**)"'
 
 
@@ -174,6 +175,49 @@ def _read_thinking(raw: str) -> int | None:
     return budget or None  # 0: no thinking (and alwaysThinkingEnabled off too, see _apply_env)
 
 
+def _check_servers(value: Any) -> dict[str, Any]:
+    """``mcpServers``: an object of server objects (each one's fields are read by agent/config/mcp_servers.py)."""
+    if not isinstance(value, dict):
+        raise Bad("an object of MCP servers", value)
+    for name, server in value.items():
+        if not isinstance(server, dict):
+            raise Bad("an object", server, f".{name}")
+    return dict(value)
+
+
+def _check_names(value: Any) -> list[str]:
+    if not (isinstance(value, list) and all(isinstance(n, str) for n in value)):
+        raise Bad("an array of server names", value)
+    return list(value)
+
+
+def _read_tool_search(raw: str) -> str:
+    word = raw.strip().lower()
+    if truthy(word) or word == "auto":
+        return "auto"
+    if falsy(word):
+        return "off"
+    if word not in ("api", "client"):
+        raise ValueError(raw)
+    return word
+
+
+def _read_millis(raw: str) -> float:
+    value = int(raw.strip())
+    if value <= 0:
+        raise ValueError(raw)
+    return value / 1000
+
+
+SERVER_NAMES = Kind("an array of server names", _check_names)
+MILLIS = Kind("a number of seconds > 0", checked("a number of seconds > 0", lambda v: is_number(v) and v > 0, float),
+              _read_millis, env_expected="a positive number of milliseconds")  # fmt: skip
+TOOL_SEARCH = Kind(
+    "one of auto, api, client, off",
+    checked("one of auto, api, client, off", lambda v: v in ("auto", "api", "client", "off")),
+    _read_tool_search,
+    env_expected="auto, true, false, api or client",
+)
 THINKING = Kind(
     f"an integer >= {MIN_THINKING}",
     checked(f"an integer >= {MIN_THINKING}", lambda v: is_int(v) and v >= MIN_THINKING),
@@ -297,6 +341,57 @@ class Settings:
     warnings: list[str] = field(default_factory=list)
     # the command-line values these settings were built from, so they can be rebuilt (reload_settings)
     cli: dict[str, Any] = field(default_factory=dict, repr=False)
+    # MCP (agent/config/mcp_servers.py reads the servers; docs/mcp.md): a project's settings files set the
+    # first three only once the project is trusted (agent.config.trust.restrict)
+    mcp_servers: dict[str, Any] = setting(
+        {},
+        key="mcpServers",
+        kind=Kind("an object of MCP servers", _check_servers),
+        merge=update_value,
+        doc="MCP servers, in Claude Code's format (docs/mcp.md)",
+    )
+    enabled_mcpjson: list[str] = setting(
+        [],
+        key="enabledMcpjsonServers",
+        kind=SERVER_NAMES,
+        merge=concat_value,
+        doc="servers of the project's .mcp.json that may start (once the project is trusted)",
+    )
+    disabled_mcpjson: list[str] = setting(
+        [],
+        key="disabledMcpjsonServers",
+        kind=SERVER_NAMES,
+        merge=concat_value,
+        doc="servers of .mcp.json that never start",
+    )
+    enable_all_project_mcp: bool = setting(
+        False,
+        key="enableAllProjectMcpServers",
+        kind=BOOL,
+        doc="every server of the project's .mcp.json may start",
+    )
+    tool_search: str = setting(
+        "auto",
+        env="ENABLE_TOOL_SEARCH",
+        kind=TOOL_SEARCH,
+        doc="MCP tools behind a tool search: auto (the API's own on api.anthropic.com, ours elsewhere), "
+        "api, client, or false (every MCP tool loaded)",
+    )
+    mcp_timeout: float = setting(
+        30.0, env="MCP_TIMEOUT", kind=MILLIS, doc="how long an MCP server may take to start (milliseconds)"
+    )
+    mcp_tool_timeout: float = setting(
+        600.0, env="MCP_TOOL_TIMEOUT", kind=MILLIS, doc="how long one MCP tool call may take (milliseconds)"
+    )
+    max_mcp_output_tokens: int = setting(
+        25_000,
+        env="MAX_MCP_OUTPUT_TOKENS",
+        kind=POSITIVE_INT,
+        doc="an MCP result larger than this goes to a file, the model gets a preview",
+    )
+    mcp_config: list[str] = field(default_factory=list)  # --mcp-config FILE…
+    strict_mcp_config: bool = False  # --strict-mcp-config: only the --mcp-config servers
+    append_system_prompt: str = ""  # --append-system-prompt
 
     @property
     def root(self) -> Path:
@@ -613,6 +708,15 @@ def _apply_cli(s: Settings, cli: Mapping[str, Any]) -> None:
                 )
         if rules:
             setattr(s, attr, concat_value(getattr(s, attr), rules))
+    s.mcp_config = [str(item) for item in cli.get("mcp_config") or []]
+    s.strict_mcp_config = bool(cli.get("strict_mcp_config"))
+    s.append_system_prompt = str(cli.get("append_system_prompt") or "")
+    for raw in cli.get("add_dir") or []:
+        directory = _expand_dir(str(raw), s)
+        if not directory.is_dir():
+            raise SettingsError(f"--add-dir: {directory} is not a directory")
+        if directory not in s.additional_dirs:
+            s.additional_dirs.append(directory)
 
 
 def split_rules(text: str) -> list[str]:

@@ -40,6 +40,7 @@ TRUST_FILE = "trusted-projects.json"
 NARROW_MODES = ("default", "plan")
 COST_KEYS = ("model", "alwaysThinkingEnabled", "maxThinkingTokens")  # need trust: they decide the bill
 CREDENTIAL_PREFIX = "ANTHROPIC_"
+MCP_KEYS = ("mcpServers", "enabledMcpjsonServers", "enableAllProjectMcpServers")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 
 
@@ -47,7 +48,7 @@ _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE
 class Ignored:
     """One thing a project settings file asked for and did not get."""
 
-    kind: str  # "hook" | "env" | "permission" | "model" | "credential" | "agent"
+    kind: str  # "hook" | "env" | "permission" | "model" | "credential" | "agent" | "mcp"
     what: str  # shown to the user, e.g. 'SessionStart hook: touch /tmp/x'
     source: str  # the settings file
     key: str = ""  # the env key, for "env" and "credential"
@@ -180,6 +181,11 @@ def restrict(data: dict[str, Any], source: str, trust: Trust) -> tuple[dict[str,
         ignored.append(
             Ignored("permission", f"defaultMode {_one_line(str(perms.pop('defaultMode')))}", source)
         )
+    for name in MCP_KEYS:  # a repository does not choose which programs start or where data goes
+        if name in out:
+            value = out.pop(name)
+            shown = ", ".join(value) if isinstance(value, (dict, list)) else str(value)
+            ignored.append(Ignored("mcp", f"{name} {_one_line(shown)}", source, name))
     for directory in perms.pop("additionalDirectories", []):
         ignored.append(Ignored("permission", f"additional directory {_one_line(str(directory))}", source))
     if "permissions" in out:
@@ -228,6 +234,7 @@ def dialog_lines(ignored: list[Ignored]) -> list[str]:
         "permission": "Widen permissions:",
         "model": "Choose the model or thinking budget (what you pay for):",
         "agent": "Offer these subagents (their prompts act with your permissions):",
+        "mcp": "Configure MCP servers (programs to start, places to connect to):",
     }
     lines = []
     for kind, title in titles.items():

@@ -10,7 +10,7 @@ What the model says is a *step*, asked of ``respond(body)`` for every ``POST /v1
 from the body. It runs outside the server's lock, so a slow step does not hold up other requests. A
 request larger than ``context_window`` (when set) is answered prompt-too-long without asking.
 
-Token counts (``estimate_tokens``): each tool, system block and message content block is serialised as
+Token counts (``estimate_tokens``): each tool (a deferred one only once a tool search found it), system block and message content block is serialised as
 compact JSON with sorted keys, ``cache_control`` and null fields removed, tagged with its role and
 message index; the count is ceil(total characters / 4). Deterministic, so a caller can compute it for a
 body; ``tokenizer=`` replaces it with a per-block tokenizer.
@@ -214,9 +214,32 @@ def clean(value: Any) -> Any:
     return value
 
 
+def referenced_tools(body: dict) -> set[str]:
+    """Deferred tools a tool search has found in this conversation (``tool_reference`` blocks)."""
+    found: set[str] = set()
+    for message in body.get("messages") or []:
+        for block in blocks_of(message.get("content")):
+            if not isinstance(block, dict):
+                continue
+            inner = block.get("content")
+            if block.get("type") == "tool_search_tool_result" and isinstance(inner, dict):
+                inner = inner.get("tool_references")
+            for ref in inner if isinstance(inner, list) else []:
+                if isinstance(ref, dict) and ref.get("type") == "tool_reference":
+                    found.add(str(ref.get("tool_name")))
+    return found
+
+
+def counted_tools(body: dict) -> list[Any]:
+    """The tools the model's context holds: a deferred one (``defer_loading``) only once a search found it."""
+    tools = body.get("tools") or []
+    found = referenced_tools(body) if any(t.get("defer_loading") for t in tools) else set()
+    return [t for t in tools if not t.get("defer_loading") or t.get("name") in found]
+
+
 def tagged_blocks(body: dict) -> list[tuple[list, Any]]:
     """Every tool, system block and message block, in the API's order, tagged with where it is."""
-    tagged: list[tuple[list, Any]] = [(["tool"], tool) for tool in body.get("tools") or []]
+    tagged: list[tuple[list, Any]] = [(["tool"], tool) for tool in counted_tools(body)]
     tagged += [(["system"], block) for block in blocks_of(body.get("system"))]
     for index, message in enumerate(body.get("messages") or []):
         tagged += [([message.get("role"), index], block) for block in blocks_of(message.get("content"))]

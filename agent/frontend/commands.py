@@ -309,6 +309,7 @@ def context_usage(session: Session) -> ContextUsage:
         lines += ["", prepared]
     if thinking := thinking_tokens(session):
         lines += ["", f"Of the messages, extended thinking: {fmt_tokens(thinking)} tokens"]
+    lines += mcp_lines(session)
     lines += subagent_lines(session)
     return ContextUsage(
         "\n".join(lines),
@@ -321,6 +322,21 @@ def context_usage(session: Session) -> ContextUsage:
         memory_files=memory,
         prepared=prepared,
     )
+
+
+def mcp_lines(session: Session) -> list[str]:
+    """/context: MCP tool definitions, those in the context (loaded) and those behind the tool search."""
+    catalog = session.mcp_tools
+    if catalog is None:
+        return []
+    c = catalog.counts(session.loaded_tools())
+    how = {"api": "the API's tool search", "client": "ToolSearch", "off": "none: all loaded"}[catalog.mode]
+    return [
+        "",
+        f"MCP tools: {c['tools']} from {len(catalog.hub.states)} server(s); search: {how}  ",
+        f"- loaded (in the context, part of System tools): {fmt_tokens(c['loaded'])} tokens  ",
+        f"- deferred (not in the context until a search finds them): {fmt_tokens(c['deferred'])} tokens",
+    ]
 
 
 def subagent_lines(session: Session) -> list[str]:
@@ -563,6 +579,62 @@ def trust_report(session: Session) -> str:
     if s.additional_dirs:
         lines.append("Additional directories: " + ", ".join(str(d) for d in s.additional_dirs))
     return "\n".join(lines)
+
+
+@command("mcp", "MCP servers: state and tools; reconnect one", usage="[reconnect NAME]")
+def _mcp(session: Session, args: str) -> Result:
+    hub = session.mcp
+    if hub is None or not hub.states:
+        return Result(
+            "No MCP servers configured (.mcp.json, ~/.claude.json, settings mcpServers or --mcp-config; "
+            "`compact-agent mcp add` adds one)."
+        )
+    words = args.split()
+    if words[:1] == ["reconnect"]:
+        if len(words) != 2 or words[1] not in hub.states:
+            return Result(f"Usage: /mcp reconnect NAME (one of: {', '.join(hub.states)})", ok=False)
+        hub.reconnect(words[1])
+        hub.wait(hub.connect_timeout + 1, [words[1]])
+        state = hub.states[words[1]]
+        return Result(f"{state.name}: {_server_status(state)}", ok=state.status == "connected")
+    if words:
+        return Result("Usage: /mcp, or /mcp reconnect NAME", ok=False)
+    hub.start()
+    catalog = session.mcp_tools
+    loaded = session.loaded_tools()
+    lines = ["MCP servers:"]
+    for state in hub.states.values():
+        found = sum(1 for name in loaded if name.startswith(f"mcp__{state.name}__"))
+        extra = f", {found} loaded" if found else ""
+        lines.append(
+            f"  {state.name} [{state.config.scope}] {state.config.describe()}: {_server_status(state)}{extra}"
+        )
+    if catalog is not None:
+        lines.append(f"Tool search: {catalog.mode}")
+    return Result("\n".join(lines))
+
+
+def _server_status(state: Any) -> str:
+    if state.status == "connected":
+        return f"connected, {len(state.tools)} tools"
+    return f"{state.status} ({state.error})" if state.error else state.status
+
+
+@command("add-dir", "Let the tools read and edit another directory, like the project", usage="DIR")
+def _add_dir(session: Session, args: str) -> Result:
+    from pathlib import Path
+
+    raw = args.strip()
+    if not raw:
+        dirs = session.permissions.additional_dirs
+        return Result("Additional directories: " + (", ".join(map(str, dirs)) if dirs else "none"))
+    path = Path(raw).expanduser()
+    path = (path if path.is_absolute() else session.settings.cwd / path).resolve()
+    if not path.is_dir():
+        return Result(f"{path} is not a directory", ok=False)
+    if path not in session.permissions.additional_dirs:
+        session.permissions.additional_dirs.append(path)
+    return Result(f"Added {path}: the tools may read and edit it for the rest of this session.")
 
 
 @command("exit", "Leave the agent", aliases=("quit",))

@@ -17,6 +17,8 @@ from agent import __version__
 from agent.config.settings import Settings
 from agent.config.trust import print_mode_line
 from agent.frontend import commands
+from agent.mcp import setup as mcp_setup
+from agent.mcp.client import McpHub
 from agent.runtime import lifecycle
 from agent.runtime.loop import run_turn
 from agent.runtime.session import Session
@@ -183,8 +185,57 @@ def run_print(
         renderer.say(f"compact-agent: warning: {warning}")
     if ignored := print_mode_line(settings.ignored, settings.trust.trusted):  # never asks: says so, once
         renderer.say(ignored)
+    hub = _mcp_servers(settings, renderer)
+    try:
+        return _run(settings, renderer, prompt, fmt, started, resume, continue_last, max_turns, environ, hub)
+    finally:
+        if hub is not None:
+            hub.close()
+
+
+def _mcp_servers(settings: Settings, renderer: PrintRenderer) -> McpHub | None:
+    """The MCP servers, connected before the turn (print mode waits for them, within MCP_TIMEOUT); a
+    project's .mcp.json servers nobody approved are not started, and stderr says so."""
+    setup = mcp_setup.setup_of(settings)
+    for problem in setup.problems:
+        renderer.say(f"compact-agent: warning: {problem}")
+    waiting = setup.untrusted + setup.unapproved
+    if waiting:
+        why = "the project is not trusted" if setup.untrusted else "they are not approved"
+        renderer.say(
+            f"compact-agent: MCP servers in .mcp.json not started ({why}; approve them in the REPL or with "
+            f"enabledMcpjsonServers): {', '.join(c.name for c in waiting)}"
+        )
+    if not setup.servers:
+        return None
+    hub = mcp_setup.hub_for(settings, setup)
+    hub.start()
+    hub.wait(settings.mcp_timeout + 1)
+    for line in mcp_setup.failure_lines(hub):
+        renderer.say(f"compact-agent: warning: {line}")
+    return hub
+
+
+def _run(
+    settings: Settings,
+    renderer: PrintRenderer,
+    prompt: str,
+    fmt: str,
+    started: float,
+    resume: str | None,
+    continue_last: bool,
+    max_turns: int | None,
+    environ: dict[str, str],
+    hub: McpHub | None,
+) -> int:
     session = lifecycle.open_session(
-        settings, emit=renderer, ask=None, resume=resume, continue_last=continue_last, environ=environ
+        settings,
+        emit=renderer,
+        ask=None,
+        resume=resume,
+        continue_last=continue_last,
+        environ=environ,
+        mcp=hub,
     )
     renderer.session = session
     if fmt == "stream-json":

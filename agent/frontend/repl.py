@@ -46,6 +46,7 @@ from agent.config import trust
 from agent.config.settings import reload_settings
 from agent.frontend import commands, memory_note, shell_escape
 from agent.frontend.ui import Renderer, SafeConsole, warning_of
+from agent.mcp import setup as mcp_setup
 from agent.runtime import lifecycle, mentions, rewind
 from agent.runtime.client import import_in_background
 from agent.runtime.loop import run_turn
@@ -71,6 +72,7 @@ INTERRUPT_KEYS = (Keys.Escape, Keys.ControlC)
 ANSWERS = {"y": "yes", "n": "no", "a": "always"}
 SHOW_SUMMARY = "/summary"
 THINKING_ON = "✻ thinking on (tab to turn off)"
+ALWAYS_LOAD_WAIT = 5.0  # seconds the first prompt waits for servers configured with "alwaysLoad"
 DRAFT_MARK = "\0"  # ctrl+o's result: the command, this, then the text the user had typed
 
 
@@ -95,7 +97,11 @@ def run_repl(
         # with drawing the prompt for the GIL and nearly doubles the time to the first prompt.
         repl.when_drawn(import_in_background)
     repl.open(resume=resume, continue_last=continue_last)
-    return repl.run(initial_prompt)
+    try:
+        return repl.run(initial_prompt)
+    finally:
+        if repl.mcp is not None:
+            repl.mcp.close()
 
 
 # --- pieces ------------------------------------------------------------------------------------------
@@ -282,6 +288,7 @@ class Repl:
         self.output = output
         self.real_terminal = input is None
         self.session: Any = None
+        self.mcp: Any = None  # the MCP servers (agent/mcp/client.py McpHub), shared by /clear and /resume
         self.token_state: Any = None
         self._questions: queue.Queue[_Question] = queue.Queue()
         self._ctrl_c_armed = False
@@ -324,6 +331,7 @@ class Repl:
         for warning in self.settings.warnings:  # a project's broken settings file: skipped, said once
             self.renderer.line(f"Warning: {warning}", "yellow")
         self.confirm_trust()  # before anything of the project's runs (SessionStart hooks)
+        self.mcp = self.mcp_servers()
         if resume == RESUME_PICK:
             resume = self.pick_at_start()
         self.session = lifecycle.open_session(
@@ -333,7 +341,15 @@ class Repl:
             resume=resume,
             continue_last=continue_last,
             environ=self.environ,
+            mcp=self.mcp,
         )
+        if self.mcp is not None:
+            hub = self.mcp
+            hub.on_change = lambda state: mcp_setup.report(state, self.session.notice)
+            if any(s.config.always_load for s in hub.states.values()):
+                hub.start()  # alwaysLoad servers: worth a few seconds before the first prompt
+                hub.wait(ALWAYS_LOAD_WAIT, [s.name for s in hub.states.values() if s.config.always_load])
+            self.when_drawn(hub.start)  # the rest connect once the prompt is up
         self.renderer.banner(__version__, self.session.model, str(self.settings.cwd))
         if resume or continue_last:
             self.renderer.recap(self.session.messages)
@@ -341,6 +357,29 @@ class Repl:
         lifecycle.start(self.session, "resume" if (resume or continue_last) else "startup")
         if self.session.messages:  # a resumed conversation may already be over the warning level
             self.when_drawn(lambda: threading.Thread(target=self._refresh_tokens_bg, daemon=True).start())
+
+    def mcp_servers(self) -> Any:
+        """The MCP servers to start (agent/mcp): a project's new .mcp.json servers are asked about first
+        (only once the project is trusted); None when none are configured."""
+        setup = mcp_setup.setup_of(self.settings)
+        for problem in setup.problems:
+            self.renderer.line(f"Warning: {problem}", "yellow")
+        if setup.untrusted:
+            names = ", ".join(c.name for c in setup.untrusted)
+            self.renderer.line(
+                f"MCP servers in .mcp.json not started: the project is not trusted ({names}).", "dim"
+            )
+        if setup.unapproved:
+            self.renderer.line("This project's .mcp.json configures MCP servers:", "bold")
+            for config in setup.unapproved:
+                self.renderer.line(f"  - {config.name}: {config.describe()}")
+            approved = self._yes("Start them, now and in later sessions? (y/n) ")
+            setup = mcp_setup.approve(self.settings, [c.name for c in setup.unapproved], approved)
+            if not approved:
+                self.renderer.line(
+                    "Not started (/mcp shows them; the answer is kept in your agent home).", "dim"
+                )
+        return mcp_setup.hub_for(self.settings, setup) if setup.servers else None
 
     def pick_at_start(self) -> str | None:
         """--resume without an id: the directory's sessions, and the one picked (None: a new session)."""

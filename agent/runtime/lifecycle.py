@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from agent import RESUME_PICK
 from agent.config.settings import Settings
+from agent.mcp.client import McpHub
 from agent.runtime import subagents
 from agent.runtime.client import default_model
 from agent.runtime.session import AskFn, Session
@@ -42,10 +43,13 @@ def open_session(
     resume: str | None = None,
     continue_last: bool = False,
     environ: dict[str, str] | None = None,
+    mcp: McpHub | None = None,
 ) -> Session:
     """A new session, or one continued from a transcript (ours, or a foreign Claude Code file), with the
-    Task tool and its subagents (agent.runtime.subagents)."""
+    Task tool and its subagents (agent.runtime.subagents). ``mcp``: the MCP servers (they outlive it)."""
     session = _open(settings, emit=emit, ask=ask, resume=resume, continue_last=continue_last, environ=environ)
+    if mcp is not None:
+        session.attach_mcp(mcp)
     subagents.install(session)
     return session
 
@@ -258,7 +262,9 @@ def start(session: Session, source: str) -> None:
 
 def clear(session: Session) -> Session:
     """/clear: a new session with the same settings and front end; the old one stays saved."""
-    new = open_session(session.settings, emit=session.emit, ask=session.ask, environ=session.environ)
+    new = open_session(
+        session.settings, emit=session.emit, ask=session.ask, environ=session.environ, mcp=session.mcp
+    )
     close(session)
     start(new, "clear")
     return new
@@ -267,7 +273,12 @@ def clear(session: Session) -> Session:
 def resume(session: Session, ref: str) -> Session:
     """/resume REF: continue another session (by id or path) with the same settings and front end."""
     new = open_session(
-        session.settings, emit=session.emit, ask=session.ask, resume=ref, environ=session.environ
+        session.settings,
+        emit=session.emit,
+        ask=session.ask,
+        resume=ref,
+        environ=session.environ,
+        mcp=session.mcp,
     )
     close(session)
     start(new, "resume")

@@ -27,10 +27,13 @@ from agent.config.system_prompt import (
     git_facts,
     instruction_files,
 )
+from agent.mcp.catalog import McpCatalog, choose_mode
+from agent.mcp.client import McpHub
 from agent.runtime import thinking, wiring
 from agent.runtime.client import default_model
 from agent.runtime.hooks import HookRunner, base_payload
 from agent.transcript.writer import SIDE_USAGE, TranscriptWriter
+from compact import discovered
 from compact.conversation import Ports
 from compact.state import ContextState
 from core.events import Event, Notice, ToolOutput
@@ -40,7 +43,7 @@ from tools.base import ToolContext
 from tools.bash import LIVE_OUTPUT
 from tools.permissions.engine import Permissions
 from tools.permissions.links import Hidden
-from tools.registry import builtin_tools, tool_schemas
+from tools.registry import builtin_tools, get, tool_schemas
 from tools.snip import SnipTool
 
 # "yes" | "no" | "always"; None means nobody can answer (print mode): the call is denied
@@ -66,6 +69,7 @@ class Session(wiring.SessionBase):
     last_uuid: str | None = None
     environ: dict[str, str] = field(default_factory=dict)
     resumed_size: int = 0  # bytes of the transcript written before this process (resumed sessions)
+    mcp: McpHub | None = None  # the MCP servers (agent/mcp): shared by the sessions /clear and /resume open
 
     def __post_init__(self, history: list[Message] | None, replayed: ContextState | None) -> None:
         s = self.settings
@@ -115,7 +119,17 @@ class Session(wiring.SessionBase):
             replayed=replayed,
             clock=self.clock,
         )
+        self.mcp_tools: McpCatalog | None = None
+        if self.mcp is not None:
+            self.attach_mcp(self.mcp)
         self.subagents: Any = None  # the Task service: agent.runtime.subagents.install gives it (lifecycle)
+
+    def attach_mcp(self, hub: McpHub) -> None:
+        """Use these MCP servers (their tools, behind the tool search: agent/mcp/catalog.py)."""
+        s = self.settings
+        self.mcp = hub
+        mode = choose_mode(s.tool_search, s.base_url)
+        self.mcp_tools = McpCatalog(hub, mode, s.max_mcp_output_tokens) if hub.states else None
 
     def make_writer(self) -> TranscriptWriter:
         """The transcript writer (a subagent's session writes a sidechain: agent.runtime.subagents)."""
@@ -196,12 +210,32 @@ class Session(wiring.SessionBase):
 
     def system_blocks(self) -> list[dict[str, Any]]:
         s = self.settings
-        return build_system(
+        blocks = build_system(
             s.cwd, s.home, self.model, git=self.git(), where=self.where(), instructions=self.instructions()
         )
+        extra = []
+        if s.additional_dirs:
+            extra.append("Additional working directories: " + ", ".join(str(d) for d in s.additional_dirs))
+        if s.append_system_prompt:
+            extra.append(s.append_system_prompt)
+        if extra:  # the first block is the stable one: these are fixed for the session, like it
+            blocks[0] = {**blocks[0], "text": "\n\n".join([blocks[0]["text"], *extra])}
+        return blocks
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        return tool_schemas(self.tools)
+        mcp = self.mcp_tools.schemas(self.loaded_tools()) if self.mcp_tools is not None else []
+        return tool_schemas(self.tools) + mcp
+
+    def loaded_tools(self) -> frozenset[str]:
+        """MCP tools found before the last compaction point: sent in full (agent/mcp/catalog.py)."""
+        return frozenset(discovered.recorded(self.messages))
+
+    def find_tool(self, name: str) -> Any:
+        """The tool called ``name``: a built-in one, an MCP server's, or the MCP tool search; None if none."""
+        tool = get(self.tools, name)
+        if tool is None and self.mcp_tools is not None:
+            return self.mcp_tools.tool(name)
+        return tool
 
     @contextmanager
     def allowing(self, rules: tuple[str, ...]) -> Iterator[None]:

@@ -29,7 +29,6 @@ from core.events import PermissionDenied, TodosChanged, ToolFinished, ToolStarte
 from core.messages import Message, meta, tool_result_block, tool_results
 from core.private import redact, secrets_of
 from tools.base import ToolResult
-from tools.registry import get
 from tools.runner import precheck, run_tool
 
 INTERRUPTED = (
@@ -192,7 +191,7 @@ def _redacted(session: Session, result: ToolResult) -> ToolResult:
 
 def _read_only(session: Session, use: dict[str, Any]) -> bool:
     """Whether the call may run beside its neighbours: read-only tools, and Task (own context each)."""
-    tool = get(session.tools, use.get("name", ""))
+    tool = session.find_tool(use.get("name", ""))
     return bool(tool and getattr(tool, "concurrency_safe", tool.read_only))
 
 
@@ -221,7 +220,7 @@ def _permit(
             "Send the call again, with its input as one valid JSON object.",
             is_error=True,
         )
-    tool = get(session.tools, name)
+    tool = session.find_tool(name)
     if tool is None:
         names = ", ".join(t.name for t in session.tools)
         return ToolResult(f"There is no tool named {name}. Available tools: {names}.", is_error=True)
@@ -274,7 +273,7 @@ def _execute(session: Session, use: dict[str, Any], stops: list[str] | None = No
     if session.cancel.is_set():
         return ToolResult(NOT_RUN, is_error=True)
     name, args = use["name"], use.get("input") or {}
-    tool = get(session.tools, name)
+    tool = session.find_tool(name)
     assert tool is not None  # _permit answered calls of unknown tools already
     session.emit(ToolStarted(use["id"], name, args))
     unchanged = restore.unchanged_since_restore(session.conv, args) if name == "Read" else None

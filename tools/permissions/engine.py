@@ -18,12 +18,21 @@ Order of evaluation for one call::
                                             agent's home; and files with several hard links)
     Bash, anything unjudgeable   -> ask    (PATH-like variable, write outside the project or to a path that
                                             can't be told, unresolved program, parse error)
+    Bash, read-only and inside   -> allow  (default/acceptEdits: a line tools.shell.readonly proves only
+                                            looks, every path it names inside the readable directories
+                                            and no Read deny rule on one; anything else goes on below)
     allow rule matches           -> allow  (rules given at startup or "always" answers this session)
     Read/Grep/Glob               -> allow inside the project, the session's store or an additional
                                     directory; ask elsewhere
     acceptEdits, Write/Edit      -> allow inside the project or an additional directory
     Bash/Write/Edit              -> ask
     any other tool               -> allow  (e.g. Snip: it only touches the agent's own context)
+
+MCP tools (``mcp__<server>__<tool>``) have their own short order, the same in spirit: a deny rule
+(``mcp__*``, ``mcp__server``, ``mcp__server__*`` or the exact name) denies in every mode; plan mode refuses
+what no allow rule allows; an ask rule asks (bypassPermissions allows); bypassPermissions allows; an
+allow rule allows; anything else asks. What a server says about its tool (``readOnlyHint`` and the other
+annotations) never allows anything.
 
 Bash lines are read by ``tools.shell.reader`` (a real parser) and rules are matched per simple command by
 ``tools.permissions.bash_rules``: a line is allowed only when every program it runs is allowed by some rule, and denied
@@ -61,6 +70,7 @@ if TYPE_CHECKING:
 READ_ONLY_TOOLS = frozenset({"Read", "Grep", "Glob"})
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 MUTATING_TOOLS = EDIT_TOOLS | {"Bash"}
+MCP_PREFIX = "mcp__"
 # a rule naming the key covers these tools too
 _RULE_FAMILY = {**dict.fromkeys(EDIT_TOOLS, EDIT_TOOLS), "Read": READ_ONLY_TOOLS}
 _PREVIEW_LINES = 40
@@ -143,6 +153,8 @@ class Permissions:
         """The decision for one call. ``cwd`` is where the call acts (Bash's working directory, which
         relative paths and redirections are resolved against); the project directory by default."""
         here = Path(cwd) if cwd is not None else self.project_dir
+        if tool_name.startswith(MCP_PREFIX):
+            return self._check_mcp(tool_name)
         if tool_name == "Bash":
             return self._check_bash(str(args.get("command", "")), here)
         return self._check_file_tool(tool_name, args, here)
@@ -217,6 +229,28 @@ class Permissions:
         shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
         return f"{tool_name}({shown})"
 
+    # ---- MCP tools -----------------------------------------------------------------------------
+
+    def _check_mcp(self, name: str) -> Decision:
+        if rule := _mcp_rule(self.deny, name):
+            return Decision("deny", f'{name} is denied by the rule "{rule}" in the settings', rule)
+        allowed = _mcp_rule(self.allow + self.session_allow, name)
+        if self.mode == "plan" and not allowed:
+            return Decision(
+                "deny",
+                f"{name} is not available in plan mode (an MCP tool may change things, and no allow rule "
+                "allows it); finish the plan and present it to the user instead",
+            )
+        if rule := _mcp_rule(self.ask, name):
+            if self.mode == "bypassPermissions":
+                return Decision("allow", "bypassPermissions mode", rule)
+            return Decision("ask", f'the rule "{rule}" asks before running {name}', rule)
+        if self.mode == "bypassPermissions":
+            return Decision("allow", "bypassPermissions mode")
+        if allowed:
+            return Decision("allow", f'allowed by the rule "{allowed}"', allowed)
+        return Decision("ask", f"{name} is a tool of an MCP server, which needs approval")
+
     # ---- file tools ----------------------------------------------------------------------------
 
     def _check_file_tool(self, tool_name: str, args: dict[str, Any], here: Path) -> Decision:
@@ -269,7 +303,38 @@ class Permissions:
             return Decision("allow", "bypassPermissions mode")
         if why := self._bash_needs_approval(a):
             return Decision("ask", why)
-        return self._bash_allowed(command, a)
+        decision = self._bash_allowed(command, a)
+        if (
+            decision.behavior == "ask"
+            and self.mode in ("default", "acceptEdits")
+            and self._only_looks(command, a, here)
+        ):
+            return Decision("allow", "a read-only command inside the project")
+        return decision
+
+    def _only_looks(self, command: str, a: Analysis, here: Path) -> bool:
+        """Whether the line only reads, and only inside the readable directories: the read-only reader
+        (tools.shell.readonly) must prove it, the working directory must be inside, and every word that
+        names an existing path (or has a slash) must be inside and not covered by a Read deny rule."""
+        from tools.shell.readonly import refusal  # start-up speed, as _analyze
+
+        readable = self._readable_dirs()
+        if not inside(here, readable) or refusal(command, here) is not None:
+            return False
+        for c in a.commands:
+            for word in c.words[1:]:
+                if word.value is None:
+                    return False  # known only when it runs
+                value = word.value
+                if not value or (value.startswith("-") and "/" not in value):
+                    continue
+                value = value.split("=", 1)[1] if value.startswith("-") and "=" in value else value
+                path = self._absolute(value, here)
+                if "/" not in value and not value.startswith("~") and not os.path.lexists(path):
+                    continue  # a pattern or a word, not a file
+                if not inside(path, readable) or self.read_denied(path):
+                    return False
+        return True
 
     def _bash_denial(self, command: str, a: Analysis) -> Decision | None:
         """A deny rule on a program the line runs, or an Edit/Write deny rule on a file it writes."""
@@ -472,6 +537,16 @@ class Permissions:
 
     def _editable_dirs(self) -> list[Path]:
         return [self.project_dir, *self.additional_dirs]
+
+
+def _mcp_rule(rules: list[str], name: str) -> str | None:
+    """The first rule naming this MCP tool: ``mcp__*``, ``mcp__server``, ``mcp__server__*`` or the name."""
+    server = name[len(MCP_PREFIX) :].split("__", 1)[0]
+    for text in rules:
+        tool = Rule.parse(text).tool
+        if tool in (name, "mcp__*", f"{MCP_PREFIX}{server}", f"{MCP_PREFIX}{server}__*"):
+            return text
+    return None
 
 
 def _plan_denial(tool_name: str) -> Decision:

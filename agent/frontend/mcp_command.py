@@ -1,0 +1,195 @@
+"""``compact-agent mcp add|add-json|list|get|remove``: MCP servers configured from the shell, as ``claude mcp``.
+
+Scopes (where ``add`` writes; ``remove`` looks in the one given, else in each): ``local`` (the default:
+this project, for you only; kept in COMPACT_AGENT_HOME/mcp.json), ``project`` (the project's ``.mcp.json``,
+shared through the repository) and ``user`` (every project; COMPACT_AGENT_HOME/settings.json). Claude
+Code's own ``~/.claude.json`` is read, never written. ``list`` connects to each server and says whether it
+answers. Errors are one line on stderr and exit status 1 (2 for bad usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from agent.config import mcp_servers
+from agent.config.mcp_servers import MCP_JSON, read_json, update_local
+from agent.config.project import FileProblem
+from agent.config.settings import Settings, ensure_home, load_settings
+from agent.mcp import setup as mcp_setup
+from core.errors import SettingsError
+from core.private import replace_private
+
+SCOPES = ("local", "project", "user")
+
+
+def main(argv: list[str], cwd: Path | None = None, environ: dict[str, str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse has printed its usage line
+        return int(e.code or 0)
+    try:
+        s = load_settings(cwd=(cwd or Path.cwd()).resolve(), environ=environ or dict(os.environ), cli={})
+        ensure_home(s)
+        return int(args.run(s, args))
+    except (SettingsError, FileProblem, ValueError) as e:
+        sys.stderr.write(f"compact-agent mcp: {e}\n")
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="compact-agent mcp", description="Configure MCP servers.")
+    sub = parser.add_subparsers(required=True, metavar="add|add-json|list|get|remove")
+    add = sub.add_parser("add", help="add a server: NAME COMMAND [ARGS...] or NAME URL with -t http")
+    add.add_argument("-s", "--scope", choices=SCOPES, default="local")
+    add.add_argument("-t", "--transport", choices=mcp_servers.TRANSPORTS, default="stdio")
+    add.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE")
+    add.add_argument("-H", "--header", action="append", default=[], metavar="'Name: value'")
+    add.add_argument("name")
+    add.add_argument("target", metavar="command-or-url")
+    add.add_argument("args", nargs=argparse.REMAINDER)
+    add.set_defaults(run=_add)
+    add_json = sub.add_parser("add-json", help="add a server from its JSON: NAME JSON")
+    add_json.add_argument("-s", "--scope", choices=SCOPES, default="local")
+    add_json.add_argument("name")
+    add_json.add_argument("json")
+    add_json.set_defaults(run=_add_json)
+    listing = sub.add_parser("list", help="every server and whether it answers")
+    listing.set_defaults(run=_list)
+    get = sub.add_parser("get", help="one server's configuration")
+    get.add_argument("name")
+    get.set_defaults(run=_get)
+    remove = sub.add_parser("remove", help="remove a server")
+    remove.add_argument("-s", "--scope", choices=SCOPES)
+    remove.add_argument("name")
+    remove.set_defaults(run=_remove)
+    return parser
+
+
+def _add(s: Settings, args: argparse.Namespace) -> int:
+    entry: dict[str, Any]
+    if args.transport == "stdio":
+        rest = [a for a in args.args if a != "--"] if args.args[:1] == ["--"] else list(args.args)
+        entry = {"type": "stdio", "command": args.target, "args": rest}
+        env = dict(_pair(item, "=", "--env") for item in args.env)
+        if env:
+            entry["env"] = env
+    else:
+        entry = {"type": args.transport, "url": args.target}
+        headers = dict(_pair(item, ":", "--header") for item in args.header)
+        if headers:
+            entry["headers"] = headers
+    return _write(s, args.scope, args.name, entry)
+
+
+def _add_json(s: Settings, args: argparse.Namespace) -> int:
+    try:
+        entry = json.loads(args.json)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"invalid JSON ({e})") from None
+    if not isinstance(entry, dict):
+        raise ValueError("the server's JSON must be an object")
+    return _write(s, args.scope, args.name, entry)
+
+
+def _pair(item: str, sep: str, flag: str) -> tuple[str, str]:
+    key, found, value = item.partition(sep)
+    if not found or not key.strip():
+        raise ValueError(f'{flag} "{item}": expected KEY{sep}VALUE')
+    return key.strip(), value.strip()
+
+
+def _write(s: Settings, scope: str, name: str, entry: dict[str, Any]) -> int:
+    problem = mcp_servers.parse_server(name, entry, scope, "command line", {}).problem
+    if problem and "not expanded" not in problem:  # ${VAR} is expanded when the server starts
+        raise ValueError(problem)
+    if scope == "local":
+        update_local(s.home, s.root, lambda e: e.setdefault("mcpServers", {}).__setitem__(name, entry))
+        where = f"{s.home / mcp_servers.LOCAL_FILE} (this project only)"
+    else:
+        path = _scope_file(s, scope)
+        data = read_json(path) or {}
+        data.setdefault("mcpServers", {})[name] = entry
+        _save(path, data, private=scope == "user")
+        where = str(path)
+    print(f'Added MCP server "{name}" ({scope} scope) to {where}')
+    return 0
+
+
+def _scope_file(s: Settings, scope: str) -> Path:
+    return s.root / MCP_JSON if scope == "project" else s.home / "settings.json"
+
+
+def _save(path: Path, data: dict[str, Any], *, private: bool) -> None:
+    text = json.dumps(data, indent=2) + "\n"
+    if private:
+        replace_private(path, text)
+    else:  # a project's .mcp.json is shared through the repository: the usual mode for a tracked file
+        path.write_text(text, encoding="utf-8")
+
+
+def _remove(s: Settings, args: argparse.Namespace) -> int:
+    for scope in [args.scope] if args.scope else list(SCOPES):
+        if scope == "local":
+            entry = mcp_servers.local_entry(s.home, s.root)
+            if args.name in (entry.get("mcpServers") or {}):
+                update_local(s.home, s.root, lambda e: e.get("mcpServers", {}).pop(args.name, None))
+                print(f'Removed MCP server "{args.name}" (local scope)')
+                return 0
+            continue
+        path = _scope_file(s, scope)
+        data = read_json(path) or {}
+        if args.name in (data.get("mcpServers") or {}):
+            del data["mcpServers"][args.name]
+            _save(path, data, private=scope == "user")
+            print(f'Removed MCP server "{args.name}" ({scope} scope) from {path}')
+            return 0
+    where = f"the {args.scope} scope" if args.scope else "any scope this command writes"
+    sys.stderr.write(f'compact-agent mcp: no MCP server "{args.name}" in {where}\n')
+    return 1
+
+
+def _list(s: Settings, args: argparse.Namespace) -> int:
+    setup = mcp_setup.setup_of(s)
+    for problem in setup.problems:
+        print(f"warning: {problem}")
+    if not (setup.servers or setup.unapproved or setup.untrusted):
+        print("No MCP servers configured. Add one with `compact-agent mcp add NAME COMMAND [ARGS...]`.")
+        return 0
+    hub = mcp_setup.hub_for(s, setup)
+    hub.start()
+    hub.wait(s.mcp_timeout + 1)
+    try:
+        for state in hub.states.values():
+            if state.status == "connected":
+                status = f"connected ({len(state.tools)} tools)"
+            else:
+                status = f"{state.status}: {state.error}" if state.error else state.status
+            print(f"{state.name} [{state.config.scope}]: {state.config.describe()} - {status}")
+        for config in setup.unapproved:
+            print(f"{config.name} [project]: {config.describe()} - waiting for approval (start the REPL)")
+        for config in setup.untrusted:
+            print(f"{config.name} [project]: {config.describe()} - not started: the project is not trusted")
+    finally:
+        hub.close()
+    return 0
+
+
+def _get(s: Settings, args: argparse.Namespace) -> int:
+    setup = mcp_setup.setup_of(s)
+    for config in [*setup.servers, *setup.unapproved, *setup.untrusted]:
+        if config.name == args.name:
+            print(f"{config.name}")
+            print(f"  scope: {config.scope} ({config.source})")
+            print(f"  type: {config.transport}")
+            print(f"  {'url' if config.remote else 'command'}: {config.describe()}")
+            if config.problem:
+                print(f"  problem: {config.problem}")
+            return 0
+    sys.stderr.write(f'compact-agent mcp: no MCP server "{args.name}"\n')
+    return 1

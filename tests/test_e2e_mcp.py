@@ -1,0 +1,148 @@
+"""End-to-end: the real CLI with real MCP servers (tests/mcp_servers.py) against the fake Messages API."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from agent.config import trust
+from tests.conftest import ROOT, records, transcripts
+from tests.fakeapi import server_tool_search
+
+SERVERS = str(ROOT / "tests" / "mcp_servers.py")
+
+
+def config_file(tmp: Path, servers: dict[str, str]) -> Path:
+    path = tmp / "servers.json"
+    path.write_text(
+        json.dumps(
+            {"mcpServers": {n: {"command": sys.executable, "args": [SERVERS, k]} for n, k in servers.items()}}
+        )
+    )
+    return path
+
+
+def tool_result(body: dict) -> dict:
+    return next(b for b in body["messages"][-1]["content"] if b.get("type") == "tool_result")
+
+
+def test_a_search_finds_a_deferred_tool_and_its_call_reaches_the_server(fake_api, run_cli, project, tmp_path):
+    api = fake_api
+    cfg = config_file(tmp_path, {"basic": "basic"})
+    api.reply_tool("ToolSearch", {"query": "weather of a city"})
+    api.reply_tool("mcp__basic__weather", {"city": "Oslo"})
+    api.reply_text("It is clear in Oslo.")
+
+    res = run_cli(api, "-p", "weather in Oslo?", "--mcp-config", str(cfg), "--allowedTools", "mcp__basic")
+
+    assert res.code == 0, res.stderr
+    assert res.stdout == "It is clear in Oslo.\n"
+    api.check()
+    first, second, third = (r.body for r in api.message_requests)
+    tools = {t["name"]: t for t in first["tools"]}
+    assert "ToolSearch" in tools and not tools["ToolSearch"].get("defer_loading")
+    assert tools["mcp__basic__weather"]["defer_loading"] is True
+    assert all(t.get("defer_loading") for n, t in tools.items() if n.startswith("mcp__"))
+    assert not any(t.get("cache_control") and t.get("defer_loading") for t in first["tools"])
+    found = tool_result(second)["content"]
+    assert {"type": "tool_reference", "tool_name": "mcp__basic__weather"} in found
+    weather = tool_result(third)["content"]
+    assert json.loads(weather if isinstance(weather, str) else weather[0]["text"])["sky"] == "clear"
+    assert first["tools"] == second["tools"] == third["tools"]  # stable between compaction points
+
+
+def test_without_approval_the_call_is_refused_in_print_mode_and_a_deny_rule_wins(fake_api, run_cli, tmp_path):
+    api = fake_api
+    cfg = config_file(tmp_path, {"basic": "basic"})
+    api.reply_tool("mcp__basic__echo", {"text": "hi"})
+    api.reply_text("ok")
+    res = run_cli(api, "-p", "echo", "--mcp-config", str(cfg))
+    assert res.code == 0, res.stderr
+    refused = tool_result(api.message_requests[1].body)
+    assert refused["is_error"] and "approval" in json.dumps(refused["content"])
+    api.reply_tool("mcp__basic__echo", {"text": "hi"})
+    api.reply_text("ok")
+    res = run_cli(
+        api,
+        "-p",
+        "echo",
+        "--mcp-config",
+        str(cfg),
+        "--dangerously-skip-permissions",
+        "--disallowedTools",
+        "mcp__*",
+    )
+    assert res.code == 0, res.stderr
+    denied = tool_result(api.message_requests[3].body)
+    assert denied["is_error"] and 'rule "mcp__*"' in str(denied["content"])
+
+
+def test_a_project_mcp_json_server_never_starts_before_trust_and_approval(
+    fake_api, run_cli, project, isolated_env, tmp_path
+):
+    marker = tmp_path / "started"
+    starter = f"open({str(marker)!r}, 'w').close()"
+    (project / ".git").mkdir()
+    (project / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"probe": {"command": sys.executable, "args": ["-c", starter]}}})
+    )
+    for _ in range(2):
+        fake_api.reply_text("ok")
+    res = run_cli(fake_api, "-p", "hi")
+    assert res.code == 0 and not marker.exists()
+    assert "not trusted" in res.stderr and "probe" in res.stderr
+    trust.grant(isolated_env / ".compact-agent", project)
+    res = run_cli(fake_api, "-p", "hi")
+    assert res.code == 0 and not marker.exists()
+    assert "not approved" in res.stderr
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.local.json").write_text(json.dumps({"enabledMcpjsonServers": ["probe"]}))
+    fake_api.reply_text("ok")
+    res = run_cli(fake_api, "-p", "hi")
+    assert res.code == 0 and marker.exists()  # trusted and approved: it started (and failed: not MCP)
+    assert 'MCP server "probe" failed' in res.stderr
+
+
+def test_the_apis_own_tool_search_is_used_on_the_providers_api_and_found_tools_survive(
+    fake_api, run_cli, tmp_path, isolated_env
+):
+    api = fake_api
+    cfg = config_file(tmp_path, {"basic": "basic"})
+    api.reply(
+        server_tool_search("echo text", ["mcp__basic__echo"], then=("mcp__basic__echo", {"text": "hi"}))
+    )
+    api.reply_text("done")
+    res = run_cli(
+        api,
+        "-p",
+        "echo hi",
+        "--mcp-config",
+        str(cfg),
+        "--allowedTools",
+        "mcp__basic__echo",
+        env={"ENABLE_TOOL_SEARCH": "api"},
+    )
+    assert res.code == 0, res.stderr
+    api.check()
+    first, second = (r.body for r in api.message_requests)
+    search = [t for t in first["tools"] if t.get("type") == "tool_search_tool_bm25_20251119"]
+    assert len(search) == 1 and search[0]["name"] == "tool_search_tool_bm25"
+    assert "ToolSearch" not in {t.get("name") for t in first["tools"]}
+    assert tool_result(second)["content"] in ("echo: hi", [{"type": "text", "text": "echo: hi"}])
+    # a compaction takes the search result away: the found tool is sent in full from then on
+    api.reply_text("<analysis>a</analysis><summary>the user asked for an echo</summary>")
+    res = run_cli(
+        api, "-p", "/compact", "--continue", "--mcp-config", str(cfg), env={"ENABLE_TOOL_SEARCH": "api"}
+    )
+    assert res.code == 0, res.stderr
+    api.reply_text("still here")
+    res = run_cli(
+        api, "-p", "and now?", "--continue", "--mcp-config", str(cfg), env={"ENABLE_TOOL_SEARCH": "api"}
+    )
+    assert res.code == 0, res.stderr
+    last = api.message_requests[-1].body
+    loaded = [t for t in last["tools"] if t.get("name") == "mcp__basic__echo"]
+    assert loaded and not loaded[0].get("defer_loading")
+    [path] = transcripts(isolated_env)
+    assert any(r.get("discoveredTools") == ["mcp__basic__echo"] for r in records(path))
