@@ -84,7 +84,9 @@ PROSE_SHARE = 0.8  # letters and spaces in prose (a log line, a traceback or cod
 LONG_LINE_CHARS = 2_000  # a single line longer than this is a paste whatever it holds
 HEAD_LINES = 3
 HEAD_CHARS = 300
-USER_PART = 0.6  # of a tight room, for the user's words
+USER_PART = 0.5  # of a tight room, for the user's words
+# the rest of a tight room: the working state, the final answers, the findings (plan, subagents, milestones)
+TIGHT_SHARES = (0.35, 0.25, 0.4)
 MIN_PART = 100  # tokens each part keeps however little room the summary and the tail leave
 FINDINGS_SHARE = 0.03  # of T for the plan file, the subagents' answers and older milestones
 FINDINGS_FLOOR = 300
@@ -845,13 +847,15 @@ def render_findings(ledger: Ledger, budget: int) -> str:
     for agent_id, t in reversed(list(ledger.tasks.items())):
         if not t.get("answer") or left <= 50:
             continue
-        head = f"Subagent {agent_id} ({t['description']}) answered [{t['status']}] (its whole transcript: {t['sidechain']}):"
-        body = bounded(
-            t["answer"], max(50, left - estimate_text(head) - 10), f"the rest is in {t['sidechain']}"
-        )
-        answers.insert(0, f"{head}\n<subagent-answer>\n{body}\n</subagent-answer>")
+        head = f"- subagent {agent_id} [{t['status']}] {t['description']} → {t['sidechain']}:"
+        body = bounded(t["answer"], max(50, left - estimate_text(head)), f"the rest is in {t['sidechain']}")
+        answers.insert(0, f"{head}\n{body}")
         left -= estimate_text(answers[0])
-    parts += answers
+    if answers:
+        parts += [
+            "What the subagents answered (newest last; each one's whole transcript at its path):",
+            *answers,
+        ]
     steps: list[str] = []
     for m in reversed(ledger.milestones):
         if estimate_text(m) + 2 > left:
@@ -894,7 +898,7 @@ def attachment(
         # holds them), the rest in proportion (the complete lists are one Read away)
         user_room = min(user_room, max(MIN_PART, int(room * USER_PART)))
         rest = max(0, room - user_room)
-        budgets = [max(MIN_PART, b * rest // sum(budgets)) for b in budgets]
+        budgets = [max(MIN_PART, int(rest * share)) for share in TIGHT_SHARES]
     budget, answer_room, findings_room = budgets
     full_list = None
     flags = contradictions(summary, failing_commands(ledger), list(ledger.modified)) if summary else []

@@ -363,7 +363,7 @@ def test_what_the_next_step_depends_on_outlives_a_poor_summary(tmp_path: Path) -
     text = ledger.attachment(messages, [], "/p", 167_000, summary=summary).message.text
     assert "- [x] read the parser\n- [ ] split tokenize() out of parse()" in text  # the plan, written once
     assert "FINDING: parse() is called from cli.py:40 only." in text and "/s/agent-a1.jsonl" in text
-    assert "agentId: a1" not in text.split("<subagent-answer>")[1]  # the usage block is left out
+    assert "agentId: a1" not in text.split("What the subagents answered")[1]  # the usage block is left out
     assert "- Edit /p/a.py: old_string not found" in text  # a failed edit
     assert (
         "- WebFetch https://example.org/spec: The spec says tokens are UTF-8." in text
