@@ -53,6 +53,7 @@ SNAPSHOT_KEY = "workingState"  # Message.extra of the attachment: Ledger.to_dict
 RECENT_COMMANDS = 10
 MAX_FAILURES = 30  # failing commands kept beside the recent ones (the oldest go first)
 MAX_READS = 30
+MAX_TODOS_SHOWN = 100  # todo items a summary or restore lists; the rest are counted
 RECENT_SEARCHES = 10
 RECENT_ANSWERS = 5
 LEDGER_SHARE = 0.04  # of T for the working state itself (files, commands, searches, todo)
@@ -691,11 +692,15 @@ def _sections(ledger: Ledger, level: int = 0) -> list[str]:
     if ledger.todos:
         lines.append("Todo list (TodoWrite):")
         marks = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
+        # a huge list (50,000 tasks) would make every summary request too long: its head is shown
+        shown = ledger.todos[:MAX_TODOS_SHOWN]
         lines += [
-            f"- {marks.get(t['status'], '[ ]')} {t['content']}"
+            f"- {marks.get(t['status'], '[ ]')} {cut_middle_chars(t['content'], COMMAND_CHARS)}"
             + (" (in progress)" if t["status"] == "in_progress" else "")
-            for t in ledger.todos
+            for t in shown
         ]
+        if len(ledger.todos) > len(shown):
+            lines.append(f"- … and {len(ledger.todos) - len(shown):,} more tasks")
     return lines
 
 

@@ -373,3 +373,15 @@ def test_what_the_next_step_depends_on_outlives_a_poor_summary(tmp_path: Path) -
     )  # older ones as milestones, newer as answers
     flags = text.split(ledger.FLAGS_HEADER)[1].split("Working directory")[0]
     assert "All tests pass" in flags and "./dev.sh test" in flags  # said next to the facts it contradicts
+
+
+def test_a_huge_todo_list_is_shown_by_its_head_and_counted():
+    """Issue 30: 50,000 todos listed in full made every summary request too long."""
+    from compact.ledger import MAX_TODOS_SHOWN, Ledger, render
+
+    todos = [{"content": f"task {i}", "activeForm": f"doing {i}", "status": "pending"} for i in range(50_000)]
+    text = render(Ledger(todos=todos))
+    assert "- [ ] task 0" in text and f"- [ ] task {MAX_TODOS_SHOWN - 1}\n" in text
+    assert f"task {MAX_TODOS_SHOWN}\n" not in text
+    assert f"… and {50_000 - MAX_TODOS_SHOWN:,} more tasks" in text
+    assert len(text) < 20_000

@@ -18,6 +18,7 @@ from agent.runtime.thinking import DEFAULT_BUDGET, budget_for, fit, prompt_budge
 from core.events import MessageRecorded, ThinkingDelta
 from core.messages import assistant
 from core.model import Request
+from tests.conftest import records, transcripts
 from tests.fakeapi import FakeAPI, Reply, thinking_block
 from tests.test_repl import repl_for
 
@@ -235,4 +236,69 @@ def test_context_shows_what_thinking_takes(fake_api, tmp_path):
     text = commands.run(session, "/context").text
     assert "Of the messages, extended thinking: " in text
     assert commands.thinking_tokens(session) > 1000
+    fake_api.check()
+
+
+# --- issue 30: a secret inside a signed block, an unsigned block on disk ------------------------------
+
+KEY = "sk-ant-test-SECRET-0123456789"
+
+
+def test_a_thinking_block_holding_the_key_is_left_out_whole_and_the_session_goes_on(
+    fake_api, run_cli, project, isolated_env
+):
+    """The key inside a signed thinking block used to be redacted on disk, which broke its signature: every
+    --continue after was refused. Now the block is left out whole (with every earlier message's thinking,
+    oldest first), nothing on disk holds the key, and the next run is accepted."""
+    env = {"ANTHROPIC_API_KEY": KEY, "MAX_THINKING_TOKENS": "2048"}
+    fake_api.add(think_then(Reply.text("first answer"), "An earlier thought, kept on disk."))
+    fake_api.add(think_then(Reply.text("second answer"), f"The key is {KEY}, as the env said."))
+    fake_api.reply_text("third answer")
+    assert run_cli(fake_api, "-p", "one", env=env).code == 0
+    assert run_cli(fake_api, "--continue", "-p", "two", env=env).code == 0
+    [path] = transcripts(isolated_env)
+    assert KEY not in path.read_text()
+    dropped = [r for r in records(path) if r.get("thinkingDropped")]
+    assert len(dropped) == 1 and all(b["type"] != "thinking" for b in dropped[0]["message"]["content"])
+    res = run_cli(fake_api, "--continue", "-p", "three", env=env)
+    assert (res.code, res.stdout) == (0, "third answer\n"), res.stderr
+    last = fake_api.message_requests[-1].body
+    assert not any(
+        b.get("type") == "thinking" for m in last["messages"] for b in m["content"] if isinstance(b, dict)
+    )
+    assert KEY not in json.dumps(last)
+    fake_api.check()  # no refusal: nothing altered was sent back
+
+
+def test_an_unsigned_thinking_block_on_disk_never_breaks_the_session(
+    fake_api, run_cli, project, isolated_env
+):
+    """A crash mid-stream can leave a thinking block without its signature; sent back, every request would
+    be refused. The loader leaves it out, and the thinking before it (oldest first)."""
+    env = {"MAX_THINKING_TOKENS": "2048"}
+    fake_api.add(think_then(Reply.text("first answer"), "thought one"))
+    fake_api.add(think_then(Reply.text("second answer"), "thought two"))
+    fake_api.add(think_then(Reply.text("third answer"), "thought three"))
+    fake_api.reply_text("fourth answer")
+    assert run_cli(fake_api, "-p", "one", env=env).code == 0
+    assert run_cli(fake_api, "--continue", "-p", "two", env=env).code == 0
+    assert run_cli(fake_api, "--continue", "-p", "three", env=env).code == 0
+    [path] = transcripts(isolated_env)
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if "thought two" in line:  # the middle answer's block loses its signature
+            rec = json.loads(line)
+            for b in rec["message"]["content"]:
+                b.pop("signature", None)
+            lines[i] = json.dumps(rec)
+    path.write_text("\n".join(lines) + "\n")
+    res = run_cli(fake_api, "--continue", "-p", "four", env=env)
+    assert (res.code, res.stdout) == (0, "fourth answer\n"), res.stderr
+    sent = [
+        b.get("thinking")
+        for m in fake_api.message_requests[-1].body["messages"]
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "thinking"
+    ]
+    assert sent == ["thought three"]  # the unsigned block and the one before it are gone; the later kept
     fake_api.check()

@@ -153,6 +153,44 @@ def test_a_tool_input_larger_than_the_window_is_cut_in_the_history_and_the_sessi
     fake_api.check()
 
 
+def test_a_todowrite_of_50000_items_is_cut_in_the_history_and_continue_works(fake_api, project, isolated_env):
+    """Issue 30: a list of many short items escaped the cut (only long strings were cut), so every
+    --continue hit the context limit. A long list keeps its head and a note; the todo ledger lists its
+    head and counts the rest."""
+    todos = [
+        {"content": f"task {i}", "activeForm": f"doing task {i}", "status": "pending"} for i in range(50_000)
+    ]
+    fake_api.reply_tool("TodoWrite", {"todos": todos})
+    fake_api.reply_text("planned")
+    small = {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "60000"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {**_env(fake_api, isolated_env), **small}
+        return subprocess.run(
+            [sys.executable, "-m", "agent", *args],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+
+    res = run("-p", "plan it", "--dangerously-skip-permissions")
+    assert (res.returncode, res.stdout) == (0, "planned\n"), res.stderr
+    after = json.dumps(fake_api.message_requests[1].body["messages"])
+    assert len(after) < 60_000 and "more items cut from the conversation history" in after
+    fake_api.reply_text("still going")
+    again = run("-p", "and now?", "--continue")
+    assert (again.returncode, again.stdout) == (0, "still going\n"), again.stderr
+    fake_api.reply_text("compacted summary")
+    fake_api.reply_text("after compact")
+    third = run("-p", "/compact", "--continue")
+    assert third.returncode == 0, third.stderr
+    later = [json.dumps(r.body) for r in fake_api.message_requests[3:]]
+    assert all(len(body) < 120_000 for body in later)
+    fake_api.check()
+
+
 def test_continue_cuts_a_too_large_input_an_older_transcript_holds(fake_api, project, isolated_env):
     """A transcript written before inputs were cut (one input past the window): --continue still works."""
     from agent.config.settings import load_settings

@@ -390,5 +390,17 @@ def _cut(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _cut(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_cut(v) for v in value]
+        # a long list of short items (a TodoWrite of 50,000 tasks) is cut by items: its head, then a note
+        head, used = [], 0
+        for item in value:
+            used += _chars(item)
+            if used > CUT_HEAD and head:
+                break
+            head.append(_cut(item))
+        if len(head) < len(value):
+            head.append(
+                f"[… {len(value) - len(head):,} more items cut from the conversation history to keep it within "
+                "the context window; the tool call had the whole input]"
+            )
+        return head
     return value

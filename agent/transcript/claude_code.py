@@ -135,7 +135,11 @@ def merge(group: list[Rec]) -> Message | None:
 
 
 def clean(messages: list[Message | None], model: str | None) -> list[Message]:
-    """Make the list sendable: no synthetic errors, foreign thinking, empty replies or lone tool calls."""
+    """Make the list sendable: no synthetic errors, foreign or unsigned thinking, empty replies or lone tool
+    calls. Thinking can only be left out oldest first (SPEC §17): when a message lost a block (one without
+    a signature, which the API refuses, or one the writer left out because it held a secret), every earlier
+    message's thinking goes too, so the blocks kept after it stay valid."""
+    messages = _thinking_oldest_first(messages)
     out: list[Message] = []
     for m in messages:
         if m is None:
@@ -178,6 +182,28 @@ def clean(messages: list[Message | None], model: str | None) -> list[Message]:
             continue
         final.append(m)
     return final
+
+
+def _unsigned(block: dict) -> bool:
+    return block.get("type") == "thinking" and not block.get("signature")
+
+
+def _thinking_oldest_first(messages: list[Message | None]) -> list[Message | None]:
+    last = -1
+    for i, m in enumerate(messages):
+        if m is not None and m.role == "assistant":
+            if m.extra.get("thinkingDropped") or any(_unsigned(b) for b in m.content):
+                last = i
+    if last < 0:
+        return messages
+    out: list[Message | None] = []
+    for i, m in enumerate(messages):
+        if m is not None and m.role == "assistant" and i <= last:
+            kept = [b for b in m.content if b.get("type") not in THINKING_TYPES]
+            if len(kept) != len(m.content):
+                m = m.replace(content=kept)
+        out.append(m)
+    return out
 
 
 _DATED = re.compile(r"-\d{8}$")

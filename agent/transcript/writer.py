@@ -111,7 +111,7 @@ class TranscriptWriter:
         return self._fd
 
     def _write(self, rec: dict[str, Any], *, sync: bool) -> None:
-        line = redact(_dumps(rec), self._secrets)
+        line = redact(_dumps(_without_secret_thinking(rec, self._secrets)), self._secrets)
         view = memoryview(line.encode("utf-8"))
         try:
             fd = self._open()
@@ -262,3 +262,30 @@ class SidechainWriter(TranscriptWriter):
 
     def _write(self, rec: dict[str, Any], *, sync: bool) -> None:
         super()._write({**rec, "isSidechain": True, "agentId": self.agent_id}, sync=sync)
+
+
+# set on a record whose thinking held a secret and was left out whole (agent.transcript.claude_code.clean
+# then leaves out the thinking of every earlier message too: oldest first, as SPEC §17 allows)
+THINKING_DROPPED = "thinkingDropped"
+
+
+def _without_secret_thinking(rec: dict[str, Any], secrets: tuple[str, ...]) -> dict[str, Any]:
+    """A signed thinking block is valid only as the model wrote it: redacting the API key inside it would
+    leave a block every later request is refused for (SPEC §17). Such a block is left out of the record
+    whole instead, and the record says so."""
+    message = rec.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not secrets or not isinstance(content, list):
+        return rec
+    kept = [
+        b
+        for b in content
+        if not (
+            isinstance(b, dict)
+            and b.get("type") == "thinking"
+            and any(secret in json.dumps(b, ensure_ascii=False) for secret in secrets)
+        )
+    ]
+    if len(kept) == len(content):
+        return rec
+    return {**rec, "message": {**message, "content": kept}, THINKING_DROPPED: True}
