@@ -693,14 +693,14 @@ def _sections(ledger: Ledger, level: int = 0) -> list[str]:
         lines.append("Todo list (TodoWrite):")
         marks = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
         # a huge list (50,000 tasks) would make every summary request too long: its head is shown
-        shown = ledger.todos[:MAX_TODOS_SHOWN]
+        todos = ledger.todos[:MAX_TODOS_SHOWN]
         lines += [
             f"- {marks.get(t['status'], '[ ]')} {cut_middle_chars(t['content'], COMMAND_CHARS)}"
             + (" (in progress)" if t["status"] == "in_progress" else "")
-            for t in shown
+            for t in todos
         ]
-        if len(ledger.todos) > len(shown):
-            lines.append(f"- … and {len(ledger.todos) - len(shown):,} more tasks")
+        if len(ledger.todos) > len(todos):
+            lines.append(f"- … and {len(ledger.todos) - len(todos):,} more tasks")
     return lines
 
 

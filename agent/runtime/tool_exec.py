@@ -391,7 +391,8 @@ def _cut(value: Any) -> Any:
         return {k: _cut(v) for k, v in value.items()}
     if isinstance(value, list):
         # a long list of short items (a TodoWrite of 50,000 tasks) is cut by items: its head, then a note
-        head, used = [], 0
+        head: list[Any] = []
+        used = 0
         for item in value:
             used += _chars(item)
             if used > CUT_HEAD and head:

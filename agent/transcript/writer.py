@@ -274,9 +274,9 @@ def _without_secret_thinking(rec: dict[str, Any], secrets: tuple[str, ...]) -> d
     leave a block every later request is refused for (SPEC §17). Such a block is left out of the record
     whole instead, and the record says so."""
     message = rec.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if not secrets or not isinstance(content, list):
+    if not secrets or not isinstance(message, dict) or not isinstance(message.get("content"), list):
         return rec
+    content = message["content"]
     kept = [
         b
         for b in content
