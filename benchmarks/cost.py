@@ -15,6 +15,10 @@ Configurations:
                 (microcompact with a 0-minute gap, keeping the last 5), no automatic summary
   collapse      context collapse on (auto-compact off, as it manages the room)
   no-compact    compaction disabled on a 1M window
+  5.5 thinking  the defaults on claude-sonnet-5-5, the 5.5 family's fake enforcing preserved thinking's
+                prefix check (every reply thinks; the server's summary where kept turns hold thinking,
+                billed as an uncached read of what it summarizes plus its output: the worst case, as
+                whether it reads the prompt cache is not documented) — beside "default" in the same run
 
 Bill: every request the fake answered (main, summary, notes updates, collapse spans), from the usage it
 reported (tests/fakeapi.py PromptCache): input x1, cache write x1.25, cache read x0.1, output x5, in
@@ -67,7 +71,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "masking": {"session_memory": False, "auto_compact": False, "gap_minutes": 0.0},
     "collapse": {"context_collapse": True},
     "no-compact": {"disable_compact": True},
+    "5.5 thinking": {},
 }
+# "5.5 thinking": the defaults on claude-sonnet-5-5 against the 5.5 family's fake with preserved
+# thinking's prefix check enforced: every reply thinks, compactions whose kept turns hold thinking go
+# to the server's summary — billed as an uncached read of all it summarizes plus what it writes, the
+# worst case (whether it reads the prompt cache is not documented) — beside today's default
+THINKING_MODEL = "claude-sonnet-5-5"
 
 
 def bill(usage: dict[str, int]) -> float:
@@ -133,13 +143,18 @@ def scripted_rows(scenario: scripted.Scenario, window: int | None, short_turns: 
     name = f"{scenario.name} (short turns)" if short_turns else scenario.name
     for config, settings in CONFIGS.items():
         big = config == "no-compact"
+        thinking = config == "5.5 thinking"
+        api_kw: dict[str, Any] | None = {"models": BIG_MODEL} if big else None
+        if thinking:
+            api_kw = {"profile": "2026", "binding": "error", "models": [model_info(THINKING_MODEL)]}
         result = scripted.run(
             scenario,
             f"cost {config}",
             settings,
             window=None if big else window,
-            api_kw={"models": BIG_MODEL} if big else None,
+            api_kw=api_kw,
             short_turns=short_turns,
+            model=THINKING_MODEL if thinking else scripted.MODEL,
         )
         rows.append(row_of(name, config, result.billed, result.compactions, result.peak, result.errors))
     return rows
@@ -335,7 +350,8 @@ def main() -> int:
                 print(f"(skipped {path.name}: no typed prompt to replay)")
                 continue
             for config, settings in CONFIGS.items():
-                rows.append(replay(path, config, settings))
+                if config != "5.5 thinking":  # a replay's recorded replies carry no thinking of this family
+                    rows.append(replay(path, config, settings))
     print_table(rows)
     return 0
 

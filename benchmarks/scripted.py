@@ -344,6 +344,8 @@ def is_collapse_request(body: dict) -> bool:
 
 
 def kind_of(body: dict) -> str:
+    if "compaction" in body:
+        return "server-summary"
     if is_summary_request(body):
         return "summary"
     if is_notes_update(body):
@@ -362,7 +364,13 @@ class BillingAPI(FakeAPI):
 
     def _message(self, reply: Reply, body: dict) -> dict:
         message = super()._message(reply, body)
-        self.billed.append((kind_of(body), dict(message["usage"]), estimate_tokens(body)))
+        usage = dict(message["usage"])
+        if "compaction" in body:
+            # the server's summary: whether it reads the prompt cache is not documented, so it is billed
+            # as the worst case, an uncached read of everything it summarizes, plus what it writes
+            written = sum(int(i.get("output_tokens") or 0) for i in usage.get("iterations") or [])
+            usage = {"input_tokens": estimate_tokens(body), "output_tokens": written}
+        self.billed.append((kind_of(body), usage, estimate_tokens(body)))
         return message
 
 
@@ -561,6 +569,7 @@ def run(
     ptl_at: int | None = None,
     api_kw: dict[str, Any] | None = None,
     short_turns: bool = False,
+    model: str = MODEL,
 ) -> Run:
     """Play ``scenario`` under ``mode`` (a MODES key) plus ``settings``; see the module docstring.
 
@@ -596,7 +605,7 @@ def run(
             tmp,
             api,
             permission_mode="bypassPermissions",
-            model=MODEL,
+            model=model,
             model_explicit=True,
             context_window=window,
             **options,

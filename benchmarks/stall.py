@@ -21,7 +21,11 @@ Columns: compactions; p50 / p95 / max stall (model seconds); applied: the share 
 compactions applied from a prepared candidate; rejected / wasted candidates; billed token equivalents
 (input x1, cache write x1.25, cache read x0.1, output x5) against "today" on the same session.
 
-Run: .venv/bin/python benchmarks/stall.py [--quick] (--quick: the tool chain only). About four minutes.
+Run: .venv/bin/python benchmarks/stall.py [--quick] [--thinking] (--quick: the tool chain only; --thinking:
+the 5.5 family's fake with the prefix check enforced, every reply thinking, the server's summary offered —
+it prints refused requests, drop_block fallbacks, thinking dropped between / at compaction points and kept
+across them). About four minutes. Every run prints the wasted compaction requests (prepared, never
+applied) over all prepared ones.
 """
 
 from __future__ import annotations
@@ -128,8 +132,15 @@ class Result:
     applied: int = 0
     rejected: int = 0
     wasted: int = 0
+    prepared: int = 0
     billed: float = 0.0
     errors: list[str] = field(default_factory=list)
+    # --thinking: what became of the model's thinking, and the prefix check's refusals and fallbacks
+    refused: int = 0
+    fallbacks: int = 0
+    dropped_between: int = 0
+    dropped_at: int = 0
+    kept_at: int = 0
 
 
 def _delayed(seconds: float, answer: Callable[[dict], Any]) -> Callable[[dict], Any]:
@@ -164,10 +175,16 @@ class Main:
             return Reply.text("Noted: nothing unusual beyond the queue depth pattern. " + scripted.FILLER * 3)
 
 
-def run(session: Session, notes: bool, pace: str, prepare: bool) -> Result:
+THINKING_MODEL = "claude-sonnet-5-5"  # --thinking: every reply thinks, bound to its prefix
+
+
+def run(session: Session, notes: bool, pace: str, prepare: bool, thinking: bool = False) -> Result:
     delays = PACES[pace]
-    models = [model_info(scripted.MODEL, max_input_tokens=session.window)]  # the Models API says the window
-    with tempfile.TemporaryDirectory() as tmp_name, scripted.BillingAPI(models=models) as api:
+    model = THINKING_MODEL if thinking else session.model
+    models = [model_info(model, max_input_tokens=session.window)]  # the Models API says the window
+    fake = {"profile": "2026", "binding": "error"} if thinking else {}
+    with tempfile.TemporaryDirectory() as tmp_name, scripted.BillingAPI(models=models, **fake) as api:
+        api.compactions.delay = delays["summary"] / SCALE  # the server's summary takes a summary's time
         tmp = Path(tmp_name)
         project = tmp / "project"
         project.mkdir()
@@ -182,7 +199,7 @@ def run(session: Session, notes: bool, pace: str, prepare: bool) -> Result:
             tmp,
             api,
             permission_mode="bypassPermissions",
-            model=session.model,
+            model=model,
             model_explicit=True,
             context_window=session.window,
             session_memory=notes,
@@ -201,6 +218,14 @@ def run(session: Session, notes: bool, pace: str, prepare: bool) -> Result:
         stats = preparer.stats(agent.conv)
         out.compactions = len(marks)
         out.applied, out.rejected, out.wasted = stats["applied"], stats["rejected"], stats["wasted"]
+        out.prepared = stats["prepared"]
+        out.refused, out.fallbacks = len(api.binding.refused), len(api.binding.fallbacks)
+        counts = agent.conv.view_ctx.thinking
+        out.dropped_between, out.dropped_at, out.kept_at = (
+            counts.dropped_between,
+            counts.dropped_at_compaction,
+            counts.kept_at_compaction,
+        )
         blocked = stats["blocked"] if prepare else [d for _, d in marks]
         out.stalls = _stalls(main.arrivals, [(n, b) for (n, _), b in zip(marks, blocked, strict=False)])
         out.billed = sum(sum(PRICE[k] * u.get(k, 0) for k in PRICE) for _, u, _ in api.billed)
@@ -242,6 +267,11 @@ def _pct(values: list[float], q: float) -> float:
 def main_() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the tool chain only")
+    parser.add_argument(
+        "--thinking",
+        action="store_true",
+        help=f"{THINKING_MODEL} on the 5.5 family's fake with the prefix check enforced",
+    )
     args = parser.parse_args()
     sessions = SESSIONS[:1] if args.quick else SESSIONS
     print(f"Delays divided by {SCALE:g} (real: main 2 s, notes 8 s, summary 20 s; fast: ten times less);")
@@ -252,14 +282,22 @@ def main_() -> None:
     )
     print(header)
     all_stalls: list[float] = []
-    applied = compactions = 0
+    applied = compactions = prepared = wasted = refused = fallbacks = between = dropped_at = kept_at = 0
     worst_ratio = 0.0
     started = time.monotonic()
     for session in sessions:
         for pace in PACES:
             for notes in (True, False):
-                new = run(session, notes, pace, prepare=True)
-                old = run(session, notes, pace, prepare=False)
+                new = run(session, notes, pace, prepare=True, thinking=args.thinking)
+                old = run(session, notes, pace, prepare=False, thinking=args.thinking)
+                prepared, wasted = prepared + new.prepared, wasted + new.wasted
+                for r in (new, old):
+                    refused, fallbacks = refused + r.refused, fallbacks + r.fallbacks
+                    between, dropped_at, kept_at = (
+                        between + r.dropped_between,
+                        dropped_at + r.dropped_at,
+                        kept_at + r.kept_at,
+                    )
                 ratio = new.billed / old.billed if old.billed else 0.0
                 worst_ratio = max(worst_ratio, ratio)
                 all_stalls += new.stalls
@@ -277,6 +315,14 @@ def main_() -> None:
         f"\nAll automatic compactions: {compactions}; p95 stall {_pct(all_stalls, 0.95):.2f}s, "
         f"max {max(all_stalls, default=0):.2f}s; applied from a prepared candidate {applied}/{compactions}; "
         f"worst billed ratio {worst_ratio:.3f}x today. Wall time {time.monotonic() - started:.0f}s."
+    )
+    share = f"{wasted / prepared:.0%}" if prepared else "-"
+    print(f"Wasted compaction requests (prepared, never applied): {wasted}/{prepared} ({share}).")
+    kept_share = f"{kept_at / (kept_at + dropped_at):.0%}" if kept_at + dropped_at else "-"
+    print(
+        f"Thinking (both policies): refused requests {refused}, drop_block fallbacks {fallbacks}; messages "
+        f"whose thinking was dropped between compaction points {between}, at compaction points {dropped_at}; "
+        f"kept valid across compactions {kept_at} ({kept_share} of the kept turns that held thinking)."
     )
 
 

@@ -234,3 +234,15 @@ def test_a_precompact_hook_runs_when_the_candidate_is_prepared_and_its_words_go_
     assert log.read_text().split() == ["ran"]  # once, when it was prepared; not again at T
     done = of_type(bench.events, CompactFinished)[0]
     assert done.candidate == "prepared" and done.method == "server-summary"
+
+
+def test_a_chain_of_server_summaries_each_standing_for_what_it_replaced(tmp_path: Path, api: FakeAPI) -> None:
+    bench = thinking_bench(tmp_path, api)
+    bench.add(user_prompt("Read the modules, one at a time."))
+    for round_ in range(3):
+        read_step(bench, api, f"a{round_}.py")
+        read_step(bench, api, f"b{round_}.py")
+        assert compactor.compact(bench.conv, bench.ports, "auto") is True
+        assert is_compaction(bench.messages[0])
+    step(bench, Reply.text("All read.", thinking="done"), api)  # the third block holds the second, and so on
+    assert api.compactions.served == 3 and bench.conv.view_ctx.thinking.dropped_at_compaction == 0

@@ -846,25 +846,32 @@ class Compactions:
         self._summarized: dict[str, list[dict]] = {}  # signature -> the messages it stands for
         self._failures: list[str | None] = []
         self._lock = threading.Lock()
+        self.delay = 0.0  # seconds the server takes to write a summary (benchmarks play a real pace)
         self.served = 0  # blocks written
         self.requested = 0  # compaction requests answered (failures too)
 
-    def sign(self, content: str) -> str:
-        return "csig_" + hashlib.sha256(f"{self._key}\0{content}".encode()).hexdigest()[:40]
+    def sign(self, content: str, nonce: str) -> str:
+        return f"csig_{nonce}_" + hashlib.sha256(f"{self._key}\0{nonce}\0{content}".encode()).hexdigest()[:40]
+
+    def _verifies(self, signature: str, content: str) -> bool:
+        nonce = signature.split("_")[1] if signature.count("_") >= 2 else ""
+        return signature == self.sign(content, nonce)
 
     def fail(self, code: str | None) -> None:
         self._failures.append(code)
 
     def issue(self, messages: list[dict], content: str) -> dict:
         """A signed block standing for ``messages``, remembered as such (what the endpoint answers)."""
-        signature = self.sign(content)
         with self._lock:
+            # a nonce of its own: two compactions that write the same text are still two blocks (one may
+            # stand for messages that hold the other)
+            signature = self.sign(content, secrets.token_hex(6))
             self._summarized[signature] = messages
             self.served += 1
         return {
             "type": "compaction",
             "content": content,
-            "encrypted_content": "enc_" + signature[5:21],
+            "encrypted_content": "enc_" + signature[-16:],
             "signature": signature,
         }
 
@@ -900,6 +907,9 @@ class Compactions:
         ):
             return compaction_error("compaction_incomplete_turn")
         block = self.issue(messages, self._summary(messages))
+        if self.delay:  # answered outside the server's lock, after the delay
+            delay, reply = self.delay, Reply([block], COMPACTED, {"input_tokens": tokens})
+            return lambda body: (threading.Event().wait(delay), reply)[1]
         return Reply([block], COMPACTED, {"input_tokens": tokens})
 
     def message(self, reply: Reply, body: dict) -> dict:
@@ -952,7 +962,7 @@ class Compactions:
                     problems.append(
                         f"{where}: compaction_signature_invalid: {COMPACTION_ERRORS['compaction_signature_invalid']}"
                     )
-                elif self.sign(str(block["content"])) != block.get("signature"):
+                elif not self._verifies(str(block.get("signature")), str(block["content"])):
                     problems.append(
                         f"{where}: compaction_content_mismatch: {COMPACTION_ERRORS['compaction_content_mismatch']}"
                     )
