@@ -23,10 +23,11 @@ CACHE_MISS = "cache-miss"  # the transcript record of a miss (agent.transcript.l
 
 
 def chain(conv: Conversation, req: Request) -> bool:
-    """Name the predecessor on a main request; True when a compaction came in between (a miss is then
-    expected)."""
+    """Name the predecessor on a main request; True when a compaction (or a rewind, a model switch) came
+    in between: a miss is then expected."""
     req.diagnostics = {"previous_message_id": conv.last_reply_id}
-    return conv.last_compaction is not conv.compaction_seen
+    rebuilt, conv.rebuild_point = conv.rebuild_point, False
+    return rebuilt or conv.last_compaction is not conv.compaction_seen
 
 
 def observe(conv: Conversation, reply: Message, at_compaction: bool) -> dict[str, Any] | None:

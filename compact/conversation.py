@@ -160,6 +160,11 @@ class Conversation:
     # it followed, and the misses the server reported (compact.cache_health)
     last_reply_id: str | None = None
     compaction_seen: LastCompaction | None = None
+    # the history was rebuilt otherwise (a rewind, a model switch): like a compaction, a point where a
+    # cache miss is expected
+    rebuild_point: bool = False
+    # thinking blocks left out because the model now in use can't read them (a /model switch), counted
+    foreign_thinking_dropped: int = 0
     cache_misses: list[dict[str, Any]] = field(default_factory=list)
 
     @property

@@ -8,6 +8,7 @@ window, prices) are plain tables here so that every floor can use them without t
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -169,6 +170,15 @@ def deadline(seconds: float) -> Iterator[threading.Event]:
         yield cancel
     finally:
         timer.cancel()
+
+
+# the models whose thinking is bound to its prefix (preserved thinking, SPEC §17)
+_PRESERVED = re.compile(r"^claude-(?:(?:opus|sonnet|haiku)-5-5|(?:fable|mythos)-5-[12])(?:$|-|\[)")
+
+
+def preserves_thinking(model: str) -> bool:
+    """Whether the model checks a thinking block against everything before it (append-only history)."""
+    return bool(_PRESERVED.match(model))
 
 
 def max_output_tokens(model: str) -> int:

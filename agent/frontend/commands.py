@@ -20,7 +20,7 @@ from agent.config.settings import reload_settings
 from agent.runtime import lifecycle, rewind
 from agent.runtime.session import Session
 from agent.transcript.listing import list_sessions
-from compact import compactor, ledger, preparer, usage
+from compact import cache_health, compactor, ledger, preparer, usage
 from compact.notes import notes_text
 from core.errors import AgentError, Interrupted
 from core.events import CompactFinished, Retrying
@@ -311,6 +311,7 @@ def context_usage(session: Session) -> ContextUsage:
         lines += ["", f"Of the messages, extended thinking: {fmt_tokens(thinking)} tokens"]
     lines += mcp_lines(session)
     lines += subagent_lines(session)
+    lines += cache_lines(session)
     return ContextUsage(
         "\n".join(lines),
         markdown=True,
@@ -337,6 +338,28 @@ def mcp_lines(session: Session) -> list[str]:
         f"- loaded (in the context, part of System tools): {fmt_tokens(c['loaded'])} tokens  ",
         f"- deferred (not in the context until a search finds them): {fmt_tokens(c['deferred'])} tokens",
     ]
+
+
+def cache_lines(session: Session) -> list[str]:
+    """/context: the prompt-cache misses the server reported (compact.cache_health) and what happened to
+    the model's thinking (the drop_block escape hatch, blocks left out after a model switch)."""
+    conv = session.conv
+    misses = conv.cache_misses
+    lines = []
+    if misses:
+        outside = len(cache_health.unexpected(conv))
+        lines += ["", f"Prompt cache misses: {len(misses)} ({outside} outside compaction points)"]
+        for miss in misses[-5:]:
+            where = "at a compaction point" if miss["compactionPoint"] else "between compaction points"
+            lines.append(f"- {miss['reason']}: ~{fmt_tokens(miss['missedTokens'])} tokens not read, {where}")
+    if conv.thinking_binding:
+        lines += [
+            "",
+            f"Thinking binding: {conv.thinking_binding} (a request's earlier thinking was refused once)",
+        ]
+    if conv.foreign_thinking_dropped:
+        lines += ["", f"Thinking left out after a model switch: {conv.foreign_thinking_dropped} blocks"]
+    return lines
 
 
 def subagent_lines(session: Session) -> list[str]:

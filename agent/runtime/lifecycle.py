@@ -112,12 +112,19 @@ def _open(
             session.conv.append(m)
         for rec in state_records(loaded.state):
             session.record(rec)
+    if loaded.system_prompt is not None:  # the prompt its thinking is bound to, byte for byte
+        session.restore_system(loaded.system_prompt, record=not ours)
     if loaded.thinking_binding:  # the escape hatch the session needed travels on with it
         session.conv.thinking_binding = loaded.thinking_binding
         if not ours:
             session.record(binding_record(loaded.thinking_binding, "resumed"))
     _answer_interrupted(session, pending)
-    session.conv.last_compaction = _last_compaction(loaded)
+    session.conv.last_compaction = session.conv.compaction_seen = _last_compaction(loaded)
+    # the next request names the last reply as its predecessor: a resume that sends the same bytes shows
+    # no cache miss (compact.cache_health)
+    session.conv.last_reply_id = next(
+        (m.message_id for m in reversed(session.messages) if m.role == "assistant" and m.message_id), None
+    )
     return session
 
 

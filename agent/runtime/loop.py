@@ -5,7 +5,7 @@ Everything else (compaction, retries, permissions, rendering) lives in the named
 
 from __future__ import annotations
 
-from agent.runtime import mentions, paste
+from agent.runtime import context_updates, mentions, paste
 from agent.runtime.session import Session
 from agent.runtime.thinking import prompt_budget
 from agent.runtime.tool_exec import (
@@ -36,6 +36,7 @@ def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> Tu
     calls, reply_text, stop_blocks = 0, "", 0
     try:
         while True:
+            context_updates.refresh(session)  # a changed CLAUDE.md or date, appended (fixed system prompt)
             view = prepare_request(conv, ports)
             reply = send(conv, ports, view)
             session.add(_kept(session, reply))

@@ -29,7 +29,7 @@ from agent.config.system_prompt import (
 )
 from agent.mcp.catalog import McpCatalog, choose_mode
 from agent.mcp.client import McpHub
-from agent.runtime import thinking, wiring
+from agent.runtime import context_updates, thinking, wiring
 from agent.runtime.client import default_model
 from agent.runtime.hooks import HookRunner, base_payload
 from agent.transcript.writer import SIDE_USAGE, TranscriptWriter
@@ -38,7 +38,7 @@ from compact.conversation import Ports
 from compact.state import ContextState
 from core.events import Event, Notice, ToolOutput
 from core.messages import Message
-from core.model import Request, context_window_for, max_output_tokens, offers_compaction
+from core.model import Request, context_window_for, max_output_tokens, offers_compaction, preserves_thinking
 from tools.base import ToolContext
 from tools.bash import LIVE_OUTPUT
 from tools.permissions.engine import Permissions
@@ -80,6 +80,7 @@ class Session(wiring.SessionBase):
         self._git: GitFacts | None = None
         self._git_taken = False  # the snapshot is taken on the first request, not on the way to the prompt
         self._refusals_said: set[str] = set()
+        self._fixed_system: list[dict[str, Any]] | None = None  # a resume sets the recorded one
         # extended thinking: on for every turn (settings; the REPL's toggle), or raised by a prompt's words
         self.thinking_on = s.always_thinking or s.max_thinking_tokens is not None
         self.prompt_thinking: int | None = None  # the budget the current prompt's words ask for
@@ -208,10 +209,17 @@ class Session(wiring.SessionBase):
             self._git, self._git_taken = git_facts(self.settings.root), True
         return self._git
 
-    def system_blocks(self) -> list[dict[str, Any]]:
+    def built_system(self) -> list[dict[str, Any]]:
+        """The system prompt as the files, the date and the environment make it now."""
         s = self.settings
         blocks = build_system(
-            s.cwd, s.home, self.model, git=self.git(), where=self.where(), instructions=self.instructions()
+            s.cwd,
+            s.home,
+            self.model,
+            self.clock().astimezone().date(),  # the clock a test can move to the next day
+            git=self.git(),
+            where=self.where(),
+            instructions=self.instructions(),
         )
         extra = []
         if s.additional_dirs:
@@ -221,6 +229,27 @@ class Session(wiring.SessionBase):
         if extra:  # the first block is the stable one: these are fixed for the session, like it
             blocks[0] = {**blocks[0], "text": "\n\n".join([blocks[0]["text"], *extra])}
         return blocks
+
+    def fixed_system(self) -> list[dict[str, Any]] | None:
+        """The session's system prompt as first sent, on models whose thinking is bound to it (None on
+        the others, whose prompt is rebuilt for each request): agent.runtime.context_updates."""
+        if not preserves_thinking(self.model):
+            return None
+        if self._fixed_system is None:
+            self._fixed_system = self.built_system()
+            self.record({"type": context_updates.SYSTEM_PROMPT, "blocks": self._fixed_system})
+        return self._fixed_system
+
+    def restore_system(self, blocks: list[dict[str, Any]], *, record: bool) -> None:
+        """A resumed session's fixed prompt, as its transcript recorded it (``record``: write it into this
+        session's own transcript too, when it continues a copy)."""
+        self._fixed_system = blocks
+        if record:
+            self.record({"type": context_updates.SYSTEM_PROMPT, "blocks": blocks})
+
+    def system_blocks(self) -> list[dict[str, Any]]:
+        fixed = self.fixed_system()
+        return fixed if fixed is not None else self.built_system()
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         mcp = self.mcp_tools.schemas(self.loaded_tools()) if self.mcp_tools is not None else []
@@ -273,6 +302,12 @@ class Session(wiring.SessionBase):
     def set_model(self, model: str) -> None:
         self.model = model
         self._window = None  # the window depends on the model
+        dropped = context_updates.drop_foreign_thinking(self.conv, model)
+        if dropped:
+            self.notice(
+                f"{dropped} thinking block{'s' if dropped != 1 else ''} of the earlier model left out: "
+                f"{model} can't read them."
+            )
 
     # --- thresholds --------------------------------------------------------------------------------
     def model_window(self) -> int:

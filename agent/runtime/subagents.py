@@ -29,6 +29,7 @@ from typing import Any, Callable, cast
 from agent import __version__
 from agent.config.agent_types import AgentDef, Agents, load_agents
 from agent.config.system_prompt import environment_text, memory_block
+from agent.runtime import context_updates
 from agent.runtime.loop import NOT_RUN_FAILED, stop_hook_blocks
 from agent.runtime.session import Session
 from agent.runtime.tool_exec import (
@@ -247,8 +248,9 @@ class SubagentSession(Session):
         assert self.parent is not None  # inside the parent's: its reads of its own outputs never ask
         return self.parent.session_dir / "subagents" / f"agent-{self.agent_id}"
 
-    def system_blocks(self) -> list[dict[str, Any]]:
-        """Its agent's prompt and the environment, then the CLAUDE.md files (they apply to it too)."""
+    def built_system(self) -> list[dict[str, Any]]:
+        """Its agent's prompt and the environment, then the CLAUDE.md files (they apply to it too); fixed
+        on its first request like a session's (agent.runtime.context_updates)."""
         assert self.agent is not None and self.parent is not None
         s = self.settings
         env = environment_text(s.cwd, self.model, git=self.parent.git(), root=s.root)
@@ -334,6 +336,7 @@ def run_child(child: Session, prompt: str) -> tuple[str, str]:
     }
     try:
         while True:
+            context_updates.refresh(child)
             reply = send(conv, ports, prepare_request(conv, ports))
             child.add(reply)
             after_response(conv, ports)

@@ -34,6 +34,8 @@ from agent.transcript.writer import (
     BOUNDARY_NEEDLE,
     MESSAGE_TYPES,
     SIDE_USAGE,
+    SYSTEM_PROMPT,
+    SYSTEM_PROMPT_NEEDLE,
     THINKING_BINDING,
     agent_id_for,
     is_boundary,
@@ -62,6 +64,7 @@ QUIET_TYPES = frozenset(
         REWIND,
         SIDE_USAGE,
         THINKING_BINDING,
+        SYSTEM_PROMPT,
         CACHE_MISS,
         *STATE_TYPES,
     }
@@ -91,6 +94,8 @@ class LoadedSession:
     pending: list[Message] = field(default_factory=list)
     # preserved thinking's escape hatch, if the session ever needed it: sent on every request from then on
     thinking_binding: str | None = None
+    # the system prompt the session fixed on its first request (preserved-thinking models), sent as it was
+    system_prompt: list[dict[str, Any]] | None = None
 
     @cached_property
     def pre_boundary_count(self) -> int:
@@ -215,7 +220,11 @@ class _Loader:
     # -- the whole load ----------------------------------------------------------------------------------
     def load(self) -> LoadedSession:
         loaded = self._load()
-        loaded.thinking_binding = self._thinking_binding()
+        binding = self._last_record(BINDING_NEEDLE, THINKING_BINDING)
+        loaded.thinking_binding = str(binding.get("behavior") or "") or None if binding else None
+        fixed = self._last_record(SYSTEM_PROMPT_NEEDLE, SYSTEM_PROMPT)
+        blocks = fixed.get("blocks") if fixed else None
+        loaded.system_prompt = blocks if isinstance(blocks, list) and blocks else None
         return loaded
 
     def _load(self) -> LoadedSession:
@@ -229,18 +238,18 @@ class _Loader:
                 self._unknown_types.clear()
         return self._load_from(0, None)
 
-    def _thinking_binding(self) -> str | None:
-        """The escape hatch the session's last thinking-binding record set, wherever it lies (a bytes
-        search: the setting outlives compactions, and the rest of the file stays unparsed)."""
+    def _last_record(self, needle: bytes, kind: str) -> dict[str, Any] | None:
+        """The main conversation's last record of type ``kind``, wherever it lies (a bytes search: the
+        setting and the fixed system prompt outlive compactions, and the rest of the file stays unparsed)."""
         end = self.size
         while True:
-            i = self.mm.rfind(BINDING_NEEDLE, 0, end)
+            i = self.mm.rfind(needle, 0, end)
             if i < 0:
                 return None
             start, stop = self._line_at(i)
             rec = self._parse_line(start, stop)
-            if rec is not None and rec.get("type") == THINKING_BINDING and not rec.get("isSidechain"):
-                return str(rec.get("behavior") or "") or None
+            if rec is not None and rec.get("type") == kind and not rec.get("isSidechain"):
+                return rec
             end = start
 
     def _load_from(self, start: int, found: tuple[int, dict[str, Any]] | None) -> LoadedSession:

@@ -28,6 +28,10 @@ BOUNDARY_NEEDLE = b'"compact_boundary"'
 # "drop_block", "path": ...} (agent.runtime.wiring writes it, agent.transcript.loader finds it)
 THINKING_BINDING = "thinking-binding"
 BINDING_NEEDLE = b'"thinking-binding"'
+# the system prompt a session fixed on its first request (preserved-thinking models): {"type":
+# SYSTEM_PROMPT, "blocks": [...]} (agent.runtime.context_updates writes it, the loader finds the last one)
+SYSTEM_PROMPT = "system-prompt"
+SYSTEM_PROMPT_NEEDLE = b'"system-prompt"'
 
 
 SIDE_USAGE = "side-usage"  # usage no message record carries (agent.runtime.session writes it, agent.transcript.listing reads it)
