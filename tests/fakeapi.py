@@ -41,8 +41,8 @@ from the longest stored prefix that ends at a breakpoint or up to 20 blocks befo
 lookback); the part from there up to its last breakpoint is written (``cache_creation_input_tokens``) and
 the rest is plain ``input_tokens``. The three always add up to the estimate.
 
-Preserved thinking (``FakeAPI(binding="error")``; ``"off"``, the default until the agent passes it, checks
-nothing): on the 2026 models each thinking block is bound to its prefix and a request that changed it is
+Preserved thinking (``binding="error"``, the default; ``"off"`` checks nothing, for a test about something
+else): on the 2026 models each thinking block is bound to its prefix and a request that changed it is
 refused with the API's 400 text, or with ``drop_block`` has the blocks left out and listed
 (agent/demo/binding.py). ``api.binding`` counts refusals, ``fallbacks`` and cache misses; ``check()``
 fails on a refusal (a violation) and on any drop_block fallback. Mid-conversation ``role: "system"``
@@ -422,7 +422,7 @@ class FakeAPI(ScriptedAPI):
         cache_min_tokens: int = 0,
         tokenizer: Tokenizer | None = None,
         profile: str = "4.x",
-        binding: str = "off",
+        binding: str = "error",
     ) -> None:
         super().__init__(
             context_window=context_window,

@@ -223,7 +223,7 @@ def test_another_models_thinking_is_dropped_without_an_error(api):
 
 
 def test_off_checks_nothing_and_older_models_are_not_bound():
-    with FakeAPI() as api:  # the default, "off"
+    with FakeAPI(binding="off") as api:
         chat = two_turns(api)
         chat.messages.append(user("third"))
         chat.messages[0] = user("reworded")
