@@ -25,6 +25,12 @@ def thought(text: str) -> Reply:
     return Reply([thinking_block(f"thinking about: {text}"), {"type": "text", "text": text}])
 
 
+def break_prefix(session) -> None:
+    """Change the session's fixed system prompt: every thinking block sent so far is then invalid."""
+    fixed = session.fixed_system()
+    session.restore_system([{**fixed[0], "text": fixed[0]["text"] + " (changed)"}, *fixed[1:]], record=False)
+
+
 def notices(events: list) -> list[str]:
     return [e.text for e in events if isinstance(e, Notice)]
 
@@ -34,9 +40,9 @@ def test_a_refused_prefix_is_sent_again_with_drop_block_once_and_from_then_on(tm
         session, events = make_session(tmp_path, api, model=MODEL, model_explicit=True)
         api.add(thought("first answer"))
         assert run_turn(session, "first question").stop_reason == "end_turn"
-        # something rewrites the history under the thinking (what the pipeline must never do)
-        first = session.conv.messages[0]
-        session.conv.messages[0] = first.replace(content=[{"type": "text", "text": "first question, edited"}])
+        # something rewrites the prefix under the thinking (what the agent must never do): here the system
+        # prompt (the pipeline's own history edits are caught before sending: compact.binding)
+        break_prefix(session)
         api.add(thought("second answer"))
         assert run_turn(session, "second question").stop_reason == "end_turn"
         api.add(Reply.text("third answer"))
@@ -50,6 +56,7 @@ def test_a_refused_prefix_is_sent_again_with_drop_block_once_and_from_then_on(tm
         assert notices(events).count(FALLBACK_NOTICE) == 1  # one line for the user
         recs = records(session.transcript_path)
         assert [r["path"] for r in recs if r.get("type") == "thinking-binding"] == ["messages.1.content.0"]
+        assert api.message_requests[-3].status == 400  # the refused one, then the retry
         answered = next(
             r for r in recs if r.get("type") == "assistant" and "second answer" in str(r["message"])
         )
@@ -70,9 +77,7 @@ def test_a_resumed_session_keeps_sending_drop_block(tmp_path: Path) -> None:
         session, _ = make_session(tmp_path, api, model=MODEL, model_explicit=True)
         api.add(thought("one"))
         run_turn(session, "q1")
-        session.conv.messages[0] = session.conv.messages[0].replace(
-            content=[{"type": "text", "text": "edited"}]
-        )
+        break_prefix(session)
         api.add(thought("two"))
         run_turn(session, "q2")
         resumed = lifecycle.open_session(
