@@ -207,8 +207,8 @@ def main() -> None:
             res = cli(api, tmp, project, "-p", "/compact", "--continue", *flags)
             assert res.returncode == 0, res.stderr
         ok3, loaded3 = call_all("after 3 compactions")
-        print(f"3. tools found: {len(found)}; callable before: {ok0}, after 3 compactions: {ok3} "
-              f"(sent in full: {loaded3}); after --continue: see the line above (each run is a --continue)")  # fmt: skip
+        print(f"3. tools found: {len(found)}; callable after --continue (a new process): {ok0}; after 3 "
+              f"compactions (each run its own --continue): {ok3}, of them sent in full: {loaded3}")  # fmt: skip
 
         # 4: a 1 MB result
         before = len(api.message_requests)

@@ -146,3 +146,20 @@ def test_the_apis_own_tool_search_is_used_on_the_providers_api_and_found_tools_s
     assert loaded and not loaded[0].get("defer_loading")
     [path] = transcripts(isolated_env)
     assert any(r.get("discoveredTools") == ["mcp__basic__echo"] for r in records(path))
+
+
+def test_hooks_match_mcp_tool_names(fake_api, run_cli, project, isolated_env, tmp_path):
+    cfg = config_file(tmp_path, {"basic": "basic"})
+    (project / ".claude").mkdir()
+    hook = {
+        "matcher": "mcp__basic__.*",
+        "hooks": [{"type": "command", "command": "echo 'no echoes today' >&2; exit 2"}],
+    }
+    (project / ".claude" / "settings.json").write_text(json.dumps({"hooks": {"PreToolUse": [hook]}}))
+    trust.grant(isolated_env / ".compact-agent", project)
+    fake_api.reply_tool("mcp__basic__echo", {"text": "hi"})
+    fake_api.reply_text("ok")
+    res = run_cli(fake_api, "-p", "echo", "--mcp-config", str(cfg), "--allowedTools", "mcp__basic")
+    assert res.code == 0, res.stderr
+    blocked = tool_result(fake_api.message_requests[1].body)
+    assert blocked["is_error"] and "no echoes today" in str(blocked["content"])

@@ -170,12 +170,15 @@ def test_stdio_calls_bring_content_and_structured_content_and_failures_stay_one_
             "basic": stdio("basic", "basic"),
             "gone": {"command": str(tmp_path / "no-such-program")},
             "quits": stdio("quits", "exit"),
+            "noisy": stdio("noisy", "garbage"),  # lines on stdout that are not JSON-RPC
         },
     )
     try:
         hub.start()
         assert hub.wait(60)
         assert hub.states["basic"].status == "connected", hub.states["basic"].error
+        assert hub.states["noisy"].status == "connected"  # the SDK skips what is not a message
+        assert hub.call("noisy", "echo", {"text": "x"}, ctx.cancel)["content"][0]["text"] == "echo: x"
         assert {t["name"] for t in hub.states["basic"].tools} >= {"echo", "add", "weather", "picture"}
         assert hub.states["gone"].status == "failed" and "not found" in hub.states["gone"].error
         assert hub.states["quits"].status == "failed" and "\n" not in hub.states["quits"].error
@@ -305,3 +308,23 @@ def test_slash_mcp_lists_servers_with_their_state(fake_api, tmp_path):
     assert (
         "deferred (not in the context until a search finds them): 0" in commands.run(session, "/context").text
     )
+
+
+def test_search_ranks_names_over_descriptions_and_meets_plurals_halfway():
+    def schema(name: str, description: str, **params: str) -> dict:
+        props = {k: {"type": "string", "description": v} for k, v in params.items()}
+        return {
+            "name": name,
+            "description": description,
+            "input_schema": {"type": "object", "properties": props},
+        }
+
+    schemas = [
+        schema("mcp__gh__create_releases", "Publish a tagged version."),
+        schema("mcp__gh__list_issues", "Issues of a repository; mentions releases in passing."),
+        schema("mcp__db__run_query", "Run SQL.", statement="the SQL statement to execute"),
+        schema("mcp__web__fetch", "Download a page."),
+    ]
+    assert rank("create a release", schemas, 2) == ["mcp__gh__create_releases", "mcp__gh__list_issues"]
+    assert rank("execute a statement", schemas, 5) == ["mcp__db__run_query"]  # found by its parameter
+    assert rank("the a to", schemas, 5) == []

@@ -229,10 +229,16 @@ def words(text: str) -> list[str]:
 
 
 def _stem(word: str) -> str:
-    for suffix in ("ing", "es", "s", "ed"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
+    """A light stem, so "releases", "release" and "released" meet: plurals, -ing, -ed, a final e."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith(("sses", "shes", "ches", "xes")):
+        word = word[:-2]
+    elif len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
+    elif len(word) > 5 and word.endswith(("ing", "ed")):
+        word = word[:-3] if word.endswith("ing") else word[:-2]
+    return word[:-1] if len(word) > 3 and word.endswith("e") else word
 
 
 def _fields(schema: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
