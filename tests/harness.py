@@ -56,13 +56,31 @@ class Bench(wiring.SessionBase):
     events: list[Any] = field(default_factory=list)
     usage_total: dict[str, int] = field(default_factory=dict)
     cost: float = 0.0
+    session_id: str = SESSION_ID
+    hooks: HookRunner | None = None  # the real hook runner, when a test gives hooks
 
     def emit(self, event: Any) -> None:  # type: ignore[override]
         self.events.append(event)
 
-    def account(self, message: Message) -> None:
+    def account_side_request(self, message: Message) -> None:
         """A side request's usage (the session also writes it to the transcript; the bench only counts)."""
         self.count_usage(message.model or self.model, message.usage or {})
+
+    def hook_context(self, event: str, match_value: str | None, **fields: Any) -> str:
+        if self.hooks is None:
+            return ""
+        payload = {**base_payload(self.session_id, self.transcript_path, self.cwd, event), **fields}
+        outcomes = wiring.run_hooks(self.hooks, event, payload, match_value, self.notice)
+        return self.hooks.context_text(outcomes)
+
+    def notice(self, text: str, level: str = "info") -> None:
+        self.events.append(Notice(text, level))
+
+    def compaction_instructions(self) -> str:
+        return compact_instructions(self.cwd, self.home)
+
+    def instruction_paths(self) -> list[Path]:
+        return memory_files(self.cwd, self.home)
 
     def view(self) -> Any:
         return self.conv.view()
@@ -128,15 +146,6 @@ def make_bench(
     client = wiring.client(settings, events.append)
     tools = ToolContext(project_dir=cwd, session_dir=store / session_id, cwd=cwd)
     writer = TranscriptWriter(store / f"{session_id}.jsonl", session_id, str(cwd), "test")
-    runner = HookRunner(hooks or {}, cwd, dict(os.environ))
-
-    def notice(text: str, level: str) -> None:
-        events.append(Notice(text, level))
-
-    def run_hooks(event: str, match_value: str | None, **fields: Any) -> str:
-        payload = {**base_payload(session_id, writer.path, cwd, event), **fields}
-        return runner.context_text(wiring.run_hooks(runner, event, payload, match_value, notice))
-
     bench = Bench(
         conv=None,  # type: ignore[arg-type]
         ports=None,  # type: ignore[arg-type]
@@ -145,18 +154,10 @@ def make_bench(
         model=model,
         limits=limits,
         events=events,
+        session_id=session_id,
+        hooks=HookRunner(hooks or {}, cwd, dict(os.environ)),
     )
-    bench.ports = Ports(
-        model=client,
-        emit=events.append,
-        request=bench.request,
-        thresholds=bench.thresholds,
-        account=bench.account,
-        hooks=run_hooks,
-        instructions=lambda: compact_instructions(cwd, home),
-        instruction_files=lambda: memory_files(cwd, home),
-        config=compaction,
-    )
+    bench.ports = bench.compaction_ports(client, events.append, compaction)
     bench.conv = wiring.conversation(writer, store / session_id, tools, bench.ports, clock=clock)
     client.on_binding_fallback = bench.binding_fallback
     return bench

@@ -34,7 +34,6 @@ from agent.runtime.client import default_model
 from agent.runtime.hooks import HookRunner, base_payload
 from agent.transcript.writer import SIDE_USAGE, TranscriptWriter
 from compact import discovered
-from compact.conversation import Ports
 from compact.state import ContextState
 from core.events import Event, Notice, ToolOutput
 from core.messages import Message
@@ -98,18 +97,11 @@ class Session(wiring.SessionBase):
         if s.deny:  # a file the Read rules deny never shows up in Grep or Glob output either
             self.tool_ctx.hidden = Hidden(self.permissions.read_denied, [s.root])
         self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
-        self.ports = Ports(
-            model=self.client,
-            emit=self._emit,
-            request=self.request,
-            thresholds=self.thresholds,
-            account=self.account_side_request,
-            hooks=self.hook_context,
-            instructions=lambda: compact_instructions(s.cwd, s.home, self.where()),
-            instruction_files=lambda: [f.path for f in self.instructions().files],
-            thinking=self.apply_thinking,
+        self.ports = self.compaction_ports(
+            self.client,
+            self._emit,
+            wiring.compact_config(s),
             offers_compaction=lambda: offers_compaction(self.model),
-            config=wiring.compact_config(s),
         )
         self.conv = wiring.conversation(
             writer,
@@ -203,6 +195,13 @@ class Session(wiring.SessionBase):
                 self._refusals_said.add(reason)
                 self.notice(f"Instruction file not read: {reason}.", "warning")
         return found
+
+    def compaction_instructions(self) -> str:
+        s = self.settings
+        return compact_instructions(s.cwd, s.home, self.where())
+
+    def instruction_paths(self) -> list[Path]:
+        return [f.path for f in self.instructions().files]
 
     def git(self) -> GitFacts | None:
         if not self._git_taken:

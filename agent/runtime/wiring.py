@@ -153,7 +153,9 @@ def snipper(conv: Conversation) -> Callable[[list[str], str | None], str]:
 
 class SessionBase(ABC):
     """What a session and the tests' bench do the same way over their Conversation. The owner sets the
-    attributes declared here and gives ``system_blocks``, ``tool_schemas`` and ``model_window``."""
+    attributes declared here and gives ``system_blocks``, ``tool_schemas`` and ``model_window``, and what
+    compaction is given through ``compaction_ports`` (the one assembly of ``Ports``): ``account_side_request``,
+    ``hook_context``, ``compaction_instructions`` and ``instruction_paths``."""
 
     settings: Settings
     model: str
@@ -174,6 +176,44 @@ class SessionBase(ABC):
     @abstractmethod
     def model_window(self) -> int:
         """The model's whole context window (before the conversation's own limit)."""
+
+    @abstractmethod
+    def account_side_request(self, message: Message) -> None:
+        """Count a side request's usage (compaction, notes, collapse): toward the bill, not the context."""
+
+    @abstractmethod
+    def hook_context(self, event: str, match_value: str | None, **fields: Any) -> str:
+        """Run a hook event; what its successful hooks printed."""
+
+    @abstractmethod
+    def compaction_instructions(self) -> str:
+        """The instruction files' ``## Compact Instructions``, added to every summary request."""
+
+    @abstractmethod
+    def instruction_paths(self) -> list[Path]:
+        """The instruction files in force (a compaction's restore step leaves them out: they are re-sent)."""
+
+    def apply_thinking(self, req: Request) -> None:
+        """Extended thinking on a main-loop request; none unless the owner says otherwise."""
+        return None  # the bench's requests never think; a Session sets budget and max_tokens
+
+    def compaction_ports(
+        self, model: Any, emit: Callable[[Event], None], config: CompactConfig, **more: Any
+    ) -> Ports:
+        """The ports compaction works through, filled from this owner's methods (``more``: further ports)."""
+        return Ports(
+            model=model,
+            emit=emit,
+            request=self.request,
+            thresholds=self.thresholds,
+            account=self.account_side_request,
+            hooks=self.hook_context,
+            instructions=self.compaction_instructions,
+            instruction_files=self.instruction_paths,
+            thinking=self.apply_thinking,
+            config=config,
+            **more,
+        )
 
     # --- shortcuts to the conversation -----------------------------------------------------------
     @property
