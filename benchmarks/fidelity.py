@@ -84,11 +84,14 @@ def main() -> int:
     counts: dict[str, int] = {}
     how: dict[str, list[str]] = {}
     problems: list[str] = []
+    refused = fallbacks = misses = 0
     for mode in modes:
         row = table.setdefault(mode, {item: [0, 0] for item in ITEMS})
         for scenario in scenarios:
             result = scripted.run(scenario, mode, short_turns=mode == "collapse")
             problems += [f"{scenario.name}/{mode}: {e}" for e in result.errors]
+            refused, fallbacks = refused + result.refused, fallbacks + result.fallbacks
+            misses += len(result.misses)
             counts[mode] = counts.get(mode, 0) + len(result.checkpoints)
             how.setdefault(mode, []).extend(result.methods)
             for checkpoint in result.checkpoints:
@@ -125,6 +128,10 @@ def main() -> int:
     )
     for mode, used in how.items():
         print(f"{mode}: " + ", ".join(f"{used.count(m)} {m}" for m in sorted(set(used))))
+    print(
+        f"preserved thinking: {refused} refused requests, {fallbacks} drop_block fallbacks; "
+        f"prompt-cache misses between compaction points: {misses}"
+    )
     for problem in problems:
         print(f"problem: {problem}")
     return 1 if problems else 0

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent.frontend import commands  # noqa: E402
 from agent.runtime.loop import run_turn  # noqa: E402
-from compact import collapse_worker, notes_updater  # noqa: E402
+from compact import cache_health, collapse_worker, notes_updater  # noqa: E402
 from compact.notes_template import SECTIONS  # noqa: E402
 from core.events import CompactFinished, MessageRecorded, Notice  # noqa: E402
 from core.messages import Message  # noqa: E402
@@ -530,6 +530,11 @@ class Run:
     peak: int  # the largest main request, in the fake's tokens
     errors: list[str]
     methods: list[str] = field(default_factory=list)  # of each compaction: summary, session-memory, collapse
+    # preserved thinking and cache health (each also among ``errors``): requests the prefix check refused,
+    # drop_block fallbacks taken, prompt-cache misses the server reported between compaction points
+    refused: int = 0
+    fallbacks: int = 0
+    misses: list[dict[str, Any]] = field(default_factory=list)
 
 
 def split(turns: list[Turn], size: int = 2) -> list[Turn]:
@@ -624,7 +629,13 @@ def run(
         notes_updater.wait_for_update(session.conv, 30)
         if (collapser := collapse_worker.collapser(session.conv)) is not None:
             collapser.join(30)
-        errors += api.violations
+        errors += api.violations  # a request the prefix check refused is one
+        misses = cache_health.unexpected(session.conv)
+        errors += [f"drop_block fallback: {dropped}" for dropped in api.binding.fallbacks]
+        errors += [
+            f"cache miss between compaction points: {m['reason']} (~{m['missedTokens']} tokens)"
+            for m in misses
+        ]
         mains = [tokens for kind, _, tokens in api.billed if kind == "main"]
         return Run(
             scenario.name,
@@ -635,6 +646,9 @@ def run(
             max(mains, default=0),
             errors,
             methods(events),
+            len(api.binding.refused),
+            len(api.binding.fallbacks),
+            misses,
         )
 
 
