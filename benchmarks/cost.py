@@ -94,6 +94,7 @@ class Row:
     side_share: float
     cache_read_shares: list[float]
     problems: list[str]
+    server_input: int = 0  # input tokens of the server's summaries (billed uncached: the worst case)
 
 
 def row_of(
@@ -112,7 +113,10 @@ def row_of(
         for kind, u, _ in billed
         if kind in ("summary", "collapse")
     ]
-    return Row(session, config, total, compactions, peak, side / total if total else 0.0, shares, problems)
+    server = sum(int(u.get("input_tokens") or 0) for kind, u, _ in billed if kind == "server-summary")
+    return Row(
+        session, config, total, compactions, peak, side / total if total else 0.0, shares, problems, server
+    )
 
 
 # --- sessions ------------------------------------------------------------------------------------------------
@@ -323,6 +327,19 @@ def print_table(rows: list[Row]) -> None:
         "\ntotal over all sessions: "
         + ", ".join(f"{c} {t / 1000:,.0f}K ({t / totals['default']:.2f}x)" for c, t in totals.items())
     )
+    thinking = [r for r in rows if r.config == "5.5 thinking"]
+    if thinking and totals.get("default"):
+        worst = sum(r.billed for r in thinking)
+        uncached = sum(r.server_input for r in thinking)
+        best = worst - uncached * (PRICE["input_tokens"] - PRICE["cache_read_input_tokens"])
+        scripted_default = sum(
+            r.billed for r in rows if r.config == "default" and r.session in {t.session for t in thinking}
+        )
+        print(
+            f"5.5 thinking against default on the same sessions: {worst / scripted_default:.2f}x with the "
+            f"server's summary billed uncached ({uncached / 1000:,.0f}K input tokens: the worst case, used "
+            f"above), {best / scripted_default:.2f}x if it reads the prompt cache (the best case)"
+        )
     reads = [r for r in rows if r.session == "36 reads" and r.config == "default"]
     if reads:
         print(

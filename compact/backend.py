@@ -52,6 +52,16 @@ def server_plan(conv: Conversation, ports: Ports) -> ServerPlan | None:
     return ServerPlan(list(ctx.sent_tagged), kept)
 
 
+def server_expected(conv: Conversation, ports: Ports) -> bool:
+    """Whether the server's summary will be the backend once a request has been sent: the model offers
+    it and its latest reply holds thinking (right after a compaction no request was sent yet)."""
+    if not ports.config.server_compaction or not ports.offers_compaction():
+        return False
+    with conv.lock:
+        last = next((m for m in reversed(conv.messages) if m.role == "assistant"), None)
+    return last is not None and binding.holds_thinking(last)
+
+
 def tool_loop_running(view: list[Message]) -> bool:
     """A local compaction now may keep no tail: the loop's latest assistant message would follow a
     client-written summary without the thinking the API requires of it."""

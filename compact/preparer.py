@@ -181,6 +181,8 @@ def start_if_due(conv: Conversation, ports: Ports, tokens: int) -> bool:
         return p.kind == "notes"
     if p.running or tokens < level(p, threshold, blocking, kind):
         return False  # (one in flight at a time: an older one, overtaken by a compaction, ends first)
+    if kind == "server" and backend.server_plan(conv, ports) is None:
+        return False  # the server's summary needs a request sent since the compaction point: next time
     return _start(conv, ports, p, tokens)
 
 
@@ -210,7 +212,7 @@ def _start(conv: Conversation, ports: Ports, p: Preparer, tokens: int) -> bool:
 
 def _kind(conv: Conversation, ports: Ports) -> str:
     """The kind of candidate this cycle would start (compact.backend's choice, asked ahead)."""
-    if backend.server_plan(conv, ports) is not None:
+    if backend.server_expected(conv, ports):
         return "server"
     return "notes" if _notes_usable(conv, ports) else "summary"
 
@@ -383,13 +385,17 @@ def _wait(conv: Conversation, ports: Ports, p: Preparer) -> float:
 def _usable(conv: Conversation, ports: Ports, p: Preparer) -> Compaction | None:
     """The compaction the cycle's completed candidate gives now, checked; None when there is none (a
     refused one is recorded in ``last_rejected`` and counted)."""
+    made = None
     if p.kind == "server" and p.server_ready is not None:
-        return _from_server(conv, p, p.server_ready)
-    if p.kind == "summary" and p.ready is not None:  # the newest completed one (a newer may be running)
-        return _from_summary(conv, ports, p, p.ready)
-    if p.kind == "notes" and p.notes_done and not p.failed:
-        return _from_notes(conv, ports, p)
-    return None
+        made = _from_server(conv, p, p.server_ready)
+    elif p.kind == "summary" and p.ready is not None:  # the newest completed one (a newer may be running)
+        made = _from_summary(conv, ports, p, p.ready)
+    elif p.kind == "notes" and p.notes_done and not p.failed:
+        made = _from_notes(conv, ports, p)
+    if made is not None and not backend.keeps_thinking_valid(made):
+        _reject(p, "its kept turns end in a tool loop whose thinking a summary written here would invalidate")
+        return None
+    return made
 
 
 def _reject(p: Preparer, reason: str) -> None:
@@ -513,6 +519,8 @@ def _start_next(conv: Conversation, ports: Ports, p: Preparer) -> None:
     one response later."""
     tokens = conv.view().tokens
     kind = _kind(conv, ports)
+    if kind == "server" and backend.server_plan(conv, ports) is None:
+        return  # after the next response: the server's summary needs a request sent since the compaction
     if tokens >= level(p, ports.thresholds().auto_compact, _limit(ports), kind):
         _start(conv, ports, p, tokens)
 

@@ -246,3 +246,25 @@ def test_a_chain_of_server_summaries_each_standing_for_what_it_replaced(tmp_path
         assert is_compaction(bench.messages[0])
     step(bench, Reply.text("All read.", thinking="done"), api)  # the third block holds the second, and so on
     assert api.compactions.served == 3 and bench.conv.view_ctx.thinking.dropped_at_compaction == 0
+
+
+def test_after_a_server_summary_the_next_candidate_waits_for_a_request_then_is_the_servers(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    from compact import preparer
+
+    bench = thinking_bench(tmp_path, api)
+    bench.add(user_prompt("Read the modules."))
+    read_step(bench, api, "a.py")
+    read_step(bench, api, "b.py")
+    assert compactor.compact(bench.conv, bench.ports, "auto") is True
+    high = int(bench.ports.thresholds().auto_compact * 0.9)
+    # nothing was sent since the compaction point: a local candidate now would be set aside at T
+    assert preparer.start_if_due(bench.conv, bench.ports, high) is False
+    p = preparer.preparer(bench.conv)
+    assert p is not None and p.kind == "" and p.stats.prepared == 0
+    read_step(bench, api, "c.py")
+    preparer.start_if_due(bench.conv, bench.ports, high)
+    assert p.kind == "server" and p.thread is not None
+    p.thread.join(30)
+    assert p.server_ready is not None
