@@ -163,3 +163,123 @@ def test_hooks_match_mcp_tool_names(fake_api, run_cli, project, isolated_env, tm
     assert res.code == 0, res.stderr
     blocked = tool_result(fake_api.message_requests[1].body)
     assert blocked["is_error"] and "no echoes today" in str(blocked["content"])
+
+
+def test_the_repl_asks_before_a_projects_servers_start_and_connects_them_after_the_prompt(
+    fake_api, project, isolated_env
+):
+    import io
+    import os
+
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+    from rich.console import Console
+
+    from agent.config.settings import load_settings
+    from agent.frontend.repl import Repl
+    from tests.conftest import wait_for
+    from tests.test_repl import Driver
+
+    (project / ".git").mkdir()
+    (project / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"basic": {"command": sys.executable, "args": [SERVERS, "basic"]}}})
+    )
+    trust.grant(isolated_env / ".compact-agent", project)
+    environ = {
+        "HOME": os.environ["HOME"],
+        "COMPACT_AGENT_HOME": os.environ["COMPACT_AGENT_HOME"],
+        **fake_api.env(),
+    }
+    settings = load_settings(cwd=project, environ=environ, cli={})
+    buf = io.StringIO()
+    console = Console(file=buf, width=100, force_terminal=False, color_system=None)
+    with create_pipe_input() as pipe:
+        pipe.send_text("y\r")  # the answer to the question open() asks
+        repl = Repl(settings, console, environ=environ, input=pipe, output=DummyOutput())
+        repl.open()
+        assert repl.mcp.states["basic"].status == "pending"  # nothing started before the prompt
+        d = Driver(repl, pipe, buf)
+        d.thread.start()
+        try:
+            wait_for(lambda: repl.mcp.states["basic"].status == "connected", 60)
+            d.type("/mcp\r")
+            d.wait_for("connected, 5 tools")
+            d.type("/exit\r")
+            assert d.finish() == 0
+        finally:
+            repl.mcp.close()
+    out = buf.getvalue()
+    assert "This project's .mcp.json configures MCP servers:" in out and f"basic: {sys.executable}" in out
+    local = json.loads((isolated_env / ".compact-agent" / "mcp.json").read_text())
+    assert local["projects"][str(project)]["enabled"] == ["basic"]
+
+
+def test_mcp_add_list_get_remove_as_claude_mcp(run_cli, project, isolated_env):
+    home = isolated_env / ".compact-agent"
+    res = run_cli(None, "mcp", "add", "basic", "--", sys.executable, SERVERS, "basic")
+    assert res.code == 0, res.stderr
+    assert 'Added MCP server "basic" (local scope)' in res.stdout
+    res = run_cli(
+        None,
+        "mcp",
+        "add",
+        "-s",
+        "user",
+        "-t",
+        "http",
+        "-H",
+        "X-Team: core",
+        "remote",
+        "http://127.0.0.1:9/mcp",
+    )
+    assert res.code == 0, res.stderr
+    assert json.loads((home / "settings.json").read_text())["mcpServers"]["remote"] == {
+        "type": "http",
+        "url": "http://127.0.0.1:9/mcp",
+        "headers": {"X-Team": "core"},
+    }
+    assert oct((home / "settings.json").stat().st_mode & 0o777) == "0o600"
+    res = run_cli(None, "mcp", "list")
+    assert res.code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert any(line.startswith("basic [local]: ") and line.endswith("connected (5 tools)") for line in lines)
+    assert any(line.startswith("remote [settings]: http http://127.0.0.1:9/mcp - failed") for line in lines)
+    res = run_cli(None, "mcp", "get", "basic")
+    assert res.code == 0 and "scope: local" in res.stdout
+    assert run_cli(None, "mcp", "remove", "basic").stdout.startswith(
+        'Removed MCP server "basic" (local scope)'
+    )
+    res = run_cli(None, "mcp", "remove", "basic")
+    assert (
+        res.code == 1
+        and res.stderr == 'compact-agent mcp: no MCP server "basic" in any scope this command writes\n'
+    )
+
+
+def test_append_system_prompt_and_add_dir_reach_the_request_and_the_permissions(
+    fake_api, run_cli, project, tmp_path
+):
+    first, second = tmp_path / "lib1", tmp_path / "lib2"
+    first.mkdir()
+    second.mkdir()
+    (second / "util.py").write_text("VALUE = 7\n")
+    fake_api.reply_tool("Read", {"file_path": str(second / "util.py")})
+    fake_api.reply_text("VALUE is 7.")
+    res = run_cli(
+        fake_api,
+        "-p",
+        "--append-system-prompt",
+        "Answer in one short sentence.",
+        "--add-dir",
+        str(first),
+        str(second),
+        "--",
+        "what is VALUE?",
+    )
+    assert res.code == 0, res.stderr
+    body = fake_api.message_requests[0].body
+    system = "\n".join(b["text"] for b in body["system"])
+    assert "Answer in one short sentence." in system
+    assert f"Additional working directories: {first}, {second}" in system
+    read = tool_result(fake_api.message_requests[1].body)
+    assert not read.get("is_error") and "VALUE = 7" in str(read["content"])  # no question: an added directory
