@@ -223,13 +223,14 @@ def _started(thread: threading.Thread) -> None:
     global _exit_wait_registered
     with _exit_lock:
         if not _exit_wait_registered:
-            atexit.register(_wait_at_exit)
+            atexit.register(wait_at_exit)
             _exit_wait_registered = True
         _in_flight[:] = [t for t in _in_flight if t.is_alive()] + [thread]
     thread.start()
 
 
-def _wait_at_exit() -> None:
+def wait_at_exit() -> None:
+    """Wait (up to EXIT_WAIT in all) for the updates still in flight: what the process does at exit."""
     deadline = time.monotonic() + EXIT_WAIT
     for thread in list(_in_flight):
         thread.join(max(0.0, deadline - time.monotonic()))

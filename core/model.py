@@ -1,8 +1,8 @@
 """The model seam: what a request is, what a model does with it, and the facts we know about models.
 
 ``Request`` is everything one Messages API call sends. ``Model`` is the one-method protocol the rest of
-the program talks to: ``agent.runtime.client.ModelClient`` implements it with the official SDK, and a test can
-implement it with anything that returns a complete assistant ``Message``. Model facts (output limits,
+the program talks to: ``agent.runtime.client.ModelClient`` implements it with the official SDK, and
+``core.scripted.ScriptedModel`` with a script of replies (loop and pipeline tests). Model facts (output limits,
 window, prices) are plain tables here so that every floor can use them without the SDK.
 """
 
@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from core.errors import ThinkingBindingMismatch
 from core.messages import Message
 
 CACHE = {"type": "ephemeral"}
@@ -135,6 +136,16 @@ class Model(Protocol):
     def stream(
         self, req: Request, *, cancel: threading.Event | None = None, emit_text: bool = True
     ) -> Message: ...
+
+
+class ModelService(Model, Protocol):
+    """What a session asks of its model: the requests, and the window the provider reports for a model
+    (None when it can't say). The SDK client (agent.runtime.client) and core.scripted's stand-in."""
+
+    # told when a request's thinking did not bind and it was sent again without (a session reports it)
+    on_binding_fallback: Callable[[ThinkingBindingMismatch], None]
+
+    def context_window(self, model: str) -> int | None: ...
 
 
 # --- facts about models ------------------------------------------------------------------------------

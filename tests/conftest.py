@@ -1,12 +1,15 @@
 """Shared fixtures: an isolated HOME / COMPACT_AGENT_HOME / environment for every test, the fake API,
-and a helper that runs the real CLI as a subprocess against it."""
+and two ways to run the real CLI against it: in this process (``run_cli``) or as a subprocess
+(``run_cli_process``, where the process is what is tested)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 _SCRUB = ("ANTHROPIC_", "CLAUDE_", "COMPACT_AGENT_", "DISABLE_COMPACT", "DISABLE_AUTO_COMPACT", "NO_COLOR")
+# COMPACT_TESTS_CLI=process: run_cli starts a real process too (to check the in-process runner against it)
 
 
 @pytest.fixture(autouse=True)
@@ -75,7 +79,9 @@ def cli_env(home: Path, api: Any = None, extra: dict[str, str] | None = None) ->
 
 @pytest.fixture
 def run_cli(project: Path, isolated_env: Path):
-    """run_cli(api, *args, env={...}, stdin=None, cwd=project) -> CliResult (the real CLI, a subprocess)."""
+    """run_cli(api, *args, env={...}, stdin=None, cwd=project) -> CliResult: the CLI's ``main`` run in
+    this process, as ``python -m agent`` would run it (see ``run_in_process``). For print-mode behaviour;
+    where the process itself is the subject (signals, start-up, what it imports) use ``run_cli_process``."""
 
     def run(
         api: Any,
@@ -85,29 +91,107 @@ def run_cli(project: Path, isolated_env: Path):
         cwd: Path | None = None,
         timeout: float = 120,
     ) -> CliResult:
-        proc = subprocess.run(
-            [sys.executable, "-m", "agent", *args],
-            cwd=cwd or project,
-            env=cli_env(isolated_env, api, env),
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+        if os.environ.get("COMPACT_TESTS_CLI") == "process":  # the same tests against real processes
+            return run_process(list(args), cli_env(isolated_env, api, env), cwd or project, stdin, timeout)
+        return run_in_process(list(args), cli_env(isolated_env, api, env), cwd or project, stdin, timeout)
 
     return run
 
 
+@pytest.fixture
+def run_cli_process(project: Path, isolated_env: Path):
+    """run_cli_process(api, *args, env={...}, stdin=None, cwd=project) -> CliResult (a real subprocess)."""
+
+    def run(
+        api: Any,
+        *args: str,
+        env: dict[str, str] | None = None,
+        stdin: str | None = None,
+        cwd: Path | None = None,
+        timeout: float = 120,
+    ) -> CliResult:
+        return run_process(list(args), cli_env(isolated_env, api, env), cwd or project, stdin, timeout)
+
+    return run
+
+
+def run_process(
+    args: list[str], env: dict[str, str], cwd: Path, stdin: str | None, timeout: float = 120
+) -> CliResult:
+    """``python -m agent`` with ``args`` as a real subprocess."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent", *args],
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def run_in_process(
+    args: list[str], env: dict[str, str], cwd: Path, stdin: str | None, timeout: float = 120
+) -> CliResult:
+    """``agent.cli.main`` with ``args``, as a process would run it: ``env`` as the whole environment,
+    ``cwd`` as the working directory, ``stdin`` (else an empty, closed one) and the output captured; then
+    what a process's exit does: notes updates in flight are waited for (the exit hook), the watchdog's
+    groups die, and the threads the run started are given ``timeout`` to end (a daemon thread dies
+    with a process: here one still running fails the test rather than outlive it)."""
+    from agent.cli import main
+    from compact import notes_updater
+    from tools.process import watchdog
+
+    saved = (dict(os.environ), os.getcwd(), sys.argv, sys.stdin, sys.stdout, sys.stderr)
+    before = set(threading.enumerate())
+    out, err = io.StringIO(), io.StringIO()
+    code: int | str | None = 0
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(cwd)
+        sys.argv = ["compact-agent", *args]
+        sys.stdin, sys.stdout, sys.stderr = io.StringIO(stdin or ""), out, err
+        try:
+            main()
+        except SystemExit as e:
+            code = e.code
+    finally:
+        notes_updater.wait_at_exit()
+        watchdog.close()
+        os.environ.clear()
+        os.environ.update(saved[0])
+        os.chdir(saved[1])
+        sys.argv, sys.stdin, sys.stdout, sys.stderr = saved[2:]
+    deadline = time.monotonic() + timeout
+    for thread in set(threading.enumerate()) - before - {t for t in threading.enumerate() if not _ours(t)}:
+        thread.join(max(0.0, deadline - time.monotonic()))
+        assert not thread.is_alive(), f"the run left {thread.name} running"
+    number = code if isinstance(code, int) else (0 if code is None else 1)
+    if isinstance(code, str):
+        err.write(code + "\n")
+    return CliResult(number, out.getvalue(), err.getvalue())
+
+
+def _ours(thread: threading.Thread) -> bool:
+    """Whether the agent started ``thread`` (not the fake API's server, which serves its connections)."""
+    target = getattr(thread, "_target", None)
+    return getattr(target, "__module__", "").split(".")[0] in ("agent", "compact", "tools", "core")
+
+
 def make_session(
     tmp: Path,
-    api: Any,
+    api: Any = None,
     *,
     session_id: str = "0b5e3c1e-1111-4222-8333-444455556666",
     environ: dict[str, str] | None = None,
+    model_api: Any = None,
     **settings: Any,
 ) -> tuple[Any, list[Any]]:
-    """An in-process Session in ``tmp``/project talking to the fake API; returns it and its event list."""
+    """The agent floor's session builder: a real Session in ``tmp``/project, its model the fake API
+    (``api``: the wire, through the SDK) or ``model_api`` (a core.scripted.ScriptedModel: no wire);
+    returns it and its event list. (The compact floor's is tests/harness.py ``make_bench``.)"""
     from agent.config.settings import Settings
     from agent.runtime.session import Session
     from compact.config import CompactConfig
@@ -119,9 +203,14 @@ def make_session(
     compaction = {k: settings.pop(k) for k in list(settings) if k in CompactConfig.__dataclass_fields__}
     events: list[Any] = []
     s = Settings(
-        cwd=project, base_url=api.url, api_key="test-key", compaction=CompactConfig(**compaction), **settings
+        cwd=project,
+        base_url=api.url if api is not None else None,
+        api_key="test-key",
+        compaction=CompactConfig(**compaction),
+        **settings,
     )
-    return Session(s, session_id, events.append, None, environ=environ or {}), events
+    session = Session(s, session_id, events.append, None, environ=environ or {}, model_api=model_api)
+    return session, events
 
 
 def transcripts(home: Path) -> list[Path]:

@@ -22,13 +22,13 @@ from typing import Any, Callable
 from agent.config.settings import Settings
 from agent.config.system_prompt import build_system, compact_instructions, memory_files
 from agent.runtime import wiring
-from agent.runtime.client import ModelClient
 from agent.runtime.hooks import HookRunner, base_payload
 from agent.transcript.writer import TranscriptWriter
 from compact.config import CompactConfig
 from compact.conversation import Conversation, Ports
 from core.events import Notice
 from core.messages import Message
+from core.model import ModelService
 from tools.base import ToolContext
 from tools.registry import builtin_tools, tool_schemas
 from tools.snip import SnipTool
@@ -49,7 +49,7 @@ class Bench(wiring.SessionBase):
 
     conv: Conversation
     ports: Ports
-    client: ModelClient
+    client: ModelService
     settings: Settings
     model: str
     limits: Limits
@@ -121,17 +121,20 @@ class Bench(wiring.SessionBase):
 
 def make_bench(
     tmp: Path,
-    api: Any,
+    api: Any = None,
     *,
     session_id: str = SESSION_ID,
     model: str = MODEL,
     hooks: dict[str, Any] | None = None,
     home: Path | None = None,
     clock: Callable[[], datetime] | None = None,
+    model_api: ModelService | None = None,
     **options: Any,
 ) -> Bench:
-    """A Bench in ``tmp``/project, its transcript under ``home``/projects; ``options`` are CompactConfig
-    fields (session_memory defaults to off) and Limits fields."""
+    """The compact floor's session builder: a Bench in ``tmp``/project, its transcript under
+    ``home``/projects, its model the fake API (``api``: the wire, through the SDK) or ``model_api`` (a
+    core.scripted.ScriptedModel: no wire); ``options`` are CompactConfig fields (session_memory
+    defaults to off) and Limits fields. (The agent floor's is tests/conftest.py ``make_session``.)"""
     cwd = tmp / "project"
     cwd.mkdir(exist_ok=True)
     home = home or tmp / "agent-home"
@@ -142,8 +145,9 @@ def make_bench(
     limits = Limits(**options)
     compaction = CompactConfig(**config)
     events: list[Any] = []
-    settings = Settings(cwd=cwd, home=home, api_key="test-key", base_url=api.url, compaction=compaction)
-    client = wiring.client(settings, events.append)
+    base_url = api.url if api is not None else None
+    settings = Settings(cwd=cwd, home=home, api_key="test-key", base_url=base_url, compaction=compaction)
+    client = model_api or wiring.client(settings, events.append)
     tools = ToolContext(project_dir=cwd, session_dir=store / session_id, cwd=cwd)
     writer = TranscriptWriter(store / f"{session_id}.jsonl", session_id, str(cwd), "test")
     bench = Bench(

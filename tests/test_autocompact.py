@@ -10,7 +10,8 @@ from compact import autocompact, guard
 from core.events import CompactFailed, CompactFinished, Notice
 from core.messages import assistant, user_prompt
 from tests.fakeapi import FakeAPI, Reply
-from tests.test_compactor import SUMMARY_REPLY, conversation, make_session, of_type
+from tests.harness import make_bench
+from tests.test_compactor import SUMMARY_REPLY, conversation, of_type
 
 T = 167_000  # a 200K window's threshold
 
@@ -37,7 +38,8 @@ def test_should_compact(tokens: int, kw: dict, expected: bool) -> None:
 
 
 def test_below_the_threshold_nothing_happens(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
+    events = bench.events
     conversation(bench, ["a.py"])
     assert bench.thresholds().auto_compact == T
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, T - 1) is False
@@ -45,7 +47,8 @@ def test_below_the_threshold_nothing_happens(tmp_path: Path, api: FakeAPI) -> No
 
 
 def test_over_the_threshold_compacts(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
+    events = bench.events
     conversation(bench, ["a.py"])
     api.reply_text(SUMMARY_REPLY)
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, T) is True
@@ -54,7 +57,7 @@ def test_over_the_threshold_compacts(tmp_path: Path, api: FakeAPI) -> None:
 
 @pytest.mark.parametrize("settings", [{"auto_compact": False}, {"disable_compact": True}])
 def test_switched_off(tmp_path: Path, api: FakeAPI, settings: dict) -> None:
-    bench, _ = make_session(tmp_path, api, **settings)
+    bench = make_bench(tmp_path, api, **settings)
     conversation(bench, ["a.py"])
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, 199_000) is False
     assert api.message_requests == []
@@ -65,7 +68,8 @@ def test_under_context_collapse_it_compacts_only_where_collapse_cannot_help(
 ) -> None:
     """The one policy (autocompact.due) also covers context collapse: below T nothing; at the blocking
     limit a compaction even though auto-compact is off."""
-    bench, events = make_session(tmp_path, api, context_collapse=True)
+    bench = make_bench(tmp_path, api, context_collapse=True)
+    events = bench.events
     conversation(bench, ["a.py"])
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, T - 1, bench.view().messages) is False
     assert api.message_requests == []
@@ -79,7 +83,8 @@ NO_SUMMARY = Reply.text("<analysis>ran out before the summary</analysis>")
 
 
 def test_circuit_breaker_stops_after_three_failures_and_says_so_once(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
+    events = bench.events
     conversation(bench, ["a.py"])
     api.on(lambda body: True, NO_SUMMARY)  # no summary in any reply
     for i in range(6):
@@ -93,7 +98,7 @@ def test_circuit_breaker_stops_after_three_failures_and_says_so_once(tmp_path: P
 
 
 def test_a_success_resets_the_count(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
     conversation(bench, ["a.py"])
     api.add(NO_SUMMARY)
     api.add(NO_SUMMARY)
@@ -106,7 +111,8 @@ def test_a_success_resets_the_count(tmp_path: Path, api: FakeAPI) -> None:
 
 
 def test_never_twice_in_a_row_for_the_same_content(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = make_session(tmp_path, api, autocompact_pct=1)  # anything is over T = 1,800
+    bench = make_bench(tmp_path, api, autocompact_pct=1)
+    events = bench.events  # anything is over T = 1,800
     conversation(bench, ["a.py"])
     api.reply_text("<summary>" + "every detail kept " * 600 + "</summary>")
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, 5_000) is True

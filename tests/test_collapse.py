@@ -65,9 +65,10 @@ def api(fake_api: FakeAPI):
 SESSION_ID = "0c0a1a5e-1111-4222-8333-444455556666"
 
 
-def make_session(tmp: Path, api: FakeAPI, **kw: Any) -> tuple[Bench, list[Any]]:
-    bench = make_bench(tmp, api, session_id=SESSION_ID, context_collapse=True, context_window=60_000, **kw)
-    return bench, bench.events
+def collapse_bench(tmp: Path, api: FakeAPI, **kw: Any) -> Bench:
+    """A bench with context collapse on in a 60K window (this file's preset of make_bench)."""
+    kw = {"session_id": SESSION_ID, "context_collapse": True, "context_window": 60_000, **kw}
+    return make_bench(tmp, api, **kw)
 
 
 def text_of(tokens: int, seed: int) -> str:
@@ -243,7 +244,8 @@ def test_the_worker_sees_the_span_as_text_with_long_blocks_cut() -> None:
 
 
 def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = make_session(tmp_path, api, compaction_model="claude-haiku-4-5")
+    bench = collapse_bench(tmp_path, api, compaction_model="claude-haiku-4-5")
+    events = bench.events
     route = api.on(is_collapse_request, summaries())
     ts = fill(bench, 23_000)  # over the start level: the worker starts; under T: nothing is committed yet
     first = bench.view()
@@ -309,7 +311,7 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
 
 
 def test_usage_measured_before_a_commit_is_lowered_by_what_it_saved(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = collapse_bench(tmp_path, api)
     api.on(is_collapse_request, summaries())
     ts = fill(bench, 23_000)
     bench.view()
@@ -329,7 +331,8 @@ def test_usage_measured_before_a_commit_is_lowered_by_what_it_saved(tmp_path: Pa
 
 
 def test_95_percent_waits_for_the_worker_then_proceeds(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = make_session(tmp_path, api)
+    bench = collapse_bench(tmp_path, api)
+    events = bench.events
 
     def slow(body: dict) -> Reply:
         time.sleep(0.4)
@@ -351,7 +354,7 @@ def test_95_percent_waits_for_the_worker_then_proceeds(tmp_path: Path, api: Fake
 
 
 def test_the_wait_ends_on_ctrl_c_and_after_its_time_limit(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = collapse_bench(tmp_path, api)
     release = threading.Event()
     api.on(is_collapse_request, lambda body: (release.wait(20), Reply.text("late"))[1])
     fill(bench, 37_200)
@@ -373,7 +376,8 @@ def test_the_wait_ends_on_ctrl_c_and_after_its_time_limit(tmp_path: Path, api: F
 
 
 def test_worker_failures_are_reported_once_and_never_break_the_turn(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = make_session(tmp_path, api)
+    bench = collapse_bench(tmp_path, api)
+    events = bench.events
     route = api.on(is_collapse_request, Error(400, "invalid_request_error", "model not available here"))
     fill(bench, 30_000)
     c = collapse_worker.collapser(bench.conv)
@@ -386,7 +390,7 @@ def test_worker_failures_are_reported_once_and_never_break_the_turn(tmp_path: Pa
 
 
 def test_a_staged_span_that_changed_is_not_committed(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = collapse_bench(tmp_path, api)
     api.on(is_collapse_request, summaries())
     ts = fill(bench, 23_000)
     bench.view()
@@ -403,7 +407,7 @@ def test_a_staged_span_that_changed_is_not_committed(tmp_path: Path, api: FakeAP
 def test_nothing_is_committed_or_started_while_a_compaction_reads_the_view(
     tmp_path: Path, api: FakeAPI
 ) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = collapse_bench(tmp_path, api)
     fill(bench, 37_200)
     bench.conv.compacting = True
     assert placeholders(bench.view().messages) == []
@@ -531,7 +535,7 @@ def test_commits_start_at_the_auto_compact_threshold_never_at_the_blocking_limit
 
 
 def test_span_summaries_read_the_cache_the_main_requests_wrote(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = collapse_bench(tmp_path, api)
     spans = api.on(is_collapse_request, summaries())
     api.on(lambda body: not is_collapse_request(body), Reply.text("ok"))
     fill(bench, 14_000)  # under the start level (19,000): no side request yet
@@ -564,7 +568,7 @@ def test_span_summaries_read_the_cache_the_main_requests_wrote(tmp_path: Path, a
 def test_over_t_with_nothing_to_collapse_it_compacts_at_t_not_at_the_blocking_limit(
     tmp_path: Path, api: FakeAPI
 ) -> None:
-    bench, events = make_session(tmp_path, api)
+    bench = collapse_bench(tmp_path, api)
     spans = api.on(is_collapse_request, summaries())
     summary = api.on(
         lambda body: body.get("tool_choice", {}).get("type") == "none" and not is_collapse_request(body),
@@ -594,7 +598,7 @@ def test_over_t_with_nothing_to_collapse_it_compacts_at_t_not_at_the_blocking_li
 
 
 def test_over_t_with_old_turns_to_collapse_it_does_not_compact(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = collapse_bench(tmp_path, api)
     api.on(is_collapse_request, summaries())
     fill(bench, 26_000)
     view = bench.view()

@@ -2,7 +2,7 @@
 records, hooks, restoration, failures that change nothing, and the post-compaction guard.
 
 Each test builds a Conversation and its Ports with tests.harness (no Session). The helpers at the top
-(``make_session``, ``read_round``, ``main_request``...) are shared with test_summary.py and
+(``read_round``, ``main_request``...) are shared with test_summary.py and
 test_autocompact.py.
 """
 
@@ -19,6 +19,7 @@ from compact.result import Compaction
 from core.errors import Interrupted
 from core.events import CompactFailed, CompactFinished, CompactStarted, Notice
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
+from core.scripted import ScriptedModel, reply_text
 from tests.fakeapi import FakeAPI, Reply, last_user_text, request_text
 from tests.harness import Bench, make_bench
 from tools.read import number_lines, record_read
@@ -30,11 +31,6 @@ SUMMARY_REPLY = (
 
 
 # --- helpers --------------------------------------------------------------------------------------------
-
-
-def make_session(tmp_path: Path, api: FakeAPI, **settings: Any) -> tuple[Bench, list[Any]]:
-    bench = make_bench(tmp_path, api, **settings)
-    return bench, bench.events
 
 
 def write_file(bench: Bench, name: str, lines: int = 20, width: int = 6) -> Path:
@@ -104,7 +100,8 @@ def api(fake_api: FakeAPI):
 
 
 def test_compaction_replaces_history_with_summary_and_writes_boundary(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
+    events = bench.events
     conversation(bench, [f"m{i}.py" for i in range(8)])
     old = list(bench.messages)
     api.reply_text(SUMMARY_REPLY)
@@ -136,18 +133,20 @@ def test_compaction_replaces_history_with_summary_and_writes_boundary(tmp_path: 
     assert bench.conv.breaker.failures == 0
 
 
-def test_manual_summary_does_not_tell_the_model_to_carry_on(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+def test_manual_summary_does_not_tell_the_model_to_carry_on(tmp_path: Path) -> None:
+    # the wire plays no part here: the summary comes from a script (core.scripted)
+    model = ScriptedModel([reply_text(SUMMARY_REPLY)])
+    bench = make_bench(tmp_path, model_api=model)
     conversation(bench, ["a.py"])
-    api.reply_text(SUMMARY_REPLY)
     assert compactor.compact(bench.conv, bench.ports, "manual")
-    assert "Carry on" not in bench.messages[0].text
+    assert "Carry on" not in bench.messages[0].text and "fix the parser" in bench.messages[0].text
+    assert (len(model.requests), model.left, bench.messages[0].kind) == (1, 0, "summary")
     boundary = next(r for r in transcript_records(bench) if r.get("subtype") == "compact_boundary")
     assert boundary["compactMetadata"]["trigger"] == "manual"
 
 
 def test_the_next_main_request_is_the_compacted_view(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
     conversation(bench, ["a.py", "b.py", "c.py"])
     api.reply_text(SUMMARY_REPLY)
     api.reply_text("Carrying on.")
@@ -170,7 +169,8 @@ def test_the_next_main_request_is_the_compacted_view(tmp_path: Path, api: FakeAP
 def test_unusable_reply_leaves_conversation_and_transcript_untouched(
     tmp_path: Path, api: FakeAPI, reply: str
 ) -> None:
-    bench, events = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
+    events = bench.events
     conversation(bench, ["a.py"])
     before_messages = list(bench.messages)
     before_bytes = bench.transcript_path.read_bytes()
@@ -190,7 +190,8 @@ def test_unusable_reply_leaves_conversation_and_transcript_untouched(
 
 
 def test_api_error_is_a_failure_that_changes_nothing(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
+    events = bench.events
     conversation(bench, ["a.py"])
     before = bench.transcript_path.read_bytes()
     api.error(401)
@@ -201,7 +202,8 @@ def test_api_error_is_a_failure_that_changes_nothing(tmp_path: Path, api: FakeAP
 
 
 def test_ctrl_c_during_the_summary_cancels_and_changes_nothing(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
+    events = bench.events
     conversation(bench, ["a.py"])
     before = bench.transcript_path.read_bytes()
     messages = list(bench.messages)
@@ -220,7 +222,8 @@ def test_ctrl_c_during_the_summary_cancels_and_changes_nothing(tmp_path: Path, a
 
 
 def test_disable_compact_says_why_and_sends_nothing(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = make_session(tmp_path, api, disable_compact=True)
+    bench = make_bench(tmp_path, api, disable_compact=True)
+    events = bench.events
     conversation(bench, ["a.py"])
     assert compactor.compact(bench.conv, bench.ports, "manual") is False
     assert of_type(events, Notice)[-1].text == "Compaction is disabled (DISABLE_COMPACT is set)"
@@ -228,7 +231,8 @@ def test_disable_compact_says_why_and_sends_nothing(tmp_path: Path, api: FakeAPI
 
 
 def test_an_empty_conversation_is_not_compacted(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
+    events = bench.events
     assert compactor.compact(bench.conv, bench.ports, "manual") is False
     assert of_type(events, CompactFailed) == [CompactFailed("manual", "there is nothing to compact yet")]
     assert api.message_requests == [] and not bench.transcript_path.exists()
@@ -238,7 +242,8 @@ def test_an_empty_conversation_is_not_compacted(tmp_path: Path, api: FakeAPI) ->
 
 
 def test_still_over_threshold_is_kept_but_counted_as_a_failure(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = make_session(tmp_path, api, autocompact_pct=1)  # T = 1% of 180K = 1,800 tokens
+    bench = make_bench(tmp_path, api, autocompact_pct=1)
+    events = bench.events  # T = 1% of 180K = 1,800 tokens
     conversation(bench, ["a.py"])
     api.reply_text("<summary>" + "a long summary that keeps every detail " * 400 + "</summary>")
     assert compactor.compact(bench.conv, bench.ports, "auto") is True
@@ -254,7 +259,7 @@ def test_still_over_threshold_is_kept_but_counted_as_a_failure(tmp_path: Path, a
 
 
 def test_restores_most_recent_files_first_and_resets_read_state(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
     paths = conversation(bench, [f"f{i}.py" for i in range(7)])
     read_round(bench, paths[2])  # read again: now the most recent
     (bench.cwd / "CLAUDE.md").write_text("# Project\nUse tabs.\n")
@@ -275,7 +280,7 @@ def test_restores_most_recent_files_first_and_resets_read_state(tmp_path: Path, 
 
 
 def test_restoration_budgets_scale_with_a_small_window(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api, autocompact_pct=15)  # T = 27,000: budgets x 0.16
+    bench = make_bench(tmp_path, api, autocompact_pct=15)  # T = 27,000: budgets x 0.16
     bench.add(user_prompt("read the big files"))
     for i in range(3):
         read_round(bench, write_file(bench, f"big{i}.py", lines=2_000))
@@ -291,7 +296,7 @@ def test_restoration_budgets_scale_with_a_small_window(tmp_path: Path, api: Fake
 
 
 def test_files_visible_in_kept_messages_are_not_restored_again(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
     paths = conversation(bench, ["a.py", "b.py", "c.py"])
     kept = bench.messages[-2:]  # the Read of c.py and its result
     plan = restore.plan_restore(bench.conv, bench.ports, kept, bench.messages)
@@ -304,7 +309,7 @@ def test_files_visible_in_kept_messages_are_not_restored_again(tmp_path: Path, a
 
 
 def test_plan_file_is_restored(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
     conversation(bench, ["a.py"])
     bench.session_dir.mkdir(parents=True, exist_ok=True)
     (bench.session_dir / "plan.md").write_text("1. parse\n2. test\n")
@@ -318,7 +323,8 @@ def test_plan_file_is_restored(tmp_path: Path, api: FakeAPI) -> None:
 def test_notes_compaction_keeps_a_tail_and_records_the_segment(
     tmp_path: Path, api: FakeAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bench, events = make_session(tmp_path, api, session_memory=True)
+    bench = make_bench(tmp_path, api, session_memory=True)
+    events = bench.events
     conversation(bench, ["a.py", "b.py"])
     bench.add(
         assistant([{"type": "text", "text": "done"}], usage={"input_tokens": 90_000, "output_tokens": 5})
@@ -349,7 +355,7 @@ def test_notes_compaction_keeps_a_tail_and_records_the_segment(
 
 
 def test_instructions_skip_the_notes(tmp_path: Path, api: FakeAPI, monkeypatch: pytest.MonkeyPatch) -> None:
-    bench, _ = make_session(tmp_path, api, session_memory=True)
+    bench = make_bench(tmp_path, api, session_memory=True)
     conversation(bench, ["a.py"])
     monkeypatch.setattr(
         notes_compaction,
@@ -369,7 +375,7 @@ def test_pre_compact_hook_output_reaches_the_summary_request(tmp_path: Path, api
         "PreCompact": hook("echo 'Preserve the list of modified files.'", matcher="auto")
         + hook("echo 'manual only'", matcher="manual")
     }
-    bench, _ = make_session(tmp_path, api, hooks=hooks)
+    bench = make_bench(tmp_path, api, hooks=hooks)
     conversation(bench, ["a.py"])
     (bench.cwd / "CLAUDE.md").write_text("# Compact Instructions\nMention the test command.\n")
     api.reply_text(SUMMARY_REPLY)
@@ -382,7 +388,7 @@ def test_pre_compact_hook_output_reaches_the_summary_request(tmp_path: Path, api
 
 
 def test_custom_instructions_come_first(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api, hooks={"PreCompact": hook("echo from-the-hook")})
+    bench = make_bench(tmp_path, api, hooks={"PreCompact": hook("echo from-the-hook")})
     conversation(bench, ["a.py"])
     (bench.cwd / "CLAUDE.md").write_text("## Compact Instructions\nfrom-claude-md\n")
     api.reply_text(SUMMARY_REPLY)
@@ -398,7 +404,8 @@ def test_session_start_and_post_compact_hooks(tmp_path: Path, api: FakeAPI) -> N
         + hook("echo 'startup only'", matcher="startup"),
         "PostCompact": hook(f"cat > {seen}"),
     }
-    bench, events = make_session(tmp_path, api, hooks=hooks)
+    bench = make_bench(tmp_path, api, hooks=hooks)
+    events = bench.events
     conversation(bench, ["a.py"])
     api.reply_text(SUMMARY_REPLY)
     api.reply_text("ok")
@@ -417,7 +424,8 @@ def test_session_start_and_post_compact_hooks(tmp_path: Path, api: FakeAPI) -> N
 
 def test_failing_and_hanging_hooks_are_reported_and_compaction_proceeds(tmp_path: Path, api: FakeAPI) -> None:
     hooks = {"PreCompact": hook("echo broken >&2; exit 3") + hook("sleep 5", timeout=1)}
-    bench, events = make_session(tmp_path, api, hooks=hooks)
+    bench = make_bench(tmp_path, api, hooks=hooks)
+    events = bench.events
     conversation(bench, ["a.py"])
     api.reply_text(SUMMARY_REPLY)
     assert compactor.compact(bench.conv, bench.ports, "auto")
@@ -428,7 +436,7 @@ def test_failing_and_hanging_hooks_are_reported_and_compaction_proceeds(tmp_path
 
 
 def test_a_resumed_session_restores_from_its_history(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
     paths = conversation(bench, ["a.py", "b.py"])
     bench.tool_ctx.read_files.clear()  # as after --continue: nothing read in this process yet
     plan = restore.plan_restore(bench.conv, bench.ports, [], bench.messages)
@@ -439,7 +447,7 @@ def test_a_resumed_session_restores_from_its_history(tmp_path: Path, api: FakeAP
 
 
 def test_a_file_the_session_keeps_editing_is_restored_first(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
     paths = conversation(bench, [f"f{i}.py" for i in range(3)])
     plan = write_file(bench, "TODO.md", lines=4)
     for n in range(2):  # two successful edits of the plan, early in the session

@@ -1,4 +1,4 @@
-"""End-to-end compaction: the real CLI in print mode, as a subprocess, against the loopback fake API.
+"""End-to-end compaction: the real CLI in print mode (run in this process) against the loopback fake API.
 
 A scripted model reads file after file (each ~5,500 tokens) until the context crosses the thresholds;
 the tests then look at what the API received and at the transcript on disk. Session memory is off

@@ -1,4 +1,5 @@
-"""End-to-end: the real CLI in print mode, as a subprocess, against the loopback fake Messages API."""
+"""End-to-end: the real CLI in print mode against the loopback fake Messages API (in this process; as a
+subprocess where the process is the subject: Ctrl-C, the installed script, a fresh start offline)."""
 
 from __future__ import annotations
 
@@ -255,10 +256,11 @@ def test_unrecoverable_api_error_exits_non_zero(fake_api, run_cli):
     assert "invalid x-api-key" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_no_network_needed(run_cli, fake_api):
-    # tiktoken's offline encoding and everything else work with only the loopback fake reachable
+def test_no_network_needed(run_cli_process, fake_api):
+    # tiktoken's offline encoding and everything else work with only the loopback fake reachable (a
+    # process of its own: this one may have loaded an encoding already)
     fake_api.reply_text("offline ok")
-    res = run_cli(
+    res = run_cli_process(
         fake_api,
         "-p",
         "hi",

@@ -1,8 +1,9 @@
 """Hooks as processes: their own group, stopped by SIGINT in print mode, gone with the agent after kill -9,
 and a hook printing far more than it may show costs disk, not memory (the head is kept, the rest spilled).
 
-The real CLI runs as a subprocess against the fake API; a hook writes its shell's pid to a file, so the
-test can watch that process.
+Where the agent's process is the subject (SIGINT, kill -9) the real CLI runs as a subprocess against the
+fake API, and a hook writes its shell's pid to a file so the test can watch that process; what a hook's
+answer does to the turn runs the CLI in this process.
 """
 
 from __future__ import annotations

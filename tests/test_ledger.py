@@ -18,8 +18,8 @@ from core.messages import Message, assistant, tool_result_block, tool_results, u
 from core.tokens import estimate_text
 from tests.conftest import make_session
 from tests.fakeapi import FakeAPI, Reply
+from tests.harness import make_bench
 from tests.test_compactor import SUMMARY_REPLY, conversation, of_type
-from tests.test_compactor import make_session as make_bench_session
 from tests.test_tool_bash import make_ctx
 from tools.runner import run_tool
 from tools.todo import TodoWriteTool
@@ -179,7 +179,8 @@ def test_sixty_one_line_prompts_and_five_pastes_stay_within_the_user_budget() ->
 
 
 def test_a_compaction_that_frees_too_little_is_a_failure_said_once(tmp_path: Path, fake_api: FakeAPI) -> None:
-    bench, events = make_bench_session(tmp_path, fake_api)
+    bench = make_bench(tmp_path, fake_api)
+    events = bench.events
     # a memory file of ~150K tokens: whatever the summary, the context stays above the warning level
     (bench.cwd / "CLAUDE.md").write_text("# Notes\n" + "remember this word " * 49_000)
     bench.conv.calibration.overhead = compactor_overhead(bench)
@@ -220,7 +221,8 @@ def compactor_overhead(bench: Any) -> int:
 
 
 def test_a_compaction_from_a_small_context_is_not_judged(tmp_path: Path, fake_api: FakeAPI) -> None:
-    bench, events = make_bench_session(tmp_path, fake_api)
+    bench = make_bench(tmp_path, fake_api)
+    events = bench.events
     conversation(bench, ["a.py"])
     fake_api.reply_text(SUMMARY_REPLY)
     assert compactor.compact(bench.conv, bench.ports, "auto")

@@ -16,8 +16,8 @@ from compact.candidate import SUMMARY_SECTIONS
 from core.events import CompactFinished
 from core.messages import user_prompt
 from tests.fakeapi import FakeAPI, Reply
-from tests.harness import Bench
-from tests.test_compactor import make_session, of_type, read_round, write_file
+from tests.harness import Bench, make_bench
+from tests.test_compactor import of_type, read_round, write_file
 
 T = 167_000
 GOOD = "<analysis>walked through it</analysis>\n<summary>" + "\n".join(
@@ -48,7 +48,8 @@ def ready(bench: Bench) -> preparer.Preparer:
 
 
 def start(tmp_path: Path, api: FakeAPI, reply: str = GOOD) -> tuple[Bench, list]:
-    bench, events = make_session(tmp_path, api)  # session notes off: the candidate is a summary
+    bench = make_bench(tmp_path, api)
+    events = bench.events  # session notes off: the candidate is a summary
     bench.add(user_prompt("Please fix the parser. Never touch the secrets/ directory."))
     grow(bench, ["a.py", "b.py", "c.py", "d.py"])
     api.on(lambda body: body.get("tool_choice", {}).get("type") == "none", Reply.text(reply))
@@ -105,7 +106,8 @@ def test_a_refused_candidate_is_recorded_and_the_foreground_path_taken(tmp_path:
 
 
 def test_put_off_while_in_flight_and_clear_of_the_blocking_limit(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
+    events = bench.events
     bench.add(user_prompt("Please fix the parser."))
     grow(bench, ["a.py", "b.py", "c.py", "d.py", "e.py", "f.py"])
     release = threading.Event()

@@ -10,7 +10,7 @@ from compact.notes import ensure_notes
 from compact.notes_template import TEMPLATE
 from core.messages import assistant, tool_result_block, tool_results, user_prompt
 from tests.fakeapi import FakeAPI
-from tests.test_session_memory import answer, guide, make_session, read_round
+from tests.test_session_memory import answer, guide, notes_bench, read_round
 from tools.read import number_lines, record_read
 
 # --- resume after two notes compactions whose kept tails overlap ------------------------------------------
@@ -34,7 +34,7 @@ def _real_read(bench, path: Path) -> None:
 
 def test_resume_after_a_second_notes_compaction_whose_tail_reaches_into_the_first_kept_segment(tmp_path):
     with FakeAPI() as api:
-        bench, _ = make_session(tmp_path, api)
+        bench = notes_bench(tmp_path, api)
         real = bench.cwd / "parser.py"
         real.write_text("def parse(text):\n    return text.split()\n")
         bench.add(user_prompt("Please fix the parser."))
@@ -70,11 +70,11 @@ def test_resume_after_a_second_notes_compaction_whose_tail_reaches_into_the_firs
 def test_reactive_compaction_calibrates_against_the_view_actually_sent(tmp_path):
     from agent.runtime.loop import run_turn
     from compact.prepare import overhead_tokens
-    from tests.conftest import make_session as make_real_session
+    from tests.conftest import make_session
     from tests.test_compactor import SUMMARY_REPLY, conversation
 
     with FakeAPI() as api:
-        session, _ = make_real_session(tmp_path, api, auto_compact=False, session_memory=False)
+        session, _ = make_session(tmp_path, api, auto_compact=False, session_memory=False)
         conversation(session, [f"f{i}.py" for i in range(30)])
         api.prompt_too_long(actual=210_000, maximum=200_000)
         api.reply_text(SUMMARY_REPLY)
@@ -99,10 +99,10 @@ def test_reactive_compaction_calibrates_against_the_view_actually_sent(tmp_path)
 def test_a_snip_takes_effect_on_the_count_before_the_next_response(tmp_path):
     from compact.prepare import prepare_request
     from compact.snip import NUDGE_TEXT, snip_id
-    from tests.test_compactor import make_session as make_plain_session
+    from tests.harness import make_bench
 
     with FakeAPI() as api:
-        bench, _ = make_plain_session(tmp_path, api)
+        bench = make_bench(tmp_path, api)
         old = user_prompt("Show me the whole log.")
         bench.add(old)
         bench.add(

@@ -27,10 +27,10 @@ def api():
         yield fake
 
 
-def make_session(tmp_path: Path, api: FakeAPI, **settings: Any) -> tuple[Bench, list[Any]]:
-    settings.setdefault("session_memory", True)
-    bench = make_bench(tmp_path, api, session_id="sid", **settings)
-    return bench, bench.events
+def notes_bench(tmp_path: Path, api: FakeAPI, **settings: Any) -> Bench:
+    """A bench with session notes on (this file's preset of make_bench)."""
+    settings = {"session_memory": True, "session_id": "sid", **settings}
+    return make_bench(tmp_path, api, **settings)
 
 
 def filler(tokens: int) -> str:
@@ -107,7 +107,7 @@ def test_template_has_the_ten_sections_each_with_one_italic_guidance_line():
 
 
 def test_ensure_notes_creates_a_private_file_from_the_template_and_never_overwrites(tmp_path, api):
-    bench, _ = make_session(tmp_path, api)
+    bench = notes_bench(tmp_path, api)
     assert notes_doc.notes_text(bench.notes_path) is None
     path = notes_doc.ensure_notes(bench.conv, bench.ports)
     assert path == bench.notes_path and path.name == "summary.md"
@@ -121,7 +121,7 @@ def test_ensure_notes_creates_a_private_file_from_the_template_and_never_overwri
 
 
 def test_a_template_in_the_agent_home_replaces_ours(tmp_path, api):
-    bench, _ = make_session(tmp_path, api)
+    bench = notes_bench(tmp_path, api)
     bench.home.mkdir(parents=True)
     (bench.home / "session-memory-template.md").write_text("# Goal\n_what we want_\n")
     assert notes_doc.ensure_notes(bench.conv, bench.ports).read_text() == "# Goal\n_what we want_\n"
@@ -169,7 +169,7 @@ def test_trigger_first_at_10k_then_5k_growth_with_3_tool_calls_or_a_reply_withou
 
 
 def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, api):
-    bench, _ = make_session(tmp_path, api, context_window=40_000)  # T = 7,000: updates at 10,000, then +5,000
+    bench = notes_bench(tmp_path, api, context_window=40_000)  # T = 7,000: updates at 10,000, then +5,000
     release = threading.Event()
     seen: list[Any] = []
 
@@ -211,7 +211,7 @@ def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, ap
 
 def test_no_update_when_session_memory_or_compaction_is_off(tmp_path, api):
     for settings in ({"session_memory": False}, {"disable_compact": True}):
-        bench, _ = make_session(tmp_path, api, **settings)
+        bench = notes_bench(tmp_path, api, **settings)
         bench.add(user_prompt("go"))
         read_round(bench, 12_000)
         answer(bench)
@@ -225,7 +225,7 @@ def test_no_update_when_session_memory_or_compaction_is_off(tmp_path, api):
 
 
 def test_update_request_shares_the_prefix_names_the_notes_and_allows_only_edit(tmp_path, api):
-    bench, _ = make_session(tmp_path, api)
+    bench = notes_bench(tmp_path, api)
     api.on(is_notes_update, Reply.text("Nothing new."))
     bench.add(user_prompt("read the sources"))
     read_round(bench, 11_000)
@@ -249,7 +249,7 @@ def test_update_request_shares_the_prefix_names_the_notes_and_allows_only_edit(t
 
 
 def test_the_models_edits_are_applied_and_nothing_joins_the_conversation(tmp_path, api):
-    bench, _ = make_session(tmp_path, api)
+    bench = notes_bench(tmp_path, api)
     bench.add(user_prompt("fix the parser"))
     read_round(bench, 11_000)
     answer(bench)
@@ -278,7 +278,8 @@ def test_the_models_edits_are_applied_and_nothing_joins_the_conversation(tmp_pat
 
 
 def test_edits_on_other_files_and_other_tools_are_refused_and_reported_once(tmp_path, api):
-    bench, events = make_session(tmp_path, api)
+    bench = notes_bench(tmp_path, api)
+    events = bench.events
     other = bench.cwd / "app.py"
     other.write_text("x = 1\n")
     bench.add(user_prompt("go"))
@@ -313,7 +314,8 @@ def test_edits_on_other_files_and_other_tools_are_refused_and_reported_once(tmp_
 
 
 def test_an_edit_that_removes_a_header_is_undone(tmp_path, api):
-    bench, events = make_session(tmp_path, api)
+    bench = notes_bench(tmp_path, api)
+    events = bench.events
     bench.add(user_prompt("go"))
     read_round(bench, 11_000)
     answer(bench)
@@ -325,9 +327,9 @@ def test_an_edit_that_removes_a_header_is_undone(tmp_path, api):
 
 def test_api_errors_are_reported_once_and_the_conversation_goes_on(tmp_path, api):
     from agent.runtime.loop import run_turn
-    from tests.conftest import make_session as make_real_session
+    from tests.conftest import make_session
 
-    session, events = make_real_session(tmp_path, api, session_id="sid")  # the whole loop runs here
+    session, events = make_session(tmp_path, api, session_id="sid")  # the whole loop runs here
     notes_route = api.on(is_notes_update, Error(500, "api_error", "notes backend down"))
     session.add(user_prompt("read the sources"))
     read_round(session, 12_000)
@@ -350,7 +352,8 @@ def test_api_errors_are_reported_once_and_the_conversation_goes_on(tmp_path, api
 
 
 def test_a_slow_update_times_out_without_applying_anything(tmp_path, api):
-    bench, events = make_session(tmp_path, api)
+    bench = notes_bench(tmp_path, api)
+    events = bench.events
     bench.add(user_prompt("go"))
     read_round(bench, 11_000)
     answer(bench)
@@ -371,7 +374,7 @@ def test_a_slow_update_times_out_without_applying_anything(tmp_path, api):
 
 
 def test_marker_lands_on_the_last_safe_point_the_update_covered_and_is_recorded(tmp_path, api):
-    bench, _ = make_session(tmp_path, api)
+    bench = notes_bench(tmp_path, api)
     api.on(is_notes_update, Reply.text("Nothing new."))
     bench.add(user_prompt("go"))
     read_round(bench, 11_000)
@@ -507,7 +510,7 @@ def test_kept_tail_keeps_the_blocks_of_one_streamed_response_together():
 
 
 def notes_session(tmp_path: Path, api: FakeAPI, n_rounds: int = 30, **settings: Any) -> Bench:
-    bench, _ = make_session(tmp_path, api, **settings)
+    bench = notes_bench(tmp_path, api, **settings)
     bench.add(user_prompt("Please fix the parser."))
     for _ in range(n_rounds):
         read_round(bench, 1_500)

@@ -23,7 +23,8 @@ from core.messages import (
 )
 from tests.fakeapi import FakeAPI, Reply, last_user_text, validate
 from tests.fakeapi import PromptTooLong as TooLong
-from tests.test_compactor import SUMMARY_REPLY, conversation, main_request, make_session
+from tests.harness import make_bench
+from tests.test_compactor import SUMMARY_REPLY, conversation, main_request
 
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
 DOCUMENT = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "hello"}}
@@ -179,7 +180,7 @@ def test_without_a_gap_the_oldest_part_is_a_fifth_and_one_round_always_stays() -
 
 
 def test_summary_request_shares_the_main_prefix_and_reads_the_cache(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
     conversation(bench, ["a.py", "b.py"])
     bench.add(Message("user", [{"type": "text", "text": "here is a screenshot"}, IMAGE]))
     api.reply_text("I see it.")
@@ -208,7 +209,7 @@ def test_summary_request_shares_the_main_prefix_and_reads_the_cache(tmp_path: Pa
 def test_prompt_too_long_summarizes_the_oldest_rounds_first_never_drops_them(
     tmp_path: Path, api: FakeAPI
 ) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
     conversation(bench, [f"f{i}.py" for i in range(10)])
     api.prompt_too_long(actual=200_500, maximum=200_000)  # a gap of 500 tokens: two rounds of ~300
     api.reply_text(SUMMARY_REPLY.replace("fix the parser", "the first part: f0 and f1 read"))
@@ -227,7 +228,7 @@ def test_prompt_too_long_summarizes_the_oldest_rounds_first_never_drops_them(
 
 
 def test_prompt_too_long_on_every_part_gives_up_within_three_levels(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
     conversation(bench, [f"f{i}.py" for i in range(10)])
     api.on(lambda body: True, TooLong())
     with pytest.raises(CompactionError):
@@ -240,7 +241,7 @@ def test_prompt_too_long_on_every_part_gives_up_within_three_levels(tmp_path: Pa
 def test_an_instruction_after_a_trailing_user_message_keeps_the_request_valid(
     tmp_path: Path, api: FakeAPI
 ) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
     conversation(bench, ["a.py"])  # ends with tool results: the instruction joins that user message
     bench.add(meta("a reminder the agent injected"))
     api.add(Reply.text(SUMMARY_REPLY))
@@ -251,7 +252,7 @@ def test_an_instruction_after_a_trailing_user_message_keeps_the_request_valid(
 
 
 def test_output_room_overflow_retries_with_a_smaller_max_tokens(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = make_session(tmp_path, api)
+    bench = make_bench(tmp_path, api)
     conversation(bench, ["a.py"])
     api.error(400, message="input length and `max_tokens` exceed context limit: 190000 + 20000 > 200000")
     api.reply_text(SUMMARY_REPLY)

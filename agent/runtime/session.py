@@ -37,7 +37,14 @@ from compact import discovered
 from compact.state import ContextState
 from core.events import Event, Notice, ToolOutput
 from core.messages import Message
-from core.model import Request, context_window_for, max_output_tokens, offers_compaction, preserves_thinking
+from core.model import (
+    ModelService,
+    Request,
+    context_window_for,
+    max_output_tokens,
+    offers_compaction,
+    preserves_thinking,
+)
 from tools.base import ToolContext
 from tools.bash import LIVE_OUTPUT
 from tools.permissions.engine import Permissions
@@ -69,6 +76,9 @@ class Session(wiring.SessionBase):
     environ: dict[str, str] = field(default_factory=dict)
     resumed_size: int = 0  # bytes of the transcript written before this process (resumed sessions)
     mcp: McpHub | None = None  # the MCP servers (agent/mcp): shared by the sessions /clear and /resume open
+    # the model behind the requests: None builds the SDK client from the settings (a test may give a
+    # core.scripted.ScriptedModel); kept across use_settings, and a subagent's session shares it
+    model_api: ModelService | None = None
 
     def __post_init__(self, history: list[Message] | None, replayed: ContextState | None) -> None:
         s = self.settings
@@ -84,7 +94,7 @@ class Session(wiring.SessionBase):
         self.thinking_on = s.always_thinking or s.max_thinking_tokens is not None
         self.prompt_thinking: int | None = None  # the budget the current prompt's words ask for
         self.writer = writer = self.make_writer()
-        self.client = wiring.client(s, self._emit)
+        self.client: ModelService = self.model_api or wiring.client(s, self._emit)
         self.client.on_binding_fallback = self.binding_fallback
         self.tools = builtin_tools() + [SnipTool()]
         self.tool_ctx = ToolContext(
@@ -144,7 +154,7 @@ class Session(wiring.SessionBase):
         self.tool_ctx.hidden = Hidden(self.permissions.read_denied, [s.root]) if s.deny else None
         self.tool_ctx.environ = s.environ or None
         self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
-        self.client = wiring.client(s, self._emit)
+        self.client = self.model_api or wiring.client(s, self._emit)
         self.client.on_binding_fallback = self.binding_fallback
         self.ports.model = self.client
 

@@ -294,6 +294,7 @@ def build_child(parent: Session, agent: AgentDef, run: TaskRun, emit: Callable[[
         clock=parent.clock,
         model=agent.model or parent.model,
         environ=parent.environ,
+        model_api=parent.model_api,
         parent=parent,
         agent=agent,
         agent_id=run.agent_id,
