@@ -232,7 +232,7 @@ def test_terminal_libraries_and_the_sdk_stay_with_their_owner() -> None:
 # seconds); prints {module: last line of the error} for the modules that failed.
 _IMPORT_EACH_FIRST = """
 import importlib, json, os, sys, traceback
-for library in ("anthropic", "rich", "prompt_toolkit", "typer", "tiktoken", "tree_sitter"):
+for library in ("anthropic", "mcp", "rich", "prompt_toolkit", "typer", "tiktoken", "tree_sitter"):
     try:
         importlib.import_module(library)
     except ImportError:
