@@ -16,8 +16,9 @@ messages, rebuilds the same ledger.
 Budgets (all scale with T): the working state 4% (``ledger_budget``; over it SHORT: paths without
 details, then GROUPED: paths by directory, and the complete text goes to a private file under
 ``<session dir>/working-state/`` that the text names), final answers 3%, the user's words 6%
-(``user_messages``: never cut in the middle; over budget the current request and rule / correction /
-decision messages stay whole, the others show their first line).
+(``user_messages``: never cut in the middle; over budget shortened by shape and age, never by words),
+the findings 3% (``render_findings``: the plan document, subagents' answers, milestones); all of them
+bounded together by the room a compaction leaves (``attachment(room=…)``).
 
 The text is line-oriented so a benchmark can check it (``render``, ``render_user``):
     - {path}: {n} edit(s), +{added} -{removed} lines, last changed {ISO time}      (files modified)
