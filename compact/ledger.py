@@ -495,7 +495,9 @@ def head_of(text: str) -> str:
     return f"{head}\n" + HEAD_NOTE.format(what=what, lines=len(lines), tokens=estimate_text(text))
 
 
-def user_messages(prompts: list[str], kept: list[Message], budget: int) -> list[tuple[str, str]]:
+def user_messages(
+    prompts: list[str], kept: list[Message], budget: int, current_room: int | None = None
+) -> list[tuple[str, str]]:
     """(text, how) for every user message, oldest first, never cut in the middle (SPEC §9 item 4).
 
     ``how``: "current" (the current request, whole), "whole", "head" (its first lines, its size and a
@@ -504,7 +506,9 @@ def user_messages(prompts: list[str], kept: list[Message], budget: int) -> list[
     readable). Within ``budget`` every message is whole. Over it, messages are shortened by what they
     are and by age, never by their words: first pastes and long non-prose lines (oldest first), then the
     oldest messages, then the oldest are only counted; the current request and the NEWEST_WHOLE newest
-    stay whole. Order never changes, so a revision always stands after what it revises.
+    stay whole (the current request even when it is a paste, while it fits ``current_room``: what the
+    compaction leaves beside the summary). Order never changes, so a revision always stands after what
+    it revises.
     """
     if not prompts:
         return []
@@ -527,7 +531,7 @@ def user_messages(prompts: list[str], kept: list[Message], budget: int) -> list[
     by_shape = [
         i
         for i, (text, how) in enumerate(out)
-        if (how == "whole" or (how == "current" and estimate_text(text) > budget))
+        if (how == "whole" or (how == "current" and estimate_text(text) > max(budget, current_room or 0)))
         and shape_of(text) != "prose"
     ]
     # strictly by age: a message is never shown while a newer one (which may revise it) is left out
@@ -915,7 +919,7 @@ def attachment(
     found = render_findings(ledger, findings_room)
     said = render_answers(answers)
     left = sum(budgets) - sum(estimate_text(p) for p in (state, said, found))
-    users = user_messages(ledger.prompts, kept, user_room + max(0, left))
+    users = user_messages(ledger.prompts, kept, user_room + max(0, left), room)
     parts = (state, said, found, render_user(users))
     body = "\n\n".join(p for p in parts if p)
     text = (
