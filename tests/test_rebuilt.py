@@ -13,7 +13,7 @@ from agent.runtime.loop import run_turn
 from compact import cache_health
 from core.events import Notice
 from tests.conftest import make_session
-from tests.fakeapi import FakeAPI, Reply, thinking_block
+from tests.fakeapi import FakeAPI, Reply, is_compaction, thinking_block
 from tests.test_e2e_compaction import make_files
 from tests.test_e2e_resume import Reader
 
@@ -105,4 +105,48 @@ def test_a_subagents_tool_chain_keeps_its_thinking_valid(tmp_path: Path) -> None
         assert len(sub) == 4 and thinking_in(sub[-1]) == 3  # its whole chain, thinking sent back intact
         assert all(b["system"] == sub[0]["system"] for b in sub)  # its prompt fixed like a session's
         assert api.binding.refused == [] and api.binding.cache_misses == []
+        api.check()
+
+
+def test_the_reactive_path_keeps_every_request_valid(tmp_path: Path) -> None:
+    """A prompt-too-long answer mid-conversation: the reactive compaction and the request after it pass
+    the prefix check (whichever backend the compaction takes)."""
+    with FakeAPI(binding="error") as api:
+        session, events = make_session(tmp_path, api, model=MODEL, model_explicit=True, session_memory=False)
+        api.on(
+            is_compaction, Reply.text("<analysis>a</analysis>\n<summary>SUMMARY-MARK of the work</summary>")
+        )
+        for n in range(3):
+            api.add(thought(f"answer {n} " + "words " * 200))
+            run_turn(session, f"question {n} " + "more " * 200)
+        api.prompt_too_long()
+        api.add(thought("after the compaction"))
+        finished = run_turn(session, "question 3")
+        assert finished.stop_reason == "end_turn", finished.error
+        assert session.last_compaction is not None
+        last = api.message_requests[-1].body
+        assert "after the compaction" not in str(last) and "question 3" in str(last)
+        assert api.binding.refused == [] and api.binding.fallbacks == []
+        assert cache_health.unexpected(session.conv) == []  # the one miss is the compaction's
+        api.check()
+
+
+def test_summarize_from_here_keeps_every_request_valid(tmp_path: Path) -> None:
+    """/rewind's "summarize from here": a summary of what came before the chosen prompt, the rest kept
+    word for word; the next request passes the prefix check."""
+    with FakeAPI(binding="error") as api:
+        session, _ = make_session(tmp_path, api, model=MODEL, model_explicit=True, session_memory=False)
+        api.on(
+            is_compaction, Reply.text("<analysis>a</analysis>\n<summary>SUMMARY-MARK of the start</summary>")
+        )
+        for n in range(3):
+            api.add(thought(f"answer {n}"))
+            run_turn(session, f"question {n}")
+        assert rewind.summarize_up_to(session, rewind.points(session)[1])
+        api.add(thought("on we go"))
+        finished = run_turn(session, "question 3")
+        assert finished.stop_reason == "end_turn", finished.error
+        last = api.message_requests[-1].body
+        assert "question 1" in str(last) and "question 2" in str(last)  # kept word for word
+        assert api.binding.refused == [] and api.binding.fallbacks == []
         api.check()
