@@ -876,3 +876,44 @@ def test_deny_rules_find_their_words_whatever_options_stand_between(project, com
     p = perms(project, deny=SUBCOMMAND_DENIES, permission_mode="bypassPermissions")
     decision = p.check("Bash", {"command": command})
     assert decision.behavior == expected, decision.reason
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat .env",
+        "cat < .env",
+        "head -c 100 ./.env",
+        "base64 .env | tr a b",
+        "cp .env /tmp/copy",
+        "grep -f .env src",
+        "grep --file=.env src",
+        "cat .e*",
+        "cat config/*.pem",
+        "xargs cat < .env",
+    ],
+)
+def test_a_bash_command_naming_a_read_denied_file_is_refused(project, command):
+    """Issue 30: cat of a Read-denied file ran under Bash(cat:*); the same Read rules hold for Bash."""
+    (project / ".env").write_text("SECRET=1")
+    (project / "config").mkdir()
+    (project / "config" / "key.pem").write_text("KEY")
+    rules = ["Read(.env)", "Read(**/*.pem)"]
+    for mode in ("default", "bypassPermissions"):
+        p = perms(project, allow=["Bash"], deny=rules, permission_mode=mode)
+        decision = p.check("Bash", {"command": command})
+        assert decision.behavior == "deny" and "denies reading it" in decision.reason, (mode, decision)
+
+
+def test_files_a_read_rule_does_not_cover_stay_readable(project):
+    (project / ".env").write_text("SECRET=1")
+    (project / "notes.txt").write_text("x")
+    p = perms(project, allow=["Bash(cat:*)", "Bash(grep:*)"], deny=["Read(.env)"])
+    assert p.check("Bash", {"command": "cat notes.txt"}).behavior == "allow"
+    assert p.check("Bash", {"command": "grep -n env notes.txt"}).behavior == "allow"  # "env" names no file
+
+
+@pytest.mark.parametrize("command", ["unlink f", "/usr/bin/unlink f", "timeout 5 unlink f"])
+def test_unlink_is_rm_to_a_deny_rule(project, command):
+    p = perms(project, deny=DENY_RM, permission_mode="bypassPermissions")
+    assert p.check("Bash", {"command": command}).behavior == "deny"

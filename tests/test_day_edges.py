@@ -305,3 +305,26 @@ def test_a_reply_cut_short_by_esc_counts_in_cost_and_after_a_resume(fake_api, pr
         session.settings, emit=lambda e: None, ask=None, resume=session.session_id, environ=session.environ
     )
     assert commands.run(resumed, "/cost").text == live
+
+
+KEY = "sk-ant-test-PASTED-0123456789"
+
+
+def test_a_saved_paste_never_holds_the_api_key(fake_api, project):
+    """Issue 30: the key pasted into a huge prompt stayed in clear in the saved paste file."""
+    session = new_session(fake_api, project, CLAUDE_CODE_AUTO_COMPACT_WINDOW="60000", ANTHROPIC_API_KEY=KEY)
+    huge = f"export ANTHROPIC_API_KEY={KEY}\n" + "".join(f"row {i:06d} of the paste\n" for i in range(5_000))
+    fake_api.reply_text("I will read the file")
+    run_turn(session, huge)
+    [saved] = (session.session_dir / "pastes").iterdir()
+    text = saved.read_text()
+    assert KEY not in text and "row 004999 of the paste" in text and "ANTHROPIC_API_KEY=" in text
+    fake_api.check()
+
+
+def test_a_server_error_echoing_the_key_is_shown_without_it(fake_api, run_cli, project):
+    """Issue 30: a server's error message that echoed the key was printed on stderr as it was."""
+    fake_api.error(400, "invalid_request_error", f"bad header x-api-key: {KEY}")
+    res = run_cli(fake_api, "-p", "hi", env={"ANTHROPIC_API_KEY": KEY})
+    assert res.code != 0 and "bad header x-api-key: [redacted" in res.stderr, res.stderr
+    assert KEY not in res.stderr and KEY not in res.stdout

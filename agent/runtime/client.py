@@ -27,6 +27,7 @@ from core.errors import Interrupted, ModelError, ThinkingBindingMismatch, classi
 from core.events import Retrying, TextDelta, ThinkingDelta
 from core.messages import Message, assistant
 from core.model import BINDING_BETA, Request, api_model_name
+from core.private import redact, secrets_of
 from core.tokens import encoding
 
 RETRY_SECONDS = 120.0  # the default budget: how long, in all, to keep retrying one request
@@ -185,6 +186,11 @@ class ModelClient:
         """The wait after failed attempt ``attempt``: doubling from BACKOFF_FIRST, capped, with jitter."""
         return min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (attempt - 1)) * (1 - JITTER * self._jitter())
 
+    def _said(self, e: Any) -> str:
+        """What the server said, without the credentials: an error message may echo the key (issue 30),
+        and it is shown on stderr and recorded."""
+        return redact(_error_text(e), secrets_of(self._kwargs.get("api_key"), self._kwargs.get("auth_token")))
+
     def _attempt(self, req: Request, cancel: threading.Event | None, emit_text: bool) -> Message | _Failure:
         """One attempt: the message, or what went wrong (raises what no retry can mend)."""
         anthropic = sdk()
@@ -196,16 +202,16 @@ class ModelClient:
         except Interrupted:
             raise
         except anthropic.BadRequestError as e:
-            typed = classify_bad_request(_error_text(e))
+            typed = classify_bad_request(self._said(e))
             code = getattr(e, "error_code", None)  # e.g. a compaction request's compaction_* code
             named = f" ({code})" if isinstance(code, str) and code else ""
-            raise typed or ModelError(f"API error 400{named}: {_error_text(e)}", status=400) from None
+            raise typed or ModelError(f"API error 400{named}: {self._said(e)}", status=400) from None
         except anthropic.APIStatusError as e:
             if _mid_stream_failure(e):
-                return _Failure(f"the stream failed part way ({_error_text(e)})")
+                return _Failure(f"the stream failed part way ({self._said(e)})")
             headers = getattr(getattr(e, "response", None), "headers", None) or {}
             return _Failure(
-                f"API error {e.status_code}: {_error_text(e)}",
+                f"API error {e.status_code}: {self._said(e)}",
                 status=e.status_code,
                 retry=_should_retry(e.status_code, headers),
                 wait=_retry_after(headers),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 
 from agent.runtime.session import Session
-from core.private import write_private
+from core.private import redact, secrets_of, write_private
 from core.tokens import estimate_text
 
 SHARE = 0.5  # of the auto-compact threshold, at most, for one prompt sent as it is
@@ -26,7 +26,8 @@ def fit(session: Session, text: str) -> str:
     if estimate_text(text) <= budget:
         return text
     path = session.session_dir / "pastes" / f"{uuid.uuid4().hex[:12]}.txt"
-    write_private(path, text)  # (its directories made private too)
+    # (its directories made private too); the key never reaches disk, even pasted (issue 30)
+    write_private(path, redact(text, secrets_of(session.settings.api_key, session.settings.auth_token)))
     keep = max(0, int(len(text) * budget * HEAD_SHARE / max(1, estimate_text(text))))
     head = text[:keep]
     return (

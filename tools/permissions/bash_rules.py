@@ -62,9 +62,16 @@ def matches(pattern: BashPattern, command: Command, *, by_base_name: bool) -> bo
         lines.append(bare)
     if by_base_name:
         lines.extend(_undashed(command))
+        name = command.program.rsplit("/", 1)[-1]
+        if name in _SAME_AS:  # "unlink f" is "rm f" to a deny rule
+            lines.append(" ".join([_SAME_AS[name], *command.line().split(" ")[1:]]))
     if any(pattern.matches(form) for line in lines for form in _forms(line, by_base_name)):
         return True
     return by_base_name and bool(pattern.words) and _words_in_order(pattern.words, command)
+
+
+# programs that do what another does, for deny and ask rules: unlink removes a file as rm does
+_SAME_AS = {"unlink": "rm"}
 
 
 def _undashed(command: Command) -> list[str]:

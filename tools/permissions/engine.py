@@ -53,6 +53,7 @@ Asking is the caller's job (print mode turns "ask" into a denial); this module o
 from __future__ import annotations
 
 import difflib
+import glob
 import os
 import re
 from dataclasses import dataclass
@@ -287,7 +288,7 @@ class Permissions:
 
     def _check_bash(self, command: str, here: Path) -> Decision:
         a = _analyze(command, here)
-        if denial := self._bash_denial(command, a):
+        if denial := self._bash_denial(command, a, here):
             return denial
         if self.mode == "plan":
             return _plan_denial("Bash")
@@ -336,10 +337,12 @@ class Permissions:
                     return False
         return True
 
-    def _bash_denial(self, command: str, a: Analysis) -> Decision | None:
+    def _bash_denial(self, command: str, a: Analysis, here: Path) -> Decision | None:
         """A deny rule on a program the line runs, or an Edit/Write deny rule on a file it writes."""
         if rule := _bash_hit(_bash_patterns(self.deny), command, a, by_base_name=True):
             return Decision("deny", f'Bash is denied by the rule "{rule}" in the settings', rule)
+        if why := self._read_denial(a, here):
+            return why
         for path in _written(a):
             if rule := self._path_rule(self.deny, "Write", path, every=False):
                 return Decision(
@@ -348,6 +351,29 @@ class Permissions:
                     "settings denies changing it",
                     rule,
                 )
+        return None
+
+    def _read_denial(self, a: Analysis, here: Path) -> Decision | None:
+        """A file the line names (an argument, an option's value, a ``<`` redirection, or what a glob
+        matches now) that a Read deny rule covers: ``cat .env`` under ``Read(.env)`` is refused like a Read
+        of it (issue 30). Only words naming an existing file count; a directory read recursively (``grep -r
+        x .``) is not looked into."""
+        if not any(r.covers("Read") for r in map(Rule.parse, self.deny)):
+            return None
+        names = list(a.reads)
+        for c in a.commands:
+            for w in c.words[1:]:
+                text = w.value if w.value is not None else w.text
+                names.append(text.split("=", 1)[1] if text.startswith("-") and "=" in text else text)
+        for name in dict.fromkeys(names):
+            for path in _named_files(name, here, self.user_home):
+                if rule := self._path_rule(self.deny, "Read", path, every=False):
+                    return Decision(
+                        "deny",
+                        f'the command reads {normal(path)}, and the rule "{rule}" in the settings denies '
+                        "reading it",
+                        rule,
+                    )
         return None
 
     def _bash_ask_rule(self, command: str, a: Analysis) -> str | None:
@@ -590,6 +616,28 @@ def _bash_could(patterns: list[tuple[str, BashPattern | None]], a: Analysis) -> 
     return next(
         (text for text, p in patterns for c in a.commands if p and bash_rules.could_match(p, c)), None
     )
+
+
+_GLOB_LIMIT = 200  # files a glob in a Bash line is expanded to when looking for Read-denied ones
+
+
+def _named_files(name: str, here: Path, user_home: Path | None) -> list[Path]:
+    """The existing files a word of a Bash line names: itself, or what it matches as a glob."""
+    if not name or name.startswith("-") or "\x00" in name or "$" in name or "`" in name:
+        return []
+    if name.startswith("~/") and user_home is not None:
+        name = str(user_home / name[2:])
+    if any(ch in name for ch in "*?["):
+        try:
+            found = glob.glob(name, root_dir=here)
+        except (OSError, ValueError, re.error):
+            return []
+        return [here / f for f in found[:_GLOB_LIMIT]]
+    path = Path(name) if name.startswith("/") else here / name
+    try:
+        return [path] if path.exists() or path.is_symlink() else []
+    except (OSError, ValueError):
+        return []
 
 
 def _written(a: Analysis) -> list[Path]:

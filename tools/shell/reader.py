@@ -205,6 +205,7 @@ class Analysis:
     # programs not known to run no other command (an unknown program with arguments, an unknown option of
     # a known one, a variable set for it that isn't known to be inert): asked about under a deny rule
     untold: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()  # files input redirections read (``< file``), as written
 
 
 def analyze(command: str, cwd: Path) -> Analysis:
@@ -246,6 +247,7 @@ class _Reader:
     unresolved: list[str] = field(default_factory=list)
     untold: list[str] = field(default_factory=list)
     exported: list[str] = field(default_factory=list)  # names the line exports to the programs after it
+    reads: list[str] = field(default_factory=list)
     variables: list[str] = field(default_factory=list)
     # (target, where it lands or None while relative, a tree): redirections and files programs write
     writes: list[tuple[str, tuple[Path, ...] | None, bool, bool]] = field(default_factory=list)
@@ -276,6 +278,7 @@ class _Reader:
             tuple(writes),
             self.error,
             tuple(dict.fromkeys(self.untold)),
+            tuple(dict.fromkeys(self.reads)),
         )
 
     def script(self, text: str, depth: int) -> None:
@@ -600,6 +603,8 @@ class _Reader:
         if destination is None or destination.type == "process_substitution":
             return False
         value = _literal(destination)[0]
+        if operator in ("<", "<>"):
+            self.reads.append(value if value is not None else _text(destination))
         writes = operator in _WRITE_OPERATORS or (
             operator == ">&" and not (value or "").isdigit() and value != "-"
         )
