@@ -112,3 +112,42 @@ def test_older_models_keep_a_prompt_rebuilt_for_each_request(tmp_path: Path) -> 
         assert "NEW-RULE" in str(second["system"]) and system_messages(second) == []
         assert session.fixed_system() is None and context_updates.refresh(session) == []
         api.check()
+
+
+def test_on_the_2026_profile_a_tool_chain_with_updates_and_a_resume_is_never_refused(tmp_path: Path) -> None:
+    """The fake playing the 5.5 family (a signed thinking block on every reply, text between tool calls
+    inside thinking): a tool chain, an edited CLAUDE.md, a new day and a resume, all append-only."""
+    now = [datetime(2026, 11, 27, 23, 0, tzinfo=timezone.utc)]
+    with FakeAPI(binding="error", profile="2026") as api:
+        session, _ = make_session(
+            tmp_path,
+            api,
+            model=MODEL,
+            model_explicit=True,
+            session_memory=False,
+            permission_mode="bypassPermissions",
+        )
+        subagents.install(session)
+        session.clock = lambda: now[0]
+        project = session.settings.cwd
+        (project / "CLAUDE.md").write_text("rule one\n")
+        (project / "a.txt").write_text("alpha\n")
+        api.add(Reply.tool("Read", {"file_path": str(project / "a.txt")}, text="Reading it first."))
+        api.add(Reply.tool("Bash", {"command": "echo two > CLAUDE.md"}))
+        api.add(Reply.text("done"))
+        assert run_turn(session, "read a.txt, then change the rules").stop_reason == "end_turn"
+        now[0] += timedelta(hours=2)  # past midnight
+        api.add(Reply.text("noted"))
+        run_turn(session, "what day is it?")
+        resumed = lifecycle.open_session(
+            session.settings, emit=lambda e: None, ask=None, resume=session.session_id
+        )
+        resumed.clock = lambda: now[0]
+        api.add(Reply.text("resumed"))
+        assert run_turn(resumed, "go on").stop_reason == "end_turn"
+        bodies = [r.body for r in api.message_requests]
+        assert all(extends(a, b) for a, b in zip(bodies, bodies[1:]))
+        updates = system_messages(bodies[-1])
+        assert any("two" in u for u in updates) and any("2026-11-28" in u for u in updates)
+        assert api.binding.refused == [] and api.binding.cache_misses == []
+        api.check()
