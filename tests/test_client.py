@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
 from agent.runtime.client import ModelClient
-from core.errors import Interrupted, MaxTokensOverflow, PromptTooLong
+from core.errors import Interrupted, MaxTokensOverflow, ModelError, PromptTooLong
 from core.model import Request
 from tests.fakeapi import Reply
 
@@ -104,3 +105,25 @@ def test_a_stream_without_usage_still_makes_a_reply(fake_api, tmp_path, monkeypa
     assert finished.stop_reason == "end_turn", finished.error
     assert finished.text == "no usage, no problem"
     assert session.messages[-1].usage is None
+
+
+@pytest.mark.parametrize("kind", ["compaction", "background"])
+def test_a_hung_side_request_is_given_up(fake_api, kind):
+    """Issue 30: a compaction request (foreground or background) the server never answers waited two
+    minutes and more; a side request that receives nothing for side_idle_seconds fails instead."""
+    release = threading.Event()
+
+    def hang(body):
+        release.wait(60)
+        return Reply.text("too late")
+
+    fake_api.add(hang)
+    client = ModelClient(
+        api_key="test-key", auth_token=None, base_url=fake_api.url, retry_seconds=0.1, side_idle_seconds=0.5
+    )
+    try:
+        with pytest.raises(ModelError) as failed:
+            client.stream(replace(request(), retry=kind), emit_text=False)
+        assert "timed out" in str(failed.value).lower()
+    finally:
+        release.set()

@@ -30,6 +30,9 @@ from core.model import BINDING_BETA, Request, api_model_name
 from core.private import redact, secrets_of
 from core.tokens import encoding
 
+# a side request (a compaction's summary, foreground or background, a notes update) that receives nothing
+# for this long is given up: the server sends events, pings included, far more often while it works
+SIDE_IDLE_SECONDS = 45.0
 RETRY_SECONDS = 120.0  # the default budget: how long, in all, to keep retrying one request
 # a compaction's own requests (and background candidates) get this share of it: a failed compaction
 # costs nothing, the next one can try again, and with the breaker (3 failures) an always-failing
@@ -115,12 +118,14 @@ class ModelClient:
         on_event: Callable[[Any], None] | None = None,
         retry_seconds: float = RETRY_SECONDS,
         jitter: Callable[[], float] = random.random,
+        side_idle_seconds: float = SIDE_IDLE_SECONDS,
     ):
         self._kwargs = {"api_key": api_key, "auth_token": auth_token, "base_url": base_url}
         self._client: Any = None
         self._lock = threading.Lock()
         self.on_event = on_event or (lambda e: None)
         self.retry_seconds = retry_seconds
+        self.side_idle_seconds = side_idle_seconds
         self._jitter = jitter
         # told when a request's thinking failed the prefix check and is sent again with drop_block: the
         # session keeps the setting for the rest of the conversation and says so (agent.runtime.session)
@@ -255,7 +260,10 @@ class ModelClient:
         betas = list(req.betas)
         if req.block_binding and BINDING_BETA not in betas:
             betas.append(BINDING_BETA)
-        api = self.client.beta.messages if betas else self.client.messages
+        client = self.client
+        if req.retry != "main":  # a compaction's or a background request: a hung one is given up (issue 30)
+            client = client.with_options(timeout=self.side_idle_seconds)
+        api = client.beta.messages if betas else client.messages
         if betas:
             params["betas"] = betas
         cancelled = cancel.is_set if cancel is not None else (lambda: False)
