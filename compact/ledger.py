@@ -85,8 +85,9 @@ PASTE_LINES = 12  # more lines than this, mostly not prose: a paste
 PROSE_SHARE = 0.8  # letters and spaces in prose (a log line, a traceback or code has fewer)
 LONG_LINE_CHARS = 2_000  # a single line longer than this is a paste whatever it holds
 HEAD_LINES = 3
+TAG_TOKENS = 8  # a message's <user-message …> tags as rendered
 HEAD_CHARS = 300
-USER_PART = 0.5  # of a tight room, for the user's words
+USER_PART = 0.6  # of a tight room, for the user's words
 # the rest of a tight room: the working state, the final answers, the findings (plan, subagents, milestones)
 TIGHT_SHARES = (0.35, 0.25, 0.4)
 MIN_PART = 100  # tokens each part keeps however little room the summary and the tail leave
@@ -521,8 +522,10 @@ def user_messages(
         else:
             out.append((text, "current" if i == last else "whole"))
 
-    def size() -> int:
-        return sum(estimate_text(t) for t, how in out if how != "gone")
+    budget -= estimate_text(USER_HEADER)
+
+    def size() -> int:  # as rendered: each message in its tags
+        return sum(estimate_text(t) + TAG_TOKENS for t, how in out if how != "gone")
 
     if size() <= budget:
         return out

@@ -387,3 +387,23 @@ def test_a_huge_todo_list_is_shown_by_its_head_and_counted():
     assert f"task {MAX_TODOS_SHOWN}\n" not in text
     assert f"… and {50_000 - MAX_TODOS_SHOWN:,} more tasks" in text
     assert len(text) < 20_000
+
+
+def test_the_attachments_share_one_room_the_users_words_first() -> None:
+    messages: list[Message] = []
+    for k in range(40):
+        messages.append(user_prompt(f"Go on with part {k}: read it, fix step_{k} and run its tests."))
+        messages += used(
+            "Edit", {"file_path": f"/p/src/part_{k}.py", "old_string": "a", "new_string": "b"}, "ok"
+        )
+        messages += used(
+            "Bash", {"command": f"python3 tools/check_{k}.py"}, "FAILED\nExit code 2", k % 4 == 0
+        )
+        messages.append(assistant([{"type": "text", "text": f"CONCLUSION-{k}: part {k} fixed."}]))
+    roomy = ledger.attachment(messages, [], "/p", 10_000).message.text  # the 43K window's T, no bound
+    tight = ledger.attachment(messages, [], "/p", 10_000, room=900).message.text
+    assert estimate_text(tight) < estimate_text(roomy) and estimate_text(tight) <= 900 * 1.35
+    # what the next step needs is still there: every failing command, the newest prompts, the current one
+    assert all(f"python3 tools/check_{k}.py" in tight for k in range(0, 40, 4))
+    assert all(f"Go on with part {k}:" in tight for k in range(36, 40))
+    assert 'current-request="true">\nGo on with part 39' in tight
