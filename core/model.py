@@ -82,14 +82,24 @@ BINDING_BETA = "thinking-binding-controls-2026-08-01"  # thinking.block_binding 
 def _chained(p: dict[str, Any], req: Request) -> dict[str, Any]:
     """The parameters that tie a request to its conversation: the escape hatch of preserved thinking
     (the models that have it think by default, so naming ``thinking`` changes nothing else) and the
-    predecessor named for cache diagnostics."""
-    if req.block_binding:
+    predecessor named for cache diagnostics. A request of such a conversation sent to an older model (a
+    ``compactionModel`` of the 4.x family) carries neither: its mid-conversation system messages go as
+    user text, which is all that model accepts."""
+    if not preserves_thinking(api_model_name(req.model)):
+        p["messages"] = [_as_user(m) if m.get("role") == "system" else m for m in p["messages"]]
+    elif req.block_binding:
         thinking = dict(p.get("thinking") or {"type": "adaptive"})
         thinking["block_binding"] = {"prefix_mismatch_behavior": req.block_binding}
         p["thinking"] = thinking
     if req.diagnostics is not None:
         p["diagnostics"] = dict(req.diagnostics)
     return p
+
+
+def _as_user(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+    return {"role": "user", "content": blocks}
 
 
 def _without_thinking_edits(extra: dict[str, Any]) -> dict[str, Any]:

@@ -151,3 +151,19 @@ def test_on_the_2026_profile_a_tool_chain_with_updates_and_a_resume_is_never_ref
         assert any("two" in u for u in updates) and any("2026-11-28" in u for u in updates)
         assert api.binding.refused == [] and api.binding.cache_misses == []
         api.check()
+
+
+def test_a_request_to_an_older_model_carries_no_system_messages_and_no_binding() -> None:
+    """A compaction model of the 4.x family reads the conversation's appended system messages as user text,
+    and the drop_block setting (which it does not know) is not sent to it."""
+    from core.model import Request
+
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "system", "content": [{"type": "text", "text": "the date changed"}]},
+    ]
+    old = Request("claude-haiku-4-5", [], [], messages, 100, block_binding="drop_block").params()
+    assert [m["role"] for m in old["messages"]] == ["user", "user"] and "thinking" not in old
+    new = Request(MODEL, [], [], messages, 100, block_binding="drop_block").params()
+    assert [m["role"] for m in new["messages"]] == ["user", "system"]
+    assert new["thinking"]["block_binding"] == {"prefix_mismatch_behavior": "drop_block"}
