@@ -75,15 +75,15 @@ def test_at_completion_lists_paths_relative_as_typed(tmp_path: Path):
 def test_a_bang_command_runs_and_its_output_reaches_the_model(fake_api, project):
     fake_api.reply_text("I see the output.")
     with repl_for(fake_api, project) as d:
-        d.type("!echo from-the-shell\r")
-        d.wait_for("Allow?")  # the user's own command is asked like the model's would be
+        d.type("!echo from-the-shell > shell.txt && cat shell.txt\r")
+        d.wait_for("Allow?")  # the user's own command is asked like the model's would be (it writes a file)
         d.type("y")
         d.wait_for("  from-the-shell")
         d.wait_idle()
         d.type("what did it print?\r")
         d.wait_for("I see the output.")
     sent = last_user_text(fake_api.message_requests[0].body)
-    assert "<bash-input>echo from-the-shell</bash-input>" in sent
+    assert "<bash-input>echo from-the-shell > shell.txt && cat shell.txt</bash-input>" in sent
     assert "from-the-shell</bash-output>" in sent.replace("\n</bash-output>", "</bash-output>")
     assert sent.index("<bash-input>") < sent.index("what did it print?")
     fake_api.check()

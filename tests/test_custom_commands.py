@@ -73,17 +73,18 @@ def test_allowed_tools_apply_for_the_users_command_not_an_untrusted_projects(
     body = "---\nallowed-tools: Bash(echo:*)\n---\nSay hi with echo."
     write_command(isolated_env / ".claude" / "commands", "hi", body)
     write_command(project / ".claude" / "commands", "hey", body)
-    fake_api.reply_tool("Bash", {"command": "echo user-command-ran"})
+    # each writes a file, so it is no read-only line that runs without a question anyway
+    fake_api.reply_tool("Bash", {"command": "echo x > ran.txt && echo user-command-ran"})
     fake_api.reply_text("done")
     assert run_cli(fake_api, "-p", "/hi").code == 0
     [result] = tool_results(fake_api.message_requests[1])
     assert "user-command-ran" in json.dumps(result) and not result.get("is_error")
-    fake_api.reply_tool("Bash", {"command": "echo project-command-ran"})
+    fake_api.reply_tool("Bash", {"command": "echo x > ran.txt && echo project-command-ran"})
     fake_api.reply_text("done")
     assert run_cli(fake_api, "-p", "/hey").code == 0
     [result] = tool_results(fake_api.message_requests[3])
     assert result.get("is_error") and "project-command-ran\\n" not in json.dumps(result["content"])
-    fake_api.reply_tool("Bash", {"command": "echo plain-prompt"})  # and the allowance ended with the turn
+    fake_api.reply_tool("Bash", {"command": "echo x > ran.txt && echo plain-prompt"})  # the allowance ended
     fake_api.reply_text("done")
     assert run_cli(fake_api, "-p", "say hi").code == 0
     assert tool_results(fake_api.message_requests[5])[0].get("is_error")
