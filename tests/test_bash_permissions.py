@@ -917,3 +917,30 @@ def test_files_a_read_rule_does_not_cover_stay_readable(project):
 def test_unlink_is_rm_to_a_deny_rule(project, command):
     p = perms(project, deny=DENY_RM, permission_mode="bypassPermissions")
     assert p.check("Bash", {"command": command}).behavior == "deny"
+
+
+def test_a_script_file_is_judged_by_its_commands_under_a_deny_rule(project):
+    """Issue 30 (left from earlier rounds): ./x.sh and bash x.sh ran rm under a deny rule on rm. A shell
+    script file the line runs is read and its commands judged; a program file that can't be read as one
+    (python, a binary, a missing file) can't be told, and asks under the deny rule."""
+    (project / "clean.sh").write_text("#!/bin/bash\nset -e\nrm -f build/out\n")
+    (project / "ok.sh").write_text("#!/bin/sh\necho hi | tr a-z A-Z\n")
+    (project / "tool.py").write_text("#!/usr/bin/env python3\nimport os\nos.remove('x')\n")
+    (project / "all.sh").write_text('"$@"\n')
+    denying = perms(project, deny=DENY_RM, permission_mode="bypassPermissions")
+    expected = {
+        "./clean.sh": "deny",
+        "bash clean.sh": "deny",
+        "sh ./clean.sh": "deny",
+        "cd . && ./clean.sh": "deny",
+        "./ok.sh": "allow",
+        "bash ok.sh": "allow",
+        "./tool.py": "ask",
+        "./all.sh rm f": "deny",  # "$@" runs its arguments: can't be told, refused under the rule
+        "./missing.sh": "ask",
+    }
+    got = {c: denying.check("Bash", {"command": c}).behavior for c in expected}
+    assert got == expected
+    allowing = perms(project, allow=["Bash(./ok.sh)", "Bash(bash ok.sh)"])
+    assert allowing.check("Bash", {"command": "./ok.sh"}).behavior == "allow"  # the rule covers its commands
+    assert allowing.check("Bash", {"command": "bash ok.sh"}).behavior == "allow"

@@ -201,6 +201,7 @@ class Permissions:
                 c
                 for c in a.commands
                 if not c.wrapper
+                and not c.from_file
                 and not any(p is not None and bash_rules.matches(p, c, by_base_name=False) for _, p in allow)
             ]
             return bash_rules.suggest(command, pending[0] if pending else None)
@@ -407,7 +408,7 @@ class Permissions:
                 f"{a.untold[0]}; an allow rule covers a program only when it is known not to run another "
                 "command, so it needs the user's approval",
             )
-        needed = [c for c in a.commands if not c.wrapper]
+        needed = [c for c in a.commands if not c.wrapper and not c.from_file]
         used = [
             next((t for t, p in allow if p and bash_rules.matches(p, c, by_base_name=False)), None)
             for c in needed

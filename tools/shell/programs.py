@@ -39,6 +39,7 @@ class Unwrapped:
     variables: tuple[str, ...] = ()  # NAME=VALUE words it passes on (env, sudo): risky ones must ask
     settings: tuple[str, ...] = ()  # other ways it changes what a program runs, as a clause
     untold: str | None = None  # whether it runs another command can't be told (an unknown option)
+    script_file: str | None = None  # a shell script file it runs (bash x.sh): read and judged when it can be
 
 
 NOTHING = Unwrapped()
@@ -749,7 +750,8 @@ def _shell(name: str, values: Values) -> Unwrapped:
         i += 1
     if not command_flag:
         if i < len(values):
-            return Unwrapped(unresolved=f"{name} runs the script file {values[i]}")
+            script_file = values[i] if name in _BASH_LIKE else None
+            return Unwrapped(unresolved=f"{name} runs the script file {values[i]}", script_file=script_file)
         return Unwrapped(unresolved=f"{name} reads its script from standard input")
     if i >= len(values):
         return Unwrapped(unresolved=f"{name} -c has no script")

@@ -37,6 +37,8 @@ from tools.shell.programs import Unwrapped, unwrap
 _MAX_DEPTH = 8  # nested scripts and wrappers (bash -c "eval 'sudo env ...'")
 _MAX_LEVELS = 120  # syntax-tree nesting followed before the line is refused as too deep ($( $( ... )))
 _MAX_DIRS = 32  # directories a line may cd to before we stop counting
+_MAX_SCRIPT = 256 * 1024  # a script file read to judge its commands (bash x.sh, ./x.sh)
+_SHELL_LINE = re.compile(r"^#!\s*\S*/(?:env\s+)?(?:ba|da|k|mk|a)?sh(?:\s|$)")
 _PLACEHOLDER = "\x00"  # stands for a quoted or escaped character when looking for globs and braces
 
 # variables that change which program runs or what it runs on start-up
@@ -160,6 +162,9 @@ class Command:
     subcommand: int | None = None
     subcommand_unknown: str | None = None
     quiet_globals: bool = False
+    # run by a script file the line runs (bash x.sh, ./x.sh): deny and ask rules judge it; an allow rule for
+    # the script covers it, as it did before the file was read
+    from_file: bool = False
 
     @property
     def program(self) -> str:
@@ -248,6 +253,7 @@ class _Reader:
     untold: list[str] = field(default_factory=list)
     exported: list[str] = field(default_factory=list)  # names the line exports to the programs after it
     reads: list[str] = field(default_factory=list)
+    in_file: int = 0  # inside a script file the line runs
     variables: list[str] = field(default_factory=list)
     # (target, where it lands or None while relative, a tree): redirections and files programs write
     writes: list[tuple[str, tuple[Path, ...] | None, bool, bool]] = field(default_factory=list)
@@ -354,7 +360,19 @@ class _Reader:
             self.change_directory(name, values)
         how: Unwrapped = unwrap(values)
         modelled = programs.models(name) or effects_module.models(name)
-        for why in (known.untold(values, modelled), how.untold):
+        file_script = None
+        if how.script_file is not None:  # bash x.sh: the script's own commands are judged when it can be read
+            file_script = self.script_file(how.script_file)
+        elif (
+            "/" in words[0].value and not modelled
+        ):  # ./x.sh: likewise; a program file otherwise can't be told
+            file_script = self.script_file(words[0].value)
+            if file_script is None:
+                self.untold.append(
+                    f"{_short(text)}: {words[0].value} is a program file whose commands can't be read here"
+                )
+        untold = known.untold(values, modelled) if file_script is None else None
+        for why in (untold, how.untold):
             if why:
                 self.untold.append(f"{_short(text)}: {why}")
         for variable in dict.fromkeys([*environment, *self.exported]):
@@ -369,10 +387,17 @@ class _Reader:
                 subcommand=sub.index if sub else None,
                 subcommand_unknown=sub.unknown if sub else None,
                 quiet_globals=sub.quiet if sub else False,
+                from_file=self.in_file > 0,
             )
         )
-        if how.unresolved:
+        if how.unresolved and not (how.script_file is not None and file_script is not None):
             self.unresolved.append(f"{_short(text)}: {how.unresolved}")
+        if file_script is not None:
+            self.in_file += 1
+            try:
+                self.script(file_script, depth + 1)
+            finally:
+                self.in_file -= 1
         self.variables.extend(how.settings)
         for variable in how.variables:
             self.assigned(variable, None if name in ("read", "mapfile", "readarray", "printf") else "")
@@ -391,6 +416,28 @@ class _Reader:
             self.declared(values, text)
         if name in ("test", "[") and any(v in ("-v", "-R") for v in values):
             self.unresolved.append(f"{_short(text)}: -v names a variable whose subscript bash may evaluate")
+
+    def script_file(self, name: str) -> str | None:
+        """The text of a shell script file the line runs, when it can be judged: a readable text file of at
+        most _MAX_SCRIPT bytes, with a sh/bash #! line or none, in the one directory the line is in."""
+        if not (self.dirs_known and len(self.dirs) == 1) or name.startswith("~"):
+            return None
+        path = Path(name) if name.startswith("/") else self.dirs[0] / name
+        try:
+            with open(path, "rb") as f:
+                data = f.read(_MAX_SCRIPT + 1)
+        except (OSError, ValueError):
+            return None
+        if len(data) > _MAX_SCRIPT or b"\0" in data:
+            return None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        first = text.split("\n", 1)[0]
+        if first.startswith("#!") and not _SHELL_LINE.search(first):
+            return None  # python, node...: its code can't be judged as bash
+        return text
 
     def effects(self, values: list[str | None], text: str, depth: int) -> None:
         """Commands a program runs and files it writes through its arguments (sed, tar, git, cp...)."""
