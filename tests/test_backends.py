@@ -268,3 +268,30 @@ def test_after_a_server_summary_the_next_candidate_waits_for_a_request_then_is_t
     assert p.kind == "server" and p.thread is not None
     p.thread.join(30)
     assert p.server_ready is not None
+
+
+def test_a_snip_waits_while_the_tool_loop_runs_then_drops_the_thinking_it_invalidates_once(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    bench = thinking_bench(tmp_path, api)
+    first = user_prompt("Look at a.py.")
+    bench.add(first)
+    read_step(bench, api, "a.py")
+    step(bench, Reply.text("a.py is fine.", thinking="fine"), api)
+    bench.add(user_prompt("Now b.py and c.py."))
+    read_step(bench, api, "b.py")
+    bench.conv.state.snipped.add(first.uuid)  # the model snipped the first turn (the Snip tool's decision)
+    counts = bench.conv.view_ctx.thinking
+
+    read_step(bench, api, "c.py")  # the loop runs: the snip waits, the first turn is sent again
+    assert counts.held >= 1 and "Look at a.py." in str(api.message_requests[-1].body["messages"])
+    step(bench, Reply.text("Both read.", thinking="both"), api)
+    bench.add(user_prompt("Thanks."))
+    step(bench, Reply.text("You're welcome.", thinking="closing"), api)  # the loop ended: the snip applies
+
+    assert "Look at a.py." not in str(api.message_requests[-1].body["messages"])
+    assert counts.dropped_between > 0 and counts.dropped_at_compaction == 0
+    dropped = set(bench.conv.state.thinking_dropped)
+    bench.add(user_prompt("One more thing."))
+    step(bench, Reply.text("Still here.", thinking="again"), api)  # nothing dropped twice
+    assert bench.conv.state.thinking_dropped == dropped and counts.dropped_between == len(dropped)
