@@ -27,7 +27,8 @@ COMMAND_LIST = """\
   /clear                         Start a new session (the current one stays saved)
   /resume [N | ID]               List this directory's sessions, or resume one by number or id
   /rewind                        Go back to before an earlier prompt, or summarize up to it (Esc Esc)
-  /model [name]                  Show the model, or switch to NAME
+  /model [name]                  Show the model, or switch to NAME (sonnet, opus, haiku: the newest of each)
+  /effort [level]                Show how deeply the model thinks, or set it: low, medium, high, xhigh, max, auto
   /cost                          Tokens used and estimated cost of this session
   /summary                       Show the summary written by the last compaction
   /state                         Show the working-state ledger a compaction would attach (files, commands, todos)
@@ -56,6 +57,7 @@ ENVIRONMENT = """\
   CLAUDE_CONTEXT_COLLAPSE              context collapse: old spans summarized in the background (opt-in)
   NO_COLOR                             no colours
   MAX_THINKING_TOKENS                  extended thinking on every turn with this budget (0 in the variable: off)
+  CLAUDE_CODE_EFFORT_LEVEL             how deeply an effort model thinks (auto: the model's default); /effort and --effort too
   COMPACT_AGENT_RETRY_SECONDS          seconds to keep retrying 408/409/429/5xx/529, a broken stream or no connection (0: no retries)
   ENABLE_TOOL_SEARCH                   MCP tools behind a tool search: auto (the API's own on api.anthropic.com, ours elsewhere), api, client, or false (every MCP tool loaded)
   MCP_TIMEOUT                          how long an MCP server may take to start (milliseconds)
@@ -75,7 +77,7 @@ REPL commands (docs/usage.md has the rest):
 """
     + COMMAND_LIST
     + """
-  Tab on an empty line      extended thinking on or off ("think hard" in a prompt raises it once)
+  Tab on an empty line      thinking on or off ("think hard", "ultrathink" raise it once; /effort: docs/models.md)
 
 \b
 Environment (docs/settings.md has the settings files' keys too):
@@ -148,6 +150,16 @@ def run(
             "--model", help="Model id (default: settings, then ANTHROPIC_MODEL, then a current Sonnet)."
         ),
     ] = None,
+    effort: Annotated[
+        Optional[str],
+        typer.Option("--effort", help="How deeply the model thinks: low, medium, high, xhigh, max or auto."),
+    ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", help="Accepted for Claude Code's scripts (-p --output-format stream-json passes it)."
+        ),
+    ] = False,
     # a plain str: a bad value gets load_settings' one line naming the valid ones, not click's enum error
     permission_mode: Annotated[
         Optional[str],
@@ -219,6 +231,7 @@ def run(
             continue_,
             resume,
             model,
+            effort,
             permission_mode,
             skip_permissions,
             max_turns,
@@ -246,6 +259,7 @@ def run(
             environ=environ,
             cli={
                 "model": model,
+                "effort": effort,
                 "permission_mode": permission_mode,
                 "allowed_tools": _rules(allowed_tools),
                 "disallowed_tools": _rules(disallowed_tools),

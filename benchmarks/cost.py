@@ -23,7 +23,8 @@ Configurations:
 Bill: every request the fake answered (main, summary, notes updates, collapse spans), from the usage it
 reported (tests/fakeapi.py PromptCache): input x1, cache write x1.25, cache read x0.1, output x5, in
 token equivalents. The replay is contiguous, so the 5-minute cache lifetime never lapses within it.
-Columns: billed (thousands of token equivalents), compactions, peak context (largest main request),
+Columns: billed (thousands of token equivalents), USD (the same usage at the benchmark model's prices,
+core.models' family table), compactions, peak context (largest main request),
 side% (the share of the bill spent on side requests), and the cache-read share of the compaction
 requests (summary / collapse; "-" when there were none).
 
@@ -50,6 +51,7 @@ from compact import collapse_worker, notes_updater  # noqa: E402
 from compact.prepare import after_response, prepare_request, send  # noqa: E402
 from core.errors import ContextLimitReached  # noqa: E402
 from core.messages import Message  # noqa: E402
+from core.model import cost_usd  # noqa: E402
 from tests.conftest import make_session  # noqa: E402
 from tests.fakeapi import DEFAULT_MODELS, Reply, model_info  # noqa: E402
 
@@ -95,6 +97,7 @@ class Row:
     cache_read_shares: list[float]
     problems: list[str]
     server_input: int = 0  # input tokens of the server's summaries (billed uncached: the worst case)
+    usd: float = 0.0
 
 
 def row_of(
@@ -114,8 +117,18 @@ def row_of(
         if kind in ("summary", "collapse")
     ]
     server = sum(int(u.get("input_tokens") or 0) for kind, u, _ in billed if kind == "server-summary")
+    usd = sum(cost_usd(scripted.MODEL, u) for _, u, _ in billed)
     return Row(
-        session, config, total, compactions, peak, side / total if total else 0.0, shares, problems, server
+        session,
+        config,
+        total,
+        compactions,
+        peak,
+        side / total if total else 0.0,
+        shares,
+        problems,
+        server,
+        usd,
     )
 
 
@@ -307,7 +320,7 @@ def replay(path: Path, config: str, settings: dict[str, Any]) -> Row:
 
 def print_table(rows: list[Row]) -> None:
     print(
-        f"{'session':<30} {'config':<13} {'billed (K)':>10} {'x default':>9} {'compactions':>11} "
+        f"{'session':<30} {'config':<13} {'billed (K)':>10} {'USD':>7} {'x default':>9} {'compactions':>11} "
         f"{'peak':>8} {'side%':>6}  cache-read share of compaction requests"
     )
     default = {r.session: r.billed for r in rows if r.config == "default"}
@@ -317,7 +330,8 @@ def print_table(rows: list[Row]) -> None:
             shares += f", … ({len(r.cache_read_shares)})"
         ratio = r.billed / default[r.session] if default.get(r.session) else 0.0
         print(
-            f"{r.session:<30} {r.config:<13} {r.billed / 1000:>10,.0f} {ratio:>9.2f} {r.compactions:>11} "
+            f"{r.session:<30} {r.config:<13} {r.billed / 1000:>10,.0f} {r.usd:>7.2f} {ratio:>9.2f} "
+            f"{r.compactions:>11} "
             f"{r.peak:>8,} {r.side_share:>6.0%}  {shares}"
         )
     totals: dict[str, float] = {}

@@ -2,8 +2,13 @@
 
 ``Request`` is everything one Messages API call sends. ``Model`` is the one-method protocol the rest of
 the program talks to: ``agent.runtime.client.ModelClient`` implements it with the official SDK, and
-``core.scripted.ScriptedModel`` with a script of replies (loop and pipeline tests). Model facts (output limits,
-window, prices) are plain tables here so that every floor can use them without the SDK.
+``core.scripted.ScriptedModel`` with a script of replies (loop and pipeline tests). Model facts (what a
+model accepts, output limits, window, prices) are core.models' families, so every floor can use them
+without the SDK.
+
+``Request.params`` is the one place every request passes through on its way to the SDK (main replies,
+summaries, notes updates, collapses, subagents): it leaves out what the request's model refuses
+(core.models.Family), whatever the builder asked for, so no kind of request can carry it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from typing import Any, Protocol
 
 from core.errors import ThinkingBindingMismatch
 from core.messages import Message
+from core.models import EFFORTS, Family, api_name, family_of
+from core.models import cost_usd as _cost
 
 CACHE = {"type": "ephemeral"}
 
@@ -32,6 +39,7 @@ class Request:
     extra_body: dict[str, Any] = field(default_factory=dict)
     tool_choice: dict[str, Any] | None = None
     thinking: dict[str, Any] | None = None
+    effort: str | None = None  # output_config.effort (None: the model's default)
     # how a failed attempt is retried: "main" (the full budget, each wait shown), "compaction" (a
     # compaction's own request in the foreground: a shorter budget, each wait shown as compaction's) or
     # "background" (a candidate or notes update: the shorter budget, quietly) or "once" (no retry: a
@@ -43,26 +51,63 @@ class Request:
     # cache diagnostics: {"previous_message_id": id or None} on the main conversation's requests
     diagnostics: dict[str, Any] | None = None
 
-    def params(self) -> dict[str, Any]:
-        """Keyword arguments for the SDK, with cache breakpoints on tools, system and the tail."""
+    def params(self, family: Family | None = None) -> dict[str, Any]:
+        """Keyword arguments for the SDK, with cache breakpoints on tools, system and the tail, and without
+        anything the model refuses (core.models.Family): a thinking type it doesn't take, an effort it
+        lacks, a budget out of bounds, a forced tool choice, an assistant prefill, sampling parameters, an
+        output limit above its own. ``family`` is what the client learned of the model (default: the
+        table's). ``betas`` is there when the request needs any of its own (the client adds its own)."""
+        family = family or family_of(self.model)
+        messages = self.messages
+        if family.refuses_prefill and messages and messages[-1].get("role") == "assistant":
+            messages = messages[:-1]  # a prefill: the model answers the user message before it instead
         p: dict[str, Any] = {
             "model": api_model_name(self.model),
-            "max_tokens": self.max_tokens,
-            "messages": _mark_tail(self.messages),
+            "max_tokens": min(self.max_tokens, family.max_output),
+            "messages": _mark_tail(messages),
         }
         if self.system:
             p["system"] = self.system[:-1] + [{**self.system[-1], "cache_control": CACHE}]
         if self.tools:
             p["tools"] = _mark_tools(self.tools)
-        if self.tool_choice:
-            p["tool_choice"] = self.tool_choice
-        thinking = self.valid_thinking()
+        choice = self.tool_choice
+        if choice and choice.get("type") in ("any", "tool") and family.refuses_forced_tool:
+            choice = {"type": "auto"}  # the builder asks for the tool in words (and copes without it)
+        if choice:
+            p["tool_choice"] = choice
+        thinking, effort = self.legal_thinking(family)
         if thinking:
             p["thinking"] = thinking
-        extra = self.extra_body if thinking else _without_thinking_edits(self.extra_body)
+        if effort:
+            p["output_config"] = {"effort": effort}
+        thinks = (
+            thinking is not None
+            and thinking.get("type") != "disabled"
+            or (thinking is None and family.thinks_by_default)
+        )
+        extra = self.extra_body if thinks else _without_thinking_edits(self.extra_body)
+        if family.refuses_sampling:
+            extra = {k: v for k, v in extra.items() if k not in ("temperature", "top_p", "top_k")}
         if extra:
             p["extra_body"] = extra
+        if (thinking or {}).get("display") == "updates":
+            p["betas"] = [DISPLAY_UPDATES_BETA]
         return _chained(p, self)
+
+    def legal_thinking(self, family: Family) -> tuple[dict[str, Any] | None, str | None]:
+        """(thinking, effort) as the model takes them: a type it doesn't accept is left out (its default
+        then applies), between_tools only at an effort it allows, an effort it lacks lowered to the
+        deepest it has below it."""
+        thinking = self.valid_thinking()
+        kind = (thinking or {}).get("type")
+        if kind is not None and kind not in family.thinking:
+            thinking = None
+        effort = _offered(self.effort, family.efforts)
+        if kind == "between_tools" and thinking is not None and (effort or "high") not in family.stop_efforts:
+            thinking = None
+        if thinking is not None and thinking.get("type") in ("between_tools", "disabled"):
+            thinking = {"type": thinking["type"]}  # these take no display
+        return thinking, effort
 
     def valid_thinking(self) -> dict[str, Any] | None:
         """``thinking`` as the API accepts it: a budget of at least MIN_THINKING and below max_tokens
@@ -77,6 +122,15 @@ class Request:
 
 MIN_THINKING = 1024  # the API's smallest thinking budget
 BINDING_BETA = "thinking-binding-controls-2026-08-01"  # thinking.block_binding needs it
+DISPLAY_UPDATES_BETA = "thinking-display-updates-2026-08-18"  # display "updates": the progress text
+
+
+def _offered(effort: str | None, offered: tuple[str, ...]) -> str | None:
+    """``effort`` if the model offers it, else the deepest level it offers below it (None: none)."""
+    if effort is None or not offered or effort not in EFFORTS:
+        return None
+    below = [e for e in EFFORTS[: EFFORTS.index(effort) + 1] if e in offered]
+    return below[-1] if below else None
 
 
 def _chained(p: dict[str, Any], req: Request) -> dict[str, Any]:
@@ -160,24 +214,6 @@ class ModelService(Model, Protocol):
 
 # --- facts about models ------------------------------------------------------------------------------
 
-_MAX_OUTPUT = [  # (prefix, max output tokens)
-    ("claude-opus-4-1", 32_000),
-    ("claude-opus-4-2", 32_000),
-    ("claude-opus-4-0", 32_000),
-    ("claude-opus-4-20", 32_000),
-    ("claude-3-5", 8_192),
-    ("claude-3", 4_096),
-]
-_PRICES = [  # (substring, input, output) USD per million tokens
-    ("opus-4-1", 15.0, 75.0),
-    ("opus-4-0", 15.0, 75.0),
-    ("opus-4-2", 15.0, 75.0),
-    ("opus", 5.0, 25.0),
-    ("haiku-3", 0.25, 1.25),
-    ("haiku", 1.0, 5.0),
-    ("sonnet", 3.0, 15.0),
-]
-
 
 @contextmanager
 def deadline(seconds: float) -> Iterator[threading.Event]:
@@ -203,14 +239,14 @@ def preserves_thinking(model: str) -> bool:
 
 
 def max_output_tokens(model: str) -> int:
-    for prefix, n in _MAX_OUTPUT:
-        if model.startswith(prefix):
-            return n
-    return 64_000
+    return family_of(model).max_output
 
 
 def context_window_for(model: str) -> int:
-    return 1_000_000 if "[1m]" in model or model.endswith("-1m") else 200_000
+    """The model's window: its family's, 1M for a ``[1m]`` / ``-1m`` name."""
+    if "[1m]" in model or model.endswith("-1m"):
+        return 1_000_000
+    return family_of(model).window
 
 
 # models with preserved thinking that accept the top-level ``compaction`` parameter (the provider's
@@ -230,17 +266,9 @@ def offers_compaction(model: str) -> bool:
 
 
 def api_model_name(model: str) -> str:
-    return model.replace("[1m]", "")
+    return api_name(model)
 
 
 def cost_usd(model: str, usage: dict[str, Any]) -> float:
-    price_in, price_out = 3.0, 15.0
-    for key, i, o in _PRICES:
-        if key in model:
-            price_in, price_out = i, o
-            break
-    tokens_in = usage.get("input_tokens", 0) or 0
-    write = usage.get("cache_creation_input_tokens", 0) or 0
-    read = usage.get("cache_read_input_tokens", 0) or 0
-    out = usage.get("output_tokens", 0) or 0
-    return (tokens_in * price_in + write * price_in * 1.25 + read * price_in * 0.1 + out * price_out) / 1e6
+    """What ``usage`` cost at the model's family's prices (core.models names the table's sources)."""
+    return _cost(model, usage)

@@ -72,6 +72,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -81,6 +82,7 @@ from agent.demo.binding import Binding, preserves_thinking  # noqa: F401 - Bindi
 from agent.demo.server import (  # noqa: F401 - re-exported: the tests import these from here
     DEFAULT_MODELS,
     ERROR_DEFAULTS,
+    PROFILES,
     Answer,
     Error,
     PromptTooLong,
@@ -112,6 +114,10 @@ _Answer = Answer
 _error_answer = error_answer
 _new_id = new_id
 _ERROR_DEFAULTS = ERROR_DEFAULTS
+
+# FAKEAPI_REFUSALS_LOG=path: every refused request of every fake in the process is appended there (one
+# line each), so a benchmark run can show it sent none
+REFUSALS_LOG = os.environ.get("FAKEAPI_REFUSALS_LOG")
 
 # --------------------------------------------------------------------------------------------------
 # Script steps
@@ -547,6 +553,9 @@ class FakeAPI(ScriptedAPI):
         with self._lock:
             number = next(n for n, seen in enumerate(self.requests, 1) if seen is request)
             self.violations.append(f"{request.method} {request.path} (request {number}): {problem}")
+            if REFUSALS_LOG:  # a benchmark run counts every refusal of every fake it starts
+                with open(REFUSALS_LOG, "a", encoding="utf-8") as log:
+                    log.write(f"{self.profile.name}\t{problem}\n")
 
     def _problems(self, request: Request, *, count_only: bool) -> list[str]:
         problems = validate(request.body, count_only=count_only) + self._beta_problems(request)

@@ -82,9 +82,17 @@ def near(ours: int, theirs: int) -> bool:
 
 @pytest.mark.parametrize("factor", [0.5, 1.6])
 def test_counts_and_the_compaction_moment_follow_the_servers_tokenizer(tmp_path: Path, factor: float) -> None:
-    with FakeAPI(tokenizer=server_tokenizer(factor)) as api:
-        session, events = make_session(
-            tmp_path, api, autocompact_pct=15, session_memory=False, permission_mode="bypassPermissions"
+    # the 4.x profile: replies as scripted, so the counts compared are the files' (a 5.5-family reply's
+    # signed thinking blocks are counted by test_effort's requests)
+    with FakeAPI(tokenizer=server_tokenizer(factor), profile="4.x") as api:
+        session, events = make_session(  # a 200K window: THRESHOLD is 15% of it
+            tmp_path,
+            api,
+            autocompact_pct=15,
+            session_memory=False,
+            permission_mode="bypassPermissions",
+            model="claude-sonnet-4-5",
+            model_explicit=True,
         )
         project = session.settings.cwd
         # files of about 450 tokens as the server counts them: each read is a small step (< 2% of T),

@@ -63,7 +63,9 @@ def test_six_tools_in_turn_change_files_and_reach_the_model(fake_api, run_cli, p
     assert recs[0]["parentUuid"] is None
     for prev, rec in zip(recs, recs[1:]):
         assert rec["parentUuid"] == prev["uuid"]
-    assert recs[-1]["message"]["content"][0]["text"] == "All six tools ran."
+    assert [b["text"] for b in recs[-1]["message"]["content"] if b["type"] == "text"] == [
+        "All six tools ran."
+    ]
     assert all(r["sessionId"] == path.stem for r in recs)
     # the key never reaches disk
     for f in Path(isolated_env).rglob("*"):

@@ -1,6 +1,7 @@
-"""Extended thinking (issue 22 §1): Claude Code's controls, thinking blocks kept valid through tool
-loops, context management, the REPL's toggle and display, and the loopback fake checking thinking
-blocks and their signatures as the real API does."""
+"""Extended thinking with a budget (issue 22 §1), as the 4.x models take it: Claude Code's controls,
+thinking blocks kept valid through tool loops, context management, the REPL's toggle and display, and the
+loopback fake checking thinking blocks and their signatures as the real API does. Every test here pins a
+4.x model and the fake's 4.x profile (the effort models: tests/test_effort.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,22 @@ from core.model import Request
 from tests.conftest import records, transcripts
 from tests.fakeapi import FakeAPI, Reply, thinking_block
 from tests.test_repl import repl_for
+
+MODEL_4X = "claude-sonnet-4-5"
+PIN = {"ANTHROPIC_MODEL": MODEL_4X}
+
+
+@pytest.fixture
+def fake_api():
+    with FakeAPI(profile="4.x") as api:
+        yield api
+
+
+@pytest.fixture
+def run_cli(run_cli):
+    """The real CLI on a 4.x model."""
+    return lambda api, *args, env=None, **kw: run_cli(api, *args, env={**PIN, **(env or {})}, **kw)
+
 
 THOUGHT = "The user wants the file.\nI should read it first.\nThen answer.\nLine four.\nLine five."
 
@@ -62,7 +79,7 @@ def test_budget_rules():
 def test_request_params_keep_the_apis_rules():
     think = {"type": "enabled", "budget_tokens": 5_000}
     edits = {"context_management": {"edits": [{"type": "clear_thinking_20251015"}, {"type": "x"}]}}
-    req = Request("m", [], [], [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], 4_000)
+    req = Request(MODEL_4X, [], [], [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], 4_000)
     req.thinking, req.extra_body = think, edits
     assert req.params()["thinking"]["budget_tokens"] == 3_999  # max_tokens shrank after an overflow
     req.max_tokens = 1_000
@@ -76,7 +93,7 @@ def test_request_params_keep_the_apis_rules():
 
 
 def test_the_fake_refuses_altered_or_dropped_thinking_and_bad_parameters():
-    with FakeAPI() as api:
+    with FakeAPI(profile="4.x") as api:
         client = anthropic.Anthropic(base_url=api.url, api_key="k", max_retries=0)
         api.add(think_then(Reply.tool("Read", {"file_path": "/x"}, id="toolu_1")))
         tools = [{"name": "Read", "description": "r", "input_schema": {"type": "object"}}]
@@ -206,7 +223,7 @@ def test_thinking_is_shown_dimmed_and_folded():
 def test_tab_on_an_empty_line_toggles_thinking(fake_api, project: Path):
     fake_api.reply_text("not thinking")
     fake_api.add(think_then(Reply.text("thinking now")))
-    with repl_for(fake_api, project) as d:
+    with repl_for(fake_api, project, **PIN) as d:
         assert d.repl.session.thinking_on is False
         d.type("hello\r")
         d.wait_for("not thinking")
@@ -229,7 +246,9 @@ def test_context_shows_what_thinking_takes(fake_api, tmp_path):
     from agent.runtime.loop import run_turn
     from tests.conftest import make_session
 
-    session, _ = make_session(tmp_path, fake_api, max_thinking_tokens=2048)
+    session, _ = make_session(
+        tmp_path, fake_api, max_thinking_tokens=2048, model=MODEL_4X, model_explicit=True
+    )
     fake_api.add(think_then(Reply.text("answer"), "pondering " * 800))
     assert run_turn(session, "hello").stop_reason == "end_turn"
     assert fake_api.message_requests[0].body["thinking"]["budget_tokens"] == 2048

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakeapi import Reply, is_compaction, last_user_text
+from tests.fakeapi import PROFILES, Reply, is_compaction, last_user_text
 
 ROOT = Path(__file__).resolve().parent.parent
 TMUX = shutil.which("tmux") or "/usr/bin/tmux"
@@ -397,6 +397,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_tab_on_an_empty_line_toggles_thinking_and_the_thinking_shows_folded(agent_in_tmux, fake_api):
+    fake_api.profile = PROFILES["4.x"]  # thinking by budget: a 4.x model, as the 4.x API takes it
     thought = "First I look.\nThen I compare.\nThen I decide.\nHIDDEN-FOURTH-LINE"
     fake_api.add(
         Reply(
@@ -406,7 +407,7 @@ def test_tab_on_an_empty_line_toggles_thinking_and_the_thinking_shows_folded(age
             ]
         )
     )
-    pane = agent_in_tmux()
+    pane = agent_in_tmux(ANTHROPIC_MODEL="claude-sonnet-4-5")
     pane.keys("Tab")
     pane.wait_for(r"✻ thinking on \(tab to turn off\)", visible=True)
     pane.type("hello")
@@ -420,4 +421,28 @@ def test_tab_on_an_empty_line_toggles_thinking_and_the_thinking_shows_folded(age
     while "thinking on" in pane.visible():
         assert time.monotonic() < deadline, pane.visible()
         time.sleep(0.05)
+    fake_api.check()
+
+
+def test_a_tool_chain_shows_the_models_progress_between_calls(agent_in_tmux, fake_api, project):
+    """The 5.5 family writes its progress between tool calls inside thinking blocks: the REPL shows it as
+    text, between the calls, as it showed a 4.x model's text; the toolbar shows thinking and effort."""
+    (project / "a.txt").write_text("alpha\n")
+    fake_api.add(
+        Reply.tool("Read", {"file_path": str(project / "a.txt")}, text="PROGRESS-ONE: reading a.txt.")
+    )
+    fake_api.add(Reply.tool("Bash", {"command": "echo checked"}, text="PROGRESS-TWO: a quick check."))
+    fake_api.add(Reply.text("ALL-DONE."))
+    pane = agent_in_tmux("--dangerously-skip-permissions", CLAUDE_CODE_EFFORT_LEVEL="medium")
+    pane.wait_for(r"✻ thinking on · effort medium \(tab to turn off\)", visible=True)
+    pane.type("go")
+    screen = pane.wait_for("ALL-DONE.")
+    order = [screen.index(mark) for mark in ("PROGRESS-ONE", "Read(", "PROGRESS-TWO", "Bash(", "ALL-DONE.")]
+    assert order == sorted(order), screen
+    assert fake_api.message_requests[0].body["thinking"] == {"type": "adaptive", "display": "updates"}
+    pane.wait_prompt()
+    pane.type("/effort low")
+    pane.wait_for(r"Effort: low")
+    pane.keys("Tab")
+    pane.wait_for(r"thinking off · effort low \(tab to turn on\)", visible=True)
     fake_api.check()

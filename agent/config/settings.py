@@ -44,6 +44,7 @@ from agent.config.trust import Ignored, Trust
 from compact.config import CompactConfig
 from compact.thresholds import smallest_window
 from core.errors import SettingsError
+from core.models import EFFORTS, resolve
 from core.private import make_private_dirs
 from core.setting import (
     BOOL,
@@ -87,6 +88,7 @@ __all__ = [
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 MIN_THINKING = 1024  # the API's smallest thinking budget
+EFFORT_LEVELS = (*EFFORTS, "auto")  # Claude Code's effort names ("auto": the model's default)
 PERMISSION_MODES = ("default", "acceptEdits", "bypassPermissions", "plan")
 
 _RULE = re.compile(r"^[A-Za-z_][\w.-]*\*?(\(.*\))?$", re.DOTALL)  # "mcp__server__*" too
@@ -302,6 +304,16 @@ class Settings:
         kind=BOOL,
         doc="extended thinking on every turn (budget 31,999); Tab toggles it in the REPL",
     )
+    # how deeply a model that thinks by effort thinks (agent/runtime/thinking.py maps every thinking
+    # control; docs/models.md); None after loading means "auto", the model's default
+    effort: str | None = setting(
+        None,
+        key="effortLevel",
+        env="CLAUDE_CODE_EFFORT_LEVEL",
+        kind=one_of(*EFFORT_LEVELS),
+        doc="how deeply an effort model thinks (auto: the model's default); /effort and --effort too",
+    )
+    thinking_off: bool = False  # MAX_THINKING_TOKENS=0: off, also on the models that think by default
     retry_seconds: float = setting(
         120.0,
         key="retry.maxSeconds",
@@ -471,6 +483,8 @@ def load_settings(
     _apply_files(s, layer, sources, table)
     _apply_env(s, env, env_sources, table)
     _apply_cli(s, cli)
+    s.model = resolve(s.model)  # a Claude Code alias (sonnet, opus, haiku, ...) names the newest of its kind
+    s.effort = None if s.effort == "auto" else s.effort
     s.model_explicit = "model" in s.sources  # chosen by a file, the environment or --model
     check_limits(s)
     return s
@@ -639,6 +653,7 @@ def _apply_env(s: Settings, env: Mapping[str, str], origin: Mapping[str, str], t
             _set(s, row, value, f"env {row.env}")
     if s.sources.get("max_thinking_tokens") == "env MAX_THINKING_TOKENS" and s.max_thinking_tokens is None:
         s.always_thinking = False  # MAX_THINKING_TOKENS=0: no thinking, whatever a file said
+        s.thinking_off = True
 
 
 def check_limits(s: Settings) -> None:
@@ -684,6 +699,13 @@ def _make_home(home: Path) -> None:
 def _apply_cli(s: Settings, cli: Mapping[str, Any]) -> None:
     if cli.get("model"):
         s.model, s.model_explicit, s.sources["model"] = str(cli["model"]).strip(), True, "--model"
+    if cli.get("effort"):
+        level = str(cli["effort"]).strip().lower()
+        if level not in EFFORT_LEVELS:
+            raise SettingsError(
+                f"--effort must be one of {', '.join(EFFORT_LEVELS)} (got {_show(cli['effort'])})"
+            )
+        s.effort, s.sources["effort"] = level, "--effort"
     mode = cli.get("permission_mode")
     if mode:
         if mode not in PERMISSION_MODES:

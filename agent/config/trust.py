@@ -8,8 +8,8 @@ and permission settings that widen access (``allow`` rules, a ``defaultMode`` ot
 always apply. Each item taken out becomes an ``Ignored``, for the dialog, ``/trust`` and print mode's
 one stderr line. User-level settings (``H/settings.json``) are never restricted.
 
-A project's ``model``, ``alwaysThinkingEnabled`` and ``maxThinkingTokens`` (what the user pays for) need
-trust too. ``ANTHROPIC_*`` entries of a
+A project's ``model``, ``alwaysThinkingEnabled``, ``maxThinkingTokens`` and ``effortLevel`` (what the user
+pays for) need trust too. ``ANTHROPIC_*`` entries of a
 project's ``env`` (credentials, the base URL the API key is sent to, the model) need more than trust: each key must have been confirmed by name, with its value, in the REPL's
 dialog; a repository that later changes the value is asked about again.
 
@@ -38,7 +38,8 @@ from core.terminal import visible
 
 TRUST_FILE = "trusted-projects.json"
 NARROW_MODES = ("default", "plan")
-COST_KEYS = ("model", "alwaysThinkingEnabled", "maxThinkingTokens")  # need trust: they decide the bill
+# need trust: they decide the bill
+COST_KEYS = ("model", "alwaysThinkingEnabled", "maxThinkingTokens", "effortLevel")
 CREDENTIAL_PREFIX = "ANTHROPIC_"
 MCP_KEYS = ("mcpServers", "enabledMcpjsonServers", "enableAllProjectMcpServers")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)

@@ -19,11 +19,13 @@ from agent.config import trust
 from agent.config.settings import reload_settings
 from agent.runtime import lifecycle, rewind
 from agent.runtime.session import Session
+from agent.runtime.thinking import EFFORT_NAMES
 from agent.transcript.listing import list_sessions
 from compact import cache_health, compactor, ledger, preparer, usage
 from compact.notes import notes_text
 from core.errors import AgentError, Interrupted
 from core.events import CompactFinished, Retrying
+from core.models import EFFORTS
 from core.tokens import estimate_blocks
 
 NO_COMPACTION = "No compaction in this session yet."
@@ -449,12 +451,51 @@ def session_lines(sessions: list[Any], cwd: str, current: str | None = None) -> 
     return lines
 
 
-@command("model", "Show the model, or switch to NAME", usage="[name]")
+@command(
+    "model", "Show the model, or switch to NAME (sonnet, opus, haiku: the newest of each)", usage="[name]"
+)
 def _model(session: Session, args: str) -> Result:
     if not args:
         return Result(f"Model: {session.model}")
-    session.set_model(args)
-    return Result(f"Model set to {args}")
+    session.set_model(args.strip())
+    named = "" if session.model == args.strip() else f" ({args.strip()})"
+    return Result(f"Model set to {session.model}{named}")
+
+
+@command("effort", "Show how deeply the model thinks, or set it: " + ", ".join(EFFORT_NAMES), usage="[level]")
+def _effort(session: Session, args: str) -> Result:
+    level = args.strip().lower()
+    family = session.family()
+    if not level:
+        return Result(effort_line(session))
+    if level not in EFFORT_NAMES:
+        return Result(f"Unknown effort {args.strip()!r}: use one of {', '.join(EFFORT_NAMES)}", ok=False)
+    session.set_effort(None if level == "auto" else level)
+    if not family.adaptive:
+        return Result(
+            f"Effort set to {level}; {session.model} thinks by budget, so it applies on effort models"
+        )
+    return Result(effort_line(session))
+
+
+def effort_line(session: Session) -> str:
+    """The effort the next request asks for, and what the model makes of it."""
+    family = session.family()
+    if not family.adaptive:
+        return (
+            f"Effort: {session.effort or 'auto'} ({session.model} thinks by budget: MAX_THINKING_TOKENS, Tab)"
+        )
+    asked = session.effort
+    offered = [e for e in family.efforts if asked is None or EFFORTS.index(e) <= EFFORTS.index(asked)]
+    sent = offered[-1] if asked and offered else None
+    line = f"Effort: {asked or 'auto'}"
+    if asked and sent != asked:
+        line += f" ({family.name} offers up to {family.deepest}: {sent} is sent)"
+    if session.pinned_effort and session.pinned_effort != asked:
+        line += (
+            f"; with thinking off this conversation stays at {session.pinned_effort} (the model requires it)"
+        )
+    return line
 
 
 @command("cost", "Tokens used and estimated cost of this session")

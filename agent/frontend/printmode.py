@@ -38,8 +38,26 @@ from core.events import (
     TurnFinished,
 )
 from core.messages import Message, to_record
+from core.models import Family, family_of
 from core.private import redact, secrets_of
 from core.terminal import visible
+
+
+def _family(session: Session, model: str) -> Family:
+    """What ``model`` accepts, as the session's client learned it (a scripted stand-in: the table's)."""
+    learned = getattr(session.client, "family", None)
+    return learned(model) if learned is not None else family_of(model)
+
+
+def progress_as_text(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An assistant message's blocks as a reader of the stream sees them: the progress a 5.5-family model
+    writes between tool calls (thinking blocks with text, under the display the session asks for) as
+    text blocks, as that text came from the models before; the transcript keeps the blocks as sent."""
+    return [
+        {"type": "text", "text": b["thinking"]} if b.get("type") == "thinking" and b.get("thinking") else b
+        for b in content
+    ]
+
 
 SUBTYPES = {"end_turn": "success", "hook_stopped": "success", "max_turns": "error_max_turns"}
 
@@ -84,6 +102,8 @@ class PrintRenderer:
             message, parent_uuid=None, session_id=s.session_id, cwd=str(s.settings.cwd), version=__version__
         )
         rec.pop("parentUuid")
+        if message.role == "assistant" and _family(s, message.model or s.model).progress_in_thinking:
+            rec["message"] = {**rec["message"], "content": progress_as_text(rec["message"]["content"])}
         self._line({**rec, **tags})
 
     def _subagent(self, tagged: SubagentEvent) -> None:

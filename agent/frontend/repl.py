@@ -73,6 +73,31 @@ ANSWERS = {"y": "yes", "n": "no", "a": "always"}
 SHOW_SUMMARY = "/summary"
 THINKING_ON = "✻ thinking on (tab to turn off)"
 ALWAYS_LOAD_WAIT = 5.0  # seconds the first prompt waits for servers configured with "alwaysLoad"
+
+
+def thinking_status(session: Any) -> str:
+    """The toolbar's thinking part: on or off, and the effort on a model that thinks by effort (nothing
+    while the model is left at its defaults)."""
+    if not hasattr(session, "family"):
+        return THINKING_ON if getattr(session, "thinking_on", False) else ""
+    family = session.family()
+    if not family.adaptive:
+        return THINKING_ON if session.thinking_on else ""
+    effort = f"effort {session.effort or 'auto'}"
+    if session.thinking_on and session.effort is None and family.thinks_by_default:
+        return ""  # the model's own default, as nothing shows for a 4.x model left as it is
+    if session.thinking_on:
+        return f"✻ thinking on · {effort} (tab to turn off)"
+    if family.stop is None:
+        return f"✻ thinking on · {effort} ({family.name} can't turn it off)"
+    if (
+        family.stop == "between_tools"
+        and (session.pinned_effort or session.effort or "high") not in family.stop_efforts
+    ):
+        return f"✻ thinking on · {effort} (off only at high effort or below)"
+    return f"thinking off · {effort} (tab to turn on)"
+
+
 DRAFT_MARK = "\0"  # ctrl+o's result: the command, this, then the text the user had typed
 
 
@@ -493,9 +518,10 @@ class Repl:
             severity, text = shown
             parts += [("", " · ")] if parts else []
             parts.append((f"class:{severity}", text))
-        if getattr(self.session, "thinking_on", False):
+        status = thinking_status(self.session) if self.session is not None else ""
+        if status:
             parts += [("", "  ")] if parts else []
-            parts.append(("class:thinking", THINKING_ON))
+            parts.append(("class:thinking", status))
         return parts or ""
 
     def cycle_mode(self) -> None:
@@ -510,9 +536,10 @@ class Repl:
         return {c.name: (c.argument_hint + " " if c.argument_hint else "") + c.description for c in found}
 
     def toggle_thinking(self) -> None:
-        """Tab on an empty input line: extended thinking on or off for the rest of the session."""
+        """Tab on an empty input line: thinking on or off for the rest of the session (the toolbar shows
+        where the model would not let it go off)."""
         if self.session is not None:
-            self.session.thinking_on = not self.session.thinking_on
+            self.session.toggle_thinking()
 
     def handle(self, line: str) -> bool:
         """Run one input line; False when the REPL should end."""

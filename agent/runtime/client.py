@@ -27,6 +27,7 @@ from core.errors import Interrupted, ModelError, ThinkingBindingMismatch, classi
 from core.events import Retrying, TextDelta, ThinkingDelta
 from core.messages import Message, assistant
 from core.model import BINDING_BETA, Request, api_model_name
+from core.models import Family, family_of, learn
 from core.private import redact, secrets_of
 from core.tokens import encoding
 
@@ -124,6 +125,9 @@ class ModelClient:
         self._client: Any = None
         self._lock = threading.Lock()
         self.on_event = on_event or (lambda e: None)
+        # what the Models API said of each model (core.models.learn): every request of this client
+        # follows it; a model not asked about (or not answered) follows core.models' table
+        self._families: dict[str, Family] = {}
         self.retry_seconds = retry_seconds
         self.side_idle_seconds = side_idle_seconds
         self._jitter = jitter
@@ -144,12 +148,30 @@ class ModelClient:
 
     def context_window(self, model: str) -> int | None:
         """max_input_tokens from the Models API, or None when it can't be had."""
+        n = self.model_info(model).get("max_input_tokens")
+        return int(n) if isinstance(n, int) and n > 0 else None
+
+    def model_info(self, model: str) -> dict[str, Any]:
+        """What ``GET /v1/models/{id}`` says of the model (limits, ``capabilities``), taught to
+        core.models so every later request follows it; {} when it can't be had."""
         try:
             info = self.client.with_options(max_retries=0, timeout=5.0).models.retrieve(api_model_name(model))
-            n = getattr(info, "max_input_tokens", None)
-            return int(n) if n else None
-        except Exception:  # noqa: BLE001 - unreachable or unknown: the caller uses the table
-            return None
+            found = _dump(info)
+        except Exception:  # noqa: BLE001 - unreachable or unknown: the table's facts stand
+            return {}
+        self._families[api_model_name(model)] = learn(model, found)
+        return found
+
+    def family(self, model: str) -> Family:
+        """What ``model`` accepts: as the Models API said, else as core.models' table says."""
+        return self._families.get(api_model_name(model)) or family_of(model)
+
+    def learn_in_background(self, model: str) -> threading.Thread:
+        """Ask the Models API about ``model`` off the caller's thread (a session's start: the first
+        prompt never waits on it)."""
+        t = threading.Thread(target=self.model_info, args=(model,), name="model-info", daemon=True)
+        t.start()
+        return t
 
     def stream(
         self, req: Request, *, cancel: threading.Event | None = None, emit_text: bool = True
@@ -233,7 +255,7 @@ class ModelClient:
         """One attempt. With a cancel event the reading happens in a daemon thread, so Ctrl-C returns at
         once even while the socket is stalled (a blocked read can't be woken from outside); the
         abandoned reader stops at its next event."""
-        reply = _Reply()
+        reply = _Reply(progress=self.family(req.model).progress_in_thinking)
         if cancel is None:
             return self._read(req, None, emit_text, reply)
         box: dict[str, Any] = {}
@@ -256,8 +278,8 @@ class ModelClient:
     def _read(
         self, req: Request, cancel: threading.Event | None, emit_text: bool, reply: _Reply
     ) -> Message | None:
-        params = req.params()
-        betas = list(req.betas)
+        params = req.params(self.family(req.model))
+        betas = [*req.betas, *[b for b in params.pop("betas", []) if b not in req.betas]]
         if req.block_binding and BINDING_BETA not in betas:
             betas.append(BINDING_BETA)
         client = self.client
@@ -296,7 +318,11 @@ class _Reply:
     """A streamed response put together event by event (what the SDK's accumulator does, except that a
     tool input which is not valid JSON does not end the stream)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, progress: bool = False) -> None:
+        # the model writes its progress between tool calls in thinking blocks (core.models.Family): their
+        # text is shown as text, as a 4.x model's text between tool calls was
+        self.progress = progress
+        self._said = False  # progress text was shown already: the next block starts a new paragraph
         self.head: dict[str, Any] = {}
         self.blocks: dict[int, dict[str, Any]] = {}
         # streamed pieces, joined once at the end: adding each to a growing string copies it every
@@ -339,8 +365,16 @@ class _Reply:
         if kind == "input_json_delta":
             self.json.setdefault(index, []).append(delta.partial_json)
         elif kind == "thinking_delta":
-            self.parts.setdefault((index, "thinking"), [block.get("thinking", "")]).append(delta.thinking)
-            return ThinkingDelta(delta.thinking)
+            parts = self.parts.setdefault((index, "thinking"), [block.get("thinking", "")])
+            parts.append(delta.thinking)
+            if not self.progress:
+                return ThinkingDelta(delta.thinking)
+            if not delta.thinking:
+                return None
+            first = not "".join(parts[:-1])  # this block's first words
+            text = ("\n\n" if first and self._said else "") + delta.thinking
+            self._said = True
+            return TextDelta(text)
         elif kind == "signature_delta":
             block["signature"] = delta.signature
         elif kind == "compaction_delta":  # the server's summary (compact.server_summary), in pieces

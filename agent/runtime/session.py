@@ -10,6 +10,7 @@ three never disagree. Nothing outside this module sets a session's attributes, e
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
 from datetime import datetime, timezone
@@ -45,6 +46,7 @@ from core.model import (
     offers_compaction,
     preserves_thinking,
 )
+from core.models import Family, family_of, resolve
 from tools.base import ToolContext
 from tools.bash import LIVE_OUTPUT
 from tools.permissions.engine import Permissions
@@ -54,6 +56,9 @@ from tools.snip import SnipTool
 
 # "yes" | "no" | "always"; None means nobody can answer (print mode): the call is denied
 AskFn = Callable[[str, dict[str, Any], str], str]
+# seconds the first request may wait for the Models API's answer: the call itself times out after 5 s,
+# and the rest is the SDK's import, which the first request needs anyway (a loaded machine: many seconds)
+FACTS_WAIT = 60.0
 # hooks that belong to a turn: the user's interrupt (Ctrl-C, Esc, SIGINT in print mode) stops them
 TURN_HOOKS = frozenset({"UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact", "PostCompact"})
 
@@ -82,7 +87,7 @@ class Session(wiring.SessionBase):
 
     def __post_init__(self, history: list[Message] | None, replayed: ContextState | None) -> None:
         s = self.settings
-        self.model = self.model or (s.model if s.model_explicit else default_model())
+        self.model = resolve(self.model or (s.model if s.model_explicit else default_model()))
         self.usage_total: dict[str, int] = {}
         self.cost = 0.0
         self._window: int | None = None
@@ -90,12 +95,19 @@ class Session(wiring.SessionBase):
         self._git_taken = False  # the snapshot is taken on the first request, not on the way to the prompt
         self._refusals_said: set[str] = set()
         self._fixed_system: list[dict[str, Any]] | None = None  # a resume sets the recorded one
-        # extended thinking: on for every turn (settings; the REPL's toggle), or raised by a prompt's words
-        self.thinking_on = s.always_thinking or s.max_thinking_tokens is not None
+        # thinking (agent/runtime/thinking.py): on for every turn (settings, the REPL's toggle, or the
+        # model's default), raised by a prompt's words; an effort model's depth is the session's effort
+        self.thinking_on = self.thinking_default()
+        self.effort: str | None = s.effort or (
+            thinking.budget_effort(s.max_thinking_tokens) if s.max_thinking_tokens else None
+        )
         self.prompt_thinking: int | None = None  # the budget the current prompt's words ask for
+        self.prompt_effort: str | None = None  # and the effort they ask for
+        self.pinned_effort: str | None = None  # the effort between_tools began at in this conversation
         self.writer = writer = self.make_writer()
         self.client: ModelService = self.model_api or wiring.client(s, self._emit)
         self.client.on_binding_fallback = self.binding_fallback
+        self._facts = self._learn()  # the Models API's word on the model, in the background
         self.tools = builtin_tools() + [SnipTool()]
         self.tool_ctx = ToolContext(
             project_dir=s.cwd, session_dir=self.session_dir, cwd=s.cwd, environ=s.environ or None
@@ -157,6 +169,7 @@ class Session(wiring.SessionBase):
         self.client = self.model_api or wiring.client(s, self._emit)
         self.client.on_binding_fallback = self.binding_fallback
         self.ports.model = self.client
+        self._facts = self._learn()
 
     def _emit(self, event: Event) -> None:
         self.emit(event)  # late-bound: the REPL swaps ``emit`` when it takes the session over
@@ -298,30 +311,82 @@ class Session(wiring.SessionBase):
             prompt=self.prompt_thinking,
         )
 
+    def family(self) -> Family:
+        """What the session's model accepts (the Models API's word once it came, else the table's)."""
+        learned = getattr(self.client, "family", None)  # the SDK client learns; a scripted model doesn't
+        return learned(self.model) if learned is not None else family_of(self.model)
+
+    def _learn(self) -> threading.Thread | None:
+        """Ask the Models API about the model off this thread (the SDK client; None for a stand-in)."""
+        start = getattr(self.client, "learn_in_background", None)
+        return start(self.model) if start is not None else None
+
+    def thinking_default(self) -> bool:
+        """Thinking at the start: on where the settings turn it on, and on a model that thinks by default
+        unless MAX_THINKING_TOKENS=0 turned it off."""
+        s = self.settings
+        if s.thinking_off:
+            return False
+        return (
+            s.always_thinking or s.max_thinking_tokens is not None or family_of(self.model).thinks_by_default
+        )
+
     def apply_thinking(self, req: Request) -> None:
         """Make a main-loop request think, within the API's rules (agent/runtime/thinking.py)."""
+        if req.tool_choice:
+            return
+        family = self.family()
+        if family.adaptive:
+            plan = thinking.plan_effort(
+                family,
+                on=self.thinking_on,
+                session_effort=self.effort,
+                prompt=self.prompt_effort,
+                pinned=self.pinned_effort,
+            )
+            req.thinking, req.effort = plan.thinking, plan.effort
+            if (plan.thinking or {}).get("type") == "between_tools":
+                self.pinned_effort = plan.effort
+            return
         budget = self.thinking_budget()
-        if budget is None or req.tool_choice:
+        if budget is None or not family.budgets:
             return
         fitted = thinking.fit(budget, req.max_tokens, max_output_tokens(req.model))
         if fitted is not None:
             budget, req.max_tokens = fitted
             req.thinking = {"type": "enabled", "budget_tokens": budget}
 
+    def toggle_thinking(self) -> str:
+        """The Tab toggle: thinking on or off for the session; the line that says what it did."""
+        self.thinking_on = not self.thinking_on
+        return thinking.toggle_line(self.family(), self.thinking_on, self.pinned_effort or self.effort)
+
+    def set_effort(self, level: str | None) -> None:
+        """/effort: the session's effort (None: the model's default)."""
+        self.effort = level
+
     def set_model(self, model: str) -> None:
-        self.model = model
+        self.model = resolve(model)
         self._window = None  # the window depends on the model
-        dropped = context_updates.drop_foreign_thinking(self.conv, model)
+        dropped = context_updates.drop_foreign_thinking(self.conv, self.model)
         if dropped:
             self.notice(
                 f"{dropped} thinking block{'s' if dropped != 1 else ''} of the earlier model left out: "
-                f"{model} can't read them."
+                f"{self.model} can't read them."
             )
+        self._facts = self._learn()
 
     # --- thresholds --------------------------------------------------------------------------------
     def model_window(self) -> int:
+        """The model's window: the Models API's (asked in the background at start; waited for here, at
+        the first request, never on the way to the prompt), else the table's."""
         if self._window is None:
-            self._window = self.client.context_window(self.model) or context_window_for(self.model)
+            if self._facts is None:  # a stand-in model: what it says, else the table's
+                self._window = self.client.context_window(self.model) or context_window_for(self.model)
+            else:
+                self._facts.join(timeout=FACTS_WAIT)
+                known = "[1m]" in self.model
+                self._window = context_window_for(self.model) if known else self.family().window
         return self._window
 
     # --- hooks -------------------------------------------------------------------------------------
