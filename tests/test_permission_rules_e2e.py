@@ -65,3 +65,53 @@ def test_print_mode_refuses_what_a_deny_rule_might_cover(fake_api, run_cli, proj
     for form, result in zip(FORMS, results, strict=True):
         assert result["is_error"] is True and "denied" in result_text(result), form
     assert not (project / "PWNED").exists()
+
+
+# issue 30: programs no table lists, options and variables that run commands, every subscript, script files
+OPEN_WORLD_FORMS = [
+    "setarch x86_64 touch PWNED",
+    "logsave /dev/null touch PWNED",
+    "split --filter='touch PWNED' data.txt",
+    "split -l 1 --fil='touch PWNED' data.txt",
+    "TAR_OPTIONS='--to-command=touch PWNED' tar -xf data.tar",
+    "a=(['$(touch PWNED)']=1)",
+    "b='a[$(touch PWNED)]'; a=([b]=1)",
+    "wait -p 'a[$(touch PWNED)]'",
+    "getopts a 'a[$(touch PWNED)]'",
+    "./mk.sh",
+    "bash mk.sh",
+    "./mytool --run 'touch PWNED'",
+    "/usr/bin/unknown-runner touch PWNED",
+]
+
+
+def test_print_mode_refuses_what_a_deny_rule_cant_vouch_for_in_an_open_world(fake_api, run_cli, project):
+    """Under deny Bash(touch:*) and --dangerously-skip-permissions: each form is refused (a program that
+    can't be told is asked about, and print mode can't ask), the reason names the rule, nothing runs."""
+    claude = project / ".claude"
+    claude.mkdir()
+    (claude / "settings.json").write_text(json.dumps({"permissions": {"deny": ["Bash(touch:*)"]}}))
+    (project / "data.txt").write_text("a\nb\n")
+    (project / "mk.sh").write_text("#!/bin/sh\ntouch PWNED\n")
+    (project / "mk.sh").chmod(0o755)
+    (project / "mytool").write_text(
+        "#!/usr/bin/env python3\nimport sys, subprocess\nsubprocess.run(sys.argv[2], shell=True)\n"
+    )
+    (project / "mytool").chmod(0o755)
+    for form in OPEN_WORLD_FORMS:
+        fake_api.reply_tool("Bash", {"command": form})
+    fake_api.reply_tool("Bash", {"command": "sort data.txt"})  # an ordinary command still runs
+    fake_api.reply_text("done")
+
+    res = run_cli(fake_api, "-p", "try", "--dangerously-skip-permissions")
+
+    assert res.code == 0, res.stderr
+    results = [tool_results_of(r.body)[0] for r in fake_api.message_requests[1:]]
+    assert len(results) == len(OPEN_WORLD_FORMS) + 1
+    for form, result in zip(OPEN_WORLD_FORMS, results, strict=False):
+        text = result_text(result)
+        assert result["is_error"] is True and ("denied" in text or "approval" in text), (form, text)
+    untold = result_text(results[OPEN_WORLD_FORMS.index("./mytool --run 'touch PWNED'")])
+    assert 'the deny rule "Bash(touch:*)"' in untold
+    assert results[-1].get("is_error") is not True and "a\nb" in result_text(results[-1])
+    assert not (project / "PWNED").exists()
