@@ -295,3 +295,22 @@ def test_a_snip_waits_while_the_tool_loop_runs_then_drops_the_thinking_it_invali
     bench.add(user_prompt("One more thing."))
     step(bench, Reply.text("Still here.", thinking="again"), api)  # nothing dropped twice
     assert bench.conv.state.thinking_dropped == dropped and counts.dropped_between == len(dropped)
+
+
+def test_a_resume_after_the_servers_summary_rebuilds_the_block_the_kept_turns_and_the_system_messages(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    from agent.transcript.loader import load_transcript
+
+    bench = thinking_bench(tmp_path, api)
+    bench.add(user_prompt("Read the modules."))
+    read_step(bench, api, "a.py")
+    read_step(bench, api, "b.py")
+    assert compactor.compact(bench.conv, bench.ports, "auto") is True
+    step(bench, Reply.text("Done.", thinking="done"), api)
+
+    loaded = load_transcript(bench.transcript_path, model=MODEL)
+
+    assert [(m.uuid, m.role, m.content) for m in loaded.messages] == [
+        (m.uuid, m.role, m.content) for m in bench.messages
+    ]
