@@ -118,6 +118,9 @@ _ERROR_DEFAULTS = ERROR_DEFAULTS
 # FAKEAPI_REFUSALS_LOG=path: every refused request of every fake in the process is appended there (one
 # line each), so a benchmark run can show it sent none
 REFUSALS_LOG = os.environ.get("FAKEAPI_REFUSALS_LOG")
+# FAKEAPI_PROFILE=2026: the profile a fake plays when its maker names none (a benchmark run on the 5.5
+# family's rules); unset, the 4.x rules
+DEFAULT_PROFILE = os.environ.get("FAKEAPI_PROFILE") or "4.x"
 
 # --------------------------------------------------------------------------------------------------
 # Script steps
@@ -427,14 +430,14 @@ class FakeAPI(ScriptedAPI):
         models: list[dict] | None = None,
         cache_min_tokens: int = 0,
         tokenizer: Tokenizer | None = None,
-        profile: str = "4.x",
+        profile: str | None = None,
         binding: str = "error",
     ) -> None:
         super().__init__(
             context_window=context_window,
             models=models,
             tokenizer=tokenizer,
-            profile=profile,
+            profile=profile or DEFAULT_PROFILE,
             binding=binding,
         )
         self.script: list[Step] = []
