@@ -20,6 +20,7 @@ import threading
 from typing import Any
 
 from agent.demo.story import Beat, Story
+from agent.runtime.session import Answer
 
 MARK = "demo ▸ "
 WIDTH = 80  # narration is broken at word boundaries to fit this many columns
@@ -66,7 +67,7 @@ class Driver:
             self.story.offered = beat
         return self._type(repl, beat.line)
 
-    def answer(self, tool: str, args: dict[str, Any]) -> str | None:
+    def answer(self, tool: str, args: dict[str, Any]) -> Answer | None:
         if not self.auto:
             return None
         threading.Event().wait(self.pause)

@@ -50,6 +50,7 @@ from agent.mcp import setup as mcp_setup
 from agent.runtime import lifecycle, mentions, rewind
 from agent.runtime.client import import_in_background
 from agent.runtime.loop import run_turn
+from agent.runtime.session import Answer
 from agent.transcript.listing import list_sessions
 from compact.prepare import token_state
 from core.errors import AgentError
@@ -69,7 +70,7 @@ STYLE = Style.from_dict(
     }
 )
 INTERRUPT_KEYS = (Keys.Escape, Keys.ControlC)
-ANSWERS = {"y": "yes", "n": "no", "a": "always"}
+ANSWERS: dict[str, Answer] = {"y": "yes", "n": "no", "a": "always"}
 SHOW_SUMMARY = "/summary"
 THINKING_ON = "✻ thinking on (tab to turn off)"
 ALWAYS_LOAD_WAIT = 5.0  # seconds the first prompt waits for servers configured with "alwaysLoad"
@@ -284,7 +285,7 @@ class _Question:
     tool: str
     args: dict[str, Any]
     description: str
-    answer: str = "no"
+    answer: Answer = "no"
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -709,7 +710,7 @@ class Repl:
             self.session.cancel.set()
 
     # --- permission questions (asked by the worker, answered here) ------------------------------------
-    def ask(self, tool: str, args: dict[str, Any], description: str) -> str:
+    def ask(self, tool: str, args: dict[str, Any], description: str) -> Answer:
         """session.ask: called from the worker thread; blocks until the main thread has the answer."""
         question = _Question(tool, args, description)
         self._questions.put(question)
@@ -733,7 +734,7 @@ class Repl:
         question.done.set()
         self.renderer.resume()
 
-    def _read_answer(self, reader: KeyReader) -> str:
+    def _read_answer(self, reader: KeyReader) -> Answer:
         while True:
             if self.session is not None and self.session.cancel.is_set():
                 return "no"

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Literal
 
 from agent import __version__
 from agent.config.settings import Settings
@@ -55,7 +55,8 @@ from tools.registry import builtin_tools, get, tool_schemas
 from tools.snip import SnipTool
 
 # "yes" | "no" | "always"; None means nobody can answer (print mode): the call is denied
-AskFn = Callable[[str, dict[str, Any], str], str]
+Answer = Literal["yes", "no", "always"]  # mypy's strict equality checks every comparison with one
+AskFn = Callable[[str, dict[str, Any], str], Answer]
 # seconds the first request may wait for the Models API's answer: the call itself times out after 5 s,
 # and the rest is the SDK's import, which the first request needs anyway (a loaded machine: many seconds)
 FACTS_WAIT = 60.0

@@ -31,7 +31,7 @@ from agent.config.agent_types import AgentDef, Agents, load_agents
 from agent.config.system_prompt import environment_text, memory_block
 from agent.runtime import context_updates
 from agent.runtime.loop import NOT_RUN_FAILED, stop_hook_blocks
-from agent.runtime.session import Session
+from agent.runtime.session import Answer, AskFn, Session
 from agent.runtime.tool_exec import (
     DECLINED,
     INTERRUPTED,
@@ -309,13 +309,11 @@ def build_child(parent: Session, agent: AgentDef, run: TaskRun, emit: Callable[[
     return child
 
 
-def _asker(
-    parent: Session, agent: AgentDef, run: TaskRun
-) -> Callable[[str, dict[str, Any], str], str] | None:
+def _asker(parent: Session, agent: AgentDef, run: TaskRun) -> AskFn | None:
     if parent.ask is None:
         return None
 
-    def ask(tool: str, args: dict[str, Any], description: str) -> str:
+    def ask(tool: str, args: dict[str, Any], description: str) -> Answer:
         assert parent.ask is not None
         return parent.ask(
             tool, args, f'{description}\n\nAsked by the subagent {agent.name} ("{run.description}")'
