@@ -283,3 +283,21 @@ def test_append_system_prompt_and_add_dir_reach_the_request_and_the_permissions(
     assert f"Additional working directories: {first}, {second}" in system
     read = tool_result(fake_api.message_requests[1].body)
     assert not read.get("is_error") and "VALUE = 7" in str(read["content"])  # no question: an added directory
+
+
+def test_a_general_purpose_subagent_finds_and_calls_mcp_tools_too(fake_api, run_cli, tmp_path):
+    api = fake_api
+    cfg = config_file(tmp_path, {"basic": "basic"})
+    api.reply_tool(
+        "Task", {"description": "echo via mcp", "prompt": "echo hi", "subagent_type": "general-purpose"}
+    )
+    api.reply_tool("ToolSearch", {"query": "echo text"})
+    api.reply_tool("mcp__basic__echo", {"text": "from the child"})
+    api.reply_text("child done")
+    api.reply_text("done")
+    res = run_cli(api, "-p", "delegate", "--mcp-config", str(cfg), "--allowedTools", "mcp__basic")
+    assert res.code == 0, res.stderr
+    child_first, child_last = api.message_requests[1].body, api.message_requests[3].body
+    names = {t["name"]: t for t in child_first["tools"]}
+    assert "ToolSearch" in names and names["mcp__basic__echo"]["defer_loading"] is True
+    assert "echo: from the child" in str(tool_result(child_last)["content"])

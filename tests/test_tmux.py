@@ -337,7 +337,11 @@ def test_a_spoofing_command_title_and_clipboard_sequences_are_shown_never_obeyed
     pane.wait_for("Done")
     pane.wait_prompt()
     fake_api.reply_tool(
-        "Bash", {"command": "printf '\\033]2;tool-title\\007\\033]52;c;dG9vbA==\\007' ; echo out"}
+        # (it writes a file, so it is asked about: a line that only looks would run without a question)
+        "Bash",
+        {
+            "command": "printf '\\033]2;tool-title\\007\\033]52;c;dG9vbA==\\007' ; echo out > o.txt ; cat o.txt"
+        },
     )
     fake_api.reply_text("Ran it.")
     pane.type("run")
