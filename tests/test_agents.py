@@ -186,6 +186,7 @@ def test_the_ledger_lists_delegated_tasks_and_keeps_them_across_a_snapshot() -> 
             "subagentType": "Explore",
             "status": "interrupted",
             "sidechain": "/s/agent-a1b2c3d.jsonl",
+            "answer": "Interrupted",  # the task's result text joins the ledger (issue 33)
         }
     }
     assert "- a1b2c3d [interrupted] Find (Explore) → /s/agent-a1b2c3d.jsonl" in ledger.render(state)

@@ -83,7 +83,9 @@ def _canon(value: Any) -> Any:
 
 
 def _text(value: Any) -> str:
-    return json.dumps(_canon(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # ASCII escapes: a tool input may hold a lone surrogate (a file name that isn't UTF-8), which
+    # would not encode to bytes for the digest
+    return json.dumps(_canon(value), sort_keys=True, separators=(",", ":"))
 
 
 def _blocks(content: Any) -> list[Any]:
