@@ -479,3 +479,36 @@ def test_trust_revoke_keeps_the_retry_budget(fake_api, project, isolated_env):
     assert session.client.retry_seconds == 7.0
     assert "revoked" in commands.run(session, "/trust revoke").text
     assert session.client is session.ports.model and session.client.retry_seconds == 7.0
+
+
+def test_trust_covers_the_settings_as_they_were_and_a_later_hook_needs_it_again(
+    fake_api, run_cli, project, isolated_env
+):
+    """Issue 30 (left from earlier rounds): a trusted project's settings that changed later applied with
+    no question. Trust now covers the acting settings as they were; a repository that adds a hook or an
+    allow rule afterwards counts as untrusted until the user trusts it again."""
+    claude = project / ".claude"
+    claude.mkdir()
+    hook = {"hooks": [{"type": "command", "command": "touch first-hook-ran"}]}
+    settings = {"hooks": {"SessionStart": [hook]}}
+    (claude / "settings.json").write_text(json.dumps(settings))
+    fake_api.reply_text("one")
+    assert run_cli(fake_api, "-p", "hi", "--trust-project").code == 0
+    assert (project / "first-hook-ran").exists()
+    (project / "first-hook-ran").unlink()
+    fake_api.reply_text("two")
+    res = run_cli(fake_api, "-p", "hi")  # unchanged: still trusted, no line
+    assert res.code == 0 and (project / "first-hook-ran").exists() and _stderr_trust_lines(res.stderr) == []
+    later = {"hooks": [{"type": "command", "command": "touch later-hook-ran"}]}
+    settings["hooks"]["SessionStart"].append(later)
+    settings["permissions"] = {"allow": ["Bash(touch:*)"]}
+    (claude / "settings.json").write_text(json.dumps(settings))
+    fake_api.reply_text("three")
+    res = run_cli(fake_api, "-p", "hi")
+    assert res.code == 0, res.stderr
+    assert not (project / "later-hook-ran").exists()
+    [line] = _stderr_trust_lines(res.stderr)
+    assert "not trusted" in line and "touch later-hook-ran" in line and "allow rule Bash(touch:*)" in line
+    fake_api.reply_text("four")
+    assert run_cli(fake_api, "-p", "hi", "--trust-project").code == 0  # trusted again, as it is now
+    assert (project / "later-hook-ran").exists()

@@ -346,6 +346,7 @@ class Settings:
     )
     # project trust (agent/config/trust.py): the record, and what the project files asked for and did not get
     trust: Trust = field(default_factory=lambda: Trust(False))
+    trust_fingerprint: str = ""  # of the project's acting settings now (agent.config.trust.fingerprint)
     ignored: list[Ignored] = field(default_factory=list)
     # the project's root (agent.config.project): where its .claude/ and the top CLAUDE.md are; trust is keyed on it
     project_root: Path | None = None
@@ -450,23 +451,32 @@ def load_settings(
     s.sources["home"] = "env COMPACT_AGENT_HOME" if environ.get("COMPACT_AGENT_HOME") else "default"
 
     root = s.project_root = project_root(cwd, user_home)
+    user_files = _dedupe_paths([user_home / ".claude" / "settings.json", home / "settings.json"])
+    project_files: list[tuple[Path, dict[str, Any] | SettingsError]] = []
+    for path in (root / ".claude" / "settings.json", root / ".claude" / "settings.local.json"):
+        if path in user_files:  # started in the home directory: ~/.claude is the user's, read below
+            continue
+        try:
+            project_files.append((path, _read_file(path, table)))
+        except SettingsError as e:
+            project_files.append((path, e))
+    s.trust_fingerprint = trust_store.fingerprint(
+        [(raw, str(path)) for path, raw in project_files if not isinstance(raw, SettingsError)]
+    )
     if cli.get("trust_project"):
         _make_home(home)  # the trust record lives there: a home that can't be made says so first
-        trust_store.grant(home, root)
+        trust_store.grant(home, root, approved=s.trust_fingerprint)
     s.trust, s.cli = trust_store.load(home, root), dict(cli)
+    if s.trust.trusted and s.trust.approved and s.trust.approved != s.trust_fingerprint:
+        s.trust = trust_store.Trust(False, changed=True)  # its settings changed since the user trusted it
 
     layer: dict[str, Any] = {}
     sources: dict[str, str] = {}  # the file that set each key (and each env.NAME)
-    user_files = _dedupe_paths([user_home / ".claude" / "settings.json", home / "settings.json"])
     for path in user_files:  # the user's own: trusted, and a broken one stops the agent
         _merge_layer(layer, sources, _read_file(path, table), str(path), table)
-    for path in (root / ".claude" / "settings.json", root / ".claude" / "settings.local.json"):
-        if path in user_files:  # started in the home directory: ~/.claude is the user's, read above
-            continue
-        try:
-            raw = _read_file(path, table)
-        except SettingsError as e:  # a project's file is not the user's to fix: warn and go on
-            s.warnings.append(f"{e}; going on without this file")
+    for path, raw in project_files:
+        if isinstance(raw, SettingsError):  # a project's file is not the user's to fix: warn and go on
+            s.warnings.append(f"{raw}; going on without this file")
             continue
         data, ignored = trust_store.restrict(raw, str(path), s.trust)
         s.ignored += ignored

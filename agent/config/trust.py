@@ -62,6 +62,10 @@ class Trust:
     since: str = ""
     confirmed_keys: frozenset[str] = frozenset()  # confirmation() of each key with its value
     declined_keys: frozenset[str] = frozenset()
+    # fingerprint() of the acting settings the user trusted ("" in a record older than issue 30), and
+    # whether they changed since: then the project counts as untrusted until the user trusts it again
+    approved: str = ""
+    changed: bool = False
 
     def key_names(self) -> list[str]:
         return sorted({k.partition(":")[0] for k in self.confirmed_keys})
@@ -98,18 +102,45 @@ def load(home: Path, project: Path) -> Trust:
         value = entry.get(name)
         return frozenset(k for k in value if isinstance(k, str)) if isinstance(value, list) else frozenset()
 
-    return Trust(True, str(entry.get("trusted_at", "")), keys("confirmed_keys"), keys("declined_keys"))
+    approved = entry.get("approved")
+    return Trust(
+        True,
+        str(entry.get("trusted_at", "")),
+        keys("confirmed_keys"),
+        keys("declined_keys"),
+        approved if isinstance(approved, str) else "",
+    )
 
 
-def grant(home: Path, project: Path, confirmed: tuple[str, ...] = (), declined: tuple[str, ...] = ()) -> None:
+def fingerprint(files: list[tuple[dict[str, Any], str]]) -> str:
+    """A digest of what a project's settings files would do on the user's behalf once trusted (hooks, env,
+    widened permissions, model, MCP servers): trusting a project trusts these, not whatever they become."""
+    acting = sorted(
+        (i.kind, i.what, i.source)
+        for raw, source in files
+        for i in restrict(raw, source, Trust(False))[1]
+        if i.kind != "credential"  # confirmed one by one, by value, already
+    )
+    return hashlib.sha256(json.dumps(acting).encode("utf-8")).hexdigest()[:32]
+
+
+def grant(
+    home: Path,
+    project: Path,
+    confirmed: tuple[str, ...] = (),
+    declined: tuple[str, ...] = (),
+    approved: str = "",
+) -> None:
     """Record the project as trusted; ``confirmed``/``declined`` ANTHROPIC_* keys (``confirmation`` of
     each) replace earlier answers about the same names. Under the store's lock: runs at the same time
     each keep their record."""
     with locked(_lock_file(home)):
-        _grant(home, project, confirmed, declined)
+        _grant(home, project, confirmed, declined, approved)
 
 
-def _grant(home: Path, project: Path, confirmed: tuple[str, ...], declined: tuple[str, ...]) -> None:
+def _grant(
+    home: Path, project: Path, confirmed: tuple[str, ...], declined: tuple[str, ...], approved: str = ""
+) -> None:
     projects = _read(home)
     entry = projects.get(_key(project))
     entry = dict(entry) if isinstance(entry, dict) else {"trusted_at": datetime.now(timezone.utc).isoformat()}
@@ -117,6 +148,8 @@ def _grant(home: Path, project: Path, confirmed: tuple[str, ...], declined: tupl
     for name, keys in (("confirmed_keys", confirmed), ("declined_keys", declined)):
         old = [k for k in entry.get(name) or [] if isinstance(k, str) and k.partition(":")[0] not in answered]
         entry[name] = sorted(set(old) | set(keys))
+    if approved:
+        entry["approved"] = approved
     projects[_key(project)] = entry
     _write(home, projects)
 

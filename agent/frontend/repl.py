@@ -452,7 +452,7 @@ class Repl:
                 if self._yes(f"Use {visible(item.key, one_line=True)} from this project? [y/N] ")
                 else declined
             ).append(item.confirm)
-        trust.grant(s.home, s.root, tuple(confirmed), tuple(declined))
+        trust.grant(s.home, s.root, tuple(confirmed), tuple(declined), s.trust_fingerprint)
         self.settings = s = reload_settings(s, self.environ)
         if isinstance(self.prompt.history, RedactingHistory):  # a confirmed project key is a secret too
             self.prompt.history.secrets = secrets_of(s.api_key, s.auth_token)
