@@ -182,8 +182,7 @@ def test_a_todowrite_of_50000_items_is_cut_in_the_history_and_continue_works(fak
     fake_api.reply_text("still going")
     again = run("-p", "and now?", "--continue")
     assert (again.returncode, again.stdout) == (0, "still going\n"), again.stderr
-    fake_api.reply_text("compacted summary")
-    fake_api.reply_text("after compact")
+    fake_api.reply_text("compacted summary")  # /compact in print mode: the summary request, then exit
     third = run("-p", "/compact", "--continue")
     assert third.returncode == 0, third.stderr
     later = [json.dumps(r.body) for r in fake_api.message_requests[3:]]
