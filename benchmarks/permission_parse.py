@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.test_permissions import RuleSettings  # noqa: E402
+from tests.tools.permissions.test_permissions import RuleSettings  # noqa: E402
 from tools.permissions.engine import Permissions  # noqa: E402
 
 ORDINARY = "git status && pytest -q tests/test_a.py 2>&1 | tail -20"

@@ -45,7 +45,7 @@ the untagged view is counted (``View.tokens``: what thresholds see) and the type
 " [id:xxxxxx]" tags in the API copy only (``View.tagged``, ``View.api``).
 
 A stage is a ``Stage``: a name, a function from messages to messages that never mutates its input and
-never separates a tool_use from its tool_result (tests/test_invariants.py checks each registered one),
+never separates a tool_use from its tool_result (tests/compact/test_invariants.py checks each registered one),
 and its part of the reuse fingerprint (whatever decision or setting of its own would change its output
 for the same input). Per-message stages keep the order and the uuids of what they keep, so they can
 run on the newest messages only; a ``whole`` stage (context collapse) sees the whole view on every

@@ -3,7 +3,7 @@
     .venv/bin/python scripts/gen_docs.py
 
 Each generated part sits between ``<!-- generated: NAME -->`` and ``<!-- end: NAME -->`` in a docs page,
-or in a constant of agent/cli.py; tests/test_settings_rows.py and tests/test_docs.py fail when one is
+or in a constant of agent/cli.py; tests/agent/config/test_settings_rows.py and tests/test_docs.py fail when one is
 stale. What is generated: the settings table (docs/settings.md) and ``--help``'s list of environment
 variables (``agent.cli.ENVIRONMENT``), from the settings rows (agent.config.settings.TABLE); the slash
 commands (docs/usage.md) and ``--help``'s list of them (``agent.cli.COMMAND_LIST``), from the commands

@@ -5,7 +5,7 @@ Each setting is one row, declared on the field that holds it: ``Settings``'s fie
 key, environment variable, kind and one line of doc (core.setting). ``TABLE`` lists them; validation of the
 files, the merge across files, the environment, where each value came from (``Settings.sources``), the table
 in docs/settings.md and ``--help``'s list of variables all come from it (``scripts/gen_docs`` regenerates
-the last two; tests/test_settings_rows.py fails when they are stale). Adding a setting is adding a field.
+the last two; tests/agent/config/test_settings_rows.py fails when they are stale). Adding a setting is adding a field.
 
 Precedence, lowest to highest: defaults < ~/.claude/settings.json < $COMPACT_AGENT_HOME/settings.json <
 .claude/settings.json < .claude/settings.local.json < environment (the process's, overlaid on the files'

@@ -1,0 +1,152 @@
+"""Everywhere a conversation is rebuilt (issue 31 §5), against the enforcing fake on a preserved-thinking
+model: a /model switch (the earlier model's thinking left out by the agent, counted, shown in /context),
+/rewind, a subagent's own conversation, and /context's cache lines. Each asserts 0 refused requests and
+0 drop_block fallbacks (api.check()), and where the cache may miss, that it misses only at the rebuild."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.frontend import commands
+from agent.runtime import rewind, subagents
+from agent.runtime.loop import run_turn
+from compact import cache_health
+from core.events import Notice
+from tests.conftest import make_session
+from tests.e2e.test_e2e_compaction import make_files
+from tests.e2e.test_e2e_resume import Reader
+from tests.fakeapi import FakeAPI, Reply, is_compaction, thinking_block
+
+MODEL = "claude-sonnet-5-5"
+
+
+def thought(text: str) -> Reply:
+    return Reply([thinking_block(f"about {text}"), {"type": "text", "text": text}])
+
+
+def thinking_in(body: dict) -> int:
+    return sum(1 for m in body["messages"] for b in m["content"] if b.get("type") == "thinking")
+
+
+def test_a_model_switch_leaves_the_earlier_models_thinking_out_counted(tmp_path: Path) -> None:
+    with FakeAPI(binding="error") as api:
+        session, events = make_session(tmp_path, api, model=MODEL, model_explicit=True)
+        for n in range(2):
+            api.add(thought(f"answer {n}"))
+            run_turn(session, f"question {n}")
+        assert thinking_in(api.message_requests[-1].body) == 1
+        assert commands.run(session, "/model claude-opus-5-5").text == "Model set to claude-opus-5-5"
+        assert any(
+            "2 thinking blocks of the earlier model left out" in e.text
+            for e in events
+            if isinstance(e, Notice)
+        )
+        api.add(thought("from opus"))
+        api.add(thought("again"))
+        run_turn(session, "question 2")
+        run_turn(session, "question 3")
+        switched, after = (r.body for r in api.message_requests[-2:])
+        assert switched["model"] == "claude-opus-5-5" and thinking_in(switched) == 0
+        assert thinking_in(after) == 1  # the new model's own thinking comes back
+        assert api.binding.dropped == []  # the agent left them out; the server had nothing to drop
+        assert session.conv.foreign_thinking_dropped == 2
+        # the model change is a rebuild point: the miss it causes is expected, none after it
+        assert [m["reason"] for m in session.conv.cache_misses] == ["model_changed"]
+        assert cache_health.unexpected(session.conv) == []
+        text = commands.run(session, "/context").text
+        assert "Thinking left out after a model switch: 2 blocks" in text
+        assert "Prompt cache misses: 1 (0 outside compaction points)" in text
+        api.check()
+
+
+def test_rewind_keeps_the_thinking_before_the_point_valid(tmp_path: Path) -> None:
+    with FakeAPI(binding="error") as api:
+        session, _ = make_session(tmp_path, api, model=MODEL, model_explicit=True)
+        for n in range(3):
+            api.add(thought(f"answer {n}"))
+            run_turn(session, f"question {n}")
+        second = rewind.points(session)[1]
+        assert rewind.rewind(session, second) == "question 1"
+        api.add(thought("another way"))
+        api.add(thought("and on"))
+        run_turn(session, "question 1, asked differently")
+        run_turn(session, "next")
+        assert thinking_in(api.message_requests[-1].body) == 2  # the kept turn's, and the new one before it
+        assert [m["reason"] for m in session.conv.cache_misses] == ["messages_changed"]
+        assert cache_health.unexpected(session.conv) == []  # the rewind explains the one miss
+        api.check()
+
+
+def test_a_subagents_tool_chain_keeps_its_thinking_valid(tmp_path: Path) -> None:
+    with FakeAPI(binding="error") as api:
+        session, _ = make_session(tmp_path, api, model=MODEL, model_explicit=True, session_memory=False)
+        subagents.install(session)
+        paths = make_files(tmp_path / "project", 3)
+        reader = Reader(paths, "SUB-ANSWER")
+
+        def thinking_reader(body: dict) -> Reply:
+            reply = reader(body)
+            return Reply([thinking_block(f"step {reader.next}"), *reply.content])
+
+        api.conversation("SUB-TASK-x1", thinking_reader)
+        api.reply(
+            [
+                thinking_block("delegate it"),
+                *Reply.tool(
+                    "Task",
+                    {"description": "Read", "prompt": "SUB-TASK-x1 read them", "subagent_type": "Explore"},
+                ).content,
+            ]
+        )
+        api.add(thought("Done."))
+        finished = run_turn(session, "have a subagent read the files")
+        assert finished.stop_reason == "end_turn", finished.error
+        sub = [r.body for r in api.message_requests if "SUB-TASK-x1" in str(r.body["messages"][0])]
+        assert len(sub) == 4 and thinking_in(sub[-1]) == 3  # its whole chain, thinking sent back intact
+        assert all(b["system"] == sub[0]["system"] for b in sub)  # its prompt fixed like a session's
+        assert api.binding.refused == [] and api.binding.cache_misses == []
+        api.check()
+
+
+def test_the_reactive_path_keeps_every_request_valid(tmp_path: Path) -> None:
+    """A prompt-too-long answer mid-conversation: the reactive compaction and the request after it pass
+    the prefix check (whichever backend the compaction takes)."""
+    with FakeAPI(binding="error") as api:
+        session, events = make_session(tmp_path, api, model=MODEL, model_explicit=True, session_memory=False)
+        api.on(
+            is_compaction, Reply.text("<analysis>a</analysis>\n<summary>SUMMARY-MARK of the work</summary>")
+        )
+        for n in range(3):
+            api.add(thought(f"answer {n} " + "words " * 200))
+            run_turn(session, f"question {n} " + "more " * 200)
+        api.prompt_too_long()
+        api.add(thought("after the compaction"))
+        finished = run_turn(session, "question 3")
+        assert finished.stop_reason == "end_turn", finished.error
+        assert session.last_compaction is not None
+        last = api.message_requests[-1].body
+        assert "after the compaction" not in str(last) and "question 3" in str(last)
+        assert api.binding.refused == [] and api.binding.fallbacks == []
+        assert cache_health.unexpected(session.conv) == []  # the one miss is the compaction's
+        api.check()
+
+
+def test_summarize_from_here_keeps_every_request_valid(tmp_path: Path) -> None:
+    """/rewind's "summarize from here": a summary of what came before the chosen prompt, the rest kept
+    word for word; the next request passes the prefix check."""
+    with FakeAPI(binding="error") as api:
+        session, _ = make_session(tmp_path, api, model=MODEL, model_explicit=True, session_memory=False)
+        api.on(
+            is_compaction, Reply.text("<analysis>a</analysis>\n<summary>SUMMARY-MARK of the start</summary>")
+        )
+        for n in range(3):
+            api.add(thought(f"answer {n}"))
+            run_turn(session, f"question {n}")
+        assert rewind.summarize_up_to(session, rewind.points(session)[1])
+        api.add(thought("on we go"))
+        finished = run_turn(session, "question 3")
+        assert finished.stop_reason == "end_turn", finished.error
+        last = api.message_requests[-1].body
+        assert "question 1" in str(last) and "question 2" in str(last)  # kept word for word
+        assert api.binding.refused == [] and api.binding.fallbacks == []
+        api.check()

@@ -1,0 +1,316 @@
+"""Compaction that keeps the model's thinking valid (SPEC §17): the rule between compaction points
+(compact.binding), the backend per compaction (compact.backend, compact.server_summary) and every
+failure of the server's summary ending in a local one — against the loopback fake, whose on-demand
+compaction (agent.demo.server.Compactions) writes, signs and checks the blocks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compact import binding, compactor, prepare
+from compact.server_summary import ERROR_CODES, is_compaction
+from core.events import CompactFinished
+from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
+from tests.compact.test_compactor import SUMMARY_REPLY, of_type, write_file
+from tests.fakeapi import FakeAPI, Reply
+from tests.harness import Bench, make_bench
+
+MODEL = "claude-sonnet-5-5"  # preserved thinking: the fake binds every thinking block to its prefix
+
+
+@pytest.fixture
+def api():
+    """The 5.5 family's fake with the prefix check enforced: a refused request is a violation."""
+    with FakeAPI(profile="2026", binding="error") as fake:
+        yield fake
+    assert fake.violations == [] and fake.binding.refused == [] and fake.binding.fallbacks == []
+
+
+def thinking_bench(tmp_path: Path, api: FakeAPI, **options: Any) -> Bench:
+    bench = make_bench(tmp_path, api, model=MODEL, **options)
+    bench.ports.offers_compaction = lambda: True
+    return bench
+
+
+def step(bench: Bench, reply: Reply, api: FakeAPI) -> Message:
+    """One main request through the pipeline (compact.prepare), its reply recorded as the loop would."""
+    api.add(reply)
+    view = prepare.prepare_request(bench.conv, bench.ports)
+    message = prepare.send(bench.conv, bench.ports, view)
+    bench.add(message)
+    return message
+
+
+def read_step(bench: Bench, api: FakeAPI, name: str) -> Message:
+    """A thinking reply that reads a file, then the file's content as its result."""
+    path = write_file(bench, name, lines=40)
+    reply = Reply.tools(
+        [("Read", {"file_path": str(path)}, f"toolu_{name.replace('.', '_')}")], thinking=f"read {name}"
+    )
+    message = step(bench, reply, api)
+    bench.add(tool_results([tool_result_block(message.tool_uses[0]["id"], path.read_text())]))
+    return message
+
+
+def sent_messages(api: FakeAPI) -> list[dict]:
+    return api.message_requests[-1].body["messages"]
+
+
+# --- the rule between compaction points ---------------------------------------------------------------
+
+
+def _think(text: str, *calls: str) -> Message:
+    uses = [{"type": "tool_use", "id": c, "name": "Read", "input": {"file_path": c}} for c in calls]
+    return assistant([{"type": "thinking", "thinking": text, "signature": "s"}, *uses])
+
+
+def test_an_edit_invalidates_the_edited_message_and_all_later_thinking() -> None:
+    prompt, r1 = user_prompt("go"), _think("a", "t1")
+    res1 = tool_results([tool_result_block("t1", "body")])
+    r2 = _think("b")
+    sent = [prompt, r1, res1]
+    assert binding.first_edit(sent, [*sent, r2]) is None
+    assert binding.invalidated(sent, [*sent, r2]) == []
+    cleared = res1.replace(content=[tool_result_block("t1", "[cleared]")])
+    assert binding.first_edit(sent, [prompt, r1, cleared, r2]) == 2
+    assert binding.invalidated(sent, [prompt, r1, cleared, r2]) == [r2.uuid]
+    snipped = [r1.replace(content=r1.content[:1]), res1, r2]  # the prompt gone: everything after moved
+    assert binding.invalidated(sent, snipped) == [r1.uuid, r2.uuid]
+
+
+def test_an_edit_waits_while_a_tool_loop_runs_and_then_drops_what_it_invalidated_once() -> None:
+    prompt, r1, r2 = user_prompt("go"), _think("a", "t1"), _think("b", "t2")
+    res1, res2 = (tool_results([tool_result_block(t, "body")]) for t in ("t1", "t2"))
+    sent = [prompt, r1, res1]
+    edited = [prompt, r1, res1.replace(content=[tool_result_block("t1", "[cleared]")]), r2, res2]
+    dropped: set[str] = set()
+
+    held = binding.settle(edited, sent, dropped)
+    assert held.held and held.messages == [prompt, r1, res1, r2, res2] and dropped == set()
+
+    r3 = assistant([{"type": "thinking", "thinking": "c", "signature": "s"}, {"type": "text", "text": "ok"}])
+    later = binding.settle([*edited, r3, user_prompt("next")], held.messages, dropped)
+    assert not later.held and later.newly_dropped == [r2.uuid, r3.uuid]
+    assert all(not binding.holds_thinking(m) for m in later.messages[3:])
+    again = binding.settle(later.messages, later.messages, dropped)
+    assert again.newly_dropped == [] and again.messages == later.messages  # counted once, left out since
+
+
+# --- the server's summary ---------------------------------------------------------------------------------
+
+
+def test_the_server_summary_replaces_exactly_what_was_sent_and_keeps_the_thinking_after_it(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    bench = thinking_bench(tmp_path, api)
+    bench.add(user_prompt("Read the modules and fix the parser. Never touch secrets/."))
+    read_step(bench, api, "a.py")
+    last = read_step(bench, api, "b.py")
+    summarized = sent_messages(api)
+
+    assert compactor.compact(bench.conv, bench.ports, "auto") is True
+
+    live = bench.messages
+    assert is_compaction(live[0]) and live[1] is not None and live[1].uuid == last.uuid
+    assert binding.holds_thinking(live[1])  # kept, its thinking valid
+    assert [m.role for m in live[3:]] and all(m.role == "system" for m in live[3:])  # after the kept turns
+    block = live[0].content[0]
+    assert api.compactions.summarized_by(block) == summarized
+    assert of_type(bench.events, CompactFinished)[0].method == "server-summary"
+    assert bench.conv.view_ctx.thinking.kept_at_compaction == 1
+
+    step(
+        bench, Reply.text("Done.", thinking="wrap up"), api
+    )  # the fake accepts the block and the kept thinking
+    sent = sent_messages(api)
+    assert sent[0]["content"][0]["type"] == "compaction"
+    assert sent[1]["role"] == "assistant" and sent[1]["content"][0]["type"] == "thinking"
+    assert sent[2]["role"] == "user" and all(m["role"] == "system" for m in sent[3:])
+
+
+@pytest.mark.parametrize("failure", [*ERROR_CODES, None])
+def test_every_failure_of_the_server_summary_ends_in_a_local_compaction(
+    tmp_path: Path, api: FakeAPI, failure: str | None
+) -> None:
+    bench = thinking_bench(tmp_path, api)
+    bench.add(user_prompt("Read the modules and fix the parser."))
+    read_step(bench, api, "a.py")
+    read_step(bench, api, "b.py")
+    api.compactions.fail(failure)
+    api.reply_text(SUMMARY_REPLY)
+
+    assert compactor.compact(bench.conv, bench.ports, "auto") is True
+
+    finished = of_type(bench.events, CompactFinished)[0]
+    assert finished.method == "summary" and api.compactions.requested == 1
+    assert any("server's summary" in line for line in finished.hook_messages)
+    assert not any(is_compaction(m) for m in bench.messages)
+    step(bench, Reply.text("Carrying on.", thinking="next"), api)  # valid: nothing invalid was kept
+
+
+def test_a_local_compaction_with_a_kept_tail_leaves_its_thinking_out_once(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    bench = thinking_bench(tmp_path, api, server_compaction=False)
+    bench.add(user_prompt("Read the modules."))
+    for name in ("a.py", "b.py", "c.py"):
+        read_step(bench, api, name)
+    step(bench, Reply.text("All read.", thinking="done reading"), api)
+    bench.add(user_prompt("Now summarize what you found."))
+    kept = [m.uuid for m in bench.messages[-4:]]
+
+    made = compactor.Compaction(
+        method="summary", summary="1. Primary Request and Intent: read", kept=bench.messages[-4:]
+    )
+    assert compactor.finish(bench.conv, bench.ports, made, "auto", 1000, 0.0) is True
+
+    holding = [u for u in kept if u in bench.conv.state.thinking_dropped]
+    assert holding and bench.conv.view_ctx.thinking.dropped_at_compaction == len(holding)
+    assert all(not binding.holds_thinking(m) for m in bench.view().messages)
+    step(bench, Reply.text("Here is what I found.", thinking="answer"), api)
+    assert bench.conv.view_ctx.thinking.dropped_between == 0
+
+
+def test_the_server_summary_prepared_in_the_background_is_applied_at_t_without_a_request(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    from compact import preparer
+
+    bench = thinking_bench(tmp_path, api)
+    bench.add(user_prompt("Read the modules and fix the parser."))
+    read_step(bench, api, "a.py")
+    read_step(bench, api, "b.py")
+    threshold = bench.ports.thresholds().auto_compact
+    assert preparer.start_if_due(bench.conv, bench.ports, int(threshold * 0.9)) is False
+    p = preparer.preparer(bench.conv)
+    assert p is not None and p.kind == "server" and p.thread is not None
+    p.thread.join(30)
+    assert p.server_ready is not None and api.compactions.served == 1
+    summarized = list(p.server_ready.summarized)
+    read_step(bench, api, "c.py")  # the conversation went on meanwhile
+    after = [
+        m.uuid
+        for m in bench.messages[
+            bench.messages.index(next(m for m in bench.messages if m.uuid == summarized[-1])) + 1 :
+        ]
+    ]
+    requests = len(api.message_requests)
+
+    assert preparer.at_threshold(bench.conv, bench.ports, threshold, compactor.compact) is True
+
+    assert len(api.message_requests) == requests  # nothing asked at T
+    live = bench.messages
+    assert is_compaction(live[0]) and [m.uuid for m in live[1 : 1 + len(after)]] == after
+    assert sum(binding.holds_thinking(m) for m in live) == 2  # both replies since it was asked keep theirs
+    assert of_type(bench.events, CompactFinished)[0].candidate == "prepared"
+    assert p.stats.applied == 1 and p.stats.wasted == 0
+    step(bench, Reply.text("Done.", thinking="wrap up"), api)  # accepted: the kept thinking is valid
+
+
+def test_a_precompact_hook_runs_when_the_candidate_is_prepared_and_its_words_go_into_it(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    from compact import preparer
+    from tests.compact.test_compactor import hook
+
+    log = tmp_path / "hook.log"
+    hooks = {"PreCompact": hook(f"echo ran >> {log}; echo 'Name every module.'", matcher="auto")}
+    bench = thinking_bench(tmp_path, api, hooks=hooks)
+    bench.add(user_prompt("Read the modules."))
+    read_step(bench, api, "a.py")
+    preparer.start_if_due(bench.conv, bench.ports, int(bench.ports.thresholds().auto_compact * 0.9))
+    p = preparer.preparer(bench.conv)
+    assert p is not None and p.thread is not None
+    p.thread.join(30)
+    asked = next(r.body for r in api.message_requests if "compaction" in r.body)
+    assert "Name every module." in asked["compaction"]["instructions"]
+    read_step(bench, api, "b.py")
+
+    assert preparer.at_threshold(bench.conv, bench.ports, 10**9, compactor.compact) is True
+
+    assert log.read_text().split() == ["ran"]  # once, when it was prepared; not again at T
+    done = of_type(bench.events, CompactFinished)[0]
+    assert done.candidate == "prepared" and done.method == "server-summary"
+
+
+def test_a_chain_of_server_summaries_each_standing_for_what_it_replaced(tmp_path: Path, api: FakeAPI) -> None:
+    bench = thinking_bench(tmp_path, api)
+    bench.add(user_prompt("Read the modules, one at a time."))
+    for round_ in range(3):
+        read_step(bench, api, f"a{round_}.py")
+        read_step(bench, api, f"b{round_}.py")
+        assert compactor.compact(bench.conv, bench.ports, "auto") is True
+        assert is_compaction(bench.messages[0])
+    step(bench, Reply.text("All read.", thinking="done"), api)  # the third block holds the second, and so on
+    assert api.compactions.served == 3 and bench.conv.view_ctx.thinking.dropped_at_compaction == 0
+
+
+def test_after_a_server_summary_the_next_candidate_waits_for_a_request_then_is_the_servers(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    from compact import preparer
+
+    bench = thinking_bench(tmp_path, api)
+    bench.add(user_prompt("Read the modules."))
+    read_step(bench, api, "a.py")
+    read_step(bench, api, "b.py")
+    assert compactor.compact(bench.conv, bench.ports, "auto") is True
+    high = int(bench.ports.thresholds().auto_compact * 0.9)
+    # nothing was sent since the compaction point: a local candidate now would be set aside at T
+    assert preparer.start_if_due(bench.conv, bench.ports, high) is False
+    p = preparer.preparer(bench.conv)
+    assert p is not None and p.kind == "" and p.stats.prepared == 0
+    read_step(bench, api, "c.py")
+    preparer.start_if_due(bench.conv, bench.ports, high)
+    assert p.kind == "server" and p.thread is not None
+    p.thread.join(30)
+    assert p.server_ready is not None
+
+
+def test_a_snip_waits_while_the_tool_loop_runs_then_drops_the_thinking_it_invalidates_once(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    bench = thinking_bench(tmp_path, api)
+    first = user_prompt("Look at a.py.")
+    bench.add(first)
+    read_step(bench, api, "a.py")
+    step(bench, Reply.text("a.py is fine.", thinking="fine"), api)
+    bench.add(user_prompt("Now b.py and c.py."))
+    read_step(bench, api, "b.py")
+    bench.conv.state.snipped.add(first.uuid)  # the model snipped the first turn (the Snip tool's decision)
+    counts = bench.conv.view_ctx.thinking
+
+    read_step(bench, api, "c.py")  # the loop runs: the snip waits, the first turn is sent again
+    assert counts.held >= 1 and "Look at a.py." in str(api.message_requests[-1].body["messages"])
+    step(bench, Reply.text("Both read.", thinking="both"), api)
+    bench.add(user_prompt("Thanks."))
+    step(bench, Reply.text("You're welcome.", thinking="closing"), api)  # the loop ended: the snip applies
+
+    assert "Look at a.py." not in str(api.message_requests[-1].body["messages"])
+    assert counts.dropped_between > 0 and counts.dropped_at_compaction == 0
+    dropped = set(bench.conv.state.thinking_dropped)
+    bench.add(user_prompt("One more thing."))
+    step(bench, Reply.text("Still here.", thinking="again"), api)  # nothing dropped twice
+    assert bench.conv.state.thinking_dropped == dropped and counts.dropped_between == len(dropped)
+
+
+def test_a_resume_after_the_servers_summary_rebuilds_the_block_the_kept_turns_and_the_system_messages(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    from agent.transcript.loader import load_transcript
+
+    bench = thinking_bench(tmp_path, api)
+    bench.add(user_prompt("Read the modules."))
+    read_step(bench, api, "a.py")
+    read_step(bench, api, "b.py")
+    assert compactor.compact(bench.conv, bench.ports, "auto") is True
+    step(bench, Reply.text("Done.", thinking="done"), api)
+
+    loaded = load_transcript(bench.transcript_path, model=MODEL)
+
+    assert [(m.uuid, m.role, m.content) for m in loaded.messages] == [
+        (m.uuid, m.role, m.content) for m in bench.messages
+    ]

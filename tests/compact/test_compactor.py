@@ -1,0 +1,462 @@
+"""compact.compactor and compact.restore against the real loopback fake API: the whole compaction, its
+records, hooks, restoration, failures that change nothing, and the post-compaction guard.
+
+Each test builds a Conversation and its Ports with tests.harness (no Session). The helpers at the top
+(``read_round``, ``main_request``...) are shared with test_summary.py and
+test_autocompact.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compact import compactor, ledger, notes_compaction, restore, thresholds
+from compact.result import Compaction
+from core.errors import Interrupted
+from core.events import CompactFailed, CompactFinished, CompactStarted, Notice
+from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
+from core.scripted import ScriptedModel, reply_text
+from tests.fakeapi import FakeAPI, Reply, last_user_text, request_text
+from tests.harness import Bench, make_bench
+from tools.read import number_lines, record_read
+
+SUMMARY_REPLY = (
+    "<analysis>private walk through the conversation</analysis>\n"
+    "<summary>1. Primary Request and Intent: fix the parser\n9. Optional Next Step: none</summary>"
+)
+
+
+# --- helpers --------------------------------------------------------------------------------------------
+
+
+def write_file(bench: Bench, name: str, lines: int = 20, width: int = 6) -> Path:
+    path = bench.tool_ctx.project_dir / name  # a Bench or a Session
+    path.write_text("".join(f"line {i} of {name} " + "word " * width + "\n" for i in range(1, lines + 1)))
+    return path
+
+
+def read_round(bench: Bench, path: Path, text: str = "Reading it.") -> None:
+    """An assistant Read call and its result, as the loop would record them (read state included)."""
+    use_id = f"toolu_{path.stem}_{len(bench.messages)}"
+    bench.add(
+        assistant(
+            [
+                {"type": "text", "text": text},
+                {"type": "tool_use", "id": use_id, "name": "Read", "input": {"file_path": str(path)}},
+            ],
+            stop_reason="tool_use",
+        )
+    )
+    body = number_lines(path.read_text().splitlines(), 1)
+    bench.add(tool_results([tool_result_block(use_id, body)]))
+    record_read(bench.tool_ctx, path)
+
+
+def conversation(bench: Bench, files: list[str]) -> list[Path]:
+    bench.add(user_prompt("Please fix the parser in this project. Never touch the secrets/ directory."))
+    paths = []
+    for name in files:
+        path = write_file(bench, name)
+        read_round(bench, path)
+        paths.append(path)
+    return paths
+
+
+def main_request(bench: Bench) -> Message:
+    """One request of the main conversation (the prefix the compaction request should read from the cache)."""
+    current = bench.view()
+    return bench.client.stream(bench.request(current.api), cancel=bench.cancel, emit_text=False)
+
+
+def transcript_records(bench: Bench) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in bench.transcript_path.read_text().splitlines() if line.strip()]
+
+
+def of_type(events: list[Any], kind: type) -> list[Any]:
+    return [e for e in events if isinstance(e, kind)]
+
+
+def hook(command: str, matcher: str | None = None, timeout: float | None = None) -> list[dict[str, Any]]:
+    spec: dict[str, Any] = {"type": "command", "command": command}
+    if timeout is not None:
+        spec["timeout"] = timeout
+    group: dict[str, Any] = {"hooks": [spec]}
+    if matcher is not None:
+        group["matcher"] = matcher
+    return [group]
+
+
+@pytest.fixture
+def api(fake_api: FakeAPI):
+    yield fake_api
+    assert fake_api.violations == []
+
+
+# --- a compaction that works ------------------------------------------------------------------------------
+
+
+def test_compaction_replaces_history_with_summary_and_writes_boundary(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api)
+    events = bench.events
+    conversation(bench, [f"m{i}.py" for i in range(8)])
+    old = list(bench.messages)
+    api.reply_text(SUMMARY_REPLY)
+
+    assert compactor.compact(bench.conv, bench.ports, "auto") is True
+
+    first = bench.messages[0]
+    assert first.kind == "summary"
+    assert "1. Primary Request and Intent: fix the parser" in first.text
+    assert "private walk" not in first.text and "<analysis>" not in first.text
+    assert str(bench.transcript_path) in first.text
+    assert "Carry on with the task" in first.text and "do not ask the user" in first.text
+    recs = transcript_records(bench)
+    boundary = next(r for r in recs if r.get("subtype") == "compact_boundary")
+    after = recs[recs.index(boundary) + 1]
+    assert boundary["parentUuid"] is None
+    assert boundary["logicalParentUuid"] == old[-1].uuid
+    assert boundary["compactMetadata"]["trigger"] == "auto"
+    assert boundary["compactMetadata"]["preTokens"] > 0
+    assert after["isCompactSummary"] is True and after["parentUuid"] == boundary["uuid"]
+    assert [r["uuid"] for r in recs if r.get("type") in ("user", "assistant")][: len(old)] == [
+        m.uuid for m in old
+    ]
+    finished = of_type(events, CompactFinished)
+    assert [(e.trigger, e.method) for e in finished] == [("auto", "summary")]
+    assert finished[0].post_tokens < finished[0].pre_tokens
+    assert of_type(events, CompactStarted) == [CompactStarted("auto")]
+    assert bench.conv.last_compaction.replaced() == old
+    assert bench.conv.breaker.failures == 0
+
+
+def test_manual_summary_does_not_tell_the_model_to_carry_on(tmp_path: Path) -> None:
+    # the wire plays no part here: the summary comes from a script (core.scripted)
+    model = ScriptedModel([reply_text(SUMMARY_REPLY)])
+    bench = make_bench(tmp_path, model_api=model)
+    conversation(bench, ["a.py"])
+    assert compactor.compact(bench.conv, bench.ports, "manual")
+    assert "Carry on" not in bench.messages[0].text and "fix the parser" in bench.messages[0].text
+    assert (len(model.requests), model.left, bench.messages[0].kind) == (1, 0, "summary")
+    boundary = next(r for r in transcript_records(bench) if r.get("subtype") == "compact_boundary")
+    assert boundary["compactMetadata"]["trigger"] == "manual"
+
+
+def test_the_next_main_request_is_the_compacted_view(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api)
+    conversation(bench, ["a.py", "b.py", "c.py"])
+    api.reply_text(SUMMARY_REPLY)
+    api.reply_text("Carrying on.")
+    assert compactor.compact(bench.conv, bench.ports, "auto")
+    main_request(bench)
+    body = api.message_requests[-1].body
+    first = "\n".join(b["text"] for b in body["messages"][0]["content"] if b["type"] == "text")
+    assert "fix the parser" in first and "<analysis>" not in request_text(body)
+    assert "line 1 of c.py" in request_text(body)  # the most recent file, restored
+    assert "tool_use" not in json.dumps(body["messages"])
+
+
+# --- failures change nothing -------------------------------------------------------------------------------
+
+
+# (an empty reply that ended normally is a poor summary, not a failure: tests/compact/test_summary.py)
+@pytest.mark.parametrize(
+    "reply", ["API Error: 529 overloaded", "<analysis>only thinking, no summary</analysis>"]
+)
+def test_unusable_reply_leaves_conversation_and_transcript_untouched(
+    tmp_path: Path, api: FakeAPI, reply: str
+) -> None:
+    bench = make_bench(tmp_path, api)
+    events = bench.events
+    conversation(bench, ["a.py"])
+    before_messages = list(bench.messages)
+    before_bytes = bench.transcript_path.read_bytes()
+    before_read = dict(bench.tool_ctx.read_files)
+    api.add(Reply([{"type": "text", "text": reply}] if reply else []))
+
+    assert compactor.compact(bench.conv, bench.ports, "auto") is False
+
+    assert bench.messages == before_messages
+    assert bench.transcript_path.read_bytes() == before_bytes
+    assert bench.tool_ctx.read_files == before_read
+    assert [type(e) for e in events if isinstance(e, (CompactStarted, CompactFailed, CompactFinished))] == [
+        CompactStarted,
+        CompactFailed,
+    ]
+    assert bench.conv.breaker.failures == 1
+
+
+def test_api_error_is_a_failure_that_changes_nothing(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api)
+    events = bench.events
+    conversation(bench, ["a.py"])
+    before = bench.transcript_path.read_bytes()
+    api.error(401)
+    assert compactor.compact(bench.conv, bench.ports, "manual") is False
+    assert bench.transcript_path.read_bytes() == before
+    assert "401" in of_type(events, CompactFailed)[0].reason
+    assert bench.conv.breaker.failures == 0  # manual failures don't feed the breaker
+
+
+def test_ctrl_c_during_the_summary_cancels_and_changes_nothing(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api)
+    events = bench.events
+    conversation(bench, ["a.py"])
+    before = bench.transcript_path.read_bytes()
+    messages = list(bench.messages)
+
+    def press_ctrl_c(body: dict) -> Reply:
+        bench.cancel.set()
+        return Reply.text("<summary>too late</summary>")
+
+    api.on(lambda body: True, press_ctrl_c)
+    with pytest.raises(Interrupted):
+        compactor.compact(bench.conv, bench.ports, "auto")
+    assert bench.messages == messages
+    assert bench.transcript_path.read_bytes() == before
+    assert of_type(events, CompactFailed) == [CompactFailed("auto", "cancelled")]
+    assert bench.conv.breaker.failures == 0
+
+
+def test_disable_compact_says_why_and_sends_nothing(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api, disable_compact=True)
+    events = bench.events
+    conversation(bench, ["a.py"])
+    assert compactor.compact(bench.conv, bench.ports, "manual") is False
+    assert of_type(events, Notice)[-1].text == "Compaction is disabled (DISABLE_COMPACT is set)"
+    assert api.message_requests == []
+
+
+def test_an_empty_conversation_is_not_compacted(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api)
+    events = bench.events
+    assert compactor.compact(bench.conv, bench.ports, "manual") is False
+    assert of_type(events, CompactFailed) == [CompactFailed("manual", "there is nothing to compact yet")]
+    assert api.message_requests == [] and not bench.transcript_path.exists()
+
+
+# --- the post-compaction guard --------------------------------------------------------------------------
+
+
+def test_still_over_threshold_is_kept_but_counted_as_a_failure(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api, autocompact_pct=1)
+    events = bench.events  # T = 1% of 180K = 1,800 tokens
+    conversation(bench, ["a.py"])
+    api.reply_text("<summary>" + "a long summary that keeps every detail " * 400 + "</summary>")
+    assert compactor.compact(bench.conv, bench.ports, "auto") is True
+    assert bench.messages[0].kind == "summary"
+    assert of_type(events, CompactFailed) == [
+        CompactFailed("auto", "still over the threshold after compacting")
+    ]
+    assert bench.conv.breaker.failures == 1
+    assert compactor.nothing_new_since_compaction(bench.conv)
+
+
+# --- restoration ---------------------------------------------------------------------------------------
+
+
+def test_restores_most_recent_files_first_and_resets_read_state(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api)
+    paths = conversation(bench, [f"f{i}.py" for i in range(7)])
+    read_round(bench, paths[2])  # read again: now the most recent
+    (bench.cwd / "CLAUDE.md").write_text("# Project\nUse tabs.\n")
+    claude = bench.cwd / "CLAUDE.md"
+    read_round(bench, claude)
+    paths[6].write_text("changed on disk after the read\n")
+    paths[5].unlink()
+    api.reply_text(SUMMARY_REPLY)
+
+    assert compactor.compact(bench.conv, bench.ports, "auto")
+
+    restored = [m for m in bench.messages[1:] if m.kind == "meta" and ledger.SNAPSHOT_KEY not in m.extra]
+    names = [next(p.name for p in paths if str(p.resolve()) + "." in m.text) for m in restored]
+    assert names == ["f2.py", "f6.py", "f4.py", "f3.py", "f1.py"]  # f5 deleted, CLAUDE.md never
+    assert "changed on disk after the read" in restored[1].text
+    assert "     1\tline 1 of f2.py" in restored[0].text
+    assert set(bench.tool_ctx.read_files) == {str(paths[i].resolve()) for i in (2, 6, 4, 3, 1)}
+
+
+def test_restoration_budgets_scale_with_a_small_window(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api, autocompact_pct=15)  # T = 27,000: budgets x 0.16
+    bench.add(user_prompt("read the big files"))
+    for i in range(3):
+        read_round(bench, write_file(bench, f"big{i}.py", lines=2_000))
+    kept: list[Message] = []
+    plan = restore.plan_restore(bench.conv, bench.ports, kept, bench.messages)
+    per_file = int(restore.FILE_TOKENS * thresholds.window_scale(bench.thresholds().auto_compact))
+    assert len(plan.messages) == 3
+    assert all(m.tokens <= per_file + 200 for m in plan.messages)
+    assert "Read the file with offset=" in plan.messages[0].text
+    assert plan.tokens <= int(restore.TOTAL_TOKENS * 0.17)
+    small = restore.plan_restore(bench.conv, bench.ports, kept, bench.messages, room=per_file + 10)
+    assert len(small.messages) == 1  # the room the compactor offers caps the total
+
+
+def test_files_visible_in_kept_messages_are_not_restored_again(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api)
+    paths = conversation(bench, ["a.py", "b.py", "c.py"])
+    kept = bench.messages[-2:]  # the Read of c.py and its result
+    plan = restore.plan_restore(bench.conv, bench.ports, kept, bench.messages)
+    assert [m.text.split(" you had read ")[1].split(".py")[0] + ".py" for m in plan.messages] == [
+        str(paths[1].resolve()),
+        str(paths[0].resolve()),
+    ]
+    restore.apply_read_state(bench.conv, plan, kept)
+    assert set(bench.tool_ctx.read_files) == {str(p.resolve()) for p in paths}
+
+
+def test_plan_file_is_restored(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api)
+    conversation(bench, ["a.py"])
+    bench.session_dir.mkdir(parents=True, exist_ok=True)
+    (bench.session_dir / "plan.md").write_text("1. parse\n2. test\n")
+    plan = restore.plan_restore(bench.conv, bench.ports, [], bench.messages)
+    assert "plan was being followed" in plan.messages[-1].text and "2. test" in plan.messages[-1].text
+
+
+# --- the notes path (session memory) ---------------------------------------------------------------------
+
+
+def test_notes_compaction_keeps_a_tail_and_records_the_segment(
+    tmp_path: Path, api: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bench = make_bench(tmp_path, api, session_memory=True)
+    events = bench.events
+    conversation(bench, ["a.py", "b.py"])
+    bench.add(
+        assistant([{"type": "text", "text": "done"}], usage={"input_tokens": 90_000, "output_tokens": 5})
+    )
+    tail = bench.messages[-3:]
+    monkeypatch.setattr(
+        notes_compaction,
+        "compact_with_notes",
+        lambda conv, ports, trigger: Compaction("session-memory", "# Current State\nparsing", kept=tail),
+    )
+
+    assert compactor.compact(bench.conv, bench.ports, "auto")
+
+    assert api.message_requests == []
+    assert [m.uuid for m in bench.messages[1:4]] == [m.uuid for m in tail]
+    assert bench.messages[3].usage is None  # stale after the compaction
+    boundary = next(r for r in transcript_records(bench) if r.get("subtype") == "compact_boundary")
+    assert boundary["compactMetadata"]["preservedSegment"] == {
+        "headUuid": tail[0].uuid,
+        "anchorUuid": bench.messages[0].uuid,
+        "tailUuid": tail[-1].uuid,
+    }
+    assert of_type(events, CompactFinished)[0].method == "session-memory"
+    # the working-state attachment follows the kept tail; b.py is visible in the kept Read, a.py comes back
+    assert ledger.SNAPSHOT_KEY in bench.messages[4].extra
+    restored = [m.text for m in bench.messages[5:]]
+    assert len(restored) == 1 and "a.py" in restored[0]
+
+
+def test_instructions_skip_the_notes(tmp_path: Path, api: FakeAPI, monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = make_bench(tmp_path, api, session_memory=True)
+    conversation(bench, ["a.py"])
+    monkeypatch.setattr(
+        notes_compaction,
+        "compact_with_notes",
+        lambda conv, ports, trigger: pytest.fail("notes used despite instructions"),
+    )
+    api.reply_text(SUMMARY_REPLY)
+    assert compactor.compact(bench.conv, bench.ports, "manual", "keep the file names")
+    assert "keep the file names" in last_user_text(api.message_requests[-1].body)
+
+
+# --- hooks ---------------------------------------------------------------------------------------------
+
+
+def test_pre_compact_hook_output_reaches_the_summary_request(tmp_path: Path, api: FakeAPI) -> None:
+    hooks = {
+        "PreCompact": hook("echo 'Preserve the list of modified files.'", matcher="auto")
+        + hook("echo 'manual only'", matcher="manual")
+    }
+    bench = make_bench(tmp_path, api, hooks=hooks)
+    conversation(bench, ["a.py"])
+    (bench.cwd / "CLAUDE.md").write_text("# Compact Instructions\nMention the test command.\n")
+    api.reply_text(SUMMARY_REPLY)
+    assert compactor.compact(bench.conv, bench.ports, "auto")
+    text = last_user_text(api.message_requests[-1].body)
+    assert "<analysis>" in text and "<summary>" in text
+    extra = text.split("Additional instructions:")[1]
+    assert extra.index("Preserve the list of modified files.") < extra.index("Mention the test command.")
+    assert "manual only" not in text
+
+
+def test_custom_instructions_come_first(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api, hooks={"PreCompact": hook("echo from-the-hook")})
+    conversation(bench, ["a.py"])
+    (bench.cwd / "CLAUDE.md").write_text("## Compact Instructions\nfrom-claude-md\n")
+    api.reply_text(SUMMARY_REPLY)
+    assert compactor.compact(bench.conv, bench.ports, "manual", "from-the-command")
+    extra = last_user_text(api.message_requests[-1].body).split("Additional instructions:")[1]
+    assert extra.index("from-the-command") < extra.index("from-the-hook") < extra.index("from-claude-md")
+
+
+def test_session_start_and_post_compact_hooks(tmp_path: Path, api: FakeAPI) -> None:
+    seen = tmp_path / "post.json"
+    hooks = {
+        "SessionStart": hook("echo 'You are on branch feature/x.'", matcher="compact")
+        + hook("echo 'startup only'", matcher="startup"),
+        "PostCompact": hook(f"cat > {seen}"),
+    }
+    bench = make_bench(tmp_path, api, hooks=hooks)
+    events = bench.events
+    conversation(bench, ["a.py"])
+    api.reply_text(SUMMARY_REPLY)
+    api.reply_text("ok")
+    assert compactor.compact(bench.conv, bench.ports, "auto")
+    main_request(bench)
+    body = api.message_requests[-1].body
+    assert "You are on branch feature/x." in request_text(body)
+    assert "startup only" not in request_text(body)
+    payload = json.loads(seen.read_text())
+    assert payload["hook_event_name"] == "PostCompact" and payload["trigger"] == "auto"
+    assert payload["compact_summary"].startswith("1. Primary Request and Intent")
+    assert (
+        "SessionStart hook output added to the context" in of_type(events, CompactFinished)[0].hook_messages
+    )
+
+
+def test_failing_and_hanging_hooks_are_reported_and_compaction_proceeds(tmp_path: Path, api: FakeAPI) -> None:
+    hooks = {"PreCompact": hook("echo broken >&2; exit 3") + hook("sleep 5", timeout=1)}
+    bench = make_bench(tmp_path, api, hooks=hooks)
+    events = bench.events
+    conversation(bench, ["a.py"])
+    api.reply_text(SUMMARY_REPLY)
+    assert compactor.compact(bench.conv, bench.ports, "auto")
+    notices = [e.text for e in of_type(events, Notice)]
+    assert any("failed (exit 3): broken" in n for n in notices)
+    assert any("timed out after 1s" in n for n in notices)
+    assert of_type(events, CompactFinished)
+
+
+def test_a_resumed_session_restores_from_its_history(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api)
+    paths = conversation(bench, ["a.py", "b.py"])
+    bench.tool_ctx.read_files.clear()  # as after --continue: nothing read in this process yet
+    plan = restore.plan_restore(bench.conv, bench.ports, [], bench.messages)
+    assert len(plan.messages) == 2
+    assert all(str(p.resolve()) in m.text for m, p in zip(plan.messages, reversed(paths), strict=True))
+    restore.apply_read_state(bench.conv, plan, [])
+    assert set(bench.tool_ctx.read_files) == {str(p.resolve()) for p in paths}  # editable again
+
+
+def test_a_file_the_session_keeps_editing_is_restored_first(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api)
+    paths = conversation(bench, [f"f{i}.py" for i in range(3)])
+    plan = write_file(bench, "TODO.md", lines=4)
+    for n in range(2):  # two successful edits of the plan, early in the session
+        use = {"type": "tool_use", "id": f"toolu_plan{n}", "name": "Edit", "input": {"file_path": str(plan)}}
+        bench.add(assistant([use], stop_reason="tool_use"))
+        bench.add(tool_results([tool_result_block(f"toolu_plan{n}", "The file was updated.")]))
+    paths += conversation(bench, [f"g{i}.py" for i in range(6)])  # six reads since: the plan is not recent
+    api.reply_text(SUMMARY_REPLY)
+    assert compactor.compact(bench.conv, bench.ports, "auto")
+    restored = [m for m in bench.messages[1:] if m.kind == "meta" and ledger.SNAPSHOT_KEY not in m.extra]
+    assert str(plan.resolve()) in restored[0].text and "line 4 of TODO.md" in restored[0].text
+    assert len(restored) == 5 and str(paths[-1].resolve()) in restored[1].text

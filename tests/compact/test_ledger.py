@@ -1,0 +1,409 @@
+"""compact.ledger from real tool runs; TodoWrite; the user's messages under a budget; the post-compaction
+guard; a Read of a restored, unchanged file answered short."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.frontend import commands
+from agent.runtime.tool_exec import run_tools
+from compact import autocompact, compactor, ledger, restore
+from compact.ledger import Command, FileChange, Ledger
+from compact.prepare import overhead_tokens
+from core.events import CompactFailed, CompactFinished, Notice, TodosChanged
+from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
+from core.tokens import estimate_text
+from tests.compact.test_compactor import SUMMARY_REPLY, conversation, of_type
+from tests.conftest import make_session
+from tests.fakeapi import FakeAPI, Reply
+from tests.harness import make_bench
+from tests.tools.test_tool_bash import make_ctx
+from tools.runner import run_tool
+from tools.todo import TodoWriteTool
+
+TODOS = [
+    {"content": "Fix the parser", "status": "completed", "activeForm": "Fixing the parser"},
+    {"content": "Run the tests", "status": "in_progress", "activeForm": "Running the tests"},
+]
+
+
+def call(session: Any, name: str, args: dict[str, Any]) -> Message:
+    """One assistant tool call run for real, both messages recorded as the loop records them."""
+    use = {"type": "tool_use", "id": f"toolu_{len(session.messages):03d}", "name": name, "input": args}
+    session.add(assistant([use], stop_reason="tool_use"))
+    result = run_tools(session, [use])
+    session.add(result)
+    return result
+
+
+def test_the_ledger_follows_real_tool_runs(tmp_path: Path, fake_api: FakeAPI) -> None:
+    session, events = make_session(tmp_path, fake_api, permission_mode="bypassPermissions")
+    project = session.tool_ctx.project_dir
+    a, b = project / "a.py", project / "b.py"
+    b.write_text("".join(f"b{i}\n" for i in range(30)))
+    session.add(user_prompt("Fix a.py and keep b.py as it is. Never run rm."))
+    call(session, "Write", {"file_path": str(a), "content": "x = 1\ny = 2\n"})
+    call(session, "Read", {"file_path": str(a)})
+    call(session, "Edit", {"file_path": str(a), "old_string": "y = 2\n", "new_string": "y = 3\nz = 4\n"})
+    call(session, "Read", {"file_path": str(b), "offset": 10, "limit": 5})
+    call(session, "Bash", {"command": "echo nope; exit 2"})
+    call(session, "Bash", {"command": "mkdir -p sub && cd sub && echo moved"})
+    call(session, "Bash", {"command": "echo nope; exit 2"})
+    call(session, "TodoWrite", {"todos": TODOS})
+    times = [m.timestamp for m in session.messages if m.kind == "tool_results"]
+
+    state = ledger.derive(session.messages, str(project))
+
+    assert state == Ledger(
+        cwd=str(project / "sub"),
+        modified={str(a): FileChange(edits=2, added=4, removed=1, last=times[2])},
+        read={str(a): "whole file", str(b): "lines 10-14"},
+        commands=[  # each command's latest result only
+            Command("mkdir -p sub && cd sub && echo moved", 0, "moved", times[5]),
+            Command("echo nope; exit 2", 2, "nope", times[6]),
+        ],
+        todos=TODOS,
+        prompts=["Fix a.py and keep b.py as it is. Never run rm."],
+        named=[str(a), str(b)],
+    )
+    assert of_type(events, TodosChanged) == [TodosChanged(tuple(TODOS))]
+    text = ledger.render(state)
+    assert f"- {a}: 2 edits, +4 -1 lines, last changed {times[2]}" in text
+    assert "- [exit 2] $ echo nope; exit 2\n    → nope" in text
+    assert "- [x] Fix the parser\n- [>] Run the tests (in progress)" in text
+    # /state shows the same, with the user's words
+    shown = commands.run(session, "/state").text
+    assert "- [x] Fix the parser\n- [>] Run the tests (in progress)" in shown
+    assert f"- {a}: 2 edits, +4 -1 lines, last changed {times[2]}" in shown
+    assert "- Fix a.py and keep b.py as it is. Never run rm." in shown
+    assert "<" not in shown and "not instructions from the system" not in shown  # the model's wrapping
+    assert shown.endswith("state: 1 modified file, 2 read, 2 commands, 2 todos, 1 user message")
+
+
+def bash_round(n: int, command: str, code: int) -> list[Message]:
+    use = {"type": "tool_use", "id": f"toolu_{n}", "name": "Bash", "input": {"command": command}}
+    body = f"out {n}" + (f"\nExit code {code}" if code else "")
+    return [
+        assistant([use], stop_reason="tool_use"),
+        tool_results([tool_result_block(f"toolu_{n}", body, code != 0)]),
+    ]
+
+
+def test_commands_keep_failures_since_their_last_success_and_the_last_ten() -> None:
+    messages = [*bash_round(0, "make lint", 1), *bash_round(1, "pytest", 1), *bash_round(2, "pytest", 0)]
+    for n in range(3, 15):
+        messages += bash_round(n, f"ls {n}", 0)
+    state = ledger.derive(messages, "/p")  # no facts: exit codes read back from the result text
+    assert [(c.command, c.exit_code) for c in state.commands] == (
+        [("make lint", 1)] + [(f"ls {n}", 0) for n in range(5, 15)]
+    )  # pytest failed, then passed: gone
+
+
+def test_todowrite_checks_its_input_and_says_the_list_was_updated(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    result = run_tool(TodoWriteTool(), {"todos": TODOS}, ctx)
+    assert not result.is_error and result.facts == {"todos": TODOS}
+    assert result.content.startswith(
+        "The todo list has been updated (2 tasks: 1 completed, 1 in progress, 0 pending)."
+    )
+    missing = run_tool(TodoWriteTool(), {"todos": [{"content": "x", "status": "pending"}]}, ctx)
+    assert missing.is_error and "activeForm" in missing.content
+    wrong = run_tool(
+        TodoWriteTool(), {"todos": [{"content": "x", "status": "doing", "activeForm": "X"}]}, ctx
+    )
+    assert wrong.is_error and "'in_progress'" in wrong.content
+    assert TodoWriteTool.input_schema["properties"]["todos"]["items"]["required"] == [
+        "content",
+        "status",
+        "activeForm",
+    ]
+
+
+def test_todowrite_never_asks(tmp_path: Path, fake_api: FakeAPI) -> None:
+    session, _ = make_session(tmp_path, fake_api)  # default mode: edits and commands would ask
+    assert session.permissions.check("TodoWrite", {"todos": TODOS}).behavior == "allow"
+
+
+def _log(lines: int, word: str = "") -> str:
+    return "\n".join(
+        f"2026-11-27T05:{i % 60:02d}:00Z ERROR pool-{i}: connection {i} refused {word} (retry=3, code=0x{i:04x})"
+        for i in range(lines)
+    )
+
+
+def test_user_messages_are_shortened_by_shape_and_age_never_by_their_words() -> None:
+    correction = "Thanks, that reads much better.\nUse a base delay of 250 ms for the backoff."
+    revision = "Hmm, that is slow in practice.\nUse a base delay of 100 ms for the backoff."
+    paste = "Here is what the CI printed:\n" + _log(200, "must not")  # rule words inside a paste
+    old_prose = "We are taking over the billing service. " * 30
+    prompts = [old_prose, correction, paste, revision, "Look at the parser.", "And the lexer.", "Now run it."]
+    out = ledger.user_messages(prompts, [], budget=100_000)  # within budget: every one whole, in order
+    assert [how for _, how in out] == ["whole"] * 6 + ["current"]
+    budget = sum(estimate_text(p) for p in prompts) // 3
+    out = ledger.user_messages(prompts, [], budget)
+    hows = dict(zip([p[:20] for p in prompts], [how for _, how in out], strict=True))
+    # the paste goes to its head although it holds rule words; the corrections without any stay whole
+    assert hows[paste[:20]] == "head" and hows[correction[:20]] == "whole" and hows[revision[:20]] == "whole"
+    text = ledger.render_user(out)
+    assert "Here is what the CI printed:" in text and "201 lines" in text and "transcript" in text
+    assert text.index("250 ms") < text.index("100 ms")  # the revision stands after what it revises
+    assert sum(estimate_text(t) for t, _ in out) <= budget
+    # tighter still: the oldest go to their head, then are only counted; the newest three and the current stay
+    out = ledger.user_messages(prompts, [], 60)
+    assert out[0][1] == "older" and "left out" in out[0][0]
+    assert [t for t, _ in out[-4:]] == [revision, "Look at the parser.", "And the lexer.", "Now run it."]
+    # the current request kept in the tail is still labelled as the current one, where it sits
+    now = ledger.user_messages(
+        ["Never push to main.", "Now add a test."], [user_prompt("Now add a test.")], 0
+    )
+    assert now == [("Never push to main.", "whole"), ("Now add a test.", "kept current")]
+    assert 'kept-above="true" current-request="true">\nNow add a test.' in ledger.render_user(now)
+    assert ledger.user_budget(167_000) == 10_020 and ledger.user_budget(10_000) == 1_000
+
+
+def test_sixty_one_line_prompts_and_five_pastes_stay_within_the_user_budget() -> None:
+    budget = ledger.user_budget(10_000)  # the 43K window's T
+    lines = [f"Go on with part {k}: read it, fix step_{k} and run its tests." for k in range(60)]
+    out = ledger.user_messages(lines, [], budget)
+    assert sum(estimate_text(t) for t, _ in out) <= budget and out[-1] == (lines[-1], "current")
+    pastes = [f"Paste {k}:\n" + _log(400) for k in range(5)] + ["What failed first?"]
+    out = ledger.user_messages(pastes, [], budget)
+    assert sum(estimate_text(t) for t, _ in out) <= budget
+    assert all(f"Paste {k}:" in ledger.render_user(out) for k in range(5))  # each by its head
+
+
+# --- the post-compaction guard ----------------------------------------------------------------------------------
+
+
+def test_a_compaction_that_frees_too_little_is_a_failure_said_once(tmp_path: Path, fake_api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, fake_api)
+    events = bench.events
+    # a memory file of ~150K tokens: whatever the summary, the context stays above the warning level
+    (bench.cwd / "CLAUDE.md").write_text("# Notes\n" + "remember this word " * 49_000)
+    bench.conv.calibration.overhead = compactor_overhead(bench)
+    conversation(bench, ["a.py"])
+    bench.add(
+        assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": 168_000, "output_tokens": 5})
+    )
+    fake_api.on(lambda body: True, Reply.text(SUMMARY_REPLY))
+    th = bench.thresholds()
+
+    assert autocompact.maybe_autocompact(bench.conv, bench.ports, 168_000) is True
+    [done] = of_type(events, CompactFinished)
+    assert th.warning <= done.post_tokens < th.auto_compact  # kept, but it did not help
+    assert bench.conv.breaker.failures == 1 and of_type(events, CompactFailed) == []
+    [warning] = [e for e in of_type(events, Notice) if "did not free enough room" in e.text]
+    assert warning.level == "warning" and "memory files 1" in warning.text and "/context" in warning.text
+    parts = dict(
+        line.rsplit(" ", 1) for line in warning.text.split("(tokens): ")[1].split(". Run")[0].split(", ")
+    )
+    assert int(parts["memory files"].replace(",", "")) > 140_000  # the biggest, named first
+    assert list(parts)[0] == "memory files"
+    # the same content is not compacted again on the next request
+    requests = len(fake_api.message_requests)
+    assert autocompact.maybe_autocompact(bench.conv, bench.ports, 168_000) is False
+    assert len(fake_api.message_requests) == requests
+    # new content, another weak compaction: counted again, but not said again
+    bench.add(user_prompt("go on"))
+    bench.add(
+        assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": 168_000, "output_tokens": 5})
+    )
+    assert autocompact.maybe_autocompact(bench.conv, bench.ports, 168_000) is True
+    assert bench.conv.breaker.failures == 2
+    assert len([e for e in of_type(events, Notice) if "did not free enough room" in e.text]) == 1
+
+
+def compactor_overhead(bench: Any) -> int:
+    return overhead_tokens(bench.ports.request([]))  # what prepare_request sets before each request
+
+
+def test_a_compaction_from_a_small_context_is_not_judged(tmp_path: Path, fake_api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, fake_api)
+    events = bench.events
+    conversation(bench, ["a.py"])
+    fake_api.reply_text(SUMMARY_REPLY)
+    assert compactor.compact(bench.conv, bench.ports, "auto")
+    assert bench.conv.breaker.failures == 0 and not [e for e in of_type(events, Notice) if "room" in e.text]
+
+
+# --- a Read of a restored file --------------------------------------------------------------------------------
+
+
+def test_rereading_a_restored_unchanged_file_is_answered_from_the_restore(
+    tmp_path: Path, fake_api: FakeAPI
+) -> None:
+    session, _ = make_session(tmp_path, fake_api, permission_mode="bypassPermissions", session_memory=False)
+    project = session.tool_ctx.project_dir
+    path = project / "m.py"
+    path.write_text("".join(f"line {i}\n" for i in range(40)))
+    session.add(user_prompt("look at m.py"))
+    call(session, "Read", {"file_path": str(path)})
+    fake_api.reply_text(SUMMARY_REPLY)
+    assert compactor.compact(session.conv, session.ports, "manual")
+    assert str(path) in session.conv.restored
+
+    short = call(session, "Read", {"file_path": str(path)}).tool_results[0]["content"]
+    assert short == restore.UNCHANGED.format(path=path, first=1, last=40)
+    part = call(session, "Read", {"file_path": str(path), "offset": 5, "limit": 3}).tool_results[0]["content"]
+    assert part.startswith("     5\tline 4")  # another range: read for real
+    path.write_text("changed\n")
+    again = call(session, "Read", {"file_path": str(path)}).tool_results[0]["content"]
+    assert again.startswith("     1\tchanged")  # changed on disk since: read for real
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "edit src/app.py and README.md, not docs/ (a bare folder name is not taken for a path)",
+            ["src/app.py", "README.md"],
+        ),
+        ("nothing here. e.g. this", []),
+    ],
+)
+def test_files_the_user_named_are_those_that_exist(tmp_path: Path, text: str, expected: list[str]) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("")
+    (tmp_path / "README.md").write_text("")
+    (tmp_path / "docs").mkdir()
+    state = ledger.derive([user_prompt(text)], str(tmp_path))
+    assert state.named == [str(tmp_path / p) for p in expected]
+
+
+# --- the budgets, searches, answers and command status (issue 19 §2-§4) ---------------------------------------
+
+_n = iter(range(1_000_000))
+
+
+def used(name: str, args: dict[str, Any], result: str, is_error: bool = False) -> list[Message]:
+    use = {"type": "tool_use", "id": f"toolu_b{next(_n)}", "name": name, "input": args}
+    block = tool_result_block(use["id"], result, is_error=is_error)
+    return [assistant([use], stop_reason="tool_use"), tool_results([block])]
+
+
+def test_over_its_budget_the_state_groups_paths_and_writes_the_full_list_privately(tmp_path: Path) -> None:
+    messages = [user_prompt("Apply the codemod to every handler.")]
+    paths = [f"/p/src/pkg{i % 6}/handler_{i}.py" for i in range(300)]
+    for path in paths:
+        messages += used("Write", {"file_path": path, "content": "x = 1\n"}, "File written")
+    threshold = 17_000  # a 50K window
+    state = ledger.attachment(messages, [], "/p", threshold, tmp_path)
+    text = state.message.text
+    assert estimate_text(text) < threshold * 0.1  # was ~45 tokens a path: over 13,000
+    assert "- /p/src/pkg5/: 50 files (most recent: handler_299.py, handler_293.py, handler_287.py" in text
+    [full] = (tmp_path / ledger.FULL_LIST_DIR).iterdir()
+    assert str(full) in text and oct(full.stat().st_mode & 0o777) == "0o600"
+    assert all(p in full.read_text() for p in paths)
+    assert oct(full.parent.stat().st_mode & 0o777) == "0o700"
+    small = ledger.attachment(messages[:7], [], "/p", threshold, tmp_path / "other")
+    assert not (tmp_path / "other").exists() and paths[2] in small.message.text  # under budget: listed
+
+
+def test_searches_final_answers_and_the_latest_result_of_each_command() -> None:
+    messages = [user_prompt("Is jobs/legacy_sync.py used anywhere?")]
+    messages += used("Grep", {"pattern": "legacy_sync", "path": "/p"}, "Found 2 files\n/p/a.py\n/p/b.py")
+    messages += used("Glob", {"pattern": "jobs/**/*.py"}, "/p/jobs/x.py\n/p/jobs/legacy_sync.py")
+    messages.append(assistant([{"type": "text", "text": "jobs/legacy_sync.py is never imported."}]))
+    messages.append(user_prompt("Fix the pricing tests."))
+    messages += used(
+        "Bash", {"command": "./dev.sh test tests/test_pricing.py"}, "1 failed\nExit code 1", True
+    )
+    messages += used("Bash", {"command": "./dev.sh test tests/test_pricing.py -k bulk"}, "3 passed")
+    messages += used("Bash", {"command": "./dev.sh test"}, "412 passed")
+    text = ledger.attachment(messages, [], "/p", 167_000).message.text
+    assert "- Grep 'legacy_sync' in /p: 2 files: /p/a.py | /p/b.py" in text  # the files a search found
+    assert "- Glob 'jobs/**/*.py': 2 lines: /p/jobs/x.py | /p/jobs/legacy_sync.py" in text
+    assert "<final-answer>\njobs/legacy_sync.py is never imported.\n</final-answer>" in text
+    assert (
+        "$ ./dev.sh test tests/test_pricing.py\n    → 1 failed\n"
+        "    (old news: a later, wider run passed: $ ./dev.sh test)" in text
+    )
+    assert "-k bulk\n    → 3 passed\n" in text  # a narrower pass does not clear the failure by itself
+
+
+def test_what_the_next_step_depends_on_outlives_a_poor_summary(tmp_path: Path) -> None:
+    plan = tmp_path / "PLAN.md"
+    plan.write_text("# Plan\n- [x] read the parser\n- [ ] split tokenize() out of parse()\n")
+    messages = [user_prompt("Plan the parser split, then start.")]
+    messages += used("Write", {"file_path": str(plan), "content": plan.read_text()}, "File written")
+    messages += used(
+        "Edit", {"file_path": "/p/a.py", "old_string": "x", "new_string": "y"}, "old_string not found", True
+    )
+    messages += used("WebFetch", {"url": "https://example.org/spec"}, "The spec says tokens are UTF-8.")
+    task = used("Task", {"description": "find callers", "prompt": "who calls parse()?"}, "")
+    task[1] = tool_results(
+        [
+            tool_result_block(
+                task[0].tool_uses[0]["id"],
+                "FINDING: parse() is called from cli.py:40 only.\nagentId: a1 (transcript: /s/agent-a1.jsonl)",
+            )
+        ]
+    ).replace(
+        extra={
+            ledger.FACTS_KEY: {
+                task[0].tool_uses[0]["id"]: {
+                    "agentId": "a1",
+                    "status": "completed",
+                    "description": "find callers",
+                    "subagentType": "general-purpose",
+                    "sidechain": "/s/agent-a1.jsonl",
+                }
+            }
+        }
+    )
+    messages += task
+    messages += used("Bash", {"command": "./dev.sh test"}, "2 failed\nExit code 1", True)
+    for k in range(8):  # eight turns: the oldest answers leave the last five, their first lines stay
+        messages += [
+            user_prompt(f"Step {k}."),
+            assistant([{"type": "text", "text": f"MILESTONE-{k} reached.\nDetails."}]),
+        ]
+    summary = "All tests pass. Nothing is finished yet: /p/a.py is untouched."
+    text = ledger.attachment(messages, [], "/p", 167_000, summary=summary).message.text
+    assert "- [x] read the parser\n- [ ] split tokenize() out of parse()" in text  # the plan, written once
+    assert "FINDING: parse() is called from cli.py:40 only." in text and "/s/agent-a1.jsonl" in text
+    assert "agentId: a1" not in text.split("What the subagents answered")[1]  # the usage block is left out
+    assert "- Edit /p/a.py: old_string not found" in text  # a failed edit
+    assert (
+        "- WebFetch https://example.org/spec: The spec says tokens are UTF-8." in text
+    )  # a tool it has no section for
+    assert all(
+        f"MILESTONE-{k} reached." in text for k in range(8)
+    )  # older ones as milestones, newer as answers
+    flags = text.split(ledger.FLAGS_HEADER)[1].split("Working directory")[0]
+    assert "All tests pass" in flags and "./dev.sh test" in flags  # said next to the facts it contradicts
+
+
+def test_a_huge_todo_list_is_shown_by_its_head_and_counted():
+    """Issue 30: 50,000 todos listed in full made every summary request too long."""
+    from compact.ledger import MAX_TODOS_SHOWN, Ledger, render
+
+    todos = [{"content": f"task {i}", "activeForm": f"doing {i}", "status": "pending"} for i in range(50_000)]
+    text = render(Ledger(todos=todos))
+    assert "- [ ] task 0" in text and f"- [ ] task {MAX_TODOS_SHOWN - 1}\n" in text
+    assert f"task {MAX_TODOS_SHOWN}\n" not in text
+    assert f"… and {50_000 - MAX_TODOS_SHOWN:,} more tasks" in text
+    assert len(text) < 20_000
+
+
+def test_the_attachments_share_one_room_the_users_words_first() -> None:
+    messages: list[Message] = []
+    for k in range(40):
+        messages.append(user_prompt(f"Go on with part {k}: read it, fix step_{k} and run its tests."))
+        messages += used(
+            "Edit", {"file_path": f"/p/src/part_{k}.py", "old_string": "a", "new_string": "b"}, "ok"
+        )
+        messages += used(
+            "Bash", {"command": f"python3 tools/check_{k}.py"}, "FAILED\nExit code 2", k % 4 == 0
+        )
+        messages.append(assistant([{"type": "text", "text": f"CONCLUSION-{k}: part {k} fixed."}]))
+    roomy = ledger.attachment(messages, [], "/p", 10_000).message.text  # the 43K window's T, no bound
+    tight = ledger.attachment(messages, [], "/p", 10_000, room=900).message.text
+    assert estimate_text(tight) < estimate_text(roomy) and estimate_text(tight) <= 900 * 1.35
+    # what the next step needs is still there: every failing command, the newest prompts, the current one
+    assert all(f"python3 tools/check_{k}.py" in tight for k in range(0, 40, 4))
+    assert all(f"Go on with part {k}:" in tight for k in range(36, 40))
+    assert 'current-request="true">\nGo on with part 39' in tight

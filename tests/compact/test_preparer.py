@@ -1,0 +1,162 @@
+"""compact.preparer against the real loopback fake API: a summary prepared in the background from the
+preparation level, applied at T without a request (only what it covers goes, the rest stays verbatim),
+applied only to what it saw when messages changed meanwhile, refused with its reason, and put off while
+it is still being prepared and the context is clear of the blocking limit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from compact import compactor, preparer
+from compact.candidate import SUMMARY_SECTIONS
+from core.events import CompactFinished
+from core.messages import user_prompt
+from tests.compact.test_compactor import of_type, read_round, write_file
+from tests.fakeapi import FakeAPI, Reply
+from tests.harness import Bench, make_bench
+
+T = 167_000
+GOOD = "<analysis>walked through it</analysis>\n<summary>" + "\n".join(
+    f"{i}. {name}: the parser work, part {i}." for i, name in enumerate(SUMMARY_SECTIONS, 1)
+)
+GOOD += "</summary>"
+
+
+@pytest.fixture
+def api(fake_api: FakeAPI):
+    yield fake_api
+    assert fake_api.violations == []
+
+
+def grow(bench: Bench, names: list[str], lines: int = 600) -> None:
+    for name in names:
+        read_round(bench, write_file(bench, name, lines=lines))
+
+
+def ready(bench: Bench) -> preparer.Preparer:
+    p = preparer.preparer(bench.conv)
+    assert p is not None
+    deadline = time.monotonic() + 30
+    while p.thread is not None and p.running and time.monotonic() < deadline:
+        p.thread.join(0.05)
+    assert not p.running
+    return p
+
+
+def start(tmp_path: Path, api: FakeAPI, reply: str = GOOD) -> tuple[Bench, list]:
+    bench = make_bench(tmp_path, api)
+    events = bench.events  # session notes off: the candidate is a summary
+    bench.add(user_prompt("Please fix the parser. Never touch the secrets/ directory."))
+    grow(bench, ["a.py", "b.py", "c.py", "d.py"])
+    api.on(lambda body: body.get("tool_choice", {}).get("type") == "none", Reply.text(reply))
+    assert preparer.start_if_due(bench.conv, bench.ports, int(T * 0.86)) is False
+    return bench, events
+
+
+def test_prepared_at_the_level_applied_at_t_without_waiting(tmp_path: Path, api: FakeAPI) -> None:
+    bench, events = start(tmp_path, api)
+    p = ready(bench)
+    assert p.ready is not None and api.message_requests  # the summary was asked for before T
+    seen = {u for u, _ in p.ready.seen}
+    grow(bench, ["e.py", "f.py"])  # the conversation went on meanwhile
+    newer = [m for m in bench.messages if m.uuid not in seen]
+    requests = len(api.message_requests)
+    assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is True
+    assert len(api.message_requests) == requests  # no request at T: nothing to wait for
+    [done] = of_type(events, CompactFinished)
+    assert done.candidate == "prepared" and done.duration < 1.0
+    # what it did not see stays, verbatim and in order; the first messages it covered are gone
+    live = bench.messages
+    kept_uuids = [m.uuid for m in live]
+    assert all(m.uuid in kept_uuids for m in newer)
+    assert [m.content for m in live if m.uuid in {n.uuid for n in newer}] == [m.content for m in newer]
+    assert live[0].kind == "summary" and "part 8" in live[0].text
+    assert p.stats.applied == 1 and p.stats.prepared == 1
+
+
+def test_messages_changed_meanwhile_are_kept_and_only_what_it_saw_goes(tmp_path: Path, api: FakeAPI) -> None:
+    bench, events = start(tmp_path, api)
+    p = ready(bench)
+    assert p.ready is not None
+    # microcompact cleared the result of the third read meanwhile: text the candidate never saw
+    results = [m for m in bench.messages if m.tool_results]
+    changed = results[2]
+    bench.conv.state.cleared.add(changed.tool_results[0]["tool_use_id"])
+    grow(bench, ["e.py"])
+    assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is True
+    kept = {m.uuid for m in bench.messages}
+    assert changed.uuid in kept  # never replaced by a summary that saw another text
+    assert results[0].uuid not in kept  # what it saw unchanged before it went
+
+
+def test_a_refused_candidate_is_recorded_and_the_foreground_path_taken(tmp_path: Path, api: FakeAPI) -> None:
+    cut = GOOD.replace("8. Current Work", "8. Lately")
+    bench, events = start(tmp_path, api, reply=cut)
+    ready(bench)
+    assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is True
+    [done] = of_type(events, CompactFinished)
+    assert done.candidate == "prepared candidate refused: missing sections: Current Work"
+    assert bench.conv.last_compaction and "Current Work" in bench.conv.last_compaction.candidate
+    p = preparer.preparer(bench.conv)
+    assert p is not None and p.stats.rejected == 1
+
+
+def test_put_off_while_in_flight_and_clear_of_the_blocking_limit(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api)
+    events = bench.events
+    bench.add(user_prompt("Please fix the parser."))
+    grow(bench, ["a.py", "b.py", "c.py", "d.py", "e.py", "f.py"])
+    release = threading.Event()
+
+    def slow(body: dict) -> Reply:
+        release.wait(30)  # the model takes its time
+        return Reply.text(GOOD)
+
+    api.on(lambda body: body.get("tool_choice", {}).get("type") == "none", slow)
+    preparer.start_if_due(bench.conv, bench.ports, int(T * 0.86))
+    assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is False  # carry on
+    assert of_type(events, CompactFinished) == []
+    release.set()
+    # near the blocking limit (177K) the user waits for it: told so, then it is applied
+    assert preparer.at_threshold(bench.conv, bench.ports, 176_000, compactor.compact) is True
+    [done] = of_type(events, CompactFinished)
+    assert done.candidate == "prepared"
+    assert any(
+        "Waiting for the compaction prepared in the background" in getattr(e, "text", "") for e in events
+    )
+
+
+def test_context_shows_whether_a_candidate_is_ready(tmp_path: Path, api: FakeAPI) -> None:
+    bench, _ = start(tmp_path, api)
+    ready(bench)
+    line = preparer.describe(bench.conv, bench.ports)
+    assert line.startswith("Prepared compaction: a summary, ready · covers ") and "tokens" in line
+
+
+def test_a_compaction_that_leaves_the_context_at_the_next_level_starts_the_next_candidate_at_once(
+    tmp_path: Path, api: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bench, _ = start(tmp_path, api)
+    p = ready(bench)
+    p.seconds["summary"], p.growth = 1e6, 1e6  # a summary far slower than the growth: P at its floor
+    monkeypatch.setattr(preparer, "MIN_SHARE", 0.0)  # and the floor below what the compaction leaves
+    grow(bench, ["e.py", "f.py"])
+    requests = len(api.message_requests)
+    assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is True
+    assert p.kind == "summary" and p.cycle == preparer._cycle(bench.conv)  # the next cycle's, at once
+    ready(bench)
+    assert len(api.message_requests) == requests + 1 and p.ready is not None
+    assert p.stats.prepared == 2 and p.stats.applied == 1
+
+
+def test_below_the_next_level_the_next_candidate_waits_for_a_response(tmp_path: Path, api: FakeAPI) -> None:
+    bench, _ = start(tmp_path, api)
+    p = ready(bench)
+    grow(bench, ["e.py", "f.py"])
+    requests = len(api.message_requests)
+    assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is True
+    assert p.kind == "" and not p.running and len(api.message_requests) == requests
