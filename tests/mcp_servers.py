@@ -5,7 +5,7 @@
 Kinds: ``basic`` (echo, add, a structured result, an image), ``slow`` (sleeps ``--delay`` seconds before it
 serves, as ``many`` does when given ``--delay``; a tool that sleeps), ``crash`` (a tool that kills the process mid-call), ``big``
 (a 1 MB result), ``many`` (N tools, 200 by default, with realistic descriptions), ``garbage`` (writes
-lines that are not JSON-RPC to stdout, then serves as ``basic``), ``exit`` (exits at once).
+lines that are not JSON-RPC to stdout, then serves as ``basic``), ``exit`` (exits at once), ``flood`` (writes 3 MB to stderr, then serves as ``basic``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def build(kind: str, tools: int, name: str) -> Any:
 
     server = MCPServer(name)
 
-    if kind in ("basic", "garbage", "slow", "crash", "big"):
+    if kind in ("basic", "garbage", "slow", "crash", "big", "flood"):
 
         @server.tool(description="Echo the text back, prefixed with 'echo:'.")
         def echo(text: str) -> str:
@@ -147,6 +147,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.kind == "exit":
         sys.exit(2)
+    if args.kind == "flood":
+        for _ in range(3_000):
+            sys.stderr.write("x" * 1_023 + "\n")
+        sys.stderr.flush()
     if args.kind == "garbage":
         sys.stdout.write('this is not json\n{"also": "not rpc"}\n')
         sys.stdout.flush()

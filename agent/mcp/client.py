@@ -21,6 +21,7 @@ starts it again.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from core.private import make_private_dirs, open_private
 
 CONNECT_TIMEOUT = 30.0  # seconds for a server to start, initialize and list its tools (MCP_TIMEOUT)
 CALL_TIMEOUT = 600.0  # seconds for one tool call (MCP_TOOL_TIMEOUT)
+LOG_CAP = 1_000_000  # bytes of a stdio server's stderr kept in its log per connection (a flood is dropped)
 MAX_TOOLS = 2_000  # a server listing more is cut here (a flood of definitions)
 POLL = 0.05
 
@@ -293,16 +295,13 @@ class McpHub:
             env=dict(config.env) or None,
             cwd=config.cwd or str(self.cwd),
         )
-        return stdio_client(params, errlog=self._log(config.name))
+        log = self._log(config.name)
+        return _owning(log, stdio_client(params, errlog=log.writer))
 
-    def _log(self, name: str) -> Any:
-        """The server's stderr: a private file (the terminal belongs to the REPL)."""
+    def _log(self, name: str) -> _CappedLog:
+        """The server's stderr: a private file (the terminal belongs to the REPL), capped per connection."""
         make_private_dirs(self.log_dir)
-        import os
-
-        path = self.log_dir / f"{name}.log"
-        fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        return os.fdopen(fd, "w", encoding="utf-8", errors="replace")
+        return _CappedLog(self.log_dir / f"{name}.log")
 
     def _alive(self, state: ServerState) -> bool:
         return state.task is not None and not state.task.done() and state.status == "connected"
@@ -331,8 +330,47 @@ def _quiet_sdk_logs() -> None:
         logger.propagate = False
 
 
+class _CappedLog:
+    """A stdio server's stderr: the write end of a pipe handed to the server, and a thread that keeps the
+    first ``cap`` bytes of each connection in the private log file and drains the rest unread, so a server
+    that floods stderr neither fills the disk nor stalls on a full pipe. As an async context (``_owning``)
+    it closes its write end when the connection ends; the thread stops at end of file."""
+
+    def __init__(self, path: Path, cap: int = LOG_CAP) -> None:
+        read_fd, write_fd = os.pipe()
+        self.writer = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+        self.path = path
+        threading.Thread(target=self._drain, args=(read_fd, cap), name="mcp-stderr", daemon=True).start()
+
+    def _drain(self, read_fd: int, cap: int) -> None:
+        kept = 0
+        out = open_private(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            while chunk := os.read(read_fd, 65_536):
+                if kept >= cap:
+                    continue
+                piece = chunk[: cap - kept]
+                os.write(out, piece)
+                kept += len(piece)
+                if kept >= cap:
+                    os.write(
+                        out,
+                        f"\n[compact-agent: the rest of this connection's stderr is dropped past {cap:,} bytes]\n".encode(),
+                    )
+        finally:
+            os.close(read_fd)
+            os.close(out)
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.writer.close()
+
+
 class _owning:
-    """An async context that closes ``client`` after ``inner`` (the http transport borrows the client)."""
+    """An async context that closes ``client`` after ``inner`` (the http transport borrows the client; a stdio
+    server's stderr log is closed when its connection ends)."""
 
     def __init__(self, client: Any, inner: Any) -> None:
         self.client, self.inner = client, inner

@@ -192,6 +192,29 @@ def test_stdio_calls_bring_content_and_structured_content_and_failures_stay_one_
         hub.close()
 
 
+def test_a_server_flooding_stderr_keeps_working_and_its_log_stays_capped(tmp_path, ctx):
+    """3 MB on stderr: the server is still served (the pipe is drained), and its private log keeps the first
+    LOG_CAP bytes of the connection and a line saying the rest was dropped."""
+    from agent.mcp.client import LOG_CAP
+
+    hub = hub_of(tmp_path, {"flood": stdio("flood", "flood")})
+    try:
+        hub.start()
+        assert hub.wait(60)
+        assert hub.states["flood"].status == "connected", hub.states["flood"].error
+        assert hub.call("flood", "echo", {"text": "x"}, ctx.cancel)["content"][0]["text"] == "echo: x"
+    finally:
+        hub.close()
+    log = tmp_path / "logs" / "flood.log"
+    deadline = time.monotonic() + 30
+    while "dropped past" not in log.read_text(errors="replace") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    text = log.read_text(errors="replace")
+    assert text.startswith("x" * 1_023 + "\n") and "dropped past" in text
+    assert LOG_CAP <= log.stat().st_size < LOG_CAP + 200
+    assert log.stat().st_mode & 0o777 == 0o600
+
+
 def test_ctrl_c_cancels_the_call_and_the_server_stays(tmp_path, ctx):
     hub = hub_of(tmp_path, {"basic": stdio("basic", "basic")})
     try:
