@@ -338,12 +338,14 @@ def test_context_editing_setting_reaches_the_request_and_applied_edits_are_recor
     [request] = api.message_requests
     assert request.body["context_management"] == {
         "edits": [
+            # the default model thinks unasked (the 5.5 family), so older turns' thinking is cleared too
+            {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}},
             {
                 "type": CLEAR_TOOL_USES,
                 "trigger": {"type": "input_tokens", "value": 30000},
                 "keep": {"type": "tool_uses", "value": 2},
                 "clear_at_least": {"type": "input_tokens", "value": 5000},
-            }
+            },
         ]
     }
     assert BETA in request.headers.get("anthropic-beta", "").split(",")
