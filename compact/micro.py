@@ -17,6 +17,7 @@ marker for them, gap or not, so the new cache prefix stays stable.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -27,7 +28,15 @@ from core.messages import Block, Message
 from core.tokens import block_tokens, estimate_text
 
 CLEARED = "[Old tool result content cleared]"
-_CLEARED_TOKENS = estimate_text(CLEARED)
+
+
+@functools.cache
+def _cleared_tokens() -> int:
+    """The marker's size, counted on first use: the tokenizer loads in ~0.2 s (~1 s while the SDK is being
+    imported in the background), which the REPL must not pay before drawing its prompt."""
+    return estimate_text(CLEARED)
+
+
 COMPACTABLE = frozenset({"Read", "Bash", "Grep", "Glob", "Edit", "Write", "WebFetch", "WebSearch"})
 # at a compaction, the recent results its kept tail keeps may take this share of T (in_tail)
 TAIL_RESULTS_SHARE = 0.10
@@ -115,7 +124,7 @@ def stale_results(
     if budget is not None and keep > 1:
         used, n = 0, 0
         for i in reversed(ids[len(ids) - keep :]):
-            size = _CLEARED_TOKENS if i in state.cleared else sizes[i]
+            size = _cleared_tokens() if i in state.cleared else sizes[i]
             if n and used + size > budget:
                 break
             used, n = used + size, n + 1
@@ -135,7 +144,7 @@ def size_after(messages: list[Message], cleared: Iterable[str]) -> int:
     """The messages' tokens once the results of these calls are cleared (what the view will count)."""
     gone = set(cleared)
     return sum(
-        _CLEARED_TOKENS * len(m.tool_results)
+        _cleared_tokens() * len(m.tool_results)
         if m.tool_results and all(b.get("tool_use_id") in gone for b in m.tool_results)
         else m.tokens
         for m in messages
