@@ -34,6 +34,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from compact.notes_template import TEMPLATE
 from core.messages import Message
 from core.tokens import estimate_text
 
@@ -113,8 +114,10 @@ def validate(
     required: Iterable[str] = (),
     user_texts: Iterable[str] = (),
     replaced_tokens: int | None = None,
+    template: str = "",
 ) -> str | None:
-    """The reason the candidate must not be used, or None when it may replace what it covers."""
+    """The reason the candidate must not be used, or None when it may replace what it covers
+    (``template``: the user's own notes template, whose guide lines are not the user's words either)."""
     text = candidate.summary.strip()
     if not text:
         return "empty"
@@ -124,7 +127,7 @@ def validate(
     missing = [s for s in required if not _has_section(text, s)]
     if missing:
         return f"missing sections: {', '.join(missing)}"
-    invented = invented_user_words(text, user_texts)
+    invented = invented_user_words(text, user_texts, template)
     if invented:
         return f"presents as the user's words what the user did not write: “{_short(invented[0])}”"
     size = estimate_text(text)
@@ -200,18 +203,20 @@ REMOVED = (
 )
 
 
-def invented_user_words(text: str, user_texts: Iterable[str]) -> list[str]:
+def invented_user_words(text: str, user_texts: Iterable[str], template: str = "") -> list[str]:
     """The passages of ``text`` that present as the user's words what none of the user's messages says.
 
     Presented as the user's: a quotation in a user-messages section or in a sentence that attributes
     it to the user; every line of a user-messages section, quoted or not; any sentence that attributes
     something to the user ("the user approved deleting …"). A quotation must appear in one message
     word for word (spacing and case aside); unquoted text must have most of its content words in the
-    user's messages (MIN_OWN), so a paraphrase stands and an invention does not."""
+    user's messages (MIN_OWN), so a paraphrase stands and an invention does not. The notes template's
+    guide lines (ours, and ``template``, the user's own) stand in every notes file and are nobody's
+    words: "_What the user asked for, in their terms…_" is not the user asking for anything."""
     said = [_squash(t) for t in user_texts]
     vocabulary = {w for s in said for w in _words(s)}
     out: list[str] = []
-    for passage, in_user_section in _attributed(text):
+    for passage, in_user_section in _attributed(text, _guide_lines(template)):
         quotes = _QUOTE.findall(passage)
         if quotes:
             bad = any((q := _squash(x).rstrip(".…")) and not any(q in s for s in said) for x in quotes)
@@ -229,11 +234,25 @@ def _words(s: str) -> list[str]:
     return [_stem(w.strip(".-/").lower()) for w in _WORD.findall(s) if w.strip(".-/")]
 
 
-def _attributed(text: str) -> list[tuple[str, bool]]:
-    """(passage, in a user-messages section) for every passage that speaks for the user."""
+# the guide lines of our notes template (under each "# Section" header)
+_GUIDES = frozenset(
+    line.strip() for line in TEMPLATE.splitlines() if line.strip() and not line.startswith("#")
+)
+
+
+def _guide_lines(template: str) -> frozenset[str]:
+    own = {line.strip() for line in template.splitlines() if line.strip() and not line.startswith("#")}
+    return _GUIDES | own if own else _GUIDES
+
+
+def _attributed(text: str, guides: frozenset[str] = _GUIDES) -> list[tuple[str, bool]]:
+    """(passage, in a user-messages section) for every passage that speaks for the user; a template's
+    guide line (``guides``, exactly as the template has it) speaks for no one."""
     out: list[tuple[str, bool]] = []
     section = ""
     for line in text.splitlines():
+        if line.strip() in guides:
+            continue
         if _is_heading(line):
             section = next((s for s in USER_SECTIONS if _norm(line).startswith(_norm(s))), "")
             continue
@@ -250,9 +269,9 @@ def _attributed(text: str) -> list[tuple[str, bool]]:
     return out
 
 
-def scrub(text: str, user_texts: Iterable[str]) -> tuple[str, list[str]]:
+def scrub(text: str, user_texts: Iterable[str], template: str = "") -> tuple[str, list[str]]:
     """``text`` without the passages that invent the user's words (each replaced by REMOVED)."""
-    found = invented_user_words(text, list(user_texts))
+    found = invented_user_words(text, list(user_texts), template)
     for passage in found:
         text = text.replace(passage, REMOVED, 1)
     return text, found

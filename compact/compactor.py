@@ -49,7 +49,7 @@ from compact import (
     summary,
 )
 from compact.conversation import Conversation, LastCompaction, Ports, Trigger
-from compact.notes import save_version
+from compact.notes import save_version, template_for
 from compact.result import Compaction
 from compact.state import microcompact_record, notes_record, thinking_record
 from core.errors import CompactionError, Interrupted, describe
@@ -273,7 +273,7 @@ def finish(
     """
     shown = shown or trigger
     old = list(conv.messages)
-    compaction = _checked(conv, compaction, old)
+    compaction = _checked(conv, ports, compaction, old)
     kept = [m.replace(usage=None) if m.usage is not None else m for m in compaction.kept]  # stale now
     server = compaction.stand_in is not None
     # the server's summary keeps the kept turns' thinking valid as long as they stay as they were sent:
@@ -349,12 +349,14 @@ def finish(
     return True
 
 
-def _checked(conv: Conversation, compaction: Compaction, old: list[Message]) -> Compaction:
+def _checked(conv: Conversation, ports: Ports, compaction: Compaction, old: list[Message]) -> Compaction:
     """The compaction with every passage that invents the user's words taken out (compact.candidate:
     the same check for a prepared or a foreground one, a summary or the notes; the user's words are the
     prompts they typed, never an earlier summary)."""
     said = ledger.derive(old, str(conv.tools.project_dir)).prompts
-    text, removed = candidate.scrub(compaction.summary, said)
+    text, removed = candidate.scrub(
+        compaction.summary, said, template_for(ports)
+    )  # its guide lines: nobody's words
     return dataclasses.replace(compaction, summary=text) if removed else compaction
 
 

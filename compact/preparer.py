@@ -473,7 +473,8 @@ def _from_notes(conv: Conversation, ports: Ports, p: Preparer) -> Compaction | N
         replaced = sum(m.tokens for m in conv.messages[:kept_from])
         live = list(conv.messages)
     c = Candidate("session-memory", made.summary, (), 0, replaced)
-    reason = validate(c, required=required, user_texts=ledger.derive(live, "").prompts)
+    said = ledger.derive(live, "").prompts
+    reason = validate(c, required=required, user_texts=said, template=template_for(ports))
     if reason:
         _reject(p, reason)
         return None

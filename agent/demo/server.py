@@ -27,6 +27,10 @@ block's text or signature was altered, when a redacted block's data is not one i
 thinking of the assistant turn a tool loop continues was dropped, when the budget is below 1024 or not
 below max_tokens, or when it comes with a forced tool_choice or a temperature other than 1.
 
+Server-side context editing (``context_management``: clearing old tool results or thinking) is applied
+as agent.demo.editing plays it: the server counts, bills and checks the window on the body as cleared,
+reports ``context_management.applied_edits``, and reads the history as sent for the prefix check.
+
 Model families (``profile=``): ``"4.x"`` plays the rules above; ``"2026"`` plays the 5.5 family — the
 settings it refuses, thinking on by default with a signed thinking block on every reply, the text written
 before tool calls inside thinking blocks, the ``display`` rule, and ``capabilities`` in the Models API.
@@ -51,6 +55,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from agent.demo import editing
 from agent.demo.binding import Binding
 
 # --------------------------------------------------------------------------------------------------
@@ -199,6 +204,10 @@ class Request:
     status: int | None = None  # status of the answer given
     # thinking blocks the prefix check left out of this request (agent.demo.binding), as the API lists them
     input_transformations: list[dict] = field(default_factory=list)
+    # server-side context editing (agent.demo.editing): the body the model reads, counted and billed
+    # (None: the body as sent), and the edits applied (None: the request asked for none)
+    effective: Any = None
+    applied_edits: list[dict] | None = None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1169,7 +1178,17 @@ class ScriptedAPI:
             self._violation(request, checked.refusal)
             return error_answer(400, "invalid_request_error", checked.refusal)
         request.input_transformations = checked.transformations
-        tokens = estimate_tokens(body, self.tokenizer)
+        if (
+            isinstance(body, dict)
+            and isinstance(body.get("context_management"), dict)
+            and "compaction" not in body
+        ):
+            # what the model reads, counts and is billed: the history as cleared; the prefix check above
+            # read it as sent (clearing is no edit of it)
+            request.effective, request.applied_edits = editing.apply(
+                body, lambda b: estimate_tokens(b, self.tokenizer)
+            )
+        tokens = estimate_tokens(request.effective or body, self.tokenizer)
         if self.context_window is not None and tokens > self.context_window:
             return PromptTooLong(tokens, self.context_window)
         if isinstance(body, dict) and "compaction" in body:
@@ -1207,10 +1226,12 @@ class ScriptedAPI:
         if not isinstance(step, Reply):
             raise TypeError(f"not a script step: {step!r}")
         with self._lock:
-            message = self._message(step, body)
-            message.update(self.binding.issue(body, message["content"], message["id"]))
+            message = self._message(step, request.effective or body)  # counted as the model read it
+            message.update(self.binding.issue(body, message["content"], message["id"]))  # bound as sent
             if request.input_transformations:
                 message["input_transformations"] = request.input_transformations
+            if request.applied_edits is not None and "context_management" not in message:
+                message["context_management"] = {"applied_edits": request.applied_edits}
         if not body.get("stream"):
             return Answer(200, hang_up=step.drop_after is not None, payload=message)
         return Answer(

@@ -11,7 +11,7 @@ import anthropic
 import pytest
 
 from agent.demo.binding import BINDING_BETA, mismatch_text
-from tests.fakeapi import FakeAPI, Reply, thinking_block, tool_use_block
+from tests.fakeapi import FakeAPI, Reply, estimate_tokens, thinking_block, tool_use_block
 
 MODEL = "claude-sonnet-5-5"
 SYSTEM = [{"type": "text", "text": "You are a coding agent."}]
@@ -307,3 +307,98 @@ def test_system_messages_are_known_to_the_validator(api):
     assert "role" in refused(old, [user("hi"), {"role": "system", "content": "x"}])
     api.violations.clear()
     assert json.dumps(api.binding.refused) == "[]"
+
+
+# --- server-side context editing: counted and billed as cleared, no edit of the history ---------------------
+
+EDITING_BETA = "context-management-2025-06-27"
+BIG = "x = 1\n" * 2_000  # ~3,000 tokens a result
+
+
+def reads(api: FakeAPI, n: int) -> Chat:
+    """A tool loop of ``n`` reads, each reply thinking, each result large."""
+    chat = Chat(api)
+    chat.messages.append(user("read them all"))
+    for i in range(n):
+        api.add(tool_reply(f"read number {i}", f"toolu_{i}"))
+        answer = chat.send()
+        chat.messages.append(
+            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in answer.content]}
+        )
+        chat.messages.append(result(f"toolu_{i}", BIG))
+    return chat
+
+
+def clearing(keep: int = 2, trigger: int = 5_000, at_least: int = 0) -> dict:
+    edit: dict[str, Any] = {
+        "type": "clear_tool_uses_20250919",
+        "trigger": {"type": "input_tokens", "value": trigger},
+        "keep": {"type": "tool_uses", "value": keep},
+    }
+    if at_least:
+        edit["clear_at_least"] = {"type": "input_tokens", "value": at_least}
+    return {"edits": [edit]}
+
+
+def test_clear_tool_uses_is_counted_and_billed_as_cleared_and_is_no_edit(api):
+    chat = reads(api, 6)
+    whole = estimate_tokens(api.requests[-1].body) + 3_000  # about what the next request holds
+    api.add(tool_reply("one more", "toolu_6"))
+    answer = chat.send(betas=[EDITING_BETA], context_management=clearing(keep=2))
+    body = api.requests[-1].body
+    applied = answer.context_management.applied_edits
+    assert [(e.type, e.cleared_tool_uses) for e in applied] == [("clear_tool_uses_20250919", 4)]
+    read = answer.usage.input_tokens + answer.usage.cache_read_input_tokens
+    read += answer.usage.cache_creation_input_tokens
+    assert read == estimate_tokens(body) - applied[0].cleared_input_tokens  # billed as the model read it
+    assert applied[0].cleared_input_tokens > 4 * 2_500 and read < whole / 2
+    cleared = [
+        b for m in api.requests[-1].effective["messages"] for b in m["content"] if b["type"] == "tool_result"
+    ]
+    assert [b["content"] == BIG for b in cleared] == [False] * 4 + [True] * 2  # the oldest went
+    assert all(
+        b["content"] == BIG for m in body["messages"] for b in m["content"] if b["type"] == "tool_result"
+    )
+    # the history as sent is what thinking is bound to: sent again whole with more appended, it passes
+    chat.messages.append(
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in answer.content]}
+    )
+    chat.messages.append(result("toolu_6", BIG))
+    api.reply_text("done")
+    chat.send(betas=[EDITING_BETA], context_management=clearing(keep=2))
+    assert api.binding.refused == [] and api.binding.fallbacks == []
+    # clearing those results in the history itself is an edit: refused
+    edited = [
+        {
+            **m,
+            "content": [{**b, "content": "gone"} if b["type"] == "tool_result" else b for b in m["content"]],
+        }
+        if i == 2
+        else m
+        for i, m in enumerate(chat.messages)
+    ]
+    assert "bound to a different conversation" in refused(chat, edited)
+    api.violations.clear()
+    api.check()
+
+
+def test_clearing_waits_for_its_trigger_and_its_least_worth():
+    with FakeAPI(binding="error", context_window=12_000) as api:
+        chat = reads(api, 3)
+        api.add(tool_reply("more", "toolu_3"))
+        high = chat.send(betas=[EDITING_BETA], context_management=clearing(trigger=500_000))
+        assert high.context_management.applied_edits == []  # under the trigger: nothing cleared
+        api.add(tool_reply("more", "toolu_4"))
+        worth = chat.send(betas=[EDITING_BETA], context_management=clearing(keep=1, at_least=50_000))
+        assert worth.context_management.applied_edits == []  # too little to be worth a cache write
+        chat.messages += [
+            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in worth.content]},
+            result("toolu_4", BIG),
+            user("and the rest"),
+        ]
+        assert estimate_tokens({"messages": chat.messages}) > 12_000
+        api.reply_text("fine")  # over the window as sent, under it as cleared: answered
+        cleared = chat.send(betas=[EDITING_BETA], context_management=clearing(keep=1))
+        assert cleared.context_management.applied_edits[0].cleared_tool_uses == 3
+        assert api.binding.refused == []
+        api.check()
