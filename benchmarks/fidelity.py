@@ -15,7 +15,7 @@ After each compaction the next main request is searched (system, texts, tool inp
   constraints      every rule the user set in a prompt so far, verbatim
   todo             every item of the last TodoWrite list (n/a when the agent has no TodoWrite tool)
 
-Run: .venv/bin/python benchmarks/fidelity.py [--scenario NAME] [--mode MODE]. Prints per path and item
+Run: .venv/bin/python benchmarks/fidelity.py [--scenario NAME] [--mode MODE] [--profile 2026|4.x]. Prints per path and item
 the share of items kept over all compactions, and the totals. Deterministic; about half a minute.
 """
 
@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scripted  # noqa: E402
+import thinking  # noqa: E402
 
 from tests.fakeapi import request_text  # noqa: E402
 
@@ -77,6 +78,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", choices=[s.name for s in scripted.SCENARIOS])
     parser.add_argument("--mode", choices=list(scripted.MODES))
+    thinking.add_argument(parser)
     args = parser.parse_args()
     scenarios = [s for s in scripted.SCENARIOS if args.scenario in (None, s.name)]
     modes = [m for m in scripted.MODES if args.mode in (None, m)]
@@ -84,13 +86,14 @@ def main() -> int:
     counts: dict[str, int] = {}
     how: dict[str, list[str]] = {}
     problems: list[str] = []
-    refused = fallbacks = misses = 0
+    misses = 0
+    tallies: dict[str, thinking.Tally] = {}
     for mode in modes:
         row = table.setdefault(mode, {item: [0, 0] for item in ITEMS})
         for scenario in scenarios:
-            result = scripted.run(scenario, mode, short_turns=mode == "collapse")
+            result = scripted.run(scenario, mode, short_turns=mode == "collapse", profile=args.profile)
             problems += [f"{scenario.name}/{mode}: {e}" for e in result.errors]
-            refused, fallbacks = refused + result.refused, fallbacks + result.fallbacks
+            tallies.setdefault(mode, thinking.Tally(args.profile)).add(result.thinking)
             misses += len(result.misses)
             counts[mode] = counts.get(mode, 0) + len(result.checkpoints)
             how.setdefault(mode, []).extend(result.methods)
@@ -128,10 +131,11 @@ def main() -> int:
     )
     for mode, used in how.items():
         print(f"{mode}: " + ", ".join(f"{used.count(m)} {m}" for m in sorted(set(used))))
-    print(
-        f"preserved thinking: {refused} refused requests, {fallbacks} drop_block fallbacks; "
-        f"prompt-cache misses between compaction points: {misses}"
-    )
+    overall = thinking.Tally(args.profile)
+    for mode, tally in tallies.items():
+        print(tally.line(mode))
+        overall.add(tally)
+    print(overall.line("all paths") + f"; prompt-cache misses between compaction points: {misses}")
     for problem in problems:
         print(f"problem: {problem}")
     return 1 if problems else 0

@@ -28,6 +28,9 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import thinking  # noqa: E402
 
 from agent.frontend import commands  # noqa: E402
 from agent.runtime.loop import run_turn  # noqa: E402
@@ -535,6 +538,7 @@ class Run:
     refused: int = 0
     fallbacks: int = 0
     misses: list[dict[str, Any]] = field(default_factory=list)
+    thinking: thinking.Tally = field(default_factory=thinking.Tally)  # refused, fallbacks, thinking dropped
 
 
 def split(turns: list[Turn], size: int = 2) -> list[Turn]:
@@ -574,12 +578,20 @@ def run(
     ptl_at: int | None = None,
     api_kw: dict[str, Any] | None = None,
     short_turns: bool = False,
-    model: str = MODEL,
+    model: str | None = None,
+    profile: str | None = None,
 ) -> Run:
     """Play ``scenario`` under ``mode`` (a MODES key) plus ``settings``; see the module docstring.
 
     ``short_turns``: each turn is cut into turns of two replies (the rest prompted by "Continue."), so
-    context collapse, which only takes whole old turns, has turns to take."""
+    context collapse, which only takes whole old turns, has turns to take.
+
+    ``profile``: the model family the fake plays (benchmarks/thinking.py); the agent runs on that
+    family's model unless ``model`` names one. Neither given: the fake's default profile, on MODEL."""
+    if profile is not None:
+        api_kw = {**thinking.fake(profile), **(api_kw or {})}
+        model = model or thinking.model(profile)
+    model = model or MODEL
     options = {**MODES.get(mode, {}), **(settings or {})}
     if mode == "reactive" and ptl_at is None:
         ptl_at = PTL_AT
@@ -637,6 +649,8 @@ def run(
             for m in misses
         ]
         mains = [tokens for kind, _, tokens in api.billed if kind == "main"]
+        tally = thinking.Tally(api.profile.name)
+        tally.session(api, tmp / "home", session.conv)
         return Run(
             scenario.name,
             mode,
@@ -649,6 +663,7 @@ def run(
             len(api.binding.refused),
             len(api.binding.fallbacks),
             misses,
+            tally,
         )
 
 

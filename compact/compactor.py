@@ -306,7 +306,11 @@ def finish(
     restored = restore.plan_restore(conv, ports, visible, old, room=room)
     hook_msgs, start_lines = _session_start(ports)
     added = [state.message, *restored.messages, *hook_msgs]
-    if server:  # after the kept turns, as system messages: nothing may stand between the block and them
+    if server and kept and kept[-1].role == "user":
+        # after the kept turns, as system messages: nothing may stand between the block and them. A
+        # system message may only follow a user message, so when the kept turns end with the model's
+        # answer (a compaction between turns: /compact) or nothing was kept, they stay user messages:
+        # appended all the same, and merged with the next prompt into one user turn
         added = [_as_system(m) for m in added]
 
     _commit(conv, ports, trigger, pre_tokens, old, compaction, summary_msg, kept, added)

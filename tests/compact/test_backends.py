@@ -131,6 +131,29 @@ def test_the_server_summary_replaces_exactly_what_was_sent_and_keeps_the_thinkin
     assert sent[2]["role"] == "user" and all(m["role"] == "system" for m in sent[3:])
 
 
+def test_a_server_summary_between_turns_keeps_its_attachments_where_the_next_request_accepts_them(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    # /compact after a turn ended: the kept turn is the model's closing answer, and a system message
+    # may only follow a user message (benchmarks/fidelity.py's /compact path was refused every time)
+    bench = thinking_bench(tmp_path, api)
+    bench.add(user_prompt("Read the modules. Never touch secrets/."))
+    read_step(bench, api, "a.py")
+    read_step(bench, api, "b.py")
+    step(bench, Reply.text("Both read.", thinking="done reading"), api)
+
+    assert compactor.compact(bench.conv, bench.ports, "manual") is True
+
+    assert of_type(bench.events, CompactFinished)[0].method == "server-summary"
+    live = bench.messages
+    assert is_compaction(live[0]) and live[-1].role != "system"
+    bench.add(user_prompt("Now fix the parser."))
+    step(bench, Reply.text("Fixed.", thinking="fix"), api)  # accepted: the api fixture checks
+    sent = sent_messages(api)
+    assert sent[0]["content"][0]["type"] == "compaction" and "Never touch secrets/." in str(sent)
+    assert bench.conv.view_ctx.thinking.kept_at_compaction >= 1
+
+
 @pytest.mark.parametrize("failure", [*ERROR_CODES, None])
 def test_every_failure_of_the_server_summary_ends_in_a_local_compaction(
     tmp_path: Path, api: FakeAPI, failure: str | None
