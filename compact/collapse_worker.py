@@ -14,10 +14,9 @@ after 3 failures in a row the worker is no longer started.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from compact import ledger
 from compact.collapse import (
@@ -34,6 +33,7 @@ from compact.snip import is_typed_prompt, tag_prompts
 from compact.state import collapse_record
 from compact.tokens import Calibration, count_tokens
 from compact.view import ViewContext
+from compact.worker import Worker
 from core.errors import CollapseError, Interrupted, describe
 from core.messages import Message, meta, new_uuid, to_api
 from core.model import Request, deadline
@@ -111,19 +111,19 @@ class Staged:
 
 
 @dataclass(eq=False)
-class Collapser:
-    """Per-session state: staged summaries, the worker thread, and the usage corrections of commits."""
+class Collapser(Worker):
+    """Per-session state: staged summaries and the usage corrections of commits; its thread (one run of
+    span summaries at a time), ``lock`` and the failure said once are compact.worker's."""
+
+    thread_name: ClassVar[str] = "context-collapse"
 
     conv: Conversation = field(repr=False)
     ports: Ports = field(repr=False)
     staged: list[Staged] = field(default_factory=list)
-    thread: threading.Thread | None = None
     failures: int = 0
-    reported: bool = False
     wait_seconds: float = WAIT_SECONDS
     # uuid of a response -> tokens its usage overstates, because spans were committed after it
     savings: dict[str, int] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
     _copies: dict[str, tuple[Message, int, Message]] = field(default_factory=dict)
 
     # -- the stage ---------------------------------------------------------------------------------
@@ -149,10 +149,6 @@ class Collapser:
         return count_tokens(self._corrected(raw), cal)
 
     # -- staging -----------------------------------------------------------------------------------
-    @property
-    def busy(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
-
     def kick(self, view: list[Message], tokens: int, target: int, cal: Calibration | None = None) -> bool:
         """Start the worker on the oldest spans not yet staged, enough to reach ``target``; True if started."""
         if self.busy or self.failures >= MAX_FAILURES:
@@ -175,11 +171,7 @@ class Collapser:
                 break
         if not chosen:
             return False
-        self.thread = threading.Thread(
-            target=self._work, args=(chosen, list(view)), name="context-collapse", daemon=True
-        )
-        self.thread.start()
-        return True
+        return self.start(self._work, chosen, list(view))
 
     def _work(self, spans: list[list[Message]], view: list[Message] | None = None) -> None:
         for span in spans:
@@ -194,25 +186,11 @@ class Collapser:
                 self.staged.append(Staged([m.uuid for m in span], text))
 
     def _report(self, e: BaseException) -> None:
-        if self.reported:
-            return
-        self.reported = True
-        reason = describe(e)
-        try:
-            self.ports.notice(
-                f"Context collapse could not summarise an old part of the conversation: "
-                f"{reason.rstrip('.')}. Later failures are not reported.",
-                "warning",
-            )
-        except Exception:  # noqa: BLE001 - a broken renderer must not kill the worker thread
-            pass
-
-    def join(self, timeout: float | None = None) -> bool:
-        """Wait for the worker; True when it is not running any more."""
-        thread = self.thread
-        if thread is not None:
-            thread.join(timeout)
-        return not self.busy
+        self.report_once(
+            self.ports.notice,
+            f"Context collapse could not summarise an old part of the conversation: "
+            f"{describe(e).rstrip('.')}. Later failures are not reported.",
+        )
 
     # -- committing --------------------------------------------------------------------------------
     def _commit(

@@ -14,8 +14,8 @@ Conversation — the state of one conversation as compaction sees it:
   lock, cancel one lock for the list and the transcript; the turn's Ctrl-C
   counters     compacting, breaker (compact.breaker), reactive_compacted, current_prompt_uuid
   workers      the background workers by name ("notes", "collapse", "prepare"), each owned and typed by
-               its own module (compact.notes_updater, compact.collapse_worker, compact.preparer); the
-               conversation only holds them
+               its own module (compact.notes_updater, compact.collapse_worker, compact.preparer) on the
+               one base, compact.worker; the conversation only holds them
   view_ctx     the view's context and caches (compact.view)
 
 Ports — what compaction needs from the floors above it:

@@ -21,12 +21,10 @@ are reported once per session as a warning and never raised.
 
 from __future__ import annotations
 
-import atexit
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from compact import context_editing, coverage
 from compact.conversation import Conversation, Ports
@@ -34,6 +32,8 @@ from compact.notes import ensure_notes, headers, oversized_sections, save_versio
 from compact.notes_template import section_tokens, update_instruction
 from compact.state import notes_record
 from compact.tokens import count_tokens
+from compact.worker import QueuedWorker
+from compact.worker import wait_at_exit as _wait_at_exit
 from core.errors import Interrupted, describe
 from core.messages import Message, meta, to_api
 from core.model import deadline
@@ -112,20 +112,15 @@ class _Job:
 
 
 @dataclass
-class NotesWorker:
-    """Per-session state: the trigger, the update running and the one waiting, whether a failure was said."""
+class NotesWorker(QueuedWorker[_Job]):
+    """Per-session state: the trigger and the update timeout; the update running, the one waiting and
+    whether a failure was said are compact.worker's (one update at a time, the newest waits)."""
+
+    thread_name: ClassVar[str] = "session-memory"
+    exit_wait: ClassVar[float] = EXIT_WAIT
 
     trigger: Trigger = field(default_factory=Trigger)
-    thread: threading.Thread | None = None
-    running: bool = False
-    pending: _Job | None = None
-    reported: bool = False
     timeout: float = UPDATE_TIMEOUT
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def busy(self) -> bool:
-        return self.running
 
 
 def worker(conv: Conversation) -> NotesWorker:
@@ -185,65 +180,35 @@ def update_in_background(
 
 
 def _enqueue(conv: Conversation, ports: Ports, w: NotesWorker, job: _Job) -> None:
-    with w.lock:
-        if w.running:
-            # the newer snapshot covers more; an older safe marker stays true for it
-            older = w.pending.marker if w.pending else None
-            callback = job.on_done or (w.pending.on_done if w.pending else None)
-            w.pending = _Job(job.view, job.marker if job.marker or not older else older, callback)
-            return
-        w.running = True
-        w.thread = threading.Thread(
-            target=_work, args=(conv, ports, w, job), name="session-memory", daemon=True
-        )
-    _started(w.thread)
-
-
-def _work(conv: Conversation, ports: Ports, w: NotesWorker, job: _Job | None) -> None:
-    while job is not None:
+    def run(job: _Job) -> None:
         ok = _run(conv, ports, job, w.timeout)  # never raises
         if job.on_done:
             job.on_done(ok)
-        with w.lock:
-            job, w.pending = w.pending, None
-            w.running = job is not None
+
+    w.submit(job, run, _merged)
 
 
-_in_flight: list[threading.Thread] = []
-_exit_wait_registered = False
-_exit_lock = threading.Lock()
-
-
-def _started(thread: threading.Thread) -> None:
-    """Start an update thread; the first one registers the wait at process exit.
-
-    A print-mode run ends right after its last reply, which is just when an update starts; without
-    this wait the update, and the "summarized up to here" it would record, would be lost.
-    """
-    global _exit_wait_registered
-    with _exit_lock:
-        if not _exit_wait_registered:
-            atexit.register(wait_at_exit)
-            _exit_wait_registered = True
-        _in_flight[:] = [t for t in _in_flight if t.is_alive()] + [thread]
-    thread.start()
+def _merged(waiting: _Job | None, job: _Job) -> _Job:
+    """The update that waits when ``job`` falls due while one runs: the newer snapshot covers more; an
+    older safe marker stays true for it."""
+    older = waiting.marker if waiting else None
+    callback = job.on_done or (waiting.on_done if waiting else None)
+    return _Job(job.view, job.marker if job.marker or not older else older, callback)
 
 
 def wait_at_exit() -> None:
-    """Wait (up to EXIT_WAIT in all) for the updates still in flight: what the process does at exit."""
-    deadline = time.monotonic() + EXIT_WAIT
-    for thread in list(_in_flight):
-        thread.join(max(0.0, deadline - time.monotonic()))
+    """Wait (up to EXIT_WAIT in all) for the updates still in flight: what the process does at exit.
+
+    A print-mode run ends right after its last reply, which is just when an update starts; without
+    this wait the update, and the "summarized up to here" it would record, would be lost (the workers
+    register it at their first update: NotesWorker.exit_wait)."""
+    _wait_at_exit(EXIT_WAIT)
 
 
 def wait_for_update(conv: Conversation, timeout: float) -> bool:
     """Wait up to ``timeout`` seconds for an update in flight; True when none is running any more."""
     w = conv.workers.get("notes")
-    thread = w.thread if isinstance(w, NotesWorker) else None
-    if thread is None:
-        return True
-    thread.join(timeout)
-    return not thread.is_alive()
+    return w.join(timeout) if isinstance(w, NotesWorker) else True
 
 
 def update_notes(conv: Conversation, ports: Ports, timeout: float | None = None) -> bool:
@@ -427,14 +392,7 @@ def _write_back(path: Path, text: str) -> None:
 
 def _report(conv: Conversation, ports: Ports, problem: str) -> None:
     """Say once per session that the notes could not be updated."""
-    w = worker(conv)
-    if w.reported:
-        return
-    w.reported = True
-    try:
-        ports.notice(
-            f"Session notes were not updated: {problem.rstrip('.')}. Later failures are not reported.",
-            "warning",
-        )
-    except Exception:  # noqa: BLE001 - a broken renderer must not kill the worker thread
-        pass
+    worker(conv).report_once(
+        ports.notice,
+        f"Session notes were not updated: {problem.rstrip('.')}. Later failures are not reported.",
+    )

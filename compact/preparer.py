@@ -29,10 +29,9 @@ wasted ones (benchmarks/stall.py prints them).
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from compact import (
     backend,
@@ -48,6 +47,7 @@ from compact.candidate import REQUIRED_SUMMARY_SECTIONS, Candidate, fingerprint,
 from compact.conversation import Conversation, Ports
 from compact.notes import headers, section_name, template_for
 from compact.result import Compaction
+from compact.worker import Worker, failure
 from core.events import Notice
 from core.messages import Message
 
@@ -81,13 +81,15 @@ class Stats:
 
 
 @dataclass
-class Preparer:
-    """Per-session state: the cycle's candidate, measurements that place P, and the counts."""
+class Preparer(Worker):
+    """Per-session state: the cycle's candidate, measurements that place P, and the counts. Its thread
+    (compact.worker) runs a summary or the server's summary; a notes candidate runs on the notes' own."""
+
+    thread_name: ClassVar[str] = "compaction-candidate"
 
     clock: Callable[[], float] = time.monotonic
     cycle: int = -1  # id of conv.last_compaction when this cycle's candidate was started
     kind: str = ""  # "notes" | "summary" | "server" for the cycle's candidate
-    thread: threading.Thread | None = None
     started_at: float = 0.0
     ready: Candidate | None = None
     failed: str = ""  # why the cycle's candidate failed ("" when it did not)
@@ -97,7 +99,6 @@ class Preparer:
     step_seconds: float = 0.0  # seconds between responses (smoothed)
     last: tuple[float, int] | None = None
     step: int = 0  # the last response's growth in tokens
-    cancel: threading.Event = field(default_factory=threading.Event)
     notes_done: bool = False  # this cycle's notes update has finished (its edits and marker are in)
     # after a compaction applied while the next summary was in flight: (what that compaction added —
     # its summary and attachments —, what it dropped); the next one saw all it dropped, so it may
@@ -110,14 +111,6 @@ class Preparer:
     # its request and their lines are shown with the compaction (None: they have not run this cycle)
     hook_lines: list[str] | None = None
     custom: list[str] = field(default_factory=list)  # the instructions they and CLAUDE.md gave
-
-    @property
-    def running(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
-
-    @property
-    def busy(self) -> bool:
-        return self.running
 
 
 def _preparer(conv: Conversation) -> Preparer:
@@ -222,25 +215,19 @@ def _start_server(conv: Conversation, ports: Ports, p: Preparer, plan: backend.S
     summarize what was sent, keep working, replace exactly that when it returns)."""
     p.kind = "server"
     p.stats.prepared += 1
-    p.cancel = threading.Event()
-    args = (conv, ports, p, plan.sent, server_summary.instructions(p.custom))
-    p.thread = threading.Thread(target=_serve, args=args, name="compaction-candidate", daemon=True)
-    p.thread.start()
+    p.start(
+        _serve, conv, ports, p, plan.sent, server_summary.instructions(p.custom), timeout=CANDIDATE_TIMEOUT
+    )
 
 
 def _serve(
     conv: Conversation, ports: Ports, p: Preparer, sent: list[Message], instructions: str | None
 ) -> None:
-    timer = threading.Timer(CANDIDATE_TIMEOUT, p.cancel.set)
-    timer.daemon = True
-    timer.start()
     try:
         p.server_ready = server_summary.summarize(conv, ports, sent, [], instructions, cancel=p.cancel)
         p.seconds["server"] = p.clock() - p.started_at
     except Exception as e:  # noqa: BLE001 - a failed candidate costs this cycle's preparation, nothing else
-        p.failed = str(e).strip() or type(e).__name__
-    finally:
-        timer.cancel()
+        p.failed = failure(e)
 
 
 def _measure(p: Preparer, tokens: int) -> None:
@@ -288,10 +275,7 @@ def _start_summary(conv: Conversation, ports: Ports, p: Preparer, custom: list[s
     replaced = sum(m.tokens for m in seen_messages[:covers])
     p.kind, p.started_at = "summary", p.clock()
     p.stats.prepared += 1
-    p.cancel = threading.Event()
-    args = (ports, p, request_messages, custom, seen, covers, replaced)
-    p.thread = threading.Thread(target=_summarize, args=args, name="compaction-candidate", daemon=True)
-    p.thread.start()
+    p.start(_summarize, ports, p, request_messages, custom, seen, covers, replaced, timeout=CANDIDATE_TIMEOUT)
 
 
 def _summarize(
@@ -303,9 +287,6 @@ def _summarize(
     covers: int,
     replaced: int,
 ) -> None:
-    timer = threading.Timer(CANDIDATE_TIMEOUT, p.cancel.set)
-    timer.daemon = True
-    timer.start()
     try:
         req = summary.summary_request(ports, messages, summary.build_instruction(custom))
         req.retry = "background"  # nobody waits for it yet: quiet, and a failure costs only this cycle
@@ -327,9 +308,7 @@ def _summarize(
         )
         p.seconds["summary"] = p.ready.seconds
     except Exception as e:  # noqa: BLE001 - a failed candidate costs this cycle's preparation, nothing else
-        p.failed = str(e).strip() or type(e).__name__
-    finally:
-        timer.cancel()
+        p.failed = failure(e)
 
 
 # --- at T ------------------------------------------------------------------------------------------------
@@ -373,12 +352,11 @@ def _wait(conv: Conversation, ports: Ports, p: Preparer) -> float:
     """Wait (Ctrl-C ends it) for the candidate in flight; the seconds waited."""
     started = p.clock()
     ports.emit(Notice(WAIT_NOTICE.format(s=max(0.0, started - p.started_at)), "info"))
-    notes = conv.workers.get("notes")
-    thread = p.thread if p.kind in ("summary", "server") else getattr(notes, "thread", None)
-    while thread is not None and thread.is_alive() and not conv.cancel.is_set():
+    worker = p if p.kind in ("summary", "server") else conv.workers.get("notes")
+    while isinstance(worker, Worker) and worker.busy and not conv.cancel.is_set():
         if p.kind == "notes" and p.notes_done:
             break  # its edits and marker are in; the thread only winds down
-        thread.join(0.02)
+        worker.join(0.02)
     return p.clock() - started
 
 
