@@ -312,3 +312,61 @@ def contradictions(text: str, failing: Sequence[str], modified: Sequence[str]) -
             )
             out.append(f"it says these are untouched or still to do, but this session edited them: {names}")
     return out
+
+
+# --- how large a summary may be --------------------------------------------------------------------------
+
+# a summary (or the notes) is at most this share of T: beside the system prompt, the tools and the working
+# state, a longer one would leave the context over half of T after the compaction
+SUMMARY_SHARE = 0.15
+# a user message at least this long is a paste: the working state carries the user's words (its head and a
+# pointer into the transcript when it is large), so a summary's copy of its lines is cut
+PASTE_CHARS = 1_000
+COPIED_RUN = 3  # this many copied lines in a row make a copy (a line or two is a quotation)
+COPY_NOTE = (
+    "[{n} lines copied from a message the user pasted are left out here: the user's words below hold it]"
+)
+CUT_NOTE = (
+    "[the summary ran past {limit} tokens, the most a compaction keeps of it; its middle is left out. The "
+    "working state below is exact, and the transcript holds every message]"
+)
+
+
+def bounded(text: str, user_texts: Iterable[str], limit: int) -> tuple[str, list[str]]:
+    """``text`` within ``limit`` tokens, and what was done to it (one line each; none when it fit): first
+    the runs of lines it copied from a long message the user typed (a paste, kept with the user's words
+    anyway), then, if still over, its middle — its head says what the work is and its end where it stands."""
+    done: list[str] = []
+    pastes = [t for t in user_texts if len(t) >= PASTE_CHARS]
+    if pastes:
+        text, copied = _without_copies(text, pastes)
+        if copied:
+            done.append(f"{copied} lines copied from the user's pastes left out")
+    size = estimate_text(text)
+    if size > limit > 0:
+        keep = max(0, len(text) * limit // size - len(CUT_NOTE) - 40)
+        head, tail = text[: keep * 3 // 5], text[len(text) - keep * 2 // 5 :] if keep else ""
+        head = head[: head.rfind("\n") + 1] if "\n" in head else head
+        tail = tail[tail.find("\n") + 1 :] if "\n" in tail else tail
+        text = "\n".join(p for p in (head.rstrip("\n"), CUT_NOTE.format(limit=limit), tail) if p)
+        done.append(f"cut from {size} to {estimate_text(text)} tokens")
+    return text, done
+
+
+def _without_copies(text: str, pastes: list[str]) -> tuple[str, int]:
+    lines = text.split("\n")
+    copied = [len(s) >= 20 and any(s in p for p in pastes) for s in (line.strip() for line in lines)]
+    out: list[str] = []
+    total = i = 0
+    while i < len(lines):
+        j = i
+        while j < len(lines) and copied[j]:
+            j += 1
+        if j - i >= COPIED_RUN:
+            out.append(COPY_NOTE.format(n=j - i))
+            total += j - i
+            i = j
+        else:
+            out.extend(lines[i : max(j, i + 1)])
+            i = max(j, i + 1)
+    return "\n".join(out), total

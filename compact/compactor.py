@@ -273,7 +273,8 @@ def finish(
     """
     shown = shown or trigger
     old = list(conv.messages)
-    compaction = _checked(conv, ports, compaction, old)
+    th = ports.thresholds()
+    compaction = _checked(conv, ports, compaction, old, th.auto_compact)
     kept = [m.replace(usage=None) if m.usage is not None else m for m in compaction.kept]  # stale now
     server = compaction.stand_in is not None
     # the server's summary keeps the kept turns' thinking valid as long as they stay as they were sent:
@@ -285,7 +286,6 @@ def finish(
         if compaction.stand_in is not None
         else _summary_message(conv, compaction, trigger)
     )
-    th = ports.thresholds()
     cal = conv.calibration
     fixed = cal.fixed_tokens() + summary_msg.tokens + micro.size_after(kept, stale)
     # the attachments are bounded together by what is left of RESTORE_SHARE of T beside the system
@@ -353,15 +353,22 @@ def finish(
     return True
 
 
-def _checked(conv: Conversation, ports: Ports, compaction: Compaction, old: list[Message]) -> Compaction:
+def _checked(
+    conv: Conversation, ports: Ports, compaction: Compaction, old: list[Message], threshold: int
+) -> Compaction:
     """The compaction with every passage that invents the user's words taken out (compact.candidate:
     the same check for a prepared or a foreground one, a summary or the notes; the user's words are the
-    prompts they typed, never an earlier summary)."""
+    prompts they typed, never an earlier summary), and its text within SUMMARY_SHARE of T (a copy of
+    a paste left out, then the middle of a long one). The server's summary block stays as the server made
+    it: its thinking is bound to it."""
     said = ledger.derive(old, str(conv.tools.project_dir)).prompts
     text, removed = candidate.scrub(
         compaction.summary, said, template_for(ports)
     )  # its guide lines: nobody's words
-    return dataclasses.replace(compaction, summary=text) if removed else compaction
+    cut: list[str] = []
+    if compaction.stand_in is None:
+        text, cut = candidate.bounded(text, said, int(threshold * candidate.SUMMARY_SHARE))
+    return dataclasses.replace(compaction, summary=text) if removed or cut else compaction
 
 
 COMPACT_RESULT = "compact_result"

@@ -89,7 +89,7 @@ class Bench(wiring.SessionBase):
         return build_system(self.cwd, self.home, self.model)
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        return tool_schemas(builtin_tools() + [SnipTool()])
+        return tool_schemas(builtin_tools() + [SnipTool()], brief=self.brief_tools())
 
     def model_window(self) -> int:
         return self.limits.window

@@ -58,6 +58,8 @@ path: read the rest with Read (offset/limit), or narrow the command (`| tail -50
 - Use it for what needs a shell: running tests, builds, linters, git, package managers. Ask the user \
 before commands that delete data, rewrite git history, push, publish or reach other systems.
 - description: a few words saying what the command does, shown to the user."""
+# the description at small windows, where the tools' text is a large share of the context (agent.runtime.wiring)
+BRIEF = 'Run a bash command; stdout and stderr come back together, a failure ends with "Exit code N". The directory persists between calls, nothing else does; stdin is closed; timeout in ms (default 120000, max 600000). Prefer Grep, Glob and Read for searching and reading. Ask before deleting data, rewriting history, pushing or publishing.'
 
 
 LIVE_OUTPUT = "bash_output"  # the ToolContext service that receives output as it comes (optional)
@@ -66,6 +68,7 @@ LIVE_OUTPUT = "bash_output"  # the ToolContext service that receives output as i
 class BashTool:
     name = "Bash"
     description = DESCRIPTION
+    brief = BRIEF
     read_only = False
     input_schema: dict[str, Any] = {
         "type": "object",

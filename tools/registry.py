@@ -24,10 +24,16 @@ def builtin_tools() -> list[Tool]:
     return [BashTool(), GlobTool(), GrepTool(), ReadTool(), EditTool(), WriteTool(), TodoWriteTool()]
 
 
-def tool_schemas(tools: list[Tool]) -> list[dict[str, Any]]:
-    """The ``tools`` parameter of a Messages API request."""
+def tool_schemas(tools: list[Tool], *, brief: bool = False) -> list[dict[str, Any]]:
+    """The ``tools`` parameter of a Messages API request. ``brief``: the short descriptions of the tools
+    that have one (the input schemas are the same), for windows where the full text would take a large
+    share of the context (agent.runtime.wiring.brief_tools)."""
     return [
-        {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+        {
+            "name": tool.name,
+            "description": (getattr(tool, "brief", "") if brief else "") or tool.description,
+            "input_schema": tool.input_schema,
+        }
         for tool in tools
     ]
 

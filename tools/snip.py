@@ -23,11 +23,14 @@ replies, tool calls and their results. All of it goes.
 - Snip turns whose details you no longer need (finished tasks, long outputs you have already used). \
 The full conversation stays in the transcript, but you won't see the snipped part again.
 """
+# the description at small windows, where the tools' text is a large share of the context (agent.runtime.wiring)
+BRIEF = "Remove earlier turns from your context by the [id:...] tags that end each user message: a turn is that message and everything up to the next one. Not the current turn; the transcript keeps them."
 
 
 class SnipTool:
     name = "Snip"
     description = DESCRIPTION
+    brief = BRIEF
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {

@@ -17,11 +17,14 @@ Write a file to the local filesystem, replacing it entirely if it already exists
 not have changed since; otherwise the write is refused.
 - To change part of an existing file prefer the Edit tool: it sends only the change.
 - Do not create documentation or README files unless the user asks for them."""
+# the description at small windows, where the tools' text is a large share of the context (agent.runtime.wiring)
+BRIEF = "Write a whole file by absolute path (parents created). An existing file must be read first; prefer Edit for changes; no docs or READMEs unless asked."
 
 
 class WriteTool:
     name = "Write"
     description = DESCRIPTION
+    brief = BRIEF
     read_only = False
     input_schema: dict[str, Any] = {
         "type": "object",

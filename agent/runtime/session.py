@@ -276,7 +276,7 @@ class Session(wiring.SessionBase):
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         mcp = self.mcp_tools.schemas(self.loaded_tools()) if self.mcp_tools is not None else []
-        return tool_schemas(self.tools) + mcp
+        return tool_schemas(self.tools, brief=self.brief_tools()) + mcp
 
     def loaded_tools(self) -> frozenset[str]:
         """MCP tools found before the last compaction point: sent in full (agent/mcp/catalog.py)."""

@@ -78,6 +78,10 @@ def run_hooks(
     return outcomes
 
 
+# T under which the tools are described briefly (SessionBase.brief_tools)
+BRIEF_TOOLS_BELOW = 20_000
+
+
 def thresholds_for(
     window: int,
     model: str,
@@ -285,6 +289,12 @@ class SessionBase(ABC):
         """The model's window, or less when the conversation learned a lower limit."""
         full, limit = self.model_window(), self.conv.window_limit
         return min(full, limit) if limit else full
+
+    def brief_tools(self) -> bool:
+        """Whether the tools go with their short descriptions: under a small T (a 43K window's is 10,000)
+        the full text of the built-in tools is over a quarter of it, and what a compaction leaves must fit
+        in half of T beside them. The input schemas stay whole."""
+        return self.thresholds().auto_compact < BRIEF_TOOLS_BELOW
 
     def thresholds(self) -> Thresholds:
         c = self.settings.compaction
