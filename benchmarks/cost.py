@@ -48,7 +48,7 @@ import scripted  # noqa: E402
 
 from agent.runtime.loop import submit_prompt  # noqa: E402
 from compact import collapse_worker, notes_updater  # noqa: E402
-from compact.prepare import after_response, prepare_request, send  # noqa: E402
+from compact.request_cycle import after_response, before_request, send  # noqa: E402
 from core.errors import ContextLimitReached  # noqa: E402
 from core.messages import Message  # noqa: E402
 from core.model import cost_usd  # noqa: E402
@@ -291,7 +291,7 @@ def replay(path: Path, config: str, settings: dict[str, Any]) -> Row:
             try:
                 for step in [*recorded, None]:
                     model.content = step.content if step else None
-                    reply = send(conv, ports, prepare_request(conv, ports))
+                    reply = send(conv, ports, before_request(conv, ports))
                     session.add(reply)
                     after_response(conv, ports)
                     steps += 1

@@ -1,4 +1,4 @@
-"""How much build_view() costs next to serialising the request it prepares.
+"""How much build_view() costs next to serialising the request it goes into.
 
 For synthetic sessions of 500 to 4,000 messages (~150K tokens at 2,000: prompts, parallel tool calls,
 results from a few lines to huge, responses with usage) it measures, in steady state (a second call

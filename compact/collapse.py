@@ -10,7 +10,7 @@ Triggers  ``CLAUDE_CONTEXT_COLLAPSE=1`` (compact.start makes the worker, compact
                       worker (at most 60 s; Ctrl-C interrupts) instead of sending a request that is too big.
           The commit level is never above the auto-compact threshold T (at small windows 90% E is the
           blocking limit itself); start and target then keep their distance below it (``levels``). Over T
-          with nothing collapse could take, compact.prepare compacts (compact.autocompact.due).
+          with nothing collapse could take, compact.request_cycle compacts (compact.autocompact.due).
 Drops     from the model's view only: each committed span — a contiguous run of old, completed user turns
           (a typed prompt and everything up to the next one), never one of the last 3 turns, never a
           turn that leaves a tool_use or a tool_result without its partner, never a summary or a

@@ -1,6 +1,6 @@
 """Session notes kept up to date in the background (SPEC §7).
 
-Triggers  ``update_if_due``, after every main-conversation response (compact.prepare.after_response): first
+Triggers  ``update_if_due``, after every main-conversation response (compact.request_cycle.after_response): first
           once the context reaches 10,000 tokens, then whenever it has grown 5,000 tokens since the last
           update *and* either 3 tool calls happened since or the response made no tool call; 90% of the
           auto-compact threshold T and 60% of T take the place of 10,000 and 5,000 when larger
@@ -153,7 +153,7 @@ def update_if_due(conv: Conversation, ports: Ports) -> None:
         job = _job(conv)
         w.trigger.updating(tokens)
     except Exception as e:  # noqa: BLE001 - the notes must never disturb the conversation
-        _report(conv, ports, f"could not prepare the update ({describe(e)})")
+        _report(conv, ports, f"could not read the conversation for the update ({describe(e)})")
         return
     _enqueue(conv, ports, w, job)
 
@@ -172,7 +172,7 @@ def update_in_background(
         job = _job(conv, on_done)
         w.trigger.updating(count_tokens(conv.messages, conv.calibration))
     except Exception as e:  # noqa: BLE001 - the notes must never disturb the conversation
-        _report(conv, ports, f"could not prepare the update ({describe(e)})")
+        _report(conv, ports, f"could not read the conversation for the update ({describe(e)})")
         if on_done:
             on_done(False)
         return
@@ -221,7 +221,7 @@ def update_notes(conv: Conversation, ports: Ports, timeout: float | None = None)
         job = _job(conv)
         w.trigger.updating(count_tokens(conv.messages, conv.calibration))
     except Exception as e:  # noqa: BLE001
-        _report(conv, ports, f"could not prepare the update ({describe(e)})")
+        _report(conv, ports, f"could not read the conversation for the update ({describe(e)})")
         return False
     return _run(conv, ports, job, timeout or w.timeout)
 
@@ -254,7 +254,7 @@ def update_span(conv: Conversation, ports: Ports, span: list[Message], timeout: 
             return False
         w.trigger.updating(count_tokens(conv.messages, conv.calibration))
     except Exception as e:  # noqa: BLE001
-        _report(conv, ports, f"could not prepare the update ({describe(e)})")
+        _report(conv, ports, f"could not read the conversation for the update ({describe(e)})")
         return False
     return _run(conv, ports, _Job([meta(SPAN_LEAD), *part], marker), timeout or w.timeout)
 

@@ -1,6 +1,6 @@
 """Compaction prepared in the background, so an automatic compaction costs the user no waiting (SPEC §15).
 
-Triggers  ``start_if_due`` (after each main response, from compact.prepare.after_response): once the context
+Triggers  ``start_if_due`` (after each main response, from compact.request_cycle.after_response): once the context
           reaches the preparation level P (below the auto-compact threshold T, chosen from measurements, see
           ``level``), one candidate is prepared per compaction cycle in a background thread: a session-notes
           update when the notes are on (compact.notes_updater), else a summary request (compact.summary's,

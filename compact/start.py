@@ -15,7 +15,7 @@ from typing import Callable
 from compact.collapse_worker import Collapser
 from compact.conversation import Conversation, Ports, TranscriptSink
 from compact.notes_updater import NotesWorker
-from compact.prepare import overhead_tokens
+from compact.request_cycle import overhead_tokens
 from compact.state import ContextState
 from compact.view import ViewContext
 from core.messages import Message
@@ -32,7 +32,7 @@ def conversation(
     state: ContextState | None = None,
     clock: Callable[[], datetime] | None = None,
 ) -> Conversation:
-    """A conversation ready for ``prepare_request``: view context, workers, calibration source."""
+    """A conversation ready for ``before_request``: view context, workers, calibration source."""
     conv = Conversation(
         writer=writer,
         session_dir=session_dir,

@@ -1,6 +1,6 @@
 """The model's view of the conversation, and the one diagram of the order around a request (SPEC §0).
 
-Before every model call of the main conversation (tool loops included), compact.prepare runs::
+Before every model call of the main conversation (tool loops included), compact.request_cycle runs::
 
     live messages after the last compaction boundary
           │
@@ -110,7 +110,7 @@ class ViewContext:
     # reuse the previous call's work when the list only grew (the live list is append-only)
     incremental: bool = True
     # what the last request sent since the last compaction point (None: none yet), which the next one
-    # must extend (compact.binding); set by compact.prepare.send, cleared by the compactor
+    # must extend (compact.binding); set by compact.request_cycle.send, cleared by the compactor
     sent: list[Message] | None = None
     sent_tagged: list[Message] | None = None  # the same as tagged: what the server's summary replaces
     thinking: binding.Counts = field(default_factory=binding.Counts)

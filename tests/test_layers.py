@@ -3,7 +3,7 @@ modules are imported at the top of a module (start-up exceptions are named here)
 libraries stay in the front end that owns them.
 
     agent/    cli.py on top; demo/ < frontend/ < runtime/ < config/ and transcript/ (side by side)
-    compact/  every stage, prepare(), Conversation
+    compact/  every stage, the request cycle, Conversation
     tools/    the model's tools on top; permissions/ < shell/ < process/
     core/     messages, token estimate, events, errors, private files, the model protocol
 

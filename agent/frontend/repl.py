@@ -52,7 +52,7 @@ from agent.runtime.client import import_in_background
 from agent.runtime.loop import run_turn
 from agent.runtime.session import Answer
 from agent.transcript.listing import list_sessions
-from compact.prepare import token_state
+from compact.request_cycle import token_state
 from core.errors import AgentError
 from core.private import redact, secrets_of
 from core.terminal import visible

@@ -1,4 +1,4 @@
-"""The query loop: prepare context → call the model → run tools → record, until the model ends its turn.
+"""The query loop: ready the context → call the model → run tools → record, until the model ends its turn.
 
 Everything else (compaction, retries, permissions, rendering) lives in the named steps it calls.
 """
@@ -16,7 +16,7 @@ from agent.runtime.tool_exec import (
     record_interruption,
     run_tools,
 )
-from compact.prepare import after_response, prepare_request, send
+from compact.request_cycle import after_response, before_request, send
 from core.errors import AgentError, ContextLimitReached, Interrupted, ModelError
 from core.events import TurnFinished
 from core.messages import Message, meta, user_prompt
@@ -37,7 +37,7 @@ def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> Tu
     try:
         while True:
             context_updates.refresh(session)  # a changed CLAUDE.md or date, appended (fixed system prompt)
-            view = prepare_request(conv, ports)
+            view = before_request(conv, ports)
             reply = send(conv, ports, view)
             session.add(_kept(session, reply))
             after_response(conv, ports)

@@ -50,7 +50,7 @@ from agent.transcript.writer import (
     agent_id_for,
     sidechain_path,
 )
-from compact.prepare import after_response, prepare_request, send
+from compact.request_cycle import after_response, before_request, send
 from core.errors import ContextLimitReached, Interrupted, ModelError
 from core.events import (
     Event,
@@ -338,7 +338,7 @@ def run_child(child: Session, prompt: str) -> tuple[str, str]:
     try:
         while True:
             context_updates.refresh(child)
-            reply = send(conv, ports, prepare_request(conv, ports))
+            reply = send(conv, ports, before_request(conv, ports))
             child.add(reply)
             after_response(conv, ports)
             text = reply.text or text

@@ -124,7 +124,7 @@ def _guarded(
 ) -> _T | ToolResult:
     """``step(session, use, *rest)``, or, when it fails in any way, the error result that answers the call.
 
-    Whatever goes wrong while a call is prepared, checked or run (a command nested past the parser's
+    Whatever goes wrong while a call is checked or run (a command nested past the parser's
     depth, a NUL byte in a path, a rule or a hook setting that can't be used) ends that call, never the
     turn: every tool_use still gets its tool_result, so the conversation stays valid. Only the user's
     interrupt and "no" leave through here, as they are meant to.

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from compact import binding, compactor, prepare
+from compact import binding, compactor, request_cycle
 from compact.server_summary import ERROR_CODES, is_compaction
 from core.events import CompactFinished
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
@@ -36,10 +36,10 @@ def thinking_bench(tmp_path: Path, api: FakeAPI, **options: Any) -> Bench:
 
 
 def step(bench: Bench, reply: Reply, api: FakeAPI) -> Message:
-    """One main request through the pipeline (compact.prepare), its reply recorded as the loop would."""
+    """One main request through the pipeline (compact.request_cycle), its reply recorded as the loop would."""
     api.add(reply)
-    view = prepare.prepare_request(bench.conv, bench.ports)
-    message = prepare.send(bench.conv, bench.ports, view)
+    view = request_cycle.before_request(bench.conv, bench.ports)
+    message = request_cycle.send(bench.conv, bench.ports, view)
     bench.add(message)
     return message
 

@@ -26,7 +26,7 @@ from agent.transcript.loader import load_transcript
 from compact import collapse, collapse_worker
 from compact.collapse import apply_collapses, candidate_spans, placeholder
 from compact.config import CompactConfig
-from compact.prepare import prepare_request, send, token_state
+from compact.request_cycle import before_request, send, token_state
 from compact.snip import tag_prompts, turns
 from compact.tokens import count_tokens
 from core.errors import Interrupted
@@ -590,10 +590,10 @@ def test_over_t_with_nothing_to_collapse_it_compacts_at_t_not_at_the_blocking_li
     tokens = bench.view().tokens
     assert th.auto_compact <= tokens < th.blocking
     assert not collapse_worker.collapser(bench.conv).can_help(bench.view().messages)
-    prepare_request(bench.conv, bench.ports)
+    before_request(bench.conv, bench.ports)
     assert len(summary.hits) == 1 and spans.hits == []
     assert bench.messages[0].kind == "summary" and bench.view().tokens < th.auto_compact
-    prepare_request(bench.conv, bench.ports)  # nothing new since: no second compaction
+    before_request(bench.conv, bench.ports)  # nothing new since: no second compaction
     assert len(summary.hits) == 1
 
 
@@ -606,5 +606,5 @@ def test_over_t_with_old_turns_to_collapse_it_does_not_compact(tmp_path: Path, a
     collapse_worker.collapser(bench.conv).join(10)
     bench.add(user_prompt("more"))
     add_turn(bench, 50)
-    prepare_request(bench.conv, bench.ports)
+    before_request(bench.conv, bench.ports)
     assert not [m for m in bench.messages if m.kind == "summary"] and placeholders(bench.view().messages)

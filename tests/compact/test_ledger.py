@@ -12,7 +12,7 @@ from agent.frontend import commands
 from agent.runtime.tool_exec import run_tools
 from compact import autocompact, compactor, ledger, restore
 from compact.ledger import Command, FileChange, Ledger
-from compact.prepare import overhead_tokens
+from compact.request_cycle import overhead_tokens
 from core.events import CompactFailed, CompactFinished, Notice, TodosChanged
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from core.tokens import estimate_text
@@ -217,7 +217,7 @@ def test_a_compaction_that_frees_too_little_is_a_failure_said_once(tmp_path: Pat
 
 
 def compactor_overhead(bench: Any) -> int:
-    return overhead_tokens(bench.ports.request([]))  # what prepare_request sets before each request
+    return overhead_tokens(bench.ports.request([]))  # what before_request sets before each request
 
 
 def test_a_compaction_from_a_small_context_is_not_judged(tmp_path: Path, fake_api: FakeAPI) -> None:

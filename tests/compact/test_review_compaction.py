@@ -69,7 +69,7 @@ def test_resume_after_a_second_notes_compaction_whose_tail_reaches_into_the_firs
 
 def test_reactive_compaction_calibrates_against_the_view_actually_sent(tmp_path):
     from agent.runtime.loop import run_turn
-    from compact.prepare import overhead_tokens
+    from compact.request_cycle import overhead_tokens
     from tests.compact.test_compactor import SUMMARY_REPLY, conversation
     from tests.conftest import make_session
 
@@ -97,7 +97,7 @@ def test_reactive_compaction_calibrates_against_the_view_actually_sent(tmp_path)
 
 
 def test_a_snip_takes_effect_on_the_count_before_the_next_response(tmp_path):
-    from compact.prepare import prepare_request
+    from compact.request_cycle import before_request
     from compact.snip import NUDGE_TEXT, snip_id
     from tests.harness import make_bench
 
@@ -134,7 +134,7 @@ def test_a_snip_takes_effect_on_the_count_before_the_next_response(tmp_path):
 
         sentence = bench.snip([snip_id(old.uuid)], None)
         bench.add(tool_results([tool_result_block("toolu_snip1", sentence)]))
-        after = prepare_request(bench.conv, bench.ports)
+        after = before_request(bench.conv, bench.ports)
 
         # the Snip reply's usage measured the log; it no longer counts once the log is gone
         assert after.tokens < 1_000

@@ -1,10 +1,10 @@
-"""Everything that happens to the conversation around a model request, after the view (SPEC §0).
+"""One main request's cycle: everything that happens to the conversation around it, after the view (SPEC §0).
 
-``prepare_request`` runs before every model call of the main conversation (tool loops included): the
+``before_request`` runs before every model call of the main conversation (tool loops included): the
 view (compact.view), auto-compact when the policy says so, the snip nudge, the token state;
 ``send`` makes the call and recovers from a prompt that is still too long; ``after_response`` keeps
-the session notes current and prepares the next
-compaction in the background (compact.preparer). The one diagram of the whole order is compact/view.py's docstring.
+the session notes current and prepares the next compaction in the background (compact.preparer: in
+compact/, "prepare" means only that). The one diagram of the whole order is compact/view.py's docstring.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from core.tokens import estimate_text, usage_total
 NEAR_FULL = "The context is nearly full; the next request will compact or stop."
 
 
-def prepare_request(conv: Conversation, ports: Ports) -> View:
+def before_request(conv: Conversation, ports: Ports) -> View:
     """The view to send next, after whatever compaction it needs; ContextLimitReached at the blocking limit."""
     current = conv.view()
     if autocompact.maybe_autocompact(conv, ports, current.tokens, current.messages):
