@@ -25,6 +25,7 @@ from compact import cache_health, compactor, ledger, preparer, usage
 from compact.notes import notes_text
 from core.errors import AgentError, Interrupted
 from core.events import CompactFinished, Retrying
+from core.messages import Message
 from core.models import EFFORTS
 from core.tokens import estimate_blocks
 
@@ -62,7 +63,7 @@ class SessionList(Result):
 class RewindMenu(Result):
     """/rewind: the prompts one can go back to (oldest first); the REPL asks which."""
 
-    points: list[Any] = field(default_factory=list)
+    points: list[Message] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)

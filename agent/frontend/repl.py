@@ -43,17 +43,20 @@ from rich.console import Console
 
 from agent import RESUME_PICK, __version__
 from agent.config import trust
-from agent.config.settings import reload_settings
+from agent.config.settings import Settings, reload_settings
 from agent.frontend import commands, memory_note, shell_escape
 from agent.frontend.ui import Renderer, SafeConsole, warning_of
 from agent.mcp import setup as mcp_setup
+from agent.mcp.client import McpHub
 from agent.runtime import lifecycle, mentions, rewind
 from agent.runtime.client import import_in_background
 from agent.runtime.loop import run_turn
-from agent.runtime.session import Answer
+from agent.runtime.session import Answer, Session
 from agent.transcript.listing import list_sessions
 from compact.request_cycle import token_state
 from core.errors import AgentError
+from core.events import TokenState
+from core.messages import Message
 from core.private import redact, secrets_of
 from core.terminal import visible
 
@@ -76,11 +79,9 @@ THINKING_ON = "✻ thinking on (tab to turn off)"
 ALWAYS_LOAD_WAIT = 5.0  # seconds the first prompt waits for servers configured with "alwaysLoad"
 
 
-def thinking_status(session: Any) -> str:
+def thinking_status(session: Session) -> str:
     """The toolbar's thinking part: on or off, and the effort on a model that thinks by effort (nothing
     while the model is left at its defaults)."""
-    if not hasattr(session, "family"):
-        return THINKING_ON if getattr(session, "thinking_on", False) else ""
     family = session.family()
     if not family.adaptive:
         return THINKING_ON if session.thinking_on else ""
@@ -103,7 +104,7 @@ DRAFT_MARK = "\0"  # ctrl+o's result: the command, this, then the text the user 
 
 
 def run_repl(
-    settings: Any,
+    settings: Settings,
     initial_prompt: str | None,
     resume: str | None = None,
     continue_last: bool = False,
@@ -162,7 +163,7 @@ class SlashCompleter(Completer):
                 yield Completion("/" + name, start_position=-len(text), display_meta=summary)
 
 
-def history_file(settings: Any) -> Path:
+def history_file(settings: Settings) -> Path:
     """settings.home/history/<project key>.txt, private to the user (dirs 0700, file 0600)."""
     folder = Path(settings.home) / "history"
     for d in (Path(settings.home), folder):
@@ -295,7 +296,7 @@ class _Question:
 class Repl:
     def __init__(
         self,
-        settings: Any,
+        settings: Settings,
         console: Console,
         *,
         environ: dict[str, str],
@@ -313,9 +314,9 @@ class Repl:
         self.input = input or create_input()
         self.output = output
         self.real_terminal = input is None
-        self.session: Any = None
-        self.mcp: Any = None  # the MCP servers (agent/mcp/client.py McpHub), shared by /clear and /resume
-        self.token_state: Any = None
+        self.session: Session | None = None
+        self.mcp: McpHub | None = None  # the MCP servers, shared by /clear and /resume
+        self.token_state: TokenState | None = None
         self._questions: queue.Queue[_Question] = queue.Queue()
         self._ctrl_c_armed = False
         self._draft = ""  # text typed before ctrl+o, put back at the next prompt
@@ -371,7 +372,7 @@ class Repl:
         )
         if self.mcp is not None:
             hub = self.mcp
-            hub.on_change = lambda state: mcp_setup.report(state, self.session.notice)
+            hub.on_change = lambda state: mcp_setup.report(state, self.live.notice)
             if any(s.config.always_load for s in hub.states.values()):
                 hub.start()  # alwaysLoad servers: worth a few seconds before the first prompt
                 hub.wait(ALWAYS_LOAD_WAIT, [s.name for s in hub.states.values() if s.config.always_load])
@@ -384,7 +385,7 @@ class Repl:
         if self.session.messages:  # a resumed conversation may already be over the warning level
             self.when_drawn(lambda: threading.Thread(target=self._refresh_tokens_bg, daemon=True).start())
 
-    def mcp_servers(self) -> Any:
+    def mcp_servers(self) -> McpHub | None:
         """The MCP servers to start (agent/mcp): a project's new .mcp.json servers are asked about first
         (only once the project is trusted); None when none are configured."""
         setup = mcp_setup.setup_of(self.settings)
@@ -470,7 +471,14 @@ class Repl:
             return ""
         return answer.strip()
 
-    def use(self, session: Any) -> None:
+    @property
+    def live(self) -> Session:
+        """The session in use: open() (or use()) sets it before any input is read."""
+        if self.session is None:
+            raise RuntimeError("no session is open yet")
+        return self.session
+
+    def use(self, session: Session) -> None:
         """Continue with another session (tests; /clear and /resume)."""
         self.session = session
         session.emit = self.renderer
@@ -556,7 +564,7 @@ class Repl:
 
     def shell(self, command: str) -> None:
         """!command: run by the user, its output shown here and recorded for the model."""
-        ran = self.in_worker(lambda: shell_escape.run(self.session, command))
+        ran = self.in_worker(lambda: shell_escape.run(self.live, command))
         if ran is None:
             return
         if not ran.ran:
@@ -579,7 +587,7 @@ class Repl:
             return
         target = places[where]
         own = [Path(self.settings.root)] if where == "project" else None  # the user's own file may be a link
-        if why := self.session.permissions.note_refusal(target, own):
+        if why := self.live.permissions.note_refusal(target, own):
             self.renderer.line(f"Not saved: {why}.", "red")
             return
         try:
@@ -591,7 +599,7 @@ class Repl:
 
     def turn(self, text: str, allowed: tuple[str, ...] = ()) -> None:
         self.renderer.begin_turn()
-        session = self.session
+        session = self.live
 
         def work() -> Any:
             with session.allowing(allowed):
@@ -602,7 +610,7 @@ class Repl:
 
     def command(self, line: str) -> bool:
         before = self.renderer.compact_events
-        result = self.in_worker(lambda: commands.run(self.session, line))
+        result = self.in_worker(lambda: commands.run(self.live, line))
         if result is None:
             return True
         if isinstance(result, commands.Exit):
@@ -625,7 +633,7 @@ class Repl:
         self.refresh_tokens()
         return True
 
-    def _pick_rewind(self, points: list[Any]) -> None:
+    def _pick_rewind(self, points: list[Message]) -> None:
         """N: back to just before prompt N (its text returns to the input line); sN: summarize up to it."""
         n = len(points)
         self.renderer.line(
@@ -642,9 +650,9 @@ class Repl:
             return
         point = points[int(number) - 1]
         if summarize:
-            self.in_worker(lambda: rewind.summarize_up_to(self.session, point))
+            self.in_worker(lambda: rewind.summarize_up_to(self.live, point))
         else:
-            self._draft = rewind.rewind(self.session, point)
+            self._draft = rewind.rewind(self.live, point)
             self.renderer.line(
                 f"Rewound to just before prompt {number}; it is back in the input line "
                 "(the transcript keeps everything).",
@@ -753,11 +761,12 @@ class Repl:
     # --- the warning bar -----------------------------------------------------------------------------
     def refresh_tokens(self) -> None:
         """The numbers the trigger will use for the next request (view + thresholds)."""
-        if not self.session.messages:
+        session = self.live
+        if not session.messages:
             self.token_state = None
             return
         try:
-            self.token_state = token_state(self.session.ports, self.session.conv.view().tokens)
+            self.token_state = token_state(session.ports, session.conv.view().tokens)
         except Exception:  # noqa: BLE001 - no bar is better than a crashed prompt
             self.token_state = self.renderer.token_state
 
