@@ -15,7 +15,9 @@ Each run then prints one line, the same in every benchmark::
               normal work)
   between     messages whose thinking was left out between compaction points (must be 0: an edit of
               the history that was neither held for the next compaction point nor server-side)
-  at          ... left out at compaction points (a local summary in front of kept turns holding it)
+  at          ... left out at compaction points: a local summary in front of kept turns holding it,
+              or a context-collapse commit (a span summary in front of the turns after it; shown
+              apart in brackets)
   kept        messages whose thinking stayed valid across a compaction (the server's summary)
 
 Drops are read from the transcripts' ``thinking-drop`` records (the main session's and every subagent's
@@ -67,6 +69,7 @@ class Tally:
     fallbacks: int = 0
     between: int = 0
     at: int = 0
+    at_collapse: int = 0  # of ``at``: at context-collapse commits
     kept: int = 0
     problems: list[str] = field(default_factory=list)  # the first refusals and fallbacks, to show
     _seen: set[str] = field(default_factory=set)
@@ -99,8 +102,9 @@ class Tally:
                     if uuid in self._seen:
                         continue
                     self._seen.add(uuid)
-                    if record.get("where") == "compaction":
+                    if record.get("where") in ("compaction", "collapse"):
                         self.at += 1
+                        self.at_collapse += record.get("where") == "collapse"
                     else:
                         self.between += 1
 
@@ -122,6 +126,7 @@ class Tally:
         self.fallbacks += other.fallbacks
         self.between += other.between
         self.at += other.at
+        self.at_collapse += other.at_collapse
         self.kept += other.kept
         self.problems += other.problems
 
@@ -134,7 +139,9 @@ class Tally:
         where = f" {label}" if label else ""
         return (
             f"thinking [{self.profile}]{where}: refused {self.refused}, drop_block {self.fallbacks}, "
-            f"dropped between compaction points {self.between}, at them {self.at}, kept {self.kept}"
+            f"dropped between compaction points {self.between}, at them {self.at}"
+            + (f" (collapse commits {self.at_collapse})" if self.at_collapse else "")
+            + f", kept {self.kept}"
         )
 
     def report(self, label: str = "", shown: int = 5) -> str:

@@ -77,11 +77,13 @@ def invalidated(sent: Sequence[Message], view: Sequence[Message]) -> list[str]:
 
 def in_tool_loop(view: Sequence[Message]) -> bool:
     """The next request continues a tool loop whose latest assistant message holds thinking (that
-    thinking must come back, valid)."""
-    if not view or view[-1].role != "user" or not view[-1].tool_results:
+    thinking must come back, valid): that message called tools and no prompt the user typed came after
+    it. Its results may not be there yet (a view built between the reply and its results, to count
+    or to compact, is the same loop), and a reminder or an attachment may follow them."""
+    at = next((i for i in range(len(view) - 1, -1, -1) if view[i].role == "assistant"), None)
+    if at is None or not holds_thinking(view[at]) or not view[at].tool_uses:
         return False
-    last = next((m for m in reversed(view) if m.role == "assistant"), None)
-    return last is not None and holds_thinking(last) and bool(last.tool_uses)
+    return not any(m.is_typed_prompt for m in view[at + 1 :])
 
 
 @dataclass
@@ -91,6 +93,7 @@ class Counts:
 
     dropped_between: int = 0  # thinking-holding messages dropped outside compaction points
     dropped_at_compaction: int = 0  # ... and at compaction points
+    dropped_at_collapse: int = 0  # ... and at collapse commits (a compaction point of context collapse)
     kept_at_compaction: int = 0  # thinking-holding messages kept valid across compaction points
     held: int = 0  # requests that sent an edit's previous version because a tool loop was running
 

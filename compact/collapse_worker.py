@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from compact import ledger
+from compact import binding, ledger
 from compact.collapse import (
     Levels,
     _pairs_closed,
@@ -171,7 +171,17 @@ class Collapser(Worker):
                 break
         if not chosen:
             return False
-        return self.start(self._work, chosen, list(view))
+        return self.start(self._work, chosen, self._as_sent(view))
+
+    def _as_sent(self, view: list[Message]) -> list[Message]:
+        """The view as a main request would send it now (compact.binding): the span summary shares the
+        main requests' prefix, so the thinking they left out stays out of it too and an edit that waits
+        for a tool loop waits here as well (sent as it was, every thinking block in it would be checked
+        against a prefix the server never saw, and refused). The decision is the main request's to
+        record: this works on a copy of the dropped set."""
+        ctx = self.conv.view_ctx
+        sent = ctx.sent if ctx is not None else None
+        return binding.settle(list(view), sent, set(self.conv.state.thinking_dropped)).messages
 
     def _work(self, spans: list[list[Message]], view: list[Message] | None = None) -> None:
         for span in spans:

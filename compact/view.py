@@ -252,7 +252,12 @@ def _settle(view: View, ctx: ViewContext) -> View:
     """The view as the previous request allows it (compact.binding): an edit of what was sent waits
     while a tool loop runs, else the thinking it invalidates is left out, recorded once."""
     s = binding.settle(view.messages, ctx.sent, ctx.state.thinking_dropped, ctx.cache("binding"))
-    if s.newly_dropped:
+    if s.newly_dropped and _at_collapse(s.messages, ctx):
+        # a collapse commit is a compaction point of its own (a summary the client wrote in front of
+        # the turns after it): what it invalidates is counted there, not as an edit between points
+        ctx.thinking.dropped_at_collapse += len(s.newly_dropped)
+        ctx.record(thinking_record(s.newly_dropped, "collapse"))
+    elif s.newly_dropped:
         ctx.thinking.dropped_between += len(s.newly_dropped)
         ctx.record(thinking_record(s.newly_dropped, "edit"))
     if s.held:
@@ -261,6 +266,14 @@ def _settle(view: View, ctx: ViewContext) -> View:
         return view
     tagged = tag_prompts(s.messages, cache=ctx.cache("tags"))
     return View(s.messages, tagged, count_tokens(s.messages, ctx.calibration, ctx.state.freed_since_usage))
+
+
+def _at_collapse(view: list[Message], ctx: ViewContext) -> bool:
+    """Whether the first edit of what was sent is a collapse commit's placeholder (``view`` as settled:
+    the thinking left out before is left out of it too)."""
+    at = binding.first_edit(ctx.sent or [], view)
+    placeholders = {c.get("placeholderUuid") for c in ctx.state.collapses}
+    return at is not None and at < len(view) and view[at].uuid in placeholders
 
 
 def _build(messages: list[Message], ctx: ViewContext, reuse: bool) -> View:

@@ -13,7 +13,7 @@ import pytest
 from compact import binding, compactor, request_cycle
 from compact.server_summary import ERROR_CODES, is_compaction
 from core.events import CompactFinished
-from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
+from core.messages import Message, assistant, meta, tool_result_block, tool_results, user_prompt
 from tests.compact.test_compactor import SUMMARY_REPLY, of_type, write_file
 from tests.fakeapi import FakeAPI, Reply
 from tests.harness import Bench, make_bench
@@ -318,6 +318,65 @@ def test_a_snip_waits_while_the_tool_loop_runs_then_drops_the_thinking_it_invali
     bench.add(user_prompt("One more thing."))
     step(bench, Reply.text("Still here.", thinking="again"), api)  # nothing dropped twice
     assert bench.conv.state.thinking_dropped == dropped and counts.dropped_between == len(dropped)
+
+
+def test_a_view_built_between_a_reply_and_its_results_keeps_the_loops_thinking(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    # a snip waits while the loop runs; a view built after the model's tool call but before its results
+    # (to count, or for a compaction to read) is the same loop: it dropped the call's own thinking,
+    # stickily, and every later request of the loop was refused (benchmarks/fidelity.py, collapse)
+    bench = thinking_bench(tmp_path, api)
+    first = user_prompt("Look at a.py.")
+    bench.add(first)
+    read_step(bench, api, "a.py")
+    step(bench, Reply.text("a.py is fine.", thinking="fine"), api)
+    bench.add(user_prompt("Now b.py and c.py."))
+    read_step(bench, api, "b.py")
+    bench.conv.state.snipped.add(first.uuid)
+    path = write_file(bench, "c.py", lines=40)
+    call = step(bench, Reply.tools([("Read", {"file_path": str(path)}, "toolu_c")], thinking="read c"), api)
+
+    assert binding.in_tool_loop(bench.view().messages)  # the results are not there yet
+    assert call.uuid not in bench.conv.state.thinking_dropped
+    bench.add(tool_results([tool_result_block("toolu_c", path.read_text())]))
+    bench.add(meta("<system-reminder>b.py changed on disk.</system-reminder>"))
+    assert binding.in_tool_loop(bench.view().messages)  # a reminder after the results: still the loop
+    step(bench, Reply.text("Both read.", thinking="both"), api)  # accepted: the call's thinking came back
+    assert bench.conv.view_ctx.thinking.dropped_between == 0
+
+
+def test_a_span_summary_leaves_out_the_thinking_the_main_requests_left_out(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    from compact import collapse_worker
+
+    # the span summary is sent over the main conversation's view (to read its cache); built from the
+    # view before the binding settled it, it carried thinking the main requests had left out after an
+    # edit, bound to a prefix the server never saw: refused, then retried with drop_block
+    bench = thinking_bench(tmp_path, api, context_collapse=True, context_window=60_000)
+    first = user_prompt("Look at a.py.")
+    bench.add(first)
+    read_step(bench, api, "a.py")
+    step(bench, Reply.text("a.py is fine.", thinking="fine"), api)
+    bench.add(user_prompt("Now b.py."))
+    read_step(bench, api, "b.py")
+    step(bench, Reply.text("b.py is fine.", thinking="fine too"), api)
+    bench.conv.state.snipped.add(first.uuid)
+    bench.add(user_prompt("And c.py?"))
+    step(bench, Reply.text("Not read yet.", thinking="not yet"), api)  # the snip applies: thinking left out
+    assert bench.conv.state.thinking_dropped
+
+    live = {m.uuid: m for m in bench.messages}
+    raw = [live[m.uuid] for m in bench.view().messages]  # the view as the stages leave it, thinking intact
+    c = collapse_worker.collapser(bench.conv)
+    assert c is not None
+    route = api.on(lambda body: collapse_worker.SHARED_INSTRUCTION[:40] in str(body), Reply.text("SPAN"))
+    text = collapse_worker.summarise(bench.ports, raw[:4], view=c._as_sent(raw))
+
+    assert text == "SPAN" and len(route.hits) == 1  # accepted (the api fixture checks): nothing dropped
+    sent = [b for m in route.hits[0]["messages"] for b in m["content"] if b.get("type") == "thinking"]
+    assert len(sent) == sum(binding.holds_thinking(m) for m in bench.view().messages)
 
 
 def test_a_resume_after_the_servers_summary_rebuilds_the_block_the_kept_turns_and_the_system_messages(
