@@ -49,7 +49,7 @@ THINKING_KINDS = ("thinking", "redacted_thinking")
 PRESERVED = re.compile(r"^claude-(?:(?:opus|sonnet|haiku)-5-5|(?:fable|mythos)-5-[12])(?:$|-|\[)")
 
 
-def preserves_thinking(model: Any) -> bool:
+def preserves_thinking(model: object) -> bool:
     return isinstance(model, str) and bool(PRESERVED.match(model))
 
 

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.demo.story import Beat, Story
 from agent.runtime.session import Answer
+
+if TYPE_CHECKING:
+    from agent.frontend.repl import Repl
 
 MARK = "demo ▸ "
 WIDTH = 80  # narration is broken at word boundaries to fit this many columns
@@ -41,7 +44,7 @@ class Driver:
         self._started = False
         self._ended = False
 
-    def prompt_args(self, repl: Any) -> dict[str, Any]:
+    def prompt_args(self, repl: Repl) -> dict[str, Any]:
         def say(text: str, style: str = "dim") -> None:
             repl.renderer.line(text, style, wrap=WIDTH)
 
@@ -73,14 +76,14 @@ class Driver:
         threading.Event().wait(self.pause)
         return "yes"
 
-    def _end(self, repl: Any, say: Any) -> dict[str, Any]:
+    def _end(self, repl: Repl, say: Any) -> dict[str, Any]:
         if not self._ended:
             self._ended = True
             for line in self.outro:
                 say(MARK + line)
         return self._type(repl, "/exit") if self.auto else {}
 
-    def _type(self, repl: Any, line: str) -> dict[str, Any]:
+    def _type(self, repl: Repl, line: str) -> dict[str, Any]:
         if not self.auto:
             return {"default": line}
 
@@ -92,6 +95,6 @@ class Driver:
         return {"default": line, "pre_run": lambda: asyncio.get_running_loop().call_later(self.pause, submit)}
 
 
-def _last_entry(repl: Any) -> str | None:
+def _last_entry(repl: Repl) -> str | None:
     strings = repl.prompt.history.get_strings()
     return strings[-1] if strings else None

@@ -13,10 +13,10 @@ import difflib
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from agent.config import trust
-from agent.config.settings import reload_settings
+from agent.config.settings import Settings, reload_settings
 from agent.runtime import lifecycle, rewind
 from agent.runtime.session import Session
 from agent.runtime.thinking import EFFORT_NAMES
@@ -28,6 +28,9 @@ from core.events import CompactFinished, Retrying
 from core.messages import Message
 from core.models import EFFORTS
 from core.tokens import estimate_blocks
+
+if TYPE_CHECKING:  # loaded only once a command line needs it (start-up speed)
+    from agent.config.custom_commands import Found
 
 NO_COMPACTION = "No compaction in this session yet."
 COMMAND_LINE = re.compile(r"^/([A-Za-z][\w:-]*)(?:\s+(.*))?$", re.DOTALL)
@@ -154,7 +157,7 @@ def run(session: Session, line: str) -> Result:
         return Result(str(e), ok=False)
 
 
-def custom_for(settings: Any) -> Any:
+def custom_for(settings: Settings) -> Found:
     """The custom commands on disk now (a custom_commands.Found): the user's (~/.claude/commands,
     COMPACT_AGENT_HOME/commands), then the project's (.claude/commands at its root), which follow its
     trust."""
@@ -575,7 +578,7 @@ def _history(session: Session, args: str) -> Result:
     return Result("\n".join(lines))
 
 
-def brief(m: Any) -> str:
+def brief(m: Message) -> str:
     """One line for a message: who, and what it said or did."""
     if m.role == "assistant":
         calls = [f"{b.get('name')}({_clip(_first_arg(b.get('input') or {}), 40)})" for b in m.tool_uses]

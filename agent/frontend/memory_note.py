@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.config.settings import Settings
 
 CHOICES = ("project", "user")
 
@@ -19,7 +22,7 @@ def note_of(line: str) -> str:
     return line.strip()[1:].strip() if line.strip().startswith("#") else ""
 
 
-def targets(settings: Any) -> dict[str, Path]:
+def targets(settings: Settings) -> dict[str, Path]:
     user_home = settings.user_home or Path.home()
     return {"project": Path(settings.cwd) / "CLAUDE.md", "user": Path(user_home) / ".claude" / "CLAUDE.md"}
 

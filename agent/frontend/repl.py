@@ -25,7 +25,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application.current import get_app
@@ -109,7 +109,7 @@ def run_repl(
     resume: str | None = None,
     continue_last: bool = False,
     environ: dict[str, str] | None = None,
-    driver: Any = None,
+    driver: Driver | None = None,
 ) -> int:
     """The interactive session; returns the exit code. ``driver``: agent.demo.driver (--demo)."""
     lifecycle.locate(
@@ -293,6 +293,15 @@ class _Question:
 # --- the REPL ----------------------------------------------------------------------------------------
 
 
+class Driver(Protocol):
+    """What drives the REPL in the demo (agent.demo.driver, a room above this one): the input line's
+    next contents and the answers to permission questions."""
+
+    def prompt_args(self, repl: Repl) -> dict[str, Any]: ...
+
+    def answer(self, tool: str, args: dict[str, Any]) -> Answer | None: ...
+
+
 class Repl:
     def __init__(
         self,
@@ -303,7 +312,7 @@ class Repl:
         input: Input | None = None,
         output: Output | None = None,
         history: History | None = None,
-        driver: Any = None,
+        driver: Driver | None = None,
     ) -> None:
         self.settings = settings
         self.driver = driver  # the demo's: fills (or, with --auto, submits) the input and answers questions

@@ -16,12 +16,15 @@ On older models nothing changes: the system prompt is rebuilt for every request,
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.config.system_prompt import INTRO
 from agent.transcript.claude_code import THINKING_TYPES, same_model
 from agent.transcript.writer import SYSTEM_PROMPT
 from core.messages import Message
+
+if TYPE_CHECKING:
+    from compact.conversation import Conversation
 
 __all__ = ["SYSTEM_PROMPT", "refresh", "told", "parts"]
 UPDATE = "contextUpdate"  # the extra field naming what an appended system message updates
@@ -95,7 +98,7 @@ def refresh(owner: Owner) -> list[Message]:
     return added
 
 
-def drop_foreign_thinking(conv: Any, model: str) -> int:
+def drop_foreign_thinking(conv: Conversation, model: str) -> int:
     """After a switch to ``model``: leave out the thinking of replies another model wrote (the API would
     drop it anyway, a model reads only its own family's), so every later request sends the same history;
     the live list's messages are replaced by copies without it (same uuids). The number dropped."""

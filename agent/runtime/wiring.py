@@ -29,7 +29,7 @@ from compact.thresholds import Thresholds
 from core.errors import ThinkingBindingMismatch
 from core.events import Event, MessageRecorded, Notice
 from core.messages import Message
-from core.model import Request, cost_usd, max_output_tokens
+from core.model import Model, Request, cost_usd, max_output_tokens
 from tools.base import ToolContext
 
 NOTES_TEMPLATE = "session-memory-template.md"  # a user's own notes template, in COMPACT_AGENT_HOME
@@ -202,7 +202,7 @@ class SessionBase(ABC):
         return None  # the bench's requests never think; a Session sets budget and max_tokens
 
     def compaction_ports(
-        self, model: Any, emit: Callable[[Event], None], config: CompactConfig, **more: Any
+        self, model: Model, emit: Callable[[Event], None], config: CompactConfig, **more: Any
     ) -> Ports:
         """The ports compaction works through, filled from this owner's methods (``more``: further ports)."""
         return Ports(
