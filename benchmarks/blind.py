@@ -41,8 +41,19 @@ The models run in-process (an object with the Model protocol's ``stream``): a 1M
 tokens per session and the loopback HTTP fake would make a full run take far longer than the pipeline
 work it measures. The compaction code, the notes updater, the ledger and the restore are the real ones.
 
+With the model thinking (``--profile 2026``, the default; benchmarks/thinking.py): the session runs on
+claude-sonnet-5-5 and every main reply starts with a signed thinking block. Each main request is built as
+the agent builds it (compact.request_cycle.request_for) at the moment the model would be asked, and the
+request, like every side request, is checked in-process by the fake's own rules: the 5.5 family's refused
+settings (agent.demo.server.PROFILE_2026) and preserved thinking's prefix check (agent.demo.binding,
+"error" mode). The server's on-demand summary is offered; the adversary writes it too (agent.demo.server
+Compactions signs the block; empty: a block with no summary, which falls back to a local compaction).
+Printed: refused requests, drop_block fallbacks, thinking dropped between / at compaction points, kept.
+``--profile 4.x``: last round's run (claude-sonnet-4-5, no thinking, no request checked but at compaction).
+
 Run: .venv/bin/python benchmarks/blind.py [--windows 43000,50000] [--shapes rules] [--summarizers vague]
-[--jobs 2]. Prints one table (item class x summarizer x chain length) and the run figures.
+[--jobs 2] [--profile 2026|4.x]. Prints one table (item class x summarizer x chain length) and the run
+figures.
 """
 
 from __future__ import annotations
@@ -63,9 +74,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import thinking  # noqa: E402
+
+from agent.demo.binding import BINDING_BETA, Binding  # noqa: E402
+from agent.demo.server import COMPACTED, PROFILE_2026, Compactions  # noqa: E402
 from agent.runtime import rewind  # noqa: E402
-from compact import compactor, notes_updater  # noqa: E402
+from compact import compactor, notes_updater, request_cycle  # noqa: E402
 from compact.ledger import FACTS_KEY, program_and_args  # noqa: E402
 from compact.notes_template import SECTIONS  # noqa: E402
 from core.events import CompactFailed  # noqa: E402
@@ -179,16 +195,80 @@ def summary_for(kind: str, truth: Truth) -> str:
     return truth.oracle()
 
 
+# --- the 5.5 family's rules, in-process ---------------------------------------------------------------------
+
+
+class Wire:
+    """What the fake API would say of each request on the 5.5 family (``--profile 2026``): the family's
+    refused settings and preserved thinking's prefix check, with the server's on-demand summary. Replies'
+    thinking blocks are bound to the request they answer, as the server binds them."""
+
+    def __init__(self) -> None:
+        self.binding = Binding("error")
+        self.compactions = Compactions()
+        self.binding.compaction_origin = self.compactions.summarized_by
+        self.refusals: list[str] = []
+        self.n = 0
+
+    def check(self, req: Any) -> dict[str, Any]:
+        """The request's body; a refusal is recorded (the agent would retry it with drop_block: a
+        fallback, which the prefix check's own counter records)."""
+        body = req.params()
+        betas = ",".join(getattr(req, "betas", None) or [])
+        problems = PROFILE_2026.problems(body, {"anthropic-beta": betas}, None)
+        outcome = self.binding.check(body, betas)
+        if outcome.refusal:
+            problems.append(outcome.refusal)
+            retried = dict(body)
+            param = dict(retried.get("thinking") or {})
+            retried["thinking"] = {**param, "block_binding": {"prefix_mismatch_behavior": "drop_block"}}
+            self.binding.check(retried, f"{betas},{BINDING_BETA}")  # counted in binding.fallbacks
+        self.refusals += problems
+        return body
+
+    def reply(self, body: dict[str, Any], content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``content`` after a signed thinking block bound to ``body``, as the family answers."""
+        self.n += 1
+        block = {"type": "thinking", "thinking": "", "signature": f"sig_blind_{self.n:06d}"}
+        out = [block, *content]
+        self.binding.issue(body, out, f"msg_blind_{self.n:06d}")
+        return out
+
+    def compact(self, body: dict[str, Any], text: str) -> Message:
+        """The server's summary of the request's messages: a signed block standing for them."""
+        messages = body.get("messages") or []
+        content = text if text else None
+        block = (
+            self.compactions.issue(messages, text)
+            if content
+            else {"type": "compaction", "content": None, "encrypted_content": None}
+        )
+        usage = {
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "iterations": [{"type": "compaction", "input_tokens": 1}],
+        }
+        return Message("assistant", [block], stop_reason=COMPACTED, usage=usage)
+
+    def tally(self) -> thinking.Tally:
+        out = thinking.Tally("2026")
+        out.refused = len(self.refusals)
+        out.fallbacks = len(self.binding.fallbacks)
+        out.problems = [f"refused: {r}" for r in self.refusals]
+        return out
+
+
 # --- the adversary: every side model ----------------------------------------------------------------------
 
 
 class Adversary:
     """Writes every summary and notes update as ``kind`` says; keeps a prompt cache of the requests."""
 
-    def __init__(self, kind: str, truth: Truth) -> None:
+    def __init__(self, kind: str, truth: Truth, wire: Wire | None = None) -> None:
         self.kind, self.truth = kind, truth
         self.cache = PromptCache()
         self.last_read_share: float | None = None  # of the last side request (None: none since reset)
+        self.wire = wire  # --profile 2026: every request checked, the server's summary offered
 
     def account(self, body: dict[str, Any]) -> float:
         usage = self.cache.account(body)
@@ -196,12 +276,14 @@ class Adversary:
         return usage["cache_read_input_tokens"] / total if total else 0.0
 
     def stream(self, req: Any, *, cancel: Any = None, emit_text: bool = True) -> Message:
-        body = req.params()
+        body = self.wire.check(req) if self.wire is not None else req.params()
         self.last_read_share = self.account(body)
         asked = request_text({"messages": body["messages"][-1:]})
         usage = {"input_tokens": 1, "output_tokens": 100}
         found = NOTES_PATH.search(asked)
         text = summary_for(self.kind, self.truth)
+        if self.wire is not None and "compaction" in body:
+            return self.wire.compact(body, text)
         if found:  # a notes update: one Edit of the notes file, or none
             if not text:
                 return assistant([], usage=usage)
@@ -475,15 +557,20 @@ class Result:
     breaker: bool
     at_limit: int
     seconds: float
+    thinking: thinking.Tally = field(default_factory=thinking.Tally)
 
 
 class Session:
     """The real Conversation and Ports of a session (tests.harness), driven as the query loop would."""
 
-    def __init__(self, tmp: Path, api: FakeAPI, window: int, kind: str) -> None:
-        self.bench = make_bench(tmp, api, session_memory=True, window=window)
+    def __init__(self, tmp: Path, api: FakeAPI, window: int, kind: str, profile: str = "4.x") -> None:
+        self.wire = Wire() if profile == "2026" else None
+        model = thinking.model(profile)
+        self.bench = make_bench(tmp, api, session_memory=True, window=window, model=model)
+        if self.wire is not None:
+            self.bench.ports.offers_compaction = lambda: True
         self.truth = Truth()
-        self.model = Adversary(kind, self.truth)
+        self.model = Adversary(kind, self.truth, self.wire)
         self.claims_pass = kind == "pending"  # its summaries say "All tests pass"
         self.bench.ports.model = self.model
         self.conv, self.ports = self.bench.conv, self.bench.ports
@@ -542,7 +629,7 @@ class Session:
             self.before_call()
             self.call(*op)
         self.before_call()
-        self.conv.append(assistant([{"type": "text", "text": turn.answer}]))
+        self.conv.append(assistant(self.answer([{"type": "text", "text": turn.answer}])))
         self.truth.conclusions.append(turn.answer)
         self.after_response()
         if turn.rewind and any(m.uuid == prompt.uuid for m in self.conv.messages):
@@ -551,6 +638,16 @@ class Session:
             rewind.rewind(session, prompt)
             self.truth.current, self.truth.conclusions = before
             self.truth.rewound = turn.prompt
+
+    def answer(self, content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The main model's reply: as scripted; with the model thinking, the request it answers is built
+        and checked as the agent would send it now, and the reply's thinking is bound to it."""
+        if self.wire is None:
+            return content
+        view = self.conv.view()
+        body = self.wire.check(request_cycle.request_for(self.ports, view))
+        request_cycle.sent(self.conv, view)  # until the next compaction point, requests extend it
+        return self.wire.reply(body, content)
 
     def after_response(self) -> None:
         notes_updater.update_if_due(self.conv, self.ports)
@@ -637,7 +734,8 @@ class Session:
                 self.truth.modified.append(str(plan))
         self.conv.append(
             assistant(
-                [{"type": "tool_use", "id": use_id, "name": tool, "input": inp}], stop_reason="tool_use"
+                self.answer([{"type": "tool_use", "id": use_id, "name": tool, "input": inp}]),
+                stop_reason="tool_use",
             )
         )
         self.after_response()
@@ -707,16 +805,19 @@ def unit_for(window: int) -> int:
     return max(250, (window - 33_000) // 14)
 
 
-def run(shape: str, window: int, kind: str, chain: int = max(CHAINS)) -> Result:
+def run(shape: str, window: int, kind: str, chain: int = max(CHAINS), profile: str = "4.x") -> Result:
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp_name, FakeAPI() as api:
-        s = Session(Path(tmp_name), api, window, kind)
+        s = Session(Path(tmp_name), api, window, kind, profile)
         events = s.bench.events
         for turn, rules in shape_turns(shape, unit_for(window), window):
             s.play(turn, rules)
             if s.compactions >= chain or s.conv.breaker.open:
                 break
         failures = sum(1 for e in events if isinstance(e, CompactFailed))
+        tally = s.wire.tally() if s.wire is not None else thinking.Tally(profile)
+        tally.transcripts(Path(tmp_name))
+        tally.conv(s.conv)
         return Result(
             shape,
             window,
@@ -726,6 +827,7 @@ def run(shape: str, window: int, kind: str, chain: int = max(CHAINS)) -> Result:
             s.conv.breaker.open,
             s.at_limit,
             time.monotonic() - started,
+            tally,
         )
 
 
@@ -781,6 +883,15 @@ def report(results: list[Result]) -> None:
             f"post-compaction max {max((ch.post_share for r in codemod for ch in r.checks), default=0):.0%} of T"
         )
     print(f"sessions: {len(results)}, {sum(r.seconds for r in results):.0f} s of work")
+    total = thinking.Tally(results[0].thinking.profile if results else thinking.DEFAULT)
+    for window in sorted({r.window for r in results}):
+        mine = thinking.Tally(total.profile)
+        for r in results:
+            if r.window == window:
+                mine.add(r.thinking)
+        print(mine.line(f"{window // 1000}K"))
+        total.add(mine)
+    print(total.report("all windows"))
     for r in results:
         short = {i for ch in r.checks for i, (k, n) in ch.items.items() if k < n}
         over = max((ch.post_share for ch in r.checks), default=0)
@@ -789,10 +900,13 @@ def report(results: list[Result]) -> None:
                 f"  {r.shape} {r.window // 1000}K {r.kind}: short on {sorted(short)}, breaker {r.breaker}, "
                 f"at limit {r.at_limit}, post-compaction up to {over:.0%} of T"
             )
+        if not r.thinking.ok:
+            print(f"  {r.shape} {r.window // 1000}K {r.kind}: {r.thinking.line()}")
 
 
-def _run(args: tuple[str, int, str]) -> Result:
-    return run(*args)
+def _run(args: tuple[str, int, str, str]) -> Result:
+    shape, window, kind, profile = args
+    return run(shape, window, kind, profile=profile)
 
 
 def main() -> int:
@@ -801,9 +915,10 @@ def main() -> int:
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--summarizers", default=",".join(SUMMARIZERS))
     parser.add_argument("--jobs", type=int, default=2)
+    thinking.add_argument(parser)
     args = parser.parse_args()
     plan = [
-        (shape, int(w), kind)
+        (shape, int(w), kind, args.profile)
         for w in args.windows.split(",")
         for shape in args.shapes.split(",")
         for kind in args.summarizers.split(",")
@@ -816,7 +931,7 @@ def main() -> int:
         results = [_run(p) for p in plan]
     report(results)
     bad = [c for r in results for c in r.checks if c.invented_as_user or not c.pairs_ok]
-    return 1 if bad else 0
+    return 1 if bad or not all(r.thinking.ok for r in results) else 0
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scripted  # noqa: E402
+from thinking import Tally  # noqa: E402
 
 from agent.runtime.loop import submit_prompt  # noqa: E402
 from compact import collapse_worker, notes_updater  # noqa: E402
@@ -155,6 +156,11 @@ def reads_36() -> scripted.Scenario:
     return scripted.Scenario("36 reads", setup, turns, [])
 
 
+TALLIES: dict[
+    str, Tally
+] = {}  # per configuration: refused, drop_block, thinking dropped (benchmarks/thinking.py)
+
+
 def scripted_rows(scenario: scripted.Scenario, window: int | None, short_turns: bool = False) -> list[Row]:
     rows = []
     name = f"{scenario.name} (short turns)" if short_turns else scenario.name
@@ -174,6 +180,7 @@ def scripted_rows(scenario: scripted.Scenario, window: int | None, short_turns: 
             model=THINKING_MODEL if thinking else scripted.MODEL,
         )
         rows.append(row_of(name, config, result.billed, result.compactions, result.peak, result.errors))
+        TALLIES.setdefault(config, Tally(result.thinking.profile)).add(result.thinking)
     return rows
 
 
@@ -360,6 +367,8 @@ def print_table(rows: list[Row]) -> None:
             f"36 reads of ~20 KB at a 200K window: {reads[0].billed / 1000:,.0f}K token equivalents "
             "(this fake only: no figure measured elsewhere is comparable)"
         )
+    for config, tally in TALLIES.items():
+        print(tally.line(f"{config} (scripted sessions)"))
     for r in rows:
         for p in r.problems:
             print(f"problem: {r.session}/{r.config}: {p}")

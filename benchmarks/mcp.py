@@ -1,6 +1,9 @@
 """MCP at a bounded context cost: six real servers (~400 tools), the fake Messages API, the real CLI.
 
-    .venv/bin/python benchmarks/mcp.py [--quick]
+    .venv/bin/python benchmarks/mcp.py [--runs N] [--profile 2026|4.x]
+
+Runs 1-4 on claude-sonnet-5-5 against the 2026 profile by default (benchmarks/thinking.py: the model
+thinking, the prefix check enforced), their refusals and thinking dropped printed.
 
 Servers (tests/mcp_servers.py, the SDK's own MCPServer, stdio): github 80 tools, jira 70, slack 60,
 postgres 60, browser 70, and docs 60 that takes 8 s to start (the slow one). Figures printed:
@@ -37,6 +40,11 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.startup_repl import time_sdk_import, time_to_prompt  # noqa: E402
 from core.tokens import estimate_text  # noqa: E402
 from tests.fakeapi import FakeAPI  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import thinking  # noqa: E402
+
+PROFILE = thinking.DEFAULT  # the family the fake plays and the CLI runs on (--profile)
 
 SERVERS = {"github": 80, "jira": 70, "slack": 60, "postgres": 60, "browser": 70, "docs": 60}
 SLOW = "docs"
@@ -103,6 +111,7 @@ def env_for(tmp: Path, api: FakeAPI | None = None) -> dict[str, str]:
     )
     if api is not None:
         env["ANTHROPIC_BASE_URL"] = api.url
+        env["ANTHROPIC_MODEL"] = thinking.model(PROFILE)
     return env
 
 
@@ -138,8 +147,11 @@ def result_of(body: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="REPL start-up runs each way")
+    thinking.add_argument(parser)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as raw, FakeAPI() as api:
+    global PROFILE
+    PROFILE = args.profile
+    with tempfile.TemporaryDirectory() as raw, FakeAPI(**thinking.fake(PROFILE)) as api:
         tmp = Path(raw)
         project = tmp / "project"
         project.mkdir()
@@ -206,6 +218,7 @@ def main() -> None:
             )
             res = cli(api, tmp, project, "-p", "/compact", "--continue", *flags)
             assert res.returncode == 0, res.stderr
+            api.script.clear()  # the server's summary (kept turns holding thinking) asks for no local one
         ok3, loaded3 = call_all("after 3 compactions")
         print(f"3. tools found: {len(found)}; callable after --continue (a new process): {ok0}; after 3 "
               f"compactions (each run its own --continue): {ok3}, of them sent in full: {loaded3}")  # fmt: skip
@@ -229,6 +242,10 @@ def main() -> None:
             f"4. largest tool_result in any request after a 1 MB MCP result: {largest:,} tokens (cap {CAP:,})"
         )
         print(f"   (runs 1-4 took {time.monotonic() - started:.0f} s)")
+        tally = thinking.Tally(PROFILE)
+        tally.api(api)
+        tally.transcripts(tmp / "home")
+        print(tally.report("runs 1-4"))
 
     # 5: the REPL's first prompt, with the six servers configured in the user's settings, and with none
     with tempfile.TemporaryDirectory() as raw:

@@ -11,7 +11,10 @@ Write, the CLI process's peak, as the kernel reports it for a waited-for child);
 fake API's are not counted. The fake sends the tool input in three deltas, so the SDK's parse of each
 ~70 MB event is part of the Write's figure (the real API streams small deltas). The files are made in a temp directory (deleted after each case):
 a repeated 1 MiB block, not a sparse file, since a file of NUL bytes is refused as binary.
-Run: .venv/bin/python benchmarks/memory.py [--dir DIR]. Exits 1 if a target is missed.
+The Write runs on claude-sonnet-5-5 against the 2026 profile by default (benchmarks/thinking.py; the
+reply thinks, the prefix check is enforced); its requests' refusals are printed.
+Run: .venv/bin/python benchmarks/memory.py [--dir DIR] [--write-only] [--profile 2026|4.x]. Exits 1 if
+a target is missed.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests.fakeapi import FakeAPI  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import thinking  # noqa: E402
 
 GB = 1 << 30
 MB = 1 << 20
@@ -82,14 +88,14 @@ def measure(*args: str) -> tuple[float, float, int]:
     return peak_kb / 1024, elapsed, size
 
 
-def big_write(base: Path, size: int) -> tuple[float, float, int]:
+def big_write(base: Path, size: int, profile: str = thinking.DEFAULT) -> tuple[float, float, int]:
     """(peak MB, seconds, file bytes) of the CLI carrying out one Write of ``size`` bytes from the model."""
     import resource
 
     project = base / "write-project"
     project.mkdir()
     target = project / "big.txt"
-    with FakeAPI() as api:
+    with FakeAPI(**thinking.fake(profile)) as api:
         api.reply_tool("Write", {"file_path": str(target), "content": "0123456789abcde\n" * (size // 16)})
         api.reply_text("written")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "COMPACT_AGENT_"))}
@@ -100,6 +106,7 @@ def big_write(base: Path, size: int) -> tuple[float, float, int]:
             ANTHROPIC_BASE_URL=api.url,
             PYTHONPATH=str(ROOT),
             COMPACT_AGENT_SESSION_MEMORY="0",
+            ANTHROPIC_MODEL=thinking.model(profile),
         )
         start = time.perf_counter()
         proc = subprocess.Popen(
@@ -111,6 +118,10 @@ def big_write(base: Path, size: int) -> tuple[float, float, int]:
         )
         out, err = proc.communicate()
         elapsed = time.perf_counter() - start
+        tally = thinking.Tally(profile)
+        tally.api(api)
+        tally.transcripts(base / ".compact-agent")
+        print(tally.report("the Write's requests"))
     if proc.returncode or out != b"written\n":
         raise SystemExit(f"the Write run failed:\n{err.decode(errors='replace')}")
     # the largest peak of any child waited for so far: this run's, far above the earlier cases'
@@ -155,11 +166,18 @@ def tree(root: Path) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dir", help="where to make the temp files (default: the system temp directory)")
+    parser.add_argument("--write-only", action="store_true", help="only the 200 MB Write through the CLI")
+    thinking.add_argument(parser)
     options = parser.parse_args()
     rows: list[tuple[str, float, float, int, int | None]] = []
     with tempfile.TemporaryDirectory(dir=options.dir) as tmp:
         base = Path(tmp)
         rows.append(("python -c 'import tools.read'", *measure("bare", str(base)), None))
+        if options.write_only:
+            rows.append(
+                ("Write of 200 MB from the model (CLI)", *big_write(base, 200 * MB, options.profile), 8 * 200)
+            )
+            return _report(rows)
 
         path = one_line_file(base / "one-line.txt")
         rows.append(("Read, 1 GB in one line", *measure("read", str(path)), 50))
@@ -177,8 +195,13 @@ def main() -> int:
         for spilled in base.glob("Stop-std*"):
             spilled.unlink()
 
-        rows.append(("Write of 200 MB from the model (CLI)", *big_write(base, 200 * MB), 8 * 200))
+        rows.append(
+            ("Write of 200 MB from the model (CLI)", *big_write(base, 200 * MB, options.profile), 8 * 200)
+        )
+    return _report(rows)
 
+
+def _report(rows: list[tuple[str, float, float, int, int | None]]) -> int:
     print(f"{'what':42} {'peak MB':>8} {'seconds':>8} {'result chars':>13} {'target':>8}")
     ok = True
     for name, peak, seconds, size, target in rows:

@@ -12,7 +12,12 @@ For (2) the transcripts are written into ``$COMPACT_AGENT_HOME/projects/<key>/``
 the CLI's own sessions of a temporary project directory. Each run appends its prompt and reply to the
 session it resumed; that is a few hundred bytes, nothing next to 30 MB.
 
-    .venv/bin/python benchmarks/resume.py [--repeat N] [--cli-runs N] [--keep DIR]
+    .venv/bin/python benchmarks/resume.py [--repeat N] [--cli-runs N] [--keep DIR] [--profile 2026|4.x]
+
+The CLI runs on the 5.5 family (benchmarks/thinking.py: ``ANTHROPIC_MODEL=claude-sonnet-5-5``, the fake on
+the 2026 profile with the prefix check enforced) and the resumed requests' refusals are printed; the
+transcripts are synthetic and hold no thinking (a block the fake did not sign would be a forgery), so
+no thinking can be dropped here: the figure is that a resumed request is not refused.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ from agent.transcript.loader import load_transcript  # noqa: E402
 from agent.transcript.writer import TranscriptWriter  # noqa: E402
 from core.messages import assistant, meta, new_uuid, tool_result_block, tool_results, user_prompt  # noqa: E402
 from tests.fakeapi import FakeAPI, Reply  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import thinking  # noqa: E402
 
 MODEL = "claude-sonnet-4-5"
 COMPACTIONS = 60
@@ -191,7 +199,7 @@ def first_request(api: FakeAPI, session_id: str, env: dict[str, str], cwd: Path)
     return elapsed
 
 
-def cli_figures(where: Path, runs: int) -> None:
+def cli_figures(where: Path, runs: int, profile: str = thinking.DEFAULT) -> None:
     home, project = where / "home", where / "project"
     project.mkdir(parents=True, exist_ok=True)
     key = "".join(c if c.isalnum() else "-" for c in str(project.resolve()))
@@ -203,7 +211,9 @@ def cli_figures(where: Path, runs: int) -> None:
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "COMPACT_AGENT_"))
     }
-    with FakeAPI() as api:
+    env["ANTHROPIC_MODEL"] = thinking.model(profile)  # the family the fake plays
+    tally = thinking.Tally(profile)
+    with FakeAPI(**thinking.fake(profile)) as api:
         env.update(api.env(), HOME=str(where), COMPACT_AGENT_HOME=str(home), PYTHONPATH=str(ROOT))
         first_request(api, tiny_id, env, project)  # warm the page cache and the bytecode
         first_request(api, long_id, env, project)
@@ -211,6 +221,8 @@ def cli_figures(where: Path, runs: int) -> None:
         for _ in range(runs):
             big.append(first_request(api, long_id, env, project))
             small.append(first_request(api, tiny_id, env, project))
+    tally.api(api)
+    tally.transcripts(store)
     b, t = statistics.median(big), statistics.median(small)
     size = (store / f"{long_id}.jsonl").stat().st_size
     print(f"compact-agent -p hi --resume ID: process start → first request (median of {runs}, interleaved)")
@@ -220,6 +232,7 @@ def cli_figures(where: Path, runs: int) -> None:
     print(
         f"  ratio long/tiny : {ratio:8.2f}x  target ≤ 1.20x (Claude Code: 1.24x)  {'ok' if ratio <= 1.2 else 'OVER'}"
     )
+    print(tally.report("resumed requests"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--cli-runs", type=int, default=7, help="CLI runs each, long and tiny (0 skips them)")
     ap.add_argument("--keep", type=Path, help="write the transcripts here and leave them")
+    thinking.add_argument(ap)
     args = ap.parse_args(argv)
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:
@@ -254,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
             f"median of {args.repeat})"
         )
         if args.cli_runs:
-            cli_figures(where / "cli", args.cli_runs)
+            cli_figures(where / "cli", args.cli_runs, args.profile)
     return 0
 
 

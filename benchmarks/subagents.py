@@ -27,12 +27,15 @@ that alone is 526K, 0.87x inline. One Task reading sequentially costs about what
 inline (its requests grow the same way); it saves the prefix of earlier work and the compaction. What
 delegation buys is the main context (219 tokens instead of 23K), not the bill.
 
-Run: .venv/bin/python benchmarks/subagents.py [HISTORY_FILES FOLLOW_UPS] (default 6 3). Deterministic
+Run: .venv/bin/python benchmarks/subagents.py [HISTORY_FILES FOLLOW_UPS] (default 6 3) [--profile 2026|4.x]
+(benchmarks/thinking.py: the 5.5 family thinking by default, the prefix check enforced, the main
+conversation's and the subagents' refusals and thinking dropped printed per way). Deterministic
 apart from the background notes updates' timing; about 20 seconds.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -44,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import scripted  # noqa: E402
+import thinking  # noqa: E402
 
 from agent.runtime import subagents  # noqa: E402
 from agent.runtime.loop import run_turn  # noqa: E402
@@ -74,8 +78,8 @@ def bill(usage: dict[str, Any]) -> float:
 class Ledger(scripted.BillingAPI):
     """The billing fake, also noting which requests were the subagent's (their first message is the task)."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, profile: str = thinking.DEFAULT) -> None:
+        super().__init__(**thinking.fake(profile))
         self.by_conversation: list[tuple[bool, dict[str, int], int]] = []  # (subagent?, usage, tokens)
 
     def _message(self, reply: Reply, body: dict) -> dict:
@@ -133,10 +137,13 @@ class Outcome:
     compactions: int
     subagent_tokens: int
     sub_sizes: list[int]  # the subagents' request sizes, in order
+    thinking: thinking.Tally  # refused, drop_block, thinking dropped (main and subagents)
 
 
-def run(way: str, history_files: int = HISTORY, follow_ups: int = FOLLOW_UPS) -> Outcome:
-    with tempfile.TemporaryDirectory() as name, Ledger() as api:
+def run(
+    way: str, history_files: int = HISTORY, follow_ups: int = FOLLOW_UPS, profile: str = thinking.DEFAULT
+) -> Outcome:
+    with tempfile.TemporaryDirectory() as name, Ledger(profile) as api:
         tmp = Path(name)
         project = tmp / "project"
         project.mkdir()
@@ -149,7 +156,7 @@ def run(way: str, history_files: int = HISTORY, follow_ups: int = FOLLOW_UPS) ->
             api.on(lambda body, n=n: f"{TASK_MARK}{n}:" in first_user_text(body), part)
         api.on(lambda body: True, main)
         session, events = make_session(
-            tmp, api, permission_mode="bypassPermissions", model=MODEL, model_explicit=True
+            tmp, api, permission_mode="bypassPermissions", model=thinking.model(profile), model_explicit=True
         )
         subagents.install(session)
         marks: list[int] = []
@@ -170,7 +177,8 @@ def run(way: str, history_files: int = HISTORY, follow_ups: int = FOLLOW_UPS) ->
         for n, path in enumerate(small):
             main.reads([path], f"Follow-up {n + 1} answered.")
             turn(f"Follow-up question {n + 1}.")
-        assert api.violations == [], api.violations
+        tally = thinking.Tally(profile)
+        tally.session(api, tmp, session.conv)
         mains = [(u, t) for sub, u, t in api.by_conversation if not sub]
         before = [t for sub, _, t in api.by_conversation[: marks[1]] if not sub][-1]
         after = [t for sub, _, t in api.by_conversation[: marks[2]] if not sub][-1]
@@ -188,6 +196,7 @@ def run(way: str, history_files: int = HISTORY, follow_ups: int = FOLLOW_UPS) ->
             sum(1 for e in events if type(e).__name__ == "CompactFinished"),
             max((r.tokens for r in runs), default=0),
             [t for sub, _, t in api.by_conversation if sub],
+            tally,
         )
 
 
@@ -203,8 +212,13 @@ def floor(o: Outcome) -> float:
 
 
 def main() -> int:
-    h, f = (int(a) for a in sys.argv[1:3]) if len(sys.argv) > 2 else (HISTORY, FOLLOW_UPS)
-    inline, delegated, split = run("inline", h, f), run("delegated", h, f), run("split", h, f)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("history", nargs="?", type=int, default=HISTORY, help="files read before")
+    parser.add_argument("follow_ups", nargs="?", type=int, default=FOLLOW_UPS, help="follow-up turns")
+    thinking.add_argument(parser)
+    args = parser.parse_args()
+    h, f, p = args.history, args.follow_ups, args.profile
+    inline, delegated, split = run("inline", h, f, p), run("delegated", h, f, p), run("split", h, f, p)
     print(
         f"exploration: {EXPLORED} files of ~5.5K tokens read in turn 2 of 5 (200K window, default settings)"
     )
@@ -232,7 +246,11 @@ def main() -> int:
         f"the least one sequential Task that keeps what it read can cost (floor()): "
         f"{floor(delegated) / 1000:,.0f}K = {floor(delegated) / inline.billed:.2f}x inline"
     )
-    return 0
+    total = thinking.Tally(p)
+    for o in (inline, delegated, split):
+        print(o.thinking.report(o.way))
+        total.add(o.thinking)
+    return 0 if total.ok else 1
 
 
 if __name__ == "__main__":
