@@ -69,13 +69,19 @@ def due(conv: Conversation, ports: Ports, tokens: int, view: list[Message] | Non
 
 
 def maybe_autocompact(
-    conv: Conversation, ports: Ports, tokens: int, view: list[Message] | None = None
+    conv: Conversation,
+    ports: Ports,
+    tokens: int,
+    view: list[Message] | None = None,
+    counted: int | None = None,
 ) -> bool:
     """Compact when the policy says so; True when the conversation was replaced. With auto-compact on, a
     candidate prepared in the background is applied when there is one (compact.preparer: no model
-    call, or the compaction put off while it is still being prepared); the foreground one otherwise."""
+    call, or the compaction put off while it is still being prepared); the foreground one otherwise.
+    ``tokens`` is what the history weighs as kept; ``counted``, what the server counts of it (less when
+    it clears old tool results), decides how long a compaction may be put off."""
     if not due(conv, ports, tokens, view):
         return False
     if ports.config.auto_enabled:
-        return preparer.at_threshold(conv, ports, tokens, compactor.compact)
+        return preparer.at_threshold(conv, ports, tokens, compactor.compact, counted=counted)
     return compactor.compact(conv, ports, "auto")

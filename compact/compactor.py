@@ -38,6 +38,7 @@ from compact import (
     backend,
     binding,
     candidate,
+    context_editing,
     coverage,
     discovered,
     guard,
@@ -162,24 +163,24 @@ def _make(
     if not pre.messages:
         return None
     if prepared is not None and hooked is not None:
-        return prepared, pre.tokens, hooked  # its hooks ran when it was prepared
+        return prepared, pre.raw_tokens, hooked  # its hooks ran when it was prepared
     custom, hook_lines = pre_compact(ports, trigger, instructions)
     if prepared is not None and not hook_lines:
-        return prepared, pre.tokens, hook_lines
+        return prepared, pre.raw_tokens, hook_lines
     plan = backend.server_plan(conv, ports)
     if plan is not None:
         try:
             made = server_summary.summarize(
                 conv, ports, plan.sent, plan.kept, server_summary.instructions(custom)
             )
-            return made, pre.tokens, hook_lines
+            return made, pre.raw_tokens, hook_lines
         except CompactionError as e:
             hook_lines = [*hook_lines, f"{e}; summarized here instead"]
     whole = bool(instructions and instructions.strip()) or backend.tool_loop_running(pre.messages)
     compaction = None if whole else _notes(conv, ports, trigger)
     if compaction is None:
         compaction = summary.summarize(conv, ports, pre.tagged, custom)
-    return compaction, pre.tokens, hook_lines
+    return compaction, pre.raw_tokens, hook_lines
 
 
 def _failed(conv: Conversation, ports: Ports, trigger: Trigger, shown: str, reason: str) -> bool:
@@ -349,7 +350,7 @@ def finish(
             candidate,
         )
     )
-    guard.check(conv, ports, trigger, shown, pre_tokens, post_tokens)
+    guard.check(conv, ports, trigger, shown, pre_tokens, post_tokens, clears=context_editing.clears(ports))
     return True
 
 

@@ -27,6 +27,7 @@ Ports — what compaction needs from the floors above it:
   hooks        runs a hook event, reports failures, returns what successful hooks printed
   instructions the "Compact Instructions" of CLAUDE.md; instruction_files: those files' paths
   offers_compaction  whether the main model offers the server's on-demand summary (compact.backend)
+  preserves_thinking whether the main model binds thinking to its prefix (server-side clearing then)
   config       the compaction settings (compact.config)
 """
 
@@ -104,6 +105,9 @@ class Ports:
     thinking: Callable[[Request], None] = _no_thinking
     # whether the model of the main requests offers the server's on-demand summary (compact.backend)
     offers_compaction: Callable[[], bool] = _no
+    # whether the main model binds thinking to its prefix (preserved thinking): the server clears old tool
+    # results then, unless the user set contextEditing (compact.context_editing.automatic)
+    preserves_thinking: Callable[[], bool] = _no
     config: CompactConfig = field(default_factory=CompactConfig)
 
     def notice(self, text: str, level: str = "info") -> None:

@@ -19,16 +19,27 @@ MIN_FREED = 0.2  # an automatic compaction freeing less than this share of the c
 
 
 def check(
-    conv: Conversation, ports: Ports, trigger: Trigger, shown: str, pre_tokens: int, post_tokens: int
+    conv: Conversation,
+    ports: Ports,
+    trigger: Trigger,
+    shown: str,
+    pre_tokens: int,
+    post_tokens: int,
+    clears: bool = False,
 ) -> None:
-    """Count a compaction that did not help as a failure and say what fills the context; else reset."""
+    """Count a compaction that did not help as a failure and say what fills the context; else reset.
+    ``clears``: the server clears old tool results (compact.context_editing), so the history kept may
+    stand near the warning level, or over T, while the server counts far less of it: then only what it
+    freed counts."""
     th = ports.thresholds()
-    still_over = post_tokens >= th.auto_compact
+    # the history kept may stay over T while what the server counts of it is far under: the next
+    # compaction is prepared and put off as usual (compact.preparer), this one still helped
+    still_over = post_tokens >= th.auto_compact and not clears
     level = warning_level(th)
     weak = (
         trigger == "auto"
         and pre_tokens >= level
-        and (post_tokens > pre_tokens * (1 - MIN_FREED) or post_tokens >= level)
+        and (post_tokens > pre_tokens * (1 - MIN_FREED) or (post_tokens >= level and not clears))
     )
     if not (still_over or weak):
         conv.breaker.reset()

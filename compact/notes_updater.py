@@ -338,7 +338,8 @@ def _update(conv: Conversation, ports: Ports, job: _Job, cancel: threading.Event
     instruction = update_instruction(
         str(path), notes, oversized_sections(notes, header_lines, section), estimate_text(notes), section
     )
-    extra, betas = context_editing.request_params(ports.config.context_editing, thinking_enabled=False)
+    # as the main requests: the server clears the same old results (and the prompt cache is theirs)
+    extra, betas = context_editing.for_ports(ports, False, job.view, conv.state.server_clear_through)
     req = ports.request(to_api([*job.view, meta(instruction)]), extra_body=extra, betas=betas)
     req.max_tokens = min(req.max_tokens, UPDATE_MAX_TOKENS)
     req.retry = "background"  # a compaction candidate: a failed one costs nothing, the next one retries

@@ -64,6 +64,9 @@ CANDIDATE_TIMEOUT = 180.0  # seconds before a background summary is abandoned
 # a compaction is put off, waiting for its candidate, at most this far past T (the default distance from
 # T to the blocking limit): a lowered threshold (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE) is still honoured
 DEFER_ROOM = 10_000
+# with the server clearing old tool results, a compaction may be put off while the history as kept stays
+# under this many windows (what the server counts stays under B)
+RAW_ROOM = 2.0
 WAIT_NOTICE = "Waiting for the compaction prepared in the background (running for {s:.0f}s)…"
 HOOK_NOTICE = "PreCompact hook output added to the instructions of the compaction prepared in the background"
 PREPARED = "prepared"
@@ -314,12 +317,20 @@ def _summarize(
 # --- at T ------------------------------------------------------------------------------------------------
 
 
-def at_threshold(conv: Conversation, ports: Ports, tokens: int, compact: Callable[..., bool]) -> bool:
+def at_threshold(
+    conv: Conversation, ports: Ports, tokens: int, compact: Callable[..., bool], counted: int | None = None
+) -> bool:
     """Compact at T from a prepared candidate when there is a usable one; True when the conversation was
-    replaced. ``compact`` is compact.compactor.compact (passed in: the compactor calls back into us)."""
+    replaced. ``compact`` is compact.compactor.compact (passed in: the compactor calls back into us).
+    ``tokens``: what the history weighs; ``counted``: what the server counts of it (less, when it clears
+    old tool results: compact.context_editing) — the blocking limit holds that, so a compaction waiting
+    for its candidate is put off while ``counted`` stays clear of B (and the history within RAW_ROOM
+    windows: past it, a failed candidate's fallback would have too much to summarize)."""
     p = _preparer(conv)
-    threshold, limit = ports.thresholds().auto_compact, _limit(ports)
-    clear = tokens + max(p.step, (limit - threshold) // 4) < limit
+    th = ports.thresholds()
+    threshold, limit = th.auto_compact, _limit(ports)
+    counted = tokens if counted is None else min(tokens, counted)
+    clear = counted + max(p.step, (limit - threshold) // 4) < limit and tokens < RAW_ROOM * th.window
     cycle_ok = p.cycle == _cycle(conv)
     made = _usable(conv, ports, p) if cycle_ok else None
     if made is not None:
@@ -327,6 +338,11 @@ def at_threshold(conv: Conversation, ports: Ports, tokens: int, compact: Callabl
     in_flight = cycle_ok and (p.running or (p.kind == "notes" and not p.notes_done))
     if in_flight and clear:
         return False  # not ready yet and still clear of B: carry on, it will be soon
+    if clear and counted < tokens and not (cycle_ok and p.failed):
+        # none started yet (the server's summary needs a request sent since the last compaction point),
+        # and the server clears what keeps it clear of B: start one after the next response, not the
+        # user's wait now
+        return False
     if in_flight:
         waited = _wait(conv, ports, p)
         made = _usable(conv, ports, p)

@@ -23,7 +23,8 @@ from compact import (
     thresholds,
 )
 from compact.conversation import Conversation, Ports
-from compact.state import context_edit_record
+from compact.state import clearing_record, context_edit_record
+from compact.tokens import CLEARED
 from compact.view import View
 from core.errors import CONTEXT_LIMIT, ContextLimitReached, MaxTokensOverflow, PromptTooLong
 from core.events import MessageRecorded, Notice, TokenState
@@ -37,11 +38,14 @@ NEAR_FULL = "The context is nearly full; the next request will compact or stop."
 def before_request(conv: Conversation, ports: Ports) -> View:
     """The view to send next, after whatever compaction it needs; ContextLimitReached at the blocking limit."""
     current = conv.view()
-    if autocompact.maybe_autocompact(conv, ports, current.tokens, current.messages):
+    # due on what the history weighs; put off by what the server counts (the same without clearing)
+    if autocompact.maybe_autocompact(
+        conv, ports, current.raw_tokens, current.messages, counted=counted(conv, ports, current)
+    ):
         current = conv.view()
-    if maybe_nudge(conv, ports, current.tokens):
+    if maybe_nudge(conv, ports, counted(conv, ports, current)):
         current = conv.view()
-    state = token_state(ports, current.tokens)
+    state = token_state(ports, counted(conv, ports, current))
     ports.emit(state)
     if state.blocking:
         raise ContextLimitReached(CONTEXT_LIMIT)
@@ -69,7 +73,7 @@ def after_response(conv: Conversation, ports: Ports) -> None:
     level on (compact.preparer), and keep the session notes current — unless this cycle's candidate
     already owns them, or a compaction is due at the next request and can use the notes as they are,
     which would throw the update away."""
-    tokens = conv.view().tokens
+    tokens = conv.view().raw_tokens  # what a compaction would replace (old results the server clears too)
     if preparer.start_if_due(conv, ports, tokens):
         return
     if ports.config.auto_enabled and not conv.compacting:
@@ -82,13 +86,39 @@ def after_response(conv: Conversation, ports: Ports) -> None:
 # --- the call ----------------------------------------------------------------------------------------
 
 
-def request_for(ports: Ports, current: View) -> Request:
+def counted(conv: Conversation, ports: Ports, current: View) -> int:
+    """What the server will count of the next request over ``current``: its count, less what the automatic
+    clearing takes out that no reported usage has measured yet (right after a compaction point the count
+    is an estimate of the whole history as kept). Moves the clearing point first when it is due
+    (compact.context_editing ``advance``; recorded, so a resume asks for the same clearing)."""
+    if not context_editing.automatic_on(ports):
+        return current.tokens
+    state = conv.state
+    moved = context_editing.advance(
+        current.messages,
+        state.server_clear_through,
+        current.tokens,
+        ports.thresholds().auto_compact,
+        ports.config.keep_recent,
+        rewritten=conv.view_ctx is not None and conv.view_ctx.sent is None,  # a compaction point
+    )
+    if moved is not None and moved != state.server_clear_through:
+        state.server_clear_through = moved
+        conv.record(clearing_record(moved))
+    if any(m.role == "assistant" and m.usage for m in current.messages):
+        return current.tokens  # the server's own count, with what it cleared, stands
+    unmeasured = context_editing.clearable_tokens(current.messages, state.server_clear_through)
+    return max(0, current.tokens - conv.calibration.scale(unmeasured))
+
+
+def request_for(conv: Conversation, ports: Ports, current: View) -> Request:
     """The main request for a view: extended thinking when on, and server-side context editing parameters
-    when configured (clearing older turns' thinking too, when the request thinks)."""
+    when configured (clearing older turns' thinking too, when the request thinks), or, on a model with
+    preserved thinking, the automatic clearing of old tool results up to the point ``counted`` moved."""
     req = ports.request(current.api)
     ports.thinking(req)
-    req.extra_body, req.betas = context_editing.request_params(
-        ports.config.context_editing, thinking_enabled=req.thinking is not None
+    req.extra_body, req.betas = context_editing.for_ports(
+        ports, req.thinking is not None, current.messages, conv.state.server_clear_through
     )
     return req
 
@@ -96,7 +126,7 @@ def request_for(ports: Ports, current: View) -> Request:
 def send(conv: Conversation, ports: Ports, current: View) -> Message:
     """Send the view; on prompt-too-long compact once per turn and retry (SPEC §10). The request names
     its predecessor and a cache miss is kept (compact.cache_health)."""
-    req = request_for(ports, current)
+    req = request_for(conv, ports, current)
     at_compaction = cache_health.chain(conv, req)
     shrunk = False
     while True:
@@ -111,10 +141,11 @@ def send(conv: Conversation, ports: Ports, current: View) -> Message:
             if not reactive_compact(conv, ports, e):
                 raise ContextLimitReached(CONTEXT_LIMIT) from None
             current = conv.view()  # what is sent now, and what the reply's usage measures
-            req = request_for(ports, current)
+            req = request_for(conv, ports, current)
             at_compaction = cache_health.chain(conv, req)
             continue
         cache_health.observe(conv, reply, at_compaction)
+        reply = with_cleared(reply)
         after_reply(conv, ports, current, reply, req)
         sent(conv, current)
         return reply
@@ -147,6 +178,16 @@ def refused_text(error: PromptTooLong, learned: bool) -> str:
     return f"The server refused the request as too long{sizes}{window}. Compacting the conversation."
 
 
+def with_cleared(reply: Message) -> Message:
+    """The reply with the tokens the server's clearing left out of its count in its usage (compact.tokens
+    CLEARED): the history weighs that much more than the server counted."""
+    applied = context_editing.applied_edits({"context_management": reply.extra.get("contextManagement")})
+    n = context_editing.cleared_tokens(applied)
+    if not n or reply.usage is None:
+        return reply
+    return reply.replace(usage={**reply.usage, CLEARED: n})
+
+
 def after_reply(conv: Conversation, ports: Ports, current: View, reply: Message, req: Request) -> None:
     """Learn from the reply's usage (calibration), record applied context edits, warn when nearly full."""
     usage = reply.usage or {}
@@ -154,7 +195,10 @@ def after_reply(conv: Conversation, ports: Ports, current: View, reply: Message,
     fixed = overhead_tokens(req)  # the system prompt and tools as last sent: counted once a request
     conv.calibration.overhead = fixed
     if real:  # keep the estimate honest: the server's count of this whole request against ours
-        conv.calibration.observe(real, fixed + sum(m.tokens for m in current.tagged))
+        # (what it cleared added back: our estimate is of the history as sent)
+        conv.calibration.observe(
+            real + int(usage.get(CLEARED) or 0), fixed + sum(m.tokens for m in current.tagged)
+        )
     applied = context_editing.applied_edits({"context_management": reply.extra.get("contextManagement")})
     if applied:
         conv.record(context_edit_record(applied))

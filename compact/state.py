@@ -16,6 +16,8 @@ Transcript record types (one JSON line each; the writer adds "uuid", "timestamp"
   {"type": "context-edit", "applied": [...]}          (server-side context editing report; not replayed)
   {"type": "thinking-drop", "droppedThinkingUuids": [str, ...], "where": "edit" | "compaction"}
                                                       (thinking an edit invalidated: left out from then on)
+  {"type": "server-clearing", "throughToolUseId": str} (the automatic server-side clearing's point:
+                                                      compact.context_editing)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ STATE_TYPES = (
     "collapse-commit",
     "context-edit",
     "thinking-drop",
+    "server-clearing",
 )
 COLLAPSE_KEYS = ("collapsedUuids", "summary", "placeholderUuid")
 COLLAPSE_STATE = "workingState"  # optional: the span's working state as text (compact.ledger.span_text)
@@ -59,6 +62,9 @@ class ContextState:
     freed_since_usage: dict[str, int] = field(default_factory=dict)
     # uuids of responses whose thinking an edit invalidated: left out of every request (compact.binding)
     thinking_dropped: set[str] = field(default_factory=set)
+    # the tool use through which the server clears old results (compact.context_editing's automatic
+    # clearing): a resumed session asks for the same clearing, or it would send more than the window
+    server_clear_through: str | None = None
 
     def reset_after_compaction(self, tokens: int) -> None:
         """A compaction replaces the history; decisions about dropped messages no longer matter."""
@@ -104,6 +110,10 @@ def thinking_record(uuids: Iterable[str], where: str) -> dict[str, Any]:
     return {"type": "thinking-drop", "droppedThinkingUuids": list(uuids), "where": where}
 
 
+def clearing_record(through: str) -> dict[str, Any]:
+    return {"type": "server-clearing", "throughToolUseId": through}
+
+
 def state_records(state: ContextState) -> list[dict[str, Any]]:
     """The records that replay ``state`` (for a session seeded from another file)."""
     recs: list[dict[str, Any]] = []
@@ -118,6 +128,8 @@ def state_records(state: ContextState) -> list[dict[str, Any]]:
         recs.append(thinking_record(sorted(state.thinking_dropped), "edit"))
     if state.last_summarized_uuid:
         recs.append(notes_record(state.last_summarized_uuid))
+    if state.server_clear_through:
+        recs.append(clearing_record(state.server_clear_through))
     return recs
 
 
@@ -150,6 +162,9 @@ def replay(
             state.snipped |= set(rec.get("removedUuids") or []) & live_uuids
         elif kind == "microcompact":
             state.cleared |= set(rec.get("clearedToolUseIds") or []) & tool_ids
+        elif kind == "server-clearing":
+            if rec.get("throughToolUseId") in tool_ids:  # the newest one stands
+                state.server_clear_through = rec["throughToolUseId"]
         elif kind == "thinking-drop":
             state.thinking_dropped |= set(rec.get("droppedThinkingUuids") or []) & live_uuids
         elif kind == "collapse-commit" and i >= collapses_from:

@@ -7,6 +7,12 @@ compaction) the estimate covers the whole request: the system prompt and tool de
 (``Calibration.overhead``) as well as the messages. A count costs O(messages after the last usage),
 never a walk over the whole history, since each message caches its own estimate.
 
+Server-side clearing (``clear_tool_uses``, compact.context_editing) makes two numbers of one history:
+what the server counts (old tool results cleared: the usage it reports, what the window and the
+blocking limit hold) and what the history weighs as the client keeps and sends it, ``raw`` (what a
+compaction request, which can't clear, must send). A response's usage records the tokens its edits
+cleared (``CLEARED``); ``cleared`` reads them back.
+
 Calibration compares like with like: the server's count of a whole request against our estimate of
 that same whole request (system, tools, messages). The ratio is the quotient of size-weighted sums that
 fade with each new request, so a tiny request (a first prompt, almost all system prompt) moves it
@@ -20,6 +26,8 @@ from dataclasses import dataclass, field
 
 from core.messages import Message
 from core.tokens import usage_total
+
+CLEARED = "cleared_input_tokens"  # in a response's usage: what the server's clearing left out of its count
 
 
 @dataclass
@@ -83,3 +91,12 @@ def count_tokens(
             return max(0, usage_total(m.usage) - stale) + estimate
         tail += m.tokens
     return calibration.scale(calibration.fixed_tokens() + tail) if calibration else tail
+
+
+def cleared(messages: list[Message]) -> int:
+    """Tokens the server's clearing left out of the last reported usage (0 when it cleared nothing): the
+    history as the client keeps it weighs ``count_tokens(...) + cleared(...)``."""
+    for m in reversed(messages):
+        if m.role == "assistant" and m.usage:
+            return int(m.usage.get(CLEARED) or 0)
+    return 0

@@ -75,7 +75,7 @@ from compact.config import CompactConfig
 from compact.micro import cache_expired, microcompact
 from compact.snip import apply_snips, tag_prompts
 from compact.state import ContextState, microcompact_record, replacement_record, thinking_record
-from compact.tokens import Calibration, count_tokens
+from compact.tokens import Calibration, cleared, count_tokens
 from core.messages import Message, to_api
 
 # a worker that runs as a whole stage (the collapser): (view, ctx) -> view
@@ -164,7 +164,13 @@ class Stage:
 class View:
     messages: list[Message]  # the model's view, without the [id:…] tags
     tagged: list[Message]  # the same with the tags: what is sent
-    tokens: int
+    tokens: int  # as the server counts it (what server-side clearing leaves)
+
+    @cached_property
+    def raw_tokens(self) -> int:
+        """The history as it is kept and sent, old tool results the server clears included (compact.tokens):
+        what compaction is due at, and what a compaction request sends."""
+        return self.tokens + cleared(self.messages)
 
     @cached_property
     def api(self) -> list[dict[str, Any]]:

@@ -125,6 +125,7 @@ class Session(wiring.SessionBase):
             self._emit,
             wiring.compact_config(s),
             offers_compaction=lambda: offers_compaction(self.model),
+            preserves_thinking=lambda: preserves_thinking(self.model),
         )
         self.conv = wiring.conversation(
             writer,
