@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from compact import context_editing, prepare
+from compact import context_editing, request_cycle
 from compact.context_editing import AUTO_AT_LEAST, AUTO_TRIGGER, CLEAR_TOOL_USES, advance, automatic
 from compact.tokens import CLEARED
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
@@ -40,8 +40,8 @@ def read_step(bench: Bench, api: FakeAPI, n: int) -> Message:
     """One main request through the pipeline: a thinking reply reading a ~3,000-token file, and its result."""
     path = write_file(bench, f"m{n}.py", lines=250, width=6)
     api.add(Reply.tools([("Read", {"file_path": str(path)}, f"toolu_r{n}")], thinking=f"read m{n}"))
-    view = prepare.prepare_request(bench.conv, bench.ports)
-    message = prepare.send(bench.conv, bench.ports, view)
+    view = request_cycle.before_request(bench.conv, bench.ports)
+    message = request_cycle.send(bench.conv, bench.ports, view)
     bench.add(message)
     bench.add(tool_results([tool_result_block(f"toolu_r{n}", path.read_text())]))
     return message
@@ -82,10 +82,13 @@ def test_the_server_clears_in_batches_and_the_history_stays_as_sent(tmp_path: Pa
     # between moves the server clears the same uses: the prompt cache holds what came before
     steady = [i for i in range(1, len(points)) if i not in moves and points[i] is not None]
     assert steady
-    read = lambda u: int(u.get("cache_read_input_tokens") or 0)  # noqa: E731
-    whole = lambda u: (
-        sum(int(u.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens")) + read(u)
-    )  # noqa: E731
+
+    def read(u: dict) -> int:
+        return int(u.get("cache_read_input_tokens") or 0)
+
+    def whole(u: dict) -> int:
+        return int(u.get("input_tokens") or 0) + int(u.get("cache_creation_input_tokens") or 0) + read(u)
+
     for i in steady:  # everything the previous request sent is read from the cache
         assert read(replies[i].usage or {}) >= 0.95 * whole(replies[i - 1].usage or {})
     for i in moves:  # a move rewrites what follows the first result it clears
