@@ -191,7 +191,7 @@ def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, ap
     notes_updater.update_if_due(
         bench.conv, bench.ports
     )  # over 10K: an update starts, and update_if_due returns at once
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 5  # the update's reply is held for 10 s
     assert notes_updater.worker(bench.conv).busy
 
     for n in range(2):  # due again (+6K, no tool call) while one runs: it waits; only the newest waits

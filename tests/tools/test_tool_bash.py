@@ -111,7 +111,7 @@ def test_a_deleted_working_directory_falls_back_to_the_project(tmp_path: Path) -
 def test_stdin_is_closed(tmp_path: Path) -> None:
     start = time.monotonic()
     assert bash(make_ctx(tmp_path), "cat; read -r line || echo no-input").content == "no-input"
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 10  # the command (or its child) sleeps 20-30 s
 
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
@@ -119,7 +119,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     start = time.monotonic()
     with pytest.raises(ToolError) as info:
         bash(ctx, "echo started; sleep 30 & echo $! > bg.pid; sleep 30", timeout=500)
-    assert time.monotonic() - start < 2.5
+    assert time.monotonic() - start < 10  # the command (or its child) sleeps 20-30 s
     assert (
         str(info.value)
         == "Command timed out after 500 ms and was stopped. Output before it stopped:\nstarted"
@@ -139,7 +139,7 @@ def test_cancel_from_another_thread_stops_the_command(tmp_path: Path) -> None:
     threading.Timer(0.3, ctx.cancel.set).start()
     start = time.monotonic()
     result = run_tool(BashTool(), {"command": "sleep 30"}, ctx)
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 10  # the command (or its child) sleeps 20-30 s
     assert result.is_error
     assert (
         result.content == "Command was interrupted by the user and stopped. It printed nothing before that."
@@ -150,7 +150,7 @@ def test_background_jobs_do_not_hold_the_call_open(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     start = time.monotonic()
     result = bash(ctx, "sleep 20 & echo $! > bg.pid; echo launched")
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 10  # the command (or its child) sleeps 20-30 s
     assert result.content == "launched"
     os.kill(int((tmp_path / "bg.pid").read_text()), 9)
 
