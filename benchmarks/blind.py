@@ -215,7 +215,7 @@ class Wire:
         fallback, which the prefix check's own counter records)."""
         body = req.params()
         betas = ",".join(getattr(req, "betas", None) or [])
-        problems = PROFILE_2026.problems(body, {"anthropic-beta": betas}, None)
+        problems = PROFILE_2026.problems(body, {"anthropic-beta": betas}, None) + _loop_problems(body)
         outcome = self.binding.check(body, betas)
         if outcome.refusal:
             problems.append(outcome.refusal)
@@ -256,6 +256,19 @@ class Wire:
         out.fallbacks = len(self.binding.fallbacks)
         out.problems = [f"refused: {r}" for r in self.refusals]
         return out
+
+
+def _loop_problems(body: dict[str, Any]) -> list[str]:
+    """The fake's tool-loop rule (agent.demo.server): a request whose last user turn holds tool results
+    continues the loop, and the assistant turn before it must start with its thinking."""
+    messages = body.get("messages") or []
+    if len(messages) < 2 or messages[-1].get("role") != "user" or messages[-2].get("role") != "assistant":
+        return []
+    results = [b for b in messages[-1].get("content") or [] if b.get("type") == "tool_result"]
+    first = (messages[-2].get("content") or [{}])[0]
+    if results and first.get("type") not in ("thinking", "redacted_thinking"):
+        return [f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` (a tool loop's last turn)"]
+    return []
 
 
 # --- the adversary: every side model ----------------------------------------------------------------------

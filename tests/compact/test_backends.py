@@ -15,6 +15,7 @@ from compact.server_summary import ERROR_CODES, is_compaction
 from core.events import CompactFinished
 from core.messages import Message, assistant, meta, tool_result_block, tool_results, user_prompt
 from tests.compact.test_compactor import SUMMARY_REPLY, of_type, write_file
+from tests.conftest import records
 from tests.fakeapi import FakeAPI, Reply
 from tests.harness import Bench, make_bench
 
@@ -377,6 +378,67 @@ def test_a_span_summary_leaves_out_the_thinking_the_main_requests_left_out(
     assert text == "SPAN" and len(route.hits) == 1  # accepted (the api fixture checks): nothing dropped
     sent = [b for m in route.hits[0]["messages"] for b in m["content"] if b.get("type") == "thinking"]
     assert len(sent) == sum(binding.holds_thinking(m) for m in bench.view().messages)
+
+
+def test_thinking_a_collapse_commit_invalidates_is_counted_at_that_compaction_point(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    # a collapse commit puts a summary the client wrote in front of the turns after it: their thinking
+    # is left out once, as at any compaction point, and never counted as an edit between points
+    bench = thinking_bench(tmp_path, api, context_collapse=True, context_window=200_000)
+    first = user_prompt("Look at a.py.")
+    bench.add(first)
+    read_step(bench, api, "a.py")
+    answer = step(bench, Reply.text("a.py is fine.", thinking="fine"), api)
+    bench.add(user_prompt("Now b.py."))
+    read_step(bench, api, "b.py")
+    step(bench, Reply.text("b.py is fine.", thinking="fine too"), api)
+    span = bench.messages[: bench.messages.index(answer) + 1]
+    placeholder = "ph-thinking"
+    bench.conv.state.collapses.append(
+        {
+            "collapsedUuids": [m.uuid for m in span],
+            "summary": "a.py read, fine",
+            "placeholderUuid": placeholder,
+        }
+    )
+    bench.add(user_prompt("And c.py?"))
+    step(bench, Reply.text("Not read yet.", thinking="not yet"), api)  # accepted (the api fixture checks)
+
+    counts = bench.conv.view_ctx.thinking
+    assert counts.dropped_at_collapse == 2 and counts.dropped_between == 0  # b.py's call and answer
+    sent = api.message_requests[-1].body["messages"]
+    assert "[Collapsed: " in str(sent[0]) and not any(
+        b.get("type") == "thinking" for m in sent[:-1] for b in m["content"] if isinstance(b, dict)
+    )
+    drops = [r for r in records(bench.transcript_path) if r["type"] == "thinking-drop"]
+    assert [r["where"] for r in drops] == ["collapse"]
+
+
+def test_a_notes_fold_of_a_span_sends_it_without_the_thinking_bound_to_what_came_before(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    from compact import notes_updater
+    from tests.fakeapi import is_notes_update
+
+    # a compaction folds the span the notes never saw into them with one update that sends just that
+    # span behind a lead-in: its thinking was bound to the messages before it, which this request
+    # doesn't hold (benchmarks/blind.py --profile 2026, pastes: refused, then drop_block)
+    bench = thinking_bench(tmp_path, api, session_memory=True)
+    bench.add(user_prompt("Look at a.py."))
+    read_step(bench, api, "a.py")
+    step(bench, Reply.text("a.py is fine.", thinking="fine"), api)
+    start = len(bench.messages)
+    bench.add(user_prompt("Now b.py."))
+    read_step(bench, api, "b.py")
+    step(bench, Reply.text("b.py is fine.", thinking="fine too"), api)
+    route = api.on(is_notes_update, Reply.text("Noted."))
+
+    notes_updater.update_span(bench.conv, bench.ports, bench.messages[start:])
+
+    [fold] = route.hits  # accepted: the api fixture checks for refusals and fallbacks
+    assert notes_updater.SPAN_LEAD in str(fold["messages"][0]) and "Now b.py." in str(fold["messages"])
+    assert not [b for m in fold["messages"] for b in m["content"] if b.get("type") == "thinking"]
 
 
 def test_a_resume_after_the_servers_summary_rebuilds_the_block_the_kept_turns_and_the_system_messages(
