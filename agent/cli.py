@@ -53,6 +53,7 @@ ENVIRONMENT = """\
   COMPACT_AGENT_SESSION_MEMORY         background notes and notes-based compaction
   COMPACT_AGENT_PREPARE_COMPACTION     prepare automatic compactions in the background before the threshold (off: the foreground compaction at it)
   COMPACT_AGENT_SERVER_COMPACTION      the server's on-demand summary where kept turns hold thinking (off: always a local compaction, the kept turns' thinking left out)
+  COMPACT_AGENT_COST_AWARE             compact as soon as a reset pays for itself by the prompt cache's arithmetic (from 15% of the threshold), and restore only files that pay (off: compact at the threshold, restore recent files)
   COMPACT_AGENT_MICROCOMPACT           time-based clearing of old tool results once the prompt cache has gone cold
   CLAUDE_CONTEXT_COLLAPSE              context collapse: old spans summarized in the background (opt-in)
   NO_COLOR                             no colours

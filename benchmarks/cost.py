@@ -9,7 +9,10 @@ user prompt is typed again, the fake answers with the recorded assistant replies
 the recorded tool results are fed back as the results, so every request goes through the real pipeline.
 
 Configurations:
-  default       our defaults (session notes, microcompact, auto-compact; collapse off)
+  today         the defaults before cost-aware compaction (costAwareCompaction off: compaction at the
+                threshold T, the five most recent files restored): the base of the "x today" column
+  default       our defaults (session notes, microcompact, auto-compact, cost-aware compaction; collapse
+                off)
   summary-only  no session notes, no microcompact: the LLM summary at the threshold
   masking       observation masking only: old tool results replaced by a placeholder on every request
                 (microcompact with a 0-minute gap, keeping the last 5), no automatic summary
@@ -18,7 +21,7 @@ Configurations:
   5.5 thinking  the defaults on claude-sonnet-5-5, the 5.5 family's fake enforcing preserved thinking's
                 prefix check (every reply thinks; the server's summary where kept turns hold thinking,
                 billed as an uncached read of what it summarizes plus its output: the worst case, as
-                whether it reads the prompt cache is not documented) — beside "default" in the same run
+                whether it reads the prompt cache is not documented) — beside "today" in the same run
 
 Bill: every request the fake answered (main, summary, notes updates, collapse spans), from the usage it
 reported (tests/fakeapi.py PromptCache): input x1, cache write x1.25, cache read x0.1, output x5, in
@@ -28,8 +31,9 @@ core.models' family table), compactions, peak context (largest main request),
 side% (the share of the bill spent on side requests), and the cache-read share of the compaction
 requests (summary / collapse; "-" when there were none).
 
-Run: .venv/bin/python benchmarks/cost.py [--quick]. Deterministic; about four minutes (--quick: scripted
-sessions and the 36-read session only).
+Run: .venv/bin/python benchmarks/cost.py [--quick | --reads] [--configs today,default,...]. About four
+minutes (--quick: scripted sessions and the 36-read session only; --reads: the 36-read session only). The
+background preparation's start depends on measured timing, so figures move by a few percent between runs.
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ TRANSCRIPT_WINDOW = 100_000  # the replays' window cap: the largest transcript c
 BIG_MODEL = [model_info(name, 1_000_000) for name in DEFAULT_MODELS]
 
 CONFIGS: dict[str, dict[str, Any]] = {
+    "today": {"cost_aware": False},
     "default": {},
     "summary-only": {"session_memory": False, "microcompact": False},
     "masking": {"session_memory": False, "auto_compact": False, "gap_minutes": 0.0},
@@ -325,17 +330,20 @@ def replay(path: Path, config: str, settings: dict[str, Any]) -> Row:
 # --- the table -----------------------------------------------------------------------------------------------
 
 
+BASE = "today"  # the ratios' base: today's default policy (compaction at T), in the same run
+
+
 def print_table(rows: list[Row]) -> None:
     print(
-        f"{'session':<30} {'config':<13} {'billed (K)':>10} {'USD':>7} {'x default':>9} {'compactions':>11} "
+        f"{'session':<30} {'config':<13} {'billed (K)':>10} {'USD':>7} {'x today':>9} {'compactions':>11} "
         f"{'peak':>8} {'side%':>6}  cache-read share of compaction requests"
     )
-    default = {r.session: r.billed for r in rows if r.config == "default"}
+    base = {r.session: r.billed for r in rows if r.config == BASE}
     for r in rows:
         shares = ", ".join(f"{s:.0%}" for s in r.cache_read_shares[:6]) or "-"
         if len(r.cache_read_shares) > 6:
             shares += f", … ({len(r.cache_read_shares)})"
-        ratio = r.billed / default[r.session] if default.get(r.session) else 0.0
+        ratio = r.billed / base[r.session] if base.get(r.session) else 0.0
         print(
             f"{r.session:<30} {r.config:<13} {r.billed / 1000:>10,.0f} {r.usd:>7.2f} {ratio:>9.2f} "
             f"{r.compactions:>11} "
@@ -346,25 +354,25 @@ def print_table(rows: list[Row]) -> None:
         totals[r.config] = totals.get(r.config, 0.0) + r.billed
     print(
         "\ntotal over all sessions: "
-        + ", ".join(f"{c} {t / 1000:,.0f}K ({t / totals['default']:.2f}x)" for c, t in totals.items())
+        + ", ".join(f"{c} {t / 1000:,.0f}K ({t / totals[BASE]:.2f}x)" for c, t in totals.items())
     )
     thinking = [r for r in rows if r.config == "5.5 thinking"]
-    if thinking and totals.get("default"):
+    if thinking and totals.get(BASE):
         worst = sum(r.billed for r in thinking)
         uncached = sum(r.server_input for r in thinking)
         best = worst - uncached * (PRICE["input_tokens"] - PRICE["cache_read_input_tokens"])
-        scripted_default = sum(
-            r.billed for r in rows if r.config == "default" and r.session in {t.session for t in thinking}
-        )
+        same = {t.session for t in thinking}
+        today = sum(r.billed for r in rows if r.config == BASE and r.session in same)
         print(
-            f"5.5 thinking against default on the same sessions: {worst / scripted_default:.2f}x with the "
+            f"5.5 thinking against today's default on the same sessions: {worst / today:.2f}x with the "
             f"server's summary billed uncached ({uncached / 1000:,.0f}K input tokens: the worst case, used "
-            f"above), {best / scripted_default:.2f}x if it reads the prompt cache (the best case)"
+            f"above), {best / today:.2f}x if it reads the prompt cache (the best case)"
         )
-    reads = [r for r in rows if r.session == "36 reads" and r.config == "default"]
-    if reads:
+    reads = {r.config: r.billed for r in rows if r.session == "36 reads"}
+    if reads.get(BASE) and reads.get("default"):
         print(
-            f"36 reads of ~20 KB at a 200K window: {reads[0].billed / 1000:,.0f}K token equivalents "
+            f"36 reads of ~20 KB at a 200K window: today {reads[BASE] / 1000:,.0f}K, cost-aware default "
+            f"{reads['default'] / 1000:,.0f}K token equivalents = {reads['default'] / reads[BASE]:.2f}x "
             "(this fake only: no figure measured elsewhere is comparable)"
         )
     for config, tally in TALLIES.items():
@@ -377,14 +385,21 @@ def print_table(rows: list[Row]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="scripted sessions and the 36-read session only")
+    parser.add_argument("--reads", action="store_true", help="the 36-read session only")
+    parser.add_argument("--configs", help="comma-separated configurations (default: all)")
     args = parser.parse_args()
+    if args.configs:
+        wanted = set(args.configs.split(","))
+        for name in [c for c in CONFIGS if c not in wanted and c != "today"]:  # the ratios' base stays
+            del CONFIGS[name]
     rows: list[Row] = []
-    for scenario in scripted.SCENARIOS:
-        rows += scripted_rows(scenario, scripted.WINDOW)
-    for scenario in scripted.SCENARIOS:  # turns of two replies: old turns context collapse can take
-        rows += scripted_rows(scenario, scripted.WINDOW, short_turns=True)
+    if not args.reads:
+        for scenario in scripted.SCENARIOS:
+            rows += scripted_rows(scenario, scripted.WINDOW)
+        for scenario in scripted.SCENARIOS:  # turns of two replies: old turns context collapse can take
+            rows += scripted_rows(scenario, scripted.WINDOW, short_turns=True)
     rows += scripted_rows(reads_36(), None)
-    if not args.quick:
+    if not (args.quick or args.reads):
         for path in sorted(TRANSCRIPTS.glob("*.jsonl")):
             if not load_turns(path):
                 print(f"(skipped {path.name}: no typed prompt to replay)")

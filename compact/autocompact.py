@@ -2,7 +2,9 @@
 
 Triggers: every model call of the main conversation (tool loops included), never inside a side request
 or while a compaction runs:
-  auto-compact on      the context at or over the threshold T (compact.thresholds);
+  auto-compact on      the context at or over the threshold T (compact.thresholds), or, with cost-aware
+                       compaction (on by default), over the point where a reset pays for itself by the
+                       prompt cache's arithmetic (compact.economics; never below 25% of T);
   context collapse on  (auto-compact is then off) the view at the blocking limit, or over T with nothing
                        collapse could take (one long turn has no old spans): compacting at T then beats
                        carrying a view over T up to the blocking limit (benchmarks/cost.py).
@@ -14,7 +16,7 @@ candidate prepared in the background (compact.preparer) is applied.
 
 from __future__ import annotations
 
-from compact import compactor, preparer, thresholds
+from compact import backend, compactor, economics, notes_compaction, preparer, thresholds
 from compact.breaker import MAX_FAILURES
 from compact.collapse_worker import collapser
 from compact.conversation import Conversation, Ports
@@ -35,8 +37,34 @@ def should_compact(
 
 
 def threshold_reached(conv: Conversation, ports: Ports, tokens: int) -> bool:
-    """Auto-compact is on, no compaction is running, and ``tokens`` reach T."""
-    return ports.config.auto_enabled and not conv.compacting and tokens >= ports.thresholds().auto_compact
+    """Auto-compact is on, no compaction is running, and ``tokens`` reach the compaction point (T, or
+    earlier where a reset pays for itself: ``point``)."""
+    if not ports.config.auto_enabled or conv.compacting:
+        return False
+    th = ports.thresholds().auto_compact
+    return tokens >= th or (ports.config.cost_aware and early(conv, ports, tokens))
+
+
+def early(conv: Conversation, ports: Ports, tokens: int) -> bool:
+    """A compaction before T pays for itself (compact.economics) and needs no call made now: the notes are
+    current, or this cycle's candidate is prepared or being prepared (compact.preparer applies it when it
+    is ready). Otherwise the preparation starts first: a compaction in the foreground here would pay for
+    a call the arithmetic did not count (a fold of the notes, a summary) and make the user wait."""
+    kind = "notes-current" if preparer.candidate_ready(conv) else next_kind(conv, ports)  # paid for: no call
+    if kind != "notes-current" and not preparer.has_candidate(conv):
+        return False
+    return tokens >= economics.point(conv, ports, kind, ports.thresholds().auto_compact)
+
+
+def next_kind(conv: Conversation, ports: Ports) -> str:
+    """The kind of call the next automatic compaction makes, as compact.economics prices it: the server's
+    summary where kept turns hold thinking, the notes (with no call when they are current already), else
+    the local summary."""
+    if backend.server_expected(conv, ports):
+        return "server"
+    if not ports.config.notes_enabled:
+        return "summary"
+    return "notes-current" if notes_compaction.plan(conv, ports) is not None else "notes"
 
 
 def due(conv: Conversation, ports: Ports, tokens: int, view: list[Message] | None = None) -> bool:
@@ -61,7 +89,7 @@ def due(conv: Conversation, ports: Ports, tokens: int, view: list[Message] | Non
         if worker is None or worker.can_help(view or []):
             return False
     return should_compact(
-        tokens,
+        max(tokens, th.auto_compact) if c.auto_enabled else tokens,  # at T or at the point (just checked)
         th.auto_compact,
         failures=conv.breaker.failures,
         new_content=not compactor.nothing_new_since_compaction(conv),

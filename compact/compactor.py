@@ -304,7 +304,8 @@ def finish(
     state = dataclasses.replace(state, message=discovered.stamp(state.message, old))  # found tools outlive it
     base = cal.scale(fixed + state.message.tokens)  # as the server counts (the tail's old results cleared)
     room = round((th.auto_compact * RESTORE_SHARE - base) / cal.ratio)  # in estimated tokens, like the files
-    restored = restore.plan_restore(conv, ports, visible, old, room=room)
+    cost_aware = ports.config.cost_aware and ports.config.auto_enabled
+    restored = restore.plan_restore(conv, ports, visible, old, room=room, tail=kept if cost_aware else None)
     hook_msgs, start_lines = _session_start(ports)
     added = [state.message, *restored.messages, *hook_msgs]
     if server and kept and kept[-1].role == "user":

@@ -131,6 +131,14 @@ class CompactConfig:
         doc="the server's on-demand summary where kept turns hold thinking (off: always a local compaction, "
         "the kept turns' thinking left out)",
     )
+    cost_aware: bool = setting(
+        True,
+        key="costAwareCompaction",
+        env="COMPACT_AGENT_COST_AWARE",
+        kind=BOOL,
+        doc="compact as soon as a reset pays for itself by the prompt cache's arithmetic (from 15% of the "
+        "threshold), and restore only files that pay (off: compact at the threshold, restore recent files)",
+    )
     microcompact: bool = setting(
         True,
         key="microcompact.enabled",

@@ -37,6 +37,7 @@ from compact import (
     backend,
     compactor,
     coverage,
+    economics,
     ledger,
     notes_compaction,
     notes_updater,
@@ -170,6 +171,8 @@ def start_if_due(conv: Conversation, ports: Ports, tokens: int) -> bool:
         return False
     threshold, blocking = ports.thresholds().auto_compact, _limit(ports)
     kind = _kind(conv, ports)
+    if ports.config.cost_aware:  # prepared ahead of where a compaction pays for itself (compact.economics)
+        threshold = economics.point(conv, ports, kind, threshold)
     if p.cycle == _cycle(conv):
         if p.kind == "notes" and p.notes_done and _notes_plan(conv, ports) is None:
             if not p.failed and not p.running and tokens >= level(p, threshold, blocking, "summary"):
@@ -204,6 +207,20 @@ def _start(conv: Conversation, ports: Ports, p: Preparer, tokens: int) -> bool:
         return True
     _start_summary(conv, ports, p, p.custom)
     return False
+
+
+def has_candidate(conv: Conversation) -> bool:
+    """Whether this cycle's candidate was started (ready, in flight or done)."""
+    p = preparer(conv)
+    return p is not None and p.cycle == _cycle(conv) and bool(p.kind)
+
+
+def candidate_ready(conv: Conversation) -> bool:
+    """Whether this cycle's candidate has completed (its call is paid for: applying it costs none)."""
+    p = preparer(conv)
+    if p is None or p.cycle != _cycle(conv) or p.failed:
+        return False
+    return p.server_ready is not None or p.ready is not None or (p.kind == "notes" and p.notes_done)
 
 
 def _kind(conv: Conversation, ports: Ports) -> str:

@@ -13,6 +13,7 @@ import json
 
 from compact import (
     autocompact,
+    backend,
     cache_health,
     compactor,
     context_editing,
@@ -72,7 +73,8 @@ def after_response(conv: Conversation, ports: Ports) -> None:
     """After each main response: prepare the next compaction in the background from the preparation
     level on (compact.preparer), and keep the session notes current — unless this cycle's candidate
     already owns them, or a compaction is due at the next request and can use the notes as they are,
-    which would throw the update away."""
+    which would throw the update away, or (cost-aware compaction) the server's summary is the next
+    compaction's backend, which never reads them."""
     tokens = conv.view().raw_tokens  # what a compaction would replace (old results the server clears too)
     if preparer.start_if_due(conv, ports, tokens):
         return
@@ -80,6 +82,8 @@ def after_response(conv: Conversation, ports: Ports) -> None:
         due = autocompact.threshold_reached(conv, ports, tokens)
         if due and notes_compaction.plan(conv, ports) is not None:
             return
+        if ports.config.cost_aware and backend.server_expected(conv, ports):
+            return  # the server's summary will compact: notes kept current for it would be paid for unused
     notes_updater.update_if_due(conv, ports)
 
 

@@ -143,16 +143,35 @@ def _plan_message(path: Path, budget: int) -> tuple[Message, int] | None:
     ), used
 
 
+def worth_restoring(conv: Conversation, history: list[Message]) -> set[str]:
+    """The files a restore pays for (cost-aware compaction, compact.economics): those the session wrote or
+    edited, which the work is likely to touch again. A copy costs a cache write of the file whether or
+    not it is used, the same as reading it again when it is needed; a file only read once is named in
+    the working state and read again if the work comes back to it."""
+    state = ledger.derive(history, str(conv.tools.project_dir))
+    return {str(conv.tools.resolve(p).resolve()) for p in state.modified}
+
+
 def plan_restore(
-    conv: Conversation, ports: Ports, kept: list[Message], history: list[Message], *, room: int | None = None
+    conv: Conversation,
+    ports: Ports,
+    kept: list[Message],
+    history: list[Message],
+    *,
+    room: int | None = None,
+    tail: list[Message] | None = None,
 ) -> Restored:
-    """What to restore after a compaction (no side effects)."""
+    """What to restore after a compaction (no side effects). ``tail``: with cost-aware compaction, the
+    whole kept tail (its cleared reads included): a file it read is not restored — its Read call stays
+    in view and can be run again — and only files that pay (``worth_restoring``) are."""
     scale = window_scale(ports.thresholds().auto_compact)
     per_file = int(FILE_TOKENS * scale)
     total = int(TOTAL_TOKENS * scale)
     if room is not None:
         total = min(total, max(0, room))
     visible = set(_paths_in(kept, conv, ("Read",)))
+    in_tail = set(_paths_in(tail, conv, ("Read",))) if tail is not None else set()
+    paying = worth_restoring(conv, history) if tail is not None else None
     instructions, own_dir = _excluded(conv, ports)
     out = Restored()
     shown_in_kept = 0  # recent files the kept messages show take their slots among the five
@@ -160,8 +179,10 @@ def plan_restore(
     for name in recent_files(conv, history):
         if len(out.files) + shown_in_kept >= MAX_FILES:
             break
-        if name in visible:
+        if name in visible or name in in_tail:
             shown_in_kept += 1
+            continue
+        if paying is not None and name not in paying and name not in first:
             continue
         path = Path(name)
         if (

@@ -90,6 +90,7 @@ def test_counts_and_the_compaction_moment_follow_the_servers_tokenizer(tmp_path:
             api,
             autocompact_pct=15,
             session_memory=False,
+            cost_aware=False,  # the moment checked is T's (cost-aware compaction comes earlier when it pays)
             permission_mode="bypassPermissions",
             model="claude-sonnet-4-5",
             model_explicit=True,

@@ -146,7 +146,7 @@ def test_manual_summary_does_not_tell_the_model_to_carry_on(tmp_path: Path) -> N
 
 
 def test_the_next_main_request_is_the_compacted_view(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api)
+    bench = make_bench(tmp_path, api, cost_aware=False)  # the recent files restored (today's policy)
     conversation(bench, ["a.py", "b.py", "c.py"])
     api.reply_text(SUMMARY_REPLY)
     api.reply_text("Carrying on.")
@@ -259,7 +259,7 @@ def test_still_over_threshold_is_kept_but_counted_as_a_failure(tmp_path: Path, a
 
 
 def test_restores_most_recent_files_first_and_resets_read_state(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api)
+    bench = make_bench(tmp_path, api, cost_aware=False)  # the recent files restored (today's policy)
     paths = conversation(bench, [f"f{i}.py" for i in range(7)])
     read_round(bench, paths[2])  # read again: now the most recent
     (bench.cwd / "CLAUDE.md").write_text("# Project\nUse tabs.\n")
@@ -323,7 +323,7 @@ def test_plan_file_is_restored(tmp_path: Path, api: FakeAPI) -> None:
 def test_notes_compaction_keeps_a_tail_and_records_the_segment(
     tmp_path: Path, api: FakeAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bench = make_bench(tmp_path, api, session_memory=True)
+    bench = make_bench(tmp_path, api, session_memory=True, cost_aware=False)
     events = bench.events
     conversation(bench, ["a.py", "b.py"])
     bench.add(
@@ -447,7 +447,7 @@ def test_a_resumed_session_restores_from_its_history(tmp_path: Path, api: FakeAP
 
 
 def test_a_file_the_session_keeps_editing_is_restored_first(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api)
+    bench = make_bench(tmp_path, api, cost_aware=False)  # the recent files restored (today's policy)
     paths = conversation(bench, [f"f{i}.py" for i in range(3)])
     plan = write_file(bench, "TODO.md", lines=4)
     for n in range(2):  # two successful edits of the plan, early in the session

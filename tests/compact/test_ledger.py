@@ -235,7 +235,9 @@ def test_a_compaction_from_a_small_context_is_not_judged(tmp_path: Path, fake_ap
 def test_rereading_a_restored_unchanged_file_is_answered_from_the_restore(
     tmp_path: Path, fake_api: FakeAPI
 ) -> None:
-    session, _ = make_session(tmp_path, fake_api, permission_mode="bypassPermissions", session_memory=False)
+    session, _ = make_session(
+        tmp_path, fake_api, permission_mode="bypassPermissions", session_memory=False, cost_aware=False
+    )  # read files restored (cost-aware compaction restores only modified ones)
     project = session.tool_ctx.project_dir
     path = project / "m.py"
     path.write_text("".join(f"line {i}\n" for i in range(40)))

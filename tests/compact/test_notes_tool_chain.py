@@ -108,7 +108,7 @@ def test_a_long_tool_only_run_compacts_from_the_notes(tmp_path: Path) -> None:
     with FakeAPI() as api:
         (tmp_path / "project").mkdir(exist_ok=True)
         paths = write_files(tmp_path / "project", 50, 220)  # ~4,000 tokens a read: 50 reads pass 167K
-        session, events, writer = run(tmp_path, api, paths)
+        session, events, writer = run(tmp_path, api, paths, cost_aware=False)  # at T
         assert not [r for r in api.message_requests if is_compaction(r.body)]
         [done] = [e for e in events if isinstance(e, CompactFinished)]
         assert done.method == "session-memory" and done.pre_tokens >= 167_000
@@ -133,7 +133,7 @@ def test_at_a_small_window_notes_and_tail_leave_room_for_restored_files(tmp_path
     with FakeAPI() as api:
         (tmp_path / "project").mkdir(exist_ok=True)
         paths = write_files(tmp_path / "project", 40, 60)  # ~1,100 tokens a read; T = 27,000 at 60K
-        session, events, writer = run(tmp_path, api, paths, context_window=60_000)
+        session, events, writer = run(tmp_path, api, paths, context_window=60_000, cost_aware=False)
         assert not [r for r in api.message_requests if is_compaction(r.body)]
         finished = [e for e in events if isinstance(e, CompactFinished)]
         assert finished and all(e.method == "session-memory" for e in finished)

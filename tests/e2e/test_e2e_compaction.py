@@ -31,7 +31,8 @@ SUMMARY = (
     "8. Current Work: reading the files one by one.</summary>"
 )
 FINAL = "All files read."
-ENV = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
+# compaction at T (cost-aware compaction, which may come earlier, is tested in tests/compact/test_economics.py)
+ENV = {"COMPACT_AGENT_SESSION_MEMORY": "0", "COMPACT_AGENT_COST_AWARE": "0"}
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )

@@ -29,7 +29,7 @@ SUMMARY = (
     "<summary>1. Primary Request and Intent: SUMMARY-MARK read the project files.</summary>"
 )
 EARLY = "EARLY-HISTORY-4q7z"
-NO_NOTES = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
+NO_NOTES = {"COMPACT_AGENT_SESSION_MEMORY": "0", "COMPACT_AGENT_COST_AWARE": "0"}  # one compaction, at T
 
 
 def main_bodies(api: FakeAPI, start: int = 0) -> list[dict]:
@@ -182,7 +182,10 @@ def test_resume_after_a_notes_compaction_sends_notes_then_kept_tail_then_prompt(
     run_cli, project: Path, isolated_env: Path
 ) -> None:
     paths = make_files(project, 12)
-    env = {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "30"}  # T = 54,000 tokens
+    env = {
+        "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "30",
+        "COMPACT_AGENT_COST_AWARE": "0",
+    }  # T = 54,000 tokens, at T
     with FakeAPI() as api:
         api.on(is_notes_update, Notes())
         api.on(is_compaction, Reply.text(SUMMARY))

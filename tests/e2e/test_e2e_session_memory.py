@@ -147,12 +147,13 @@ def test_notes_carry_a_long_session_through_compaction_and_resume(run_cli, proje
         api.on(is_notes_update, notes)
         api.on(is_compaction, Reply.text(SUMMARY))
         api.on(lambda body: True, Model(batches))
+        at_t = {"COMPACT_AGENT_COST_AWARE": "0"}  # the compaction checked is the one at T
         for k in range(len(batches)):
-            turn(run_cli, api, f"Read batch {k + 1} of the sources.", first=k == 0)
+            turn(run_cli, api, f"Read batch {k + 1} of the sources.", first=k == 0, **at_t)
         before_resume = len(api.message_requests)
-        turn(run_cli, api, "What next?")
+        turn(run_cli, api, "What next?", **at_t)
         before_focus = len(api.message_requests)
-        turn(run_cli, api, "/compact focus on the parser")
+        turn(run_cli, api, "/compact focus on the parser", **at_t)
 
     assert api.violations == []
     sent = [r.body for r in api.message_requests]

@@ -23,7 +23,7 @@ from tests.fakeapi import FakeAPI, Reply, first_user_text, last_user_text, reque
 PARENT = "PARENT-PROMPT-7k2: which modules define f3 functions?"
 TASK = "TASK-PROMPT-q9w: read every file under src/ and report which define f3 functions."
 ANSWER = "ANSWER-MARK: module_03 defines the f3 functions."
-NO_NOTES = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
+NO_NOTES = {"COMPACT_AGENT_SESSION_MEMORY": "0", "COMPACT_AGENT_COST_AWARE": "0"}  # compaction at T
 
 
 def task_call(prompt: str = TASK, kind: str = "Explore", description: str = "Find f3 modules") -> Reply:
