@@ -658,7 +658,7 @@ class Session:
         if self.wire is None:
             return content
         view = self.conv.view()
-        body = self.wire.check(request_cycle.request_for(self.ports, view))
+        body = self.wire.check(request_cycle.request_for(self.conv, self.ports, view))
         request_cycle.sent(self.conv, view)  # until the next compaction point, requests extend it
         return self.wire.reply(body, content)
 
