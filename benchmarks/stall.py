@@ -21,11 +21,12 @@ Columns: compactions; p50 / p95 / max stall (model seconds); applied: the share 
 compactions applied from a prepared candidate; rejected / wasted candidates; billed token equivalents
 (input x1, cache write x1.25, cache read x0.1, output x5) against "today" on the same session.
 
-Run: .venv/bin/python benchmarks/stall.py [--quick] [--thinking] (--quick: the tool chain only; --thinking:
+Run: .venv/bin/python benchmarks/stall.py [--quick] [--thinking] [--wasted] (--quick: the tool chain only; --thinking:
 the 5.5 family's fake with the prefix check enforced, every reply thinking, the server's summary offered —
 it prints refused requests, drop_block fallbacks, thinking dropped between / at compaction points and kept
 across them). About four minutes. Every run prints the wasted compaction requests (prepared, never
-applied) over all prepared ones.
+applied) over all prepared ones. --wasted: only the tool chain, on the thinking model, at windows of 43K,
+100K, 200K and 1M with two step sizes each (WASTE_GRID), printing each one's wasted compaction requests.
 """
 
 from __future__ import annotations
@@ -123,6 +124,38 @@ SESSIONS = [
     Session("text turns", 100_000, _text_turns),
     Session("1M window", 1_000_000, _one_million),
 ]
+
+# --wasted: the tool chain at each window with two step sizes (tokens one reply adds: one file read of
+# about that size), long enough to pass T about three times (what it takes for a steady cycle)
+WASTE_GRID = [
+    (43_000, (1_100, 2_200)),
+    (100_000, (2_750, 5_500)),
+    (200_000, (5_500, 11_000)),
+    (1_000_000, (22_000, 44_000)),
+]
+TOKENS_PER_LINE = 22  # of the generated modules (_files): 250 lines are about 5,500 tokens
+WASTE_PASSES = 3.0  # the chain's files add up to this many times T
+MIN_STEPS = 30  # and at least this many replies (a 43K window's T is 10,000)
+FILE_TOKENS = 11_000
+
+
+def chain_of(window: int, step: int) -> Session:
+    """The tool chain at ``window``, each reply reading files of about ``step`` tokens in all (files of
+    at most FILE_TOKENS: a larger result would go to disk with a preview, compact.budget)."""
+    threshold = window - 20_000 - 13_000
+    steps = max(MIN_STEPS, round(WASTE_PASSES * threshold / step))
+    per_reply = max(1, step // FILE_TOKENS)
+    lines = max(10, step // per_reply // TOKENS_PER_LINE)
+
+    def setup(project: Path) -> list[Any]:
+        paths = _files(project, steps * per_reply, lines, tag=f"w{step}")
+        replies = [
+            [("Read", {"file_path": str(p)}) for p in paths[k : k + per_reply]]
+            for k in range(0, len(paths), per_reply)
+        ]
+        return [("Read every module in src/, a few at a time.", replies)]
+
+    return Session(f"{window // 1000}K/{step / 1000:g}K", window, setup)
 
 
 @dataclass
@@ -272,7 +305,15 @@ def main_() -> None:
         action="store_true",
         help=f"{THINKING_MODEL} on the 5.5 family's fake with the prefix check enforced",
     )
+    parser.add_argument(
+        "--wasted",
+        action="store_true",
+        help="wasted compaction requests of the tool chain across windows and step sizes (thinking model)",
+    )
     args = parser.parse_args()
+    if args.wasted:
+        wasted_table()
+        return
     sessions = SESSIONS[:1] if args.quick else SESSIONS
     print(f"Delays divided by {SCALE:g} (real: main 2 s, notes 8 s, summary 20 s; fast: ten times less);")
     print("stalls in the model's seconds. billed: token equivalents, prepared / today on the same session.\n")
@@ -324,6 +365,34 @@ def main_() -> None:
         f"whose thinking was dropped between compaction points {between}, at compaction points {dropped_at}; "
         f"kept valid across compactions {kept_at} ({kept_share} of the kept turns that held thinking)."
     )
+
+
+def wasted_table() -> None:
+    """--wasted: prepared candidates never applied, per window and step size, on the thinking model (real
+    pace, notes off: the server's summary is every candidate there)."""
+    print(f"The tool chain on {THINKING_MODEL} (5.5 family's fake, prefix check enforced), real pace,")
+    print("compactions prepared in the background. wasted: prepared and never applied (discarded or")
+    print("refused); open: still being prepared when the session ended (neither).\n")
+    print(
+        f"{'window':>8} {'step':>6} {'steps':>5} {'comp':>4} {'applied':>7} {'prepared':>8} "
+        f"{'wasted':>6} {'open':>4} {'share':>6} {'p95':>6} {'refused':>7} {'drop':>4}"
+    )
+    worst = 0.0
+    started = time.monotonic()
+    for window, steps in WASTE_GRID:
+        for step in steps:
+            session = chain_of(window, step)
+            r = run(session, notes=False, pace="real", prepare=True, thinking=True)
+            lost = r.wasted + r.rejected
+            share = lost / r.prepared if r.prepared else 0.0
+            worst = max(worst, share)
+            reads = max(MIN_STEPS, round(WASTE_PASSES * (window - 33_000) / step))
+            print(
+                f"{window:>8,} {step:>6,} {reads:>5} {r.compactions:>4} {r.applied:>7} {r.prepared:>8} "
+                f"{lost:>6} {r.prepared - r.applied - lost:>4} {share:>6.0%} {_pct(r.stalls, 0.95):>5.1f}s "
+                f"{r.refused:>7} {r.fallbacks:>4}" + (f"  errors: {r.errors}" if r.errors else "")
+            )
+    print(f"\nWorst wasted share {worst:.0%} (goal <= 10%). Wall time {time.monotonic() - started:.0f}s.")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ history with preserved thinking small without editing it (SPEC §17), as request
 Two sources. The ``contextEditing`` setting, when the user sets it (``request_params``). Else, on a
 model with preserved thinking (``automatic``): ``clear_tool_uses`` alone, up to a point the agent
 moves (``advance``): once what the server counts reaches AUTO_TRIGGER of the auto-compact threshold T,
-to all but the ``microcompact.keepRecent`` newest uses, when that clears at least AUTO_AT_LEAST of T.
+to all but the ``microcompact.keepRecent`` newest uses (fewer when their results would fill more than
+AUTO_KEEP_SHARE of T), when that clears at least AUTO_AT_LEAST of T.
 The request says it by how many uses to keep, so the server clears the same uses from request to
 request and the cached prefix holds between moves (a server-side trigger on the growing history would
 clear one more result, and rewrite the prefix after it, on every request). The local history
@@ -41,6 +42,7 @@ CLEAR_THINKING = "clear_thinking_20251015"
 KEEP_TOOLS = ("ToolSearch",)
 # of T: the server clears from here (well below the blocking limit while a compaction waits)
 AUTO_TRIGGER = 0.9
+AUTO_KEEP_SHARE = 0.4  # of T: the newest results kept may fill no more (at a 43K window T is 10,000)
 AUTO_AT_LEAST = 0.2  # of T: never less at a time (each clearing is a cache write of what follows)
 
 DEFAULTS = {"triggerTokens": 100_000, "keepToolUses": 3, "clearAtLeastTokens": 20_000, "clearThinking": True}
@@ -106,11 +108,30 @@ def advance(
         return through
     ids = _use_ids(messages)
     done = ids.index(through) + 1 if through in ids else 0
-    upto = len(ids) - max(1, keep)
+    upto = len(ids) - _kept(messages, ids, keep, int(threshold * AUTO_KEEP_SHARE))
     if upto <= done:
         return through
     freed = _results_tokens(messages, set(ids[done:upto]))
     return ids[upto - 1] if freed >= threshold * AUTO_AT_LEAST else through
+
+
+def _kept(messages: Sequence[Message], ids: list[str], keep: int, room: int) -> int:
+    """How many of the newest uses keep their results: ``keep``, fewer when their results would fill more
+    than ``room`` (a small window), never none."""
+    sizes = {
+        b.get("tool_use_id"): m.tokens
+        for m in messages
+        if m.role == "user"
+        for b in m.content
+        if b.get("type") == "tool_result"
+    }
+    n, used = 0, 0
+    for use in reversed(ids):
+        used += sizes.get(use, 0)
+        if n >= max(1, keep) or (n and used > room):
+            break
+        n += 1
+    return max(1, n)
 
 
 def clearable_tokens(messages: Sequence[Message], through: str | None) -> int:

@@ -124,3 +124,21 @@ def test_never_twice_in_a_row_for_the_same_content(tmp_path: Path, api: FakeAPI)
     bench.add(user_prompt("next"))
     api.reply_text(SUMMARY_REPLY)
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, 5_000) is True
+
+
+def test_when_the_server_clears_only_what_a_compaction_freed_counts(tmp_path: Path, api: FakeAPI) -> None:
+    """A tail kept over T (or near the warning level) that the server clears old results from is no failed
+    compaction (compact.context_editing); one that freed too little still is."""
+    bench = make_bench(tmp_path, api)
+    threshold = bench.ports.thresholds().auto_compact
+    pre, post = threshold * 2, threshold + 1_000  # over T as kept, 45% freed
+    guard.check(bench.conv, bench.ports, "auto", "auto", pre, post)
+    assert (
+        bench.conv.breaker.failures == 1
+        and of_type(bench.events, CompactFailed)[-1].reason == guard.STILL_OVER
+    )
+    failed = len(of_type(bench.events, CompactFailed))
+    guard.check(bench.conv, bench.ports, "auto", "auto", pre, post, clears=True)
+    assert bench.conv.breaker.failures == 0 and len(of_type(bench.events, CompactFailed)) == failed
+    guard.check(bench.conv, bench.ports, "auto", "auto", pre, int(pre * 0.9), clears=True)  # 10% freed
+    assert bench.conv.breaker.failures == 1
