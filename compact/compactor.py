@@ -60,6 +60,10 @@ from core.messages import Message, meta
 DISABLED = "Compaction is disabled (DISABLE_COMPACT is set)"
 CANCELLED = "cancelled"
 NOTHING = "there is nothing to compact yet"
+# below the least a compaction leaves (the summary's frame and the working state it must attach) there is
+# nothing to compact: the conversation would only grow (the reason starts with NOTHING_TO_COMPACT)
+NOTHING_TO_COMPACT = "nothing to compact"
+SMALL = NOTHING_TO_COMPACT + " ({pre:,} tokens; a compaction would leave {post:,})"
 SET_ASIDE_LOOP = "prepared candidate set aside: a tool loop's thinking can't follow a summary written here"
 # the attachments and the restored files may fill the context up to this share of T, no further
 RESTORE_SHARE = 0.48
@@ -113,12 +117,14 @@ def _attempt(
 ) -> bool:
     """One compaction, every failure turned into CompactFailed (Ctrl-C raised again afterwards)."""
     started = time.monotonic() - waited
+    conv.last_failure = ""
     ports.emit(CompactStarted(shown))
     if prepared is not None and not backend.keeps_thinking_valid(prepared):
         prepared, hooked, note = None, None, SET_ASIDE_LOOP
     try:
         made = _make(conv, ports, trigger, instructions, prepared, hooked)
         if made is None:
+            conv.last_failure = NOTHING
             ports.emit(CompactFailed(shown, NOTHING))
             return False
         compaction, pre_tokens, hook_lines = made
@@ -162,6 +168,9 @@ def _make(
     pre = conv.view()
     if not pre.messages:
         return None
+    least = least_left(conv, ports, pre.messages)
+    if pre.tokens <= least:  # no summary, however short, makes it smaller: no model call
+        raise CompactionError(SMALL.format(pre=pre.tokens, post=least))
     if prepared is not None and hooked is not None:
         return prepared, pre.raw_tokens, hooked  # its hooks ran when it was prepared
     custom, hook_lines = pre_compact(ports, trigger, instructions)
@@ -183,9 +192,21 @@ def _make(
     return compaction, pre.raw_tokens, hook_lines
 
 
+def least_left(conv: Conversation, ports: Ports, messages: list[Message]) -> int:
+    """The least a compaction of ``messages`` leaves, as the view counts: the system prompt and tools,
+    the summary message with an empty summary, and the working state it attaches (compact.ledger; the
+    user's words are in it whole while they fit its budget). A conversation at or under this size has
+    nothing to compact."""
+    frame = _summary_message(conv, Compaction(method="", summary=""), "manual")
+    state = ledger.attachment(messages, [], str(conv.tools.project_dir), ports.thresholds().auto_compact)
+    cal = conv.calibration
+    return cal.scale(cal.fixed_tokens() + frame.tokens + state.message.tokens)
+
+
 def _failed(conv: Conversation, ports: Ports, trigger: Trigger, shown: str, reason: str) -> bool:
     if trigger == "auto":
         conv.breaker.failed()
+    conv.last_failure = reason
     ports.emit(CompactFailed(shown, reason))
     return False
 
@@ -306,6 +327,14 @@ def finish(
     room = round((th.auto_compact * RESTORE_SHARE - base) / cal.ratio)  # in estimated tokens, like the files
     cost_aware = ports.config.cost_aware and ports.config.auto_enabled
     restored = restore.plan_restore(conv, ports, visible, old, room=room, tail=kept if cost_aware else None)
+    # never larger than what it replaced (the context as the server counts it): the restored files go
+    # first (they can be read again), and when the summary, the tail and the working state alone are not
+    # smaller, nothing is compacted
+    before = conv.view().tokens
+    if base >= before:
+        raise CompactionError(SMALL.format(pre=before, post=base))
+    if cal.scale(fixed + state.message.tokens + sum(m.tokens for m in restored.messages)) >= before:
+        restored = restore.Restored()
     hook_msgs, start_lines = _session_start(ports)
     added = [state.message, *restored.messages, *hook_msgs]
     if server and kept and kept[-1].role == "user":

@@ -155,6 +155,8 @@ class Conversation:
     # files restored by the last compaction: path -> (mtime, size, lines shown, lines) (compact.restore)
     restored: dict[str, tuple[float, int, int, int]] = field(default_factory=dict)
     guard_warned: bool = False  # the post-compaction guard said what fills the context (once until a success)
+    # why the last compaction replaced nothing (CompactFailed's reason; "" after one that did): /compact says it
+    last_failure: str = ""
     workers: dict[str, Worker] = field(default_factory=dict)
     view_ctx: ViewContext | None = None
     # preserved thinking's escape hatch once a request needed it ("drop_block"): every later request of

@@ -24,7 +24,7 @@ from agent.transcript.listing import list_sessions
 from compact import cache_health, compactor, ledger, preparer, usage
 from compact.notes import notes_text
 from core.errors import AgentError, Interrupted
-from core.events import CompactFinished, Retrying
+from core.events import CompactFailed, CompactFinished, Retrying
 from core.messages import Message
 from core.models import EFFORTS
 from core.tokens import estimate_blocks
@@ -204,6 +204,23 @@ def compaction_line(event: CompactFinished) -> str:
     return " · ".join([*parts, *(p for p in (event.state, event.candidate) if p)])
 
 
+def failed_line(event: CompactFailed) -> str:
+    """The line after a compaction that replaced nothing, the same in the REPL and print mode: cancelled,
+    nothing to compact (said plainly: it is no fault), or the failure and its reason."""
+    if event.reason == compactor.CANCELLED:
+        return "Compaction cancelled · the conversation is unchanged"
+    if not is_failure(event):  # nothing to compact (yet): no fault, and nothing changed
+        reason = event.reason.removeprefix("there is ")
+        return f"{reason[:1].upper()}{reason[1:]}"
+    return f"Compaction failed: {event.reason}"
+
+
+def is_failure(event: CompactFailed) -> bool:
+    """A compaction that went wrong, not one cancelled or with nothing to compact."""
+    r = event.reason
+    return not (r in (compactor.CANCELLED, compactor.NOTHING) or r.startswith(compactor.NOTHING_TO_COMPACT))
+
+
 def retry_line(event: Retrying, *, live: bool = False) -> str:
     """A retry's announcement: the main reply's ("…" after the wait when shown live), or a compaction's
     own request's ("Compacting… retrying in 2s (attempt 2)")."""
@@ -265,6 +282,9 @@ def _compact(session: Session, args: str) -> Result:
     except Interrupted:
         return Compacted("Compaction cancelled; the conversation is unchanged.", ok=False)
     last = session.last_compaction
+    refused = CompactFailed("manual", session.conv.last_failure)
+    if not ok and session.conv.last_failure and not is_failure(refused):
+        return Compacted(failed_line(refused))  # nothing to compact: said plainly, no error
     if not ok or last is None:
         return Compacted("Compaction failed; the conversation is unchanged.", ok=False)
     return Compacted(compaction_text("manual", last.pre_tokens, last.post_tokens))

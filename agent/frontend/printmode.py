@@ -133,7 +133,7 @@ class PrintRenderer:
             for line in event.hook_messages:
                 self.say(line)
         elif isinstance(event, CompactFailed):
-            text = f"Compaction failed: {event.reason}"
+            text = commands.failed_line(event)
         else:
             text = "Compacting conversation…"
         if self.fmt == "stream-json":

@@ -655,10 +655,8 @@ class Renderer:
         self.compact_events += 1
         self._compact_since = None
         self._stop_status()
-        if event.reason == "cancelled":
-            line = Text("Compaction cancelled · the conversation is unchanged", style="yellow")
-        else:
-            line = Text(f"Compaction failed: {visible(event.reason)}", style="red")
+        style = "red" if commands.is_failure(event) else "yellow"
+        line = Text(visible(commands.failed_line(event)), style=style)
         self.console.print(line, highlight=False)
         self._resume_turn_status()
 

@@ -45,9 +45,9 @@ def step(bench: Bench, reply: Reply, api: FakeAPI) -> Message:
     return message
 
 
-def read_step(bench: Bench, api: FakeAPI, name: str) -> Message:
+def read_step(bench: Bench, api: FakeAPI, name: str, lines: int = 40) -> Message:
     """A thinking reply that reads a file, then the file's content as its result."""
-    path = write_file(bench, name, lines=40)
+    path = write_file(bench, name, lines=lines)
     reply = Reply.tools(
         [("Read", {"file_path": str(path)}, f"toolu_{name.replace('.', '_')}")], thinking=f"read {name}"
     )
@@ -180,8 +180,8 @@ def test_a_local_compaction_with_a_kept_tail_leaves_its_thinking_out_once(
 ) -> None:
     bench = thinking_bench(tmp_path, api, server_compaction=False)
     bench.add(user_prompt("Read the modules."))
-    for name in ("a.py", "b.py", "c.py"):
-        read_step(bench, api, name)
+    for name, lines in (("a.py", 300), ("b.py", 40), ("c.py", 40)):  # a.py: what the summary replaces
+        read_step(bench, api, name, lines)
     step(bench, Reply.text("All read.", thinking="done reading"), api)
     bench.add(user_prompt("Now summarize what you found."))
     kept = [m.uuid for m in bench.messages[-4:]]
@@ -189,7 +189,7 @@ def test_a_local_compaction_with_a_kept_tail_leaves_its_thinking_out_once(
     made = compactor.Compaction(
         method="summary", summary="1. Primary Request and Intent: read", kept=bench.messages[-4:]
     )
-    assert compactor.finish(bench.conv, bench.ports, made, "auto", 1000, 0.0) is True
+    assert compactor.finish(bench.conv, bench.ports, made, "auto", bench.view().tokens, 0.0) is True
 
     holding = [u for u in kept if u in bench.conv.state.thinking_dropped]
     assert holding and bench.conv.view_ctx.thinking.dropped_at_compaction == len(holding)
@@ -244,14 +244,15 @@ def test_a_precompact_hook_runs_when_the_candidate_is_prepared_and_its_words_go_
     hooks = {"PreCompact": hook(f"echo ran >> {log}; echo 'Name every module.'", matcher="auto")}
     bench = thinking_bench(tmp_path, api, hooks=hooks)
     bench.add(user_prompt("Read the modules."))
-    read_step(bench, api, "a.py")
+    read_step(bench, api, "a.py", lines=300)
+    read_step(bench, api, "b.py")  # its request sends a.py's result: what the server's summary stands for
     preparer.start_if_due(bench.conv, bench.ports, int(bench.ports.thresholds().auto_compact * 0.9))
     p = preparer.preparer(bench.conv)
     assert p is not None and p.thread is not None
     p.thread.join(30)
     asked = next(r.body for r in api.message_requests if "compaction" in r.body)
     assert "Name every module." in asked["compaction"]["instructions"]
-    read_step(bench, api, "b.py")
+    read_step(bench, api, "c.py")
 
     assert preparer.at_threshold(bench.conv, bench.ports, 10**9, compactor.compact) is True
 

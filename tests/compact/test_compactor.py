@@ -56,8 +56,28 @@ def read_round(bench: Bench, path: Path, text: str = "Reading it.") -> None:
     record_read(bench.tool_ctx, path)
 
 
-def conversation(bench: Bench, files: list[str]) -> list[Path]:
+# a passing test run's output: the part of a history a summary stands in for (the ledger keeps the command
+# and its exit code, not the lines); without it these short conversations would have nothing to compact
+# (compact.compactor.least_left)
+TEST_RUN = "\n".join(f"tests/test_parser.py::test_case_{i} PASSED" for i in range(150)) + "\n150 passed"
+
+
+def run_round(bench: Bench, command: str, output: str) -> None:
+    """An assistant Bash call and its result (exit code 0), as the loop would record them."""
+    use_id = f"toolu_run_{len(bench.messages)}"
+    bench.add(
+        assistant(
+            [{"type": "tool_use", "id": use_id, "name": "Bash", "input": {"command": command}}],
+            stop_reason="tool_use",
+        )
+    )
+    bench.add(tool_results([tool_result_block(use_id, output)]))
+
+
+def conversation(bench: Bench, files: list[str], *, test_run: bool = True) -> list[Path]:
     bench.add(user_prompt("Please fix the parser in this project. Never touch the secrets/ directory."))
+    if test_run:
+        run_round(bench, "python -m pytest tests/test_parser.py -v", TEST_RUN)
     paths = []
     for name in files:
         path = write_file(bench, name)
@@ -236,6 +256,57 @@ def test_an_empty_conversation_is_not_compacted(tmp_path: Path, api: FakeAPI) ->
     assert compactor.compact(bench.conv, bench.ports, "manual") is False
     assert of_type(events, CompactFailed) == [CompactFailed("manual", "there is nothing to compact yet")]
     assert api.message_requests == [] and not bench.transcript_path.exists()
+
+
+def test_a_conversation_smaller_than_what_a_compaction_leaves_has_nothing_to_compact(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    bench = make_bench(tmp_path, api)
+    events = bench.events
+    bench.add(user_prompt("What does the parser do?"))
+    bench.add(assistant([{"type": "text", "text": "It splits the text into words."}]))
+    before = bench.transcript_path.read_text()
+    messages = list(bench.messages)
+
+    assert compactor.compact(bench.conv, bench.ports, "manual") is False
+
+    [failed] = of_type(events, CompactFailed)
+    assert failed.reason.startswith("nothing to compact (")
+    assert api.message_requests == []  # told before any model call
+    assert bench.messages == messages and bench.transcript_path.read_text() == before
+
+
+def test_a_compaction_that_would_grow_the_context_is_not_applied(tmp_path: Path, api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, api)
+    events = bench.events
+    conversation(bench, ["a.py"])
+    pre = bench.view().tokens
+    messages = list(bench.messages)
+    # a summary longer than everything it replaces (within the summary's bound of 15% of T)
+    api.reply_text("<summary>" + "Every detail of the parser work, kept at length. " * 300 + "</summary>")
+
+    assert compactor.compact(bench.conv, bench.ports, "manual") is False
+
+    [failed] = of_type(events, CompactFailed)
+    assert failed.reason.startswith(f"nothing to compact ({pre:,} tokens; a compaction would leave ")
+    assert bench.messages == messages and of_type(events, CompactFinished) == []
+
+
+@pytest.mark.parametrize("files", [1, 2, 4])
+def test_a_compaction_never_leaves_the_context_larger_than_it_was(
+    tmp_path: Path, api: FakeAPI, files: int
+) -> None:
+    # the restored files are what goes first when they would make it grow: a.py alone restored beside the
+    # summary and the working state would leave more than the history it replaces
+    bench = make_bench(tmp_path, api)
+    conversation(bench, [f"f{i}.py" for i in range(files)])
+    api.reply_text(SUMMARY_REPLY)
+
+    assert compactor.compact(bench.conv, bench.ports, "manual") is True
+
+    [done] = of_type(bench.events, CompactFinished)
+    assert done.post_tokens < done.pre_tokens
+    assert bench.view().tokens == done.post_tokens
 
 
 # --- the post-compaction guard --------------------------------------------------------------------------

@@ -242,6 +242,7 @@ def test_rereading_a_restored_unchanged_file_is_answered_from_the_restore(
     path = project / "m.py"
     path.write_text("".join(f"line {i}\n" for i in range(40)))
     session.add(user_prompt("look at m.py"))
+    call(session, "Bash", {"command": "seq 1 600"})  # what the compaction takes away (else it has nothing to)
     call(session, "Read", {"file_path": str(path)})
     fake_api.reply_text(SUMMARY_REPLY)
     assert compactor.compact(session.conv, session.ports, "manual")

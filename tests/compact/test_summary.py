@@ -210,7 +210,7 @@ def test_prompt_too_long_summarizes_the_oldest_rounds_first_never_drops_them(
     tmp_path: Path, api: FakeAPI
 ) -> None:
     bench = make_bench(tmp_path, api)
-    conversation(bench, [f"f{i}.py" for i in range(10)])
+    conversation(bench, [f"f{i}.py" for i in range(10)], test_run=False)  # rounds of one size
     api.prompt_too_long(actual=200_500, maximum=200_000)  # a gap of 500 tokens: two rounds of ~300
     api.reply_text(SUMMARY_REPLY.replace("fix the parser", "the first part: f0 and f1 read"))
     api.reply_text(SUMMARY_REPLY)

@@ -26,6 +26,7 @@ from core.errors import SessionError
 from core.messages import assistant, tool_result_block, tool_results, user_prompt
 from tests.agent.frontend.test_commands import chat, new_session
 from tests.agent.frontend.test_repl import ESC, repl_for
+from tests.compact.test_compactor import TEST_RUN, run_round
 from tests.fakeapi import Reply, last_user_text
 from tools.todo import RESULT
 
@@ -176,8 +177,9 @@ def test_print_mode_needs_an_id_for_resume(fake_api, run_cli):
 
 def test_cost_after_a_resume_counts_the_summary_request_too(fake_api, project):
     session = new_session(fake_api, project)
-    chat(session, "remember apricot", "noted")
-    chat(session, "and plum", "noted too")
+    chat(session, "remember apricot", "noted", tokens=4_000)
+    chat(session, "and plum", "noted too", tokens=4_100)
+    run_round(session, "python -m pytest -v", TEST_RUN)  # what the compaction takes away
     fake_api.reply_text("<summary>The user named two fruits.</summary>")
     assert commands.run(session, "/compact").ok
     live = commands.run(session, "/cost").text

@@ -130,7 +130,12 @@ def test_the_apis_own_tool_search_is_used_on_the_providers_api_and_found_tools_s
     assert len(search) == 1 and search[0]["name"] == "tool_search_tool_bm25"
     assert "ToolSearch" not in {t.get("name") for t in first["tools"]}
     assert tool_result(second)["content"] in ("echo: hi", [{"type": "text", "text": "echo: hi"}])
-    # a compaction takes the search result away: the found tool is sent in full from then on
+    # a long read (what a compaction takes away: else there is nothing to compact) ...
+    (tmp_path / "project" / "log.txt").write_text("".join(f"line {i} of an old log\n" for i in range(600)))
+    api.reply_tool("Read", {"file_path": str(tmp_path / "project" / "log.txt")})
+    api.reply_text("read")
+    assert run_cli(api, "-p", "read log.txt", "--continue", "--mcp-config", str(cfg)).code == 0
+    # ... then a compaction takes the search result away: the found tool is sent in full from then on
     api.reply_text("<analysis>a</analysis><summary>the user asked for an echo</summary>")
     res = run_cli(
         api, "-p", "/compact", "--continue", "--mcp-config", str(cfg), env={"ENABLE_TOOL_SEARCH": "api"}

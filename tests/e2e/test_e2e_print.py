@@ -331,8 +331,11 @@ def test_compact_when_compaction_is_disabled_says_so_once(fake_api, run_cli):
     assert res.stderr == "compact-agent: Compaction is disabled (DISABLE_COMPACT is set)\n"
 
 
-def test_summary_and_history_after_a_resume(fake_api, run_cli):
+def test_summary_and_history_after_a_resume(fake_api, run_cli, project):
     env = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
+    (project / "log.txt").write_text("".join(f"line {i} of an old log\n" for i in range(600)))
+    # the answer comes from a long read: what the compaction takes away (else it has nothing to compact)
+    fake_api.reply_tool("Read", {"file_path": str(project / "log.txt")})
     fake_api.reply_text("the answer is 42")
     assert run_cli(fake_api, "-p", "what is the answer?", env=env).code == 0
     fake_api.reply_text("<analysis>private</analysis><summary>The user asked for the answer: 42.</summary>")

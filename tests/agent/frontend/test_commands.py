@@ -13,6 +13,7 @@ from agent.runtime.session import Session
 from compact.conversation import LastCompaction
 from core.events import CompactFinished, Notice
 from core.messages import assistant, user_prompt
+from tests.compact.test_compactor import TEST_RUN, run_round
 from tests.fakeapi import last_user_text
 
 
@@ -203,7 +204,8 @@ def test_context_breakdown_adds_up_and_stays_out_of_the_conversation(fake_api, p
 def test_compact_with_instructions_reaches_the_summary_request(fake_api, project):
     events: list = []
     session = new_session(fake_api, project, events)
-    chat(session, "hello, my name is Ada", "Hello Ada!")
+    chat(session, "hello, my name is Ada", "Hello Ada!", tokens=4_000)  # the system prompt, tools, prompt
+    run_round(session, "python -m pytest -v", TEST_RUN)  # what the compaction takes away
     fake_api.reply_text("<analysis>thinking</analysis>\n<summary>The user is Ada and said hello.</summary>")
     result = commands.run(session, "/compact keep the greeting")
     assert isinstance(result, commands.Compacted) and result.ok
@@ -213,6 +215,17 @@ def test_compact_with_instructions_reaches_the_summary_request(fake_api, project
     assert any(isinstance(e, CompactFinished) and e.trigger == "manual" for e in events)
     assert session.last_compaction.summary == "The user is Ada and said hello."
     fake_api.check()
+
+
+def test_compact_with_nothing_to_compact_says_so_plainly(fake_api, project):
+    events: list = []
+    session = new_session(fake_api, project, events)
+    chat(session, "hello, my name is Ada", "Hello Ada!", tokens=4_000)  # less than a compaction leaves
+    before = list(session.messages)
+    result = commands.run(session, "/compact")
+    assert isinstance(result, commands.Compacted) and result.ok
+    assert re.fullmatch(r"Nothing to compact \([\d,]+ tokens; a compaction would leave [\d,]+\)", result.text)
+    assert fake_api.message_requests == [] and session.messages == before
 
 
 def test_compact_when_compaction_is_disabled(fake_api, project):

@@ -121,6 +121,8 @@ def test_compaction_line_manual_and_auto_with_hook_messages_and_failure():
         CompactFailed("auto", "the summary came back empty"),
         CompactStarted("manual"),
         CompactFailed("manual", "cancelled"),
+        CompactStarted("manual"),
+        CompactFailed("manual", "nothing to compact (4,100 tokens; a compaction would leave 4,300)"),
     )
     assert out == (
         "Compacted · manual · 154k → 18k tokens · 21.4s\n"
@@ -130,6 +132,7 @@ def test_compaction_line_manual_and_auto_with_hook_messages_and_failure():
         "  ⎿  /summary (or ctrl+o) shows the summary\n"
         "Compaction failed: the summary came back empty\n"
         "Compaction cancelled · the conversation is unchanged\n"
+        "Nothing to compact (4,100 tokens; a compaction would leave 4,300)\n"
     )
 
 

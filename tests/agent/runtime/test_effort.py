@@ -179,7 +179,7 @@ def test_every_kind_of_request_is_accepted(tmp_path: Path, profile: str, kind: s
         session, _ = make_session(tmp_path, api, model_explicit=True, **PROFILES[profile])
         subagents.install(session)  # as a session starts: the Task tool is there from the first request
         target = tmp_path / "project" / "notes.txt"
-        target.write_text("alpha\n")
+        target.write_text("alpha\n" + "an older line\n" * 400)  # something for /compact to take away
         api.add(Reply.tool("Read", {"file_path": str(target)}, text="Reading the notes."))
         api.add(Reply.text("It says alpha."))
         assert run_turn(session, "what is in notes.txt?").stop_reason == "end_turn"

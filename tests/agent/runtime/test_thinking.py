@@ -182,7 +182,12 @@ def test_context_editing_clears_older_thinking_and_a_summary_reads_none(fake_api
     # a 4.x model: its earlier thinking is not bound to a prefix (the 5.5 family's summary keeps it)
     fake_api.add(think_then(Reply.text("first answer"), "SECRET-REASONING-MARK"))
     assert run_cli(fake_api, "-p", "one", "--model", "claude-sonnet-4-5", env=env).code == 0
-    body = fake_api.message_requests[-1].body
+    # a second turn with a long output: something for /compact to take away (else nothing to compact)
+    (project / "log.txt").write_text("".join(f"line {i} of an old log\n" for i in range(600)))
+    fake_api.add(Reply.tool("Read", {"file_path": str(project / "log.txt")}))
+    fake_api.add(Reply.text("counted"))
+    assert run_cli(fake_api, "-p", "count", "--continue", "--model", "claude-sonnet-4-5", env=env).code == 0
+    body = fake_api.message_requests[0].body
     edits = body["context_management"]["edits"]
     assert edits[0]["type"] == "clear_thinking_20251015" and edits[1]["type"].startswith("clear_tool_uses")
     fake_api.reply_text("<analysis>a</analysis><summary>the summary</summary>")
