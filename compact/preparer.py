@@ -355,7 +355,7 @@ def at_threshold(
     in_flight = cycle_ok and (p.running or (p.kind == "notes" and not p.notes_done))
     if in_flight and clear:
         return False  # not ready yet and still clear of B: carry on, it will be soon
-    if clear and counted < tokens and not (cycle_ok and p.failed):
+    if clear and counted < tokens and active(conv, ports) and not (cycle_ok and p.failed):
         # none started yet (the server's summary needs a request sent since the last compaction point),
         # and the server clears what keeps it clear of B: start one after the next response, not the
         # user's wait now

@@ -153,3 +153,19 @@ def test_the_point_moves_once_over_the_trigger_and_worth_it_and_is_said_by_how_m
     assert edit["keep"] == {"type": "tool_uses", "value": 5} and betas == [context_editing.BETA]
     assert edit["exclude_tools"] == ["ToolSearch"]  # its results make deferred tools callable
     assert automatic(longer, None) == ({}, []) and automatic(longer, "gone") == ({}, [])
+
+
+def test_with_nothing_prepared_ahead_the_compaction_still_comes_at_t(tmp_path: Path, api: FakeAPI) -> None:
+    # the put-off waits for a candidate the preparer starts; with preparation off none ever would
+    bench = bench_for(tmp_path, api, auto_compact=True, prepare_compaction=False)
+    bench.ports.offers_compaction = lambda: True
+    threshold = bench.ports.thresholds().auto_compact
+    bench.add(user_prompt("Read every module."))
+    weights = []
+    for n in range(16):
+        weights.append(bench.conv.view().raw_tokens)
+        read_step(bench, api, n)
+        if api.compactions.served:
+            break
+    assert api.compactions.served == 1  # the server's summary, in the foreground
+    assert max(weights) < threshold + 4_000  # at T, not put off past it
