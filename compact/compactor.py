@@ -169,8 +169,8 @@ def _make(
     if not pre.messages:
         return None
     least = least_left(conv, ports, pre.messages)
-    if pre.tokens <= least:  # no summary, however short, makes it smaller: no model call
-        raise CompactionError(SMALL.format(pre=pre.tokens, post=least))
+    if pre.raw_tokens <= least:  # no summary, however short, makes it smaller: no model call
+        raise CompactionError(SMALL.format(pre=pre.raw_tokens, post=least))
     if prepared is not None and hooked is not None:
         return prepared, pre.raw_tokens, hooked  # its hooks ran when it was prepared
     custom, hook_lines = pre_compact(ports, trigger, instructions)
@@ -327,10 +327,11 @@ def finish(
     room = round((th.auto_compact * RESTORE_SHARE - base) / cal.ratio)  # in estimated tokens, like the files
     cost_aware = ports.config.cost_aware and ports.config.auto_enabled
     restored = restore.plan_restore(conv, ports, visible, old, room=room, tail=kept if cost_aware else None)
-    # never larger than what it replaced (the context as the server counts it): the restored files go
+    # never larger than what it replaced (the history as kept, old results the server clears included:
+    # compact.tokens raw; the same as the server's count without clearing): the restored files go
     # first (they can be read again), and when the summary, the tail and the working state alone are not
     # smaller, nothing is compacted
-    before = conv.view().tokens
+    before = conv.view().raw_tokens  # as kept: a compaction replaces what the server clears too
     if base >= before:
         raise CompactionError(SMALL.format(pre=before, post=base))
     if cal.scale(fixed + state.message.tokens + sum(m.tokens for m in restored.messages)) >= before:
