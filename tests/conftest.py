@@ -42,6 +42,28 @@ def fake_api():
         yield api
 
 
+@pytest.fixture(scope="session")
+def warm_sdk() -> None:
+    """One streamed request through the client, once per process: the SDK's import and the parts it loads
+    on first use take seconds on a loaded machine (more in a fresh xdist worker), which a test that times
+    retries or a cancel must not count."""
+    from agent.runtime.client import ModelClient
+    from core.model import Request
+    from tests.fakeapi import FakeAPI
+
+    with FakeAPI() as api:
+        api.reply_text("warm")
+        ModelClient(api_key="test-key", auth_token=None, base_url=api.url).stream(
+            Request(
+                model="claude-sonnet-4-6",
+                system=[{"type": "text", "text": "s"}],
+                tools=[],
+                messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+                max_tokens=100,
+            )
+        )
+
+
 @dataclass
 class CliResult:
     code: int
@@ -137,14 +159,16 @@ def run_in_process(
     """``agent.cli.main`` with ``args``, as a process would run it: ``env`` as the whole environment,
     ``cwd`` as the working directory, ``stdin`` (else an empty, closed one) and the output captured; then
     what a process's exit does: notes updates in flight are waited for (the exit hook), the watchdog's
-    groups die, and the threads the run started are given ``timeout`` to end (a daemon thread dies
+    groups die, the transcripts' locks are released, and the threads the run started are given ``timeout`` to end (a daemon thread dies
     with a process: here one still running fails the test rather than outlive it)."""
     from agent.cli import main
+    from agent.transcript import writer
     from compact import notes_updater
     from tools.process import watchdog
 
     saved = (dict(os.environ), os.getcwd(), sys.argv, sys.stdin, sys.stdout, sys.stderr)
     before = set(threading.enumerate())
+    locked = set(writer._locks)
     out, err = io.StringIO(), io.StringIO()
     code: int | str | None = 0
     try:
@@ -160,6 +184,8 @@ def run_in_process(
     finally:
         notes_updater.wait_at_exit()
         watchdog.close()
+        for path in set(writer._locks) - locked:  # an exit closes the descriptors: the transcripts' locks go
+            os.close(writer._locks.pop(path)[0])
         os.environ.clear()
         os.environ.update(saved[0])
         os.chdir(saved[1])

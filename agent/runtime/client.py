@@ -259,10 +259,13 @@ class ModelClient:
         if cancel is None:
             return self._read(req, None, emit_text, reply)
         box: dict[str, Any] = {}
+        # the reader's own stop: the turn's cancel event is cleared for the next turn, and a reader still
+        # waiting for its answer then must not show that answer under the next prompt
+        abandoned = threading.Event()
 
         def read() -> None:
             try:
-                box["message"] = self._read(req, cancel, emit_text, reply)
+                box["message"] = self._read(req, abandoned, emit_text, reply)
             except BaseException as e:  # noqa: BLE001 - handed to the waiting thread as is
                 box["error"] = e
 
@@ -270,7 +273,10 @@ class ModelClient:
         reader.start()
         while reader.is_alive():
             if cancel.wait(0.05):
+                abandoned.set()
                 raise Interrupted("interrupted", usage=dict(reply.usage) or None)  # billed though cut short
+        if cancel.is_set():  # cancelled just as the reader ended
+            raise Interrupted("interrupted", usage=dict(reply.usage) or None)
         if "error" in box:
             raise box["error"]
         return box["message"]

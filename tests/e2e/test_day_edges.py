@@ -83,7 +83,7 @@ def test_clear_clears_the_screen_of_a_terminal(fake_api, project):
         d.repl.console._force_terminal = True  # the pipe test's console stands in for a terminal
         d.type("/clear\r")
         d.wait_idle()
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30
         while "Started a new session." not in screen.getvalue():
             assert time.monotonic() < deadline, screen.getvalue()
             time.sleep(0.02)
@@ -134,7 +134,7 @@ def test_shift_tab_cycles_the_permission_mode_shown_under_the_input(fake_api, pr
         assert d.repl._toolbar() == ""
 
 
-def wait_until(check, timeout: float = 15) -> None:
+def wait_until(check, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, "never happened"

@@ -383,7 +383,7 @@ def test_ctrl_c_in_print_mode_leaves_a_valid_session(fake_api, run_cli, project,
     wait_for(lambda: any('"tool_use"' in p.read_text() for p in transcripts(isolated_env)), 30)
     wait_for(lambda: runs_under(proc.pid, "sleep 30"), 30)  # the command is running now
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=15)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "Interrupted" in err, err
     fake_api.reply_text("resumed fine")
     res = run_cli(fake_api, "-p", "go on", "--continue")

@@ -165,7 +165,7 @@ def test_in_the_repl_a_commands_mention_outside_the_project_asks_first(fake_api,
         d.wait_for("first")
         d.wait_idle()
         d.type("/peek\r")
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30
         while d.out.count("Allow?") < 2:  # the second question, not the first one still on screen
             assert time.monotonic() < deadline, d.out
             time.sleep(0.05)

@@ -186,7 +186,7 @@ class DialogRepl:
         self.opened = threading.Thread(target=self.repl.open, daemon=True)
         self.opened.start()
 
-    def wait_for(self, text: str, timeout: float = 15) -> None:
+    def wait_for(self, text: str, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while text not in self.buf.getvalue():
             assert time.monotonic() < deadline, f"{text!r} never appeared in:\n{self.buf.getvalue()}"

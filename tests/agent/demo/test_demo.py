@@ -106,7 +106,7 @@ def test_demo_offers_each_line_and_the_user_answers_the_question(tmp_path: Path)
         thread.start()
 
         def wait_for(text: str) -> str:
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + 40
             while text not in buf.getvalue():
                 assert time.monotonic() < deadline, f"{text!r} never appeared in:\n{buf.getvalue()}"
                 time.sleep(0.02)
@@ -129,7 +129,7 @@ def test_demo_offers_each_line_and_the_user_answers_the_question(tmp_path: Path)
         while not repl.prompt.app.is_running:
             time.sleep(0.02)
         pipe.send_text("\r")  # the fix's line again; this time: yes
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 40
         while buf.getvalue().count("Allow? [y]es") < 2:
             assert time.monotonic() < deadline, buf.getvalue()
             time.sleep(0.02)

@@ -43,21 +43,21 @@ class Driver:
     def type(self, text: str) -> None:
         self.pipe.send_text(text)
 
-    def wait_for(self, text: str, timeout: float = 15) -> str:
+    def wait_for(self, text: str, timeout: float = 30) -> str:
         deadline = time.monotonic() + timeout
         while text not in self.out:
             assert time.monotonic() < deadline, f"{text!r} never appeared in:\n{self.out}"
             time.sleep(0.02)
         return self.out
 
-    def wait_idle(self, timeout: float = 15) -> None:
+    def wait_idle(self, timeout: float = 30) -> None:
         """Until the REPL is back at its prompt (no worker running)."""
         deadline = time.monotonic() + timeout
         while not self.repl.prompt.app.is_running:
             assert time.monotonic() < deadline, f"the prompt never came back:\n{self.out}"
             time.sleep(0.02)
 
-    def finish(self, timeout: float = 15) -> int | None:
+    def finish(self, timeout: float = 30) -> int | None:
         self.thread.join(timeout)
         assert not self.thread.is_alive(), f"the REPL did not exit:\n{self.out}"
         return self.code
@@ -208,7 +208,7 @@ def test_esc_interrupts_a_turn_and_the_next_request_is_valid(fake_api, project):
     fake_api.reply_text("Back again.")
     with repl_for(fake_api, project) as d:
         d.type("slow please\r")
-        assert started.wait(10)
+        assert started.wait(30)
         d.type(ESC)
         d.wait_for("Interrupted by user")
         released.set()
@@ -344,7 +344,7 @@ def test_a_resumed_session_shows_its_warning_at_once(fake_api, project):
     earlier = new_session(fake_api, project)
     chat(earlier, "read the whole repository", "Done reading.", tokens=150_000)
     with repl_for(fake_api, project, resume=earlier.session_id) as d:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30
         while d.repl._toolbar() == "":
             assert time.monotonic() < deadline, "no warning bar"
             time.sleep(0.02)

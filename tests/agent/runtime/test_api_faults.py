@@ -21,6 +21,9 @@ from core.model import Request
 from tests.e2e.test_crash import spawn  # noqa: F401 - a fixture
 from tests.fakeapi import Error, FakeAPI, Reply
 
+# the SDK is loaded before any test here times something (conftest.py's warm_sdk)
+pytestmark = pytest.mark.usefixtures("warm_sdk")
+
 
 def request() -> Request:
     return Request(

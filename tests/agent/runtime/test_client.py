@@ -13,6 +13,9 @@ from core.errors import Interrupted, MaxTokensOverflow, ModelError, PromptTooLon
 from core.model import Request
 from tests.fakeapi import Reply
 
+# the SDK is loaded before any test here times something (conftest.py's warm_sdk)
+pytestmark = pytest.mark.usefixtures("warm_sdk")
+
 
 def request(text: str = "hi") -> Request:
     return Request(
@@ -24,24 +27,64 @@ def request(text: str = "hi") -> Request:
     )
 
 
+def _cancel_once_stalled(arrived: threading.Event, cancel: threading.Event) -> list[float]:
+    """Sets ``cancel`` once the server holds the request (``arrived``); returns [when it was set]."""
+    when: list[float] = []
+
+    def run() -> None:
+        if arrived.wait(60):
+            when.append(time.monotonic())
+            cancel.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    return when
+
+
 def test_cancel_returns_at_once_while_the_server_stalls(fake_api):
-    release = threading.Event()
+    arrived, release = threading.Event(), threading.Event()
 
     def stall(body):
+        arrived.set()
         release.wait(30)
         return Reply.text("too late")
 
     fake_api.add(stall)
     client = ModelClient(api_key="test-key", auth_token=None, base_url=fake_api.url)
     cancel = threading.Event()
-    threading.Timer(0.3, cancel.set).start()
-    started = time.monotonic()
+    when = _cancel_once_stalled(arrived, cancel)
     try:
         with pytest.raises(Interrupted):
             client.stream(request(), cancel=cancel)
-        assert time.monotonic() - started < 10.0  # the server holds the reply for 30 s
+        # from the cancel, not from the SDK's first import; the server holds the reply for 30 s
+        assert time.monotonic() - when[0] < 10.0
     finally:
         release.set()
+
+
+def test_an_abandoned_reply_shows_nothing_once_the_next_turn_has_begun(fake_api):
+    """The turn's cancel event is cleared when the next turn starts: the reader of the interrupted reply,
+    still waiting for it, must not show that reply then (it did, under the next prompt, in test_tmux)."""
+    arrived, release = threading.Event(), threading.Event()
+
+    def stall(body):
+        arrived.set()
+        release.wait(30)
+        return Reply.text("THE-ABANDONED-REPLY")
+
+    fake_api.add(stall)
+    shown: list = []
+    client = ModelClient(api_key="test-key", auth_token=None, base_url=fake_api.url, on_event=shown.append)
+    cancel = threading.Event()
+    _cancel_once_stalled(arrived, cancel)
+    with pytest.raises(Interrupted):
+        client.stream(request(), cancel=cancel)
+    cancel.clear()  # what the next turn does first
+    release.set()
+    reading = [t for t in threading.enumerate() if t.name == "model-stream"]
+    for reader in reading:
+        reader.join(30)  # it has read the whole reply, or stopped at its first event
+    assert reading and not any(t.is_alive() for t in reading)
+    assert shown == []  # no piece of the abandoned reply (it streamed as TextDeltas before)
 
 
 def test_context_size_errors_are_typed(fake_api):

@@ -113,7 +113,7 @@ def test_a_hash_note_is_added_to_the_memory_file_the_user_picks(fake_api, projec
         d.wait_for("Noted in")
         d.wait_idle()
         d.type("#  always run make lint\r")
-        d.wait_for("Add to memory", timeout=15)
+        d.wait_for("Add to memory", timeout=30)
         d.type("u\r")
         d.wait_for(".claude/CLAUDE.md (read")
         d.wait_idle()
@@ -146,7 +146,7 @@ def test_a_note_is_not_written_through_a_link_out_of_the_project(fake_api, proje
         d.wait_for("Not saved:")
         d.wait_idle()
         d.type("# use tabs\r")
-        d.wait_for("Add to memory", timeout=15)
+        d.wait_for("Add to memory", timeout=30)
         d.type("u\r")
         d.wait_for("shell start-up files")
     assert outside.read_text() == "OUTSIDE\n"
@@ -170,7 +170,7 @@ def test_a_note_follows_the_users_own_link_and_the_deny_rules(fake_api, project,
         d.wait_for("Noted in")
         d.wait_idle()
         d.type("# two\r")
-        d.wait_for("Add to memory", timeout=15)
+        d.wait_for("Add to memory", timeout=30)
         d.type("p\r")
         d.wait_for("Not saved:")
     assert (dotfiles / "claude.md").read_text() == "- one\n"

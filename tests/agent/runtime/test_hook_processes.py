@@ -45,7 +45,7 @@ def _hanging_hook(home: Path, marker: Path, event: str = "PreToolUse") -> None:
 
 
 def _pid_from(marker: Path, proc: subprocess.Popen[str]) -> int:
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60  # start-up, a request and the hook's start: slow on a loaded machine
     while not (marker.exists() and marker.read_text().strip()):
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the hook never started"
@@ -89,8 +89,8 @@ def test_a_hook_dies_with_the_agent_even_after_kill_9(fake_api, project, isolate
     proc = _start_cli(fake_api, project, isolated_env, "-p", "go")
     pid = _pid_from(marker, proc)
     proc.kill()
-    proc.communicate(timeout=10)
-    assert _gone(pid, 10), "the hook outlived the agent's kill -9"
+    proc.communicate(timeout=30)
+    assert _gone(pid, 30), "the hook outlived the agent's kill -9"
 
 
 def test_a_hook_printing_far_past_its_cap_keeps_only_the_head_in_memory(tmp_path):

@@ -16,7 +16,7 @@ def texts(messages) -> list[str]:
     return [m.text for m in messages if m.kind in ("prompt", "response")]
 
 
-def wait_input(d, text: str, timeout: float = 15) -> None:
+def wait_input(d, text: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while d.repl.prompt.default_buffer.text != text:
         assert time.monotonic() < deadline, f"input line is {d.repl.prompt.default_buffer.text!r}"

@@ -1,6 +1,7 @@
 """Transcripts under stress, through the real CLI: a full disk (RLIMIT_FSIZE stands in for it) and two
-runs resuming the same session at once. One clear line, never a traceback; nothing vanishes, nothing is
-glued.
+runs resuming the same session at once, as processes (a limit on the process, two processes at once);
+inputs too large for the window, in this process (run_cli). One clear line, never a traceback; nothing
+vanishes, nothing is glued.
 """
 
 from __future__ import annotations
@@ -10,15 +11,16 @@ import resource
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
-from tests.conftest import cli_env, records, transcripts
+from tests.conftest import CliResult, cli_env, records, transcripts
 from tests.fakeapi import Reply, last_user_text
+
+QUIET = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
 
 
 def _env(api, home: Path) -> dict[str, str]:
-    return cli_env(home, api, {"COMPACT_AGENT_SESSION_MEMORY": "0"})
+    return cli_env(home, api, QUIET)
 
 
 def _cli(
@@ -44,7 +46,9 @@ def _chain_ok(path: Path) -> bool:
     return all(b.get("parentUuid") == a.get("uuid") for a, b in zip(recs, recs[1:]))
 
 
-def test_a_full_disk_is_one_clear_line_and_continue_works_once_there_is_room(fake_api, project, isolated_env):
+def test_a_full_disk_is_one_clear_line_and_continue_works_once_there_is_room(
+    fake_api, project, isolated_env, run_cli
+):
     fake_api.reply_tool("Bash", {"command": "seq 1 3000"})
 
     full = _cli(fake_api, project, isolated_env, "-p", "go", "--dangerously-skip-permissions", fsize=12000)
@@ -59,8 +63,8 @@ def test_a_full_disk_is_one_clear_line_and_continue_works_once_there_is_room(fak
     assert "Can't write the session transcript" in still_full.stderr
 
     fake_api.reply_text("room again")
-    room = _cli(fake_api, project, isolated_env, "-p", "and now", "--continue")
-    assert room.returncode == 0, room.stderr
+    room = run_cli(fake_api, "-p", "and now", "--continue", env=QUIET)  # no limit: this process will do
+    assert room.code == 0, room.stderr
     assert room.stdout == "room again\n" and "Traceback" not in room.stderr
     [path] = transcripts(isolated_env)
     parsed, torn = [], 0
@@ -74,18 +78,18 @@ def test_a_full_disk_is_one_clear_line_and_continue_works_once_there_is_room(fak
     fake_api.check()
 
 
-def test_two_resumes_of_one_session_at_once_keep_both_conversations(fake_api, project, isolated_env):
+def test_two_resumes_of_one_session_at_once_keep_both_conversations(fake_api, project, isolated_env, run_cli):
     fake_api.reply_text("first answer")
-    first = _cli(fake_api, project, isolated_env, "-p", "start")
-    assert first.returncode == 0, first.stderr
+    first = run_cli(fake_api, "-p", "start", env=QUIET)
+    assert first.code == 0, first.stderr
     [path] = transcripts(isolated_env)
     session_id = path.stem
 
-    inside = threading.Event()
+    inside, b_done = threading.Event(), threading.Event()
 
     def slow(body: dict) -> Reply:
         inside.set()
-        time.sleep(3)  # A holds the session while B starts
+        b_done.wait(60)  # A holds the session until B has run (a fixed pause lost the race under load)
         return Reply.text("reply to A")
 
     fake_api.on(lambda b: "prompt A" in last_user_text(b), slow, once=True)
@@ -100,10 +104,11 @@ def test_two_resumes_of_one_session_at_once_keep_both_conversations(fake_api, pr
         text=True,
     )
     assert inside.wait(60)
-    b = _cli(fake_api, project, isolated_env, "-p", "prompt B", "--resume", session_id)
+    b = run_cli(fake_api, "-p", "prompt B", "--resume", session_id, env=QUIET)  # while A, a process, holds it
+    b_done.set()
     a_out, a_err = a.communicate(timeout=60)
     assert a.returncode == 0 and a_out == "reply to A\n", a_err
-    assert b.returncode == 0 and b.stdout == "reply to B\n", b.stderr
+    assert b.code == 0 and b.stdout == "reply to B\n", b.stderr
     assert "open in another process" in b.stderr
 
     files = transcripts(isolated_env)
@@ -119,26 +124,18 @@ def test_two_resumes_of_one_session_at_once_keep_both_conversations(fake_api, pr
 
 
 def test_a_tool_input_larger_than_the_window_is_cut_in_the_history_and_the_session_goes_on(
-    fake_api, project, isolated_env
+    fake_api, project, isolated_env, run_cli
 ):
     content = "".join(f"line {i:06d} of a file far larger than the window\n" for i in range(12_000))  # 600k
     fake_api.reply_tool("Write", {"file_path": str(project / "big.txt"), "content": content})
     fake_api.reply_text("written")
-    small = {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "60000"}
+    small = {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "60000", **QUIET}
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        env = {**_env(fake_api, isolated_env), **small}
-        return subprocess.run(
-            [sys.executable, "-m", "agent", *args],
-            cwd=project,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    def run(*args: str) -> CliResult:
+        return run_cli(fake_api, *args, env=small)
 
     res = run("-p", "write the big file", "--dangerously-skip-permissions")
-    assert res.returncode == 0, res.stderr
+    assert res.code == 0, res.stderr
     assert res.stdout == "written\n"
     assert (project / "big.txt").read_text() == content  # the tool had the whole input
     after = json.dumps(fake_api.message_requests[1].body["messages"])
@@ -148,12 +145,12 @@ def test_a_tool_input_larger_than_the_window_is_cut_in_the_history_and_the_sessi
 
     fake_api.reply_text("still going")
     again = run("-p", "and now?", "--continue")
-    assert again.returncode == 0 and again.stdout == "still going\n", again.stderr
+    assert again.code == 0 and again.stdout == "still going\n", again.stderr
     assert "too long" not in again.stderr
     fake_api.check()
 
 
-def test_a_todowrite_of_50000_items_is_cut_in_the_history_and_continue_works(fake_api, project, isolated_env):
+def test_a_todowrite_of_50000_items_is_cut_in_the_history_and_continue_works(fake_api, run_cli):
     """Issue 30: a list of many short items escaped the cut (only long strings were cut), so every
     --continue hit the context limit. A long list keeps its head and a note; the todo ledger lists its
     head and counts the rest."""
@@ -162,35 +159,27 @@ def test_a_todowrite_of_50000_items_is_cut_in_the_history_and_continue_works(fak
     ]
     fake_api.reply_tool("TodoWrite", {"todos": todos})
     fake_api.reply_text("planned")
-    small = {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "60000"}
+    small = {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "60000", **QUIET}
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        env = {**_env(fake_api, isolated_env), **small}
-        return subprocess.run(
-            [sys.executable, "-m", "agent", *args],
-            cwd=project,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
+    def run(*args: str) -> CliResult:
+        return run_cli(fake_api, *args, env=small)
 
     res = run("-p", "plan it", "--dangerously-skip-permissions")
-    assert (res.returncode, res.stdout) == (0, "planned\n"), res.stderr
+    assert (res.code, res.stdout) == (0, "planned\n"), res.stderr
     after = json.dumps(fake_api.message_requests[1].body["messages"])
     assert len(after) < 60_000 and "more items cut from the conversation history" in after
     fake_api.reply_text("still going")
     again = run("-p", "and now?", "--continue")
-    assert (again.returncode, again.stdout) == (0, "still going\n"), again.stderr
+    assert (again.code, again.stdout) == (0, "still going\n"), again.stderr
     fake_api.reply_text("compacted summary")  # /compact in print mode: the summary request, then exit
     third = run("-p", "/compact", "--continue")
-    assert third.returncode == 0, third.stderr
+    assert third.code == 0, third.stderr
     later = [json.dumps(r.body) for r in fake_api.message_requests[3:]]
     assert all(len(body) < 120_000 for body in later)
     fake_api.check()
 
 
-def test_continue_cuts_a_too_large_input_an_older_transcript_holds(fake_api, project, isolated_env):
+def test_continue_cuts_a_too_large_input_an_older_transcript_holds(fake_api, project, isolated_env, run_cli):
     """A transcript written before inputs were cut (one input past the window): --continue still works."""
     from agent.config.settings import load_settings
     from agent.transcript.writer import TranscriptWriter
@@ -220,8 +209,8 @@ def test_continue_cuts_a_too_large_input_an_older_transcript_holds(fake_api, pro
         w.append_message(tool_results([tool_result_block("toolu_1", "Created f")]))
         w.append_message(assistant([{"type": "text", "text": "done"}]))
     fake_api.reply_text("continuing fine")
-    res = _cli(fake_api, project, isolated_env, "-p", "next", "--continue")
-    assert res.returncode == 0 and res.stdout == "continuing fine\n", res.stderr
+    res = run_cli(fake_api, "-p", "next", "--continue", env=QUIET)
+    assert res.code == 0 and res.stdout == "continuing fine\n", res.stderr
     sent = json.dumps(fake_api.message_requests[-1].body["messages"])
     assert len(sent) < 50_000 and "cut from the conversation history" in sent
     fake_api.check()

@@ -68,14 +68,14 @@ def test_until_exit_returns_while_a_background_job_still_holds_the_pipe(tmp_path
 def test_until_eof_a_finished_shell_is_not_a_timeout_and_its_leftovers_die(tmp_path: Path) -> None:
     finished, out, _ = _run("sleep 60 & echo $! > bg.pid; echo started", tmp_path, until="eof", timeout=0.5)
     assert (finished, out) == (runner.Finished(0, None), b"started\n")
-    assert wait_for(lambda: not _alive(int((tmp_path / "bg.pid").read_text())), timeout=10)
+    assert wait_for(lambda: not _alive(int((tmp_path / "bg.pid").read_text())), timeout=30)
 
 
 def test_a_timeout_stops_the_whole_group_even_what_ignores_sigterm(tmp_path: Path) -> None:
     script = "trap '' TERM; (trap '' TERM; sleep 60) & echo $! > child.pid; echo up; wait"
     finished, out, _ = _run(script, tmp_path, until="exit", timeout=0.5, grace=0.1)
     assert (finished.stopped, finished.exit_code, out) == ("timeout", -9, b"up\n")
-    assert wait_for(lambda: not _alive(int((tmp_path / "child.pid").read_text())), timeout=10)
+    assert wait_for(lambda: not _alive(int((tmp_path / "child.pid").read_text())), timeout=30)
 
 
 def test_cancel_stops_the_child_and_says_so(tmp_path: Path) -> None:
@@ -87,7 +87,7 @@ def test_cancel_stops_the_child_and_says_so(tmp_path: Path) -> None:
 
     finished, _, _ = _run("echo $$ > child.pid; sleep 60", tmp_path, cancel=cancel)
     assert finished.stopped == "cancelled" and finished.exit_code == -9 and asked
-    assert wait_for(lambda: not _alive(int((tmp_path / "child.pid").read_text())), timeout=10)
+    assert wait_for(lambda: not _alive(int((tmp_path / "child.pid").read_text())), timeout=30)
 
 
 def test_a_child_that_cannot_start_raises_and_leaves_no_gate_open(tmp_path: Path) -> None:

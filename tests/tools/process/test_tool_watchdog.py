@@ -110,7 +110,7 @@ def test_when_the_agent_exits_its_background_jobs_and_the_watchdog_go_too(tmp_pa
     assert watchdogs_of(agent.pid) == [dog]
     background = int((tmp_path / "bg.pid").read_text())
     assert stat_of(background) is not None  # the call returned; its background job runs on
-    agent.communicate(timeout=10)
+    agent.communicate(timeout=30)
     assert agent.returncode == 0
     assert wait_for(lambda: stat_of(background) is None)
     assert wait_for(lambda: stat_of(dog) is None)
@@ -173,7 +173,7 @@ def test_a_gated_child_runs_only_once_the_watchdog_knows_its_group(tmp_path: Pat
     assert wait_for(lambda: "pipe" in Path(f"/proc/{proc.pid}/wchan").read_text())
     assert not (tmp_path / "ran").exists() and proc.poll() is None
     gate.opened(proc.pid)
-    assert proc.wait(timeout=10) == 0 and (tmp_path / "ran").exists()
+    assert proc.wait(timeout=30) == 0 and (tmp_path / "ran").exists()
     assert watchdog.watchdog_pid() is not None
     assert (tmp_path / "fds").read_text().split() == [
         "0",
@@ -188,5 +188,5 @@ def test_a_gated_child_whose_agent_dies_first_never_runs(tmp_path: Path) -> None
     gate = watchdog.Gate()
     proc = _gated(tmp_path, gate)
     gate.failed()  # what the kernel does to the agent's end of the pipe when it is killed
-    assert proc.wait(timeout=10) == 125
+    assert proc.wait(timeout=30) == 125
     assert not (tmp_path / "ran").exists()
