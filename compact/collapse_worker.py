@@ -181,7 +181,13 @@ class Collapser(Worker):
         record: this works on a copy of the dropped set."""
         ctx = self.conv.view_ctx
         sent = ctx.sent if ctx is not None else None
-        return binding.settle(list(view), sent, set(self.conv.state.thinking_dropped)).messages
+        settled = binding.settle(list(view), sent, set(self.conv.state.thinking_dropped)).messages
+        # a view built between the model's tool call and its results ends with the call: the span
+        # summary is sent without it (a call with no result after it is refused)
+        end = len(settled)
+        while end and settled[end - 1].role == "assistant" and settled[end - 1].tool_uses:
+            end -= 1
+        return settled[:end]
 
     def _work(self, spans: list[list[Message]], view: list[Message] | None = None) -> None:
         for span in spans:

@@ -379,6 +379,13 @@ def test_a_span_summary_leaves_out_the_thinking_the_main_requests_left_out(
     assert text == "SPAN" and len(route.hits) == 1  # accepted (the api fixture checks): nothing dropped
     sent = [b for m in route.hits[0]["messages"] for b in m["content"] if b.get("type") == "thinking"]
     assert len(sent) == sum(binding.holds_thinking(m) for m in bench.view().messages)
+    # a view built between a tool call and its results (to count): the summary goes without the call
+    path = write_file(bench, "c.py", lines=20)
+    call = step(bench, Reply.tools([("Read", {"file_path": str(path)}, "toolu_c")], thinking="read c"), api)
+    raw = [live.get(m.uuid, m) for m in bench.view().messages]
+    assert raw[-1].uuid == call.uuid
+    collapse_worker.summarise(bench.ports, raw[:4], view=c._as_sent(raw))
+    assert len(route.hits) == 2 and "toolu_c" not in str(route.hits[1]["messages"])
 
 
 def test_thinking_a_collapse_commit_invalidates_is_counted_at_that_compaction_point(
