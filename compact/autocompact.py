@@ -42,7 +42,9 @@ def threshold_reached(conv: Conversation, ports: Ports, tokens: int) -> bool:
     if not ports.config.auto_enabled or conv.compacting:
         return False
     th = ports.thresholds().auto_compact
-    return tokens >= th or (ports.config.cost_aware and early(conv, ports, tokens))
+    if tokens >= th:
+        return True
+    return ports.config.cost_aware and (early(conv, ports, tokens) or at_boundary(conv, ports, tokens))
 
 
 def early(conv: Conversation, ports: Ports, tokens: int) -> bool:
@@ -54,6 +56,19 @@ def early(conv: Conversation, ports: Ports, tokens: int) -> bool:
     if kind != "notes-current" and not preparer.has_candidate(conv):
         return False
     return tokens >= economics.point(conv, ports, kind, ports.thresholds().auto_compact)
+
+
+def at_boundary(conv: Conversation, ports: Ports, tokens: int) -> bool:
+    """On a model that keeps its thinking, a turn boundary where the notes cover everything before the
+    new prompt, past BOUNDARY_SHARE of T (or the point where a compaction pays): compacting here from the
+    notes keeps no turn that holds thinking and makes no call, where the compaction the coming turn would
+    reach otherwise is the server's summary, priced as an uncached read of the whole context."""
+    if not ports.config.cost_aware or not backend.server_expected(conv, ports):
+        return False
+    th = ports.thresholds().auto_compact
+    if tokens < min(th * economics.BOUNDARY_SHARE, economics.point(conv, ports, "notes-current", th)):
+        return False
+    return notes_compaction.bare(conv, ports) is not None
 
 
 def next_kind(conv: Conversation, ports: Ports) -> str:
@@ -110,6 +125,8 @@ def maybe_autocompact(
     it clears old tool results), decides how long a compaction may be put off."""
     if not due(conv, ports, tokens, view):
         return False
+    if ports.config.auto_enabled and at_boundary(conv, ports, tokens):
+        return compactor.compact(conv, ports, "auto")  # from the notes, now: no call, no one waits
     if ports.config.auto_enabled:
         return preparer.at_threshold(conv, ports, tokens, compactor.compact, counted=counted)
     return compactor.compact(conv, ports, "auto")

@@ -176,6 +176,8 @@ def _make(
     custom, hook_lines = pre_compact(ports, trigger, instructions)
     if prepared is not None and not hook_lines:
         return prepared, pre.raw_tokens, hook_lines
+    if not (instructions and instructions.strip()) and (made := _bare(conv, ports)) is not None:
+        return made, pre.tokens, hook_lines
     plan = backend.server_plan(conv, ports)
     if plan is not None:
         try:
@@ -201,6 +203,20 @@ def least_left(conv: Conversation, ports: Ports, messages: list[Message]) -> int
     state = ledger.attachment(messages, [], str(conv.tools.project_dir), ports.thresholds().auto_compact)
     cal = conv.calibration
     return cal.scale(cal.fixed_tokens() + frame.tokens + state.message.tokens)
+
+
+def _bare(conv: Conversation, ports: Ports) -> Compaction | None:
+    """Cost-aware, on a model that keeps its thinking: at a turn boundary the notes, current up to the new
+    prompt, replace everything before it — no call, no kept turn holding thinking — where the server's
+    summary would be an uncached read of the whole context (compact.economics)."""
+    if not (ports.config.cost_aware and ports.config.notes_enabled) or not backend.server_expected(
+        conv, ports
+    ):
+        return None
+    try:
+        return notes_compaction.bare(conv, ports)
+    except OSError:
+        return None
 
 
 def _failed(conv: Conversation, ports: Ports, trigger: Trigger, shown: str, reason: str) -> bool:

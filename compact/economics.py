@@ -49,6 +49,10 @@ SUMMARY_OUT = 2_500  # output tokens of the local summary (its analysis and the 
 SERVER_OUT = 1_000  # output tokens of the server's summary
 RESET_SHARE = 0.08  # before the first compaction, R = the system prompt and tools + this share of T
 FLOOR_SHARE = 0.15  # never compact for cost below this share of T
+# on a model that keeps its thinking, a turn boundary with current notes compacts from this share of T:
+# the turn that follows would otherwise likely reach T inside its tool loop, where only the server's
+# summary (an uncached read of the whole context) keeps the loop's thinking valid
+BOUNDARY_SHARE = 0.5
 KINDS = ("notes-current", "notes", "summary", "server")
 # the backends a compaction may run early with: the notes (the tail kept verbatim, the notes written from
 # the whole history) and the server's summary (the kept turns as they were). The local summary keeps

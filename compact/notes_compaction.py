@@ -77,6 +77,31 @@ def _usable(conv: Conversation, ports: Ports) -> bool:
     return text is not None and not is_template(text, template_for(ports))
 
 
+def bare(conv: Conversation, ports: Ports) -> Compaction | None:
+    """A notes compaction that keeps only what the notes don't cover — a typed prompt after a finished turn
+    — when none of it holds thinking: on a model that keeps its thinking, a compaction at a turn boundary
+    with no call and no kept thinking to invalidate (compact.economics). None when the notes are not
+    current up to the prompt, or what follows them holds thinking or anything but prompts."""
+    if not ports.config.notes_enabled:
+        return None
+    text = notes_text(conv.notes_path)
+    if text is None or is_template(text, template_for(ports)):
+        return None
+    with conv.lock:
+        messages = list(conv.messages)
+    covered = coverage.covered_count(messages, conv.state.last_summarized_uuid)
+    kept = messages[covered:]
+    if not covered or covered < summary_floor(messages) or not kept:
+        return None
+    if not all(m.is_typed_prompt for m in kept) or messages[covered - 1].role != "assistant":
+        return None
+    summary = trim_sections(
+        text, headers(template_for(ports)), conv.notes_path, section_tokens(ports.thresholds().auto_compact)
+    ).strip()
+    segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid}
+    return Compaction(method=METHOD, summary=summary, kept=kept, preserved_segment=segment)
+
+
 def plan(conv: Conversation, ports: Ports, share: float | None = None) -> Compaction | None:
     """The notes compaction the notes as they are now allow; None when session memory is off, there are
     no notes or only the bare template, or notes and tail would not leave room for the restored files.

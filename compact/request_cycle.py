@@ -17,6 +17,7 @@ from compact import (
     cache_health,
     compactor,
     context_editing,
+    economics,
     notes_compaction,
     notes_updater,
     preparer,
@@ -76,6 +77,8 @@ def after_response(conv: Conversation, ports: Ports) -> None:
     which would throw the update away, or (cost-aware compaction) the server's summary is the next
     compaction's backend, which never reads them."""
     tokens = conv.view().raw_tokens  # what a compaction would replace (old results the server clears too)
+    if turn_end_notes(conv, ports, tokens):
+        return
     if preparer.start_if_due(conv, ports, tokens):
         return
     if ports.config.auto_enabled and not conv.compacting:
@@ -85,6 +88,24 @@ def after_response(conv: Conversation, ports: Ports) -> None:
         if ports.config.cost_aware and backend.server_expected(conv, ports):
             return  # the server's summary will compact: notes kept current for it would be paid for unused
     notes_updater.update_if_due(conv, ports)
+
+
+def turn_end_notes(conv: Conversation, ports: Ports, tokens: int) -> bool:
+    """Cost-aware compaction on a model that keeps its thinking: a reply that ends the turn past
+    BOUNDARY_SHARE of T brings the notes up to it, so the next prompt compacts from them at the boundary
+    (compact.autocompact.at_boundary: no kept thinking, no call) rather than the coming tool loop
+    reaching T, where only the server's summary would do. True when the update was started."""
+    c = ports.config
+    if not (c.cost_aware and c.auto_enabled and c.notes_enabled) or conv.compacting:
+        return False
+    with conv.lock:
+        last = conv.messages[-1] if conv.messages else None
+    if last is None or last.role != "assistant" or last.tool_uses or not backend.server_expected(conv, ports):
+        return False
+    if tokens < ports.thresholds().auto_compact * economics.BOUNDARY_SHARE:
+        return False
+    notes_updater.update_in_background(conv, ports)
+    return True
 
 
 # --- the call ----------------------------------------------------------------------------------------

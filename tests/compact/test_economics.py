@@ -13,13 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from compact import compactor, economics, ledger
+from agent.runtime.loop import run_turn
+from compact import compactor, economics, ledger, notes_compaction, notes_updater
+from compact.notes import template_for
 from core.events import CompactFailed, CompactFinished
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from tests.compact.test_compactor import SUMMARY_REPLY, read_round, write_file
-from tests.compact.test_notes_tool_chain import run, write_files
-from tests.fakeapi import FakeAPI, is_compaction, is_notes_update
-from tests.harness import make_bench
+from tests.compact.test_notes_tool_chain import NotesWriter, run, write_files
+from tests.conftest import make_session
+from tests.fakeapi import FakeAPI, Reply, is_compaction, is_notes_update
+from tests.harness import Bench, make_bench
+
+THINKING = "claude-sonnet-5-5"
+
+
+def notes_template_text(bench: Bench) -> str:
+    return template_for(bench.ports)
 
 
 def said(text: str) -> Message:
@@ -160,3 +169,73 @@ def test_with_the_setting_off_the_same_run_compacts_at_t(tmp_path: Path) -> None
         [done] = _compactions(events)
         assert done.pre_tokens >= session.thresholds().auto_compact
         api.check()
+
+
+class TurnReader:
+    """Each turn: one Read per reply over its own files (no text), then a closing line."""
+
+    def __init__(self, turns: list[list[Path]]) -> None:
+        self.turns, self.turn, self.next = turns, -1, 0
+
+    def start(self) -> None:
+        self.turn, self.next = self.turn + 1, 0
+
+    def __call__(self, body: dict) -> Reply:
+        files = self.turns[self.turn]
+        if self.next < len(files):
+            self.next += 1
+            use = {"file_path": str(files[self.next - 1])}
+            return Reply(
+                [{"type": "tool_use", "id": f"toolu_t{self.turn}_{self.next}", "name": "Read", "input": use}]
+            )
+        return Reply.text(f"Turn {self.turn + 1} read.")
+
+
+def test_on_a_thinking_model_a_turn_boundary_compacts_from_the_notes_with_no_call_and_no_kept_thinking(
+    tmp_path: Path,
+) -> None:
+    with FakeAPI(profile="2026", binding="error") as api:
+        project = tmp_path / "project"
+        project.mkdir()
+        paths = write_files(project, 24, 110)  # ~2,000 tokens a read; T = 27,000 at a 60K window
+        model = TurnReader([paths[i : i + 4] for i in range(0, 24, 4)])
+        api.on(is_notes_update, NotesWriter())
+        api.on(lambda body: True, model)
+        session, events = make_session(
+            tmp_path, api, permission_mode="bypassPermissions", model=THINKING, context_window=60_000
+        )
+        for k in range(6):
+            model.start()
+            finished = run_turn(session, f"Read batch {k + 1}.")
+            assert finished.stop_reason == "end_turn", finished.error
+            notes_updater.wait_for_update(session.conv, 30)
+        done = _compactions(events)
+        at_boundary = [e for e in done if e.method == "session-memory"]
+        assert at_boundary, [e.method for e in done]
+        assert all(e.pre_tokens < session.thresholds().auto_compact for e in at_boundary)
+        # no summary request, and a server's summary only for a compaction inside a tool loop
+        assert not [r for r in api.message_requests if is_compaction(r.body)]
+        server = [r for r in api.message_requests if "compaction" in r.body]
+        assert len(server) <= len(done) - len(at_boundary)
+        # what each kept: the new prompt alone, so no thinking was left out and none was refused
+        assert session.conv.view_ctx.thinking.dropped_at_compaction == 0
+        assert api.violations == [] and api.binding.refused == [] and api.binding.fallbacks == []
+
+
+def test_bare_notes_keep_only_a_prompt_after_a_finished_turn(tmp_path: Path, fake_api: FakeAPI) -> None:
+    bench = make_bench(tmp_path, fake_api, session_memory=True)
+    bench.add(user_prompt("Read the files."))
+    read_round(bench, write_file(bench, "a.py"))
+    answer = said("Read a.py.")
+    bench.add(answer)
+    notes = bench.conv.notes_path
+    notes.parent.mkdir(parents=True, exist_ok=True)
+    notes.write_text(notes_template_text(bench) + "\nRead a.py.\n")
+    bench.conv.state.last_summarized_uuid = answer.uuid
+    assert notes_compaction.bare(bench.conv, bench.ports) is None  # nothing after the notes yet
+    prompt = user_prompt("Now b.py.")
+    bench.add(prompt)
+    made = notes_compaction.bare(bench.conv, bench.ports)
+    assert made is not None and made.kept == [prompt] and "Read a.py." in made.summary
+    read_round(bench, write_file(bench, "b.py"))  # a tool loop began: its messages can't follow the notes
+    assert notes_compaction.bare(bench.conv, bench.ports) is None
