@@ -153,6 +153,20 @@ def run_process(
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
+def _join(thread: threading.Thread, deadline: float) -> None:
+    """``thread.join`` up to ``deadline``; a thread whose ``start()`` was called but which is not yet running
+    is listed by ``threading.enumerate`` and can't be joined yet: wait for it to begin (a loaded machine
+    makes that moment long enough to see)."""
+    while True:
+        try:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            return
+        except RuntimeError:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.01)
+
+
 def run_in_process(
     args: list[str], env: dict[str, str], cwd: Path, stdin: str | None, timeout: float = 120
 ) -> CliResult:
@@ -192,7 +206,7 @@ def run_in_process(
         sys.argv, sys.stdin, sys.stdout, sys.stderr = saved[2:]
     deadline = time.monotonic() + timeout
     for thread in set(threading.enumerate()) - before - {t for t in threading.enumerate() if not _ours(t)}:
-        thread.join(max(0.0, deadline - time.monotonic()))
+        _join(thread, deadline)
         assert not thread.is_alive(), f"the run left {thread.name} running"
     number = code if isinstance(code, int) else (0 if code is None else 1)
     if isinstance(code, str):

@@ -235,7 +235,11 @@ def test_ctrl_c_interrupts_a_reply_a_bash_call_and_a_compaction(agent_in_tmux, f
     pane.wait_for("Still here after the second interruption.")
     pane.wait_prompt()
 
-    # 3. while compacting
+    # 3. while compacting (a long answer first: what the compaction takes away, else there is nothing to compact)
+    fake_api.reply_text(LONG_REPLY)
+    pane.type("tell me the long version")
+    pane.wait_for("END-OF-LONG-REPLY")
+    pane.wait_prompt()
     arrived.clear()
     interrupted.clear()
     fake_api.on(is_compaction, slow_summary, once=True)

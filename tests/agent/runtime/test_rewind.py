@@ -81,8 +81,8 @@ def test_summarize_up_to_a_prompt_keeps_it_and_what_follows_verbatim(fake_api, p
     fake_api.reply_text("<summary>The user asked two early questions.</summary>")
     with repl_for(fake_api, project) as d:
         session = d.repl.session
-        for i in range(1, 4):
-            chat(session, f"question {i}", f"answer {i}")
+        for i in range(1, 4):  # usage as a server reports it: the system prompt and tools (~4K) included
+            chat(session, f"question {i}", f"answer {i}", tokens=6_000 + 100 * i)
         d.type("/rewind\r")
         d.wait_for("  3. question 3")
         d.type("s3\r")
