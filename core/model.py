@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from core.errors import ThinkingBindingMismatch
 from core.messages import Message
-from core.models import EFFORTS, Family, api_name, family_of
+from core.models import EFFORTS, NEWEST, Family, api_name, family_of
 from core.models import cost_usd as _cost
 
 CACHE = {"type": "ephemeral"}
@@ -261,8 +261,11 @@ _ON_DEMAND_COMPACTION = (
 
 
 def offers_compaction(model: str) -> bool:
-    """Whether ``model`` writes the server's on-demand summary (compact.server_summary)."""
-    return api_model_name(model).startswith(_ON_DEMAND_COMPACTION)
+    """Whether ``model`` writes the server's on-demand summary (compact.server_summary), and so binds its
+    thinking to its prefix. A name the table doesn't know has the newest family's rules (core.models): it
+    thinks unasked, so its thinking must be kept as the newest family's is (a summary request in its tool
+    loop that left the thinking out was refused)."""
+    return api_model_name(model).startswith(_ON_DEMAND_COMPACTION) or family_of(model) is NEWEST
 
 
 def api_model_name(model: str) -> str:

@@ -34,6 +34,35 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     return home
 
 
+@pytest.fixture(autouse=True)
+def fake_profile(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``@pytest.mark.fake_profile("4.x", reason=...)``: the fakes this test makes without naming a profile
+    play the 4.x budget rules instead of the 5.5 family's (the default). For tests about the 4.x rules;
+    the reason says why the test is not on today's models."""
+    marker = request.node.get_closest_marker("fake_profile")
+    if marker is None:
+        return
+    assert marker.kwargs.get("reason"), "fake_profile needs a reason="
+    from tests import fakeapi
+
+    monkeypatch.setattr(fakeapi, "DEFAULT_PROFILE", marker.args[0])
+
+
+@pytest.fixture(autouse=True)
+def no_refused_requests() -> Any:
+    """Every test on the fake API sends only requests the API accepts: after the test, a request any fake
+    refused (a 400 of the profile's rules, of validation or of the prefix check) that the test did not
+    clear from ``api.violations`` or declare with ``api.expect_refusals()``, and any drop_block fallback
+    it did not clear, fails it (a request the script had no step for is ``check()``'s to fail). The
+    fakes run on the 5.5 family's rules by default, so this is what "the suite runs on the 2026 profile
+    with 0 refused requests" rests on."""
+    yield
+    fakeapi = sys.modules.get("tests.fakeapi")  # not imported: no fake was made (nor is it imported here)
+    live = list(fakeapi.LIVE) if fakeapi is not None else []
+    found = [problem for api in live for problem in api.unexpected()]
+    assert not found, "the fake API refused requests the test did not expect:\n" + "\n".join(found)
+
+
 @pytest.fixture
 def fake_api():
     from tests.fakeapi import FakeAPI

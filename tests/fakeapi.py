@@ -74,6 +74,7 @@ import hashlib
 import itertools
 import os
 import re
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,9 +119,14 @@ _ERROR_DEFAULTS = ERROR_DEFAULTS
 # FAKEAPI_REFUSALS_LOG=path: every refused request of every fake in the process is appended there (one
 # line each), so a benchmark run can show it sent none
 REFUSALS_LOG = os.environ.get("FAKEAPI_REFUSALS_LOG")
-# FAKEAPI_PROFILE=2026: the profile a fake plays when its maker names none (a benchmark run on the 5.5
-# family's rules); unset, the 4.x rules
-DEFAULT_PROFILE = os.environ.get("FAKEAPI_PROFILE") or "4.x"
+# The profile a fake plays when its maker names none: the 5.5 family's rules ("2026"), the models people
+# run today; FAKEAPI_PROFILE=4.x runs a whole suite or benchmark on the budget rules instead
+DEFAULT_PROFILE = os.environ.get("FAKEAPI_PROFILE") or "2026"
+# Every fake made in this process, for tests/conftest.py's check after each test (no refusal, no
+# drop_block fallback the test did not expect); weak, so a finished test's fakes are not kept alive
+LIVE: weakref.WeakSet[FakeAPI] = weakref.WeakSet()
+
+UNSCRIPTED = "unexpected request: the script is empty"  # the server's 500 when no step is left
 
 # --------------------------------------------------------------------------------------------------
 # Script steps
@@ -189,6 +195,12 @@ def is_compaction(body: dict) -> bool:
     """A compaction's full summary request: its instruction asks for <analysis> and <summary>."""
     text = last_user_text(body)
     return "<analysis>" in text and "<summary>" in text
+
+
+def is_server_compaction(body: dict) -> bool:
+    """A request for the server's on-demand summary (the top-level ``compaction`` parameter): the fake
+    answers it itself (``Compactions``), no script step."""
+    return "compaction" in body
 
 
 def is_notes_update(body: dict) -> bool:
@@ -444,6 +456,8 @@ class FakeAPI(ScriptedAPI):
         self.routes: list[Route] = []
         self.violations: list[str] = []
         self.cache = PromptCache(cache_min_tokens, tokenizer)
+        self.refusals_expected = False
+        LIVE.add(self)
 
     def start(self) -> FakeAPI:
         return super().start()
@@ -542,6 +556,26 @@ class FakeAPI(ScriptedAPI):
         with self._lock:
             left = [*self.script, *[r.responder for r in self.routes if r.once and not r.hits]]
         assert not left, f"FakeAPI: {len(left)} scripted step(s) never requested: {left!r}"
+
+    def expect_refusals(self) -> FakeAPI:
+        """Declare that this fake is meant to refuse requests (a test of a refusal and what follows it):
+        tests/conftest.py then leaves its violations to the test. Without it, any request a fake refused
+        and the test did not clear from ``violations`` fails the test."""
+        self.refusals_expected = True
+        return self
+
+    def unexpected(self) -> list[str]:
+        """What tests/conftest.py fails a test on, and forgets once reported: the refusals (unless
+        expected) and drop_block fallbacks this fake recorded that the test left in place. A request
+        the script had no step for is the test's scripting, not a refusal: ``check()`` fails on it."""
+        with self._lock:
+            refused = [v for v in self.violations if UNSCRIPTED not in v]
+            found = [] if self.refusals_expected else [f"refused: {v}" for v in refused]
+            found += [f"drop_block fallback: {f}" for f in self.binding.fallbacks]
+            if not self.refusals_expected:
+                self.violations.clear()
+            self.binding.fallbacks.clear()
+        return found
 
     def check(self) -> None:
         """No violations (a request the prefix check refused is one), no drop_block fallback, and nothing

@@ -48,6 +48,7 @@ REFUSED = [
 
 @pytest.mark.parametrize("params, error", REFUSED, ids=[e for _, e in REFUSED])
 def test_the_family_refuses_what_its_pages_list(api, client, params, error):
+    api.expect_refusals()  # the refusal is what this test shows
     api.reply_text("never sent")
     tools = [{"name": "Read", "description": "read", "input_schema": {"type": "object"}}]
     with pytest.raises(anthropic.BadRequestError) as caught:
@@ -58,6 +59,7 @@ def test_the_family_refuses_what_its_pages_list(api, client, params, error):
 
 
 def test_opus_can_not_turn_thinking_off(api, client):
+    api.expect_refusals()  # the refusal is what this test shows
     api.reply_text("never sent")
     with pytest.raises(anthropic.BadRequestError, match="between_tools.* is not supported for this model"):
         create(client, model="claude-opus-5-5", thinking={"type": "between_tools"})
@@ -114,6 +116,7 @@ def test_between_tools_keeps_its_effort_for_the_conversation(api, client):
 
 
 def test_a_tool_loop_must_send_its_thinking_back(api, client):
+    api.expect_refusals()  # the refusal is what this test shows
     api.add(Reply.tool("Read", {"file_path": "/x"}, id="toolu_b"))
     first = create(client)
     stripped = [b.model_dump(exclude_none=True) for b in first.content if b.type == "tool_use"]
@@ -156,6 +159,7 @@ def test_the_4x_profile_keeps_the_budget_rules_and_scripted_replies():
         assert [b.type for b in reply.content] == ["text", "tool_use"]
         assert c.models.retrieve("claude-sonnet-4-6").capabilities is None
         api.check()
+        api.expect_refusals()  # a budget not below max_tokens: refused, as the 4.x rules say
         api.reply_text("never sent")
         with pytest.raises(anthropic.BadRequestError, match="budget_tokens"):
             c.messages.create(

@@ -1,4 +1,9 @@
-"""The fake Messages API, driven by the official SDK through a real loopback socket."""
+"""The fake Messages API, driven by the official SDK through a real loopback socket.
+
+These are the fake's mechanics (SSE framing, scripts and routes, validation, retries, dropped streams),
+on replies as scripted: the ``api`` fixture plays the 4.x profile, which sends a script's blocks as
+they are. How the 5.5 family (the default profile) shapes the same replies is tests/test_fake_family.py's.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ HI = [{"role": "user", "content": "hi"}]
 
 @pytest.fixture
 def api():
-    with FakeAPI() as server:
+    with FakeAPI(profile="4.x") as server:
         yield server
 
 
@@ -139,6 +144,7 @@ def test_beta_stream_reports_context_management(api, client):
 
 
 def test_context_management_without_the_beta_header_is_refused(api, client):
+    api.expect_refusals()
     with pytest.raises(anthropic.BadRequestError):
         client.messages.create(
             model=MODEL, max_tokens=100, messages=HI, extra_body={"context_management": {"edits": []}}
@@ -310,6 +316,7 @@ BAD_REQUESTS = {
 
 @pytest.mark.parametrize("name", BAD_REQUESTS)
 def test_invalid_requests_are_refused_and_recorded(api, client, name):
+    api.expect_refusals()
     api.reply_text("never sent")
     kw = {"max_tokens": 100, **BAD_REQUESTS[name]}
     with pytest.raises(anthropic.BadRequestError) as caught:
@@ -338,6 +345,7 @@ def test_valid_histories_pass(api, client):
 
 
 def test_missing_script_step_fails_loudly(api, client):
+    api.expect_refusals()
     with pytest.raises(anthropic.InternalServerError):
         stream(client)
     assert "unexpected request" in api.violations[0]
@@ -352,6 +360,7 @@ def test_unconsumed_steps_are_reported(api):
 def test_running_checks_on_exit():
     with pytest.raises(AssertionError, match="violations"):
         with running() as api:
+            api.expect_refusals()  # check() still fails on them: what this test shows
             with anthropic.Anthropic(base_url=api.url, api_key="k", max_retries=0) as sdk:
                 with pytest.raises(anthropic.InternalServerError):
                     sdk.messages.create(model=MODEL, max_tokens=5, messages=HI)

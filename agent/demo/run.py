@@ -38,6 +38,10 @@ LEFT_OUT = ("ANTHROPIC_", "CLAUDE_", "COMPACT_AGENT_", "DISABLE_COMPACT", "DISAB
 SETTINGS = {
     "permissions": {"allow": ["Bash(python3 -m unittest:*)", "Bash(python3 scripts/simulate.py:*)"]},
     "sessionMemory": True,  # notes kept in the background; the automatic compaction uses them
+    # The tour shows the client's compactions (the notes, the LLM summary). The scripted model plays the 5.5
+    # family, whose tool loops would otherwise be compacted by the server's summary, which a scripted
+    # server can only imitate.
+    "serverSummary": False,
 }
 # (latency of each reply, of a summary, streamed text chunk, pause between chunks, pause before auto keys)
 INTERACTIVE_PACE = (0.4, 2.0, 12, 0.012, 0.0)

@@ -31,7 +31,8 @@ Server-side context editing (``context_management``: clearing old tool results o
 as agent.demo.editing plays it: the server counts, bills and checks the window on the body as cleared,
 reports ``context_management.applied_edits``, and reads the history as sent for the prefix check.
 
-Model families (``profile=``): ``"4.x"`` plays the rules above; ``"2026"`` plays the 5.5 family — the
+Model families (``profile=``): ``"4.x"`` plays the rules above; ``"2026"`` (the default: the demo's
+model and the tests' fakes answer as the models people run today) plays the 5.5 family — the
 settings it refuses, thinking on by default with a signed thinking block on every reply, the text written
 before tool calls inside thinking blocks, the ``display`` rule, and ``capabilities`` in the Models API.
 The rules and the reply shaping live in ``Profile4x`` / ``Profile2026`` (see their section).
@@ -208,6 +209,7 @@ class Request:
     # (None: the body as sent), and the edits applied (None: the request asked for none)
     effective: Any = None
     applied_edits: list[dict] | None = None
+    message: dict | None = None  # the message a reply sent (as shaped by the profile), for tests to read
 
 
 # --------------------------------------------------------------------------------------------------
@@ -516,6 +518,11 @@ class Thinking:
             if block.get("type") == "tool_use" and thought:
                 self._sent[block["id"]] = thought
         return out
+
+    def accept(self, text: str, signature: str) -> None:
+        """Take a thinking block the real model wrote before this server started (an imported transcript)
+        as valid, as the real API would: its text and signature still may not change."""
+        self._given.add((text, signature))
 
     def problems(self, body: Any, *, always: bool = False) -> list[str]:
         """What the API refuses about a request's thinking: a budget's limits, and (when the request thinks:
@@ -1025,7 +1032,7 @@ class ScriptedAPI:
         tokenizer: Tokenizer | None = None,
         chunk: int | None = None,
         pace: float = 0.0,
-        profile: str = "4.x",
+        profile: str = "2026",
         binding: str = "off",
     ) -> None:
         self.respond = respond
@@ -1232,6 +1239,7 @@ class ScriptedAPI:
                 message["input_transformations"] = request.input_transformations
             if request.applied_edits is not None and "context_management" not in message:
                 message["context_management"] = {"applied_edits": request.applied_edits}
+            request.message = message
         if not body.get("stream"):
             return Answer(200, hang_up=step.drop_after is not None, payload=message)
         return Answer(

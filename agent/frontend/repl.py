@@ -388,7 +388,7 @@ class Repl:
             self.when_drawn(hub.start)  # the rest connect once the prompt is up
         self.renderer.banner(__version__, self.session.model, str(self.settings.cwd))
         if resume or continue_last:
-            self.renderer.recap(self.session.messages)
+            self.renderer.recap(self.session.messages, progress=self.session.family().progress_in_thinking)
             self.renderer.line(lifecycle.resumed_line(self.session), "dim")
         lifecycle.start(self.session, "resume" if (resume or continue_last) else "startup")
         if self.session.messages:  # a resumed conversation may already be over the warning level

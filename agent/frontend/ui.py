@@ -729,10 +729,12 @@ class Renderer:
         self.console.print(line, highlight=False, soft_wrap=True)
         self.console.print(Text("/help for commands", style="dim"), highlight=False)
 
-    def recap(self, messages: list[Any]) -> None:
-        """The last few exchanges of a resumed session: the user's prompts and the model's words, in brief."""
+    def recap(self, messages: list[Any], *, progress: bool = False) -> None:
+        """The last few exchanges of a resumed session: the user's prompts and the model's words, in brief
+        (``progress``: the model writes its progress between tool calls in thinking blocks, shown as its
+        words when it came, so shown here too)."""
         with self._lock:
-            shown = recent_exchanges(messages, RECAP_EXCHANGES)
+            shown = recent_exchanges(messages, RECAP_EXCHANGES, progress=progress)
             if shown and shown[0].kind == "summary":
                 self.console.print(
                     Text("(earlier messages were compacted · /summary shows the summary)", style="dim"),
@@ -740,7 +742,7 @@ class Renderer:
                 )
                 shown = shown[1:]
             for m in shown:
-                lines = visible(m.text).strip().splitlines()
+                lines = visible(said(m, progress)).strip().splitlines()
                 clipped = "\n".join(lines[:RECAP_LINES])
                 if m.role == "user":
                     self.console.print(
@@ -882,8 +884,21 @@ class Renderer:
             self._label = ""
 
 
-def recent_exchanges(messages: list[Any], exchanges: int) -> list[Any]:
-    """The typed prompts and the replies' text of the last ``exchanges`` exchanges, in order.
+def said(m: Any, progress: bool = False) -> str:
+    """A message's words: its text blocks, and with ``progress`` (a model that writes the text between its
+    tool calls in thinking blocks, under a display that returns only that text) its thinking blocks' text
+    too, in their order, as the user saw it when it came."""
+    if not progress or m.role != "assistant":
+        return str(m.text)
+    return "\n".join(
+        b.get("text", "") if b.get("type") == "text" else b.get("thinking", "")
+        for b in m.content
+        if b.get("type") == "text" or (b.get("type") == "thinking" and b.get("thinking"))
+    )
+
+
+def recent_exchanges(messages: list[Any], exchanges: int, *, progress: bool = False) -> list[Any]:
+    """The typed prompts and the replies' words (``said``) of the last ``exchanges`` exchanges, in order.
 
     A compaction summary is included when the walk back reaches it (it stands for what came before).
     """
@@ -898,7 +913,7 @@ def recent_exchanges(messages: list[Any], exchanges: int) -> list[Any]:
             prompts += 1
             if prompts == exchanges:
                 break
-        elif m.role == "assistant" and m.text.strip():
+        elif m.role == "assistant" and said(m, progress).strip():
             out.append(m)
     return out[::-1]
 

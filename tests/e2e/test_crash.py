@@ -143,7 +143,13 @@ def test_kill_during_a_compaction_then_continue(spawn, run_cli, project: Path, i
     paths = make_files(project, 8)
     # T = 27,000 tokens; compaction in the foreground at T (as before background preparation), so the kill
     # comes while the agent waits for the summary, and the continued run compacts before anything else
-    env = {**NO_NOTES, "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15", "COMPACT_AGENT_PREPARE_COMPACTION": "0"}
+    # The LLM summary, which the test holds up (the 5.5 family's tool loop would otherwise get the server's).
+    env = {
+        **NO_NOTES,
+        "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "15",
+        "COMPACT_AGENT_PREPARE_COMPACTION": "0",
+        "COMPACT_AGENT_SERVER_COMPACTION": "0",
+    }
     asked, release = threading.Event(), threading.Event()
 
     def slow_summary(body: dict) -> Reply:

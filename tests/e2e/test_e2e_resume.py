@@ -29,7 +29,14 @@ SUMMARY = (
     "<summary>1. Primary Request and Intent: SUMMARY-MARK read the project files.</summary>"
 )
 EARLY = "EARLY-HISTORY-4q7z"
-NO_NOTES = {"COMPACT_AGENT_SESSION_MEMORY": "0", "COMPACT_AGENT_COST_AWARE": "0"}  # one compaction, at T
+# the client's own compactions (the LLM summary, the notes): the server's summary, which the 5.5 family's
+# tool loops get by default, and its resume are tests/compact/test_backends.py's
+LOCAL = {"COMPACT_AGENT_SERVER_COMPACTION": "0"}
+NO_NOTES = {
+    "COMPACT_AGENT_SESSION_MEMORY": "0",
+    "COMPACT_AGENT_COST_AWARE": "0",
+    **LOCAL,
+}  # one compaction, at T
 
 
 def main_bodies(api: FakeAPI, start: int = 0) -> list[dict]:
@@ -77,7 +84,10 @@ def assert_resumed_like_live(previous: dict, resumed: dict, final: str, prompt: 
     old, new = plain(previous["messages"]), plain(resumed["messages"])
     assert new[: len(old)] == old
     reply, ask = new[len(old) :]
-    assert reply == {"role": "assistant", "content": [{"type": "text", "text": final}]}
+    # the reply as it came: on the 5.5 family its signed thinking first (sent back unchanged), then the text
+    thought = [b for b in reply["content"] if b["type"] == "thinking"]
+    assert reply == {"role": "assistant", "content": [*thought, {"type": "text", "text": final}]}
+    assert all(b["signature"] for b in thought)
     assert ask["role"] == "user" and user_texts(ask)[-1].startswith(prompt)
 
 
@@ -178,6 +188,10 @@ class BatchReader:
         return Reply.text(f"Batch {self.turn} is read.")
 
 
+@pytest.mark.fake_profile(
+    "4.x",
+    reason="a notes compaction mid tool loop keeps a tail; on the 5.5 family that tail's thinking can't follow a client-written summary, so the loop is summarized whole instead (compact/backend.py)",
+)
 def test_resume_after_a_notes_compaction_sends_notes_then_kept_tail_then_prompt(
     run_cli, project: Path, isolated_env: Path
 ) -> None:
@@ -185,6 +199,7 @@ def test_resume_after_a_notes_compaction_sends_notes_then_kept_tail_then_prompt(
     env = {
         "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "30",
         "COMPACT_AGENT_COST_AWARE": "0",
+        **LOCAL,
     }  # T = 54,000 tokens, at T
     with FakeAPI() as api:
         api.on(is_notes_update, Notes())
@@ -265,12 +280,25 @@ REAL = {
 }
 
 
+def thinking_blocks(path: Path) -> list[dict]:
+    """The thinking blocks of a transcript's assistant records."""
+    return [
+        block
+        for line in path.read_text().splitlines()
+        if line.strip() and (record := json.loads(line)).get("type") == "assistant"
+        for block in (record.get("message") or {}).get("content") or []
+        if isinstance(block, dict) and block.get("type") == "thinking"
+    ]
+
+
 def resume_foreign(
     run_cli, path: Path, prompt: str, *args: str, then: str | None = None
 ) -> tuple[Any, FakeAPI, str, str]:
     """Resume ``path`` with ``prompt``; with ``then``, also ``--continue`` the new session with it."""
     before = sha256(path)
     with FakeAPI() as api:
+        for block in thinking_blocks(path):  # written by the real model: their signatures are valid
+            api.thinking.accept(block["thinking"], block["signature"])
         api.on(is_compaction, Reply.text(SUMMARY))
         api.on(lambda body: True, Reply.text("Picked up where we left off."))
         res = run_cli(api, "-p", prompt, "--resume", str(path), *args, timeout=180)
@@ -319,7 +347,8 @@ def test_imported_history_counts_no_turns_and_no_cost(run_cli) -> None:
     result = res.json()
     assert result["num_turns"] == 1  # the imported replies are no turns of this run ...
     # ... and their usage was paid for back then: only this run's requests count
-    assert result["usage"]["output_tokens"] == 7 * len(api.message_requests)  # "Picked up where we left off."
+    answered = sum(r.message["usage"]["output_tokens"] for r in api.message_requests if r.message)
+    assert result["usage"]["output_tokens"] == answered and answered >= 7 * len(api.message_requests)
 
 
 def test_resume_by_the_path_of_our_own_transcript_continues_that_session(

@@ -161,7 +161,9 @@ def transcript_records(home: Path) -> list[dict]:
 
 
 def test_reply_warning_compact_context_and_exit(agent_in_tmux, fake_api):
-    pane = agent_in_tmux(CLAUDE_CODE_AUTO_COMPACT_WINDOW="60000")
+    # the LLM summary scripted below (on the 5.5 family a reply holding thinking is otherwise kept through
+    # the server's summary, which the fake writes itself)
+    pane = agent_in_tmux(CLAUDE_CODE_AUTO_COMPACT_WINDOW="60000", COMPACT_AGENT_SERVER_COMPACTION="0")
     fake_api.reply_text(LONG_REPLY)  # ~10K output tokens
     pane.type("hello, please write a lot")
     pane.wait_for("END-OF-LONG-REPLY")
@@ -191,7 +193,8 @@ def test_reply_warning_compact_context_and_exit(agent_in_tmux, fake_api):
 
 
 def test_ctrl_c_interrupts_a_reply_a_bash_call_and_a_compaction(agent_in_tmux, fake_api):
-    pane = agent_in_tmux("--dangerously-skip-permissions")
+    # the compaction interrupted is the LLM summary, which the test holds up (see above)
+    pane = agent_in_tmux("--dangerously-skip-permissions", COMPACT_AGENT_SERVER_COMPACTION="0")
     arrived, interrupted = threading.Event(), threading.Event()
 
     # each answers only once Ctrl-C has been seen (a fixed pause could end first on a loaded machine)

@@ -526,3 +526,34 @@ def test_memory_notes_render_as_markdown_and_their_path_is_never_cut():
         )
     )
     assert buf.getvalue() == f"Session notes ({path}):\n\nCurrent State\n\nFixing ui.py\nthen the tests\n"
+
+
+def test_a_resumed_recap_shows_the_progress_written_between_tool_calls_as_it_was_shown():
+    """On the 5.5 family the text between tool calls came back in thinking blocks (display "updates": the
+    reasoning's text empty) and was shown as the model's words; the transcript keeps the blocks as sent,
+    and a resumed session's recap shows that text again. Without ``progress`` (a model whose thinking is
+    its reasoning) thinking stays out of the recap."""
+    from core.messages import tool_result_block, tool_results, user_prompt
+
+    signed = {"type": "thinking", "thinking": "", "signature": "sig_a"}
+    history = [
+        user_prompt("what is in a.txt?"),
+        assistant(
+            [
+                signed,
+                {"type": "thinking", "thinking": "First I will read a.txt.", "signature": "sig_b"},
+                {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "a.txt"}},
+            ]
+        ),
+        tool_results([tool_result_block("toolu_1", "alpha")]),
+        assistant([signed, {"type": "text", "text": "It says alpha."}]),
+    ]
+    con, buf = console()
+    Renderer(con).recap(history, progress=True)
+    out = buf.getvalue()
+    assert (
+        out.index("what is in a.txt?") < out.index("First I will read a.txt.") < out.index("It says alpha.")
+    )
+    con, buf = console()
+    Renderer(con).recap(history, progress=False)
+    assert "First I will read" not in buf.getvalue() and "It says alpha." in buf.getvalue()

@@ -16,7 +16,14 @@ from compact import collapse_worker, notes_updater
 from core.model import Request
 from core.models import ALIASES, EFFORTS, family_of, learn, resolve
 from tests.conftest import make_session
-from tests.fakeapi import FakeAPI, Reply, first_user_text, is_compaction, is_notes_update
+from tests.fakeapi import (
+    FakeAPI,
+    Reply,
+    first_user_text,
+    is_compaction,
+    is_notes_update,
+    is_server_compaction,
+)
 
 SONNET, OPUS, OLD = "claude-sonnet-5-5", "claude-opus-5-5", "claude-sonnet-4-5"
 USER = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
@@ -173,19 +180,29 @@ PROFILES = {
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
-@pytest.mark.parametrize("kind", ["main", "summary", "notes", "collapse", "subagent"])
+@pytest.mark.parametrize("kind", ["main", "summary", "server summary", "notes", "collapse", "subagent"])
 def test_every_kind_of_request_is_accepted(tmp_path: Path, profile: str, kind: str) -> None:
+    """No title/probe request and no count_tokens request exist in the agent (it counts locally)."""
+    local = {"server_compaction": False} if kind == "summary" else {}
     with FakeAPI(profile=profile) as api:
-        session, _ = make_session(tmp_path, api, model_explicit=True, **PROFILES[profile])
+        session, _ = make_session(tmp_path, api, model_explicit=True, **PROFILES[profile], **local)
         subagents.install(session)  # as a session starts: the Task tool is there from the first request
         target = tmp_path / "project" / "notes.txt"
         target.write_text("alpha\n" + "an older line\n" * 400)  # something for /compact to take away
         api.add(Reply.tool("Read", {"file_path": str(target)}, text="Reading the notes."))
         api.add(Reply.text("It says alpha."))
         assert run_turn(session, "what is in notes.txt?").stop_reason == "end_turn"
-        if kind == "summary":
+        if kind == "summary":  # the LLM summary (the client's own)
             api.on(is_compaction, Reply.text("<analysis>a</analysis><summary>alpha</summary>"))
             assert commands.run(session, "/compact").ok
+            assert [r for r in api.message_requests if is_compaction(r.body)]
+        elif kind == "server summary":  # the default backend: the server's where the kept reply thinks
+            api.on(is_compaction, Reply.text("<analysis>a</analysis><summary>alpha</summary>"))
+            assert commands.run(session, "/compact").ok
+            server = [r for r in api.message_requests if is_server_compaction(r.body)]
+            assert bool(server) == (profile == "2026")  # a 4.x model doesn't offer it: the LLM summary
+            api.add(Reply.text("Still alpha."))  # the next request sends the server's block first
+            assert run_turn(session, "and now?").stop_reason == "end_turn"
         elif kind == "notes":
             api.on(is_notes_update, Reply.text("Nothing new to note."))
             assert notes_updater.update_notes(session.conv, session.ports)

@@ -94,6 +94,7 @@ def test_request_params_keep_the_apis_rules():
 
 def test_the_fake_refuses_altered_or_dropped_thinking_and_bad_parameters():
     with FakeAPI(profile="4.x") as api:
+        api.expect_refusals()  # the refusals are what this test shows
         client = anthropic.Anthropic(base_url=api.url, api_key="k", max_retries=0)
         api.add(think_then(Reply.tool("Read", {"file_path": "/x"}, id="toolu_1")))
         tools = [{"name": "Read", "description": "r", "input_schema": {"type": "object"}}]
