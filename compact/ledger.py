@@ -523,9 +523,15 @@ def user_messages(
             out.append((text, "current" if i == last else "whole"))
 
     budget -= estimate_text(USER_HEADER)
+    counted: dict[str, int] = {}
+
+    def tokens(t: str) -> int:  # each text tokenized once: size() is asked after every change
+        if t not in counted:
+            counted[t] = estimate_text(t)
+        return counted[t]
 
     def size() -> int:  # as rendered: each message in its tags
-        return sum(estimate_text(t) + TAG_TOKENS for t, how in out if how != "gone")
+        return sum(tokens(t) + TAG_TOKENS for t, how in out if how != "gone")
 
     if size() <= budget:
         return out
@@ -534,7 +540,7 @@ def user_messages(
     by_shape = [
         i
         for i, (text, how) in enumerate(out)
-        if (how == "whole" or (how == "current" and estimate_text(text) > max(budget, current_room or 0)))
+        if (how == "whole" or (how == "current" and tokens(text) > max(budget, current_room or 0)))
         and shape_of(text) != "prose"
     ]
     # strictly by age: a message is never shown while a newer one (which may revise it) is left out
@@ -547,11 +553,11 @@ def user_messages(
             if how not in ("whole", "current"):
                 continue
             shorter = head_of(text)
-            if estimate_text(shorter) < estimate_text(text):
+            if tokens(shorter) < tokens(text):
                 out[i] = (shorter, "head current" if how == "current" else "head")
     gone = 0
     for i in movable:  # still over: the oldest are counted, not shown (the transcript has them)
-        if size() + estimate_text(OLDER_NOTE) <= budget:
+        if size() + tokens(OLDER_NOTE) <= budget:
             break
         out[i] = ("", "gone")
         gone += 1
