@@ -63,12 +63,22 @@ PRICE = {
     "cache_read_input_tokens": 0.1,
     "output_tokens": 5.0,
 }
-SUMMARY_REPLY = "<analysis>{filler}</analysis>\n<summary>{body}</summary>".format(
-    filler=scripted.FILLER * 60,
-    body="\n".join(
-        f"{i}. {name}: {scripted.POOR} {scripted.FILLER * 4}" for i, name in enumerate(SUMMARY_SECTIONS, 1)
-    ),
-)
+# the summary the fake writes: every section present and poor, the user's words quoted in theirs (the
+# candidate check refuses a summary that gives as the user's words what the user never wrote)
+SUMMARY_REPLY = "<analysis>{filler}</analysis>\n<summary>{body}</summary>"
+
+
+def summary_reply(said: str) -> str:
+    """The fake's summary of a session whose prompts begin with ``said``."""
+    body = "\n".join(
+        f'{i}. {name}:\n- "{said}"'
+        if name == "All user messages"
+        else f"{i}. {name}:\n{scripted.POOR} {scripted.FILLER * 4}"
+        for i, name in enumerate(SUMMARY_SECTIONS, 1)
+    )
+    return SUMMARY_REPLY.format(filler=scripted.FILLER * 60, body=body)
+
+
 WORDS = "alpha beta gamma delta parser token stream buffer index value".split()
 
 
@@ -223,9 +233,8 @@ def run(session: Session, notes: bool, pace: str, prepare: bool, thinking: bool 
         project.mkdir()
         turns = session.setup(project)
         main = Main()
-        api.on(
-            scripted.is_summary_request, _delayed(delays["summary"], lambda body: Reply.text(SUMMARY_REPLY))
-        )
+        text = summary_reply(turns[0][0].splitlines()[0])
+        api.on(scripted.is_summary_request, _delayed(delays["summary"], lambda body: Reply.text(text)))
         api.on(scripted.is_notes_update, _delayed(delays["notes"], scripted.poor_notes))
         api.on(lambda body: True, _delayed(delays["main"], main))
         agent, events = make_session(
