@@ -210,7 +210,9 @@ def test_ctrl_c_interrupts_a_reply_a_bash_call_and_a_compaction(agent_in_tmux, f
 
     # 1. while the model is answering
     fake_api.on(lambda b: "answer slowly" in last_user_text(b), slow_reply, once=True)
-    fake_api.reply_text("Still here after the first interruption.")
+    # a long answer: /compact below has something to save (a conversation no larger than what a
+    # compaction leaves is not compacted, be093eb)
+    fake_api.reply_text("Still here after the first interruption.\n" + LONG_REPLY)
     pane.type("answer slowly")
     assert arrived.wait(30)
     started = time.monotonic()
