@@ -145,8 +145,10 @@ def test_summarize_from_here_keeps_every_request_valid(tmp_path: Path) -> None:
         api.on(
             is_compaction, Reply.text("<analysis>a</analysis>\n<summary>SUMMARY-MARK of the start</summary>")
         )
-        for n in range(3):  # long answers: what the summary takes away (else it would grow the context)
-            api.add(thought(f"answer {n}: " + "a line of detail. " * 600))
+        # the first answer long: what the summary takes away (else it would grow the context: on the 5.5
+        # family the kept turns' thinking and the state after it left less than it replaced at 600 lines each)
+        for n in range(3):
+            api.add(thought(f"answer {n}: " + "a line of detail. " * (1800 if n == 0 else 60)))
             run_turn(session, f"question {n}")
         assert rewind.summarize_up_to(session, rewind.points(session)[1])
         api.add(thought("on we go"))
