@@ -15,8 +15,10 @@ After each compaction the next main request is searched (system, texts, tool inp
   constraints      every rule the user set in a prompt so far, verbatim
   todo             every item of the last TodoWrite list (n/a when the agent has no TodoWrite tool)
 
-Run: .venv/bin/python benchmarks/fidelity.py [--scenario NAME] [--mode MODE] [--profile 2026|4.x]. Prints per path and item
-the share of items kept over all compactions, and the totals. Deterministic; about half a minute.
+Run: .venv/bin/python benchmarks/fidelity.py [--scenario NAME] [--mode MODE] [--profile 2026|4.x]
+[--cost-aware off] (off: compaction at T as before cost-aware compaction, for a side-by-side figure).
+Prints per path and item the share of items kept over all compactions, and the totals. About half a
+minute; the background preparation's timing moves a compaction now and then between runs.
 """
 
 from __future__ import annotations
@@ -79,8 +81,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", choices=[s.name for s in scripted.SCENARIOS])
     parser.add_argument("--mode", choices=list(scripted.MODES))
+    parser.add_argument(
+        "--cost-aware",
+        choices=["on", "off"],
+        default="on",
+        help="cost-aware compaction (the default) or off: compaction at T as before, for a side-by-side figure",
+    )
     thinking.add_argument(parser)
     args = parser.parse_args()
+    settings = {} if args.cost_aware == "on" else {"cost_aware": False}
     scenarios = [s for s in scripted.SCENARIOS if args.scenario in (None, s.name)]
     modes = [m for m in scripted.MODES if args.mode in (None, m)]
     table: dict[str, dict[str, list[int]]] = {}
@@ -93,7 +102,9 @@ def main() -> int:
     for mode in modes:
         row = table.setdefault(mode, {item: [0, 0] for item in ITEMS})
         for scenario in scenarios:
-            result = scripted.run(scenario, mode, short_turns=mode == "collapse", profile=args.profile)
+            result = scripted.run(
+                scenario, mode, settings, short_turns=mode == "collapse", profile=args.profile
+            )
             problems += [f"{scenario.name}/{mode}: {e}" for e in result.errors]
             tallies.setdefault(mode, thinking.Tally(args.profile)).add(result.thinking)
             misses += len(result.misses)
