@@ -225,7 +225,8 @@ def run(session: Session, notes: bool, pace: str, prepare: bool, thinking: bool 
     delays = PACES[pace]
     model = THINKING_MODEL if thinking else session.model
     models = [model_info(model, max_input_tokens=session.window)]  # the Models API says the window
-    fake = {"profile": "2026", "binding": "error"} if thinking else {}
+    # without --thinking: last round's rules on a 4.x model (the fake's default plays the 5.5 family now)
+    fake = {"profile": "2026", "binding": "error"} if thinking else {"profile": "4.x"}
     with tempfile.TemporaryDirectory() as tmp_name, scripted.BillingAPI(models=models, **fake) as api:
         api.compactions.delay = delays["summary"] / SCALE  # the server's summary takes a summary's time
         tmp = Path(tmp_name)
