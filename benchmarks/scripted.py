@@ -362,6 +362,10 @@ class BillingAPI(FakeAPI):
     """The fake, keeping the kind and the usage of every message it answered (what the bill is made of)."""
 
     def __init__(self, **kw: Any) -> None:
+        # a maker that names no profile runs claude-sonnet-4-5 (cost.py's and stall.py's rows compared
+        # with last round): the 4.x rules, whatever the fake's own default (the 5.5 family's since the
+        # flip, which refused that model's requests); the 5.5 rows name "2026"
+        kw.setdefault("profile", "4.x")
         super().__init__(**kw)
         self.billed: list[tuple[str, dict[str, int], int]] = []  # (kind, usage, request tokens)
 
