@@ -14,10 +14,12 @@ import json
 from compact import (
     autocompact,
     backend,
+    binding,
     cache_health,
     compactor,
     context_editing,
     economics,
+    micro,
     notes_compaction,
     notes_updater,
     preparer,
@@ -182,6 +184,27 @@ def sent(conv: Conversation, current: View) -> None:
     if conv.view_ctx is not None:
         conv.view_ctx.sent = list(current.messages)
         conv.view_ctx.sent_tagged = list(current.tagged)
+
+
+def resumed(conv: Conversation) -> None:
+    """A conversation loaded from its transcript was last sent as its view stood at its last reply: that
+    is what the thinking in it is bound to, and what the next request must extend (compact.binding).
+    Built with the clock stopped at that reply, so a stage that decides by the time since then (the
+    time-based microcompact after a long pause) makes its decision at the next request, where it counts
+    as an edit of what was sent — not before, where nothing would tell it had changed anything."""
+    ctx = conv.view_ctx
+    if ctx is None or not any(binding.holds_thinking(m) for m in conv.messages):
+        return
+    stamps = [m.timestamp for m in conv.messages if m.role == "assistant" and m.timestamp]
+    last = micro.parse_time(stamps[-1]) if stamps else None
+    if last is None:
+        return
+    clock = ctx.now
+    ctx.now = lambda: last
+    try:
+        sent(conv, conv.view())
+    finally:
+        ctx.now = clock
 
 
 def reactive_compact(conv: Conversation, ports: Ports, error: PromptTooLong) -> bool:

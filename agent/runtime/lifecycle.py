@@ -24,6 +24,7 @@ from agent.runtime.wiring import USAGE_KEYS, binding_record
 from agent.transcript.listing import earlier_usage, latest_session, session_info
 from agent.transcript.loader import load_transcript, messages_before
 from agent.transcript.writer import in_use
+from compact import request_cycle
 from compact.compactor import COMPACT_RESULT
 from compact.conversation import LastCompaction
 from compact.state import state_records
@@ -125,6 +126,7 @@ def _open(
     session.conv.last_reply_id = next(
         (m.message_id for m in reversed(session.messages) if m.role == "assistant" and m.message_id), None
     )
+    request_cycle.resumed(session.conv)  # what its thinking is bound to: the next request extends it
     return session
 
 
