@@ -6,8 +6,6 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 from agent.config import trust
 from tests.conftest import ROOT, records, transcripts
 from tests.fakeapi import server_tool_search
