@@ -127,20 +127,41 @@ def _attempt(
             conv.last_failure = NOTHING
             ports.emit(CompactFailed(shown, NOTHING))
             return False
-        compaction, pre_tokens, hook_lines = made
+        compaction, pre_tokens, hook_lines, custom = made
         if prepared is not None and compaction is not prepared:
             note = "prepared candidate set aside: a PreCompact hook added instructions"
-        return finish(
-            conv,
-            ports,
-            compaction,
-            trigger,
-            pre_tokens,
-            started,
-            shown=shown,
-            hook_lines=hook_lines,
-            candidate=note,
-        )
+        try:
+            return finish(
+                conv,
+                ports,
+                compaction,
+                trigger,
+                pre_tokens,
+                started,
+                shown=shown,
+                hook_lines=hook_lines,
+                candidate=note,
+            )
+        except CompactionError as e:
+            # the server's summary keeps the kept turns whole and re-attaches the working state after
+            # them: with little to replace, that can leave more than there was. The local summary keeps
+            # less (its tail without thinking), so it is tried before the compaction, and with it a
+            # reactive one's turn, is given up (issue 31: every failure falls back)
+            if compaction.stand_in is None or not str(e).startswith(NOTHING_TO_COMPACT):
+                raise
+            local = _local(conv, ports, trigger, instructions, custom)
+            lines = [*hook_lines, f"the server's summary would leave more ({e}); summarized here instead"]
+            return finish(
+                conv,
+                ports,
+                local,
+                trigger,
+                pre_tokens,
+                started,
+                shown=shown,
+                hook_lines=lines,
+                candidate=note,
+            )
     except Interrupted:
         ports.emit(CompactFailed(shown, CANCELLED))
         raise
@@ -160,8 +181,9 @@ def _make(
     instructions: str | None,
     prepared: Compaction | None = None,
     hooked: list[str] | None = None,
-) -> tuple[Compaction, int, list[str]] | None:
-    """The compaction, the tokens before it and the lines to show; None when there is nothing to
+) -> tuple[Compaction, int, list[str], list[str]] | None:
+    """The compaction, the tokens before it, the lines to show and the PreCompact hooks' instructions
+    (``custom``, for a fallback made after it); None when there is nothing to
     compact. A prepared one, else the backend compact.backend chooses: the server's summary where kept
     turns hold thinking, else the notes (not with /compact instructions, nor in a tool loop that holds
     thinking), else the LLM summary — and every failure of the server's ends in one of those."""
@@ -172,26 +194,35 @@ def _make(
     if pre.raw_tokens <= least:  # no summary, however short, makes it smaller: no model call
         raise CompactionError(SMALL.format(pre=pre.raw_tokens, post=least))
     if prepared is not None and hooked is not None:
-        return prepared, pre.raw_tokens, hooked  # its hooks ran when it was prepared
+        return prepared, pre.raw_tokens, hooked, []  # its hooks ran when it was prepared
     custom, hook_lines = pre_compact(ports, trigger, instructions)
     if prepared is not None and not hook_lines:
-        return prepared, pre.raw_tokens, hook_lines
+        return prepared, pre.raw_tokens, hook_lines, custom
     if not (instructions and instructions.strip()) and (made := _bare(conv, ports)) is not None:
-        return made, pre.tokens, hook_lines
+        return made, pre.tokens, hook_lines, custom
     plan = backend.server_plan(conv, ports)
     if plan is not None:
         try:
             made = server_summary.summarize(
                 conv, ports, plan.sent, plan.kept, server_summary.instructions(custom)
             )
-            return made, pre.raw_tokens, hook_lines
+            return made, pre.raw_tokens, hook_lines, custom
         except CompactionError as e:
             hook_lines = [*hook_lines, f"{e}; summarized here instead"]
+    return _local(conv, ports, trigger, instructions, custom), pre.raw_tokens, hook_lines, custom
+
+
+def _local(
+    conv: Conversation, ports: Ports, trigger: Trigger, instructions: str | None, custom: list[str]
+) -> Compaction:
+    """The notes (not with /compact instructions, nor in a tool loop that holds thinking), else the LLM
+    summary of the whole view."""
+    pre = conv.view()
     whole = bool(instructions and instructions.strip()) or backend.tool_loop_running(pre.messages)
     compaction = None if whole else _notes(conv, ports, trigger)
     if compaction is None:
         compaction = summary.summarize(conv, ports, pre.tagged, custom)
-    return compaction, pre.raw_tokens, hook_lines
+    return compaction
 
 
 def least_left(conv: Conversation, ports: Ports, messages: list[Message]) -> int:

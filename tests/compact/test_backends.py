@@ -175,6 +175,30 @@ def test_every_failure_of_the_server_summary_ends_in_a_local_compaction(
     step(bench, Reply.text("Carrying on.", thinking="next"), api)  # valid: nothing invalid was kept
 
 
+def test_a_server_summary_that_would_leave_more_than_it_replaced_falls_back_to_a_local_one(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    # short turns whose thinking the history holds as empty text (display "updates"): the server's
+    # summary keeps the last answer whole and re-attaches the working state, the user's words whole,
+    # after it — more than the turns it replaces. That ended a reactive compaction, and its turn, at the
+    # limit (tests/agent/runtime/test_rebuilt.py); the local summary keeps less and goes on
+    bench = thinking_bench(tmp_path, api)
+    for n in range(3):
+        bench.add(user_prompt(f"question {n} " + "more " * 200))
+        step(bench, Reply.text(f"answer {n} " + "words " * 600, thinking=f"about {n}"), api)
+    before = bench.view().raw_tokens
+    api.reply_text(SUMMARY_REPLY)
+
+    assert compactor.compact(bench.conv, bench.ports, "auto", reactive=True) is True
+
+    finished = of_type(bench.events, CompactFinished)[0]
+    assert finished.method == "summary" and api.compactions.requested == 1
+    assert any("the server's summary would leave more" in line for line in finished.hook_messages)
+    assert finished.post_tokens < before and not any(is_compaction(m) for m in bench.messages)
+    bench.add(user_prompt("go on"))
+    step(bench, Reply.text("Carrying on.", thinking="next"), api)  # valid: nothing invalid was kept
+
+
 def test_a_local_compaction_with_a_kept_tail_leaves_its_thinking_out_once(
     tmp_path: Path, api: FakeAPI
 ) -> None:
