@@ -22,6 +22,7 @@ On prompt-too-long the oldest whole rounds are summarized on their own first::
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -179,8 +180,51 @@ def oldest_part(messages: list[Message], gap: int | None) -> tuple[list[Message]
 
 def with_part_summary(part: str, rest: list[Message]) -> list[Message]:
     """The rest of the conversation behind the summary of its first part (a user message, so a rest
-    that starts with the assistant stays valid)."""
-    return [meta(f"{PART_INTRO}\n\n{part}"), *rest]
+    that starts with the assistant stays valid). The rest's thinking is left out: on a model with
+    preserved thinking each block is bound to everything before it, and the part it followed is now a
+    summary written here, so not one of them would still be valid (compact.binding); a tool loop the
+    rest ends in is closed (``close_loop``)."""
+    kept = binding.drop_all(rest)[0]
+    return [meta(f"{PART_INTRO}\n\n{part}"), *(close_loop(kept) if binding.in_tool_loop(rest) else kept)]
+
+
+def close_loop(messages: list[Message]) -> list[Message]:
+    """A tool loop whose latest assistant message lost its thinking, with that step told as text: the
+    calls as the assistant's text, their results as the user's (the caller knows the message held
+    thinking: a model that never thinks needs no closing). The API refuses a request that continues a
+    tool loop unless the assistant message it continues starts with its thinking, and thinking left out
+    cannot be put back; a summary request continues nothing, so the step is told, not replayed, word
+    for word (unchanged when there is no such loop)."""
+    at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
+    if at is None or not messages[at].tool_uses or binding.holds_thinking(messages[at]):
+        return messages
+    if any(m.is_typed_prompt for m in messages[at + 1 :]):
+        return messages
+    after = [_told(m) if m.tool_results else m for m in messages[at + 1 :]]
+    return [*messages[:at], _told(messages[at]), *after]
+
+
+def _told(m: Message) -> Message:
+    lines = []
+    for b in m.content:
+        kind = b.get("type")
+        if kind == "text" and b.get("text", "").strip():
+            lines.append(b["text"])
+        elif kind == "tool_use":
+            lines.append(f"[called {b.get('name')}: {json.dumps(b.get('input', {}), ensure_ascii=False)}]")
+        elif kind == "tool_result":
+            label = "tool error" if b.get("is_error") else "tool result"
+            lines.append(f"[{label}]\n{_result_text(b.get('content'))}")
+        elif kind in ("image", "document"):
+            lines.append(f"[{kind}]")
+    return m.replace(content=[{"type": "text", "text": "\n\n".join(lines) or "(empty)"}])
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = [b.get("text", "") if b.get("type") == "text" else f"[{b.get('type')}]" for b in content or []]
+    return "\n".join(parts)
 
 
 def summary_request(

@@ -214,10 +214,6 @@ def test_disable_compact_refuses_manual_compaction(run_cli, project: Path, fake_
 # --- recovery ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.fake_profile(
-    "4.x",
-    reason="on the 5.5 family a summary too long for the window summarizes its oldest part first, and the rest's thinking, bound to the replaced prefix, is refused (agent bug found here, open: compact/summary.py)",
-)
 def test_prompt_too_long_compacts_once_and_retries(run_cli, project: Path, isolated_env: Path) -> None:
     paths = make_files(project, 12)
     with FakeAPI(context_window=60_000) as api:
