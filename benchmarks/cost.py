@@ -172,7 +172,9 @@ def scripted_rows(scenario: scripted.Scenario, window: int | None, short_turns: 
     for config, settings in CONFIGS.items():
         big = config == "no-compact"
         thinking = config == "5.5 thinking"
-        api_kw: dict[str, Any] | None = {"models": BIG_MODEL} if big else None
+        # every row but "5.5 thinking" runs on last round's rules (the fake's default is now the 5.5 family,
+        # which a 4.x model's requests don't fit): the base the thinking row is compared with
+        api_kw: dict[str, Any] | None = {"profile": "4.x", **({"models": BIG_MODEL} if big else {})}
         if thinking:
             api_kw = {"profile": "2026", "binding": "error", "models": [model_info(THINKING_MODEL)]}
         result = scripted.run(
@@ -276,7 +278,7 @@ def replay(path: Path, config: str, settings: dict[str, Any]) -> Row:
     big = config == "no-compact"
     with (
         tempfile.TemporaryDirectory() as tmp_name,
-        scripted.BillingAPI(**({"models": BIG_MODEL} if big else {})) as api,
+        scripted.BillingAPI(profile="4.x", **({"models": BIG_MODEL} if big else {})) as api,
     ):
         tmp = Path(tmp_name)
         model = Replayer()

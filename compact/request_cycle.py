@@ -94,7 +94,7 @@ def after_response(conv: Conversation, ports: Ports) -> None:
 
 def turn_end_notes(conv: Conversation, ports: Ports, tokens: int) -> bool:
     """Cost-aware compaction on a model that keeps its thinking: a reply that ends the turn past
-    BOUNDARY_SHARE of T brings the notes up to it, so the next prompt compacts from them at the boundary
+    BOUNDARY_SHARE of T, when a next turn as long as this one would reach T, brings the notes up to it, so the next prompt compacts from them at the boundary
     (compact.autocompact.at_boundary: no kept thinking, no call) rather than the coming tool loop
     reaching T, where only the server's summary would do. True when the update was started."""
     c = ports.config
@@ -104,8 +104,14 @@ def turn_end_notes(conv: Conversation, ports: Ports, tokens: int) -> bool:
         last = conv.messages[-1] if conv.messages else None
     if last is None or last.role != "assistant" or last.tool_uses or not backend.server_expected(conv, ports):
         return False
-    if tokens < ports.thresholds().auto_compact * economics.BOUNDARY_SHARE:
+    th = ports.thresholds().auto_compact
+    if tokens < th * economics.BOUNDARY_SHARE:
         return False
+    with conv.lock:
+        messages = list(conv.messages)
+    start = max((i for i, m in enumerate(messages) if m.is_typed_prompt), default=0)
+    if tokens + sum(m.tokens for m in messages[start:]) < th:
+        return False  # a next turn like this one ends under T: no compaction to save it from yet
     notes_updater.update_in_background(conv, ports)
     return True
 
