@@ -232,7 +232,10 @@ def summary_request(
 ) -> Any:
     """The side request: main system + tools + these messages + the instruction, tool use off."""
     # the models that write the server's summary are those whose thinking is bound to its prefix
-    api = to_api([*strip_media(messages, preserved=ports.offers_compaction()), meta(instruction)])
+    sent = strip_media(messages, preserved=ports.offers_compaction())
+    if binding.in_tool_loop(messages):  # its latest thinking left out (no preserved thinking): told
+        sent = close_loop(sent)
+    api = to_api([*sent, meta(instruction)])
     req = ports.request(api, tool_choice={"type": "none"})
     req.retry = "compaction"  # the user waits for it: a shorter retry budget, each retry shown
     req.max_tokens = max_tokens or min(SUMMARY_MAX_TOKENS, max_output_tokens(req.model))

@@ -5,12 +5,13 @@ compaction (agent.demo.server.Compactions) writes, signs and checks the blocks."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from compact import binding, compactor, request_cycle
+from compact import binding, compactor, request_cycle, summary
 from compact.server_summary import ERROR_CODES, is_compaction
 from core.events import CompactFinished
 from core.messages import Message, assistant, meta, tool_result_block, tool_results, user_prompt
@@ -490,3 +491,56 @@ def test_a_resume_after_the_servers_summary_rebuilds_the_block_the_kept_turns_an
     assert [(m.uuid, m.role, m.content) for m in loaded.messages] == [
         (m.uuid, m.role, m.content) for m in bench.messages
     ]
+
+
+# --- a local summary in a running tool loop -----------------------------------------------------------
+
+
+def _final_user_blocks(body: dict) -> list[str]:
+    return [b.get("type") for b in body["messages"][-1]["content"]]
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", MODEL])
+def test_a_local_summary_in_a_running_tool_loop_is_accepted_and_the_loop_goes_on(
+    tmp_path: Path, api: FakeAPI, model: str
+) -> None:
+    # no server summary here (a 4.x model, or a 5.5 one whose offer is not known): the summary request
+    # leaves thinking out, and the loop's latest call can't be continued without its thinking, so that
+    # step is told as text (before: "a final assistant message must start with a thinking block")
+    bench = make_bench(tmp_path, api, model=model)
+    bench.add(user_prompt("Read the modules and fix the parser."))
+    read_step(bench, api, "a.py")
+    read_step(bench, api, "b.py")
+    api.reply_text(SUMMARY_REPLY)
+
+    assert compactor.compact(bench.conv, bench.ports, "auto") is True
+
+    side = api.message_requests[-1].body
+    assert side["tool_choice"] == {"type": "none"} and "tool_result" not in _final_user_blocks(side)
+    told = json.dumps(side["messages"][-2:])
+    assert "[called Read" in told and "b.py" in told and "[tool result]" in told
+    assert of_type(bench.events, CompactFinished)[0].method == "summary"
+    read_step(bench, api, "c.py")  # the loop goes on behind the summary
+    step(bench, Reply.text("Fixed.", thinking="done"), api)
+
+
+def test_a_summary_in_parts_in_a_running_tool_loop_leaves_out_the_thinking_bound_to_the_replaced_part(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    bench = thinking_bench(tmp_path, api, server_compaction=False)
+    bench.add(user_prompt("Read the modules and fix the parser."))
+    for name in ("a.py", "b.py", "c.py", "d.py", "e.py"):
+        read_step(bench, api, name)
+    api.prompt_too_long(actual=200_900, maximum=200_000)  # the whole is too long: the oldest part first
+    api.reply_text(SUMMARY_REPLY.replace("fix the parser", "the first part: a.py read"))
+    api.reply_text(SUMMARY_REPLY)
+
+    assert compactor.compact(bench.conv, bench.ports, "auto") is True
+
+    whole, part, rest = (r.body for r in api.message_requests[-3:])
+    assert rest["messages"][0]["content"][0]["text"].startswith(summary.PART_INTRO)
+    assert '"thinking"' not in json.dumps(rest["messages"])  # bound to what the part's summary replaced
+    assert "tool_result" not in _final_user_blocks(rest) and "[called Read" in json.dumps(rest["messages"])
+    assert '"thinking"' in json.dumps(whole["messages"])  # the whole request kept it valid
+    read_step(bench, api, "f.py")
+    step(bench, Reply.text("Fixed.", thinking="done"), api)
