@@ -15,7 +15,9 @@ attachment of the last compaction carries a snapshot of everything before it
 messages, rebuilds the same ledger.
 Budgets (all scale with T): the working state 4% (``ledger_budget``; over it SHORT: paths without
 details, then GROUPED: paths by directory, and the complete text goes to a private file under
-``<session dir>/working-state/`` that the text names), final answers 3%, the user's words 6%
+``<session dir>/working-state/`` that the text names; the shortest form, for a tight room, keeps
+counts, failing commands, searches, and the last 10 commands and the todo one line each: every form names
+those two), final answers 3%, the user's words 6%
 (``user_messages``: never cut in the middle; over budget shortened by shape and age, never by words),
 the findings 3% (``render_findings``: the plan document, subagents' answers, milestones); all of them
 bounded together by the room a compaction leaves (``attachment(room=…)``).
@@ -67,6 +69,11 @@ GROUP_NEWEST = 3  # paths named in each directory group, most recent first
 MAX_GROUPS = 12
 COMPACT_READS = 3
 COMPACT_COMMANDS = 5
+# the last RECENT_COMMANDS commands and the todo list are named in every form, one line each: they are
+# small and what the next step resumes from (only the complete lists would hold them otherwise)
+RECENT_COMMANDS = 10
+BRIEF_CHARS = 200  # of a command or todo item in the shortest form's one-line entries
+MINIMAL_TODOS = 20  # todo items the shortest form lists (the rest are counted)
 FULL, SHORT, GROUPED = 0, 1, 2  # the ledger's levels of detail (render)
 FULL_LIST_DIR = "working-state"  # under the session directory: the complete lists, one file a compaction
 MAX_PROMPTS = 500  # prompts a snapshot carries (the budget chooses how each is shown)
@@ -585,7 +592,8 @@ def render(
 
 def _minimal(ledger: Ledger, full_list: Path | None, flags: list[str] | None) -> str:
     """The least the next step needs, for a window where little room is left: counts, the failing
-    commands, the last searches, the task in progress, and where the complete lists are."""
+    commands, the last commands and the todo list one line each, the last searches, and where the
+    complete lists are."""
     lines = [HEADER, *([FLAGS_HEADER, *(f"- {f}" for f in flags)] if flags else [])]
     lines.append(f"Working directory: {ledger.cwd}")
     if ledger.modified:
@@ -597,14 +605,18 @@ def _minimal(ledger: Ledger, full_list: Path | None, flags: list[str] | None) ->
     if failing:
         lines.append("Commands whose latest run failed:")
         lines += [f"- [exit {c.exit_code}] $ {_clip(' '.join(c.command.split()), 200)}" for c in failing]
-    if ledger.commands and ledger.commands[-1] not in failing:
-        lines.append("Last command: " + _command_line(ledger.commands[-1])[2:].split("\n")[0])
+    recent = [c for c in ledger.commands[-RECENT_COMMANDS:] if c not in failing]
+    if recent:
+        lines.append(f"Recent commands (the last {RECENT_COMMANDS} run, oldest first; failing ones above):")
+        lines += [_brief_command(c, BRIEF_CHARS) for c in recent]
     if ledger.searches:
         lines.append("Recent searches:")
         lines += [_clip(_search_line(e), HIT_CHARS) for e in ledger.searches[-3:]]
-    doing = [t["content"] for t in ledger.todos if t.get("status") == "in_progress"]
-    if doing:
-        lines.append(f"Todo in progress: {doing[0]} ({len(ledger.todos)} items)")
+    if ledger.todos:
+        lines.append(f"Todo list ({len(ledger.todos)} items):")
+        lines += [_todo_line(t, BRIEF_CHARS) for t in ledger.todos[:MINIMAL_TODOS]]
+        if len(ledger.todos) > MINIMAL_TODOS:
+            lines.append(f"- … and {len(ledger.todos) - MINIMAL_TODOS:,} more tasks")
     where = f"in {full_list}" if full_list else "in the transcript"
     lines.append(f"Only the essentials fit here; the complete lists (every path, every command) are {where}.")
     lines.append("</working-state>")
@@ -679,7 +691,11 @@ def _sections(ledger: Ledger, level: int = 0) -> list[str]:
         recent = ledger.commands[-COMPACT_COMMANDS:] if compact else ledger.commands
         # shortened, failures a later wider run made old news go to the complete list only
         old = [c for c in ledger.commands if c.exit_code != 0 and c not in recent]
-        lines += [_command_line(c) for c in old if not (compact and c.passed_later)]
+        listed = [c for c in old if not (compact and c.passed_later)]
+        lines += [_command_line(c) for c in listed]
+        if compact:  # the ones before the last few: one line each, no outcome
+            before = ledger.commands[-RECENT_COMMANDS:-COMPACT_COMMANDS]
+            lines += [_brief_command(c, COMMAND_CHARS) for c in before if c not in listed]
         lines += [_command_line(c) for c in recent]
     if ledger.searches:
         lines.append("Recent searches (Grep / Glob; oldest first):")
@@ -705,17 +721,27 @@ def _sections(ledger: Ledger, level: int = 0) -> list[str]:
         ]
     if ledger.todos:
         lines.append("Todo list (TodoWrite):")
-        marks = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
         # a huge list (50,000 tasks) would make every summary request too long: its head is shown
         todos = ledger.todos[:MAX_TODOS_SHOWN]
-        lines += [
-            f"- {marks.get(t['status'], '[ ]')} {cut_middle_chars(t['content'], COMMAND_CHARS)}"
-            + (" (in progress)" if t["status"] == "in_progress" else "")
-            for t in todos
-        ]
+        lines += [_todo_line(t, COMMAND_CHARS) for t in todos]
         if len(ledger.todos) > len(todos):
             lines.append(f"- … and {len(ledger.todos) - len(todos):,} more tasks")
     return lines
+
+
+_MARKS = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
+
+
+def _todo_line(t: dict[str, Any], chars: int) -> str:
+    return f"- {_MARKS.get(t['status'], '[ ]')} {cut_middle_chars(t['content'], chars)}" + (
+        " (in progress)" if t["status"] == "in_progress" else ""
+    )
+
+
+def _brief_command(c: Command, chars: int) -> str:
+    """One entry without its outcome (the command as run, so it can be found and run again)."""
+    code = "did not finish" if c.exit_code is None else f"exit {c.exit_code}"
+    return f"- [{code}] $ {cut_middle_chars(c.command, chars)}".replace("\n", "\n    ")
 
 
 def _command_line(c: Command) -> str:
@@ -923,8 +949,15 @@ def attachment(
     flags = contradictions(summary, failing_commands(ledger), list(ledger.modified)) if summary else []
     if session_dir is not None and estimate_text(_render(ledger, FULL)) > budget:
         full_list = write_private(session_dir / FULL_LIST_DIR / f"{new_uuid()}.md", _render(ledger, FULL))
-    answers = recent_answers(ledger.answers, kept, answer_room)
     state = render(ledger, budget, full_list, flags)
+    if room is not None:
+        # the shortest form can pass its share (the failing and recent commands and the todo are never
+        # cut): the findings, then the answers give the difference back, so the room still holds
+        over = max(0, estimate_text(state) - budget)
+        give = min(over, max(0, findings_room - MIN_PART))
+        findings_room -= give
+        answer_room -= min(over - give, max(0, answer_room - MIN_PART))
+    answers = recent_answers(ledger.answers, kept, answer_room)
     found = render_findings(ledger, findings_room)
     said = render_answers(answers)
     left = sum(budgets) - sum(estimate_text(p) for p in (state, said, found))

@@ -410,3 +410,27 @@ def test_the_attachments_share_one_room_the_users_words_first() -> None:
     assert all(f"python3 tools/check_{k}.py" in tight for k in range(0, 40, 4))
     assert all(f"Go on with part {k}:" in tight for k in range(36, 40))
     assert 'current-request="true">\nGo on with part 39' in tight
+
+
+@pytest.mark.parametrize("budget", [None, 700, 1, 0])  # whole, grouped, the shortest form (twice)
+def test_the_last_ten_commands_and_the_todo_list_are_named_in_every_form(budget: int | None) -> None:
+    """Issue 33's shared bound pushed the state to its shortest form at a 50K window, which named only
+    the last command and the item in progress (fidelity 95%): both are small, so every form lists them."""
+    state = Ledger(
+        cwd="/p",
+        modified={f"/p/src/pkg{i % 6}/handler_{i}.py": FileChange(edits=1) for i in range(300)},
+        commands=[
+            Command(f"python3 -m pytest tests/test_{k}.py -q", 0 if k % 5 else 1, "ok") for k in range(15)
+        ],
+        todos=[
+            {"content": f"Step {k} of the plan", "status": "pending", "activeForm": "x"} for k in range(6)
+        ],
+    )
+    text = ledger.render(state, budget, Path("/s/working-state/full.md"))
+    assert all(f"python3 -m pytest tests/test_{k}.py -q" in text for k in range(5, 15))
+    assert all(f"Step {k} of the plan" in text for k in range(6))
+    if budget is not None and budget <= 1:
+        assert text.startswith(ledger.HEADER) and "Only the essentials fit here" in text
+        assert estimate_text(text) < 600  # still the short form: counts, not the 300 paths
+        assert "[exit 1] $ python3 -m pytest tests/test_10.py -q" in text  # failing: said once, with its code
+        assert text.count("tests/test_10.py") == 1
