@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
-from compact import binding, context_editing, coverage
+from compact import binding, context_editing, coverage, summary
 from compact.conversation import Conversation, Ports
 from compact.notes import ensure_notes, headers, oversized_sections, save_version, template_for
 from compact.notes_template import section_tokens, update_instruction
@@ -253,7 +253,10 @@ def update_span(conv: Conversation, ports: Ports, span: list[Message], timeout: 
             # preserved thinking (compact.binding): behind the lead-in instead of what came before them,
             # every thinking block of the span is bound to a prefix this request doesn't have, and would
             # be refused; the span goes without its thinking (leaving thinking out is always allowed)
-            part = binding.drop_all(part)[0]
+            # and a tool loop the span ends in is told as text (summary.close_loop): the API refuses a
+            # loop continued without its thinking
+            kept = binding.drop_all(part)[0]
+            part = summary.close_loop(kept) if binding.in_tool_loop(part) else kept
         # (estimates only: the usage of a reply in the span measured the whole context, not the span)
         if not part or sum(m.tokens for m in part) > ports.thresholds().auto_compact:
             return False

@@ -474,6 +474,32 @@ def test_a_notes_fold_of_a_span_sends_it_without_the_thinking_bound_to_what_came
     assert not [b for m in fold["messages"] for b in m["content"] if b.get("type") == "thinking"]
 
 
+def test_a_notes_fold_of_a_span_that_ends_in_a_tool_loop_tells_its_latest_step(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    from compact import notes_updater
+    from tests.fakeapi import is_notes_update
+
+    # the span's thinking is left out (bound to what came before it), so a span ending in a running tool
+    # loop can't be sent as that loop's continuation: "a final assistant message must start with a thinking
+    # block" (before); its latest step goes as text
+    bench = thinking_bench(tmp_path, api, session_memory=True)
+    bench.add(user_prompt("Look at a.py."))
+    read_step(bench, api, "a.py")
+    step(bench, Reply.text("a.py is fine.", thinking="fine"), api)
+    start = len(bench.messages)
+    bench.add(user_prompt("Now b.py and c.py."))
+    read_step(bench, api, "b.py")
+    read_step(bench, api, "c.py")
+    route = api.on(is_notes_update, Reply.text("Noted."))
+
+    notes_updater.update_span(bench.conv, bench.ports, bench.messages[start:])
+
+    [fold] = route.hits  # accepted: the api fixture checks for refusals and fallbacks
+    assert "tool_result" not in [b.get("type") for b in fold["messages"][-1]["content"]]
+    assert "[called Read" in json.dumps(fold["messages"]) and "c.py" in json.dumps(fold["messages"][-2:])
+
+
 def test_a_resume_after_the_servers_summary_rebuilds_the_block_the_kept_turns_and_the_system_messages(
     tmp_path: Path, api: FakeAPI
 ) -> None:
