@@ -952,11 +952,10 @@ def attachment(
     state = render(ledger, budget, full_list, flags)
     if room is not None:
         # the shortest form can pass its share (the failing and recent commands and the todo are never
-        # cut): the findings, then the answers give the difference back, so the room still holds
+        # cut): the answers give the difference back (down to their floor), so the room still holds; the
+        # findings keep theirs (a subagent's answer is nowhere else once its result is cleared)
         over = max(0, estimate_text(state) - budget)
-        give = min(over, max(0, findings_room - MIN_PART))
-        findings_room -= give
-        answer_room -= min(over - give, max(0, answer_room - MIN_PART))
+        answer_room -= min(over, max(0, answer_room - MIN_PART))
     answers = recent_answers(ledger.answers, kept, answer_room)
     found = render_findings(ledger, findings_room)
     said = render_answers(answers)

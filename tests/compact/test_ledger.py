@@ -408,6 +408,7 @@ def test_the_attachments_share_one_room_the_users_words_first() -> None:
     assert estimate_text(tight) < estimate_text(roomy) and estimate_text(tight) <= 900 * 1.35
     # what the next step needs is still there: every failing command, the newest prompts, the current one
     assert all(f"python3 tools/check_{k}.py" in tight for k in range(0, 40, 4))
+    assert all(f"python3 tools/check_{k}.py" in tight for k in range(30, 40))  # the last ten, every form
     assert all(f"Go on with part {k}:" in tight for k in range(36, 40))
     assert 'current-request="true">\nGo on with part 39' in tight
 
