@@ -266,7 +266,9 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
     ts += fill(
         bench, 27_500, start=len(ts)
     )  # over T: every staged span goes in one stroke (one cache rewrite)
+    assert not bench.conv.rebuild_point
     now = bench.view()
+    assert bench.conv.rebuild_point  # the next request's cache miss is this compaction point's
     ph, ph2 = placeholders(now.messages)
     # the summary, then what the span did, from its own calls: files read, the user's words verbatim
     assert ph.text == (
