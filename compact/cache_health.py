@@ -27,6 +27,8 @@ def chain(conv: Conversation, req: Request) -> bool:
     in between: a miss is then expected."""
     req.diagnostics = {"previous_message_id": conv.last_reply_id}
     rebuilt, conv.rebuild_point = conv.rebuild_point, False
+    if conv.view_ctx is not None and conv.view_ctx.at_collapse:  # a collapse commit goes out with it
+        rebuilt, conv.view_ctx.at_collapse = True, False
     return rebuilt or conv.last_compaction is not conv.compaction_seen
 
 

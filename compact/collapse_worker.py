@@ -250,9 +250,6 @@ class Collapser(Worker):
         with self.lock:
             self.staged = keep + self.staged
         if done:
-            # a commit rewrites the history in front of the turns after it: the next request's prompt-cache
-            # miss is a compaction point's, expected, not a bug between points (compact.cache_health)
-            self.conv.rebuild_point = True
             n, saved = sum(d[0] for d in done), sum(d[1] for d in done)
             spans = "an earlier span" if len(done) == 1 else f"{len(done)} earlier spans"
             self.ports.notice(f"Collapsed {spans} ({n} messages, ~{_k(saved)} tokens) into short summaries.")

@@ -114,6 +114,9 @@ class ViewContext:
     sent: list[Message] | None = None
     sent_tagged: list[Message] | None = None  # the same as tagged: what the server's summary replaces
     thinking: binding.Counts = field(default_factory=binding.Counts)
+    # the view about to go out first differs from what was sent at a collapse commit's placeholder: the
+    # next request is a compaction point of context collapse (read and cleared by compact.cache_health)
+    at_collapse: bool = False
     _memo: Any = field(default=None, repr=False)
     _caches: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     _cache_owner: Any = field(default=None, repr=False)
@@ -268,6 +271,9 @@ def _settle(view: View, ctx: ViewContext) -> View:
         ctx.record(thinking_record(s.newly_dropped, "edit"))
     if s.held:
         ctx.thinking.held += 1
+    elif ctx.sent and _at_collapse(s.messages, ctx):
+        # set when the commit goes out, not when it is made: a running tool loop holds it back until then
+        ctx.at_collapse = True
     if s.messages is view.messages:
         return view
     tagged = tag_prompts(s.messages, cache=ctx.cache("tags"))

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from agent.config.settings import Settings
 from agent.runtime.lifecycle import open_session
 from agent.transcript.loader import load_transcript
-from compact import collapse, collapse_worker
+from compact import cache_health, collapse, collapse_worker
 from compact.collapse import apply_collapses, candidate_spans, placeholder
 from compact.config import CompactConfig
 from compact.request_cycle import before_request, send, token_state
@@ -40,6 +40,7 @@ from core.messages import (
     tool_results,
     user_prompt,
 )
+from core.model import Request
 from tests.conftest import records, transcripts
 from tests.fakeapi import Error, FakeAPI, Reply, estimate_tokens, last_user_text, request_text
 from tests.harness import Bench, make_bench
@@ -266,9 +267,7 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
     ts += fill(
         bench, 27_500, start=len(ts)
     )  # over T: every staged span goes in one stroke (one cache rewrite)
-    assert not bench.conv.rebuild_point
     now = bench.view()
-    assert bench.conv.rebuild_point  # the next request's cache miss is this compaction point's
     ph, ph2 = placeholders(now.messages)
     # the summary, then what the span did, from its own calls: files read, the user's words verbatim
     assert ph.text == (
@@ -614,3 +613,27 @@ def test_over_t_with_old_turns_to_collapse_it_does_not_compact(tmp_path: Path, a
     add_turn(bench, 50)
     before_request(bench.conv, bench.ports)
     assert not [m for m in bench.messages if m.kind == "summary"] and placeholders(bench.view().messages)
+
+
+def test_the_request_that_sends_a_collapse_commit_is_a_compaction_point_for_cache_health(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    """A commit rewrites the history in front of later turns: the prompt-cache miss of the request that
+    first sends it is expected (compact.cache_health), and only that request's."""
+    bench = collapse_bench(tmp_path, api)
+    api.on(is_collapse_request, summaries())
+    ts = fill(bench, 23_000)
+    bench.view()  # over the start level: the worker stages spans
+    assert collapse_worker.collapser(bench.conv).join(10)
+    ctx = bench.conv.view_ctx
+    assert ctx is not None
+    ctx.sent = list(bench.view().messages)  # what the last request sent: no commit yet
+    assert not ctx.at_collapse
+    fill(bench, 27_500, start=len(ts))
+    now = bench.view()
+    assert placeholders(now.messages) and ctx.at_collapse
+    req = Request(model=bench.model, system=[], tools=[], messages=[], max_tokens=10)
+    assert cache_health.chain(bench.conv, req) is True  # this request's miss is the commit's
+    ctx.sent = list(now.messages)
+    bench.view()
+    assert cache_health.chain(bench.conv, req) is False  # the next one extends it: a miss would be a bug
