@@ -189,7 +189,7 @@ class RealisticNotesWriter(NotesWriter):
 
 @pytest.mark.fake_profile(
     "4.x",
-    reason="the notes' cost on the 4.x rules; on the 5.5 family mid-loop compactions are the server's summary, so the notes updates of a tool-only run are pure cost there (1.08x at 5c6c947: not met, in the report)",
+    reason="the notes' cost on the 4.x rules; on the 5.5 family mid-loop compactions are the server's summary, so no notes update is sent in a tool-only run there (compact.economics), yet the run with the notes on still bills 1.016x the run without (168,306 vs 165,645 at 7606103: open, in the closing note)",
 )
 def test_session_memory_never_costs_more_than_without_it(tmp_path: Path) -> None:
     """A 36-reply tool-only run at a 60K window, billed from the usage the fake reports (prompt cache
