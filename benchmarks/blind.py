@@ -81,9 +81,10 @@ import thinking  # noqa: E402
 from agent.demo.binding import BINDING_BETA, Binding  # noqa: E402
 from agent.demo.server import COMPACTED, PROFILE_2026, Compactions  # noqa: E402
 from agent.runtime import rewind  # noqa: E402
-from compact import compactor, notes_updater, request_cycle  # noqa: E402
-from compact.ledger import FACTS_KEY, program_and_args  # noqa: E402
-from compact.notes_template import SECTIONS  # noqa: E402
+from compact import request_cycle  # noqa: E402
+from compact.compaction import compactor, notes_updater  # noqa: E402
+from compact.compaction.ledger import FACTS_KEY, program_and_args  # noqa: E402
+from compact.compaction.notes_template import SECTIONS  # noqa: E402
 from core.events import CompactFailed  # noqa: E402
 from core.messages import Message, assistant, to_api, tool_result_block, tool_results, user_prompt  # noqa: E402
 from tests.fakeapi import FakeAPI, PromptCache, request_text, validate  # noqa: E402

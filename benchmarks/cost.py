@@ -52,8 +52,9 @@ import scripted  # noqa: E402
 from thinking import Tally  # noqa: E402
 
 from agent.runtime.loop import submit_prompt  # noqa: E402
-from compact import collapse_worker, notes_updater  # noqa: E402
+from compact import notes_updater  # noqa: E402
 from compact.request_cycle import after_response, before_request, send  # noqa: E402
+from compact.workers import collapse_worker
 from core.errors import ContextLimitReached  # noqa: E402
 from core.messages import Message  # noqa: E402
 from core.model import cost_usd  # noqa: E402

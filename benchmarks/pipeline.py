@@ -4,7 +4,7 @@ For synthetic sessions of 500 to 4,000 messages (~150K tokens at 2,000: prompts,
 results from a few lines to huge, responses with usage) it measures, in steady state (a second call
 after a warm first one, as in a running session where only new messages arrive):
 
-  view     — compact.view.build_view(), token count included
+  view     — compact.stages.view.build_view(), token count included
   dumps    — one json.dumps of the same request's messages
   turn     — one more turn: append a tool call, its result and a response, then build the view again
 
@@ -27,8 +27,8 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compact.state import ContextState  # noqa: E402
-from compact.view import ViewContext, build_view  # noqa: E402
+from compact.stages.state import ContextState  # noqa: E402
+from compact.stages.view import ViewContext, build_view  # noqa: E402
 from core.messages import Message  # noqa: E402
 from core.tokens import estimate_text  # noqa: E402
 

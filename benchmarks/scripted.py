@@ -34,8 +34,10 @@ import thinking  # noqa: E402
 
 from agent.frontend import commands  # noqa: E402
 from agent.runtime.loop import run_turn  # noqa: E402
-from compact import cache_health, collapse_worker, notes_updater  # noqa: E402
-from compact.notes_template import SECTIONS  # noqa: E402
+from compact.compaction import notes_updater  # noqa: E402
+from compact.compaction.notes_template import SECTIONS  # noqa: E402
+from compact.context import cache_health  # noqa: E402
+from compact.workers import collapse_worker  # noqa: E402
 from core.events import CompactFinished, MessageRecorded, Notice  # noqa: E402
 from core.messages import Message  # noqa: E402
 from tests.conftest import make_session  # noqa: E402

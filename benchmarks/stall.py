@@ -47,7 +47,7 @@ import scripted  # noqa: E402
 
 from agent.runtime.loop import run_turn  # noqa: E402
 from compact import preparer  # noqa: E402
-from compact.candidate import SUMMARY_SECTIONS  # noqa: E402
+from compact.compaction.candidate import SUMMARY_SECTIONS  # noqa: E402
 from core.events import CompactFinished  # noqa: E402
 from tests.conftest import make_session  # noqa: E402
 from tests.fakeapi import Reply, model_info  # noqa: E402
@@ -151,7 +151,7 @@ FILE_TOKENS = 11_000
 
 def chain_of(window: int, step: int) -> Session:
     """The tool chain at ``window``, each reply reading files of about ``step`` tokens in all (files of
-    at most FILE_TOKENS: a larger result would go to disk with a preview, compact.budget)."""
+    at most FILE_TOKENS: a larger result would go to disk with a preview, compact.stages.budget)."""
     threshold = window - 20_000 - 13_000
     steps = max(MIN_STEPS, round(WASTE_PASSES * threshold / step))
     per_reply = max(1, step // FILE_TOKENS)
@@ -279,7 +279,7 @@ def _recorder(events: list[Any], main: Main, marks: list[tuple[int, float]]) -> 
     def emit(event: Any) -> None:
         events.append(event)
         if isinstance(event, CompactFinished) and event.trigger != "manual":
-            # blocked on a model: for a prepared one what the preparer reports (compact.preparer
+            # blocked on a model: for a prepared one what the preparer reports (compact.workers.preparer
             # Stats.blocked); a foreground one all of its duration (its own request, mostly)
             marks.append((len(main.arrivals), event.duration))
 

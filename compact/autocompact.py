@@ -2,24 +2,26 @@
 
 Triggers: every model call of the main conversation (tool loops included), never inside a side request
 or while a compaction runs:
-  auto-compact on      the context at or over the threshold T (compact.thresholds), or, with cost-aware
+  auto-compact on      the context at or over the threshold T (compact.decision.thresholds), or, with cost-aware
                        compaction (on by default), over the point where a reset pays for itself by the
-                       prompt cache's arithmetic (compact.economics; never below 25% of T);
+                       prompt cache's arithmetic (compact.compaction.economics; never below 25% of T);
   context collapse on  (auto-compact is then off) the view at the blocking limit, or over T with nothing
                        collapse could take (one long turn has no old spans): compacting at T then beats
                        carrying a view over T up to the blocking limit (benchmarks/cost.py).
-Skips: while the circuit breaker is open (compact.breaker: 3 failures in a row; said once), and when
+Skips: while the circuit breaker is open (compact.decision.breaker: 3 failures in a row; said once), and when
 nothing was added since the last compaction (compacting the same content again would only fail again).
-Drops / keeps / writes: as compact.compactor. Model calls: those of one compaction, or none when a
-candidate prepared in the background (compact.preparer) is applied.
+Drops / keeps / writes: as compact.compaction.compactor. Model calls: those of one compaction, or none when a
+candidate prepared in the background (compact.workers.preparer) is applied.
 """
 
 from __future__ import annotations
 
-from compact import backend, compactor, economics, notes_compaction, preparer, thresholds
-from compact.breaker import MAX_FAILURES
-from compact.collapse_worker import collapser
-from compact.conversation import Conversation, Ports
+from compact.compaction import backend, compactor, economics, notes_compaction
+from compact.context.conversation import Conversation, Ports
+from compact.decision import thresholds
+from compact.decision.breaker import MAX_FAILURES
+from compact.workers import preparer
+from compact.workers.collapse_worker import collapser
 from core.messages import Message
 
 
@@ -48,8 +50,8 @@ def threshold_reached(conv: Conversation, ports: Ports, tokens: int) -> bool:
 
 
 def early(conv: Conversation, ports: Ports, tokens: int) -> bool:
-    """A compaction before T pays for itself (compact.economics) and needs no call made now: the notes are
-    current, or this cycle's candidate is prepared or being prepared (compact.preparer applies it when it
+    """A compaction before T pays for itself (compact.compaction.economics) and needs no call made now: the notes are
+    current, or this cycle's candidate is prepared or being prepared (compact.workers.preparer applies it when it
     is ready). Otherwise the preparation starts first: a compaction in the foreground here would pay for
     a call the arithmetic did not count (a fold of the notes, a summary) and make the user wait."""
     kind = "notes-current" if preparer.candidate_ready(conv) else next_kind(conv, ports)  # paid for: no call
@@ -72,7 +74,7 @@ def at_boundary(conv: Conversation, ports: Ports, tokens: int) -> bool:
 
 
 def next_kind(conv: Conversation, ports: Ports) -> str:
-    """The kind of call the next automatic compaction makes, as compact.economics prices it: the server's
+    """The kind of call the next automatic compaction makes, as compact.compaction.economics prices it: the server's
     summary where kept turns hold thinking, the notes (with no call when they are current already), else
     the local summary."""
     if backend.server_expected(conv, ports):
@@ -119,7 +121,7 @@ def maybe_autocompact(
     counted: int | None = None,
 ) -> bool:
     """Compact when the policy says so; True when the conversation was replaced. With auto-compact on, a
-    candidate prepared in the background is applied when there is one (compact.preparer: no model
+    candidate prepared in the background is applied when there is one (compact.workers.preparer: no model
     call, or the compaction put off while it is still being prepared); the foreground one otherwise.
     ``tokens`` is what the history weighs as kept; ``counted``, what the server counts of it (less when
     it clears old tool results), decides how long a compaction may be put off."""

@@ -1,35 +1,26 @@
 """One main request's cycle: everything that happens to the conversation around it, after the view (SPEC §0).
 
 ``before_request`` runs before every model call of the main conversation (tool loops included): the
-view (compact.view), auto-compact when the policy says so, the snip nudge, the token state;
+view (compact.stages.view), auto-compact when the policy says so, the snip nudge, the token state;
 ``send`` makes the call and recovers from a prompt that is still too long; ``after_response`` keeps
-the session notes current and prepares the next compaction in the background (compact.preparer: in
-compact/, "prepare" means only that). The one diagram of the whole order is compact/view.py's docstring.
+the session notes current and prepares the next compaction in the background (compact.workers.preparer: in
+compact/, "prepare" means only that). The one diagram of the whole order is compact/stages/view.py's docstring.
 """
 
 from __future__ import annotations
 
 import json
 
-from compact import (
-    autocompact,
-    backend,
-    binding,
-    cache_health,
-    compactor,
-    context_editing,
-    economics,
-    micro,
-    notes_compaction,
-    notes_updater,
-    preparer,
-    snip,
-    thresholds,
-)
-from compact.conversation import Conversation, Ports
-from compact.state import clearing_record, context_edit_record
-from compact.tokens import CLEARED
-from compact.view import View
+from compact import autocompact
+from compact.compaction import backend, compactor, economics, notes_compaction, notes_updater
+from compact.context import cache_health, context_editing
+from compact.context.conversation import Conversation, Ports
+from compact.decision import thresholds
+from compact.decision.tokens import CLEARED
+from compact.stages import binding, micro, snip
+from compact.stages.state import clearing_record, context_edit_record
+from compact.stages.view import View
+from compact.workers import preparer
 from core.errors import CONTEXT_LIMIT, ContextLimitReached, MaxTokensOverflow, PromptTooLong
 from core.events import MessageRecorded, Notice, TokenState
 from core.messages import Message
@@ -74,7 +65,7 @@ def maybe_nudge(conv: Conversation, ports: Ports, tokens: int) -> bool:
 
 def after_response(conv: Conversation, ports: Ports) -> None:
     """After each main response: prepare the next compaction in the background from the preparation
-    level on (compact.preparer), and keep the session notes current — unless this cycle's candidate
+    level on (compact.workers.preparer), and keep the session notes current — unless this cycle's candidate
     already owns them, or a compaction is due at the next request and can use the notes as they are,
     which would throw the update away, or (cost-aware compaction) the server's summary is the next
     compaction's backend, which never reads them."""
@@ -123,7 +114,7 @@ def counted(conv: Conversation, ports: Ports, current: View) -> int:
     """What the server will count of the next request over ``current``: its count, less what the automatic
     clearing takes out that no reported usage has measured yet (right after a compaction point the count
     is an estimate of the whole history as kept). Moves the clearing point first when it is due
-    (compact.context_editing ``advance``; recorded, so a resume asks for the same clearing)."""
+    (compact.context.context_editing ``advance``; recorded, so a resume asks for the same clearing)."""
     if not context_editing.automatic_on(ports):
         return current.tokens
     state = conv.state
@@ -158,7 +149,7 @@ def request_for(conv: Conversation, ports: Ports, current: View) -> Request:
 
 def send(conv: Conversation, ports: Ports, current: View) -> Message:
     """Send the view; on prompt-too-long compact once per turn and retry (SPEC §10). The request names
-    its predecessor and a cache miss is kept (compact.cache_health)."""
+    its predecessor and a cache miss is kept (compact.context.cache_health)."""
     req = request_for(conv, ports, current)
     at_compaction = cache_health.chain(conv, req)
     shrunk = False
@@ -186,7 +177,7 @@ def send(conv: Conversation, ports: Ports, current: View) -> Message:
 
 def sent(conv: Conversation, current: View) -> None:
     """Remember what a main request sent: until the next compaction point, every later request must
-    extend it (compact.binding)."""
+    extend it (compact.stages.binding)."""
     if conv.view_ctx is not None:
         conv.view_ctx.sent = list(current.messages)
         conv.view_ctx.sent_tagged = list(current.tagged)
@@ -194,7 +185,7 @@ def sent(conv: Conversation, current: View) -> None:
 
 def resumed(conv: Conversation) -> None:
     """A conversation loaded from its transcript was last sent as its view stood at its last reply: that
-    is what the thinking in it is bound to, and what the next request must extend (compact.binding).
+    is what the thinking in it is bound to, and what the next request must extend (compact.stages.binding).
     Built with the clock stopped at that reply, so a stage that decides by the time since then (the
     time-based microcompact after a long pause) makes its decision at the next request, where it counts
     as an edit of what was sent — not before, where nothing would tell it had changed anything."""
@@ -233,7 +224,7 @@ def refused_text(error: PromptTooLong, learned: bool) -> str:
 
 
 def with_cleared(reply: Message) -> Message:
-    """The reply with the tokens the server's clearing left out of its count in its usage (compact.tokens
+    """The reply with the tokens the server's clearing left out of its count in its usage (compact.decision.tokens
     CLEARED): the history weighs that much more than the server counted."""
     applied = context_editing.applied_edits({"context_management": reply.extra.get("contextManagement")})
     n = context_editing.cleared_tokens(applied)

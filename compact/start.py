@@ -3,7 +3,7 @@
 ``conversation(...)`` is the only way the agent and the tests build one (agent/runtime/session.py,
 tests/harness.py): the live list and the replayed state, the view's settings from ``ports.config``, the
 notes worker, and — when context collapse is on — the collapser as the worker of the view's "collapse"
-stage (compact.view.STAGES).
+stage (compact.stages.view.STAGES).
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from compact.collapse_worker import Collapser
-from compact.conversation import Conversation, Ports, TranscriptSink
-from compact.notes_updater import NotesWorker
+from compact.compaction.notes_updater import NotesWorker
+from compact.context.conversation import Conversation, Ports, TranscriptSink
 from compact.request_cycle import overhead_tokens
-from compact.state import ContextState
-from compact.view import ViewContext
+from compact.stages.state import ContextState
+from compact.stages.view import ViewContext
+from compact.workers.collapse_worker import Collapser
 from core.messages import Message
 from tools.base import ToolContext
 

@@ -261,7 +261,7 @@ _ON_DEMAND_COMPACTION = (
 
 
 def offers_compaction(model: str) -> bool:
-    """Whether ``model`` writes the server's on-demand summary (compact.server_summary), and so binds its
+    """Whether ``model`` writes the server's on-demand summary (compact.compaction.server_summary), and so binds its
     thinking to its prefix. A name the table doesn't know has the newest family's rules (core.models): it
     thinks unasked, so its thinking must be kept as the newest family's is (a summary request in its tool
     loop that left the thinking out was refused)."""

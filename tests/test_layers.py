@@ -1,14 +1,7 @@
 """The floors hold: each package imports only those below it, there is no import circle, the project's own
 modules are imported at the top of a module (start-up exceptions are named here), and the terminal
-libraries stay in the front end that owns them.
-
-    agent/    cli.py on top; demo/ < frontend/ < runtime/ < config/ and transcript/ (side by side)
-    compact/  every stage, the request cycle, Conversation
-    tools/    the model's tools on top; permissions/ < shell/ < process/
-    core/     messages, token estimate, events, errors, private files, the model protocol
-
-Inside agent/ and tools/ the rooms are floors too (SUBFLOORS): a room imports only the rooms below it
-(rooms on one level may not import each other), and the package's loose modules sit on top.
+libraries stay in the front end that owns them. The floors and rooms are written once, in
+scripts/floors.py; every ruff.toml ban list is generated from them (scripts/gen_bans.py).
 
 The imports are read from the source (every ``import`` statement, wherever it is: at the top, inside a
 function, under ``if TYPE_CHECKING:``) and all of them count, for the floors and for circles; then every
@@ -24,21 +17,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts import gen_bans
+from scripts.floors import FLOORS, OWNERS, SUBFLOORS
 from tests.conftest import ROOT
 
-FLOORS = ["core", "tools", "compact", "agent"]
-# the rooms of a floor, lowest first; a tuple is one level whose rooms don't import each other.
-# Modules of the floor outside every room (agent.cli, tools.read, ...) sit above all its rooms.
-SUBFLOORS: dict[str, list[tuple[str, ...]]] = {
-    "agent": [
-        ("agent.config", "agent.transcript"),
-        ("agent.mcp",),
-        ("agent.runtime",),
-        ("agent.frontend",),
-        ("agent.demo",),
-    ],
-    "tools": [("tools.process",), ("tools.shell",), ("tools.permissions",)],
-}
 # function-local imports of the project's own modules allowed, each for start-up speed
 # (None: any of them; commands: custom commands read on first use; tools: the Bash reader and its program
 # tables, ~25 ms of imports, load with the first command judged, not on the way to the first prompt)
@@ -48,13 +30,6 @@ LOCAL_IMPORTS_ALLOWED: dict[str, set[str] | None] = {
     "tools.permissions.engine": {"tools.shell.reader", "tools.shell.readonly"},
     "tools.permissions.bash_rules": {"tools.shell.programs", "tools.shell.subcommands"},
     "tools.shell.readonly": {"tools.shell.reader"},
-}
-# third-party packages that belong to one module (or a few)
-OWNERS = {
-    "rich": {"agent.frontend.ui", "agent.frontend.repl"},
-    "prompt_toolkit": {"agent.frontend.repl"},
-    "anthropic": {"agent.runtime.client"},
-    "mcp": {"agent.mcp.client"},
 }
 
 
@@ -101,7 +76,7 @@ def imports_of(name: str, path: Path) -> list[Import]:
             found.extend(Import(name, a.name, node.lineno, local, type_only) for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             base = node.module
-            # "from compact import notes" imports the module compact.notes
+            # "from compact.compaction import notes" imports the module compact.compaction.notes
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
             found.extend(Import(name, t, node.lineno, local, type_only) for t in targets)
         inner = local or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
@@ -159,7 +134,7 @@ def test_each_room_imports_only_rooms_below_it() -> None:
 
 
 def test_every_room_is_known_to_the_layer_test() -> None:
-    """A new sub-package of agent/ or tools/ must take its place in SUBFLOORS."""
+    """A new sub-package of a floor with rooms must take its place in SUBFLOORS."""
     known = {room for levels in SUBFLOORS.values() for level in levels for room in level}
     packages = {name for name, path in MODULES.items() if path.name == "__init__.py" and name.count(".") == 1}
     assert {p for p in packages if p.split(".")[0] in SUBFLOORS} == known
@@ -201,11 +176,11 @@ def test_the_reader_sees_type_only_and_function_local_imports(tmp_path: Path) ->
     sample = tmp_path / "sample.py"
     sample.write_text(
         "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    from compact import view\n"
-        "def f():\n    import compact.state\n"
+        "if TYPE_CHECKING:\n    from compact.stages import view\n"
+        "def f():\n    import compact.stages.state\n"
     )
     found = {(i.target, i.type_only, i.local) for i in imports_of("sample", sample)}
-    assert {("compact.view", True, False), ("compact.state", False, True)} <= found
+    assert {("compact.stages.view", True, False), ("compact.stages.state", False, True)} <= found
 
 
 def test_the_projects_own_modules_are_imported_at_the_top() -> None:
@@ -284,3 +259,16 @@ def test_the_bash_reader_loads_with_the_first_command_not_before_the_first_promp
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_ban_lists_are_generated_from_the_floors() -> None:
+    """Every floor's and room's ruff.toml is what scripts/gen_bans.py writes from scripts/floors.py."""
+    stale = [
+        str(p.relative_to(ROOT))
+        for p, text in gen_bans.files().items()
+        if not p.exists() or p.read_text() != text
+    ]
+    assert stale == [], "run scripts/gen_bans.py"
+    written = {p.relative_to(ROOT) for p in gen_bans.files()}
+    on_disk = {p.relative_to(ROOT) for floor in FLOORS for p in (ROOT / floor).rglob("ruff.toml")}
+    assert on_disk == written

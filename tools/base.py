@@ -27,7 +27,7 @@ class ToolResult:
     is_error: bool = False
     # a short human line for the UI ("Read 120 lines"), never sent to the model
     summary: str = ""
-    # facts for the working-state ledger (compact.ledger): exit code, lines changed... never sent to the model
+    # facts for the working-state ledger (compact.compaction.ledger): exit code, lines changed... never sent to the model
     facts: dict[str, Any] = field(default_factory=dict)
 
 

@@ -1,7 +1,7 @@
 """The Snip tool: the model removes old user turns from its own context (SPEC §3).
 
 The tool only validates its input and hands the ids to ``ctx.services["snip"]``, a callable the query
-loop provides (``compact.snip.perform_snip`` bound to the live conversation) that plans, records and
+loop provides (``compact.stages.snip.perform_snip`` bound to the live conversation) that plans, records and
 applies the snip and returns the sentence for the model. It touches nothing but the agent's own
 context, so it never asks permission (the permission rules allow any tool they don't know).
 """

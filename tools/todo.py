@@ -1,7 +1,7 @@
 """TodoWrite: the model keeps its task list (Claude Code's name and schema); the list lives in the calls.
 
 The tool itself stores nothing: the list is the input of the last successful call, which the
-working-state ledger (compact.ledger) reads back from the conversation, shows the user as it changes
+working-state ledger (compact.compaction.ledger) reads back from the conversation, shows the user as it changes
 and puts back after every compaction. It never asks permission (it touches no file).
 """
 

@@ -1,7 +1,7 @@
 """Settings, built once at the CLI boundary and passed down; nothing below reads ``os.environ``.
 
 Each setting is one row, declared on the field that holds it: ``Settings``'s fields here and
-``CompactConfig``'s (``Settings.compaction``) in compact/config.py, each with its default, settings-file
+``CompactConfig``'s (``Settings.compaction``) in compact/decision/config.py, each with its default, settings-file
 key, environment variable, kind and one line of doc (core.setting). ``TABLE`` lists them; validation of the
 files, the merge across files, the environment, where each value came from (``Settings.sources``), the table
 in docs/settings.md and ``--help``'s list of variables all come from it (``scripts/gen_docs`` regenerates
@@ -41,8 +41,8 @@ from agent.config import trust as trust_store
 from agent.config.agent_types import withheld_agents
 from agent.config.project import SETTINGS_CAP, FileProblem, project_root, read_small
 from agent.config.trust import Ignored, Trust
-from compact.config import CompactConfig
-from compact.thresholds import smallest_window
+from compact.decision.config import CompactConfig
+from compact.decision.thresholds import smallest_window
 from core.errors import SettingsError
 from core.models import EFFORTS, resolve
 from core.private import make_private_dirs
@@ -95,7 +95,7 @@ _RULE = re.compile(r"^[A-Za-z_][\w.-]*\*?(\(.*\))?$", re.DOTALL)  # "mcp__server
 _RULE_EXAMPLE = 'a rule like "Read", "Bash(git status:*)" or "Edit(src/**)"'
 
 
-# ---- the kinds of this floor's settings (compact/config.py and core.setting hold the rest) -------------
+# ---- the kinds of this floor's settings (compact/decision/config.py and core.setting hold the rest) -------------
 
 
 def _check_rules(value: Any) -> list[str]:
@@ -286,7 +286,7 @@ class Settings:
         kind=RAW,
         doc="any Messages-API-compatible server (proxy, gateway, local model server)",
     )
-    # compaction: compact.config declares its rows; parsed into one CompactConfig
+    # compaction: compact.decision.config declares its rows; parsed into one CompactConfig
     compaction: CompactConfig = field(default_factory=CompactConfig)
     no_color: bool = setting(False, key="noColor", env="NO_COLOR", kind=present(True), doc="no colours")
     # extended thinking: MAX_THINKING_TOKENS / maxThinkingTokens (a budget, on every turn), or

@@ -32,7 +32,9 @@ from agent.frontend.repl import run_repl
 from core.private import write_private
 
 MODEL = "scripted-demo"
-WINDOW = 60_000  # auto-compact at 27k, warning from 7k, error colour from 17k (compact/thresholds.py)
+WINDOW = (
+    60_000  # auto-compact at 27k, warning from 7k, error colour from 17k (compact/decision/thresholds.py)
+)
 # what the user's environment may say about the API or compaction does not reach the demo
 LEFT_OUT = ("ANTHROPIC_", "CLAUDE_", "COMPACT_AGENT_", "DISABLE_COMPACT", "DISABLE_AUTO_COMPACT")
 SETTINGS = {

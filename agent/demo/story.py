@@ -28,7 +28,7 @@ from pathlib import Path
 
 from agent.demo.project import YEARS, YearFacts
 from agent.demo.server import Reply, Step, last_user_text
-from compact.notes_template import SECTIONS
+from compact.compaction.notes_template import SECTIONS
 
 ReplyFn = Callable[[dict], Reply]
 ID_TAG = re.compile(r"\s*\[id:[^\]]*\]\s*$")
@@ -195,7 +195,7 @@ NOTES_FILE = re.compile(r"^Notes file: (\S+)$", re.MULTILINE)
 
 
 def notes_file(body: dict) -> str | None:
-    """The notes file a notes-update request names (compact.notes_template), or None for any other."""
+    """The notes file a notes-update request names (compact.compaction.notes_template), or None for any other."""
     text = last_user_text(body)
     found = NOTES_FILE.search(text) if "<current-notes>" in text else None
     return found.group(1) if found else None

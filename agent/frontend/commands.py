@@ -21,8 +21,10 @@ from agent.runtime import lifecycle, rewind
 from agent.runtime.session import Session
 from agent.runtime.thinking import EFFORT_NAMES
 from agent.transcript.listing import list_sessions
-from compact import cache_health, compactor, ledger, preparer, usage
-from compact.notes import notes_text
+from compact.compaction import compactor, ledger
+from compact.compaction.notes import notes_text
+from compact.context import cache_health, usage
+from compact.workers import preparer
 from core.errors import AgentError, Interrupted
 from core.events import CompactFailed, CompactFinished, Retrying
 from core.messages import Message
@@ -100,7 +102,9 @@ class ContextUsage(Result):
     percent: float
     categories: list[Category]
     memory_files: list[tuple[str, int]] = field(default_factory=list)
-    prepared: str = ""  # whether a compaction candidate is ready and what it covers (compact.preparer)
+    prepared: str = (
+        ""  # whether a compaction candidate is ready and what it covers (compact.workers.preparer)
+    )
 
 
 Handler = Callable[["Session", str], Result]
@@ -367,7 +371,7 @@ def mcp_lines(session: Session) -> list[str]:
 
 
 def cache_lines(session: Session) -> list[str]:
-    """/context: the prompt-cache misses the server reported (compact.cache_health) and what happened to
+    """/context: the prompt-cache misses the server reported (compact.context.cache_health) and what happened to
     the model's thinking (the drop_block escape hatch, blocks left out after a model switch)."""
     conv = session.conv
     misses = conv.cache_misses

@@ -39,7 +39,7 @@ from rich.text import Text
 
 from agent.frontend import commands
 from agent.runtime.tool_exec import INTERRUPTED, NOT_RUN
-from compact import thresholds
+from compact.decision import thresholds
 from core.events import (
     CompactFailed,
     CompactFinished,
@@ -321,7 +321,7 @@ def warning_of(state: TokenState | None, compact_disabled: bool = False) -> tupl
     """(severity, text) of the line under the input, or None below the warning level.
 
     severity is "warning" (yellow), "error" (red, from the error threshold) or "blocking" (red).
-    The text is compact.thresholds.warning_text for the state the trigger computed; with compaction
+    The text is compact.decision.thresholds.warning_text for the state the trigger computed; with compaction
     disabled (DISABLE_COMPACT) it advises /clear, the one way left to free the context.
     """
     if compact_disabled and state is not None and (state.warning or state.blocking):

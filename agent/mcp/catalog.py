@@ -12,7 +12,7 @@ cache and preserved thinking depend on, so servers may connect at any time.
 A tool found by a search stays callable while the reference is in the conversation. A compaction takes
 the reference away, so the tools found before a compaction point are *loaded* after it: sent in full
 (no ``defer_loading``), sorted by name. The loaded set is read from the conversation itself (the last
-compaction's record of found tools, compact/discovered.py), so it changes only at a compaction point
+compaction's record of found tools, compact/context/discovered.py), so it changes only at a compaction point
 and a resumed session rebuilds the same array. ``mode = "off"`` (``ENABLE_TOOL_SEARCH=false``) loads
 every MCP tool instead, the user's explicit choice.
 """

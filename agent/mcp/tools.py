@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.config.mcp_servers import server_name
-from compact.budget import persisted_block
+from compact.stages.budget import persisted_block
 from core.private import make_private_dirs, write_private
 from core.tokens import MEDIA_TOKENS, estimate_text
 from tools.base import ToolContext, ToolError, ToolResult

@@ -383,7 +383,9 @@ class _Reply:
             return TextDelta(text)
         elif kind == "signature_delta":
             block["signature"] = delta.signature
-        elif kind == "compaction_delta":  # the server's summary (compact.server_summary), in pieces
+        elif (
+            kind == "compaction_delta"
+        ):  # the server's summary (compact.compaction.server_summary), in pieces
             if getattr(delta, "content", None) is not None:
                 self.parts.setdefault((index, "content"), [block.get("content") or ""]).append(delta.content)
             if getattr(delta, "encrypted_content", None) is not None:

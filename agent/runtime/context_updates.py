@@ -24,7 +24,7 @@ from agent.transcript.writer import SYSTEM_PROMPT
 from core.messages import Message
 
 if TYPE_CHECKING:
-    from compact.conversation import Conversation
+    from compact.context.conversation import Conversation
 
 __all__ = ["SYSTEM_PROMPT", "refresh", "told", "parts"]
 UPDATE = "contextUpdate"  # the extra field naming what an appended system message updates

@@ -25,9 +25,9 @@ from agent.transcript.listing import earlier_usage, latest_session, session_info
 from agent.transcript.loader import load_transcript, messages_before
 from agent.transcript.writer import in_use
 from compact import request_cycle
-from compact.compactor import COMPACT_RESULT
-from compact.conversation import LastCompaction
-from compact.state import state_records
+from compact.compaction.compactor import COMPACT_RESULT
+from compact.context.conversation import LastCompaction
+from compact.stages.state import state_records
 from core.errors import SessionError
 from core.events import Event, Notice
 from core.messages import meta, new_uuid
@@ -122,7 +122,7 @@ def _open(
     _answer_interrupted(session, pending)
     session.conv.last_compaction = session.conv.compaction_seen = _last_compaction(loaded)
     # the next request names the last reply as its predecessor: a resume that sends the same bytes shows
-    # no cache miss (compact.cache_health)
+    # no cache miss (compact.context.cache_health)
     session.conv.last_reply_id = next(
         (m.message_id for m in reversed(session.messages) if m.role == "assistant" and m.message_id), None
     )

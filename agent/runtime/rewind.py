@@ -9,7 +9,7 @@ walks the parent chain back from the leaf, agent/transcript/loader.py) rebuilds 
 had — whether or not anything was said after the rewind.
 
 The session notes follow: notes an update wrote while the abandoned branch was live are replaced by
-the version saved when they covered the newest message still live (compact.notes.restore_version),
+the version saved when they covered the newest message still live (compact.compaction.notes.restore_version),
 so a rewound prompt does not come back through them.
 
 ``summarize_up_to(session, prompt)``, the menu's other choice: a compaction of only the messages before
@@ -23,8 +23,8 @@ import time
 
 from agent.runtime.session import Session
 from agent.transcript.loader import REWIND  # the record type
-from compact import compactor, notes, summary
-from compact.state import notes_record
+from compact.compaction import compactor, notes, summary
+from compact.stages.state import notes_record
 from core.errors import Interrupted
 from core.events import CompactFailed, CompactStarted, Notice
 from core.messages import Message
@@ -99,7 +99,7 @@ def summarize_up_to(session: Session, prompt: Message, instructions: str | None 
     except Interrupted:
         ports.emit(CompactFailed("manual", compactor.CANCELLED))
         return False
-    except Exception as e:  # noqa: BLE001 - as in compact.compactor: the conversation stays as it was
+    except Exception as e:  # noqa: BLE001 - as in compact.compaction.compactor: the conversation stays as it was
         ports.emit(CompactFailed("manual", str(e) or type(e).__name__))
         return False
     finally:

@@ -3,7 +3,7 @@
 ``Session`` wires the floors together once, with the pieces of agent.runtime.wiring (which the tests' bench
 shares, and ``wiring.SessionBase``, the methods both have): the ``Conversation`` (the live list, the
 transcript writer, state, counters, workers) and the ``Ports`` compaction reaches the rest through
-(compact.conversation), the tools and their context, the permission rules, the hook runner and the SDK
+(compact.context.conversation), the tools and their context, the permission rules, the hook runner and the SDK
 client. Everything added to the conversation goes through ``add`` (list + transcript + event), so the
 three never disagree. Nothing outside this module sets a session's attributes, except the REPL swapping
 ``emit`` and ``ask`` when it takes over a session (/clear, /resume)."""
@@ -34,8 +34,8 @@ from agent.runtime import context_updates, thinking, wiring
 from agent.runtime.client import default_model
 from agent.runtime.hooks import HookRunner, base_payload
 from agent.transcript.writer import SIDE_USAGE, TranscriptWriter
-from compact import discovered
-from compact.state import ContextState
+from compact.context import discovered
+from compact.stages.state import ContextState
 from core.events import Event, Notice, ToolOutput
 from core.messages import Message
 from core.model import (

@@ -23,7 +23,7 @@ from typing import Any, Callable, TypeVar
 
 from agent.runtime.client import INVALID_INPUT
 from agent.runtime.session import Session
-from compact import ledger, restore
+from compact.compaction import ledger, restore
 from core.errors import Interrupted
 from core.events import PermissionDenied, TodosChanged, ToolFinished, ToolStarted
 from core.messages import Message, meta, tool_result_block, tool_results
@@ -105,7 +105,9 @@ def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
     blocks = [tool_result_block(u["id"], r.content, r.is_error) for u, r in zip(uses, results)]  # type: ignore[union-attr]
     message = tool_results(blocks)
     facts = {u["id"]: r.facts for u, r in zip(uses, results) if r is not None and r.facts}
-    if facts:  # the ledger's record of what the calls did (compact.ledger); never sent to the model
+    if (
+        facts
+    ):  # the ledger's record of what the calls did (compact.compaction.ledger); never sent to the model
         message = message.replace(extra={ledger.FACTS_KEY: facts})
     if session.cancel.is_set():
         session.add(message)

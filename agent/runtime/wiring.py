@@ -20,12 +20,13 @@ from agent.config.settings import Settings
 from agent.runtime.client import DROP_BLOCK, ModelClient
 from agent.runtime.hooks import HookRunner
 from agent.transcript.writer import THINKING_BINDING
-from compact import start, thresholds
-from compact.config import CompactConfig
-from compact.conversation import Conversation, LastCompaction, Ports, TranscriptSink
-from compact.snip import perform_snip
-from compact.state import ContextState
-from compact.thresholds import Thresholds
+from compact import start
+from compact.context.conversation import Conversation, LastCompaction, Ports, TranscriptSink
+from compact.decision import thresholds
+from compact.decision.config import CompactConfig
+from compact.decision.thresholds import Thresholds
+from compact.stages.snip import perform_snip
+from compact.stages.state import ContextState
 from core.errors import ThinkingBindingMismatch
 from core.events import Event, MessageRecorded, Notice
 from core.messages import Message

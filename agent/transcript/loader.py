@@ -8,7 +8,7 @@
          ──(drop unanswered tool_use / orphan tool_result / foreign thinking)──> live list
            (except the last response's open calls: ``pending`` error results answer them, for the
             resuming session to record, so a crash mid-call is told to the model, once)
-         + our own state records replayed (compact.state.replay)
+         + our own state records replayed (compact.stages.state.replay)
 
 Nothing before the last boundary is parsed except the kept segment's lines and the state records that
 lie between the kept head and the boundary, and nothing is tokenized, so a long session resumes about as
@@ -41,8 +41,8 @@ from agent.transcript.writer import (
     is_boundary,
     sidechain_path,
 )
-from compact.cache_health import CACHE_MISS
-from compact.state import STATE_TYPES, ContextState, replay
+from compact.context.cache_health import CACHE_MISS
+from compact.stages.state import STATE_TYPES, ContextState, replay
 from core.messages import Message, from_record, tool_result_block, tool_results
 
 REWIND = (

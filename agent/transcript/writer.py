@@ -6,7 +6,7 @@ the writer creates are private (0600 / 0700). The API key never reaches the file
 record is replaced by a marker before the line is written.
 
 Reading the format back is agent.transcript.loader's job (Claude Code's own streamed records: agent.transcript.claude_code);
-listing a directory's sessions is agent.transcript.listing'; our non-message records are compact.state's.
+listing a directory's sessions is agent.transcript.listing'; our non-message records are compact.stages.state's.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ class TranscriptWriter:
         return rec
 
     def append_record(self, rec: dict[str, Any]) -> dict[str, Any]:
-        """One of our non-message records (compact.state lists them); not part of the parent chain."""
+        """One of our non-message records (compact.stages.state lists them); not part of the parent chain."""
         out = {"type": rec.get("type"), **rec}
         out.setdefault("uuid", new_uuid())
         out.setdefault("timestamp", now_iso())

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from compact import autocompact, guard
+from compact import autocompact
+from compact.compaction import guard
 from core.events import CompactFailed, CompactFinished, Notice
 from core.messages import assistant, user_prompt
 from tests.compact.test_compactor import SUMMARY_REPLY, conversation, of_type
@@ -128,7 +129,7 @@ def test_never_twice_in_a_row_for_the_same_content(tmp_path: Path, api: FakeAPI)
 
 def test_when_the_server_clears_only_what_a_compaction_freed_counts(tmp_path: Path, api: FakeAPI) -> None:
     """A tail kept over T (or near the warning level) that the server clears old results from is no failed
-    compaction (compact.context_editing); one that freed too little still is."""
+    compaction (compact.context.context_editing); one that freed too little still is."""
     bench = make_bench(tmp_path, api)
     threshold = bench.ports.thresholds().auto_compact
     pre, post = threshold * 2, threshold + 1_000  # over T as kept, 45% freed

@@ -1,5 +1,5 @@
 """Compaction that keeps the model's thinking valid (SPEC §17): the rule between compaction points
-(compact.binding), the backend per compaction (compact.backend, compact.server_summary) and every
+(compact.stages.binding), the backend per compaction (compact.compaction.backend, compact.compaction.server_summary) and every
 failure of the server's summary ending in a local one — against the loopback fake, whose on-demand
 compaction (agent.demo.server.Compactions) writes, signs and checks the blocks."""
 
@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from compact import binding, compactor, request_cycle, summary
-from compact.server_summary import ERROR_CODES, is_compaction
+from compact import request_cycle
+from compact.compaction import compactor, summary
+from compact.compaction.server_summary import ERROR_CODES, is_compaction
+from compact.stages import binding
 from core.events import CompactFinished
 from core.messages import Message, assistant, meta, tool_result_block, tool_results, user_prompt
 from tests.compact.test_compactor import SUMMARY_REPLY, of_type, write_file
@@ -226,7 +228,7 @@ def test_a_local_compaction_with_a_kept_tail_leaves_its_thinking_out_once(
 def test_the_server_summary_prepared_in_the_background_is_applied_at_t_without_a_request(
     tmp_path: Path, api: FakeAPI
 ) -> None:
-    from compact import preparer
+    from compact.workers import preparer
 
     bench = thinking_bench(tmp_path, api)
     bench.add(user_prompt("Read the modules and fix the parser."))
@@ -262,7 +264,7 @@ def test_the_server_summary_prepared_in_the_background_is_applied_at_t_without_a
 def test_a_precompact_hook_runs_when_the_candidate_is_prepared_and_its_words_go_into_it(
     tmp_path: Path, api: FakeAPI
 ) -> None:
-    from compact import preparer
+    from compact.workers import preparer
     from tests.compact.test_compactor import hook
 
     log = tmp_path / "hook.log"
@@ -301,7 +303,7 @@ def test_a_chain_of_server_summaries_each_standing_for_what_it_replaced(tmp_path
 def test_after_a_server_summary_the_next_candidate_waits_for_a_request_then_is_the_servers(
     tmp_path: Path, api: FakeAPI
 ) -> None:
-    from compact import preparer
+    from compact.workers import preparer
 
     bench = thinking_bench(tmp_path, api)
     bench.add(user_prompt("Read the modules."))
@@ -376,7 +378,7 @@ def test_a_view_built_between_a_reply_and_its_results_keeps_the_loops_thinking(
 def test_a_span_summary_leaves_out_the_thinking_the_main_requests_left_out(
     tmp_path: Path, api: FakeAPI
 ) -> None:
-    from compact import collapse_worker
+    from compact.workers import collapse_worker
 
     # the span summary is sent over the main conversation's view (to read its cache); built from the
     # view before the binding settled it, it carried thinking the main requests had left out after an
@@ -451,7 +453,7 @@ def test_thinking_a_collapse_commit_invalidates_is_counted_at_that_compaction_po
 def test_a_notes_fold_of_a_span_sends_it_without_the_thinking_bound_to_what_came_before(
     tmp_path: Path, api: FakeAPI
 ) -> None:
-    from compact import notes_updater
+    from compact.compaction import notes_updater
     from tests.fakeapi import is_notes_update
 
     # a compaction folds the span the notes never saw into them with one update that sends just that
@@ -477,7 +479,7 @@ def test_a_notes_fold_of_a_span_sends_it_without_the_thinking_bound_to_what_came
 def test_a_notes_fold_of_a_span_that_ends_in_a_tool_loop_tells_its_latest_step(
     tmp_path: Path, api: FakeAPI
 ) -> None:
-    from compact import notes_updater
+    from compact.compaction import notes_updater
     from tests.fakeapi import is_notes_update
 
     # the span's thinking is left out (bound to what came before it), so a span ending in a running tool

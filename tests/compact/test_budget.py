@@ -5,7 +5,7 @@ import os
 import stat
 from pathlib import Path
 
-from compact.budget import (
+from compact.stages.budget import (
     PREVIEW_CHARS,
     ROUND_BUDGET,
     apply_budget,
@@ -14,7 +14,7 @@ from compact.budget import (
     result_text,
     tool_names_of,
 )
-from compact.state import ContextState, replacement_record, replay
+from compact.stages.state import ContextState, replacement_record, replay
 from core.messages import Message, tool_pairs_ok
 from tests.histories import Builder, image_block, output, parallel_history, seq_history
 

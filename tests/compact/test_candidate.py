@@ -1,11 +1,11 @@
-"""compact.candidate: each bad candidate is refused with its reason; a good one passes; what a candidate
+"""compact.compaction.candidate: each bad candidate is refused with its reason; a good one passes; what a candidate
 still covers after snip, microcompact or a collapse changed messages it saw."""
 
 from __future__ import annotations
 
 import pytest
 
-from compact.candidate import (
+from compact.compaction.candidate import (
     REMOVED,
     REQUIRED_SUMMARY_SECTIONS,
     SUMMARY_SECTIONS,
@@ -18,7 +18,7 @@ from compact.candidate import (
     still_covered,
     validate,
 )
-from compact.notes_template import TEMPLATE
+from compact.compaction.notes_template import TEMPLATE
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from core.tokens import estimate_text
 

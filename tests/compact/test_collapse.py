@@ -1,4 +1,4 @@
-"""compact.collapse: the pure span replacement, span selection, and the stage in a live session against
+"""compact.stages.collapse: the pure span replacement, span selection, and the stage in a live session against
 the loopback fake API (staging, commits at 90%, the wait at 95%, failures, resume), then the real CLI.
 
 Sessions here use a 60,000-token window cap: E = 40,000 and T = 27,000, so commits start at T (not at 90%
@@ -23,12 +23,14 @@ from hypothesis import strategies as st
 from agent.config.settings import Settings
 from agent.runtime.lifecycle import open_session
 from agent.transcript.loader import load_transcript
-from compact import cache_health, collapse, collapse_worker
-from compact.collapse import apply_collapses, candidate_spans, placeholder
-from compact.config import CompactConfig
+from compact.context import cache_health
+from compact.decision.config import CompactConfig
+from compact.decision.tokens import count_tokens
 from compact.request_cycle import before_request, send, token_state
-from compact.snip import tag_prompts, turns
-from compact.tokens import count_tokens
+from compact.stages import collapse
+from compact.stages.collapse import apply_collapses, candidate_spans, placeholder
+from compact.stages.snip import tag_prompts, turns
+from compact.workers import collapse_worker
 from core.errors import Interrupted
 from core.events import Notice
 from core.messages import (
@@ -466,7 +468,7 @@ class Model:
 
 @pytest.mark.fake_profile(
     "4.x",
-    reason="a long tool loop on the 4.x rules: on the 5.5 family an edit of earlier turns waits while a tool loop runs (compact/binding.py), so collapse can't keep one long loop under T there and the server's summary compacts it (test_backends)",
+    reason="a long tool loop on the 4.x rules: on the 5.5 family an edit of earlier turns waits while a tool loop runs (compact/stages/binding.py), so collapse can't keep one long loop under T there and the server's summary compacts it (test_backends)",
 )
 def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(
     run_cli, project: Path, isolated_env: Path
@@ -619,7 +621,7 @@ def test_the_request_that_sends_a_collapse_commit_is_a_compaction_point_for_cach
     tmp_path: Path, api: FakeAPI
 ) -> None:
     """A commit rewrites the history in front of later turns: the prompt-cache miss of the request that
-    first sends it is expected (compact.cache_health), and only that request's."""
+    first sends it is expected (compact.context.cache_health), and only that request's."""
     bench = collapse_bench(tmp_path, api)
     api.on(is_collapse_request, summaries())
     ts = fill(bench, 23_000)

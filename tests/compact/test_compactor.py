@@ -1,4 +1,4 @@
-"""compact.compactor and compact.restore against the real loopback fake API: the whole compaction, its
+"""compact.compaction.compactor and compact.compaction.restore against the real loopback fake API: the whole compaction, its
 records, hooks, restoration, failures that change nothing, and the post-compaction guard.
 
 Each test builds a Conversation and its Ports with tests.harness (no Session). The helpers at the top
@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from compact import compactor, ledger, notes_compaction, restore, thresholds
-from compact.result import Compaction
+from compact.compaction import compactor, ledger, notes_compaction, restore
+from compact.context.result import Compaction
+from compact.decision import thresholds
 from core.errors import Interrupted
 from core.events import CompactFailed, CompactFinished, CompactStarted, Notice
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
@@ -58,7 +59,7 @@ def read_round(bench: Bench, path: Path, text: str = "Reading it.") -> None:
 
 # a passing test run's output: the part of a history a summary stands in for (the ledger keeps the command
 # and its exit code, not the lines); without it these short conversations would have nothing to compact
-# (compact.compactor.least_left)
+# (compact.compaction.compactor.least_left)
 TEST_RUN = "\n".join(f"tests/test_parser.py::test_case_{i} PASSED" for i in range(150)) + "\n150 passed"
 
 

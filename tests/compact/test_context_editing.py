@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from compact.context_editing import BETA, applied_edits, request_params
+from compact.context.context_editing import BETA, applied_edits, request_params
 
 
 def test_off_without_a_setting_or_when_disabled() -> None:

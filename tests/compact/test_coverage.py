@@ -1,4 +1,4 @@
-"""compact.coverage: no message leaves the context unless a notes update or a summary request that included
+"""compact.context.coverage: no message leaves the context unless a notes update or a summary request that included
 it completed before (SPEC §7). A pure model of a session over the shared tricky histories (hand-written
 and generated), then the real compactor and notes updater on the loopback fake API."""
 
@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compact import compactor, coverage, notes_compaction
-from compact.notes_updater import SPAN_LEAD, safe_marker
+from compact.compaction import compactor, notes_compaction
+from compact.compaction.notes_updater import SPAN_LEAD, safe_marker
+from compact.context import coverage
 from core.messages import Message, assistant, meta, new_uuid, tool_result_block, tool_results
 from tests.compact.test_session_memory import (
     answer,

@@ -1,4 +1,4 @@
-"""compact.economics: cost-aware compaction — when a reset pays for itself, what is restored, and which call.
+"""compact.compaction.economics: cost-aware compaction — when a reset pays for itself, what is restored, and which call.
 
 The arithmetic is checked on its own (break-even, the server's summary priced uncached, the cycle's
 request count); then whole runs through the real agent and the loopback fake: a long read-only tool run
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from agent.runtime.loop import run_turn
-from compact import compactor, economics, ledger, notes_compaction, notes_updater
-from compact.notes import template_for
+from compact.compaction import compactor, economics, ledger, notes_compaction, notes_updater
+from compact.compaction.notes import template_for
 from core.events import CompactFailed, CompactFinished
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from tests.compact.test_compactor import SUMMARY_REPLY, read_round, write_file
@@ -142,7 +142,7 @@ def _compactions(events: list) -> list[CompactFinished]:
 
 @pytest.mark.fake_profile(
     "4.x",
-    reason="a notes compaction mid tool loop: on the 5.5 family a compaction mid loop keeps the loop's thinking through the server's summary instead (compact/backend.py)",
+    reason="a notes compaction mid tool loop: on the 5.5 family a compaction mid loop keeps the loop's thinking through the server's summary instead (compact/compaction/backend.py)",
 )
 @pytest.mark.slow
 def test_a_long_read_only_run_compacts_early_from_the_notes_and_restores_nothing_it_only_read(

@@ -1,6 +1,6 @@
 """Every context stage, and the whole view, over generated and hand-written histories.
 
-For every stage registered in compact.view.STAGES (as the view runs it, on a fresh state), and for each
+For every stage registered in compact.stages.view.STAGES (as the view runs it, on a fresh state), and for each
 StageCase in histories.REGISTRY (a stage driven into its decisions): the output is valid for the API, the
 input is not mutated, the output is no larger than the input (a few tokens of slack per empty result,
 which gets a "(Tool completed with no output)" placeholder), and applying the stage twice equals
@@ -23,12 +23,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compact import view
-from compact.micro import CLEARED
-from compact.snip import snip_id
-from compact.state import ContextState
-from compact.tokens import count_tokens
-from compact.view import WHOLE, Stage, Step, ViewContext, build_view
+from compact.decision.tokens import count_tokens
+from compact.stages import view
+from compact.stages.micro import CLEARED
+from compact.stages.snip import snip_id
+from compact.stages.state import ContextState
+from compact.stages.view import WHOLE, Stage, Step, ViewContext, build_view
 from core import tokens
 from core.messages import Message, to_api, tool_pairs_ok
 from tests.histories import (
@@ -245,14 +245,14 @@ def test_whole_stages_run_in_order_after_microcompact(
 
 
 def test_the_registry_is_the_order_the_diagram_draws() -> None:
-    """compact/view.py draws the one diagram of the order; its first part names the registered stages."""
+    """compact/stages/view.py draws the one diagram of the order; its first part names the registered stages."""
     drawn = re.findall(r"^    ([\w-]+)\s+\(compact\.", view.__doc__ or "", re.M)
     assert drawn[: len(view.STAGES)] == [s.name for s in view.STAGES]
 
 
 # --- adding a stage: the registry and the stage's own module, nothing else -------------------------------
 # A tiny stage, as compact/README.md's checklist says: its module (here, these few lines) holds the
-# decisions and the function; registering it is one entry in compact.view.STAGES.
+# decisions and the function; registering it is one entry in compact.stages.view.STAGES.
 
 HIDDEN: set[str] = set()  # the tiny stage's sticky decisions: tool_use ids whose results are hidden
 
@@ -334,7 +334,7 @@ def test_without_its_fingerprint_part_a_stage_would_be_reused_stale(
 
 def unbound_thinking(before: list[Message], now: list[Message]) -> list[str]:
     """Thinking sent in ``now`` whose prefix is not what ``before`` sent (checked here on roles and
-    contents, independently of compact.binding): the 5.5 family refuses such a request."""
+    contents, independently of compact.stages.binding): the 5.5 family refuses such a request."""
     old = [(m.role, m.content) for m in before]
     problems = []
     for i, m in enumerate(now):

@@ -1,4 +1,4 @@
-"""compact.ledger from real tool runs; TodoWrite; the user's messages under a budget; the post-compaction
+"""compact.compaction.ledger from real tool runs; TodoWrite; the user's messages under a budget; the post-compaction
 guard; a Read of a restored, unchanged file answered short."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import pytest
 
 from agent.frontend import commands
 from agent.runtime.tool_exec import run_tools
-from compact import autocompact, compactor, ledger, restore
-from compact.ledger import Command, FileChange, Ledger
+from compact import autocompact
+from compact.compaction import compactor, ledger, restore
+from compact.compaction.ledger import Command, FileChange, Ledger
 from compact.request_cycle import overhead_tokens
 from core.events import CompactFailed, CompactFinished, Notice, TodosChanged
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
@@ -382,7 +383,7 @@ def test_what_the_next_step_depends_on_outlives_a_poor_summary(tmp_path: Path) -
 
 def test_a_huge_todo_list_is_shown_by_its_head_and_counted():
     """Issue 30: 50,000 todos listed in full made every summary request too long."""
-    from compact.ledger import MAX_TODOS_SHOWN, Ledger, render
+    from compact.compaction.ledger import MAX_TODOS_SHOWN, Ledger, render
 
     todos = [{"content": f"task {i}", "activeForm": f"doing {i}", "status": "pending"} for i in range(50_000)]
     text = render(Ledger(todos=todos))

@@ -3,7 +3,7 @@ from __future__ import annotations
 import copy
 from datetime import timedelta
 
-from compact.micro import (
+from compact.stages.micro import (
     CLEARED,
     cache_expired,
     in_tail,
@@ -12,7 +12,7 @@ from compact.micro import (
     stale_results,
     without_calls,
 )
-from compact.state import ContextState
+from compact.stages.state import ContextState
 from core.messages import Message, tool_pairs_ok
 from tests.histories import NOW, Builder, image_block, old_bash_history, output
 

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from agent.runtime.loop import run_turn
-from compact import notes_updater, thresholds
-from compact.notes_template import SECTIONS
+from compact.compaction import notes_updater
+from compact.compaction.notes_template import SECTIONS
+from compact.decision import thresholds
 from core.events import CompactFinished
 from tests.conftest import make_session
 from tests.fakeapi import FakeAPI, Reply, is_compaction, is_notes_update, last_user_text, read_paths
@@ -105,7 +106,7 @@ def run(
 
 @pytest.mark.fake_profile(
     "4.x",
-    reason="the notes compaction of a tool-only run: on the 5.5 family a compaction mid tool loop keeps the loop's thinking through the server's summary instead (compact/backend.py; test_backends)",
+    reason="the notes compaction of a tool-only run: on the 5.5 family a compaction mid tool loop keeps the loop's thinking through the server's summary instead (compact/compaction/backend.py; test_backends)",
 )
 @pytest.mark.slow
 def test_a_long_tool_only_run_compacts_from_the_notes(tmp_path: Path) -> None:
@@ -135,7 +136,7 @@ def test_a_long_tool_only_run_compacts_from_the_notes(tmp_path: Path) -> None:
 
 @pytest.mark.fake_profile(
     "4.x",
-    reason="the notes compaction of a tool-only run: on the 5.5 family a compaction mid tool loop keeps the loop's thinking through the server's summary instead (compact/backend.py; test_backends)",
+    reason="the notes compaction of a tool-only run: on the 5.5 family a compaction mid tool loop keeps the loop's thinking through the server's summary instead (compact/compaction/backend.py; test_backends)",
 )
 def test_at_a_small_window_notes_and_tail_leave_room_for_restored_files(tmp_path: Path) -> None:
     with FakeAPI() as api:
@@ -189,7 +190,7 @@ class RealisticNotesWriter(NotesWriter):
 
 @pytest.mark.fake_profile(
     "4.x",
-    reason="the notes' cost on the 4.x rules; on the 5.5 family mid-loop compactions are the server's summary, so no notes update is sent in a tool-only run there (compact.economics), yet the run with the notes on still bills 1.016x the run without (168,306 vs 165,645 at 7606103: open, in the closing note)",
+    reason="the notes' cost on the 4.x rules; on the 5.5 family mid-loop compactions are the server's summary, so no notes update is sent in a tool-only run there (compact.compaction.economics), yet the run with the notes on still bills 1.016x the run without (168,306 vs 165,645 at 7606103: open, in the closing note)",
 )
 def test_session_memory_never_costs_more_than_without_it(tmp_path: Path) -> None:
     """A 36-reply tool-only run at a 60K window, billed from the usage the fake reports (prompt cache

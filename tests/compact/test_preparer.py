@@ -1,4 +1,4 @@
-"""compact.preparer against the real loopback fake API: a summary prepared in the background from the
+"""compact.workers.preparer against the real loopback fake API: a summary prepared in the background from the
 preparation level, applied at T without a request (only what it covers goes, the rest stays verbatim),
 applied only to what it saw when messages changed meanwhile, refused with its reason, and put off while
 it is still being prepared and the context is clear of the blocking limit."""
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from compact import compactor, preparer
-from compact.candidate import SUMMARY_SECTIONS
+from compact.compaction import compactor
+from compact.compaction.candidate import SUMMARY_SECTIONS
+from compact.workers import preparer
 from core.events import CompactFinished
 from core.messages import user_prompt
 from tests.compact.test_compactor import of_type, read_round, write_file

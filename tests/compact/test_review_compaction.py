@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.transcript.loader import load_transcript
-from compact import compactor
-from compact.notes import ensure_notes
-from compact.notes_template import TEMPLATE
+from compact.compaction import compactor
+from compact.compaction.notes import ensure_notes
+from compact.compaction.notes_template import TEMPLATE
 from core.messages import assistant, tool_result_block, tool_results, user_prompt
 from tests.compact.test_session_memory import answer, guide, notes_bench, read_round
 from tests.fakeapi import FakeAPI
@@ -99,7 +99,7 @@ def test_reactive_compaction_calibrates_against_the_view_actually_sent(tmp_path)
 
 def test_a_snip_takes_effect_on_the_count_before_the_next_response(tmp_path):
     from compact.request_cycle import before_request
-    from compact.snip import NUDGE_TEXT, snip_id
+    from compact.stages.snip import NUDGE_TEXT, snip_id
     from tests.harness import make_bench
 
     with FakeAPI() as api:

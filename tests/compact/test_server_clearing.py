@@ -1,5 +1,5 @@
 """The automatic server-side clearing of old tool results on a model with preserved thinking
-(compact.context_editing ``automatic`` / ``advance``), against the 5.5 family's fake with the prefix check
+(compact.context.context_editing ``automatic`` / ``advance``), against the 5.5 family's fake with the prefix check
 enforced: the server clears, the history as kept is never edited, the cleared uses move in batches so
 the prompt cache holds between moves, and the two counts (what the server counts, what the history
 weighs) each drive what they should."""
@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from compact import context_editing, request_cycle
-from compact.context_editing import AUTO_AT_LEAST, AUTO_TRIGGER, CLEAR_TOOL_USES, advance, automatic
-from compact.tokens import CLEARED
+from compact import request_cycle
+from compact.context import context_editing
+from compact.context.context_editing import AUTO_AT_LEAST, AUTO_TRIGGER, CLEAR_TOOL_USES, advance, automatic
+from compact.decision.tokens import CLEARED
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from tests.compact.test_compactor import write_file
 from tests.fakeapi import FakeAPI, Reply

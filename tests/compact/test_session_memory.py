@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from compact import compactor, notes_compaction, notes_updater
-from compact import notes as notes_doc
-from compact.notes_template import SECTIONS, TEMPLATE, section_tokens, update_instruction
+from compact.compaction import compactor, notes_compaction, notes_updater
+from compact.compaction import notes as notes_doc
+from compact.compaction.notes_template import SECTIONS, TEMPLATE, section_tokens, update_instruction
 from core.events import Notice
 from core.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
 from core.tokens import estimate_text
@@ -137,7 +137,7 @@ def test_is_template_tells_bare_notes_from_notes_with_content():
 
 
 def test_the_instruction_names_the_sections_to_condense_when_the_notes_are_too_long():
-    from compact.notes_template import update_instruction
+    from compact.compaction.notes_template import update_instruction
 
     notes = TEMPLATE.replace(guide("Worklog"), guide("Worklog") + "\n" + filler(2_500))
     over = notes_doc.oversized_sections(notes, notes_doc.headers(TEMPLATE))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from compact.snip import (
+from compact.stages.snip import (
     NUDGE_TEXT,
     SnipError,
     apply_snips,
@@ -17,7 +17,7 @@ from compact.snip import (
     tag_prompts,
     turns,
 )
-from compact.state import ContextState
+from compact.stages.state import ContextState
 from core.messages import Message, to_api, tool_pairs_ok
 from tests.histories import Builder, image_block, output
 from tools.base import ToolContext, ToolError

@@ -1,4 +1,4 @@
-"""compact.summary: the instruction, media stripping, reply parsing, round dropping, and the side request
+"""compact.compaction.summary: the instruction, media stripping, reply parsing, round dropping, and the side request
 as the fake API receives it (shared cached prefix, tool use off, prompt-too-long retries)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compact import summary
+from compact.compaction import summary
 from core.errors import CompactionError
 from core.messages import (
     Message,

@@ -1,4 +1,4 @@
-"""The background-worker base (compact.worker) on real threads: one piece of work at a time, the queue of
+"""The background-worker base (compact.context.worker) on real threads: one piece of work at a time, the queue of
 one, the deadline, the waits, the failure said once. Every wait is on a condition with a deadline."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from compact import worker as base
-from compact.worker import QueuedWorker, Worker
+from compact.context import worker as base
+from compact.context.worker import QueuedWorker, Worker
 
 WAIT = 10.0  # seconds any condition below may take on a loaded machine before the test fails
 

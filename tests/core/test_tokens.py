@@ -5,7 +5,7 @@ import socket
 import pytest
 
 import core.tokens as tokens
-from compact.tokens import Calibration, count_tokens
+from compact.decision.tokens import Calibration, count_tokens
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from core.tokens import (
     BLOCK_OVERHEAD,

@@ -21,7 +21,7 @@ from agent.frontend import commands
 from agent.frontend.repl import Repl
 from agent.runtime import lifecycle
 from agent.runtime.loop import run_turn
-from compact.snip import snip_id
+from compact.stages.snip import snip_id
 from core.errors import SessionError
 from core.messages import assistant, tool_result_block, tool_results, user_prompt
 from tests.agent.frontend.test_commands import chat, new_session

@@ -281,7 +281,7 @@ def test_an_always_failing_summary_endpoint_costs_bounded_time_with_retries_show
 
 @pytest.mark.fake_profile(
     "4.x",
-    reason="the PreCompact hook's words reach the candidate applied mid tool loop; on the 5.5 family that local candidate is refused (compact/backend.py) and the foreground summary runs the hooks again",
+    reason="the PreCompact hook's words reach the candidate applied mid tool loop; on the 5.5 family that local candidate is refused (compact/compaction/backend.py) and the foreground summary runs the hooks again",
 )
 def test_compaction_hooks_fire_in_print_mode(run_cli, project: Path) -> None:
     log = project / "hooks.log"

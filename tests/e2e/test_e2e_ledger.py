@@ -19,9 +19,9 @@ import pytest
 from agent.config.settings import Settings
 from agent.runtime.lifecycle import open_session
 from agent.runtime.loop import run_turn
-from compact import ledger
-from compact.config import CompactConfig
-from compact.notes_template import SECTIONS
+from compact.compaction import ledger
+from compact.compaction.notes_template import SECTIONS
+from compact.decision.config import CompactConfig
 from tests.conftest import make_session, records, transcripts
 from tests.fakeapi import FakeAPI, Reply, is_compaction, is_notes_update, last_user_text, request_text
 
@@ -226,7 +226,7 @@ def test_manual_compact_keeps_the_working_state(run_cli, project: Path, isolated
 
 @pytest.mark.fake_profile(
     "4.x",
-    reason="a notes compaction mid tool loop keeps a tail; on the 5.5 family that tail's thinking can't follow a client-written summary, so the loop is summarized whole instead (compact/backend.py)",
+    reason="a notes compaction mid tool loop keeps a tail; on the 5.5 family that tail's thinking can't follow a client-written summary, so the loop is summarized whole instead (compact/compaction/backend.py)",
 )
 def test_notes_compaction_keeps_the_working_state(run_cli, project: Path, isolated_env: Path) -> None:
     model = Refactorer(project, make_files(project, 12))

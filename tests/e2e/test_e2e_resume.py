@@ -190,7 +190,7 @@ class BatchReader:
 
 @pytest.mark.fake_profile(
     "4.x",
-    reason="a notes compaction mid tool loop keeps a tail; on the 5.5 family that tail's thinking can't follow a client-written summary, so the loop is summarized whole instead (compact/backend.py)",
+    reason="a notes compaction mid tool loop keeps a tail; on the 5.5 family that tail's thinking can't follow a client-written summary, so the loop is summarized whole instead (compact/compaction/backend.py)",
 )
 def test_resume_after_a_notes_compaction_sends_notes_then_kept_tail_then_prompt(
     run_cli, project: Path, isolated_env: Path

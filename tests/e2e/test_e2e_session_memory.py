@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from compact.notes_template import SECTIONS, TEMPLATE
+from compact.compaction.notes_template import SECTIONS, TEMPLATE
 from core.tokens import estimate_text
 from tests.conftest import records, transcripts
 from tests.fakeapi import (
@@ -143,7 +143,7 @@ def turn(run_cli: Any, api: FakeAPI, prompt: str, first: bool = False, **env: st
 
 @pytest.mark.fake_profile(
     "4.x",
-    reason="a notes compaction mid tool loop keeps a tail; on the 5.5 family that tail's thinking can't follow a client-written summary, so the compaction is the server's summary there (compact/backend.py)",
+    reason="a notes compaction mid tool loop keeps a tail; on the 5.5 family that tail's thinking can't follow a client-written summary, so the compaction is the server's summary there (compact/compaction/backend.py)",
 )
 def test_notes_carry_a_long_session_through_compaction_and_resume(run_cli, project: Path, isolated_env: Path):
     paths = make_files(project, 34)
@@ -239,7 +239,7 @@ def test_notes_still_equal_to_the_template_fall_back_to_the_llm_summary(
 ):
     paths = make_files(project, 14)
     # T = 33% of 180K = 59,400; the update comes from 90% of T. The client's own compactions: on the 5.5
-    # family a tool loop's compaction is otherwise the server's summary (compact/backend.py)
+    # family a tool loop's compaction is otherwise the server's summary (compact/compaction/backend.py)
     env = {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "33", "COMPACT_AGENT_SERVER_COMPACTION": "0"}
     with FakeAPI() as api:
         api.on(is_notes_update, Reply.text("Nothing worth noting yet."))  # no edit: notes stay the template

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from compact.context_editing import BETA, CLEAR_TOOL_USES
-from compact.micro import CLEARED
-from compact.snip import snip_id
+from compact.context.context_editing import BETA, CLEAR_TOOL_USES
+from compact.stages.micro import CLEARED
+from compact.stages.snip import snip_id
 from tests.conftest import records, transcripts
 from tests.fakeapi import Reply
 
@@ -215,7 +215,7 @@ def test_snip_removes_a_turn_from_every_later_request_and_from_a_resumed_session
                 assert TAG.search(text_of(m["content"])), m
     # before the snip the turn is there; after it, in this run and the resumed one, it is gone. On the 5.5
     # family (the fake's default) the edit waits while the tool loop that asked for it runs, since the
-    # loop's latest thinking must come back valid (compact/binding.py): gone from the loop's end on
+    # loop's latest thinking must come back valid (compact/stages/binding.py): gone from the loop's end on
     assert len(sent) == 6  # two in turn one, three in turn two, one in turn three
     assert "apricot" in json.dumps(sent[2])
     snip_answer = results_by_id(sent[3])["toolu_snip"]

@@ -368,7 +368,7 @@ def test_cost_and_context_count_subagents_apart(tmp_path: Path, fake_api: FakeAP
     assert kinds.count("SubagentStarted") == 1 and kinds.count("SubagentFinished") == 1
     assert kinds.count("SubagentProgress") >= 6
     state = session.conv.view()
-    from compact import ledger
+    from compact.compaction import ledger
 
     text = ledger.render(ledger.derive(session.messages, str(session.settings.cwd)))
     assert f"- {run.agent_id} [completed] Find f3 modules (Explore) → {run.sidechain}" in text

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.config.settings import SettingsError, load_settings
-from compact.thresholds import compute, smallest_window
+from compact.decision.thresholds import compute, smallest_window
 from tests.fakeapi import FakeAPI
 
 

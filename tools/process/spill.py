@@ -8,7 +8,7 @@ there, so memory stays bounded however much a command prints. The tool then show
 with offset and limit. So no tool result, and no transcript line, holds more than about
 ``HEAD_BYTES``; output that fits is passed on untouched, with no file written.
 
-The budget stage (compact/budget.py) may still move a result of this size out of the context and
+The budget stage (compact/stages/budget.py) may still move a result of this size out of the context and
 show a ~2,000-character preview, which is why tools put the note first.
 """
 

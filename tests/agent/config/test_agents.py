@@ -1,5 +1,5 @@
 """Agent types (agent/config/agent_types.py), the read-only Bash rules (tools/shell/readonly.py), the Task tool's checks
-(tools/task.py) and the ledger's delegated tasks (compact/ledger.py)."""
+(tools/task.py) and the ledger's delegated tasks (compact/compaction/ledger.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from agent.config.agent_types import EXPLORE, GENERAL, load_agents, parse_agent, withheld_agents
 from agent.config.settings import load_settings
 from agent.config.trust import dialog_lines
-from compact import ledger
+from compact.compaction import ledger
 from core.messages import assistant, tool_result_block, tool_results
 from tools.base import ToolContext, ToolError
 from tools.shell.readonly import refusal

@@ -5,7 +5,7 @@ import pytest
 
 from agent.config import trust
 from agent.config.settings import DEFAULT_MODEL, SettingsError, falsy, load_settings, split_rules, truthy
-from compact.config import CompactConfig
+from compact.decision.config import CompactConfig
 
 
 @pytest.fixture

@@ -11,10 +11,10 @@ import pytest
 
 from agent import cli
 from agent.config.settings import TABLE, Settings, SettingsError, load_settings, table_of
-from compact import view
-from compact.config import CompactConfig
-from compact.state import ContextState
-from compact.view import Stage, Step, ViewContext, build_view
+from compact.decision.config import CompactConfig
+from compact.stages import view
+from compact.stages.state import ContextState
+from compact.stages.view import Stage, Step, ViewContext, build_view
 from core.messages import Message
 from core.setting import BOOL, POSITIVE_INT, help_lines, markdown_table, setting
 from scripts import gen_docs

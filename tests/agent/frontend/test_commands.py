@@ -10,7 +10,7 @@ from agent.config.settings import load_settings
 from agent.frontend import commands
 from agent.runtime.lifecycle import open_session
 from agent.runtime.session import Session
-from compact.conversation import LastCompaction
+from compact.context.conversation import LastCompaction
 from core.events import CompactFinished, Notice
 from core.messages import assistant, user_prompt
 from tests.compact.test_compactor import TEST_RUN, run_round

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from agent.frontend import commands
 from agent.frontend.ui import Renderer, complete_blocks, context_grid, numbered_diff, warning_of
-from compact import thresholds
+from compact.decision import thresholds
 from core.events import (
     CompactFailed,
     CompactFinished,

@@ -12,7 +12,8 @@ import pytest
 from agent.frontend import commands
 from agent.runtime import subagents, thinking
 from agent.runtime.loop import run_turn
-from compact import collapse_worker, notes_updater
+from compact.compaction import notes_updater
+from compact.workers import collapse_worker
 from core.model import Request
 from core.models import ALIASES, EFFORTS, family_of, learn, resolve
 from tests.conftest import make_session

@@ -11,7 +11,7 @@ from agent.runtime import lifecycle
 from agent.runtime.loop import run_turn
 from agent.runtime.wiring import FALLBACK_NOTICE
 from agent.transcript.loader import load_transcript
-from compact import cache_health
+from compact.context import cache_health
 from core.events import Notice
 from core.messages import user_prompt
 from core.model import BINDING_BETA
@@ -41,7 +41,7 @@ def test_a_refused_prefix_is_sent_again_with_drop_block_once_and_from_then_on(tm
         api.add(thought("first answer"))
         assert run_turn(session, "first question").stop_reason == "end_turn"
         # something rewrites the prefix under the thinking (what the agent must never do): here the system
-        # prompt (the pipeline's own history edits are caught before sending: compact.binding)
+        # prompt (the pipeline's own history edits are caught before sending: compact.stages.binding)
         break_prefix(session)
         api.add(thought("second answer"))
         assert run_turn(session, "second question").stop_reason == "end_turn"

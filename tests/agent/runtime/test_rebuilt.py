@@ -10,7 +10,7 @@ from pathlib import Path
 from agent.frontend import commands
 from agent.runtime import rewind, subagents
 from agent.runtime.loop import run_turn
-from compact import cache_health
+from compact.context import cache_health
 from core.events import Notice
 from tests.conftest import make_session
 from tests.e2e.test_e2e_compaction import make_files

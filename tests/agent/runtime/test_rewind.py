@@ -7,7 +7,7 @@ import time
 
 from agent.runtime import rewind
 from agent.transcript.loader import load_transcript
-from compact import notes
+from compact.compaction import notes
 from tests.agent.frontend.test_commands import chat, new_session
 from tests.agent.frontend.test_repl import ESC, repl_for
 
@@ -104,7 +104,9 @@ def test_a_rewind_takes_back_what_the_abandoned_branch_added_to_the_notes(fake_a
     conv = session.conv
     chat(session, "first", "one done")
 
-    def notes_update(text: str) -> None:  # what a completed update leaves (compact.notes_updater._run)
+    def notes_update(
+        text: str,
+    ) -> None:  # what a completed update leaves (compact.compaction.notes_updater._run)
         conv.notes_path.parent.mkdir(parents=True, exist_ok=True)
         conv.notes_path.write_text(text)
         conv.state.last_summarized_uuid = conv.messages[-1].uuid

@@ -1,5 +1,5 @@
 """No wait at an automatic compaction in a tool chain on a model with preserved thinking (issue 31's stall
-figure): the server clears old tool results (compact.context_editing), so what it counts stays clear of
+figure): the server clears old tool results (compact.context.context_editing), so what it counts stays clear of
 the blocking limit while the history as kept passes T; the compaction due at T is put off while the
 server's summary prepared in the background is still being written, and applied the moment it is
 ready — the user never waits, no thinking is dropped, and the post-compaction guard does not count a
@@ -12,14 +12,14 @@ import threading
 from pathlib import Path
 
 from agent.runtime.loop import run_turn
-from compact.preparer import WAIT_NOTICE
+from compact.workers.preparer import WAIT_NOTICE
 from core.events import CompactFailed, CompactFinished, Notice, TokenState
 from tests.conftest import make_session
 from tests.fakeapi import FakeAPI, Reply, estimate_tokens, model_info
 
 MODEL = "claude-sonnet-5-5"
 WINDOW = 60_000
-THRESHOLD = WINDOW - 20_000 - 13_000  # T (compact.thresholds)
+THRESHOLD = WINDOW - 20_000 - 13_000  # T (compact.decision.thresholds)
 PAST_T = 4  # main requests past T before the server's summary may come back
 
 

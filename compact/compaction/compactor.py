@@ -1,0 +1,539 @@
+"""Compaction: replace the conversation with a summary, then put the working state back (SPEC §8–§11).
+
+Triggers: ``/compact`` ("manual"), auto-compact over the threshold ("auto"), a prompt-too-long answer
+(reactive: recorded and hooked as "auto", shown as "reactive").
+Drops: the whole live history (or, on the session-memory path, all but a recent verbatim tail).
+Keeps: the summary, the kept tail (its old tool results cleared as microcompact would, the newest kept
+within 10% of T: the cached prefix is rewritten anyway; micro.in_tail), the working-state ledger
+(compact.compaction.ledger), restored files and plan, SessionStart hook context — in that order.
+Writes to disk: nothing until a summary is in hand; then the boundary, the summary and the new
+messages are appended to the transcript (nothing before is touched), then a compact_result record
+with the post-compaction count, so "a → b" reads the same after a resume.
+Model calls: none on the notes path; one (plus up to 3 prompt-too-long retries) for the LLM summary.
+
+    compact(conv, ports, trigger)
+      ├─ DISABLE_COMPACT? ───────────────► notice, False
+      ├─ PreCompact hooks (matcher = trigger; stdout → extra instructions)
+      ├─ method: session-memory notes (no /compact instructions) ─► else LLM summary
+      └─ finish(): ledger attachment + restore + SessionStart(compact) hooks   (computed first)
+                   → boundary, summary, ledger, restored, hook context appended; live list swapped
+                   → PostCompact hooks, post count recorded, token state reset, post-compaction guard
+
+A failure of any kind — no summary, an API error, Ctrl-C — leaves the conversation and the transcript
+exactly as they were and emits CompactFailed. Ctrl-C (errors.Interrupted) is then raised again, so the
+turn (or the REPL command) ends as "interrupted"; every other failure returns False.
+
+Failures of automatic compactions (auto and reactive) count toward the circuit breaker
+``conv.breaker`` (compact.decision.breaker); any compaction that helps resets it. Whether one helped is the
+post-compaction guard's call (compact.compaction.guard).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from compact.compaction import (
+    backend,
+    candidate,
+    guard,
+    ledger,
+    notes_compaction,
+    restore,
+    server_summary,
+    summary,
+)
+from compact.compaction.notes import save_version, template_for
+from compact.context import context_editing, coverage, discovered
+from compact.context.conversation import Conversation, LastCompaction, Ports, Trigger
+from compact.context.result import Compaction
+from compact.stages import binding, micro
+from compact.stages.state import microcompact_record, notes_record, thinking_record
+from core.errors import CompactionError, Interrupted, describe
+from core.events import CompactFailed, CompactFinished, CompactStarted, MessageRecorded, Notice
+from core.messages import Message, meta
+
+DISABLED = "Compaction is disabled (DISABLE_COMPACT is set)"
+CANCELLED = "cancelled"
+NOTHING = "there is nothing to compact yet"
+# below the least a compaction leaves (the summary's frame and the working state it must attach) there is
+# nothing to compact: the conversation would only grow (the reason starts with NOTHING_TO_COMPACT)
+NOTHING_TO_COMPACT = "nothing to compact"
+SMALL = NOTHING_TO_COMPACT + " ({pre:,} tokens; a compaction would leave {post:,})"
+SET_ASIDE_LOOP = "prepared candidate set aside: a tool loop's thinking can't follow a summary written here"
+# the attachments and the restored files may fill the context up to this share of T, no further
+RESTORE_SHARE = 0.48
+ATTACH_OF_ROOM = 0.9  # of what is left of that share: the attachments' bound (the rest: restored files)
+
+
+def compact(
+    conv: Conversation,
+    ports: Ports,
+    trigger: Trigger,
+    instructions: str | None = None,
+    reactive: bool = False,
+    *,
+    prepared: Compaction | None = None,
+    note: str = "",
+    waited: float = 0.0,
+    hooked: list[str] | None = None,
+) -> bool:
+    """Compact the conversation; True when it was replaced.
+
+    ``prepared``: a compaction made in the background (compact.workers.preparer), used instead of making one
+    now unless a PreCompact hook adds instructions it could not have followed; ``hooked``: the lines of
+    the PreCompact hooks that already ran when it was prepared (their instructions are in it: they do not
+    run again); ``note`` says what became of a candidate (shown on the compaction line); ``waited``:
+    seconds the user already waited for it."""
+    if ports.config.disable_compact:
+        ports.emit(Notice(DISABLED, "warning"))
+        return False
+    if conv.compacting:
+        return False  # never from inside another compaction (a hook, a side request)
+    if trigger == "manual":
+        conv.cancel.clear()  # a command of its own: an earlier Ctrl-C must not cancel it
+    conv.compacting = True
+    try:
+        shown = "reactive" if reactive else trigger
+        return _attempt(conv, ports, trigger, instructions, shown, prepared, note, waited, hooked)
+    finally:
+        conv.compacting = False
+
+
+def _attempt(
+    conv: Conversation,
+    ports: Ports,
+    trigger: Trigger,
+    instructions: str | None,
+    shown: str,
+    prepared: Compaction | None = None,
+    note: str = "",
+    waited: float = 0.0,
+    hooked: list[str] | None = None,
+) -> bool:
+    """One compaction, every failure turned into CompactFailed (Ctrl-C raised again afterwards)."""
+    started = time.monotonic() - waited
+    conv.last_failure = ""
+    ports.emit(CompactStarted(shown))
+    if prepared is not None and not backend.keeps_thinking_valid(prepared):
+        prepared, hooked, note = None, None, SET_ASIDE_LOOP
+    try:
+        made = _make(conv, ports, trigger, instructions, prepared, hooked)
+        if made is None:
+            conv.last_failure = NOTHING
+            ports.emit(CompactFailed(shown, NOTHING))
+            return False
+        compaction, pre_tokens, hook_lines, custom = made
+        if prepared is not None and compaction is not prepared:
+            note = "prepared candidate set aside: a PreCompact hook added instructions"
+        try:
+            return finish(
+                conv,
+                ports,
+                compaction,
+                trigger,
+                pre_tokens,
+                started,
+                shown=shown,
+                hook_lines=hook_lines,
+                candidate=note,
+            )
+        except CompactionError as e:
+            # the server's summary keeps the kept turns whole and re-attaches the working state after
+            # them: with little to replace, that can leave more than there was. The local summary keeps
+            # less (its tail without thinking), so it is tried before the compaction, and with it a
+            # reactive one's turn, is given up (issue 31: every failure falls back)
+            if compaction.stand_in is None or not str(e).startswith(NOTHING_TO_COMPACT):
+                raise
+            local = _local(conv, ports, trigger, instructions, custom)
+            lines = [*hook_lines, f"the server's summary would leave more ({e}); summarized here instead"]
+            return finish(
+                conv,
+                ports,
+                local,
+                trigger,
+                pre_tokens,
+                started,
+                shown=shown,
+                hook_lines=lines,
+                candidate=note,
+            )
+    except Interrupted:
+        ports.emit(CompactFailed(shown, CANCELLED))
+        raise
+    except CompactionError as e:
+        return _failed(conv, ports, trigger, shown, str(e))
+    except Exception as e:  # noqa: BLE001 - API errors, hook or disk trouble: the conversation stays as it was
+        if conv.cancel.is_set():  # a stream closed by Ctrl-C can surface as a transport error
+            ports.emit(CompactFailed(shown, CANCELLED))
+            raise Interrupted("interrupted") from None
+        return _failed(conv, ports, trigger, shown, describe(e))
+
+
+def _make(
+    conv: Conversation,
+    ports: Ports,
+    trigger: Trigger,
+    instructions: str | None,
+    prepared: Compaction | None = None,
+    hooked: list[str] | None = None,
+) -> tuple[Compaction, int, list[str], list[str]] | None:
+    """The compaction, the tokens before it, the lines to show and the PreCompact hooks' instructions
+    (``custom``, for a fallback made after it); None when there is nothing to
+    compact. A prepared one, else the backend compact.compaction.backend chooses: the server's summary where kept
+    turns hold thinking, else the notes (not with /compact instructions, nor in a tool loop that holds
+    thinking), else the LLM summary — and every failure of the server's ends in one of those."""
+    pre = conv.view()
+    if not pre.messages:
+        return None
+    least = least_left(conv, ports, pre.messages)
+    if pre.raw_tokens <= least:  # no summary, however short, makes it smaller: no model call
+        raise CompactionError(SMALL.format(pre=pre.raw_tokens, post=least))
+    if prepared is not None and hooked is not None:
+        return prepared, pre.raw_tokens, hooked, []  # its hooks ran when it was prepared
+    custom, hook_lines = pre_compact(ports, trigger, instructions)
+    if prepared is not None and not hook_lines:
+        return prepared, pre.raw_tokens, hook_lines, custom
+    if not (instructions and instructions.strip()) and (made := _bare(conv, ports)) is not None:
+        return made, pre.tokens, hook_lines, custom
+    plan = backend.server_plan(conv, ports)
+    if plan is not None:
+        try:
+            made = server_summary.summarize(
+                conv, ports, plan.sent, plan.kept, server_summary.instructions(custom)
+            )
+            return made, pre.raw_tokens, hook_lines, custom
+        except CompactionError as e:
+            hook_lines = [*hook_lines, f"{e}; summarized here instead"]
+    return _local(conv, ports, trigger, instructions, custom), pre.raw_tokens, hook_lines, custom
+
+
+def _local(
+    conv: Conversation, ports: Ports, trigger: Trigger, instructions: str | None, custom: list[str]
+) -> Compaction:
+    """The notes (not with /compact instructions, nor in a tool loop that holds thinking), else the LLM
+    summary of the whole view."""
+    pre = conv.view()
+    whole = bool(instructions and instructions.strip()) or backend.tool_loop_running(pre.messages)
+    compaction = None if whole else _notes(conv, ports, trigger)
+    if compaction is None:
+        compaction = summary.summarize(conv, ports, pre.tagged, custom)
+    return compaction
+
+
+def least_left(conv: Conversation, ports: Ports, messages: list[Message]) -> int:
+    """The least a compaction of ``messages`` leaves, as the view counts: the system prompt and tools,
+    the summary message with an empty summary, and the working state it attaches (compact.compaction.ledger; the
+    user's words are in it whole while they fit its budget). A conversation at or under this size has
+    nothing to compact."""
+    frame = _summary_message(conv, Compaction(method="", summary=""), "manual")
+    state = ledger.attachment(messages, [], str(conv.tools.project_dir), ports.thresholds().auto_compact)
+    cal = conv.calibration
+    return cal.scale(cal.fixed_tokens() + frame.tokens + state.message.tokens)
+
+
+def _bare(conv: Conversation, ports: Ports) -> Compaction | None:
+    """Cost-aware, on a model that keeps its thinking: at a turn boundary the notes, current up to the new
+    prompt, replace everything before it — no call, no kept turn holding thinking — where the server's
+    summary would be an uncached read of the whole context (compact.compaction.economics)."""
+    if not (ports.config.cost_aware and ports.config.notes_enabled) or not backend.server_expected(
+        conv, ports
+    ):
+        return None
+    try:
+        return notes_compaction.bare(conv, ports)
+    except OSError:
+        return None
+
+
+def _failed(conv: Conversation, ports: Ports, trigger: Trigger, shown: str, reason: str) -> bool:
+    if trigger == "auto":
+        conv.breaker.failed()
+    conv.last_failure = reason
+    ports.emit(CompactFailed(shown, reason))
+    return False
+
+
+def pre_compact(ports: Ports, trigger: str, instructions: str | None) -> tuple[list[str], list[str]]:
+    """Run PreCompact hooks; the custom instructions in order: /compact args, hook output, CLAUDE.md."""
+    hook_text = ports.hooks("PreCompact", trigger, trigger=trigger, custom_instructions=instructions or None)
+    custom = [t for t in (instructions, hook_text, ports.instructions()) if t and t.strip()]
+    lines = ["PreCompact hook output added to the summary instructions"] if hook_text else []
+    return custom, lines
+
+
+def _notes(conv: Conversation, ports: Ports, trigger: str) -> Compaction | None:
+    """The session-memory compaction, when its notes are usable (None: use the LLM summary)."""
+    if not ports.config.notes_enabled:
+        return None
+    try:
+        return notes_compaction.compact_with_notes(conv, ports, trigger)
+    except (CompactionError, OSError):
+        return None
+
+
+# --- the common finishing steps ---------------------------------------------------------------------
+
+
+def summary_text(conv: Conversation, compaction: Compaction, trigger: str) -> str:
+    """The user message that stands in for the compacted history."""
+    parts = [
+        "This session continues an earlier conversation that grew too long for the context window. "
+        "What happened before is summarized below.",
+        compaction.summary.strip(),
+    ]
+    if compaction.kept:
+        parts.append("The most recent messages of that conversation follow this summary word for word.")
+    parts.append(
+        f"Every message of the earlier conversation is in the transcript {conv.transcript_path}; "
+        "read it when you need an exact detail the summary leaves out."
+    )
+    if trigger == "auto":
+        parts.append(
+            "Carry on with the task from where it stopped. Do not recap what was done and do not "
+            "ask the user anything first: continue with the next step of the current work."
+        )
+    return "\n\n".join(parts)
+
+
+def _summary_message(conv: Conversation, compaction: Compaction, trigger: str) -> Message:
+    return Message(
+        "user", [{"type": "text", "text": summary_text(conv, compaction, trigger)}], kind="summary"
+    )
+
+
+def _segment(compaction: Compaction, kept: list[Message], anchor: str) -> dict[str, str] | None:
+    if not kept:
+        return None
+    seg = dict(compaction.preserved_segment or {})
+    seg.setdefault("headUuid", kept[0].uuid)
+    seg.setdefault("tailUuid", kept[-1].uuid)
+    seg["anchorUuid"] = anchor
+    return seg
+
+
+def _session_start(ports: Ports) -> tuple[list[Message], list[str]]:
+    context = ports.hooks("SessionStart", "compact", source="compact")
+    if not context:
+        return [], []
+    message = meta(f"Output of the SessionStart hook after the compaction:\n{context}", hookContext=True)
+    return [message], ["SessionStart hook output added to the context"]
+
+
+def finish(
+    conv: Conversation,
+    ports: Ports,
+    compaction: Compaction,
+    trigger: Trigger,
+    pre_tokens: int,
+    started: float,
+    *,
+    shown: str | None = None,
+    hook_lines: list[str] | None = None,
+    candidate: str = "",
+) -> bool:
+    """Write the compaction and swap the live list (the steps every method shares); True on success.
+
+    Everything is computed before the first write, so a failure up to the commit changes nothing.
+    """
+    shown = shown or trigger
+    old = list(conv.messages)
+    th = ports.thresholds()
+    compaction = _checked(conv, ports, compaction, old, th.auto_compact)
+    kept = [m.replace(usage=None) if m.usage is not None else m for m in compaction.kept]  # stale now
+    server = compaction.stand_in is not None
+    # the server's summary keeps the kept turns' thinking valid as long as they stay as they were sent:
+    # their old results are not cleared then
+    stale = [] if server else _stale_in_kept(conv, ports, kept)
+    visible = micro.without_calls(kept, stale)  # files whose reads stay visible in the kept tail
+    summary_msg = (
+        compaction.stand_in
+        if compaction.stand_in is not None
+        else _summary_message(conv, compaction, trigger)
+    )
+    cal = conv.calibration
+    fixed = cal.fixed_tokens() + summary_msg.tokens + micro.size_after(kept, stale)
+    # the attachments are bounded together by what is left of RESTORE_SHARE of T beside the system
+    # prompt, the tools, the summary and the tail (so a 43K window lands at or under half of T too)
+    left = round((th.auto_compact * RESTORE_SHARE - cal.scale(fixed)) / cal.ratio)
+    state = ledger.attachment(
+        old,
+        kept,
+        str(conv.tools.project_dir),
+        th.auto_compact,
+        conv.session_dir,
+        compaction.summary,
+        room=max(0, int(left * ATTACH_OF_ROOM)),
+    )
+    state = dataclasses.replace(state, message=discovered.stamp(state.message, old))  # found tools outlive it
+    base = cal.scale(fixed + state.message.tokens)  # as the server counts (the tail's old results cleared)
+    room = round((th.auto_compact * RESTORE_SHARE - base) / cal.ratio)  # in estimated tokens, like the files
+    cost_aware = ports.config.cost_aware and ports.config.auto_enabled
+    restored = restore.plan_restore(conv, ports, visible, old, room=room, tail=kept if cost_aware else None)
+    # never larger than what it replaced (the history as kept, old results the server clears included:
+    # compact.decision.tokens raw; the same as the server's count without clearing): the restored files go
+    # first (they can be read again), and when the summary, the tail and the working state alone are not
+    # smaller, nothing is compacted
+    before = conv.view().raw_tokens  # as kept: a compaction replaces what the server clears too
+    if base >= before:
+        raise CompactionError(SMALL.format(pre=before, post=base))
+    if cal.scale(fixed + state.message.tokens + sum(m.tokens for m in restored.messages)) >= before:
+        restored = restore.Restored()
+    hook_msgs, start_lines = _session_start(ports)
+    added = [state.message, *restored.messages, *hook_msgs]
+    if server and kept and kept[-1].role == "user":
+        # after the kept turns, as system messages: nothing may stand between the block and them. A
+        # system message may only follow a user message, so when the kept turns end with the model's
+        # answer (a compaction between turns: /compact) or nothing was kept, they stay user messages:
+        # appended all the same, and merged with the next prompt into one user turn
+        added = [_as_system(m) for m in added]
+
+    _commit(conv, ports, trigger, pre_tokens, old, compaction, summary_msg, kept, added)
+    _settle_thinking(conv, kept, server)
+    _move_coverage(conv, compaction, summary_msg, kept, added)
+    if stale:
+        conv.state.cleared.update(stale)
+        conv.record(microcompact_record(stale))
+    restore.apply_read_state(conv, restored, visible)
+    post_text = ports.hooks("PostCompact", trigger, trigger=trigger, compact_summary=compaction.summary)
+    post_tokens = conv.view().tokens
+    # the "a → b" figure: recorded once, so /summary after a resume shows the same b as the live line
+    conv.record(compact_result_record(post_tokens))
+    conv.state.reset_after_compaction(post_tokens)
+    conv.last_compaction = LastCompaction(
+        summary=compaction.summary,
+        trigger=trigger,
+        pre_tokens=pre_tokens,
+        post_tokens=post_tokens,
+        method=compaction.method,
+        tail_uuid=conv.messages[-1].uuid,
+        replaced=lambda: old,
+        candidate=candidate,
+    )
+    lines = [*(hook_lines or []), *start_lines, *([f"PostCompact hook: {post_text}"] if post_text else [])]
+    ports.emit(
+        CompactFinished(
+            shown,
+            pre_tokens,
+            post_tokens,
+            time.monotonic() - started,
+            compaction.method,
+            compaction.summary,
+            tuple(lines),
+            state.summary,
+            candidate,
+        )
+    )
+    guard.check(conv, ports, trigger, shown, pre_tokens, post_tokens, clears=context_editing.clears(ports))
+    return True
+
+
+def _checked(
+    conv: Conversation, ports: Ports, compaction: Compaction, old: list[Message], threshold: int
+) -> Compaction:
+    """The compaction with every passage that invents the user's words taken out (compact.compaction.candidate:
+    the same check for a prepared or a foreground one, a summary or the notes; the user's words are the
+    prompts they typed, never an earlier summary), and its text within SUMMARY_SHARE of T (a copy of
+    a paste left out, then the middle of a long one). The server's summary block stays as the server made
+    it: its thinking is bound to it."""
+    said = ledger.derive(old, str(conv.tools.project_dir)).prompts
+    text, removed = candidate.scrub(
+        compaction.summary, said, template_for(ports)
+    )  # its guide lines: nobody's words
+    cut: list[str] = []
+    if compaction.stand_in is None:
+        text, cut = candidate.bounded(text, said, int(threshold * candidate.SUMMARY_SHARE))
+    return dataclasses.replace(compaction, summary=text) if removed or cut else compaction
+
+
+COMPACT_RESULT = "compact_result"
+
+
+def _as_system(m: Message) -> Message:
+    """An attachment as an appended ``role: "system"`` message (text only; anything else stays a user
+    message, which follows the kept turns just as well)."""
+    if all(b.get("type") == "text" for b in m.content):
+        return m.replace(role="system")
+    return m
+
+
+def _settle_thinking(conv: Conversation, kept: list[Message], server: bool) -> None:
+    """After a local compaction the kept turns follow a summary the client wrote, which invalidates all
+    of their thinking: it is left out from now on, recorded once. After the server's it stays valid."""
+    counts = conv.view_ctx.thinking if conv.view_ctx is not None else binding.Counts()
+    holding = [m.uuid for m in kept if binding.holds_thinking(m)]
+    if server:
+        counts.kept_at_compaction += len(holding)
+        return
+    if holding:
+        conv.state.thinking_dropped.update(holding)
+        conv.record(thinking_record(holding, "compaction"))
+        counts.dropped_at_compaction += len(holding)
+
+
+def compact_result_record(post_tokens: int) -> dict[str, Any]:
+    """What a compaction left, written right after its messages (the boundary can't know it yet)."""
+    return {"type": "system", "subtype": COMPACT_RESULT, "isMeta": True, "postTokens": int(post_tokens)}
+
+
+def _move_coverage(
+    conv: Conversation,
+    compaction: Compaction,
+    summary_msg: Message,
+    kept: list[Message],
+    added: list[Message],
+) -> None:
+    """Carry "summarized up to here" onto the new list (compact.context.coverage): the notes keep covering what
+    they covered, and nothing of an LLM summary; recorded so a resume finds the same point."""
+    notes_path = compaction.method == notes_compaction.METHOD
+    marker = coverage.covered_after(summary_msg, kept, added, conv.state.last_summarized_uuid, notes_path)
+    conv.state.last_summarized_uuid = marker
+    if marker:
+        conv.record(notes_record(marker))
+        save_version(conv.notes_path, marker)  # what /rewind puts back (agent.runtime.rewind)
+
+
+def _stale_in_kept(conv: Conversation, ports: Ports, kept: list[Message]) -> list[str]:
+    """Old tool results of a kept tail: the compaction rewrites the cached prefix anyway, so microcompact's
+    clearing (all but the most recent few) costs nothing extra now and saves on every later request."""
+    c = ports.config
+    if not kept or not c.microcompact or c.disable_compact:
+        return []
+    return micro.in_tail(kept, conv.state, c.keep_recent, ports.thresholds().auto_compact)
+
+
+def _commit(
+    conv: Conversation,
+    ports: Ports,
+    trigger: Trigger,
+    pre_tokens: int,
+    old: list[Message],
+    compaction: Compaction,
+    summary_msg: Message,
+    kept: list[Message],
+    added: list[Message],
+) -> None:
+    """Append the boundary, the summary and the new messages; swap the live list."""
+    with conv.lock:
+        conv.writer.append_boundary(
+            trigger,
+            pre_tokens,
+            logical_parent_uuid=old[-1].uuid if old else None,
+            preserved_segment=_segment(compaction, kept, summary_msg.uuid),
+        )
+        for m in [summary_msg, *added]:  # kept messages are in the transcript already
+            conv.writer.append_message(m)
+        conv.messages = [summary_msg, *kept, *added]
+        if conv.view_ctx is not None:
+            conv.view_ctx.sent = conv.view_ctx.sent_tagged = (
+                None  # a compaction point: the next request starts a new prefix
+            )
+    for m in [summary_msg, *added]:
+        ports.emit(MessageRecorded(m))
+
+
+def nothing_new_since_compaction(conv: Conversation) -> bool:
+    """True when nothing was added since the last compaction (compacting again would change nothing)."""
+    last = conv.last_compaction
+    return bool(last and conv.messages and conv.messages[-1].uuid == last.tail_uuid)

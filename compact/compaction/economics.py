@@ -1,0 +1,151 @@
+"""Cost-aware compaction: when a reset pays for itself, by the prompt cache's arithmetic (issue 33).
+
+Every request reads its whole prefix back from the prompt cache, so a context of P tokens costs
+P × read on every request it is sent with. A compaction replaces it with R tokens: the system prompt and
+tools (still cached), plus the summary, tail and attachments, which are written to the cache once more.
+It pays once
+
+    requests left × (P − R) × read  >  (R − fixed) × write + the compaction's call
+
+Prices are the model family's (core.models), relative to an uncached input token: a cache write 1.25, a
+cache read the family's (a tenth of input unless the table says otherwise), output the family's ratio.
+The compaction's call, by the backend the next compaction would use (compact.compaction.backend):
+
+    notes       a notes update reads P from the cache and writes a few hundred tokens (none when the notes
+                are current already: then the compaction makes no call at all)
+    summary     the local summary reads P from the cache and writes ~2,500 tokens
+    server      the server's summary, priced as an uncached read of P (whether it reads the prompt cache
+                is not documented: the worst case) plus its output
+
+The requests left are unknown: the cycle so far is the estimate (a conversation that has made n requests
+since the last compaction point is taken to make n more: the longer a piece of work has run, the longer it
+is expected to go on). R is what the last compaction left, or, before the first, the system prompt and tools
+plus RESET_SHARE of T.
+
+``point`` turns that into a token count — the smallest P at which a reset pays now — which auto-compact and
+the background preparation use in place of the threshold T (compact.autocompact, compact.workers.preparer) when
+``costAwareCompaction`` is on, for the notes and the server's summary (the local summary, which keeps
+nothing verbatim, still runs at T). It is never below FLOOR_SHARE of T nor twice R (a compaction must free
+something worth having; below that there is nothing to compact), and never above T: at T a compaction runs
+whatever the arithmetic says, as before. The budgets of a compaction (tail, ledger, restored files) stay
+scaled by T. What is restored follows the same arithmetic (compact.compaction.restore.worth_restoring).
+
+Pure arithmetic over the conversation's state; no I/O, no model calls.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from compact.context.conversation import Conversation, Ports
+from core.messages import Message
+from core.models import family_of
+
+WRITE = 1.25  # a cache write, relative to an uncached input token (every family)
+READ = 0.1  # a cache read, unless the family's table says otherwise
+NOTES_OUT = 500  # output tokens of a notes update (a few Edit calls)
+SUMMARY_OUT = 2_500  # output tokens of the local summary (its analysis and the summary)
+SERVER_OUT = 1_000  # output tokens of the server's summary
+RESET_SHARE = 0.08  # before the first compaction, R = the system prompt and tools + this share of T
+FLOOR_SHARE = 0.15  # never compact for cost below this share of T
+# on a model that keeps its thinking, a turn boundary with current notes compacts from this share of T:
+# the turn that follows would otherwise likely reach T inside its tool loop, where only the server's
+# summary (an uncached read of the whole context) keeps the loop's thinking valid
+BOUNDARY_SHARE = 0.5
+KINDS = ("notes-current", "notes", "summary", "server")
+# the backends a compaction may run early with: the notes (the tail kept verbatim, the notes written from
+# the whole history) and the server's summary (the kept turns as they were). The local summary keeps
+# nothing verbatim and its ~2,500 written tokens rarely pay back early: it runs at T, as before
+EARLY_KINDS = ("notes-current", "notes", "server")
+
+
+@dataclass(frozen=True)
+class Prices:
+    """A model's prices relative to an uncached input token."""
+
+    read: float = READ
+    write: float = WRITE
+    output: float = 5.0
+
+    @classmethod
+    def of(cls, model: str) -> Prices:
+        family = family_of(model)
+        read = family.cache_read / family.price_in if family.cache_read is not None else READ
+        return cls(read=read, output=family.price_out / family.price_in)
+
+
+def call_cost(kind: str, tokens: int, prices: Prices) -> float:
+    """What the compaction's own model call costs for a context of ``tokens`` (see the docstring)."""
+    if kind == "notes-current":
+        return 0.0
+    if kind == "notes":
+        return tokens * prices.read + NOTES_OUT * prices.output
+    if kind == "summary":
+        return tokens * prices.read + SUMMARY_OUT * prices.output
+    if kind == "server":
+        return tokens * 1.0 + SERVER_OUT * prices.output
+    raise ValueError(f"unknown compaction kind: {kind}")
+
+
+def pays(tokens: int, post: int, fixed: int, left: int, kind: str, prices: Prices) -> bool:
+    """Whether a reset from ``tokens`` to ``post`` (``fixed`` of it still cached) pays for itself over
+    ``left`` more requests."""
+    saved = left * max(0, tokens - post) * prices.read
+    return saved > max(0, post - fixed) * prices.write + call_cost(kind, tokens, prices)
+
+
+def break_even(post: int, fixed: int, left: int, kind: str, prices: Prices) -> float:
+    """The smallest context at which ``pays`` holds (infinite when none does: too few requests left to
+    win back the call)."""
+    a = {"notes-current": 0.0, "notes": prices.read, "summary": prices.read, "server": 1.0}[kind]
+    b = call_cost(kind, 0, prices)
+    slope = left * prices.read - a
+    if slope <= 0:
+        return math.inf
+    return (max(0, post - fixed) * prices.write + b + left * prices.read * post) / slope
+
+
+def requests_in_cycle(messages: list[Message], after: str | None = None) -> int:
+    """Main requests since the last compaction point, counted by their replies in the live list: those
+    after message ``after`` (the last one the compaction added), else after its summary (a kept tail's
+    replies were counted in the cycle before)."""
+    at = (
+        next((i for i in range(len(messages) - 1, -1, -1) if messages[i].uuid == after), None)
+        if after
+        else None
+    )
+    if at is None:
+        at = max((i for i, m in enumerate(messages) if m.kind in ("summary", "compaction")), default=-1)
+    return sum(1 for m in messages[at + 1 :] if m.role == "assistant")
+
+
+def post_estimate(conv: Conversation, threshold: int) -> tuple[int, int]:
+    """(R, fixed): what a compaction is expected to leave, and the part of it that stays cached."""
+    cal = conv.calibration
+    fixed = cal.scale(cal.fixed_tokens())
+    last = conv.last_compaction
+    if last is not None and last.post_tokens > fixed:
+        return last.post_tokens, fixed
+    return fixed + int(threshold * RESET_SHARE), fixed
+
+
+def model_name(ports: Ports) -> str:
+    return ports.request([], tools=False).model
+
+
+def point(conv: Conversation, ports: Ports, kind: str, threshold: int | None = None) -> int:
+    """The context size from which a compaction of ``kind`` pays now (see the docstring): between
+    max(FLOOR_SHARE × T, 2R) and T; T itself when cost-aware compaction is off."""
+    th = threshold if threshold is not None else ports.thresholds().auto_compact
+    if not ports.config.cost_aware or kind not in EARLY_KINDS:
+        return th
+    last = conv.last_compaction
+    with conv.lock:
+        left = requests_in_cycle(conv.messages, last.tail_uuid if last is not None else None)
+    post, fixed = post_estimate(conv, th)
+    even = break_even(post, fixed, left, kind, Prices.of(model_name(ports)))
+    low = max(th * FLOOR_SHARE, 2 * post)
+    if not math.isfinite(even):
+        return th
+    return int(min(th, max(low, math.ceil(even))))

@@ -1,0 +1,202 @@
+"""What compaction works on (``Conversation``) and the few services it reaches through (``Ports``).
+
+Every function of compact/ that needs more than a message list takes ``(conversation, ports)`` — never
+a session. ``compact.start.conversation()`` builds a ready Conversation for given Ports once, at
+start-up; ``agent/runtime/session.py`` and a test's bench call it, the test with the loopback fake API and a real
+``TranscriptWriter``, and need nothing else.
+
+Conversation — the state of one conversation as compaction sees it:
+  messages     the live list: what follows the last compaction boundary, as it happened
+  state        the stages' sticky decisions (compact.stages.state), replayed from the transcript on resume
+  writer       the append-only transcript (anything with the ``TranscriptSink`` methods)
+  tools        the tools' context: the "files read" state and path resolution (compact.compaction.restore)
+  calibration  real / estimated token ratio (compact.decision.tokens)
+  lock, cancel one lock for the list and the transcript; the turn's Ctrl-C
+  counters     compacting, breaker (compact.decision.breaker), reactive_compacted, current_prompt_uuid
+  workers      the background workers by name ("notes", "collapse", "prepare"), each owned and typed by
+               its own module (compact.compaction.notes_updater, compact.workers.collapse_worker, compact.workers.preparer) on the
+               one base, compact.context.worker; the conversation only holds them
+  view_ctx     the view's context and caches (compact.stages.view)
+
+Ports — what compaction needs from the floors above it:
+  model        anything with ``stream(req, cancel=, emit_text=) -> Message`` (core.model.Model)
+  emit         the event sink (core.events)
+  request      builds a Request sharing the main conversation's system prompt and tools
+  thresholds   the current thresholds (compact.decision.thresholds), which depend on the model and settings
+  account      counts the usage of a side request (notes, summary, collapse) toward the session's cost
+  hooks        runs a hook event, reports failures, returns what successful hooks printed
+  instructions the "Compact Instructions" of CLAUDE.md; instruction_files: those files' paths
+  offers_compaction  whether the main model offers the server's on-demand summary (compact.compaction.backend)
+  preserves_thinking whether the main model binds thinking to its prefix (server-side clearing then)
+  config       the compaction settings (compact.decision.config)
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal, Protocol
+
+from compact.decision.breaker import Breaker
+from compact.decision.config import CompactConfig
+from compact.decision.thresholds import Thresholds
+from compact.decision.tokens import Calibration
+from compact.stages.state import ContextState
+from compact.stages.view import View, ViewContext, build_view
+from core.events import Event, Notice
+from core.messages import Message
+from core.model import Model, Request
+from tools.base import ToolContext
+
+# what started a compaction, as recorded on its boundary (a reactive one is recorded as "auto")
+Trigger = Literal["manual", "auto"]
+
+
+class TranscriptSink(Protocol):
+    """The append-only transcript (agent.transcript.writer.TranscriptWriter is the real one)."""
+
+    path: Path
+
+    def append_message(self, m: Message) -> dict[str, Any]: ...
+
+    def append_record(self, rec: dict[str, Any]) -> dict[str, Any]: ...
+
+    def append_boundary(
+        self,
+        trigger: Trigger,
+        pre_tokens: int,
+        logical_parent_uuid: str | None,
+        preserved_segment: dict[str, str] | None = None,
+    ) -> dict[str, Any]: ...
+
+
+def _no_hooks(event: str, match_value: str | None, **fields: Any) -> str:
+    return ""
+
+
+def _nothing() -> str:
+    return ""
+
+
+def _no_files() -> list[Path]:
+    return []
+
+
+def _no_thinking(req: Request) -> None:
+    return None
+
+
+def _no() -> bool:
+    return False
+
+
+@dataclass
+class Ports:
+    model: Model
+    emit: Callable[[Event], None]
+    request: Callable[..., Request]
+    thresholds: Callable[[], Thresholds]
+    account: Callable[[Message], None]
+    hooks: Callable[..., str] = _no_hooks
+    instructions: Callable[[], str] = _nothing
+    instruction_files: Callable[[], list[Path]] = _no_files
+    # sets extended thinking on a main-loop request (budget, max_tokens); side requests never think
+    thinking: Callable[[Request], None] = _no_thinking
+    # whether the model of the main requests offers the server's on-demand summary (compact.compaction.backend)
+    offers_compaction: Callable[[], bool] = _no
+    # whether the main model binds thinking to its prefix (preserved thinking): the server clears old tool
+    # results then, unless the user set contextEditing (compact.context.context_editing.automatic)
+    preserves_thinking: Callable[[], bool] = _no
+    config: CompactConfig = field(default_factory=CompactConfig)
+
+    def notice(self, text: str, level: str = "info") -> None:
+        self.emit(Notice(text, level))
+
+
+@dataclass(frozen=True)
+class LastCompaction:
+    """What /summary and /history show of the last compaction (a resumed one: read from its records)."""
+
+    summary: str
+    trigger: str  # a Trigger; "?" when a resumed boundary did not record one
+    pre_tokens: int
+    post_tokens: int
+    method: str  # "notes", "summary", or "resumed"
+    tail_uuid: str | None  # the last live message right after it (None after a resume)
+    # the messages it replaced; a resumed session reads them from the transcript when asked
+    replaced: Callable[[], list[Message]]
+    candidate: str = ""  # "prepared" when a background candidate was applied, or why one was refused
+
+
+class Worker(Protocol):
+    """A background worker a conversation holds (the notes updater, the collapser)."""
+
+    @property
+    def busy(self) -> bool: ...
+
+
+@dataclass(eq=False)
+class Conversation:
+    writer: TranscriptSink
+    session_dir: Path
+    tools: ToolContext
+    messages: list[Message] = field(default_factory=list)
+    state: ContextState = field(default_factory=ContextState)
+    calibration: Calibration = field(default_factory=Calibration)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    compacting: bool = False  # a compaction is running (no recursion from side requests or hooks)
+    breaker: Breaker = field(default_factory=Breaker)  # of automatic compaction
+    reactive_compacted: bool = False  # the once-per-turn reactive compaction was used
+    current_prompt_uuid: str | None = None  # the typed prompt of the turn in progress (Snip can't take it)
+    window_limit: int | None = None  # a smaller window the server told us about (prompt too long)
+    last_compaction: LastCompaction | None = None
+    # files restored by the last compaction: path -> (mtime, size, lines shown, lines) (compact.compaction.restore)
+    restored: dict[str, tuple[float, int, int, int]] = field(default_factory=dict)
+    guard_warned: bool = False  # the post-compaction guard said what fills the context (once until a success)
+    # why the last compaction replaced nothing (CompactFailed's reason; "" after one that did): /compact says it
+    last_failure: str = ""
+    workers: dict[str, Worker] = field(default_factory=dict)
+    view_ctx: ViewContext | None = None
+    # preserved thinking's escape hatch once a request needed it ("drop_block"): every later request of
+    # this conversation sends it (SPEC §17); stored in the transcript, so a resume sends it too
+    thinking_binding: str | None = None
+    # cache diagnostics: the id of the last main reply (the next main request names it), the compaction
+    # it followed, and the misses the server reported (compact.context.cache_health)
+    last_reply_id: str | None = None
+    compaction_seen: LastCompaction | None = None
+    # the history was rebuilt otherwise (a rewind, a model switch): like a compaction, a point where a
+    # cache miss is expected
+    rebuild_point: bool = False
+    # thinking blocks left out because the model now in use can't read them (a /model switch), counted
+    foreign_thinking_dropped: int = 0
+    cache_misses: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def transcript_path(self) -> Path:
+        return self.writer.path
+
+    @property
+    def results_dir(self) -> Path:
+        return self.session_dir / "tool-results"
+
+    @property
+    def notes_path(self) -> Path:
+        return self.session_dir / "session-memory" / "summary.md"
+
+    def append(self, message: Message) -> None:
+        """Add a message to the live list and the transcript together (never one without the other)."""
+        with self.lock:
+            self.messages.append(message)
+            self.writer.append_message(message)
+
+    def record(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """Append one of our non-message records (compact.stages.state lists them) to the transcript."""
+        with self.lock:
+            return self.writer.append_record(rec)
+
+    def view(self) -> View:
+        """The model's view right now: the registered stages over the live list (compact.stages.view)."""
+        assert self.view_ctx is not None, "build the conversation with compact.start.conversation()"
+        return build_view(self.messages, self.view_ctx)

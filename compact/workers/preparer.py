@@ -1,0 +1,572 @@
+"""Compaction prepared in the background, so an automatic compaction costs the user no waiting (SPEC §15).
+
+Triggers  ``start_if_due`` (after each main response, from compact.request_cycle.after_response): once the context
+          reaches the preparation level P (below the auto-compact threshold T, chosen from measurements, see
+          ``level``), one candidate is prepared per compaction cycle in a background thread: a session-notes
+          update when the notes are on (compact.compaction.notes_updater), else a summary request (compact.compaction.summary's,
+          text only) over the model's view as it stands (right after a compaction that left the context at P
+          already, at once). One in flight at a time; a failed one is not tried again before the next
+          compaction. A summary still in flight when a compaction is applied (the notes' fallback) becomes the
+          next cycle's: that compaction only replaced messages it saw, so it may replace that compaction's
+          summary and attachments too (``rebase``); a newer candidate replaces an older one only when it
+          completes. ``at_threshold`` (auto-compact, at T): applies the newest completed candidate that passes
+          compact.compaction.candidate's checks — what it covers, by message identity, is replaced; everything after it
+          stays verbatim. With none usable yet but one in flight, the compaction is put off while the context
+          stays clear of the blocking limit B (at most DEFER_ROOM past T); near it the user waits for it, and
+          is told so and for how long. With none at all (the context jumped from below P to T, or the
+          candidate failed or was refused), the foreground compaction of compact.compaction.compactor.
+Writes    nothing itself: the compactor writes the boundary, the summary and the kept tail.
+Model calls one side request per candidate (same system, tools and message prefix: the prompt cache),
+          on the short retry budget of a compaction's own requests, quietly.
+
+    P ─────────── candidate in flight ──────────── T ── apply the ready one (wait 0) ── B
+                                                    └─ not ready: carry on ─ near B: wait, say so
+
+A candidate that was never applied is money spent: ``Stats`` counts prepared, applied, rejected and
+wasted ones (benchmarks/stall.py prints them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+from compact.compaction import (
+    backend,
+    compactor,
+    economics,
+    ledger,
+    notes_compaction,
+    notes_updater,
+    server_summary,
+    summary,
+)
+from compact.compaction.candidate import (
+    REQUIRED_SUMMARY_SECTIONS,
+    Candidate,
+    fingerprint,
+    still_covered,
+    validate,
+)
+from compact.compaction.notes import headers, section_name, template_for
+from compact.context import coverage
+from compact.context.conversation import Conversation, Ports
+from compact.context.result import Compaction
+from compact.context.worker import Worker, failure
+from core.events import Notice
+from core.messages import Message
+
+MIN_SHARE, MAX_SHARE = 0.30, 0.92  # P stays within these shares of T (see level)
+DEFAULT_SHARE = {"notes": 0.80, "summary": 0.70, "server": 0.70}  # before anything was measured
+# before a candidate of a kind was timed: its time in main steps (a notes update reads the whole
+# context and writes a few edits: ~4 replies' time; a summary writes ~20K tokens: ~10)
+PRIOR_STEPS = {"notes": 4.0, "summary": 10.0, "server": 10.0}
+LEAD = 1.3  # margin on the expected time
+# notes and kept tail may take this share of T when applied from a prepared update (the usual one, 45%,
+# keeps room for restored files; a tail that began at P holds the recent reads verbatim anyway)
+PREPARED_SHARE = 0.6
+CANDIDATE_TIMEOUT = 180.0  # seconds before a background summary is abandoned
+# a compaction is put off, waiting for its candidate, at most this far past T (the default distance from
+# T to the blocking limit): a lowered threshold (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE) is still honoured
+DEFER_ROOM = 10_000
+# with the server clearing old tool results, a compaction may be put off while the history as kept stays
+# under this many windows (what the server counts stays under B)
+RAW_ROOM = 2.0
+WAIT_NOTICE = "Waiting for the compaction prepared in the background (running for {s:.0f}s)…"
+HOOK_NOTICE = "PreCompact hook output added to the instructions of the compaction prepared in the background"
+PREPARED = "prepared"
+WORKER = "prepare"  # its name among the conversation's workers
+
+
+@dataclass
+class Stats:
+    prepared: int = 0
+    applied: int = 0
+    rejected: int = 0
+    wasted: int = 0
+    waited: list[float] = field(default_factory=list)  # seconds the user waited at each automatic compaction
+    blocked: list[float] = field(default_factory=list)  # of which blocked on a model request
+
+
+@dataclass
+class Preparer(Worker):
+    """Per-session state: the cycle's candidate, measurements that place P, and the counts. Its thread
+    (compact.context.worker) runs a summary or the server's summary; a notes candidate runs on the notes' own."""
+
+    thread_name: ClassVar[str] = "compaction-candidate"
+
+    clock: Callable[[], float] = time.monotonic
+    cycle: int = -1  # id of conv.last_compaction when this cycle's candidate was started
+    kind: str = ""  # "notes" | "summary" | "server" for the cycle's candidate
+    started_at: float = 0.0
+    ready: Candidate | None = None
+    failed: str = ""  # why the cycle's candidate failed ("" when it did not)
+    last_rejected: str = ""  # the reason the last candidate was refused (shown by /summary and /context)
+    seconds: dict[str, float] = field(default_factory=dict)  # measured time per kind of candidate
+    growth: float = 0.0  # tokens per second, measured between responses (smoothed)
+    step_seconds: float = 0.0  # seconds between responses (smoothed)
+    last: tuple[float, int] | None = None
+    step: int = 0  # the last response's growth in tokens
+    notes_done: bool = False  # this cycle's notes update has finished (its edits and marker are in)
+    # after a compaction applied while the next summary was in flight: (what that compaction added —
+    # its summary and attachments —, what it dropped); the next one saw all it dropped, so it may
+    # replace what stood in for those messages too
+    rebase: tuple[frozenset[str], frozenset[str]] | None = None
+    stats: Stats = field(default_factory=Stats)
+    # the server's summary prepared ahead (kind "server"): its Compaction, kept turns still to be filled in
+    server_ready: Compaction | None = None
+    # the PreCompact hooks ran when this cycle's candidate was started: their instructions went into
+    # its request and their lines are shown with the compaction (None: they have not run this cycle)
+    hook_lines: list[str] | None = None
+    custom: list[str] = field(default_factory=list)  # the instructions they and CLAUDE.md gave
+
+
+def _preparer(conv: Conversation) -> Preparer:
+    with conv.lock:
+        p = conv.workers.get(WORKER)
+        if not isinstance(p, Preparer):
+            p = conv.workers[WORKER] = Preparer()
+        return p
+
+
+def preparer(conv: Conversation) -> Preparer | None:
+    """The conversation's preparer, if it has one yet."""
+    p = conv.workers.get(WORKER)
+    return p if isinstance(p, Preparer) else None
+
+
+def level(p: Preparer, threshold: int, blocking: int, kind: str) -> int:
+    """The preparation level P: the blocking limit B (a compaction may be put off until close to it)
+    minus the tokens the conversation is expected to add while a candidate of this kind is prepared —
+    its measured time (before the first, PRIOR_STEPS main steps' time) × the measured growth rate ×
+    LEAD — within 30–92% of T (the later it starts, the shorter the verbatim tail it leaves: the cap
+    was 85%, which left text-turn sessions a longer tail than needed, 1.03–1.06x the bill). At a 200K
+    window with a model that answers in 2 s, a notes update taking 8 s and a summary 20 s, a text-turn
+    session starts notes at the cap and a summary in the 80s; a tool chain adding ~5,500 tokens a step
+    at a 100K window starts a summary at the 30% floor, right after the previous compaction."""
+    seconds = p.seconds.get(kind)
+    if seconds is None and p.step_seconds > 0:
+        seconds = PRIOR_STEPS[kind] * p.step_seconds
+    if seconds is None or p.growth <= 0:
+        return int(threshold * DEFAULT_SHARE[kind])
+    # the last response before B where a compaction can still be put off is one step short of it
+    start = blocking - p.step - seconds * p.growth * LEAD
+    return int(min(threshold * MAX_SHARE, max(threshold * MIN_SHARE, start)))
+
+
+def _cycle(conv: Conversation) -> int:
+    return id(conv.last_compaction) if conv.last_compaction is not None else 0
+
+
+def active(conv: Conversation, ports: Ports) -> bool:
+    """Whether this conversation prepares its compactions ahead (auto-compact on, not a side request)."""
+    return ports.config.auto_enabled and ports.config.prepare_compaction
+
+
+# --- before T --------------------------------------------------------------------------------------------
+
+
+def start_if_due(conv: Conversation, ports: Ports, tokens: int) -> bool:
+    """Measure growth; start this cycle's candidate once the context reaches P. True while this cycle's
+    candidate owns the notes (the notes' own schedule must then not start another update)."""
+    p = _preparer(conv)
+    _measure(p, tokens)
+    if not active(conv, ports) or conv.compacting:
+        return False
+    threshold, blocking = ports.thresholds().auto_compact, _limit(ports)
+    kind = _kind(conv, ports)
+    if (
+        ports.config.cost_aware
+    ):  # prepared ahead of where a compaction pays for itself (compact.compaction.economics)
+        threshold = economics.point(conv, ports, kind, threshold)
+    if p.cycle == _cycle(conv):
+        if p.kind == "notes" and p.notes_done and _notes_plan(conv, ports) is None:
+            if not p.failed and not p.running and tokens >= level(p, threshold, blocking, "summary"):
+                _start_summary(conv, ports, p, p.custom)  # the notes can't serve this compaction: summarize
+        return p.kind == "notes"
+    if p.running or tokens < level(p, threshold, blocking, kind):
+        return False  # (one in flight at a time: an older one, overtaken by a compaction, ends first)
+    if kind == "server" and backend.server_plan(conv, ports) is None:
+        return False  # the server's summary needs a request sent since the compaction point: next time
+    return _start(conv, ports, p, tokens)
+
+
+def _start(conv: Conversation, ports: Ports, p: Preparer, tokens: int) -> bool:
+    """Start this cycle's candidate; True when it is a notes update."""
+    if p.ready is not None or p.kind:
+        _discard(p)  # the previous cycle's, never used
+    p.cycle, p.failed, p.rebase, p.last_rejected = _cycle(conv), "", None, ""
+    p.started_at = p.clock()
+    # the PreCompact hooks run now, so what they print goes into this candidate's request (run at the
+    # threshold, instructions would leave the candidate unusable and the user waiting)
+    p.custom, p.hook_lines = compactor.pre_compact(ports, "auto", None)
+    if p.hook_lines:
+        ports.emit(Notice(HOOK_NOTICE, "info"))
+    plan = backend.server_plan(conv, ports)
+    if plan is not None:
+        _start_server(conv, ports, p, plan)
+        return False
+    if _notes_usable(conv, ports) and not p.hook_lines:  # the notes can't follow instructions
+        p.kind, p.notes_done = "notes", False
+        p.stats.prepared += 1
+        notes_updater.update_in_background(conv, ports, on_done=lambda ok: _notes_done(p, ok))
+        return True
+    _start_summary(conv, ports, p, p.custom)
+    return False
+
+
+def has_candidate(conv: Conversation) -> bool:
+    """Whether this cycle's candidate was started (ready, in flight or done)."""
+    p = preparer(conv)
+    return p is not None and p.cycle == _cycle(conv) and bool(p.kind)
+
+
+def candidate_ready(conv: Conversation) -> bool:
+    """Whether this cycle's candidate has completed (its call is paid for: applying it costs none)."""
+    p = preparer(conv)
+    if p is None or p.cycle != _cycle(conv) or p.failed:
+        return False
+    return p.server_ready is not None or p.ready is not None or (p.kind == "notes" and p.notes_done)
+
+
+def _kind(conv: Conversation, ports: Ports) -> str:
+    """The kind of candidate this cycle would start (compact.compaction.backend's choice, asked ahead)."""
+    if backend.server_expected(conv, ports):
+        return "server"
+    return "notes" if _notes_usable(conv, ports) else "summary"
+
+
+def _start_server(conv: Conversation, ports: Ports, p: Preparer, plan: backend.ServerPlan) -> None:
+    """The server's summary of the last request's messages, in a daemon thread (the documented recipe:
+    summarize what was sent, keep working, replace exactly that when it returns)."""
+    p.kind = "server"
+    p.stats.prepared += 1
+    p.start(
+        _serve, conv, ports, p, plan.sent, server_summary.instructions(p.custom), timeout=CANDIDATE_TIMEOUT
+    )
+
+
+def _serve(
+    conv: Conversation, ports: Ports, p: Preparer, sent: list[Message], instructions: str | None
+) -> None:
+    try:
+        p.server_ready = server_summary.summarize(conv, ports, sent, [], instructions, cancel=p.cancel)
+        p.seconds["server"] = p.clock() - p.started_at
+    except Exception as e:  # noqa: BLE001 - a failed candidate costs this cycle's preparation, nothing else
+        p.failed = failure(e)
+
+
+def _measure(p: Preparer, tokens: int) -> None:
+    now = p.clock()
+    if p.last is not None:
+        dt, grown = now - p.last[0], tokens - p.last[1]
+        p.step = max(0, grown)
+        if dt > 0 and grown > 0:  # a compaction in between shrank it: no measure
+            rate = grown / dt
+            p.growth = rate if p.growth <= 0 else 0.7 * p.growth + 0.3 * rate
+            p.step_seconds = dt if p.step_seconds <= 0 else 0.7 * p.step_seconds + 0.3 * dt
+    p.last = (now, tokens)
+
+
+def _notes_usable(conv: Conversation, ports: Ports) -> bool:
+    w = conv.workers.get("notes")
+    return ports.config.notes_enabled and not (w is not None and getattr(w, "reported", False))
+
+
+def _notes_done(p: Preparer, ok: bool) -> None:
+    p.seconds["notes"] = p.clock() - p.started_at
+    p.notes_done = True
+    if not ok:
+        p.failed = "the notes update failed"
+
+
+def _discard(p: Preparer) -> None:
+    if (p.ready is not None or p.server_ready is not None or p.kind == "notes") and not p.failed:
+        p.stats.wasted += 1
+    p.ready, p.server_ready, p.kind = None, None, ""
+
+
+def _start_summary(conv: Conversation, ports: Ports, p: Preparer, custom: list[str]) -> None:
+    """Snapshot the view on this thread; the request runs in a daemon thread."""
+    with conv.lock:
+        view = conv.view()
+    seen_messages = list(view.messages)
+    covers = len(seen_messages)
+    while covers and seen_messages[covers - 1].role == "assistant" and seen_messages[covers - 1].tool_uses:
+        covers -= 1  # calls still waiting for their results: seen, not covered
+    if covers == 0:
+        return
+    request_messages = notes_updater._without_open_calls(list(view.tagged))
+    seen = tuple((m.uuid, fingerprint(m)) for m in seen_messages)
+    replaced = sum(m.tokens for m in seen_messages[:covers])
+    p.kind, p.started_at = "summary", p.clock()
+    p.stats.prepared += 1
+    p.start(_summarize, ports, p, request_messages, custom, seen, covers, replaced, timeout=CANDIDATE_TIMEOUT)
+
+
+def _summarize(
+    ports: Ports,
+    p: Preparer,
+    messages: list[Message],
+    custom: list[str],
+    seen: tuple[tuple[str, str], ...],
+    covers: int,
+    replaced: int,
+) -> None:
+    try:
+        req = summary.summary_request(ports, messages, summary.build_instruction(custom))
+        req.retry = "background"  # nobody waits for it yet: quiet, and a failure costs only this cycle
+        reply = ports.model.stream(req, cancel=p.cancel, emit_text=False)
+        ports.account(reply)
+        text = summary.check_reply(reply)
+        if p.ready is not None:
+            p.stats.wasted += 1  # a newer one replaces an older one, unused, when it completes
+        p.ready = Candidate(
+            method="summary",
+            summary=text,
+            seen=seen,
+            covers=covers,
+            replaced_tokens=replaced,
+            stop_reason=reply.stop_reason,
+            raw=reply.text,
+            seconds=p.clock() - p.started_at,
+            usage=dict(reply.usage or {}),
+        )
+        p.seconds["summary"] = p.ready.seconds
+    except Exception as e:  # noqa: BLE001 - a failed candidate costs this cycle's preparation, nothing else
+        p.failed = failure(e)
+
+
+# --- at T ------------------------------------------------------------------------------------------------
+
+
+def at_threshold(
+    conv: Conversation, ports: Ports, tokens: int, compact: Callable[..., bool], counted: int | None = None
+) -> bool:
+    """Compact at T from a prepared candidate when there is a usable one; True when the conversation was
+    replaced. ``compact`` is compact.compaction.compactor.compact (passed in: the compactor calls back into us).
+    ``tokens``: what the history weighs; ``counted``: what the server counts of it (less, when it clears
+    old tool results: compact.context.context_editing) — the blocking limit holds that, so a compaction waiting
+    for its candidate is put off while ``counted`` stays clear of B (and the history within RAW_ROOM
+    windows: past it, a failed candidate's fallback would have too much to summarize)."""
+    p = _preparer(conv)
+    th = ports.thresholds()
+    threshold, limit = th.auto_compact, _limit(ports)
+    counted = tokens if counted is None else min(tokens, counted)
+    clear = counted + max(p.step, (limit - threshold) // 4) < limit and tokens < RAW_ROOM * th.window
+    cycle_ok = p.cycle == _cycle(conv)
+    made = _usable(conv, ports, p) if cycle_ok else None
+    if made is not None:
+        return _apply(conv, ports, p, made, compact, waited=0.0)
+    in_flight = cycle_ok and (p.running or (p.kind == "notes" and not p.notes_done))
+    if in_flight and clear:
+        return False  # not ready yet and still clear of B: carry on, it will be soon
+    if clear and counted < tokens and active(conv, ports) and not (cycle_ok and p.failed):
+        # none started yet (the server's summary needs a request sent since the last compaction point),
+        # and the server clears what keeps it clear of B: start one after the next response, not the
+        # user's wait now
+        return False
+    if in_flight:
+        waited = _wait(conv, ports, p)
+        made = _usable(conv, ports, p)
+        if made is not None:
+            return _apply(conv, ports, p, made, compact, waited=waited)
+    note = f"prepared candidate refused: {p.last_rejected}" if p.last_rejected and cycle_ok else ""
+    if cycle_ok and (p.ready is not None or p.kind):
+        _discard(p)
+    started = p.clock()
+    done = compact(conv, ports, "auto", note=note)
+    p.stats.waited.append(p.clock() - started)
+    p.stats.blocked.append(p.stats.waited[-1])  # its own request, mostly
+    return done
+
+
+def _limit(ports: Ports) -> int:
+    """How far a compaction may be put off: the blocking limit, at most DEFER_ROOM past T."""
+    th = ports.thresholds()
+    return min(th.blocking, th.auto_compact + DEFER_ROOM)
+
+
+def _wait(conv: Conversation, ports: Ports, p: Preparer) -> float:
+    """Wait (Ctrl-C ends it) for the candidate in flight; the seconds waited."""
+    started = p.clock()
+    ports.emit(Notice(WAIT_NOTICE.format(s=max(0.0, started - p.started_at)), "info"))
+    worker = p if p.kind in ("summary", "server") else conv.workers.get("notes")
+    while isinstance(worker, Worker) and worker.busy and not conv.cancel.is_set():
+        if p.kind == "notes" and p.notes_done:
+            break  # its edits and marker are in; the thread only winds down
+        worker.join(0.02)
+    return p.clock() - started
+
+
+def _usable(conv: Conversation, ports: Ports, p: Preparer) -> Compaction | None:
+    """The compaction the cycle's completed candidate gives now, checked; None when there is none (a
+    refused one is recorded in ``last_rejected`` and counted)."""
+    made = None
+    if p.kind == "server" and p.server_ready is not None:
+        made = _from_server(conv, p, p.server_ready)
+    elif p.kind == "summary" and p.ready is not None:  # the newest completed one (a newer may be running)
+        made = _from_summary(conv, ports, p, p.ready)
+    elif p.kind == "notes" and p.notes_done and not p.failed:
+        made = _from_notes(conv, ports, p)
+    if made is not None and not backend.keeps_thinking_valid(made):
+        _reject(p, "its kept turns end in a tool loop whose thinking a summary written here would invalidate")
+        return None
+    return made
+
+
+def _reject(p: Preparer, reason: str) -> None:
+    p.last_rejected = reason
+    p.stats.rejected += 1
+    p.ready, p.server_ready, p.kind, p.failed = None, None, "", reason
+
+
+def _from_summary(conv: Conversation, ports: Ports, p: Preparer, c: Candidate) -> Compaction | None:
+    with conv.lock:
+        view = conv.view()
+        live = list(conv.messages)
+    n = still_covered(c, view.messages, _stands_in(p, c))
+    if n == 0:
+        _reject(p, "the messages it covered changed meanwhile")
+        return None
+    covered = view.messages[:n]
+    said = ledger.derive(live, "").prompts  # what the user typed, never an earlier summary
+    reason = validate(
+        c, required=REQUIRED_SUMMARY_SECTIONS, user_texts=said, replaced_tokens=sum(m.tokens for m in covered)
+    )
+    if reason:
+        _reject(p, reason)
+        return None
+    # from here on the rule is the notes' one (compact.context.coverage): the last message it still covers is
+    # its "summarized up to here"; only what comes before may go, everything after stays verbatim
+    marker = covered[-1].uuid
+    first_uncovered = coverage.covered_count(live, marker)
+    scale = notes_compaction.window_scale(ports.thresholds().auto_compact)
+    start = notes_compaction.kept_start(
+        live,
+        first_uncovered,
+        min_tokens=int(notes_compaction.KEEP_MIN_TOKENS * scale),
+        max_tokens=int(notes_compaction.KEEP_MAX_TOKENS * scale),
+    )
+    if first_uncovered == 0 or start == 0 or coverage.uncovered_before(live, start, marker):
+        _reject(p, "the messages it covered are gone")
+        return None
+    kept = live[start:]
+    segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid} if kept else None
+    return Compaction(
+        method="summary", summary=c.summary, kept=kept, preserved_segment=segment, usage=c.usage
+    )
+
+
+def _from_server(conv: Conversation, p: Preparer, made: Compaction) -> Compaction | None:
+    """The server's block in place of exactly the messages it summarized; everything after them kept."""
+    with conv.lock:
+        live = list(conv.messages)
+    last = made.summarized[-1] if made.summarized else None
+    at = next((i for i in range(len(live) - 1, -1, -1) if live[i].uuid == last), None)
+    if at is None or at + 1 >= len(live) or live[at + 1].role != "assistant":
+        _reject(p, "the messages it summarized are gone")
+        return None
+    return dataclasses.replace(made, kept=live[at + 1 :])
+
+
+def _stands_in(p: Preparer, c: Candidate) -> frozenset[str]:
+    """What the compaction applied while ``c`` was prepared added in place of messages ``c`` saw all
+    of (its summary, its attachments, rebuilt at every compaction): ``c`` may replace those too."""
+    if p.rebase is None:
+        return frozenset()
+    added, dropped = p.rebase
+    seen = {u for u, _ in c.seen}
+    return added if dropped <= seen else frozenset()
+
+
+def _from_notes(conv: Conversation, ports: Ports, p: Preparer) -> Compaction | None:
+    made = _notes_plan(conv, ports)
+    if made is None:
+        return None  # the summary path of this cycle takes over (start_if_due)
+    required = [section_name(h) for h in headers(template_for(ports))]
+    with conv.lock:
+        kept_from = len(conv.messages) - len(made.kept)
+        replaced = sum(m.tokens for m in conv.messages[:kept_from])
+        live = list(conv.messages)
+    c = Candidate("session-memory", made.summary, (), 0, replaced)
+    said = ledger.derive(live, "").prompts
+    reason = validate(c, required=required, user_texts=said, template=template_for(ports))
+    if reason:
+        _reject(p, reason)
+        return None
+    return made
+
+
+def _notes_plan(conv: Conversation, ports: Ports) -> Compaction | None:
+    try:
+        return notes_compaction.plan(conv, ports, share=PREPARED_SHARE)
+    except OSError:
+        return None
+
+
+def _apply(
+    conv: Conversation,
+    ports: Ports,
+    p: Preparer,
+    made: Compaction,
+    compact: Callable[..., bool],
+    waited: float,
+) -> bool:
+    started = p.clock()
+    before = {m.uuid for m in conv.messages}
+    done = compact(conv, ports, "auto", prepared=made, note=PREPARED, waited=waited, hooked=p.hook_lines)
+    p.stats.waited.append(waited + p.clock() - started)
+    p.stats.blocked.append(waited)
+    if done:
+        p.stats.applied += 1
+        p.ready, p.server_ready, p.kind, p.last_rejected = None, None, "", ""
+        if p.running:  # a summary still in flight becomes the new cycle's candidate
+            after = {m.uuid for m in conv.messages}
+            kept = {m.uuid for m in made.kept}
+            p.cycle, p.kind = _cycle(conv), "summary"
+            p.rebase = (frozenset(after - before), frozenset(before - kept))
+        else:
+            _start_next(conv, ports, p)
+    return done
+
+
+def _start_next(conv: Conversation, ports: Ports, p: Preparer) -> None:
+    """Start the next cycle's candidate at once when the compaction left the context at its level
+    already (a session growing fast at a small window: its summary needs every step it can get), not
+    one response later."""
+    tokens = conv.view().tokens
+    kind = _kind(conv, ports)
+    if kind == "server" and backend.server_plan(conv, ports) is None:
+        return  # after the next response: the server's summary needs a request sent since the compaction
+    if tokens >= level(p, ports.thresholds().auto_compact, _limit(ports), kind):
+        _start(conv, ports, p, tokens)
+
+
+def describe(conv: Conversation, ports: Ports) -> str:
+    """One line for /context: whether a candidate is ready and what it covers."""
+    p = preparer(conv)
+    if not active(conv, ports):
+        return ""
+    if p is None:
+        return "Prepared compaction: none yet"
+    if p.cycle == _cycle(conv) and p.kind == "server" and p.server_ready is not None:
+        return f"Prepared compaction: the server's summary, ready · covers {len(p.server_ready.summarized)} messages"
+    if p.cycle == _cycle(conv) and p.kind == "summary" and p.ready is not None:
+        c = p.ready
+        return f"Prepared compaction: a summary, ready · covers {c.covers} messages ({c.replaced_tokens:,} tokens)"
+    if p.cycle == _cycle(conv) and (p.running or (p.kind == "notes" and not p.notes_done)):
+        what = {"notes": "notes update", "server": "server's summary"}.get(p.kind, "summary")
+        return f"Prepared compaction: a {what} in progress"
+    if p.cycle == _cycle(conv) and p.kind == "notes":
+        marker = conv.state.last_summarized_uuid
+        return f"Prepared compaction: the session notes, ready · cover up to message {marker or '-'}"
+    refused = f" · last one refused: {p.last_rejected}" if p.last_rejected else ""
+    return f"Prepared compaction: none yet{refused}"
+
+
+def stats(conv: Conversation) -> dict[str, Any]:
+    p = preparer(conv)
+    return vars(p.stats) if p is not None else vars(Stats())
