@@ -61,3 +61,33 @@ def test_every_generated_part_is_current() -> None:
 def test_the_slash_commands_the_readme_names_exist() -> None:
     named = set(re.findall(r"(?<![\w/.])/([a-z][a-z-]*)\b", (ROOT / "README.md").read_text()))
     assert named and named <= set(commands.names()), named - set(commands.names())
+
+
+def _readme_rows(readme: Path) -> set[str]:
+    """The files a package's or room's README lists in its tables (a row's first cell: `name.py` or `room/name.py`)."""
+    rows = set()
+    for line in readme.read_text().splitlines():
+        m = re.match(r"\| `([\w/]+\.py)` \|", line)
+        if m:
+            rows.add(m.group(1))
+    return rows
+
+
+def test_every_package_and_room_readme_lists_exactly_its_files() -> None:
+    """Each README of a floor or room names every module in it (its own files, or a room's as `room/x.py`) and no other."""
+    wrong = {}
+    for floor in ("core", "tools", "compact", "agent"):
+        for readme in sorted((ROOT / floor).rglob("README.md")):
+            folder = readme.parent
+            if "sample" in folder.parts:
+                continue
+            own = {p.name for p in folder.glob("*.py") if p.name != "__init__.py"}
+            listed = _readme_rows(readme)
+            plain = {r for r in listed if "/" not in r}
+            nested = {r for r in listed if "/" in r}
+            missing = own - plain
+            extra = plain - own
+            extra |= {r for r in nested if not (folder / r).exists()}
+            if missing or extra:
+                wrong[str(readme.relative_to(ROOT))] = {"missing": sorted(missing), "extra": sorted(extra)}
+    assert wrong == {}
