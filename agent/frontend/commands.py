@@ -549,13 +549,22 @@ def _cost(session: Session, args: str) -> Result:
     return Result(text)
 
 
+# who wrote a compaction's summary (compact.context.result.Compaction.method), as /summary names it
+WRITTEN_BY = {
+    "summary": "local summary",
+    "session-memory": "session notes",
+    "server-summary": "server's summary",
+}
+
+
 @command("summary", "Show the summary written by the last compaction")
 def _summary(session: Session, args: str) -> Result:
     last = session.last_compaction
     if not last:
         return Result(NO_COMPACTION)
+    written = WRITTEN_BY.get(last.method)
     head = (
-        f"Summary from the last compaction ({last.trigger} · "
+        f"Summary from the last compaction ({last.trigger} · {written + ' · ' if written else ''}"
         f"{fmt_tokens(last.pre_tokens)} → {fmt_tokens(last.post_tokens)} tokens):"
     )
     candidate = last.candidate

@@ -388,7 +388,11 @@ class Repl:
             self.when_drawn(hub.start)  # the rest connect once the prompt is up
         self.renderer.banner(__version__, self.session.model, str(self.settings.cwd))
         if resume or continue_last:
-            self.renderer.recap(self.session.messages, progress=self.session.family().progress_in_thinking)
+            self.renderer.recap(
+                self.session.messages,
+                progress=self.session.family().progress_in_thinking,
+                compacted=self.session.last_compaction is not None,
+            )
             self.renderer.line(lifecycle.resumed_line(self.session), "dim")
         lifecycle.start(self.session, "resume" if (resume or continue_last) else "startup")
         if self.session.messages:  # a resumed conversation may already be over the warning level
@@ -630,7 +634,11 @@ class Repl:
         if isinstance(result, commands.Switched) and not result.session.messages:
             self.renderer.clear_screen()  # /clear, as in Claude Code
         if isinstance(result, commands.Switched):
-            self.renderer.recap(result.session.messages)  # /resume: where the conversation was
+            self.renderer.recap(  # /resume: where the conversation was
+                result.session.messages,
+                progress=result.session.family().progress_in_thinking,
+                compacted=result.session.last_compaction is not None,
+            )
         if not isinstance(result, commands.Compacted) or self.renderer.compact_events == before:
             self.renderer.result(result)
         if isinstance(result, commands.Switched):

@@ -71,6 +71,7 @@ SUMMARY_HINT = "/summary (or ctrl+o) shows the summary"
 PROMPT_ECHO = "> "  # a prompt as the REPL's input line shows it
 RECAP_EXCHANGES = 3  # a resumed session shows its last few exchanges
 RECAP_LINES = 4
+COMPACTED_RECAP = "(earlier messages were compacted · /summary shows the summary, /history what it replaced)"
 DIFF_LINES = 10
 DIFF_STYLES = {"+": "green", "-": "red"}
 # tools whose output is the file itself (or a confirmation): their one-line summary says more
@@ -729,18 +730,17 @@ class Renderer:
         self.console.print(line, highlight=False, soft_wrap=True)
         self.console.print(Text("/help for commands", style="dim"), highlight=False)
 
-    def recap(self, messages: list[Any], *, progress: bool = False) -> None:
+    def recap(self, messages: list[Any], *, progress: bool = False, compacted: bool = False) -> None:
         """The last few exchanges of a resumed session: the user's prompts and the model's words, in brief
         (``progress``: the model writes its progress between tool calls in thinking blocks, shown as its
-        words when it came, so shown here too)."""
+        words when it came, so shown here too). ``compacted``: the session was compacted (whatever wrote
+        the summary, and however many exchanges followed): the recap opens by saying so."""
         with self._lock:
             shown = recent_exchanges(messages, RECAP_EXCHANGES, progress=progress)
             if shown and shown[0].kind == "summary":
-                self.console.print(
-                    Text("(earlier messages were compacted · /summary shows the summary)", style="dim"),
-                    highlight=False,
-                )
-                shown = shown[1:]
+                compacted, shown = True, shown[1:]
+            if compacted:
+                self.console.print(Text(COMPACTED_RECAP, style="dim"), highlight=False)
             for m in shown:
                 lines = visible(said(m, progress)).strip().splitlines()
                 clipped = "\n".join(lines[:RECAP_LINES])

@@ -25,7 +25,8 @@ from agent.transcript.listing import earlier_usage, latest_session, session_info
 from agent.transcript.loader import load_transcript, messages_before
 from agent.transcript.writer import in_use
 from compact import request_cycle
-from compact.compaction.compactor import COMPACT_RESULT
+from compact.compaction.compactor import COMPACT_RESULT, WRAPPER_CLOSINGS, WRAPPER_OPENING
+from compact.compaction.server_summary import BLOCK as COMPACTION_BLOCK
 from compact.context.conversation import LastCompaction
 from compact.stages.state import state_records
 from core.errors import SessionError
@@ -165,25 +166,50 @@ def locate(settings: Settings, resume: str | None, continue_last: bool) -> Path 
 
 
 def _last_compaction(loaded: Any) -> LastCompaction | None:
-    """What /summary and /history show after a resume: the recorded boundary and its summary."""
-    first = loaded.messages[0] if loaded.messages else None
-    if not loaded.boundary or first is None or first.kind != "summary":
+    """What /summary and /history show after a resume: the last compaction as its compact_result record
+    kept it (the summary a person reads, whatever wrote it: a local summary, the notes, the server), or,
+    in a transcript written before that record held the summary, what the boundary and the first message
+    say of it."""
+    if not loaded.boundary:
         return None
     meta_ = loaded.boundary.get("compactMetadata") or {}
-    post = _recorded_post_tokens(loaded.path, loaded.boundary_offset)
+    recorded = _recorded_result(loaded.path, loaded.boundary_offset) or {}
+    summary = recorded.get("summary")
+    if not isinstance(summary, str):
+        summary = _summary_of(loaded.messages[0]) if loaded.messages else None
+    if summary is None:
+        return None
+    post = recorded.get("postTokens")
     return LastCompaction(
-        summary=first.text,
-        trigger=meta_.get("trigger", "?"),
-        pre_tokens=meta_.get("preTokens", 0),
-        post_tokens=post if post is not None else sum(m.tokens for m in loaded.messages),
-        method="resumed",
+        summary=summary,
+        trigger=str(recorded.get("trigger") or meta_.get("trigger") or "?"),
+        pre_tokens=int(recorded.get("preTokens") or meta_.get("preTokens") or 0),
+        post_tokens=int(post) if isinstance(post, int) else sum(m.tokens for m in loaded.messages),
+        method=str(recorded.get("method") or "resumed"),
         tail_uuid=None,
         replaced=lambda: messages_before(loaded.path, loaded.boundary_offset),
+        candidate=str(recorded.get("candidate") or ""),
     )
 
 
-def _recorded_post_tokens(path: Path, boundary_offset: int) -> int | None:
-    """The "→ b" the last compaction showed live (its compact_result record), None if none was written."""
+def _summary_of(first: Any) -> str | None:
+    """The summary in the message a compaction put first (an older transcript's): the server's block's
+    text, or a local summary without the paragraphs around it that were written for the model."""
+    for block in first.content if first.role == "assistant" else []:
+        if block.get("type") == COMPACTION_BLOCK and isinstance(block.get("content"), str):
+            return str(block["content"])
+    if first.kind != "summary":
+        return None
+    paragraphs = first.text.split("\n\n")
+    if len(paragraphs) > 1 and paragraphs[0].startswith(WRAPPER_OPENING):
+        paragraphs = paragraphs[1:]
+    while len(paragraphs) > 1 and paragraphs[-1].startswith(WRAPPER_CLOSINGS):
+        paragraphs.pop()
+    return "\n\n".join(paragraphs)
+
+
+def _recorded_result(path: Path, boundary_offset: int) -> dict[str, Any] | None:
+    """The last compaction's compact_result record (its "a → b" and summary), None if none was written."""
     needle = f'"{COMPACT_RESULT}"'.encode()
     try:
         with open(path, "rb") as f:
@@ -192,7 +218,7 @@ def _recorded_post_tokens(path: Path, boundary_offset: int) -> int | None:
                 if needle in line:
                     rec = json.loads(line)
                     if isinstance(rec, dict) and rec.get("subtype") == COMPACT_RESULT:
-                        return int(rec.get("postTokens", 0))
+                        return rec
     except (OSError, ValueError):
         return None
     return None

@@ -276,23 +276,28 @@ def _notes(conv: Conversation, ports: Ports, trigger: str) -> Compaction | None:
 # --- the common finishing steps ---------------------------------------------------------------------
 
 
+# the paragraphs around the summary in the message that stands in for the history (a person reading the
+# summary sees it without them: agent.runtime.lifecycle)
+WRAPPER_OPENING = "This session continues an earlier conversation that grew too long for the context window."
+WRAPPER_KEPT = "The most recent messages of that conversation follow this summary word for word."
+WRAPPER_TRANSCRIPT = "Every message of the earlier conversation is in the transcript "
+WRAPPER_CARRY_ON = "Carry on with the task from where it stopped."
+WRAPPER_CLOSINGS = (WRAPPER_KEPT, WRAPPER_TRANSCRIPT, WRAPPER_CARRY_ON)
+
+
 def summary_text(conv: Conversation, compaction: Compaction, trigger: str) -> str:
     """The user message that stands in for the compacted history."""
-    parts = [
-        "This session continues an earlier conversation that grew too long for the context window. "
-        "What happened before is summarized below.",
-        compaction.summary.strip(),
-    ]
+    parts = [f"{WRAPPER_OPENING} What happened before is summarized below.", compaction.summary.strip()]
     if compaction.kept:
-        parts.append("The most recent messages of that conversation follow this summary word for word.")
+        parts.append(WRAPPER_KEPT)
     parts.append(
-        f"Every message of the earlier conversation is in the transcript {conv.transcript_path}; "
-        "read it when you need an exact detail the summary leaves out."
+        f"{WRAPPER_TRANSCRIPT}{conv.transcript_path}; read it when you need an exact detail the summary "
+        "leaves out."
     )
     if trigger == "auto":
         parts.append(
-            "Carry on with the task from where it stopped. Do not recap what was done and do not "
-            "ask the user anything first: continue with the next step of the current work."
+            f"{WRAPPER_CARRY_ON} Do not recap what was done and do not ask the user anything first: "
+            "continue with the next step of the current work."
         )
     return "\n\n".join(parts)
 
@@ -399,7 +404,7 @@ def finish(
     post_text = ports.hooks("PostCompact", trigger, trigger=trigger, compact_summary=compaction.summary)
     post_tokens = conv.view().tokens
     # the "a → b" figure: recorded once, so /summary after a resume shows the same b as the live line
-    conv.record(compact_result_record(post_tokens))
+    conv.record(compact_result_record(post_tokens, compaction, trigger, pre_tokens, candidate))
     conv.state.reset_after_compaction(post_tokens)
     conv.last_compaction = LastCompaction(
         summary=compaction.summary,
@@ -472,9 +477,31 @@ def _settle_thinking(conv: Conversation, kept: list[Message], server: bool) -> N
         counts.dropped_at_compaction += len(holding)
 
 
-def compact_result_record(post_tokens: int) -> dict[str, Any]:
-    """What a compaction left, written right after its messages (the boundary can't know it yet)."""
-    return {"type": "system", "subtype": COMPACT_RESULT, "isMeta": True, "postTokens": int(post_tokens)}
+def compact_result_record(
+    post_tokens: int,
+    compaction: Compaction | None = None,
+    trigger: str = "",
+    pre_tokens: int = 0,
+    candidate: str = "",
+) -> dict[str, Any]:
+    """What a compaction left, written right after its messages (the boundary can't know it yet): the
+    "a → b" figures and the summary as a person reads it, whatever wrote it (a local summary, the notes,
+    the server), so /summary shows after a resume what it showed live (agent.runtime.lifecycle)."""
+    rec: dict[str, Any] = {
+        "type": "system",
+        "subtype": COMPACT_RESULT,
+        "isMeta": True,
+        "postTokens": int(post_tokens),
+    }
+    if compaction is not None:
+        rec.update(
+            preTokens=int(pre_tokens),
+            trigger=trigger,
+            method=compaction.method,
+            summary=compaction.summary,
+            **({"candidate": candidate} if candidate else {}),
+        )
+    return rec
 
 
 def _move_coverage(

@@ -216,6 +216,8 @@ def test_resume_after_a_notes_compaction_sends_notes_then_kept_tail_then_prompt(
         n2 = len(api.message_requests)
         continued = run_cli(api, "-p", "CONTINUED-AFTER-NOTES", "--continue", env=env)
         assert continued.code == 0, continued.stderr
+        shown = run_cli(api, "-p", "/summary", "--continue", env=env)  # the notes, as a person reads them
+        assert shown.code == 0, shown.stderr
 
     assert api.violations == []
     assert not any(is_compaction(r.body) for r in api.message_requests)  # the notes did it, no summary call
@@ -254,6 +256,8 @@ def test_resume_after_a_notes_compaction_sends_notes_then_kept_tail_then_prompt(
     assert_resumed_like_live(live[-1], by_id, "Batch 2 is read.", "RESUMED-AFTER-NOTES")
     assert_resumed_like_live(by_id, by_latest, "Batch 3 is read.", "CONTINUED-AFTER-NOTES")
     assert EARLY in path.read_text()
+    assert shown.stdout.startswith("Summary from the last compaction (auto · session notes · ")
+    assert "NOTES-MARK-1" in shown.stdout and "This session continues" not in shown.stdout
 
 
 # --- 2. real Claude Code transcripts ---------------------------------------------------------------------

@@ -136,7 +136,7 @@ def test_summary_and_history_before_and_after_a_compaction(fake_api, project):
     summary = commands.run(session, "/summary")
     assert summary.markdown
     assert summary.text == (
-        "Summary from the last compaction (manual · 154k → 18k tokens):\n\n"
+        "Summary from the last compaction (manual · local summary · 154k → 18k tokens):\n\n"
         "The user wants the login bug fixed."
     )
     assert commands.run(session, "/history").text == (
@@ -145,6 +145,28 @@ def test_summary_and_history_before_and_after_a_compaction(fake_api, project):
         "   2. assistant: Looking. · Read(/p/auth.py)\n"
         "   3. tool results: 1 (1 error)"
     )
+
+
+def test_an_older_transcripts_summary_is_shown_without_the_paragraphs_for_the_model(tmp_path):
+    """A transcript whose compact_result record predates the summary in it: /summary after a resume
+    takes the summary message without the paragraphs around it, or the server's block's text."""
+    from agent.runtime import lifecycle
+    from compact.compaction.compactor import summary_text
+    from compact.context.result import Compaction
+    from core.messages import Message
+
+    class Conv:
+        transcript_path = tmp_path / "s.jsonl"
+
+    said = "1. The parser was fixed.\n\n2. The tests pass."
+    for trigger in ("auto", "manual"):
+        text = summary_text(Conv(), Compaction("summary", said, kept=[user_prompt("x")]), trigger)  # type: ignore[arg-type]
+        assert (
+            lifecycle._summary_of(Message("user", [{"type": "text", "text": text}], kind="summary")) == said
+        )
+    block = {"type": "compaction", "content": "The server's words.", "encrypted_content": "e"}
+    assert lifecycle._summary_of(assistant([block])) == "The server's words."
+    assert lifecycle._summary_of(user_prompt("hello")) is None
 
 
 def session_messages_tool_result():
