@@ -52,6 +52,7 @@ Asking is the caller's job (print mode turns "ask" into a denial); this module o
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import glob
 import os
@@ -60,7 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from tools.permissions import bash_rules
+from tools.permissions import bash_rules, git_config
 from tools.permissions.bash_rules import BashPattern
 from tools.permissions.path_rules import inside, normal, path_forms, pattern_regexes
 from tools.permissions.protected import Places, tree_steers_agent, why_protected
@@ -288,7 +289,7 @@ class Permissions:
     # ---- Bash ----------------------------------------------------------------------------------
 
     def _check_bash(self, command: str, here: Path) -> Decision:
-        a = _analyze(command, here)
+        a = _with_repository_config(_analyze(command, here), here)
         if denial := self._bash_denial(command, a, here):
             return denial
         if self.mode == "plan":
@@ -321,7 +322,7 @@ class Permissions:
         from tools.shell.readonly import refusal  # start-up speed, as _analyze
 
         readable = self._readable_dirs()
-        if not inside(here, readable) or refusal(command, here) is not None:
+        if a.untold or not inside(here, readable) or refusal(command, here) is not None:
             return False
         for c in a.commands:
             for word in c.words[1:]:
@@ -590,6 +591,31 @@ def _analyze(command: str, cwd: Path) -> Analysis:
     from tools.shell.reader import analyze
 
     return analyze(command, cwd)
+
+
+def _with_repository_config(a: Analysis, here: Path) -> Analysis:
+    """``a`` with what a git command's own repository may make it run (``core.fsmonitor``, ``diff.external``,
+    an alias, a hook: ``tools.permissions.git_config``) added to what can't be told: the repository's
+    configuration is part of the command."""
+    if not any(c.program.rsplit("/", 1)[-1] == "git" for c in a.commands):
+        return a
+    dirs: list[Path] | None = [here]
+    found: list[str] = []
+    for c in a.commands:
+        name = c.program.rsplit("/", 1)[-1]
+        values = [w.value for w in c.words]
+        if name in ("cd", "pushd") and dirs is not None:
+            args = [v for v in values[1:] if v not in ("-L", "-P", "-e", "-@", "--")]
+            target = args[0] if len(args) == 1 else None
+            if target is None or target.startswith(("-", "+")):
+                dirs = None
+            else:
+                dirs = list(dict.fromkeys([*dirs, *(d / os.path.expanduser(target) for d in dirs)]))
+        elif name == "git" and (why := git_config.doubt(values, dirs)):
+            found.append(f"{c.line()[:80]}: {why}")
+    if not found:
+        return a
+    return dataclasses.replace(a, untold=(*a.untold, *dict.fromkeys(found)))
 
 
 def _bash_patterns(rules: list[str]) -> list[tuple[str, BashPattern | None]]:

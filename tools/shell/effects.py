@@ -118,10 +118,13 @@ def _copy(values: Values) -> Effects:
             "--password-file --partial-dir --remote-option"
         )
     operands, options = _operands(values, valued, short)
-    if name == "install" and "--strip-program" in options:
+    if name == "install" and any(_gnu_long(o, "--strip-program", _INSTALL_LONG) for o in options):
         return _why(values, "--strip-program runs a program given in its arguments")
-    if name == "rsync" and ({"-e", "--rsh"} & options.keys()):
-        return _why(values, "-e/--rsh runs a command given in its arguments")
+    if name == "rsync" and (
+        "-e" in options
+        or any(_gnu_long(o, r, _RSYNC_LONG) for o in options for r in ("--rsh", "--rsync-path"))
+    ):
+        return _why(values, "-e/--rsh/--rsync-path runs a command given in its arguments")
     if any(v is None for v in operands):
         return Effects(writes=(None,))
     target = options.get("-t") or options.get("--target-directory")
@@ -165,7 +168,7 @@ def _sort(values: Values) -> Effects:
     _, options = _operands(
         values, _o("--output --compress-program -k --key -t -S -T --temporary-directory"), "oktST"
     )
-    if "--compress-program" in options:
+    if any(_gnu_long(o, "--compress-program", _SORT_LONG) for o in options):
         return _why(values, "--compress-program runs a program given in its arguments")
     out = options.get("-o") or options.get("--output")
     return Effects(writes=(out,)) if out else NONE
@@ -201,6 +204,25 @@ _SED_LONG = _o(
     "--regexp-extended --separate --sandbox --unbuffered --posix --debug --binary --follow-symlinks "
     "--help --version"
 )
+
+
+# the long options of GNU install, sort and rsync that are not prefixes of the program-naming ones, taken
+# exactly ("--strip" is install -s, not an abbreviation of --strip-program)
+_INSTALL_LONG = _o(
+    "--strip --suffix --backup --compare --directory --group --mode --owner --preserve-timestamps"
+)
+_SORT_LONG = _o("--check --compress-program --debug")
+_RSYNC_LONG = _o("--rsh --rsync-path")
+
+
+def _gnu_long(word: str, option: str, exact: frozenset[str]) -> bool:
+    """``word`` (an option as written, maybe with ``=value``) names the GNU long ``option``: itself, or a
+    prefix of it that isn't exactly another option in ``exact`` (getopt_long takes any unambiguous prefix;
+    an ambiguous one is counted too, failing closed)."""
+    name = word.split("=", 1)[0]
+    if name == option:
+        return True
+    return name.startswith("--") and len(name) > 2 and name not in exact and option.startswith(name)
 
 
 def _long_option(option: str, known: frozenset[str]) -> str | None:
@@ -412,8 +434,17 @@ def _unzip(values: Values) -> Effects:
 
 
 def _zip(values: Values) -> Effects:
-    if any(v is None or v.startswith(("-TT", "--unzip-command")) for v in values[1:]):
-        return _why(values, "-TT/--unzip-command runs a command given in its arguments")
+    """zip -TT CMD / --unzip-command CMD (any prefix of it: zip takes abbreviated long options) tests the
+    archive by running CMD."""
+    for v in values[1:]:
+        if v is None:
+            return _why(values, "has an argument with an expansion, so what it runs can't be told")
+        if v == "--":
+            break
+        if (v.startswith("-") and not v.startswith("--") and "TT" in v) or _abbreviates(v, "--unzip-command"):
+            return _why(
+                values, f"{v.split('=', 1)[0]} runs a command given in its arguments to test the archive"
+            )
     return NONE
 
 
@@ -429,21 +460,50 @@ def _always(clause: str) -> Callable[[Values], Effects]:
     return reader
 
 
+# option letters that take a value, per ssh(1), scp(1), sftp(1)
+_SSH_VALUED = {"ssh": "BbcDEeFIiJLlmOopQRSWw", "scp": "cDFiJloPSX", "sftp": "BbcDFiJloPRSsX"}
+
+
 def _ssh(values: Values) -> Effects:
     """ssh/scp/sftp: -o ProxyCommand/LocalCommand/KnownHostsCommand run local commands, -F names a
-    configuration that may, scp/sftp -S name the ssh program."""
-    for k, word in enumerate(values[1:], 1):
+    configuration that may, scp/sftp -S name the ssh program and -D the sftp server they run; sftp reads
+    commands (where ``!`` runs a local shell command) from -b's batch file or, without one, its input."""
+    name = (values[0] or "").rsplit("/", 1)[-1]
+    valued = _SSH_VALUED[name]
+    operands: list[str] = []
+    k = 1
+    while k < len(values):
+        word = values[k]
         if word is None:
             return _why(values, "has an argument with an expansion, so what it runs can't be told")
-        option = word
-        if word == "-o" and k + 1 < len(values):
-            option = "-o" + (values[k + 1] or "Command")
-        if option.startswith("-o") and re.search(
-            r"(?i)(proxy|local|knownhosts)command|permitlocalcommand|match|include", option
-        ):
-            return _why(values, f"{option} runs a local command")
-        if option.startswith("-F") or (option.startswith("-S") and not (values[0] or "").endswith("ssh")):
-            return _why(values, f"{word} makes it read a configuration or run a program of its choosing")
+        if word == "--" or not word.startswith("-") or word == "-":
+            operands.extend(v or "" for v in values[k + (word == "--") :])
+            break
+        for j, letter in enumerate(word[1:], 1):
+            if letter not in valued:
+                continue
+            value = (
+                word[j + 1 :].lstrip("=")
+                if word[j + 1 :]
+                else (values[k + 1] or "" if k + 1 < len(values) else "")
+            )
+            k += 0 if word[j + 1 :] else 1
+            if letter == "o" and re.search(
+                r"(?i)(proxy|local|knownhosts)command|permitlocalcommand|match|include|securitykeyprovider"
+                r"|pkcs11provider|askpass",
+                value,
+            ):
+                return _why(values, f"-o {value} runs a local command")
+            if letter == "F":
+                return _why(values, f"-F {value} makes it read a configuration, which can run commands")
+            if letter in "SD" and name != "ssh":
+                return _why(values, f"-{letter} {value} names a program it runs")
+            if letter == "b" and name == "sftp":
+                return _why(values, "-b reads commands from a batch file, where ! runs a local shell command")
+            break
+        k += 1
+    if name == "sftp" and not any(":" in v for v in operands):
+        return _why(values, "reads commands from its input, where ! runs a local shell command")
     return NONE
 
 
@@ -520,15 +580,60 @@ def _find_tools(values: Values) -> Effects:
     return NONE
 
 
+# dot-commands of the sqlite3 shell that only show or set how output looks: any other one (.shell,
+# .system, .import '|cmd', .read '|cmd', .output, .load, .open, .excel, .edit...) may run a program or
+# touch a file
+_SQLITE_INERT_DOTS = _o(
+    ".tables .table .schema .indexes .indices .headers .header .mode .show .databases .dbinfo .help .width "
+    ".nullvalue .separator .timer .stats .eqp .explain .print .echo .bail .changes .fullschema .version "
+    ".quit .exit .limit .timeout .dbconfig .sha3sum .vfsinfo .vfslist .vfsname .lint .selftest"
+)
+# SQL functions of the sqlite3 shell that run a program (edit), load code or touch files
+_SQLITE_SQL_RUNS = re.compile(
+    r"(?i)\b(edit|load_extension|writefile|readfile|fts3_tokenizer|lsdir|sqlar_uncompress)\s*\(|\battach\b"
+    r"|\bvacuum\s+into\b"
+)
+_SQLITE_VALUED = _o(
+    "-cmd -init -separator -newline -nullvalue -vfs -maxsize -mmap -lookaside -pagecache -nonce -heap"
+)
+
+
 def _sqlite(values: Values) -> Effects:
-    positional = [v for v in values[1:] if v is None or not v.startswith("-")]
-    if any(
-        v is None or re.search(r"(^|\s|;)\.(shell|system|load|output|once|save|backup)\b", v)
-        for v in values[1:]
-    ):
-        return _why(values, "runs a dot command that can run programs or write files")
-    if len(positional) < 2:
-        return _why(values, "reads commands from its input, where .shell runs programs")
+    """sqlite3 [OPTIONS] DB [SQL...]: each SQL argument (and -cmd's) is a dot-command when it starts with
+    a dot, SQL otherwise; without one it reads its input, where any dot-command may come."""
+    texts: list[str] = []
+    operands: list[str] = []
+    k, safe = 1, False
+    while k < len(values):
+        word = values[k]
+        if word is None:
+            return _why(values, "has an argument with an expansion, so its commands can't be read")
+        option = "-" + word.lstrip("-") if word.startswith("-") and word != "-" else None
+        if option is None:  # options count wherever they stand, as the shell reads them
+            operands.append(word)
+        elif option in ("-init", "-A", "-archive"):
+            return _why(values, f"{option} runs commands from a file or an archive command")
+        elif option == "-safe":
+            safe = True
+        elif option in _SQLITE_VALUED:
+            nxt = values[k + 1] if k + 1 < len(values) else ""
+            if nxt is None:
+                return _why(values, "has an argument with an expansion, so its commands can't be read")
+            if option == "-cmd":
+                texts.append(nxt)
+            k += 1
+        k += 1
+    texts.extend(operands[1:])
+    if len(operands) < 2 and not safe:
+        return _why(values, "reads commands from its input, where dot-commands can run programs")
+    for text in texts:
+        stripped = text.lstrip()
+        if stripped.startswith("."):
+            command = stripped.split(None, 1)[0]
+            if command not in _SQLITE_INERT_DOTS and not safe:
+                return _why(values, f"runs the dot-command {command}, which can run a program or touch files")
+        elif _SQLITE_SQL_RUNS.search(text) and not safe:
+            return _why(values, "runs SQL that can run a program, load code or touch files (edit(), attach)")
     return NONE
 
 
@@ -732,7 +837,31 @@ def _go(values: Values) -> Effects:
     return NONE
 
 
-_NPM_CONFIG_RUNS = ("--script-shell", "--node-options", "--shell", "--call", "--userconfig", "--globalconfig")
+_NPM_CONFIG_RUNS = (
+    "--script-shell",
+    "--node-options",
+    "--shell",
+    "--call",
+    "--userconfig",
+    "--globalconfig",
+    "--editor",
+    "--browser",
+    "--viewer",
+    "--git",
+)
+# npm commands that run a program named by its configuration (editor, browser, viewer), which a project's
+# own .npmrc can set; npm takes any unambiguous prefix of a command ("npm edi" is "npm edit")
+_NPM_RUNS_CONFIGURED = _o("edit docs home bugs issues repo help")
+# npm's commands and aliases taken exactly, so "npm i" (install) is not read as a prefix of "init"
+_NPM_COMMANDS = _o(
+    "access adduser audit bugs cache ci completion config dedupe deprecate diff dist-tag docs doctor edit "
+    "exec explain explore find-dupes fund get help help-search init install install-ci-test install-test "
+    "link ll login logout ls org outdated owner pack ping pkg prefix profile prune publish query rebuild "
+    "repo restart root run run-script sbom search set shrinkwrap star stars start stop team test token "
+    "undeprecate uninstall unpublish unstar update version view whoami i in ins inst insta instal isnt "
+    "isnta isntal isntall add list la r rm un unlink remove t tst up upgrade udpate c s se find x issues "
+    "home v info show rb rum urn cit sit ic innit create why ln dist-tags author"
+)
 
 
 def _npm(values: Values) -> Effects:
@@ -752,6 +881,14 @@ def _npm(values: Values) -> Effects:
         return NONE
     command = values[sub.index]
     rest = [w for w in values[sub.index + 1 :] if w is not None]
+    if (values[0] or "").rsplit("/", 1)[-1] == "npm" and command is not None:
+        risky = [c for c in _NPM_RUNS_CONFIGURED if c == command or c.startswith(command)]
+        if risky and (command in _NPM_RUNS_CONFIGURED or command not in _NPM_COMMANDS):
+            return _why(
+                values,
+                f"{command} runs the {risky[0]} command's editor, browser or viewer, which npm's "
+                "configuration (a project's .npmrc too) names",
+            )
     if command in ("config", "set", "c") and rest[:1] != ["get"] and rest[:1] != ["list"]:
         return _why(
             values, f"{command} changes configuration (script-shell, node-options) used by later runs"
@@ -767,6 +904,43 @@ def _pip(values: Values) -> Effects:
             return _why(values, "has an argument with an expansion, so what it runs can't be told")
         if word.startswith("--") and _abbreviates(word, "--python"):
             return _why(values, f"{word} runs the interpreter it names")
+    return NONE
+
+
+def _aws(values: Values) -> Effects:
+    """aws configure set/import/sso... writes the configuration, where credential_process names a program
+    every later aws command runs; get/list only read it."""
+    for word in values[1:]:
+        if word is None:
+            return _why(values, "has an argument with an expansion, so what it changes can't be told")
+    words = [v for v in values[1:] if v is not None and not v.startswith("-")]
+    if words[:1] == ["configure"] and words[1:2] not in ([], ["get"], ["list"], ["list-profiles"]):
+        if words[1:2] != ["export-credentials"]:
+            return _why(
+                values,
+                "configure changes the AWS configuration, where credential_process names a program "
+                "later aws commands run",
+            )
+    return NONE
+
+
+def _apt(values: Values) -> Effects:
+    """apt/apt-get -o NAME=VALUE and -c FILE set APT's configuration, which names programs it runs
+    (APT::Update::Pre-Invoke, DPkg::Pre-Install-Pkgs, Dir::Bin::*)."""
+    for word in values[1:]:
+        if word is None:
+            return _why(values, "has an argument with an expansion, so what it runs can't be told")
+        if word == "--":
+            break
+        if (
+            word.startswith(("-o", "-c"))
+            or (word.startswith("-") and not word.startswith("--") and ("o" in word or "c" in word))
+            or _abbreviates(word, "--option")
+            or _abbreviates(word, "--config-file")
+        ):
+            return _why(
+                values, f"{word.split('=', 1)[0]} sets APT configuration, which can name programs it runs"
+            )
     return NONE
 
 
@@ -933,6 +1107,12 @@ _PROGRAMS: dict[str, Callable[[Values], Effects]] = {
     "most": _pager,
     "man": _man,
     "git": _git,
+    "aws": _aws,
+    "apt": _apt,
+    "apt-get": _apt,
+    "apt-cache": _apt,
+    "apt-mark": _apt,
+    "apt-config": _apt,
     "ed": _always("reads editor commands, and ! runs shell commands"),
     "red": _always("reads editor commands, and ! runs shell commands"),
     "dc": _always("runs ! shell commands from its program"),

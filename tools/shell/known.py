@@ -44,7 +44,7 @@ INERT = frozenset(
     stty getconf dirs popd pushd cd exit return shift set unset export declare typeset local readonly
     read mapfile readarray wait : jobs fg bg disown umask ulimit times getopts caller help history
     break continue hash shopt suspend logout compgen complete compopt bind
-    pytest py.test ruff mypy black isort flake8 pyflakes pycodestyle pydocstyle bandit coverage tox
+    pytest py.test ruff mypy black isort flake8 pyflakes pycodestyle pydocstyle bandit tox
     nox eslint prettier tsc tslint stylelint rustfmt gofmt goimports golint staticcheck shellcheck
     shfmt hadolint yamllint markdownlint clang-format clang-tidy cargo go npm pnpm yarn pip pip3 make
     gmake git gcc cc c++ g++ clang clang++ cmake rustc docker podman kubectl oc helm terraform tofu

@@ -253,12 +253,16 @@ class _Interpreter:
     valued_short: str = ""  # option letters taking the next word as a value when nothing follows them
     attached_short: str = ""  # option letters that take the rest of their word ("-i.bak")
     stop_short: str = ""  # after this option the rest belongs to a module ("python -m pytest ...")
+    interactive_short: str = ""  # options that read code from standard input after the script ("-i")
     subcommand: frozenset[str] = frozenset()  # subcommands taking code ("deno eval")
     module_short: str = ""  # options naming a module to load: code when more than a name ("-M'X;system'")
 
 
 _INTERPRETERS: list[tuple[re.Pattern[str], _Interpreter]] = [
-    (re.compile(r"(python|pypy)[0-9.]*"), _Interpreter("c", valued_short="WXQ", stop_short="m")),
+    (
+        re.compile(r"(python|pypy)[0-9.]*"),
+        _Interpreter("c", valued_short="WXQ", stop_short="m", interactive_short="i"),
+    ),
     (re.compile(r"perl[0-9.]*"), _Interpreter("eE", attached_short="IMmxilC0dDF", module_short="Mm")),
     (re.compile(r"ruby[0-9.]*|jruby"), _Interpreter("e", valued_short="rIC", attached_short="iExTWK")),
     (
@@ -768,7 +772,7 @@ def _interpreter(name: str, spec: _Interpreter, values: Values) -> Unwrapped:
     stdin = Unwrapped(unresolved=f"{name} reads code from standard input, which can run any program")
     if len(values) > 1 and values[1] in spec.subcommand:
         return code
-    i = 1
+    i, interactive = 1, False
     while i < len(values):
         word = values[i]
         if word is None:
@@ -778,7 +782,7 @@ def _interpreter(name: str, spec: _Interpreter, values: Values) -> Unwrapped:
         if word == "-":
             return stdin
         if word == "--":
-            return NOTHING if i + 1 < len(values) else stdin
+            return NOTHING if i + 1 < len(values) and not interactive else stdin
         if word.startswith("--"):
             if word.split("=", 1)[0] in spec.code_long:
                 return code
@@ -786,8 +790,12 @@ def _interpreter(name: str, spec: _Interpreter, values: Values) -> Unwrapped:
             for j, letter in enumerate(word[1:], 1):
                 if letter in spec.code_short:
                     return code
+                if letter in spec.interactive_short:
+                    interactive = True
                 if letter in spec.stop_short:
-                    return NOTHING
+                    module = word[j + 1 :] or (values[i + 1] if i + 1 < len(values) else "")
+                    start = i + 1 if word[j + 1 :] else i + 2
+                    return _python_module(name, module, values[start:], interactive)
                 if letter in spec.module_short and not re.fullmatch(r"-?[\w:]*(=[\w,:.-]*)?", word[j + 1 :]):
                     return code
                 if letter in spec.attached_short:
@@ -796,6 +804,104 @@ def _interpreter(name: str, spec: _Interpreter, values: Values) -> Unwrapped:
                     i += 1 if j == len(word) - 1 else 0
                     break
         else:
-            return NOTHING  # a script file: what it does is the allow rule's business
+            # a script file: what it does is the allow rule's business, unless -i reads more code after it
+            return stdin if interactive else NOTHING
         i += 1
     return stdin
+
+
+# python -m MODULE: modules that run code, commands or a debugger's input taken from their arguments or
+# standard input (the standard library's and common third-party REPLs and debuggers)
+_CODE_MODULES = frozenset(
+    """
+    timeit code asyncio pdb cProfile profile trace doctest runpy idlelib idlelib.idle idlelib.pyshell
+    sqlite3 tkinter turtledemo turtle pstats IPython ipykernel ipykernel_launcher jupyter jupyter_console
+    ptpython bpython ipdb pudb xonsh hy pyperf line_profiler kernprof memory_profiler scalene pyinstrument
+    py_spy viztracer debugpy
+    """.split()
+)
+# standard library modules whose command line takes no code and runs no other program
+_INERT_STDLIB_MODULES = frozenset(
+    """
+    json.tool http.server venv py_compile compileall unittest ensurepip zipfile tarfile gzip base64 calendar
+    platform sysconfig site tabnanny tokenize ast dis uuid mimetypes filecmp pickletools quopri zipapp
+    this random string encodings.rot_13 pyclbr sysconfig lib2to3 unittest.mock
+    """.split()
+)
+
+
+def _python_module(name: str, module: str | None, rest: Values, interactive: bool) -> Unwrapped:
+    """``python -m MODULE ARGS``: a module known to run code from its arguments or input is code; a
+    standard-library module not known to be inert can't be told; a module of the project or an installed
+    package (pytest, mypy) runs like a script file, whose doing is the allow rule's business."""
+    if module is None:
+        return Unwrapped(unresolved=f"{name} -m runs a module named by an expansion")
+    if not module:
+        return NOTHING  # python prints an error
+    if interactive:
+        return Unwrapped(unresolved=f"{name} -i reads code from standard input, which can run any program")
+    top = module.split(".", 1)[0]
+    if module in _CODE_MODULES or top in _CODE_MODULES:
+        return Unwrapped(
+            unresolved=f"{name} -m {module} runs code or commands given in its arguments or input, which can "
+            "run any program"
+        )
+    if module == "coverage":
+        return _coverage(["coverage", *rest])
+    if module == "pip" and any(v is None or _abbreviates_long(v, "--python") for v in rest):
+        return Unwrapped(unresolved=f"{name} -m pip --python runs the interpreter it names")
+    if module in _INERT_STDLIB_MODULES:
+        return NOTHING
+    if top in _stdlib_modules():
+        return Unwrapped(
+            untold=f"{name} -m {module} is a standard module not known here, so whether it runs code from "
+            "its arguments or input can't be told"
+        )
+    return NOTHING
+
+
+@functools.cache
+def _stdlib_modules() -> frozenset[str]:
+    import sys
+
+    return frozenset(getattr(sys, "stdlib_module_names", ())) | {"idlelib", "turtledemo", "__hello__"}
+
+
+def _abbreviates_long(word: str, option: str) -> bool:
+    """``word`` names the long ``option`` or a prefix of it (getopt_long and argparse take unique prefixes;
+    an ambiguous one is counted too: fail closed)."""
+    name = word.split("=", 1)[0]
+    return name.startswith("--") and len(name) > 2 and option.startswith(name)
+
+
+# coverage run [OPTIONS] (-m MODULE | SCRIPT) ARGS: runs a module or a script as python would
+_COVERAGE_VALUED = frozenset(
+    "--concurrency --context --data-file --include --omit --rcfile --source --debug".split()
+)
+
+
+def _coverage(values: Values) -> Unwrapped:
+    sub = next((k for k, v in enumerate(values[1:], 1) if v is None or not v.startswith("-")), None)
+    if sub is None:
+        return NOTHING
+    if values[sub] is None:
+        return Unwrapped(unresolved="coverage has a command named by an expansion")
+    if values[sub] != "run":
+        return NOTHING  # report, html, combine, erase...: read data and write reports
+    i = sub + 1
+    while i < len(values):
+        word = values[i]
+        if word is None:
+            return Unwrapped(unresolved="coverage run has an argument with an expansion")
+        if word in ("-m", "--module") or (word.startswith("--") and _abbreviates_long(word, "--module")):
+            module = values[i + 1] if i + 1 < len(values) else ""
+            return _python_module("coverage run", module, values[i + 2 :], False)
+        if word == "--" or not word.startswith("-"):
+            return NOTHING  # a script file, as python runs it
+        if word.split("=", 1)[0] in _COVERAGE_VALUED and "=" not in word:
+            i += 1
+        i += 1
+    return NOTHING
+
+
+_SPECIAL["coverage"] = _coverage
