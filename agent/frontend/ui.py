@@ -38,7 +38,8 @@ from rich.style import Style
 from rich.text import Text
 
 from agent.frontend import commands
-from agent.runtime.tool_exec import INTERRUPTED, NOT_RUN
+from agent.runtime import mentions
+from agent.runtime.tool_exec import INTERRUPTED, NOBODY_TO_ASK, NOT_RUN, USER_SAID_NO
 from compact.decision import thresholds
 from core.events import (
     CompactFailed,
@@ -46,6 +47,7 @@ from core.events import (
     CompactStarted,
     MessageRecorded,
     Notice,
+    PermissionDenied,
     Retrying,
     SubagentFinished,
     SubagentProgress,
@@ -488,6 +490,7 @@ class Renderer:
         self._blocks_shown = 0  # blocks of the current reply already printed
         self._continuing = False  # the last thing printed was a paragraph's first lines: no blank line next
         self._paused = False
+        self._paused_at: float | None = None  # when a question paused the spinner
         self._inputs: dict[str, tuple[str, dict[str, Any]]] = {}
         # a permission question shows the call's header (and diff); the call that follows right after
         # the answer does not repeat them
@@ -548,6 +551,23 @@ class Renderer:
             self._end_text()
             if self._turn_since is not None:
                 self._show_status("Working…")
+        elif attached := mentions.shown(event.message):  # an @path of the prompt: what went in, or why not
+            line, went_in = attached
+            self._result_lines([line], "dim" if went_in else "yellow")
+
+    def _on_PermissionDenied(self, event: PermissionDenied) -> None:
+        """A call refused without a question (a deny rule, a hook's or a mode's refusal): its header and
+        why, on screen as the model is told. A "no" shows under its question, and a call left unasked by
+        an interruption ends with the turn's own line."""
+        if event.reason == USER_SAID_NO or event.reason.endswith(NOBODY_TO_ASK):
+            return
+        self._flush_thinking()
+        self._end_text()
+        self._just_asked = None
+        self.console.print(
+            tool_header(event.tool_name, relative_paths(event.tool_input, self.cwd)), highlight=False
+        )
+        self._result_lines([f"Not run: {visible(event.reason, one_line=True)}"], "yellow")
 
     def _on_ToolStarted(self, event: ToolStarted) -> None:
         self._flush_thinking()
@@ -577,10 +597,13 @@ class Renderer:
         return [visible(ln, one_line=True)[:LIVE_LINE_CHARS] for ln in lines[-LIVE_LINES:]]
 
     def _on_ToolFinished(self, event: ToolFinished) -> None:
-        self._live_tail = ""
+        printed, self._live_tail = self.live_lines(), ""
         name, args = self._inputs.pop(event.tool_use_id, (event.name, {}))
         if event.is_error and result_text(event.content).startswith((INTERRUPTED, NOT_RUN)):
-            pass  # the turn's end says "Interrupted by user", once; this text is for the model
+            # the turn's end says "Interrupted by user", once; what a stopped command had printed stays
+            # on screen as it was under the spinner (its last lines)
+            if printed:
+                self._result_lines(printed, "dim", limit=LIVE_LINES)
         elif event.is_error:
             self._result_lines(result_text(event.content).strip().splitlines(), "red")
         elif name == "TodoWrite":
@@ -693,15 +716,24 @@ class Renderer:
             self._stop_status()
 
     def pause(self) -> None:
-        """Hide the spinner (a permission question is being asked)."""
+        """Hide the spinner (a permission question is being asked): the time it waits is the user's, not
+        the work's, so the seconds shown stop until ``resume``."""
         with self._lock:
             self._end_text()
             self._paused = True
+            self._paused_at = self.clock()
             self._stop_status(keep_label=True)
 
     def resume(self) -> None:
         with self._lock:
             self._paused = False
+            if self._paused_at is not None:
+                waited, self._paused_at = self.clock() - self._paused_at, None
+                self._since += waited
+                if self._turn_since is not None:
+                    self._turn_since += waited
+                if self._compact_since is not None:
+                    self._compact_since += waited
             if self._label and (self._turn_since is not None or self._compact_since is not None):
                 self._show_status(self._label)
 
@@ -832,13 +864,11 @@ class Renderer:
                 )
 
     # --- internals -----------------------------------------------------------------------------------
-    def _result_lines(self, lines: list[str], style: str) -> None:
-        shown = Text(visible("\n".join(lines[:RESULT_LINES])), style=style, overflow="fold")
+    def _result_lines(self, lines: list[str], style: str, limit: int = RESULT_LINES) -> None:
+        shown = Text(visible("\n".join(lines[:limit])), style=style, overflow="fold")
         self.console.print(indented(self.console, shown, RESULT, INDENT))
-        if len(lines) > RESULT_LINES:
-            self.console.print(
-                Text(f"{INDENT}… +{len(lines) - RESULT_LINES} lines", style="dim"), highlight=False
-            )
+        if len(lines) > limit:
+            self.console.print(Text(f"{INDENT}… +{len(lines) - limit} lines", style="dim"), highlight=False)
 
     def _print_block(self, block: str, partial: bool = False) -> None:
         """Print a finished block, or (partial) the finished lines of a paragraph still streaming."""

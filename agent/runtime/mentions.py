@@ -34,6 +34,12 @@ def mentioned(text: str) -> list[str]:
     return found
 
 
+# the record field naming the ``@`` path a context message answers (what the REPL's line under the prompt
+# says: ``shown``), and, for a file or a directory, how many lines or entries went in
+MENTIONED = "mention"
+SIZE = "mentionSize"
+
+
 def attachments(session: Session, text: str) -> list[Message]:
     """The context messages for the prompt's ``@`` paths (see the module docstring)."""
     out: list[Message] = []
@@ -42,12 +48,28 @@ def attachments(session: Session, text: str) -> list[Message]:
         if not path.exists():
             continue  # "@someone" in prose: not a path, nothing to say
         if why := _refused(session, path):
-            out.append(meta(f"@{raw} was not attached: {why}."))
+            message = meta(f"@{raw} was not attached: {why}.")
         elif path.is_dir():
-            out.append(meta(_listing(raw, path), attachedPath=str(path)))
+            message = _listing(raw, path)
         else:
-            out.append(_file(session, raw, path))
+            message = _file(session, raw, path)
+        out.append(message.replace(extra={**message.extra, MENTIONED: raw}))
     return out
+
+
+def shown(message: Message) -> tuple[str, bool] | None:
+    """The line the REPL shows for an ``@`` attachment, and whether it went in (None: no attachment)."""
+    raw = message.extra.get(MENTIONED) if message.kind == "meta" else None
+    if not isinstance(raw, str):
+        return None
+    if "attachedPath" not in message.extra:  # refused, or it could not be read: the message says why
+        return message.text.strip(), False
+    size = message.extra.get(SIZE)
+    if message.text.startswith("The user attached the directory"):
+        return f"Attached @{raw} ({size} entr{'y' if size == 1 else 'ies'})", True
+    if isinstance(size, int):
+        return f"Attached @{raw} ({size} line{'' if size == 1 else 's'})", True
+    return f"Attached @{raw}", True
 
 
 def _refused(session: Session, path: Path) -> str | None:
@@ -82,21 +104,24 @@ def _file(session: Session, raw: str, path: Path) -> Message:
             kind="meta",
             extra={"attachedPath": str(path)},
         )
+    lines = len(result.content.rstrip("\n").splitlines())
     return meta(
         f"The user attached {path} (@{raw}); its contents, as the Read tool shows them:\n{result.content}",
         attachedPath=str(path),
+        **{SIZE: lines},
     )
 
 
-def _listing(raw: str, path: Path) -> str:
+def _listing(raw: str, path: Path) -> Message:
     try:
         entries = sorted(path.iterdir(), key=lambda p: p.name)
     except OSError as e:
-        return f"@{raw} could not be listed: {e}"
+        return meta(f"@{raw} could not be listed: {e}")
     names = [p.name + ("/" if p.is_dir() else "") for p in entries[:MAX_ENTRIES]]
     more = len(entries) - len(names)
     tail = [f"… and {more} more entries"] if more > 0 else []
-    return "\n".join([f"The user attached the directory {path} (@{raw}); its entries:", *names, *tail])
+    text = "\n".join([f"The user attached the directory {path} (@{raw}); its entries:", *names, *tail])
+    return meta(text, attachedPath=str(path), **{SIZE: len(entries)})
 
 
 def complete(cwd: Path, word: str) -> list[str]:

@@ -41,6 +41,10 @@ DECLINED = (
     "retry it or try another way; wait for the user's next message."
 )
 NOT_RUN_DECLINED = "Not run: the user said no to an earlier tool call of this message."
+# why a call was not run, as PermissionDenied says it: the REPL shows every other reason on a line of its
+# own; these two it has shown already (the answer under the question, the interruption at the turn's end)
+USER_SAID_NO = "the user said no"
+NOBODY_TO_ASK = "and nobody can give it"
 _T = TypeVar("_T")
 
 
@@ -241,7 +245,7 @@ def _permit(
             session.emit(ToolFinished(use["id"], name, failure.content, True, failure.summary))
             return failure
         if session.ask is None or session.cancel.is_set():
-            _denied(session, use, f"needs approval ({decision.reason}) and nobody can give it")
+            _denied(session, use, f"needs approval ({decision.reason}) {NOBODY_TO_ASK}")
             return ToolResult(
                 f"{name} needs the user's approval ({decision.reason}), and nobody can approve it in this "
                 "non-interactive session, so it was not run. Continue without it or tell the "
@@ -252,7 +256,7 @@ def _permit(
         if answer == "always":
             session.permissions.allow_for_session(session.permissions.suggest_rule(name, args))
         elif answer != "yes":
-            _denied(session, use, "the user said no")
+            _denied(session, use, USER_SAID_NO)
             return ToolResult(DECLINED, is_error=True)
     outcomes = session.run_hooks("PreToolUse", name, tool_name=name, tool_input=args)
     stop = session.hooks.stop_reason(outcomes)

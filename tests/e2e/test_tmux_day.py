@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.e2e.test_e2e_mcp import config_file
 from tests.e2e.test_tmux import LONG_REPLY, agent_in_tmux  # noqa: F401 - the fixture
 from tests.fakeapi import Reply, is_compaction, is_server_compaction
 
@@ -64,4 +65,55 @@ def test_the_compaction_stays_readable_after_exit_and_continue(
     pane.type("/history")
     screen = pane.wait_for(r"Before the last compaction \(\d+ messages\):")
     assert "user: hello, please write a lot" in screen
+    assert fake_api.violations == []
+
+
+def test_what_did_not_run_is_on_screen(agent_in_tmux, fake_api, project, tmp_path):  # noqa: F811
+    """A call a deny rule refused (Bash and MCP) says what and why; an @file says it went in; a Bash
+    command stopped with Ctrl-C leaves what it printed on screen."""
+    cfg = config_file(tmp_path, {"basic": "basic"})
+    (project / "notes.txt").write_text("one\ntwo\nthree\n")
+    pane = agent_in_tmux(
+        "--dangerously-skip-permissions",  # deny rules still win
+        "--mcp-config",
+        str(cfg),
+        "--disallowedTools",
+        "'Bash(rm:*) mcp__basic__echo'",
+    )
+    fake_api.reply_tools(
+        [
+            ("Bash", {"command": "rm -rf build"}, "toolu_rm"),
+            ("mcp__basic__echo", {"text": "hi"}, "toolu_echo"),
+        ]
+    )
+    fake_api.reply_text("Neither ran.")
+    pane.type("clean up and echo")
+    screen = pane.wait_for("Neither ran.")
+    pane.wait_prompt()
+    assert "● Bash(rm -rf build)" in screen and "● mcp__basic__echo(hi)" in screen
+    words = " ".join(screen.split())  # a long line wraps under its indentation
+    assert 'Not run: Bash is denied by the rule "Bash(rm:*)" in the settings' in words
+    assert 'Not run: mcp__basic__echo is denied by the rule "mcp__basic__echo" in the settings' in words
+
+    fake_api.reply_text("Three lines.")
+    pane.type("how long is @notes.txt?")
+    screen = pane.wait_for("Three lines.")
+    pane.wait_prompt()
+    assert "⎿  Attached @notes.txt (3 lines)" in screen
+    assert (
+        screen.index("how long is @notes.txt?") < screen.index("Attached @notes.txt") < screen.index("Three")
+    )
+
+    command = "for i in 1 2 3 4 5 6 7; do echo printed-$i; done; sleep 30"
+    fake_api.reply_tool("Bash", {"command": command})
+    fake_api.reply_text("Stopped, I see.")
+    pane.type("run the slow one")
+    pane.wait_for("printed-7", visible=True)  # live, under the spinner
+    pane.keys("C-c")
+    pane.wait_for("Interrupted by user")
+    pane.wait_prompt()
+    screen = pane.screen()
+    stopped = screen[screen.index("Bash(for i in") :]
+    assert all(f"printed-{i}" in stopped for i in range(3, 8)), screen  # the last five lines stay
+    assert stopped.index("printed-7") < stopped.index("Interrupted by user")
     assert fake_api.violations == []

@@ -8,6 +8,7 @@ from rich.console import Console
 
 from agent.frontend import commands
 from agent.frontend.ui import Renderer, complete_blocks, context_grid, numbered_diff, warning_of
+from agent.runtime.tool_exec import INTERRUPTED, NOBODY_TO_ASK, USER_SAID_NO
 from compact.decision import thresholds
 from core.events import (
     CompactFailed,
@@ -15,11 +16,13 @@ from core.events import (
     CompactStarted,
     MessageRecorded,
     Notice,
+    PermissionDenied,
     Retrying,
     TextDelta,
     TodosChanged,
     TokenState,
     ToolFinished,
+    ToolOutput,
     ToolStarted,
     TurnFinished,
 )
@@ -303,6 +306,72 @@ def test_status_text_counts_seconds_and_streamed_tokens():
     r(CompactStarted("auto"))
     now[0] = 121.0
     assert r.status_text() == "Compacting conversation… 9s · esc to interrupt"
+
+
+def test_a_permission_questions_wait_is_not_counted_by_the_spinner():
+    now = [100.0]
+    con, _ = console()
+    r = Renderer(con, clock=lambda: now[0])
+    r.begin_turn()
+    now[0] = 103.0
+    r.pause()  # the question is asked ...
+    now[0] = 190.0  # ... and answered 87 s later
+    r.resume()
+    now[0] = 192.0
+    assert r.status_text() == "Working… 5s · esc to interrupt"
+
+
+def test_a_call_refused_by_a_rule_says_what_and_why_and_a_no_is_not_repeated():
+    reason = 'Bash is denied by the rule "Bash(rm:*)" in the settings'
+    out = render(
+        PermissionDenied("t1", "Bash", {"command": "rm -rf build"}, reason),
+        PermissionDenied("t2", "Bash", {"command": "ls"}, USER_SAID_NO),
+        PermissionDenied("t3", "Edit", {"file_path": "/p/a"}, f"needs approval (x) {NOBODY_TO_ASK}"),
+    )
+    assert out == f"● Bash(rm -rf build)\n  ⎿  Not run: {reason}\n"
+
+
+def test_an_attached_file_shows_a_line_and_a_refused_one_why():
+    from agent.runtime.mentions import MENTIONED, SIZE
+    from core.messages import meta
+
+    out = render(
+        MessageRecorded(
+            meta("The user attached /p/a.py ...", attachedPath="/p/a.py", **{MENTIONED: "a.py", SIZE: 12})
+        ),
+        MessageRecorded(
+            meta(
+                "The user attached the directory /p/src ...",
+                attachedPath="/p/src",
+                **{MENTIONED: "src", SIZE: 1},
+            )
+        ),
+        MessageRecorded(
+            meta(
+                "@.env was not attached: the user's permission rules deny reading it.", **{MENTIONED: ".env"}
+            )
+        ),
+        MessageRecorded(meta("SessionStart hook output")),
+    )
+    assert out == (
+        "  ⎿  Attached @a.py (12 lines)\n"
+        "  ⎿  Attached @src (1 entry)\n"
+        "  ⎿  @.env was not attached: the user's permission rules deny reading it.\n"
+    )
+
+
+def test_a_stopped_commands_last_lines_stay_on_screen():
+    out = render(
+        ToolStarted("t1", "Bash", {"command": "make"}),
+        ToolOutput("".join(f"step {i}\n" for i in range(1, 9))),
+        ToolFinished("t1", "Bash", f"{INTERRUPTED}\n\nCommand was interrupted", True),
+        TurnFinished(text="", stop_reason="interrupted", error="Interrupted by user", usage={}),
+    )
+    assert out == (
+        "● Bash(make)\n"
+        + "".join(f"{'  ⎿  ' if i == 4 else '     '}step {i}\n" for i in range(4, 9))
+        + "  ⎿  Interrupted by user\n"
+    )
 
 
 REPLY = (
