@@ -2,7 +2,8 @@
 
 Tool failures are raised as ``ToolError("a sentence saying what to do")``; the runner (tools.runner)
 turns them, and any unexpected exception, into an ``is_error`` tool_result in one place.
-Tools are synchronous; agent/runtime/tool_exec.py runs consecutive read-only calls concurrently in threads, and
+Tools are synchronous; agent/runtime/tool_exec.py runs consecutive calls whose declaration says ``parallel``
+concurrently in threads, and
 a tool doing long work polls ``ctx.cancelled`` so Ctrl-C stops it. A tool may also define ``check(args, ctx)``, raising the
 ``ToolError`` its ``run`` would raise without changing anything (tools.runner.precheck calls it before
 a permission prompt).
@@ -15,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from core.declaration import Declaration
 
 
 class ToolError(Exception):
@@ -64,6 +67,8 @@ class Tool(Protocol):
     name: str
     description: str
     input_schema: dict[str, Any]
-    read_only: bool
+    # what it touches, its path argument, how it is shown, what compaction may do with its results
+    # (core.declaration); the registry makes it known by the tool's name
+    declaration: Declaration
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...

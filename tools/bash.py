@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from core.declaration import Declaration
 from tools.base import ToolContext, ToolError, ToolResult
 from tools.process import runner
 from tools.process.spill import SpillingOutput
@@ -67,9 +68,11 @@ LIVE_OUTPUT = "bash_output"  # the ToolContext service that receives output as i
 
 class BashTool:
     name = "Bash"
+    declaration = Declaration(
+        "runs", key_arg="command", clearable=True, result_limit=30_000, records="command"
+    )
     description = DESCRIPTION
     brief = BRIEF
-    read_only = False
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from core.declaration import Declaration
 from tools.base import ToolContext, ToolError, ToolResult
 from tools.read import check_fresh, number_lines, record_read
 from tools.write import line_delta, write_text
@@ -31,9 +32,11 @@ BRIEF = "Replace exact text in a file read this session: old_string must match o
 
 class EditTool:
     name = "Edit"
+    declaration = Declaration(
+        "writes", "file_path", "file_path", show_summary=True, clearable=True, records="edit", restorable=True
+    )
     description = DESCRIPTION
     brief = BRIEF
-    read_only = False
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {

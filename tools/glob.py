@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from core.declaration import Declaration
 from tools.base import ToolContext, ToolError, ToolResult
 
 MAX_RESULTS = 100
@@ -36,9 +37,9 @@ BRIEF = 'Find files by a glob pattern ("**/*.py"); path defaults to the working 
 
 class GlobTool:
     name = "Glob"
+    declaration = Declaration("reads", "path", "pattern", clearable=True, records="search", parallel=True)
     description = DESCRIPTION
     brief = BRIEF
-    read_only = True
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core.declaration import Declaration
 from tools.base import ToolContext, ToolError, ToolResult
 from tools.process import runner
 from tools.process.spill import SpillingOutput
@@ -54,9 +55,11 @@ BRIEF = "Search file contents with a ripgrep regex. output_mode: files_with_matc
 
 class GrepTool:
     name = "Grep"
+    declaration = Declaration(
+        "reads", "path", "pattern", clearable=True, result_limit=20_000, records="search", parallel=True
+    )
     description = DESCRIPTION
     brief = BRIEF
-    read_only = True
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {

@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from core.declaration import Declaration
 from tools.base import ToolContext, ToolError, ToolResult
 
 DEFAULT_LIMIT = 2000
@@ -60,9 +61,19 @@ BRIEF = "Read a file by absolute path: numbered lines (the number and tab are no
 
 class ReadTool:
     name = "Read"
+    declaration = Declaration(
+        "reads",
+        "file_path",
+        "file_path",
+        show_summary=True,
+        clearable=True,
+        result_limit=float("inf"),
+        records="read",
+        restorable=True,
+        parallel=True,
+    )
     description = DESCRIPTION
     brief = BRIEF
-    read_only = True
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {

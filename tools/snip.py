@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.declaration import Declaration
 from core.errors import SnipError
 from tools.base import ToolContext, ToolError, ToolResult
 
@@ -29,6 +30,7 @@ BRIEF = "Remove earlier turns from your context by the [id:...] tags that end ea
 
 class SnipTool:
     name = "Snip"
+    declaration = Declaration("nothing", key_arg="ids", show_summary=True, records="nothing")
     description = DESCRIPTION
     brief = BRIEF
     input_schema: dict[str, Any] = {
@@ -45,8 +47,6 @@ class SnipTool:
         "required": ["ids"],
         "additionalProperties": False,
     }
-    read_only = False
-    needs_permission = False
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         ids = args.get("ids")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.declaration import Declaration
 from tools.base import ToolContext, ToolError, ToolResult
 
 NAME = "Task"
@@ -45,10 +46,8 @@ def describe(types: list[AgentType]) -> str:
 
 class TaskTool:
     name = NAME
-    read_only = False
-    needs_permission = False
-    concurrency_safe = (
-        True  # each subagent has its own context; several run at once (agent.runtime.tool_exec)
+    declaration = Declaration(
+        "nothing", key_arg="description", show_summary=True, records="answer", parallel=True
     )
 
     def __init__(self, types: list[AgentType], withheld: dict[str, str] | None = None) -> None:

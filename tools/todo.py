@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.declaration import Declaration
 from tools.base import ToolContext, ToolError, ToolResult
 
 STATUSES = ("pending", "in_progress", "completed")
@@ -35,9 +36,9 @@ RESULT = (
 
 class TodoWriteTool:
     name = "TodoWrite"
+    declaration = Declaration("nothing", records="todo", parallel=True)
     description = DESCRIPTION
     brief = BRIEF
-    read_only = True  # no file, no process: it runs without asking, like Read
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {

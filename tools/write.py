@@ -6,6 +6,7 @@ import difflib
 from pathlib import Path
 from typing import Any
 
+from core.declaration import Declaration
 from tools.base import ToolContext, ToolError, ToolResult
 from tools.read import check_fresh, record_read
 
@@ -23,9 +24,11 @@ BRIEF = "Write a whole file by absolute path (parents created). An existing file
 
 class WriteTool:
     name = "Write"
+    declaration = Declaration(
+        "writes", "file_path", "file_path", show_summary=True, clearable=True, records="edit", restorable=True
+    )
     description = DESCRIPTION
     brief = BRIEF
-    read_only = False
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {

@@ -29,7 +29,6 @@ from agent.config.trust import Ignored
 
 GENERAL = "general-purpose"
 EXPLORE = "Explore"
-EXPLORE_TOOLS = ("Read", "Grep", "Glob", "Bash", "Snip")
 # the short names Claude Code's agent files use for a model
 MODEL_ALIASES = {"sonnet": "claude-sonnet-4-5", "opus": "claude-opus-4-1", "haiku": "claude-haiku-4-5"}
 
@@ -62,7 +61,9 @@ class AgentDef:
     tools: tuple[str, ...] | None = None  # None: every tool the main agent has (but Task)
     model: str | None = None  # None: the main agent's model
     source: str = "built-in"  # the file it came from
-    read_only: bool = False  # Bash under the read-only rules (tools.shell.readonly)
+    # only the tools whose declaration reads or touches nothing, and Bash under the read-only rules
+    # (tools.shell.readonly)
+    read_only: bool = False
 
     @property
     def tools_text(self) -> str:
@@ -82,7 +83,6 @@ BUILT_IN = (
         "Fast read-only agent for exploring a codebase: finding files, searching code, answering questions "
         "about how it works",
         EXPLORE_PROMPT,
-        tools=EXPLORE_TOOLS,
         read_only=True,
     ),
 )

@@ -41,6 +41,7 @@ from agent.frontend import commands
 from agent.runtime import mentions
 from agent.runtime.tool_exec import INTERRUPTED, NOBODY_TO_ASK, NOT_RUN, USER_SAID_NO
 from compact.decision import thresholds
+from core.declaration import declaration_of
 from core.events import (
     CompactFailed,
     CompactFinished,
@@ -76,19 +77,7 @@ RECAP_LINES = 4
 COMPACTED_RECAP = "(earlier messages were compacted · /summary shows the summary, /history what it replaced)"
 DIFF_LINES = 10
 DIFF_STYLES = {"+": "green", "-": "red"}
-# tools whose output is the file itself (or a confirmation): their one-line summary says more
-SUMMARY_TOOLS = ("Read", "Write", "Edit", "Snip", "Task")
 NOTICE_STYLES = {"info": "dim", "warning": "yellow", "error": "red"}
-KEY_ARGS = {
-    "Read": "file_path",
-    "Write": "file_path",
-    "Edit": "file_path",
-    "Bash": "command",
-    "Grep": "pattern",
-    "Glob": "pattern",
-    "Snip": "ids",
-    "Task": "description",
-}
 # /context: (style, glyph) per category; glyphs keep the grid readable without colour
 CATEGORY_LOOK = {
     "system": ("grey62", "■"),
@@ -358,9 +347,15 @@ def warning_of(state: TokenState | None, compact_disabled: bool = False) -> tupl
     return severity, thresholds.warning_text(lv, th)
 
 
+def _key_arg(name: str) -> str:
+    """The argument the tool's declaration shows beside its name ("" when it names none)."""
+    d = declaration_of(name)
+    return (d.key_arg or "") if d is not None else ""
+
+
 def key_argument(name: str, args: dict[str, Any]) -> str:
     """The one argument that says what a tool call does, on one short line."""
-    value = args.get(KEY_ARGS.get(name, ""))
+    value = args.get(_key_arg(name))
     if value is None:
         value = next((v for v in args.values() if isinstance(v, str)), "")
     if isinstance(value, list):
@@ -374,7 +369,7 @@ def key_argument(name: str, args: dict[str, Any]) -> str:
 
 def whole_argument(name: str, args: dict[str, Any]) -> str:
     """The key argument in full, every line of it (a permission question never cuts what it asks about)."""
-    value = args.get(KEY_ARGS.get(name, ""))
+    value = args.get(_key_arg(name))
     if value is None:
         value = next((v for v in args.values() if isinstance(v, str)), "")
     if isinstance(value, list):
@@ -610,7 +605,8 @@ class Renderer:
             pass  # the checklist follows (TodosChanged); the result's text is a reminder for the model
         else:
             output = result_text(event.content).strip()
-            prefer_summary = name in SUMMARY_TOOLS or not output
+            decl = declaration_of(name)  # a tool whose output is the file itself: its summary says more
+            prefer_summary = (decl is not None and decl.show_summary) or not output
             shown = (event.summary or output) if prefer_summary else output
             if event.tool_use_id in self._shared_tasks:  # several ran at once: say which one this is
                 shown = f"{key_argument(name, args)}: {shown}"

@@ -33,6 +33,7 @@ from typing import Any
 
 from agent.config.mcp_servers import server_name
 from compact.stages.budget import persisted_block
+from core.declaration import Declaration, declare
 from core.private import make_private_dirs, write_private
 from core.tokens import MEDIA_TOKENS, estimate_text
 from tools.base import ToolContext, ToolError, ToolResult
@@ -81,6 +82,12 @@ class McpTool:
     read_only: bool = False
     cap_tokens: int = CAP_TOKENS
 
+    @property
+    def declaration(self) -> Declaration:
+        """A server's tool runs something we can't see: whatever its annotations claim, the engine asks by
+        its MCP rules (a claim never widens what a rule allows); ``readOnlyHint`` only lets calls overlap."""
+        return Declaration("runs", records="outcome", parallel=self.read_only)
+
     @classmethod
     def from_listing(
         cls, server: str, listed: dict[str, Any], call: Callable[..., dict[str, Any]], cap_tokens: int
@@ -91,7 +98,7 @@ class McpTool:
         annotations = listed.get("annotations") or {}
         title = listed.get("title") or annotations.get("title") or ""
         description = str(listed.get("description") or title or f"{listed['name']} (from {server})")
-        return cls(
+        tool = cls(
             name=tool_name(server, str(listed["name"])),
             server=server,
             remote_name=str(listed["name"]),
@@ -101,6 +108,8 @@ class McpTool:
             read_only=annotations.get("readOnlyHint") is True,
             cap_tokens=cap_tokens,
         )
+        declare(tool.name, tool.declaration)
+        return tool
 
     def schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
@@ -282,7 +291,7 @@ class ToolSearchTool:
     """Our client-side tool search (CONTRACT §6)."""
 
     name = SEARCH_NAME
-    read_only = True
+    declaration = Declaration("nothing", key_arg="query", records="nothing", parallel=True)
     input_schema = {
         "type": "object",
         "properties": {
@@ -330,3 +339,6 @@ class ToolSearchTool:
         return ToolResult(
             f'No MCP tool matches "{query}".{more} Try other words, or do without.', summary="no match"
         )
+
+
+declare(SEARCH_NAME, ToolSearchTool.declaration)

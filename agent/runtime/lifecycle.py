@@ -33,7 +33,7 @@ from core.errors import SessionError
 from core.events import Event, Notice
 from core.messages import meta, new_uuid
 from core.model import context_window_for, cost_usd
-from tools.permissions.engine import EDIT_TOOLS, READ_ONLY_TOOLS, Rule
+from tools.permissions.engine import Rule, reads_files, writes_files
 from tools.permissions.path_rules import pattern_regexes
 
 
@@ -334,7 +334,7 @@ def setting_problems(session: Session) -> list[str]:
     for kind, rules in (("deny", s.deny), ("ask", s.ask), ("allow", s.allow)):
         for text in rules:
             rule = Rule.parse(str(text))
-            if rule.content is None or rule.tool not in READ_ONLY_TOOLS | EDIT_TOOLS:
+            if rule.content is None or not (reads_files(rule.tool) or writes_files(rule.tool)):
                 continue
             try:
                 pattern_regexes(rule.content, s.cwd, s.user_home)

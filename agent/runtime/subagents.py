@@ -305,7 +305,13 @@ def build_child(parent: Session, agent: AgentDef, run: TaskRun, emit: Callable[[
     child.hooks = parent.hooks
     child.tool_ctx.hidden = parent.tool_ctx.hidden
     allowed = agent.tools
-    child.tools = [t for t in child.tools if t.name != NAME and (allowed is None or t.name in allowed)]
+    child.tools = [
+        t
+        for t in child.tools
+        if t.name != NAME
+        and (allowed is None or t.name in allowed)
+        and (not agent.read_only or t.name == "Bash" or t.declaration.touches in ("reads", "nothing"))
+    ]
     if parent.mcp is not None and allowed is None and not agent.read_only:
         child.attach_mcp(parent.mcp)  # an agent with every tool has the MCP servers' too (behind the search)
     return child

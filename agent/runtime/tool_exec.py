@@ -24,6 +24,7 @@ from typing import Any, Callable, TypeVar
 from agent.runtime.client import INVALID_INPUT
 from agent.runtime.session import Session
 from compact.compaction import ledger, restore
+from core.declaration import declaration_of
 from core.errors import Interrupted
 from core.events import PermissionDenied, TodosChanged, ToolFinished, ToolStarted
 from core.messages import Message, meta, tool_result_block, tool_results
@@ -65,10 +66,6 @@ class HookStopped(Exception):
 
 
 STOPPED = "Not run: a hook ended the turn. Wait for the user's next message."
-
-
-# the argument of each file tool that names a path (Grep/Glob: the search root)
-_PATH_ARGS = {"Read": "file_path", "Write": "file_path", "Edit": "file_path", "Grep": "path", "Glob": "path"}
 
 
 def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
@@ -170,7 +167,8 @@ def _with_absolute_path(session: Session, use: dict[str, Any]) -> dict[str, Any]
 
     A path that can't be resolved (a NUL byte in it) is left as written: the check and the tool then
     fail on it, and that becomes the call's error result."""
-    key, args = _PATH_ARGS.get(use.get("name", "")), use.get("input")
+    decl = declaration_of(str(use.get("name", "")))
+    key, args = (decl.path_arg if decl is not None else None), use.get("input")
     if key is None or not isinstance(args, dict) or not isinstance(args.get(key), str) or not args[key]:
         return use
     try:
@@ -196,9 +194,9 @@ def _redacted(session: Session, result: ToolResult) -> ToolResult:
 
 
 def _read_only(session: Session, use: dict[str, Any]) -> bool:
-    """Whether the call may run beside its neighbours: read-only tools, and Task (own context each)."""
+    """Whether the call may run beside its neighbours: its declaration says so (readers, Task)."""
     tool = session.find_tool(use.get("name", ""))
-    return bool(tool and getattr(tool, "concurrency_safe", tool.read_only))
+    return tool is not None and tool.declaration.parallel
 
 
 def _touched(uses: list[dict[str, Any]]) -> set[str]:

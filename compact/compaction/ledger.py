@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from compact.compaction.candidate import contradictions  # the check sits with the candidate's other checks
+from core.declaration import declaration_of
 from core.messages import Message, meta, new_uuid
 from core.private import write_private
 from core.tokens import estimate_text
@@ -262,9 +263,12 @@ def _apply(
     name, args = use.get("name"), use.get("input") or {}
     failed = bool(result.get("is_error"))
     text = _text(result.get("content"))
-    if name == "Task" and facts.get("agentId"):  # failed ones too: an interrupted task is worth knowing
+    decl = declaration_of(str(name))
+    kind = decl.records if decl is not None else "outcome"
+    path = args.get(decl.path_arg) if decl is not None and decl.path_arg else None
+    if kind == "answer" and facts.get("agentId"):  # failed ones too: an interrupted task is worth knowing
         _add_task(ledger, facts, text)
-    elif name == "Bash" and isinstance(args.get("command"), str):
+    elif kind == "command" and isinstance(args.get("command"), str):
         _add_command(ledger, args["command"], _exit_code(failed, text, facts), _outcome(text), when)
         if isinstance(facts.get("cwd"), str):
             ledger.cwd = facts["cwd"]
@@ -274,37 +278,32 @@ def _apply(
         entry = {"tool": str(name), "target": _target(args), "error": _outcome(text)}
         ledger.failed = [*[e for e in ledger.failed if e != entry], entry][-MAX_FAILED_TOOLS:]
         return
-    elif name not in _KNOWN and name not in _QUIET:
+    elif kind == "outcome":
         entry = {"tool": str(name), "target": _target(args), "outcome": _outcome(text)}
         ledger.other = [
             *[e for e in ledger.other if e["tool"] != entry["tool"] or e["target"] != entry["target"]],
             entry,
         ][-MAX_OTHER_TOOLS:]
         return
-    elif name in ("Edit", "Write") and isinstance(args.get("file_path"), str):
-        change = ledger.modified.pop(args["file_path"], FileChange())
-        added, removed = _lines_changed(name, args, facts)
-        ledger.modified[args["file_path"]] = FileChange(
+    elif kind == "edit" and isinstance(path, str):
+        change = ledger.modified.pop(path, FileChange())
+        added, removed = _lines_changed(str(name), args, facts)
+        ledger.modified[path] = FileChange(
             change.edits + 1, change.added + added, change.removed + removed, when
         )
-    elif name == "Read" and isinstance(args.get("file_path"), str):
-        ledger.read.pop(args["file_path"], None)
-        ledger.read[args["file_path"]] = _range(args)
+    elif kind == "read" and isinstance(path, str):
+        ledger.read.pop(path, None)
+        ledger.read[path] = _range(args)
         while len(ledger.read) > MAX_READS:
             ledger.read.pop(next(iter(ledger.read)))
-    elif name in ("Grep", "Glob") and isinstance(args.get("pattern"), str):
-        _add_search(ledger, name, args, text)
-    elif name == "TodoWrite" and isinstance(args.get("todos"), list):
+    elif kind == "search" and isinstance(args.get("pattern"), str):
+        _add_search(ledger, str(name), args, text)
+    elif kind == "todo" and isinstance(args.get("todos"), list):
         ledger.todos = [
             {k: str(t.get(k, "")) for k in ("content", "status", "activeForm")}
             for t in args["todos"]
             if isinstance(t, dict)
         ]
-
-
-_KNOWN = frozenset(("Edit", "Write", "Read", "Grep", "Glob", "TodoWrite", "Task", "Bash"))
-# tools whose outcome is the context itself, not a step of the work (their results say nothing to keep)
-_QUIET = frozenset(("Snip",))
 
 
 def _target(args: dict[str, Any]) -> str:

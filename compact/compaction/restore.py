@@ -26,6 +26,7 @@ from typing import Any
 from compact.compaction import ledger
 from compact.context.conversation import Conversation, Ports
 from compact.decision.thresholds import window_scale
+from core.declaration import declaration_of
 from core.messages import Message, meta
 from core.tokens import estimate_text
 from tools.read import DEFAULT_LIMIT, IMAGE_TYPES, number_lines
@@ -33,7 +34,6 @@ from tools.read import DEFAULT_LIMIT, IMAGE_TYPES, number_lines
 MAX_FILES = 5
 FILE_TOKENS = 5_000
 TOTAL_TOKENS = 50_000
-FILE_TOOLS = ("Read", "Write", "Edit")
 MAX_LINE_CHARS = 2_000
 SNIFF_BYTES = 8_192
 REPEATED_EDITS = (
@@ -52,13 +52,17 @@ class Restored:
     tokens: int = 0
 
 
-def _paths_in(messages: list[Message], conv: Conversation, tools: tuple[str, ...]) -> list[str]:
-    """Resolved file_path inputs of these tools' calls, most recent first, each once."""
+def _paths_in(messages: list[Message], conv: Conversation, *, reads: bool = False) -> list[str]:
+    """Resolved paths of the calls of tools whose files may be restored (core.declaration), most recent
+    first, each once; ``reads``: only the calls that read a file (its text is in view)."""
     out: list[str] = []
     for m in reversed(messages):
         for b in reversed(m.tool_uses):
-            path = (b.get("input") or {}).get("file_path")
-            if b.get("name") in tools and isinstance(path, str) and path:
+            d = declaration_of(str(b.get("name")))
+            if d is None or not d.restorable or d.path_arg is None or (reads and d.records != "read"):
+                continue
+            path = (b.get("input") or {}).get(d.path_arg)
+            if isinstance(path, str) and path:
                 resolved = str(conv.tools.resolve(path).resolve())
                 if resolved not in out:
                     out.append(resolved)
@@ -72,7 +76,7 @@ def recent_files(conv: Conversation, history: list[Message]) -> list[str]:
     empty read state, but its history still shows what was read); files known only from the read state
     (restored by an earlier compaction) follow, latest recorded first.
     """
-    ordered = _paths_in(history, conv, FILE_TOOLS)
+    ordered = _paths_in(history, conv)
     ordered += [p for p in reversed(list(conv.tools.read_files)) if p not in ordered]
     first = [p for p in edited_repeatedly(conv, history) if p in ordered or Path(p).is_file()]
     return first + [p for p in ordered if p not in first]
@@ -169,8 +173,8 @@ def plan_restore(
     total = int(TOTAL_TOKENS * scale)
     if room is not None:
         total = min(total, max(0, room))
-    visible = set(_paths_in(kept, conv, ("Read",)))
-    in_tail = set(_paths_in(tail, conv, ("Read",))) if tail is not None else set()
+    visible = set(_paths_in(kept, conv, reads=True))
+    in_tail = set(_paths_in(tail, conv, reads=True)) if tail is not None else set()
     paying = worth_restoring(conv, history) if tail is not None else None
     instructions, own_dir = _excluded(conv, ports)
     out = Restored()
@@ -216,7 +220,7 @@ def plan_restore(
 
 def apply_read_state(conv: Conversation, restored: Restored, kept: list[Message]) -> None:
     """Only what the model can see now counts as read: restored files and those visible in kept messages."""
-    visible = set(_paths_in(kept, conv, ("Read",)))
+    visible = set(_paths_in(kept, conv, reads=True))
     state = conv.tools.read_files
     still = {p: t for p, t in state.items() if p in visible}
     state.clear()

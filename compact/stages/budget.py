@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from compact.stages.state import ContextState
+from core.declaration import declaration_of
 from core.messages import Block, Message
 from core.private import write_private
 
-DEFAULT_THRESHOLD = 50_000
-THRESHOLDS: dict[str, float] = {"Bash": 30_000, "Grep": 20_000, "Read": float("inf")}
+DEFAULT_THRESHOLD = 50_000  # a tool nobody declared (each declaration names its own limit)
 ROUND_BUDGET = 200_000
 PREVIEW_CHARS = 2_000
 PREVIEW_MIN_CUT = 1_000  # cut the preview at a newline only if one falls after this many chars
@@ -52,7 +52,9 @@ def tool_names_of(messages: list[Message]) -> dict[str, str]:
 
 
 def threshold_for(tool: str) -> float:
-    return THRESHOLDS.get(tool, DEFAULT_THRESHOLD)
+    """The size in characters past which the tool's result goes to disk (its declaration's limit)."""
+    d = declaration_of(tool)
+    return d.result_limit if d is not None else DEFAULT_THRESHOLD
 
 
 def result_text(content: str | list[Block]) -> str | None:

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from compact.stages.state import ContextState
+from core.declaration import declaration_of
 from core.messages import Block, Message
 from core.tokens import block_tokens, estimate_text
 
@@ -37,7 +38,12 @@ def _cleared_tokens() -> int:
     return estimate_text(CLEARED)
 
 
-COMPACTABLE = frozenset({"Read", "Bash", "Grep", "Glob", "Edit", "Write", "WebFetch", "WebSearch"})
+def _clearable(tool: str) -> bool:
+    """Its old results may be cleared (its declaration says so; a tool nobody declared: no)."""
+    d = declaration_of(tool)
+    return d is not None and d.clearable
+
+
 # at a compaction, the recent results its kept tail keeps may take this share of T (in_tail)
 TAIL_RESULTS_SHARE = 0.10
 
@@ -118,7 +124,7 @@ def stale_results(
         for m in messages
         if m.role == "assistant"
         for b in m.content
-        if b.get("type") == "tool_use" and b.get("name") in COMPACTABLE and b.get("id") in sizes
+        if b.get("type") == "tool_use" and _clearable(str(b.get("name"))) and b.get("id") in sizes
     ]
     keep = min(len(ids), max(0, keep_recent))
     if budget is not None and keep > 1:

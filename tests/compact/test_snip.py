@@ -168,7 +168,11 @@ def test_the_tool_calls_the_service(tmp_path: Path) -> None:
         return "Snipped 4 messages, freeing about 1,200 tokens."
 
     tool = SnipTool()
-    assert tool.name == "Snip" and not tool.read_only and tool.input_schema["required"] == ["ids"]
+    assert (
+        tool.name == "Snip"
+        and tool.declaration.touches == "nothing"
+        and tool.input_schema["required"] == ["ids"]
+    )
     result = tool.run({"ids": ["abc123"], "reason": "old"}, tool_ctx(tmp_path, snip=service))
     assert (result.content, result.is_error) == ("Snipped 4 messages, freeing about 1,200 tokens.", False)
     assert calls == [(["abc123"], "old")]

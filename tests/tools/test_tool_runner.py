@@ -153,14 +153,14 @@ def test_builtin_tools_and_their_schemas() -> None:
     tools = builtin_tools()
     schemas = tool_schemas(tools)
     assert [s["name"] for s in schemas] == ["Bash", "Glob", "Grep", "Read", "Edit", "Write", "TodoWrite"]
-    assert {t.name: t.read_only for t in tools} == {
-        "Bash": False,
-        "Glob": True,
-        "Grep": True,
-        "Read": True,
-        "Edit": False,
-        "Write": False,
-        "TodoWrite": True,
+    assert {t.name: t.declaration.touches for t in tools} == {
+        "Bash": "runs",
+        "Glob": "reads",
+        "Grep": "reads",
+        "Read": "reads",
+        "Edit": "writes",
+        "Write": "writes",
+        "TodoWrite": "nothing",
     }
     for schema in schemas:
         assert set(schema) == {"name", "description", "input_schema"}

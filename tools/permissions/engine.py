@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from core.declaration import declaration_of
 from tools.permissions import bash_rules, git_config
 from tools.permissions.bash_rules import BashPattern
 from tools.permissions.path_rules import inside, normal, path_forms, pattern_regexes
@@ -69,12 +70,31 @@ from tools.permissions.protected import Places, tree_steers_agent, why_protected
 if TYPE_CHECKING:
     from tools.shell.reader import Analysis
 
-READ_ONLY_TOOLS = frozenset({"Read", "Grep", "Glob"})
-EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
-MUTATING_TOOLS = EDIT_TOOLS | {"Bash"}
 MCP_PREFIX = "mcp__"
-# a rule naming the key covers these tools too
-_RULE_FAMILY = {**dict.fromkeys(EDIT_TOOLS, EDIT_TOOLS), "Read": READ_ONLY_TOOLS}
+
+
+def reads_files(tool_name: str) -> bool:
+    """A tool that reads the file (or tree) its path argument names: Read rules cover it (core.declaration)."""
+    d = declaration_of(tool_name)
+    return d is not None and d.reads_files
+
+
+def writes_files(tool_name: str) -> bool:
+    """A tool that changes the file its path argument names: Edit and Write rules cover it."""
+    d = declaration_of(tool_name)
+    return d is not None and d.writes_files
+
+
+def _covers(rule_tool: str, tool_name: str) -> bool:
+    """A rule naming ``rule_tool`` covers ``tool_name``: the same tool, a Read rule every file reader, an
+    Edit or Write rule every file writer."""
+    if rule_tool == tool_name:
+        return True
+    if rule_tool == "Read":
+        return reads_files(tool_name)
+    return writes_files(rule_tool) and writes_files(tool_name)
+
+
 _PREVIEW_LINES = 40
 _HARMLESS_WRITES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 
@@ -130,7 +150,7 @@ class Rule:
         return cls(text, m.group(1), None if content in ("", "*") else content)
 
     def covers(self, tool_name: str) -> bool:
-        return tool_name == self.tool or tool_name in _RULE_FAMILY.get(self.tool, ())
+        return _covers(self.tool, tool_name)
 
 
 class Permissions:
@@ -159,7 +179,7 @@ class Permissions:
             return self._check_mcp(tool_name)
         if tool_name == "Bash":
             return self._check_bash(str(args.get("command", "")), here)
-        return self._check_file_tool(tool_name, args, here)
+        return self._check_declared(tool_name, args, here)
 
     def read_denied(self, path: Path) -> bool:
         """True when a Read deny rule matches the absolute ``path`` (to keep it out of search results)."""
@@ -206,9 +226,9 @@ class Permissions:
                 and not any(p is not None and bash_rules.matches(p, c, by_base_name=False) for _, p in allow)
             ]
             return bash_rules.suggest(command, pending[0] if pending else None)
-        if tool_name in EDIT_TOOLS:
+        if writes_files(tool_name):
             return "Edit"
-        if tool_name in READ_ONLY_TOOLS:
+        if reads_files(tool_name):
             target = self._target(tool_name, args, self.project_dir)
             if not inside(target, self._readable_dirs()):
                 folder = normal(target if tool_name != "Read" else target.parent)
@@ -256,12 +276,39 @@ class Permissions:
 
     # ---- file tools ----------------------------------------------------------------------------
 
+    def _check_declared(self, tool_name: str, args: dict[str, Any], here: Path) -> Decision:
+        """A tool by its declaration: file readers and writers by their path, a tool that touches only the
+        conversation allowed, anything else (another program runner, a tool nobody declared) asks, after
+        the deny and ask rules that name it."""
+        d = declaration_of(tool_name)
+        if d is not None and d.path_arg is not None and d.touches in ("reads", "writes"):
+            return self._check_file_tool(tool_name, args, here)
+        if rule := self._path_rule(self.deny, tool_name, here, every=False):
+            return Decision("deny", f'{tool_name} is denied by the rule "{rule}" in the settings', rule)
+        if d is not None and d.touches == "nothing":
+            return Decision("allow", f"{tool_name} only changes the conversation")
+        if self.mode == "plan":
+            return _plan_denial(tool_name)
+        if rule := self._path_rule(self.ask, tool_name, here, every=False):
+            if self.mode == "bypassPermissions":
+                return Decision("allow", "bypassPermissions mode", rule)
+            return Decision("ask", f'the rule "{rule}" asks before running {tool_name}', rule)
+        if self.mode == "bypassPermissions":
+            return Decision("allow", "bypassPermissions mode")
+        if rule := self._path_rule(self.allow + self.session_allow, tool_name, here, every=True):
+            return Decision("allow", f'allowed by the rule "{rule}"', rule)
+        if d is None:
+            return Decision(
+                "ask", f"{tool_name} is a tool the agent knows nothing about, which needs approval"
+            )
+        return Decision("ask", f"{tool_name} may change things, which needs approval")
+
     def _check_file_tool(self, tool_name: str, args: dict[str, Any], here: Path) -> Decision:
         target = self._target(tool_name, args, here)
         shown = normal(target)
         if rule := self._path_rule(self.deny, tool_name, target, every=False):
             return Decision("deny", f'{tool_name} is denied by the rule "{rule}" in the settings', rule)
-        if self.mode == "plan" and tool_name in MUTATING_TOOLS:
+        if self.mode == "plan" and writes_files(tool_name):
             return _plan_denial(tool_name)
         if rule := self._path_rule(self.ask, tool_name, target, every=False):
             if self.mode == "bypassPermissions":
@@ -269,22 +316,20 @@ class Permissions:
             return Decision("ask", f'the rule "{rule}" asks before running {tool_name}', rule)
         if self.mode == "bypassPermissions":
             return Decision("allow", "bypassPermissions mode")
-        if tool_name in EDIT_TOOLS and (why := why_protected(target, self.places)):
+        if writes_files(tool_name) and (why := why_protected(target, self.places)):
             return Decision("ask", f"{tool_name} of {shown}: {why}")
         if rule := self._path_rule(self.allow + self.session_allow, tool_name, target, every=True):
             return Decision("allow", f'allowed by the rule "{rule}"', rule)
-        if tool_name in READ_ONLY_TOOLS:
+        if reads_files(tool_name):
             if inside(target, self._readable_dirs()):
                 return Decision("allow", "reading inside the project")
             return Decision("ask", f"{tool_name} of {shown} is outside the project")
-        if tool_name in EDIT_TOOLS:
-            ours = inside(target, self._editable_dirs())
-            if self.mode == "acceptEdits" and ours:
-                return Decision("allow", "acceptEdits mode: edits inside the project are allowed")
-            return Decision(
-                "ask", f"{tool_name} of {shown}{'' if ours else ' (outside the project)'} needs approval"
-            )
-        return Decision("allow", f"{tool_name} only changes the conversation")
+        ours = inside(target, self._editable_dirs())
+        if self.mode == "acceptEdits" and ours:
+            return Decision("allow", "acceptEdits mode: edits inside the project are allowed")
+        return Decision(
+            "ask", f"{tool_name} of {shown}{'' if ours else ' (outside the project)'} needs approval"
+        )
 
     # ---- Bash ----------------------------------------------------------------------------------
 
@@ -522,13 +567,13 @@ class Permissions:
         if not parsed:
             return None
         candidates = path_forms(target)
-        if not every and tool_name in ("Grep", "Glob"):
+        if not every and _searches(tool_name):
             # a search reads what is inside its root, so "dir/**" must stop a search of dir itself
             candidates += [c / "\x00" for c in candidates]
         for rule in parsed:
             if rule.content is None:
                 return rule.text
-            if tool_name not in READ_ONLY_TOOLS | EDIT_TOOLS:
+            if not (reads_files(tool_name) or writes_files(tool_name)):
                 continue  # a specifier on a tool without a path: nothing here can interpret it
             patterns = pattern_regexes(rule.content, self.project_dir, self.user_home)
             hits = [any(p.fullmatch(c.as_posix()) for p in patterns) for c in candidates]
@@ -539,7 +584,8 @@ class Permissions:
     def _target(self, tool_name: str, args: dict[str, Any], here: Path) -> Path:
         """The absolute path a file tool touches (the search root for Grep, path plus the pattern's literal
         leading directories for Glob). Not normalised: ``link/..`` must be resolved through the link."""
-        raw = args.get("path") if tool_name in ("Grep", "Glob") else args.get("file_path")
+        d = declaration_of(tool_name)
+        raw = args.get(d.path_arg) if d is not None and d.path_arg else None
         base = self._absolute(raw, here) if isinstance(raw, str) and raw else here
         if tool_name != "Glob":
             return base
@@ -565,6 +611,12 @@ class Permissions:
 
     def _editable_dirs(self) -> list[Path]:
         return [self.project_dir, *self.additional_dirs]
+
+
+def _searches(tool_name: str) -> bool:
+    """A reader of a whole tree (its path argument is a root): "dir/**" must stop a search of dir itself."""
+    d = declaration_of(tool_name)
+    return d is not None and d.reads_files and d.records == "search"
 
 
 def _mcp_rule(rules: list[str], name: str) -> str | None:
