@@ -214,6 +214,26 @@ def run(
         Optional[str],
         typer.Option("--append-system-prompt", help="Text added to the end of the system prompt."),
     ] = None,
+    system_prompt: Annotated[
+        Optional[str],
+        typer.Option(
+            "--system-prompt",
+            help="Instructions in place of the built-in ones (the environment and CLAUDE.md files still follow).",
+        ),
+    ] = None,
+    settings_flag: Annotated[
+        Optional[str],
+        typer.Option(
+            "--settings", help="More settings: a settings file, or its JSON; over every other file."
+        ),
+    ] = None,
+    session_id: Annotated[
+        Optional[str], typer.Option("--session-id", help="The new session's id (a UUID not in use yet).")
+    ] = None,
+    fallback_model: Annotated[
+        Optional[str],
+        typer.Option("--fallback-model", help="Switch to this model when the model is overloaded (529)."),
+    ] = None,
     add_dir: Annotated[
         Optional[list[str]],
         typer.Option("--add-dir", help="More directories the tools may read and edit, like the project."),
@@ -242,6 +262,10 @@ def run(
             mcp_config,
             strict_mcp_config,
             append_system_prompt,
+            system_prompt,
+            settings_flag,
+            session_id,
+            fallback_model,
             add_dir,
         )
         if any(others):
@@ -269,6 +293,10 @@ def run(
                 "mcp_config": mcp_config or [],
                 "strict_mcp_config": strict_mcp_config,
                 "append_system_prompt": append_system_prompt,
+                "system_prompt": system_prompt,
+                "settings": settings_flag,
+                "session_id": session_id,
+                "fallback_model": fallback_model,
                 "add_dir": add_dir or [],
             },
         )
@@ -277,6 +305,8 @@ def run(
         _fail(str(e), 2)
     if continue_ and resume:
         _fail("--continue and --resume can't be used together", 2)
+    if session_id and (continue_ or resume):
+        _fail("--session-id names a new session: it can't be used with --continue or --resume", 2)
     if print_mode and resume == RESUME_PICK:
         _fail("--resume needs a session id (or a unique start of one) with -p (see --help)", 2)
     if not (settings.api_key or settings.auth_token):

@@ -18,12 +18,26 @@ BLOCK_OVERHEAD = 3  # type tag and ids of one content block
 
 _encoding: Any = None
 _loaded = False
+_deferred = False  # defer_loading(): only load_encoding() loads it; until then estimates are chars / 4
+
+
+def defer_loading() -> None:
+    """A background thread will load the encoding (its ~0.3 s must not land on a prompt typed at once):
+    until it has, ``encoding()`` is None and estimates are characters / 4."""
+    global _deferred
+    _deferred = True
+
+
+def load_encoding() -> Any:
+    global _deferred
+    _deferred = False
+    return encoding()
 
 
 def encoding() -> Any:
     """The cl100k encoding (offline copy), loaded on first use; None when it can't be loaded."""
     global _encoding, _loaded
-    if not _loaded:
+    if not _loaded and not _deferred:
         _loaded = True
         try:
             import tiktoken

@@ -31,6 +31,7 @@ import json
 import os
 import pwd
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
@@ -405,6 +406,9 @@ class Settings:
     mcp_config: list[str] = field(default_factory=list)  # --mcp-config FILE…
     strict_mcp_config: bool = False  # --strict-mcp-config: only the --mcp-config servers
     append_system_prompt: str = ""  # --append-system-prompt
+    system_prompt: str = ""  # --system-prompt: in place of our own instructions
+    session_id: str | None = None  # --session-id: the new session's id
+    fallback_model: str | None = None  # --fallback-model: used once the model is overloaded
 
     @property
     def root(self) -> Path:
@@ -484,6 +488,9 @@ def load_settings(
     if not s.trust.trusted and root not in (user_home, home):  # its agents act with the user's permissions
         s.ignored += withheld_agents(root)
 
+    if cli.get("settings"):  # --settings FILE or JSON: the user's own, over every file
+        _merge_layer(layer, sources, _flag_settings(str(cli["settings"]), cwd, table), "--settings", table)
+
     env: dict[str, str] = dict(layer.get("env", {}))
     env_sources = {name: f'{sources["env." + name]} "env"' for name in env}
     env.update(environ)
@@ -543,6 +550,23 @@ def _read_file(path: Path, table: list[Row]) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SettingsError(f"{path}: a settings file must hold a JSON object (got {_type_name(data)})")
     return validate(data, str(path), table)
+
+
+def _flag_settings(value: str, cwd: Path, table: list[Row]) -> dict[str, Any]:
+    """--settings: a settings file's path, or its JSON given as the value."""
+    if value.lstrip().startswith("{"):
+        try:
+            data = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise SettingsError(f"--settings: invalid JSON at column {exc.colno} ({exc.msg})") from None
+        if not isinstance(data, dict):
+            raise SettingsError("--settings: the JSON must be an object")
+        return validate(data, "--settings", table)
+    path = Path(value).expanduser()
+    path = path if path.is_absolute() else cwd / path
+    if not path.is_file():
+        raise SettingsError(f"--settings: {path} is not a file (give a settings file or its JSON)")
+    return _read_file(path, table)
 
 
 def _show(value: Any) -> str:
@@ -743,6 +767,15 @@ def _apply_cli(s: Settings, cli: Mapping[str, Any]) -> None:
     s.mcp_config = [str(item) for item in cli.get("mcp_config") or []]
     s.strict_mcp_config = bool(cli.get("strict_mcp_config"))
     s.append_system_prompt = str(cli.get("append_system_prompt") or "")
+    s.system_prompt = str(cli.get("system_prompt") or "")
+    if cli.get("session_id"):
+        raw = str(cli["session_id"]).strip()
+        try:
+            s.session_id = str(uuid.UUID(raw))
+        except ValueError:
+            raise SettingsError(f"--session-id must be a UUID (got {_show(raw)})") from None
+    if cli.get("fallback_model"):
+        s.fallback_model = resolve(str(cli["fallback_model"]))
     for raw in cli.get("add_dir") or []:
         directory = _expand_dir(str(raw), s)
         if not directory.is_dir():

@@ -315,11 +315,13 @@ def build_system(
     git: GitFacts | None = None,
     where: Where | None = None,
     instructions: Instructions | None = None,
+    intro: str = "",
 ) -> list[dict]:
-    """System blocks: the stable guidance and environment, then the instruction files (if any)."""
+    """System blocks: the stable guidance (``intro`` in place of ours: --system-prompt) and environment,
+    then the instruction files (if any)."""
     where = where or Where(cwd, home)
     env = environment_text(cwd, model, today, git, root=where.root)
-    blocks = [{"type": "text", "text": INTRO + "\n\n" + env}]
+    blocks = [{"type": "text", "text": (intro or INTRO) + "\n\n" + env}]
     block = memory_block(instructions if instructions is not None else instruction_files(where))
     if block is not None:
         blocks.append(block)

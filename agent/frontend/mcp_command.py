@@ -30,7 +30,7 @@ SCOPES = ("local", "project", "user")
 def main(argv: list[str], cwd: Path | None = None, environ: dict[str, str] | None = None) -> int:
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(options_first(argv))
     except SystemExit as e:  # argparse has printed its usage line
         return int(e.code or 0)
     try:
@@ -40,6 +40,35 @@ def main(argv: list[str], cwd: Path | None = None, environ: dict[str, str] | Non
     except (SettingsError, FileProblem, ValueError) as e:
         sys.stderr.write(f"compact-agent mcp: {e}\n")
         return 1
+
+
+ADD_OPTIONS = {"-s", "--scope", "-t", "--transport", "-e", "--env", "-H", "--header"}  # each takes a value
+
+
+def options_first(argv: list[str]) -> list[str]:
+    """``add``'s own options wherever they stand (``add NAME CMD ARGS -e K=V``, as ``claude mcp add`` takes
+    them), moved before its words; the server's arguments keep their order, and everything after ``--``
+    is the server's, options or not (``add NAME -- node -e "code"``)."""
+    if argv[:1] != ["add"]:
+        return argv
+    options: list[str] = []
+    words: list[str] = []
+    rest = argv[1:]
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        if arg == "--":
+            return ["add", *options, *words[:2], "--", *words[2:], *rest[i + 1 :]]
+        name = arg.split("=", 1)[0]
+        if name in ADD_OPTIONS and (arg.startswith("--") and "=" in arg):
+            options.append(arg)
+        elif arg in ADD_OPTIONS and i + 1 < len(rest):
+            options += [arg, rest[i + 1]]
+            i += 1
+        else:
+            words.append(arg)
+        i += 1
+    return ["add", *options, *words[:2], *(["--", *words[2:]] if len(words) > 2 else [])]
 
 
 def _parser() -> argparse.ArgumentParser:

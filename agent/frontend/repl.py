@@ -48,7 +48,7 @@ from agent.frontend import commands, memory_note, shell_escape
 from agent.frontend.ui import Renderer, SafeConsole, warning_of
 from agent.mcp import setup as mcp_setup
 from agent.mcp.client import McpHub
-from agent.runtime import lifecycle, mentions, rewind
+from agent.runtime import client, first_request, lifecycle, mentions, rewind
 from agent.runtime.client import import_in_background
 from agent.runtime.loop import run_turn
 from agent.runtime.session import Answer, Session
@@ -59,6 +59,7 @@ from core.events import TokenState
 from core.messages import Message
 from core.private import redact, secrets_of
 from core.terminal import visible
+from core.tokens import defer_loading
 
 PROMPT = "> "
 STYLE = Style.from_dict(
@@ -76,6 +77,7 @@ INTERRUPT_KEYS = (Keys.Escape, Keys.ControlC)
 ANSWERS: dict[str, Answer] = {"y": "yes", "n": "no", "a": "always"}
 SHOW_SUMMARY = "/summary"
 THINKING_ON = "✻ thinking on (tab to turn off)"
+KEY_HOLD = 0.05  # seconds a key typed holds the background import (first_request.hold_imports)
 ALWAYS_LOAD_WAIT = 5.0  # seconds the first prompt waits for servers configured with "alwaysLoad"
 
 
@@ -122,13 +124,31 @@ def run_repl(
     else:
         # The SDK loads while the user types. Started any earlier, its import (~2 s of Python) competes
         # with drawing the prompt for the GIL and nearly doubles the time to the first prompt.
-        repl.when_drawn(import_in_background)
+        # A prompt typed at once then never waits for them: its request goes the standard library's way
+        # (agent.runtime.first_request), its estimate is characters / 4 until the tokenizer is in.
+        repl.when_drawn(warm_up_deferred)
+        repl.hold_imports_while_typing()
     repl.open(resume=resume, continue_last=continue_last)
     try:
-        return repl.run(initial_prompt)
+        code = repl.run(initial_prompt)
     finally:
         if repl.mcp is not None:
             repl.mcp.close()
+    if driver is None and repl.session is not None and repl.session.messages:  # the demo's is thrown away
+        repl.renderer.line(resume_hint(repl.session.session_id), "dim")
+    return code
+
+
+def warm_up_deferred() -> None:
+    defer_loading()
+    import_in_background()
+
+
+def resume_hint(session_id: str) -> str:
+    """The line on leaving: how to come back to this conversation."""
+    return (
+        f"Saved. To pick up where you left off: compact-agent --resume {session_id} (or -c in this directory)"
+    )
 
 
 # --- pieces ------------------------------------------------------------------------------------------
@@ -343,6 +363,16 @@ class Repl:
             color_depth=ColorDepth.MONOCHROME if settings.no_color else None,
             prompt_continuation=lambda width, line, wrap: " " * width,
         )
+
+    def hold_imports_while_typing(self) -> None:
+        """While the SDK loads in the background, each key typed holds it a moment (it would otherwise take
+        most of the GIL from the prompt), so a line typed at once reaches ``turn`` without delay."""
+
+        def typed(_buffer: Any) -> None:
+            if not client.sdk_loaded():
+                first_request.hold_imports(KEY_HOLD)
+
+        self.prompt.default_buffer.on_text_changed += typed
 
     def when_drawn(self, fn: Callable[[], Any]) -> None:
         """Call fn once, right after the prompt is first drawn."""
@@ -611,6 +641,8 @@ class Repl:
         self.renderer.line(f"Noted in {places[where]} (read with every request).", "dim")
 
     def turn(self, text: str, allowed: tuple[str, ...] = ()) -> None:
+        if not client.sdk_loaded():  # a prompt typed at once: its request goes first, the import waits
+            first_request.hold_imports()
         self.renderer.begin_turn()
         session = self.live
 

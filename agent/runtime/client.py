@@ -22,14 +22,16 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import quote
 
+from agent.runtime import first_request
 from core.errors import Interrupted, ModelError, ThinkingBindingMismatch, classify_bad_request
 from core.events import Retrying, TextDelta, ThinkingDelta
 from core.messages import Message, assistant
 from core.model import BINDING_BETA, Request, api_model_name
 from core.models import Family, family_of, learn
 from core.private import redact, secrets_of
-from core.tokens import encoding
+from core.tokens import load_encoding
 
 # a side request (a compaction's summary, foreground or background, a notes update) that receives nothing
 # for this long is given up: the server sends events, pings included, far more often while it works
@@ -49,6 +51,7 @@ INVALID_INPUT = "_invalid_json_input"
 
 _import_lock = threading.Lock()
 _sdk: Any = None
+_when_loaded: list[Callable[[], Any]] = []  # called by the background import once the SDK is in
 
 
 def sdk() -> Any:
@@ -70,8 +73,19 @@ def import_in_background() -> threading.Thread:
 
 
 def _warm_up() -> None:
-    sdk()
-    encoding()
+    first_request.holdable()  # a first request being sent holds this thread at its next call
+    try:
+        sdk()  # first: held at any call, it never keeps a prompt typed at once waiting long
+        for ready in list(_when_loaded):
+            ready()
+        _when_loaded.clear()
+        load_encoding()  # its ~0.1 s in one native call can't be held: after the likeliest moment
+    finally:
+        first_request.done_holding()
+
+
+def sdk_loaded() -> bool:
+    return _sdk is not None
 
 
 # --- models ---------------------------------------------------------------------------------------
@@ -123,6 +137,10 @@ class ModelClient:
     ):
         self._kwargs = {"api_key": api_key, "auth_token": auth_token, "base_url": base_url}
         self._client: Any = None
+        self._quick_used = False  # the first request went the standard library's way (first_request)
+        # --fallback-model: an overloaded (529) main request is not retried on another model than this one;
+        # the loop sends it again on this one (agent.runtime.session.fall_back)
+        self.fallback_model: str | None = None
         self._lock = threading.Lock()
         self.on_event = on_event or (lambda e: None)
         # what the Models API said of each model (core.models.learn): every request of this client
@@ -131,6 +149,8 @@ class ModelClient:
         self.retry_seconds = retry_seconds
         self.side_idle_seconds = side_idle_seconds
         self._jitter = jitter
+        if _sdk is None:  # the background import builds the SDK's client (~0.1 s) off the first request
+            _when_loaded.append(lambda: self.client)
         # told when a request's thinking failed the prefix check and is sent again with drop_block: the
         # session keeps the setting for the rest of the conversation and says so (agent.runtime.session)
         self.on_binding_fallback: Callable[[ThinkingBindingMismatch], None] = lambda e: None
@@ -155,8 +175,15 @@ class ModelClient:
         """What ``GET /v1/models/{id}`` says of the model (limits, ``capabilities``), taught to
         core.models so every later request follows it; {} when it can't be had."""
         try:
-            info = self.client.with_options(max_retries=0, timeout=5.0).models.retrieve(api_model_name(model))
-            found = _dump(info)
+            if _sdk is None and first_request.usable({}):  # at start: no need to wait for the SDK
+                found = first_request.get_json(
+                    f"/v1/models/{quote(api_model_name(model), safe='')}",
+                    timeout=5.0,
+                    **self._kwargs,
+                )
+            else:
+                retrieve = self.client.with_options(max_retries=0, timeout=5.0).models.retrieve
+                found = _dump(retrieve(api_model_name(model)))
         except Exception:  # noqa: BLE001 - unreachable or unknown: the table's facts stand
             return {}
         self._families[api_model_name(model)] = learn(model, found)
@@ -176,7 +203,8 @@ class ModelClient:
     def stream(
         self, req: Request, *, cancel: threading.Event | None = None, emit_text: bool = True
     ) -> Message:
-        sdk()  # the first import takes seconds: not part of the retry budget
+        if not self._quick_first(req):
+            sdk()  # the first import takes seconds: not part of the retry budget
         started = time.monotonic()
         # "once": a request with a ready fallback (the server's summary: a local one) is not retried
         share = {"main": 1.0, "once": 0.0}.get(req.retry, SIDE_RETRY_SHARE)
@@ -198,7 +226,11 @@ class ModelClient:
                 return outcome
             failure = outcome
             delay = failure.wait if failure.wait is not None else self.backoff(attempt)
-            if not failure.retry or time.monotonic() - started + delay > budget:
+            if (
+                not failure.retry
+                or time.monotonic() - started + delay > budget
+                or self._falls_back(req, failure)
+            ):
                 raise failure.give_up(attempt, time.monotonic() - started, delay, budget)
             if req.retry == "compaction":  # the user is waiting for it: say why
                 self.on_event(Retrying(attempt, failure.reason, delay, compaction=True))
@@ -209,6 +241,15 @@ class ModelClient:
             elif cancel is None:
                 time.sleep(delay)
 
+    def _falls_back(self, req: Request, failure: _Failure) -> bool:
+        fallback = self.fallback_model
+        return (
+            failure.status == 529
+            and req.retry == "main"
+            and fallback is not None
+            and api_model_name(fallback) != api_model_name(req.model)
+        )
+
     def backoff(self, attempt: int) -> float:
         """The wait after failed attempt ``attempt``: doubling from BACKOFF_FIRST, capped, with jitter."""
         return min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (attempt - 1)) * (1 - JITTER * self._jitter())
@@ -218,22 +259,55 @@ class ModelClient:
         and it is shown on stderr and recorded."""
         return redact(_error_text(e), secrets_of(self._kwargs.get("api_key"), self._kwargs.get("auth_token")))
 
+    def _quick_first(self, req: Request) -> bool:
+        """Whether this request may go the standard library's way (agent.runtime.first_request): a main
+        request sent while the SDK is still being imported, and none went that way before."""
+        return req.retry == "main" and not self._quick_used and _sdk is None
+
     def _attempt(self, req: Request, cancel: threading.Event | None, emit_text: bool) -> Message | _Failure:
         """One attempt: the message, or what went wrong (raises what no retry can mend)."""
-        anthropic = sdk()
+        quick = self._quick_first(req)
+        if quick:
+            self._quick_used = True
+        else:
+            sdk()
         try:
-            message = self._stream_once(req, cancel, emit_text)
+            try:
+                message = self._stream_once(req, cancel, emit_text, quick=quick)
+            except first_request.ErrorAnswer as answer:  # what the SDK would have raised, made by the SDK
+                raise self._status_error(answer) from None
             if message is not None:
                 return message
             return _Failure("the response stream ended before the message was complete")
         except Interrupted:
             raise
-        except anthropic.BadRequestError as e:
+        except first_request.Handover:  # no answer came: the SDK sends it, and says what went wrong
+            self._quick_used = True
+            return self._attempt(req, cancel, emit_text)
+        except first_request.StreamError as e:
+            return _Failure(f"the stream failed part way ({self._said(e)})")
+        except Exception as e:  # noqa: BLE001 - sorted below; what is none of these is raised as it was
+            return self._failure(e, cancel)
+
+    def _status_error(self, answer: first_request.ErrorAnswer) -> Exception:
+        """The SDK's own exception for an error answer the standard library's way received."""
+        import httpx2
+
+        request = httpx2.Request("POST", answer.url)
+        response = httpx2.Response(
+            answer.status, headers=answer.headers, content=answer.body, request=request
+        )
+        return self.client._make_status_error_from_response(response)
+
+    def _failure(self, e: Exception, cancel: threading.Event | None) -> _Failure:
+        """What one attempt's exception means: a failure to retry (or not), or raised as it is."""
+        anthropic = sdk()
+        if isinstance(e, anthropic.BadRequestError):
             typed = classify_bad_request(self._said(e))
             code = getattr(e, "error_code", None)  # e.g. a compaction request's compaction_* code
             named = f" ({code})" if isinstance(code, str) and code else ""
             raise typed or ModelError(f"API error 400{named}: {self._said(e)}", status=400) from None
-        except anthropic.APIStatusError as e:
+        if isinstance(e, anthropic.APIStatusError):
             if _mid_stream_failure(e):
                 return _Failure(f"the stream failed part way ({self._said(e)})")
             headers = getattr(getattr(e, "response", None), "headers", None) or {}
@@ -243,21 +317,26 @@ class ModelClient:
                 retry=_should_retry(e.status_code, headers),
                 wait=_retry_after(headers),
             )
-        except (anthropic.APIConnectionError, _transport_error()) as e:
+        if isinstance(e, (anthropic.APIConnectionError, _transport_error(), OSError)) or (
+            type(e).__module__ == "http.client"
+        ):
             if cancel is not None and cancel.is_set():
                 raise Interrupted("interrupted") from None
             if _cannot_connect(e):
                 cause = e.__cause__ or e
                 return _Failure(f"cannot connect to {self.client.base_url} ({_errno_text(cause)})")
-            return _Failure(f"the connection broke: {e}")
+            return _Failure(f"the connection broke: {self._said(e)}")
+        raise e
 
-    def _stream_once(self, req: Request, cancel: threading.Event | None, emit_text: bool) -> Message | None:
+    def _stream_once(
+        self, req: Request, cancel: threading.Event | None, emit_text: bool, quick: bool = False
+    ) -> Message | None:
         """One attempt. With a cancel event the reading happens in a daemon thread, so Ctrl-C returns at
         once even while the socket is stalled (a blocked read can't be woken from outside); the
         abandoned reader stops at its next event."""
         reply = _Reply(progress=self.family(req.model).progress_in_thinking)
         if cancel is None:
-            return self._read(req, None, emit_text, reply)
+            return self._read(req, None, emit_text, reply, quick)
         box: dict[str, Any] = {}
         # the reader's own stop: the turn's cancel event is cleared for the next turn, and a reader still
         # waiting for its answer then must not show that answer under the next prompt
@@ -265,7 +344,7 @@ class ModelClient:
 
         def read() -> None:
             try:
-                box["message"] = self._read(req, abandoned, emit_text, reply)
+                box["message"] = self._read(req, abandoned, emit_text, reply, quick)
             except BaseException as e:  # noqa: BLE001 - handed to the waiting thread as is
                 box["error"] = e
 
@@ -282,20 +361,39 @@ class ModelClient:
         return box["message"]
 
     def _read(
-        self, req: Request, cancel: threading.Event | None, emit_text: bool, reply: _Reply
+        self,
+        req: Request,
+        cancel: threading.Event | None,
+        emit_text: bool,
+        reply: _Reply,
+        quick: bool = False,
     ) -> Message | None:
         params = req.params(self.family(req.model))
         betas = [*req.betas, *[b for b in params.pop("betas", []) if b not in req.betas]]
         if req.block_binding and BINDING_BETA not in betas:
             betas.append(BINDING_BETA)
+        cancelled = cancel.is_set if cancel is not None else (lambda: False)
+        if quick:
+            if not first_request.usable(params):
+                raise first_request.Handover("parameters the SDK must send")
+            stream = first_request.events(
+                {**params, **({"betas": betas} if betas else {})},
+                timeout=600.0,
+                **self._kwargs,
+            )
+            return self._consume(stream, cancelled, emit_text, reply)
         client = self.client
         if req.retry != "main":  # a compaction's or a background request: a hung one is given up (issue 30)
             client = client.with_options(timeout=self.side_idle_seconds)
         api = client.beta.messages if betas else client.messages
         if betas:
             params["betas"] = betas
-        cancelled = cancel.is_set if cancel is not None else (lambda: False)
-        with api.create(**params, stream=True) as events:
+        return self._consume(api.create(**params, stream=True), cancelled, emit_text, reply)
+
+    def _consume(
+        self, stream: Any, cancelled: Callable[[], bool], emit_text: bool, reply: _Reply
+    ) -> Message | None:
+        with stream as events:
             try:
                 for event in events:
                     if cancelled():

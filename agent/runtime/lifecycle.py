@@ -8,6 +8,7 @@ ends (agent.frontend.repl, agent.frontend.printmode) and the commands call these
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -69,7 +70,7 @@ def _open(
     environ = dict(environ or {})
     path = locate(settings, resume, continue_last)
     if path is None:
-        return Session(settings, new_uuid(), emit, ask, environ=environ)
+        return Session(settings, new_session_id(settings), emit, ask, environ=environ)
     try:
         # the model this session will use (Session picks the same): thinking of any other is dropped
         loaded = load_transcript(path, model=settings.model if settings.model_explicit else default_model())
@@ -129,6 +130,18 @@ def _open(
     )
     request_cycle.resumed(session.conv)  # what its thinking is bound to: the next request extends it
     return session
+
+
+def new_session_id(settings: Settings) -> str:
+    """A new session's id: --session-id's (refused when a session of this directory has it), else new."""
+    wanted = settings.session_id
+    if wanted is None:
+        return new_uuid()
+    if (settings.project_dir / f"{wanted}.jsonl").exists():
+        raise SessionError(
+            f"--session-id {wanted} is in use already (compact-agent --resume {wanted} continues it)"
+        )
+    return wanted
 
 
 def _settled(messages: list[Any]) -> list[Any]:
@@ -297,9 +310,9 @@ def start(session: Session, source: str) -> None:
 
 def clear(session: Session) -> Session:
     """/clear: a new session with the same settings and front end; the old one stays saved."""
-    new = open_session(
-        session.settings, emit=session.emit, ask=session.ask, environ=session.environ, mcp=session.mcp
-    )
+    settings = copy.copy(session.settings)
+    settings.session_id = None  # --session-id named the first session only
+    new = open_session(settings, emit=session.emit, ask=session.ask, environ=session.environ, mcp=session.mcp)
     close(session)
     start(new, "clear")
     return new

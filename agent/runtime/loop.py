@@ -38,7 +38,12 @@ def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> Tu
         while True:
             context_updates.refresh(session)  # a changed CLAUDE.md or date, appended (fixed system prompt)
             view = before_request(conv, ports)
-            reply = send(conv, ports, view)
+            try:
+                reply = send(conv, ports, view)
+            except ModelError as e:
+                if not session.fall_back(e):
+                    raise
+                continue  # the same request again, on the fallback model
             session.add(_kept(session, reply))
             after_response(conv, ports)
             calls, reply_text = calls + 1, reply.text

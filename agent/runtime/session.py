@@ -36,6 +36,7 @@ from agent.runtime.hooks import HookRunner, base_payload
 from agent.transcript.writer import SIDE_USAGE, TranscriptWriter
 from compact.context import discovered
 from compact.stages.state import ContextState
+from core.errors import ModelError
 from core.events import Event, Notice, ToolOutput
 from core.messages import Message
 from core.model import (
@@ -244,6 +245,7 @@ class Session(wiring.SessionBase):
             git=self.git(),
             where=self.where(),
             instructions=self.instructions(),
+            intro=s.system_prompt,
         )
         extra = []
         if s.additional_dirs:
@@ -378,6 +380,19 @@ class Session(wiring.SessionBase):
             )
         self._facts = self._learn()
 
+    def fall_back(self, error: ModelError) -> bool:
+        """--fallback-model: the model is overloaded (529): the rest of the session runs on the fallback
+        model, said once. False when there is none, or it is the model in use."""
+        fallback = self.settings.fallback_model
+        if error.status != 529 or not fallback or fallback == self.model:
+            return False
+        was = self.model
+        self.set_model(fallback)
+        self.notice(
+            f"{was} is overloaded: switched to {self.model} (--fallback-model) for this session.", "warning"
+        )
+        return True
+
     # --- thresholds --------------------------------------------------------------------------------
     def model_window(self) -> int:
         """The model's window: the Models API's (asked in the background at start; waited for here, at
@@ -386,6 +401,9 @@ class Session(wiring.SessionBase):
             if self._facts is None:  # a stand-in model: what it says, else the table's
                 self._window = self.client.context_window(self.model) or context_window_for(self.model)
             else:
+                first = not any(m.role == "assistant" for m in self.messages)
+                if self._facts.is_alive() and first and family_of(self.model).source != "assumed":
+                    return self.family().window  # a new session's first request: the table knows the model
                 self._facts.join(timeout=FACTS_WAIT)
                 known = "[1m]" in self.model
                 self._window = context_window_for(self.model) if known else self.family().window

@@ -50,13 +50,15 @@ def binding_record(behavior: str, path: str) -> dict[str, Any]:
 
 def client(s: Settings, on_event: Callable[[Any], None]) -> ModelClient:
     """The SDK client for these settings: credentials, base URL and the retry budget."""
-    return ModelClient(
+    made = ModelClient(
         api_key=s.api_key,
         auth_token=s.auth_token,
         base_url=s.base_url,
         on_event=on_event,
         retry_seconds=s.retry_seconds,
     )
+    made.fallback_model = s.fallback_model
+    return made
 
 
 def compact_config(s: Settings) -> CompactConfig:

@@ -1,0 +1,99 @@
+"""The first request while the SDK is still loading (agent/runtime/first_request.py): the same call over the
+standard library, the same message put together, and anything but a 200 stream handed to the SDK."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from agent.runtime import client as client_module
+from agent.runtime import first_request
+from agent.runtime.client import ModelClient
+from core.errors import PromptTooLong
+from tests.agent.runtime.test_client import request
+
+QUICK = "compact-agent"  # the user-agent the standard library's way sends (the SDK sends its own)
+
+
+@pytest.fixture
+def sdk_not_loaded(monkeypatch, warm_sdk):
+    """As in a REPL a moment after start: the SDK's module is not there yet (it is, for the handover)."""
+    monkeypatch.setattr(client_module, "_sdk", None)
+
+
+def _shape(message) -> list[dict]:
+    return [{k: v for k, v in b.items() if k not in ("id", "signature")} for b in message.content]
+
+
+def test_the_first_request_goes_without_the_sdk_and_makes_the_same_message(fake_api, sdk_not_loaded):
+    for _ in range(2):
+        fake_api.reply_tool("Read", {"file_path": "a.py"}, text="Reading it.")
+    shown: list[object] = []
+    client = ModelClient(api_key="test-key", auth_token=None, base_url=fake_api.url, on_event=shown.append)
+    first = client.stream(request(), cancel=threading.Event())
+    second = client.stream(request(), cancel=threading.Event())
+    one, two = fake_api.message_requests
+    assert one.headers.get("user-agent") == QUICK and two.headers.get("user-agent") != QUICK
+    assert one.body == two.body  # the same parameters either way
+    assert one.body["stream"] is True and one.headers["anthropic-version"] == first_request.API_VERSION
+    assert _shape(first) == _shape(second) and first.tool_uses[0]["input"] == {"file_path": "a.py"}
+    assert first.stop_reason == second.stop_reason  # the second read the first's prompt cache:
+    assert first.usage["cache_creation_input_tokens"] == second.usage["cache_read_input_tokens"] > 0
+    assert len(shown) % 2 == 0 and shown[: len(shown) // 2] == shown[len(shown) // 2 :]
+
+
+def test_an_error_answer_becomes_the_sdks_exception_and_is_not_sent_twice(fake_api, sdk_not_loaded):
+    client = ModelClient(api_key="test-key", auth_token=None, base_url=fake_api.url)
+    fake_api.prompt_too_long(actual=210_000, maximum=200_000)
+    with pytest.raises(PromptTooLong) as ptl:
+        client.stream(request())
+    assert (ptl.value.actual, ptl.value.maximum) == (210_000, 200_000)
+    [quick] = fake_api.message_requests
+    assert quick.headers.get("user-agent") == QUICK
+
+
+def test_a_server_error_is_retried_through_the_sdk(fake_api, sdk_not_loaded):
+    client = ModelClient(api_key="test-key", auth_token=None, base_url=fake_api.url, jitter=lambda: 1.0)
+    fake_api.error(529)
+    fake_api.reply_text("fine")
+    assert client.stream(request()).text == "fine"
+    assert [r.headers.get("user-agent") == QUICK for r in fake_api.message_requests] == [True, False]
+
+
+def test_a_proxy_in_the_environment_leaves_it_to_the_sdk(fake_api, sdk_not_loaded, monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    fake_api.reply_text("fine")
+    client = ModelClient(api_key="test-key", auth_token=None, base_url=fake_api.url)
+    assert client.stream(request()).text == "fine"
+    assert fake_api.message_requests[0].headers.get("user-agent") != QUICK
+
+
+def test_a_hold_on_the_background_import_ends_by_itself():
+    """A held warm-up thread waits at its next call, and goes on once released or after the limit."""
+    calls: list[str] = []
+
+    def step() -> None:
+        calls.append("after the hold")
+
+    def warm() -> None:
+        first_request.holdable()
+        try:
+            step()  # a Python call: the held thread waits at it
+        finally:
+            first_request.done_holding()
+
+    first_request.hold_imports(limit=30)
+    t = threading.Thread(target=warm)
+    t.start()
+    t.join(0.3)
+    assert t.is_alive() and calls == []
+    first_request.release_imports()
+    t.join(5)
+    assert calls == ["after the hold"]
+    first_request.hold_imports(limit=0.2)  # never released: the timer ends it
+    t = threading.Thread(target=warm)
+    t.start()
+    t.join(5)
+    assert calls == ["after the hold"] * 2

@@ -1,0 +1,132 @@
+"""The Claude Code flags a daily user's scripts pass (--system-prompt, --settings, --session-id,
+--fallback-model), `mcp add` with its options anywhere, and the hint on leaving the REPL: by the command
+line, against the fake Messages API."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+
+from tests.conftest import transcripts, wait_for
+from tests.e2e.test_e2e_mcp import SERVERS
+from tests.e2e.test_tmux import Pane
+from tests.fakeapi import last_user_text
+
+
+def _system(body: dict) -> str:
+    return "\n".join(b["text"] for b in body["system"])
+
+
+def test_system_prompt_replaces_our_instructions_and_keeps_the_environment(fake_api, run_cli, project):
+    fake_api.reply_text("Ahoy.")
+    res = run_cli(fake_api, "-p", "--system-prompt", "You are a pirate. Answer briefly.", "hello")
+    assert res.code == 0, res.stderr
+    system = _system(fake_api.message_requests[0].body)
+    assert system.startswith("You are a pirate. Answer briefly.")
+    assert "You are Compact Agent" not in system and str(project) in system  # the environment stays
+
+
+def test_settings_flag_takes_a_file_or_json_over_the_other_files(fake_api, run_cli, project, tmp_path):
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(json.dumps({"model": "claude-haiku-4-5"}))
+    flag = tmp_path / "flag.json"
+    flag.write_text(json.dumps({"model": "claude-opus-4-6", "permissions": {"deny": ["Bash"]}}))
+    fake_api.reply_tool("Bash", {"command": "echo hi"})
+    fake_api.reply_text("done")
+    res = run_cli(fake_api, "-p", "--settings", str(flag), "--output-format", "json", "run echo")
+    assert res.code == 0, res.stderr
+    assert fake_api.message_requests[0].body["model"] == "claude-opus-4-6"
+    assert res.json()["permission_denials"][0]["tool_name"] == "Bash"
+    fake_api.reply_text("ok")
+    res = run_cli(fake_api, "-p", "--settings", '{"model": "claude-sonnet-4-6"}', "hi")
+    assert res.code == 0 and fake_api.message_requests[-1].body["model"] == "claude-sonnet-4-6"
+    bad = run_cli(fake_api, "-p", "--settings", '{"model": 3}', "hi")
+    assert (
+        bad.code == 2
+        and bad.stderr == 'compact-agent: --settings: "model" must be a non-empty string (got 3)\n'
+    )
+    missing = run_cli(fake_api, "-p", "--settings", "nope.json", "hi")
+    assert missing.code == 2 and "--settings: " in missing.stderr and "is not a file" in missing.stderr
+
+
+def test_session_id_names_the_new_session_and_is_refused_when_taken(fake_api, run_cli, isolated_env):
+    wanted = str(uuid.uuid4())
+    fake_api.reply_text("first")
+    res = run_cli(fake_api, "-p", "--session-id", wanted, "--output-format", "json", "hi")
+    assert res.code == 0, res.stderr and res.json()["session_id"] == wanted
+    assert [p.stem for p in transcripts(isolated_env)] == [wanted]
+    again = run_cli(fake_api, "-p", "--session-id", wanted, "hi")
+    assert again.code != 0 and f"--session-id {wanted} is in use already" in again.stderr
+    bad = run_cli(fake_api, "-p", "--session-id", "not-a-uuid", "hi")
+    assert bad.code == 2 and bad.stderr == 'compact-agent: --session-id must be a UUID (got "not-a-uuid")\n'
+    both = run_cli(fake_api, "-p", "--session-id", wanted, "-c", "hi")
+    assert both.code == 2 and "can't be used with --continue or --resume" in both.stderr
+
+
+def test_fallback_model_takes_over_when_the_model_is_overloaded(fake_api, run_cli):
+    fake_api.error(529)
+    fake_api.reply_text("Answered by the fallback.")
+    fake_api.reply_text("Still the fallback.")
+    res = run_cli(
+        fake_api,
+        "-p",
+        "--model",
+        "claude-opus-4-6",
+        "--fallback-model",
+        "sonnet",
+        "--output-format",
+        "json",
+        "hi",
+    )
+    assert res.code == 0, res.stderr
+    assert res.json()["result"] == "Answered by the fallback."
+    models = [r.body["model"] for r in fake_api.message_requests]
+    assert models == ["claude-opus-4-6", "claude-sonnet-5-5"]
+    assert "claude-opus-4-6 is overloaded: switched to claude-sonnet-5-5 (--fallback-model)" in res.stderr
+
+
+def test_mcp_add_takes_its_options_anywhere(run_cli, isolated_env):
+    local = isolated_env / ".compact-agent" / "mcp.json"
+    res = run_cli(None, "mcp", "add", "basic", sys.executable, SERVERS, "basic", "-e", "K=V", "-s", "local")
+    assert res.code == 0, res.stderr
+    [entry] = [p["mcpServers"]["basic"] for p in json.loads(local.read_text())["projects"].values()]
+    assert entry == {
+        "type": "stdio",
+        "command": sys.executable,
+        "args": [SERVERS, "basic"],
+        "env": {"K": "V"},
+    }
+    res = run_cli(None, "mcp", "add", "npx-like", "npx", "-y", "pkg", "--env=A=1", "--", "node", "-e", "x")
+    assert res.code == 0, res.stderr
+    [entry] = [p["mcpServers"]["npx-like"] for p in json.loads(local.read_text())["projects"].values()]
+    assert entry["args"] == ["-y", "pkg", "node", "-e", "x"] and entry["env"] == {"A": "1"}
+
+
+def test_leaving_the_repl_says_how_to_resume(fake_api, project, isolated_env):
+    fake_api.reply_text("Hello there.")
+    fake_api.reply_text("Back again.")
+    env = {**fake_api.env(), "COMPACT_AGENT_SESSION_MEMORY": "0"}
+    pane = Pane(isolated_env, project, env, [])
+    try:
+        pane.tmux("set-option", "-t", "main", "remain-on-exit", "on")  # the screen outlives the agent
+        pane.wait_prompt()
+        pane.type("hi")
+        pane.wait_for("Hello there.")
+        pane.wait_prompt()
+        pane.type("/exit")
+        screen = pane.wait_for("--resume")
+        wait_for(lambda: pane.tmux("display", "-p", "-t", "main", "#{pane_dead}").stdout.strip() == "1")
+    finally:
+        pane.close()
+    [path] = transcripts(isolated_env)
+    assert f"compact-agent --resume {path.stem}" in screen
+    pane = Pane(isolated_env, project, env, ["--resume", path.stem])
+    try:
+        pane.wait_prompt()
+        pane.type("still there?")
+        pane.wait_for("Back again.")
+    finally:
+        pane.close()
+    body = fake_api.message_requests[-1].body
+    assert last_user_text(body).startswith("still there?") and "hi" in json.dumps(body["messages"][0])
