@@ -347,7 +347,7 @@ def test_summary_and_history_after_a_resume(fake_api, run_cli, project):
 
     summary = run_cli(fake_api, "-p", "/summary", "--continue", env=env)
     assert summary.code == 0 and "The user asked for the answer: 42." in summary.stdout
-    assert f"(manual · {figures} tokens)" in summary.stdout
+    assert f"(manual · local summary · {figures} tokens)" in summary.stdout  # who wrote it (ef1f0c8)
     assert "private" not in summary.stdout
     history = run_cli(fake_api, "-p", "/history", "--continue", env=env)
     assert history.code == 0, history.stderr
