@@ -63,6 +63,17 @@ class ToolContext:
         return p if p.is_absolute() else (self.cwd / p)
 
 
+def object_schema(properties: dict[str, Any], *required: str) -> dict[str, Any]:
+    """A tool's input schema: an object of these properties, the ``required`` ones named, nothing else
+    accepted (the key order is the bytes the API and the prompt cache see)."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
 class Tool(Protocol):
     name: str
     description: str

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.declaration import Declaration
-from tools.base import ToolContext, ToolError, ToolResult
+from tools.base import ToolContext, ToolError, ToolResult, object_schema
 from tools.process import runner
 from tools.process.spill import SpillingOutput
 
@@ -73,9 +73,8 @@ class BashTool:
     )
     description = DESCRIPTION
     brief = BRIEF
-    input_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
+    input_schema = object_schema(
+        {
             "command": {"type": "string", "description": "The bash command to run"},
             "timeout": {
                 "type": "integer",
@@ -88,9 +87,8 @@ class BashTool:
                 "description": "What the command does, in 5-10 words, for the user",
             },
         },
-        "required": ["command"],
-        "additionalProperties": False,
-    }
+        "command",
+    )
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         timeout_ms = int(args.get("timeout", DEFAULT_TIMEOUT_MS))

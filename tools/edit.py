@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from core.declaration import Declaration
-from tools.base import ToolContext, ToolError, ToolResult
+from tools.base import ToolContext, ToolError, ToolResult, object_schema
 from tools.read import check_fresh, number_lines, record_read
 from tools.write import line_delta, write_text
 
@@ -37,9 +37,8 @@ class EditTool:
     )
     description = DESCRIPTION
     brief = BRIEF
-    input_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
+    input_schema = object_schema(
+        {
             "file_path": {"type": "string", "description": "The absolute path of the file to change"},
             "old_string": {"type": "string", "description": "The exact text to replace"},
             "new_string": {"type": "string", "description": "The text to put in its place"},
@@ -49,9 +48,10 @@ class EditTool:
                 "description": "Replace every occurrence of old_string (default false)",
             },
         },
-        "required": ["file_path", "old_string", "new_string"],
-        "additionalProperties": False,
-    }
+        "file_path",
+        "old_string",
+        "new_string",
+    )
 
     def check(self, args: dict[str, Any], ctx: ToolContext) -> None:
         """Raise the ToolError ``run`` would raise, changing nothing (asked before a permission prompt)."""

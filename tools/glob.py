@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core.declaration import Declaration
-from tools.base import ToolContext, ToolError, ToolResult
+from tools.base import ToolContext, ToolError, ToolResult, object_schema
 
 MAX_RESULTS = 100
 SKIPPED_DIRS = frozenset({".git"})
@@ -40,18 +40,16 @@ class GlobTool:
     declaration = Declaration("reads", "path", "pattern", clearable=True, records="search", parallel=True)
     description = DESCRIPTION
     brief = BRIEF
-    input_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
+    input_schema = object_schema(
+        {
             "pattern": {"type": "string", "description": "The glob pattern to match files against"},
             "path": {
                 "type": "string",
                 "description": "The directory to search in (default: the current working directory)",
             },
         },
-        "required": ["pattern"],
-        "additionalProperties": False,
-    }
+        "pattern",
+    )
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         start = ctx.resolve(args["path"]) if args.get("path") else ctx.cwd

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from core.declaration import Declaration
-from tools.base import ToolContext, ToolError, ToolResult
+from tools.base import ToolContext, ToolError, ToolResult, object_schema
 from tools.process import runner
 from tools.process.spill import SpillingOutput
 
@@ -60,9 +60,8 @@ class GrepTool:
     )
     description = DESCRIPTION
     brief = BRIEF
-    input_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
+    input_schema = object_schema(
+        {
             "pattern": {"type": "string", "description": "The regular expression to search for"},
             "path": {
                 "type": "string",
@@ -94,9 +93,8 @@ class GrepTool:
                 "description": "Keep only the first N lines or entries of the output",
             },
         },
-        "required": ["pattern"],
-        "additionalProperties": False,
-    }
+        "pattern",
+    )
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         target = ctx.resolve(args["path"]) if args.get("path") else ctx.cwd

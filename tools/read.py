@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from core.declaration import Declaration
-from tools.base import ToolContext, ToolError, ToolResult
+from tools.base import ToolContext, ToolError, ToolResult, object_schema
 
 DEFAULT_LIMIT = 2000
 MAX_LINE_CHARS = 2000
@@ -74,9 +74,8 @@ class ReadTool:
     )
     description = DESCRIPTION
     brief = BRIEF
-    input_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
+    input_schema = object_schema(
+        {
             "file_path": {"type": "string", "description": "The absolute path of the file to read"},
             "offset": {
                 "type": "integer",
@@ -89,9 +88,8 @@ class ReadTool:
                 "description": "How many lines to read. Use it for long files",
             },
         },
-        "required": ["file_path"],
-        "additionalProperties": False,
-    }
+        "file_path",
+    )
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = ctx.resolve(args["file_path"])

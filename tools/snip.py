@@ -12,7 +12,7 @@ from typing import Any
 
 from core.declaration import Declaration
 from core.errors import SnipError
-from tools.base import ToolContext, ToolError, ToolResult
+from tools.base import ToolContext, ToolError, ToolResult, object_schema
 
 DESCRIPTION = """\
 Remove earlier turns of this conversation from your context, to make room for new work.
@@ -33,9 +33,8 @@ class SnipTool:
     declaration = Declaration("nothing", key_arg="ids", show_summary=True, records="nothing")
     description = DESCRIPTION
     brief = BRIEF
-    input_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
+    input_schema = object_schema(
+        {
             "ids": {
                 "type": "array",
                 "items": {"type": "string"},
@@ -44,9 +43,8 @@ class SnipTool:
             },
             "reason": {"type": "string", "description": "Why these turns are no longer needed (optional)."},
         },
-        "required": ["ids"],
-        "additionalProperties": False,
-    }
+        "ids",
+    )
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         ids = args.get("ids")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.declaration import Declaration
-from tools.base import ToolContext, ToolError, ToolResult
+from tools.base import ToolContext, ToolError, ToolResult, object_schema
 
 STATUSES = ("pending", "in_progress", "completed")
 
@@ -39,9 +39,8 @@ class TodoWriteTool:
     declaration = Declaration("nothing", records="todo", parallel=True)
     description = DESCRIPTION
     brief = BRIEF
-    input_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
+    input_schema = object_schema(
+        {
             "todos": {
                 "type": "array",
                 "description": "The updated todo list",
@@ -57,9 +56,8 @@ class TodoWriteTool:
                 },
             },
         },
-        "required": ["todos"],
-        "additionalProperties": False,
-    }
+        "todos",
+    )
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         todos = args["todos"]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from core.declaration import Declaration
-from tools.base import ToolContext, ToolError, ToolResult
+from tools.base import ToolContext, ToolError, ToolResult, object_schema
 from tools.read import check_fresh, record_read
 
 DESCRIPTION = """\
@@ -29,15 +29,14 @@ class WriteTool:
     )
     description = DESCRIPTION
     brief = BRIEF
-    input_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {
+    input_schema = object_schema(
+        {
             "file_path": {"type": "string", "description": "The absolute path of the file to write"},
             "content": {"type": "string", "description": "The complete new content of the file"},
         },
-        "required": ["file_path", "content"],
-        "additionalProperties": False,
-    }
+        "file_path",
+        "content",
+    )
 
     def check(self, args: dict[str, Any], ctx: ToolContext) -> None:
         """Raise the ToolError ``run`` would raise, changing nothing (asked before a permission prompt)."""
