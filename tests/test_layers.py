@@ -30,6 +30,7 @@ LOCAL_IMPORTS_ALLOWED: dict[str, set[str] | None] = {
     "tools.permissions.engine": {"tools.shell.reader", "tools.shell.readonly"},
     "tools.permissions.bash_rules": {"tools.shell.programs", "tools.shell.subcommands"},
     "tools.shell.readonly": {"tools.shell.reader"},
+    "tools.shell.reads": {"tools.shell.programs"},
 }
 
 

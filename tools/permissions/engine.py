@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import glob
 import os
 import re
 from dataclasses import dataclass
@@ -64,8 +63,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from core.declaration import declaration_of
 from tools.permissions import bash_rules, git_config
 from tools.permissions.bash_rules import BashPattern
-from tools.permissions.path_rules import inside, normal, path_forms, pattern_regexes
+from tools.permissions.path_rules import inside, normal, path_forms, pattern_regexes, pattern_shapes
 from tools.permissions.protected import Places, tree_steers_agent, why_protected
+from tools.shell.reads import SHAPE_ANY, SHAPE_NAME, SHAPE_ONE, Reads, Shape, Tree, line_reads, overlap
 
 if TYPE_CHECKING:
     from tools.shell.reader import Analysis
@@ -168,6 +168,7 @@ class Permissions:
         self.user_home = settings.user_home
         # rules added by "always" answers; they live as long as this object
         self.session_allow: list[str] = []
+        self._shapes_cache: tuple[tuple[str, ...], list[tuple[str, list[str]]]] | None = None
 
     # ---- the decision --------------------------------------------------------------------------
 
@@ -335,6 +336,12 @@ class Permissions:
 
     def _check_bash(self, command: str, here: Path) -> Decision:
         a = _with_repository_config(_analyze(command, here), here)
+        reads = self._line_reads(a) if self._read_rules() else None
+        verdict = self._read_verdict(reads) if reads is not None else None
+        if verdict is not None and verdict.behavior == "deny":
+            if denial := self._bash_denial(command, a, here):
+                return denial if denial.rule and "denies reading" not in denial.reason else verdict
+            return verdict
         if denial := self._bash_denial(command, a, here):
             return denial
         if self.mode == "plan":
@@ -343,6 +350,8 @@ class Permissions:
             return Decision("deny", doubt)
         if question := self._untold_question(a):
             return Decision("ask", question)
+        if verdict is not None:  # a read that may be denied: asked in every mode, refused in print mode
+            return verdict
         if rule := self._bash_ask_rule(command, a):
             if self.mode == "bypassPermissions":
                 return Decision("allow", "bypassPermissions mode", rule)
@@ -355,41 +364,53 @@ class Permissions:
         if (
             decision.behavior == "ask"
             and self.mode in ("default", "acceptEdits")
-            and self._only_looks(command, a, here)
+            and self._only_looks(command, a, here, reads)
         ):
             return Decision("allow", "a read-only command inside the project")
         return decision
 
-    def _only_looks(self, command: str, a: Analysis, here: Path) -> bool:
+    def _only_looks(self, command: str, a: Analysis, here: Path, reads: Reads | None) -> bool:
         """Whether the line only reads, and only inside the readable directories: the read-only reader
-        (tools.shell.readonly) must prove it, the working directory must be inside, and every word that
-        names an existing path (or has a slash) must be inside and not covered by a Read deny rule."""
+        (tools.shell.readonly) must prove it, the working directory must be inside, and everything it
+        reads (tools.shell.reads: the files its words name, trees it reads below, repository contents)
+        must be inside, known before it runs and not covered by a Read deny rule (those were judged
+        before this: a denied read never gets here)."""
         from tools.shell.readonly import refusal  # start-up speed, as _analyze
 
         readable = self._readable_dirs()
-        if a.untold or not inside(here, readable) or refusal(command, here) is not None:
+        if a.untold or not inside(here, readable) or refusal(command, here, a) is not None:
             return False
         for c in a.commands:
             for word in c.words[1:]:
                 if word.value is None:
                     return False  # known only when it runs
                 value = word.value
-                if not value or (value.startswith("-") and "/" not in value):
+                if value.startswith("-"):
+                    if "=" not in value:
+                        continue
+                    value = value.split("=", 1)[1]  # --from-file=.. names a directory too
+                if not value:
                     continue
-                value = value.split("=", 1)[1] if value.startswith("-") and "=" in value else value
                 path = self._absolute(value, here)
                 if "/" not in value and not value.startswith("~") and not os.path.lexists(path):
                     continue  # a pattern or a word, not a file
-                if not inside(path, readable) or self.read_denied(path):
+                if not inside(path, readable):
                     return False
-        return True
+        reads = reads if reads is not None else self._line_reads(a)
+        if any(tree.follow for tree, _ in reads.trees):
+            return False  # a link followed below may lead anywhere
+        for shape in reads.shapes:  # a word, a list or a directory known only when it runs: anywhere
+            known = shape.pattern.split(SHAPE_ANY, 1)[0].split(SHAPE_NAME, 1)[0].split(SHAPE_ONE, 1)[0]
+            if not known.startswith("/") or not inside(Path(known.rsplit("/", 1)[0] or "/"), readable):
+                return False  # ... but a repository's contents stay in its directory
+        paths = [p for p, _ in (*reads.paths, *reads.names, *reads.history) if p.is_absolute()]
+        paths += [tree.root for tree, _ in reads.trees]
+        return all(inside(p, readable) for p in paths if os.path.lexists(p) or p in _history(reads))
 
     def _bash_denial(self, command: str, a: Analysis, here: Path) -> Decision | None:
         """A deny rule on a program the line runs, or an Edit/Write deny rule on a file it writes."""
         if rule := _bash_hit(_bash_patterns(self.deny), command, a, by_base_name=True):
             return Decision("deny", f'Bash is denied by the rule "{rule}" in the settings', rule)
-        if why := self._read_denial(a, here):
-            return why
         for path in _written(a):
             if rule := self._path_rule(self.deny, "Write", path, every=False):
                 return Decision(
@@ -400,28 +421,146 @@ class Permissions:
                 )
         return None
 
-    def _read_denial(self, a: Analysis, here: Path) -> Decision | None:
-        """A file the line names (an argument, an option's value, a ``<`` redirection, or what a glob
-        matches now) that a Read deny rule covers: ``cat .env`` under ``Read(.env)`` is refused like a Read
-        of it (issue 30). Only words naming an existing file count; a directory read recursively (``grep -r
-        x .``) is not looked into."""
-        if not any(r.covers("Read") for r in map(Rule.parse, self.deny)):
-            return None
-        names = list(a.reads)
-        for c in a.commands:
-            for w in c.words[1:]:
-                text = w.value if w.value is not None else w.text
-                names.append(text.split("=", 1)[1] if text.startswith("-") and "=" in text else text)
-        for name in dict.fromkeys(names):
-            for path in _named_files(name, here, self.user_home):
-                if rule := self._path_rule(self.deny, "Read", path, every=False):
-                    return Decision(
-                        "deny",
-                        f'the command reads {normal(path)}, and the rule "{rule}" in the settings denies '
-                        "reading it",
-                        rule,
-                    )
+    # ---- what a Bash line reads, against the Read deny rules -------------------------------------
+
+    def _read_rules(self) -> list[Rule]:
+        return [r for r in map(Rule.parse, self.deny) if r.covers("Read")]
+
+    def _line_reads(self, a: Analysis) -> Reads:
+        return line_reads(a, self.user_home)
+
+    def _read_verdict(self, reads: Reads) -> Decision | None:
+        """The Read deny rules against what the line reads (tools.shell.reads): a file it reads that a rule
+        covers is refused like a Read of it (``cat .env``, ``git show HEAD:.env``, ``grep -r x .`` with a
+        ``.env`` below); a read that can't be told exactly and may be covered (``cat $HOME/.ssh/id_rsa``, a
+        glob under ``shopt``, a file list, a repository's history) asks, in every mode: print mode refuses."""
+        for path, _ in (*reads.paths, *reads.names):
+            if not os.path.lexists(path):
+                continue
+            if rule := self._path_rule(self.deny, "Read", path, every=False):
+                return _read_denied(path, rule)
+        for path, _ in reads.paths:
+            if os.path.isdir(path) and (rule := self._path_rule(self.deny, "Grep", path, every=False)):
+                return _read_denied(path, rule, listed=True)
+        for path, shown in reads.history:
+            if rule := self._path_rule(self.deny, "Read", path, every=False):
+                return Decision(
+                    "deny",
+                    f'"{shown}" reads {normal(path)} from the repository, and the rule "{rule}" in the '
+                    "settings denies reading it",
+                    rule,
+                )
+        for tree, shown in reads.trees:
+            if verdict := self._tree_verdict(tree, shown):
+                return verdict
+        for shape in reads.shapes:
+            if rule := self._shape_rule(shape):
+                return Decision(
+                    "ask",
+                    f'{shape.why}, and it may be a file the rule "{rule}" denies reading, so it needs the '
+                    "user's approval (a deny rule holds in every mode)",
+                    rule,
+                )
         return None
+
+    def _shape_rule(self, shape: Shape) -> str | None:
+        for rule, patterns in self._rule_shapes():
+            if any(overlap(shape.pattern, p, shape.fold) for p in patterns):
+                return rule
+        return None
+
+    def _rule_shapes(self) -> list[tuple[str, list[str]]]:
+        key = tuple(self.deny)
+        cached = self._shapes_cache
+        if cached is None or cached[0] != key:
+            shapes = [
+                (
+                    r.text,
+                    [SHAPE_ANY]
+                    if r.content is None
+                    else pattern_shapes(r.content, self.project_dir, self.user_home),
+                )
+                for r in self._read_rules()
+            ]
+            cached = self._shapes_cache = (key, shapes)
+        return cached[1]
+
+    def _tree_verdict(self, tree: Tree, shown: str) -> Decision | None:
+        """A directory read below (grep -r, rg, cp -r, tar -c): refused when a file a Read deny rule covers
+        is there now and every file is read, asked about when one may be read (a filter, links followed
+        out, too many files to look at)."""
+        forms = path_forms(tree.root)
+        could = [self._shape_rule(Shape(f"{f.as_posix().rstrip('/')}/{SHAPE_ANY}", "")) for f in forms]
+        rule = next((r for r in could if r), None)
+        if rule is None and not tree.follow:
+            return None
+        found = self._denied_below(tree)
+        if found is None:
+            return Decision(
+                "ask",
+                f'"{shown}" reads every file below {normal(tree.root)}'
+                f"{', following links,' if tree.follow else ''} and there are too many to look at, so one "
+                f'may be a file the rule "{rule or self._read_rules()[0].text}" denies reading; it needs the '
+                "user's approval",
+                rule,
+            )
+        if not found:
+            return None
+        path, hit = found
+        if tree.filtered:
+            return Decision(
+                "ask",
+                f'"{shown}" reads the files below {normal(tree.root)}, which hold {normal(path)}, and the '
+                f'rule "{hit}" denies reading it; whether its filter leaves it out can\'t be told here, so '
+                "it needs the user's approval",
+                hit,
+            )
+        return Decision(
+            "deny",
+            f'"{shown}" reads every file below {normal(tree.root)}, {normal(path)} among them, and the rule '
+            f'"{hit}" in the settings denies reading it; leave it out (an --exclude, a narrower path) or '
+            "use the Grep tool, which skips denied files",
+            hit,
+        )
+
+    def _denied_below(self, tree: Tree) -> tuple[Path, str] | None | Literal[False]:
+        """The first file below the tree's root a Read deny rule covers: (path, rule); False when there is
+        none; None when there are too many entries to look at."""
+        regexes = [
+            (r.text, pattern_regexes(r.content, self.project_dir, self.user_home) if r.content else None)
+            for r in self._read_rules()
+        ]
+
+        def hit(path: str) -> str | None:
+            for text, patterns in regexes:
+                if patterns is None or any(p.fullmatch(path) for p in patterns):
+                    return text
+            return None
+
+        budget = _TREE_LIMIT
+        seen: set[str] = set()
+        for folder, dirs, files in os.walk(tree.root, followlinks=tree.follow):
+            if tree.follow:
+                real = os.path.realpath(folder)
+                if real in seen:
+                    dirs[:] = []
+                    continue
+                seen.add(real)
+            if not tree.hidden:
+                dirs[:] = [d for d in dirs if not d.startswith(".")]
+            for name in [*dirs, *files]:
+                budget -= 1
+                if budget < 0:
+                    return None
+                if not tree.hidden and name.startswith("."):
+                    continue
+                path = os.path.join(folder, name)
+                if not tree.follow and os.path.islink(path):
+                    continue  # grep -r, rg: a link found below is not followed
+                for form in {os.path.normpath(path), os.path.realpath(path)} if tree.follow else {path}:
+                    if rule := hit(os.path.normpath(form)):
+                        return Path(path), rule
+        return False
 
     def _bash_ask_rule(self, command: str, a: Analysis) -> str | None:
         """An ask rule that matches, or could once expansions are known, or covers a file the line writes."""
@@ -651,19 +790,13 @@ def _with_repository_config(a: Analysis, here: Path) -> Analysis:
     configuration is part of the command."""
     if not any(c.program.rsplit("/", 1)[-1] == "git" for c in a.commands):
         return a
-    dirs: list[Path] | None = [here]
     found: list[str] = []
     for c in a.commands:
-        name = c.program.rsplit("/", 1)[-1]
-        values = [w.value for w in c.words]
-        if name in ("cd", "pushd") and dirs is not None:
-            args = [v for v in values[1:] if v not in ("-L", "-P", "-e", "-@", "--")]
-            target = args[0] if len(args) == 1 else None
-            if target is None or target.startswith(("-", "+")):
-                dirs = None
-            else:
-                dirs = list(dict.fromkeys([*dirs, *(d / os.path.expanduser(target) for d in dirs)]))
-        elif name == "git" and (why := git_config.doubt(values, dirs)):
+        # where the command runs: the reader follows cd/pushd, env -C and loops (Command.dirs), the one
+        # place that knows the directories of a line, shared with tools.shell.reads
+        if c.program.rsplit("/", 1)[-1] == "git" and (
+            why := git_config.doubt([w.value for w in c.words], c.dirs)
+        ):
             found.append(f"{c.line()[:80]}: {why}")
     if not found:
         return a
@@ -697,26 +830,20 @@ def _bash_could(patterns: list[tuple[str, BashPattern | None]], a: Analysis) -> 
     )
 
 
-_GLOB_LIMIT = 200  # files a glob in a Bash line is expanded to when looking for Read-denied ones
+_TREE_LIMIT = 50_000  # entries a directory read below is looked through for Read-denied files
 
 
-def _named_files(name: str, here: Path, user_home: Path | None) -> list[Path]:
-    """The existing files a word of a Bash line names: itself, or what it matches as a glob."""
-    if not name or name.startswith("-") or "\x00" in name or "$" in name or "`" in name:
-        return []
-    if name.startswith("~/") and user_home is not None:
-        name = str(user_home / name[2:])
-    if any(ch in name for ch in "*?["):
-        try:
-            found = glob.glob(name, root_dir=here)
-        except (OSError, ValueError, re.error):
-            return []
-        return [here / f for f in found[:_GLOB_LIMIT]]
-    path = Path(name) if name.startswith("/") else here / name
-    try:
-        return [path] if path.exists() or path.is_symlink() else []
-    except (OSError, ValueError):
-        return []
+def _read_denied(path: Path, rule: str, *, listed: bool = False) -> Decision:
+    what = "lists or reads what is in" if listed else "reads"
+    return Decision(
+        "deny",
+        f'the command {what} {normal(path)}, and the rule "{rule}" in the settings denies reading it',
+        rule,
+    )
+
+
+def _history(reads: Reads) -> set[Path]:
+    return {p for p, _ in reads.history}
 
 
 def _written(a: Analysis) -> list[Path]:

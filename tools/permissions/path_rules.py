@@ -12,6 +12,8 @@ import os
 import re
 from pathlib import Path
 
+from tools.shell.reads import SHAPE_ANY, SHAPE_NAME, SHAPE_ONE
+
 
 def normal(path: Path) -> Path:
     return Path(os.path.normpath(path))
@@ -60,6 +62,48 @@ def pattern_regexes(pattern: str, project_dir: Path, user_home: Path | None) -> 
         prefix = re.escape(base.as_posix().rstrip("/"))
         # the pattern matches the path itself or any directory above it (a denied folder covers its files)
         out.append(re.compile(f"{prefix}/{body}(?:/.*)?" if body else f"{prefix}(?:/.*)?"))
+    return out
+
+
+def pattern_shapes(pattern: str, project_dir: Path, user_home: Path | None) -> list[str]:
+    """The rule pattern as shapes (``tools.shell.reads``): literal characters and wildcards, wide enough to
+    cover every path ``pattern_regexes`` matches, for asking whether a word known only when it runs may
+    name a path the rule covers."""
+    if pattern.startswith("//"):
+        bases, rest = [Path("/")], pattern[2:]
+    elif pattern == "~" or pattern.startswith("~/"):
+        if user_home is None:
+            return []
+        bases, rest = path_forms(user_home), pattern[2:]
+    elif pattern.startswith("/"):
+        bases, rest = path_forms(project_dir), pattern[1:]
+    else:
+        bases, rest = path_forms(project_dir), pattern.removeprefix("./")
+    rest = rest.rstrip("/")
+    anywhere = "/" not in rest and not pattern.startswith(("/", "~"))
+    body, i = [], 0
+    while i < len(rest):
+        if rest.startswith("**", i):
+            body.append(SHAPE_ANY)  # "**/" may be nothing at all: the slash goes with it
+            i += 3 if rest.startswith("**/", i) else 2
+        elif rest[i] == "*":
+            body.append(SHAPE_NAME)
+            i += 1
+        elif rest[i] == "?" or (rest[i] == "[" and rest.find("]", i + 2) != -1):
+            body.append(SHAPE_ONE)
+            i = rest.find("]", i + 2) + 1 if rest[i] == "[" else i + 1
+        else:
+            body.append(rest[i])
+            i += 1
+    text = "".join(body)
+    heads = ["", SHAPE_ANY + "/"] if anywhere else [""]  # a bare name matches at any depth
+    out = []
+    for base in bases:
+        for head in heads:
+            stem = (
+                f"{base.as_posix().rstrip('/')}/{head}{text}".rstrip("/") if text or head else base.as_posix()
+            )
+            out += [stem, f"{stem.rstrip('/')}/{SHAPE_ANY}"]  # the path, or anything below it
     return out
 
 

@@ -905,3 +905,24 @@ def _coverage(values: Values) -> Unwrapped:
 
 
 _SPECIAL["coverage"] = _coverage
+
+
+# wrappers whose option moves the wrapped command to another directory
+_CHDIR_OPTIONS = {"env": ("-C", "--chdir"), "sudo": ("-D", "--chdir")}
+
+
+def chdir_option(name: str, options: list[str | None]) -> tuple[bool, str | None]:
+    """Whether ``env -C DIR``/``sudo -D DIR`` runs its command elsewhere, and in which directory (None
+    when it can't be told)."""
+    short, long = _CHDIR_OPTIONS.get(name, ("", ""))
+    found, where = False, None
+    for k, word in enumerate(options if short else ()):
+        if word is None:
+            continue
+        option, eq, value = word.partition("=")
+        if word == short or (option.startswith("--") and len(option) > 3 and long.startswith(option)):
+            found = True
+            where = value if eq else (options[k + 1] if k + 1 < len(options) else None)
+        elif word.startswith(short) and len(word) > 2 and not word.startswith("--"):
+            found, where = True, word[2:]
+    return found, where

@@ -32,7 +32,7 @@ from tools.shell import effects as effects_module
 from tools.shell import known, programs, subcommands
 from tools.shell.effects import effects
 from tools.shell.evaluation import ARITHMETIC_VALUE, Evaluations
-from tools.shell.programs import Unwrapped, unwrap
+from tools.shell.programs import Unwrapped, chdir_option, unwrap
 
 _MAX_DEPTH = 8  # nested scripts and wrappers (bash -c "eval 'sudo env ...'")
 _MAX_LEVELS = 120  # syntax-tree nesting followed before the line is refused as too deep ($( $( ... )))
@@ -139,6 +139,11 @@ _NUMBER = re.compile(r"[+-]?\d+")
 _GLOB = re.compile(r"[*?]|\[[^\]]*\]")
 _BRACE = re.compile(r"\{[^{}]*(?:,|\.\.)[^{}]*\}")
 _SUBSCRIPT_SUBSTITUTION = re.compile(r"\[.*(?:\$\(|`)", re.DOTALL)
+_CHANGES_DIRECTORY = re.compile(r"\b(?:cd|pushd|popd)\b")
+# variables that change where cd goes, or what the directory stack holds
+_DIRECTORY_VARIABLES = frozenset({"CDPATH", "DIRSTACK", "OLDPWD", "PWD", "HOME"})
+# variables that change what a glob matches (GLOBIGNORE turns dotglob on) or set shell options
+_GLOB_VARIABLES = frozenset({"GLOBIGNORE", "BASHOPTS", "SHELLOPTS", "GLOBSORT"})
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,11 @@ class Word:
 
     text: str
     value: str | None
+    # a word whose only expansion is a glob: its value after quote removal and the same with every quoted
+    # character masked (so a quoted "*" is not a glob), for computing what it matches
+    glob: tuple[str, str] | None = field(default=None, compare=False)
+    # filled in when it runs (xargs input, the {} of find -exec): nothing about it is known
+    runtime: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -165,6 +175,9 @@ class Command:
     # run by a script file the line runs (bash x.sh, ./x.sh): deny and ask rules judge it; an allow rule for
     # the script covers it, as it did before the file was read
     from_file: bool = False
+    # the directories it may run in (relative words are resolved against each); None: can't be told (a cd
+    # to an expansion, a cd in a loop, shell options that change what cd does)
+    dirs: tuple[Path, ...] | None = field(default=None, compare=False)
 
     @property
     def program(self) -> str:
@@ -210,7 +223,12 @@ class Analysis:
     # programs not known to run no other command (an unknown program with arguments, an unknown option of
     # a known one, a variable set for it that isn't known to be inert): asked about under a deny rule
     untold: tuple[str, ...] = ()
-    reads: tuple[str, ...] = ()  # files input redirections read (``< file``), as written
+    # files input redirections read (``< file``), with the directories they may be relative to
+    reads: tuple[tuple[Word, tuple[Path, ...] | None], ...] = ()
+    # why the line's globs can't be computed with bash's default options (shopt, GLOBIGNORE, bash -O)
+    shell_options: tuple[str, ...] = ()
+    # commands whose program can't be told ($'cat' f, $X f): kept for what their words may read
+    opaque: tuple[Command, ...] = ()
 
 
 def analyze(command: str, cwd: Path) -> Analysis:
@@ -252,7 +270,13 @@ class _Reader:
     unresolved: list[str] = field(default_factory=list)
     untold: list[str] = field(default_factory=list)
     exported: list[str] = field(default_factory=list)  # names the line exports to the programs after it
-    reads: list[str] = field(default_factory=list)
+    reads: list[tuple[Word, tuple[Path, ...] | None]] = field(default_factory=list)
+    shell_options: list[str] = field(default_factory=list)
+    chdir: tuple[Path, ...] | None = None  # env -C DIR cmd: where the wrapped command runs
+    chdir_set: bool = False
+    cd_options: bool = False
+    # commands whose program can't be told: their words, and where they run (what they may read)
+    opaque: list[Command] = field(default_factory=list)
     in_file: int = 0  # inside a script file the line runs
     variables: list[str] = field(default_factory=list)
     # (target, where it lands or None while relative, a tree): redirections and files programs write
@@ -285,7 +309,15 @@ class _Reader:
             self.error,
             tuple(dict.fromkeys(self.untold)),
             tuple(dict.fromkeys(self.reads)),
+            tuple(dict.fromkeys(self.shell_options)),
+            tuple(self.opaque),
         )
+
+    def here(self) -> tuple[Path, ...] | None:
+        """The directories the command being read may run in, None when they can't be told."""
+        if self.chdir_set:
+            return self.chdir
+        return tuple(self.dirs) if self.dirs_known else None
 
     def script(self, text: str, depth: int) -> None:
         if depth > _MAX_DEPTH:
@@ -316,6 +348,8 @@ class _Reader:
             if handler(self, node, depth):
                 return
         if kind in ("for_statement", "while_statement", "c_style_for_statement"):
+            if _CHANGES_DIRECTORY.search(_text(node)):
+                self.dirs_known = False  # a later pass of the body runs where an earlier one moved to
             self.loops += 1
             for child in node.children:
                 self.visit(child, depth)
@@ -350,6 +384,7 @@ class _Reader:
             return
         if words[0].value is None:
             self.unresolved.append(f"{_short(text)}: {_why_not_literal(words[0])}")
+            self.opaque.append(Command(tuple(words), dirs=self.here()))
             return
         if words[0].text == "time":
             self.time_keyword(words, depth)
@@ -358,6 +393,10 @@ class _Reader:
         name = words[0].value.rsplit("/", 1)[-1]
         if name in ("cd", "pushd", "popd"):
             self.change_directory(name, values)
+        elif name == "shopt" or (name in _SHELLS and any(v in ("-O", "+O") for v in values[1:])):
+            # nocaseglob, dotglob, extglob, globstar change what a glob matches; cdable_vars where cd goes
+            self.shell_options.append(f"{_short(text)}: sets shell options")
+            self.cd_options = True  # cdable_vars: a later cd may go where a variable says
         how: Unwrapped = unwrap(values)
         modelled = programs.models(name) or effects_module.models(name)
         file_script = None
@@ -388,6 +427,7 @@ class _Reader:
                 subcommand_unknown=sub.unknown if sub else None,
                 quiet_globals=sub.quiet if sub else False,
                 from_file=self.in_file > 0,
+                dirs=self.here(),
             )
         )
         if how.unresolved and not (how.script_file is not None and file_script is not None):
@@ -404,11 +444,24 @@ class _Reader:
         for run in how.runs:
             inner = words[run.start : run.stop]
             if run.placeholder:  # "xargs -I{} sh -c 'echo {}'": the script is data from the input
-                inner = [Word(w.text, None) if run.placeholder in w.text else w for w in inner]
+                inner = [Word(w.text, None, runtime=True) if run.placeholder in w.text else w for w in inner]
             if run.appends_input:
-                inner.append(Word("<input>", None))
+                inner.append(Word("<input>", None, runtime=True))
             passed = how.variables if name in ("env", "sudo") else ()  # env NAME=v prog: set for prog
-            self.program(inner, " ".join(w.text for w in inner), depth + 1, passed)
+            saved = self.chdir, self.chdir_set
+            moves, moved = chdir_option(name, values[1 : run.start])
+            if moves:
+                here = self.here()
+                self.chdir_set = True
+                self.chdir = (
+                    None
+                    if moved is None or here is None
+                    else tuple(Path(os.path.normpath(d / moved)) for d in here)
+                )
+            try:
+                self.program(inner, " ".join(w.text for w in inner), depth + 1, passed)
+            finally:
+                self.chdir, self.chdir_set = saved
         for script in how.scripts:
             self.script(script, depth + 1)
         self.effects(values, text, depth)
@@ -466,7 +519,7 @@ class _Reader:
     def time_keyword(self, words: list[Word], depth: int) -> None:
         """Unquoted ``time`` is bash's keyword timing a whole pipeline (``time ! rm x``, ``time { rm x; }``);
         the grammar reads it as a command, and splits a following group at its ``;``."""
-        self.commands.append(Command(tuple(words), wrapper=len(words) > 1))
+        self.commands.append(Command(tuple(words), wrapper=len(words) > 1, dirs=self.here()))
         rest = words[1:]
         while rest and rest[0].text in ("-p", "--", "!"):
             rest = rest[1:]
@@ -484,7 +537,7 @@ class _Reader:
         if name == "popd" or (name == "pushd" and not args):
             return  # back to a directory already counted
         target = args[0] if len(args) == 1 else None
-        if self.loops or target is None or target.startswith(("-", "+")):
+        if self.loops or target is None or target.startswith(("-", "+")) or self.cd_options:
             self.dirs_known = False  # "cd", "cd -", "cd $X", or a cd repeated by a loop
             return
         # plain cd takes ".." textually, cd -P through symlinks: keep both (the check resolves the second)
@@ -514,6 +567,11 @@ class _Reader:
         """Note a variable set to ``value`` (None: not known statically; ``written``: as in the line)."""
         if risky_variable(name):
             self.variables.append(f"sets {name}")
+        base = name.split("[", 1)[0]
+        if base in _DIRECTORY_VARIABLES:
+            self.dirs_known = False
+        if base in _GLOB_VARIABLES or base == "HOME":
+            self.shell_options.append(f"sets {base}")
         self.evals.assigned(name, value, written)
 
     def declaration(self, node: Any, depth: int) -> bool:
@@ -651,7 +709,7 @@ class _Reader:
             return False
         value = _literal(destination)[0]
         if operator in ("<", "<>"):
-            self.reads.append(value if value is not None else _text(destination))
+            self.reads.append((_word(destination), self.here()))
         writes = operator in _WRITE_OPERATORS or (
             operator == ">&" and not (value or "").isdigit() and value != "-"
         )
@@ -679,6 +737,9 @@ _HANDLERS = {
 }
 
 
+_SHELLS = frozenset({"bash", "sh", "rbash"})
+
+
 def _subscript_end(text: str) -> int | None:
     """The index of the ``]`` closing the subscript that opens ``text``, or None."""
     depth = 0
@@ -703,7 +764,12 @@ def _assigns(node: Any, name: str) -> bool:
 def _word(node: Any) -> Word:
     if node.type == "command_name" and node.named_child_count == 1:
         node = node.named_children[0]
-    return Word(_text(node), _literal(node)[0])
+    value, mask = _literal(node)
+    if value is None and mask and node.type in ("word", "concatenation"):
+        whole = _pieces(node)[0]  # a glob and nothing else: kept for computing its matches
+        if whole is not None and not _BRACE.search(mask) and not mask.startswith("~"):
+            return Word(_text(node), None, glob=(whole, mask))
+    return Word(_text(node), value)
 
 
 def _literal(node: Any) -> tuple[str | None, str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tools.shell.reader import Command
+    from tools.shell.reader import Analysis, Command
 
 
 def _o(text: str) -> frozenset[str]:
@@ -157,11 +157,12 @@ _REFLOG_LOOKING = frozenset({"show", "exists"})
 _WRAPPERS = frozenset({"xargs", "timeout", "nice", "env", "command"})
 
 
-def refusal(command: str, cwd: Path) -> str | None:
-    """None when the line only reads; otherwise why it is not allowed under the read-only rules."""
+def refusal(command: str, cwd: Path, analysis: Analysis | None = None) -> str | None:
+    """None when the line only reads; otherwise why it is not allowed under the read-only rules (``analysis``:
+    the line already read, to spare a second parse)."""
     from tools.shell.reader import analyze  # start-up speed: the Bash reader loads with the first line judged
 
-    a = analyze(command, cwd)
+    a = analysis if analysis is not None else analyze(command, cwd)
     if a.error:
         return f"the line could not be read ({a.error})"
     if a.unresolved:
