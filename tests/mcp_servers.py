@@ -5,7 +5,9 @@
 Kinds: ``basic`` (echo, add, a structured result, an image), ``slow`` (sleeps ``--delay`` seconds before it
 serves, as ``many`` does when given ``--delay``; a tool that sleeps), ``crash`` (a tool that kills the process mid-call), ``big``
 (a 1 MB result), ``many`` (N tools, 200 by default, with realistic descriptions), ``garbage`` (writes
-lines that are not JSON-RPC to stdout, then serves as ``basic``), ``exit`` (exits at once), ``flood`` (writes 3 MB to stderr, then serves as ``basic``).
+lines that are not JSON-RPC to stdout, then serves as ``basic``), ``exit`` (exits at once), ``flood`` (writes 3 MB to stderr, then serves as ``basic``), ``collide`` (two tools
+named ``get.item`` and ``get_item``, and ``echo``), ``images`` (pictures the Messages API refuses: over 5 MB,
+not base64, ``text/html``, GIF bytes labelled PNG; and a good one).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ PIXEL = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
 BIG = 1_000_000
+# a 1x1 GIF
+GIF = base64.b64decode("R0lGODlhAQABAIAAAP///wAAACH5BAEAAAAALAAAAAABAAEAAAICRAEAOw==")
 
 
 def build(kind: str, tools: int, name: str) -> Any:
@@ -69,6 +73,50 @@ def build(kind: str, tools: int, name: str) -> Any:
         def dump() -> str:
             line = "0123456789abcdef" * 4 + "\n"
             return (line * (BIG // len(line) + 1))[:BIG]
+
+    if (
+        kind == "collide"
+    ):  # two tools whose names read the same once made fit for the API ("get.item", "get_item")
+
+        @server.tool(name="get.item", description="Get an item (the dotted one).")
+        def get_dotted(key: str) -> str:
+            return f"dotted {key}"
+
+        @server.tool(name="get_item", description="Get an item (the underscored one).")
+        def get_underscored(key: str) -> str:
+            return f"underscored {key}"
+
+        @server.tool(description="Echo the text back, prefixed with 'echo:'.")
+        def echo(text: str) -> str:
+            return f"echo: {text}"
+
+    if kind == "images":  # pictures the Messages API refuses, each with a caption, and one it takes
+
+        def shot(caption: str, data: str, mime: str) -> list[Any]:
+            return [
+                TextContent(type="text", text=caption),
+                ImageContent(type="image", data=data, mimeType=mime),
+            ]
+
+        @server.tool(description="A picture over the API's 5 MB limit.")
+        def huge() -> list[Any]:
+            return shot("huge", base64.b64encode(PIXEL + b"\0" * (6 * 1024 * 1024)).decode(), "image/png")
+
+        @server.tool(description="A picture whose data is not base64.")
+        def garbled() -> list[Any]:
+            return shot("garbled", "this is %% not base64 at all!", "image/png")
+
+        @server.tool(description="A web page labelled as a picture type the API doesn't take.")
+        def page() -> list[Any]:
+            return shot("page", base64.b64encode(b"<html><body>hi</body></html>").decode(), "text/html")
+
+        @server.tool(description="GIF bytes labelled PNG.")
+        def mislabelled() -> list[Any]:
+            return shot("mislabelled", base64.b64encode(GIF).decode(), "image/png")
+
+        @server.tool(description="A tiny picture and a caption.")
+        def picture() -> list[Any]:
+            return shot("a pixel", base64.b64encode(PIXEL).decode(), "image/png")
 
     if kind == "many":
         for tool_name in tool_names(name, tools):

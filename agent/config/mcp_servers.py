@@ -22,6 +22,7 @@ server's URL or headers: such a server gets a ``problem`` instead and does not s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -30,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.config.project import SETTINGS_CAP, FileProblem, read_small
-from core.private import replace_private
+from core import mcp_names
+from core.private import locked, replace_private
 
 MCP_JSON = ".mcp.json"
 CLAUDE_JSON = ".claude.json"
@@ -39,7 +41,6 @@ REMOTE = ("http", "sse")
 TRANSPORTS = ("stdio", *REMOTE)
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _CREDENTIAL_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
-_NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class ServerConfig:
     headers: Mapping[str, str] = field(default_factory=dict)
     always_load: bool = False
     problem: str = ""
+    digest: str = ""  # of the entry as written: what an approval of a project's server is bound to
 
     @property
     def remote(self) -> bool:
@@ -82,7 +84,7 @@ class McpSetup:
 
 def server_name(name: str) -> str:
     """A name as it appears in tool names (``mcp__<server>__<tool>``): letters, digits, ``_`` and ``-``."""
-    return _NAME_OK.sub("_", name)
+    return mcp_names.server_name(name)
 
 
 def credential_like(var: str) -> bool:
@@ -116,7 +118,9 @@ def expand(text: str, environ: Mapping[str, str], *, refuse_credentials: bool) -
 
 def parse_server(name: str, raw: Any, scope: str, source: str, environ: Mapping[str, str]) -> ServerConfig:
     """One server entry, expanded; a malformed one comes back with its ``problem``."""
-    base = ServerConfig(name=name, scope=scope, source=source)
+    base = ServerConfig(name=name, scope=scope, source=source, digest=entry_digest(raw))
+    if why := mcp_names.name_problem(name):
+        return _with(base, problem=f"{source}: {why}")
     if not isinstance(raw, dict):
         return _with(base, problem=f'{source}: server "{name}" must be an object')
     transport = str(raw.get("type") or ("http" if raw.get("url") and not raw.get("command") else "stdio"))
@@ -170,6 +174,15 @@ def parse_server(name: str, raw: Any, scope: str, source: str, environ: Mapping[
     if missing:
         return _with(config, problem=f"variables not expanded: {', '.join(dict.fromkeys(missing))}")
     return config
+
+
+def entry_digest(raw: Any) -> str:
+    """A digest of a server's entry as written (command, arguments, environment, URL, headers)."""
+    try:
+        text = json.dumps(raw, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(raw)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _with(config: ServerConfig, **changes: Any) -> ServerConfig:
@@ -230,7 +243,11 @@ def load(src: Sources) -> McpSetup:
         mcp_json = _read(src.root / MCP_JSON, setup)
         local = local_entry(src.home, src.root)
         project_servers = servers_of(mcp_json)
-        enabled = {*src.enabled, *_strings(project_entry, "enabledMcpjsonServers"), *local.get("enabled", [])}
+        enabled = {*src.enabled, *_strings(project_entry, "enabledMcpjsonServers")}
+        # the REPL's answers are bound to the entry approved: a repository that changes a server's command
+        # or arguments is asked about again, and an answer recorded without a digest counts for nothing
+        approvals = local.get("approved")
+        approvals = approvals if isinstance(approvals, dict) else {}
         disabled = {
             *src.disabled,
             *_strings(project_entry, "disabledMcpjsonServers"),
@@ -243,7 +260,7 @@ def load(src: Sources) -> McpSetup:
                 continue
             if not src.trusted:
                 setup.untrusted.append(config)
-            elif name in enabled or enable_all:
+            elif name in enabled or enable_all or approvals.get(name) == config.digest:
                 found[str(name)] = config
             else:
                 setup.unapproved.append(config)
@@ -251,8 +268,27 @@ def load(src: Sources) -> McpSetup:
         add(servers_of(local), "local", str(src.home / LOCAL_FILE))
     for entries, source in flag_entries:
         add(entries, "flag", source)
-    setup.servers = list(found.values())
+    setup.servers = _apart(list(found.values()))
     return setup
+
+
+def _apart(servers: list[ServerConfig]) -> list[ServerConfig]:
+    """Two servers whose names read the same in tool names ("my.srv" and "my-srv"... "my_srv") would share
+    their tools' names and their rules: neither starts."""
+    shown: dict[str, list[str]] = {}
+    for config in servers:
+        shown.setdefault(server_name(config.name), []).append(config.name)
+    out = []
+    for config in servers:
+        same = [n for n in shown[server_name(config.name)] if n != config.name]
+        if same and not config.problem:
+            config = _with(
+                config,
+                problem=f'its tools would have the same names as server "{same[0]}"\'s (both read as '
+                f'"{server_name(config.name)}"); rename one of them',
+            )
+        out.append(config)
+    return out
 
 
 def _strings(data: dict[str, Any], key: str) -> list[str]:
@@ -322,21 +358,38 @@ def local_entry(home: Path, root: Path) -> dict[str, Any]:
     return entry if isinstance(entry, dict) else {}
 
 
+def config_lock(home: Path) -> Path:
+    """The lock every change of an MCP configuration file is made under (``mcp add/remove`` run at the same
+    time each keep their change)."""
+    return Path(home) / (LOCAL_FILE + ".lock")
+
+
 def update_local(home: Path, root: Path, change: Any) -> None:
-    """Change this project's entry of H/mcp.json (0600) with ``change(entry)``."""
-    data = _local_file(home)
-    projects = data.setdefault("projects", {})
-    entry = projects.setdefault(str(root), {})
-    change(entry)
-    replace_private(home / LOCAL_FILE, json.dumps(data, indent=2) + "\n")
+    """Change this project's entry of H/mcp.json (0600) with ``change(entry)``, under the lock."""
+    with locked(config_lock(home)):
+        data = _local_file(home)
+        projects = data.setdefault("projects", {})
+        entry = projects.setdefault(str(root), {})
+        change(entry)
+        replace_private(home / LOCAL_FILE, json.dumps(data, indent=2) + "\n")
 
 
-def record_approval(home: Path, root: Path, names: list[str], approved: bool) -> None:
-    """The user's answer to the .mcp.json prompt, remembered for this project."""
+def record_approval(home: Path, root: Path, configs: list[ServerConfig], approved: bool) -> None:
+    """The user's answer to the .mcp.json prompt, remembered for this project: an approval names each
+    server with the digest of its entry as it was shown; a refusal names it."""
+    names = [c.name for c in configs]
 
     def change(entry: dict[str, Any]) -> None:
-        key, other = ("enabled", "disabled") if approved else ("disabled", "enabled")
-        entry[key] = sorted({*entry.get(key, []), *names})
-        entry[other] = [n for n in entry.get(other, []) if n not in names]
+        approvals = entry.get("approved")
+        approvals = approvals if isinstance(approvals, dict) else {}
+        if approved:
+            approvals.update({c.name: c.digest for c in configs})
+            entry["disabled"] = [n for n in entry.get("disabled", []) if n not in names]
+        else:
+            entry["disabled"] = sorted({*entry.get("disabled", []), *names})
+            for name in names:
+                approvals.pop(name, None)
+        entry["approved"] = approvals
+        entry.pop("enabled", None)  # names without a digest (an older record): no longer an approval
 
     update_local(home, root, change)

@@ -44,6 +44,7 @@ from agent.config.project import SETTINGS_CAP, FileProblem, project_root, read_s
 from agent.config.trust import Ignored, Trust
 from compact.decision.config import CompactConfig
 from compact.decision.thresholds import smallest_window
+from core import mcp_names
 from core.errors import SettingsError
 from core.models import EFFORTS, resolve
 from core.private import make_private_dirs
@@ -69,6 +70,7 @@ from core.setting import (
     truthy,
     update_value,
 )
+from core.terminal import visible
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -464,9 +466,11 @@ def load_settings(
             project_files.append((path, _read_file(path, table)))
         except SettingsError as e:
             project_files.append((path, e))
-    s.trust_fingerprint = trust_store.fingerprint(
-        [(raw, str(path)) for path, raw in project_files if not isinstance(raw, SettingsError)]
-    )
+    readable = [(raw, str(path)) for path, raw in project_files if not isinstance(raw, SettingsError)]
+    # a project whose own settings enable its .mcp.json servers is trusted with those servers as they are:
+    # a changed command or argument is a change of what it does for the user (issue 40)
+    enables = any(key in raw for raw, _ in readable for key in trust_store.MCP_KEYS)
+    s.trust_fingerprint = trust_store.fingerprint(readable, _mcp_json_text(root) if enables else "")
     if cli.get("trust_project"):
         _make_home(home)  # the trust record lives there: a home that can't be made says so first
         trust_store.grant(home, root, approved=s.trust_fingerprint)
@@ -504,7 +508,34 @@ def load_settings(
     s.effort = None if s.effort == "auto" else s.effort
     s.model_explicit = "model" in s.sources  # chosen by a file, the environment or --model
     check_limits(s)
+    s.warnings += rule_warnings(s)
     return s
+
+
+def _mcp_json_text(root: Path) -> str:
+    try:
+        return read_small(root / ".mcp.json", SETTINGS_CAP) or ""
+    except FileProblem as e:
+        return f"unreadable: {e}"
+
+
+def rule_warnings(s: Settings) -> list[str]:
+    """Permission rules on MCP tools that can never match anything (issue 40): said at start, not kept quiet."""
+    out = []
+    for kind, rules in (("allow", s.allow), ("deny", s.deny), ("ask", s.ask)):
+        for rule in rules:
+            text = rule.strip()
+            if not text.startswith(mcp_names.PREFIX):
+                continue
+            tool, paren, _ = text.partition("(")
+            why = (
+                "an MCP rule takes no (...): name the server and the tool"
+                if paren
+                else mcp_names.rule_problem(tool)
+            )
+            if why:
+                out.append(f'the {kind} rule "{visible(text, one_line=True)}" can never match a tool: {why}')
+    return out
 
 
 def reload_settings(s: Settings, environ: Mapping[str, str]) -> Settings:

@@ -112,15 +112,18 @@ def load(home: Path, project: Path) -> Trust:
     )
 
 
-def fingerprint(files: list[tuple[dict[str, Any], str]]) -> str:
+def fingerprint(files: list[tuple[dict[str, Any], str]], mcp_json: str = "") -> str:
     """A digest of what a project's settings files would do on the user's behalf once trusted (hooks, env,
-    widened permissions, model, MCP servers): trusting a project trusts these, not whatever they become."""
-    acting = sorted(
+    widened permissions, model, MCP servers): trusting a project trusts these, not whatever they become.
+    ``mcp_json``: the project's .mcp.json when its settings enable its servers (their commands count)."""
+    acting: list[Any] = sorted(
         (i.kind, i.what, i.source)
         for raw, source in files
         for i in restrict(raw, source, Trust(False))[1]
         if i.kind != "credential"  # confirmed one by one, by value, already
     )
+    if mcp_json:
+        acting.append(("mcp.json", hashlib.sha256(mcp_json.encode("utf-8")).hexdigest()))
     return hashlib.sha256(json.dumps(acting).encode("utf-8")).hexdigest()[:32]
 
 
@@ -198,6 +201,16 @@ def restrict(data: dict[str, Any], source: str, trust: Trust) -> tuple[dict[str,
         )
     if "env" in out:
         out["env"] = env
+    if trust.trusted and not trust.approved:
+        # a record without the digest of what was trusted (older than issue 30, or written by hand) can't
+        # say the repository's MCP servers were part of it: no digest, no trust for the servers it enables
+        for name in MCP_KEYS:
+            if name in out:
+                value = out.pop(name)
+                shown = ", ".join(value) if isinstance(value, (dict, list)) else str(value)
+                ignored.append(
+                    Ignored("mcp", f"{name} {_one_line(shown)} (trusted without a digest)", source, name)
+                )
     if trust.trusted:
         return out, ignored
     for key in COST_KEYS:  # what the user pays for is never chosen silently by a repository

@@ -22,7 +22,8 @@ from agent.config.project import FileProblem
 from agent.config.settings import Settings, ensure_home, load_settings
 from agent.mcp import setup as mcp_setup
 from core.errors import SettingsError
-from core.private import replace_private
+from core.private import locked, replace_private
+from core.terminal import visible
 
 SCOPES = ("local", "project", "user")
 
@@ -38,7 +39,7 @@ def main(argv: list[str], cwd: Path | None = None, environ: dict[str, str] | Non
         ensure_home(s)
         return int(args.run(s, args))
     except (SettingsError, FileProblem, ValueError) as e:
-        sys.stderr.write(f"compact-agent mcp: {e}\n")
+        _say(f"compact-agent mcp: {e}", sys.stderr)
         return 1
 
 
@@ -69,6 +70,12 @@ def options_first(argv: list[str]) -> list[str]:
             words.append(arg)
         i += 1
     return ["add", *options, *words[:2], *(["--", *words[2:]] if len(words) > 2 else [])]
+
+
+def _say(line: str, stream: Any = None) -> None:
+    """One line of output: what a repository's .mcp.json (a name, a command, an error) puts in it is shown
+    through the terminal-safe printer, never as escape sequences the terminal would obey."""
+    (stream or sys.stdout).write(visible(line, one_line=True) + "\n")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -142,24 +149,42 @@ def _write(s: Settings, scope: str, name: str, entry: dict[str, Any]) -> int:
         where = f"{s.home / mcp_servers.LOCAL_FILE} (this project only)"
     else:
         path = _scope_file(s, scope)
-        data = read_json(path) or {}
-        data.setdefault("mcpServers", {})[name] = entry
-        _save(path, data, private=scope == "user")
+        with locked(mcp_servers.config_lock(s.home)):
+            data = read_json(path) or {}
+            data.setdefault("mcpServers", {})[name] = entry
+            _save(path, data, private=scope == "user")
         where = str(path)
-    print(f'Added MCP server "{name}" ({scope} scope) to {where}')
+    _say(f'Added MCP server "{name}" ({scope} scope) to {where}')
     return 0
 
 
 def _scope_file(s: Settings, scope: str) -> Path:
-    return s.root / MCP_JSON if scope == "project" else s.home / "settings.json"
+    if scope != "project":
+        return s.home / "settings.json"
+    path = s.root / MCP_JSON
+    # a repository's .mcp.json linked to a file elsewhere (~/.bashrc, another project's settings) is never
+    # written through: only a file inside the project is the project's
+    if path.is_symlink() and not path.resolve().is_relative_to(s.root.resolve()):
+        raise ValueError(f"{path} is a link to {path.resolve()}, outside the project; not written through it")
+    return path
 
 
 def _save(path: Path, data: dict[str, Any], *, private: bool) -> None:
     text = json.dumps(data, indent=2) + "\n"
     if private:
         replace_private(path, text)
-    else:  # a project's .mcp.json is shared through the repository: the usual mode for a tracked file
-        path.write_text(text, encoding="utf-8")
+        return
+    # a project's .mcp.json is shared through the repository: the usual mode for a tracked file, written
+    # whole (a temporary file renamed over it: a link in its place is replaced, not followed)
+    target = path.resolve() if path.is_symlink() else path
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _remove(s: Settings, args: argparse.Namespace) -> int:
@@ -168,27 +193,30 @@ def _remove(s: Settings, args: argparse.Namespace) -> int:
             entry = mcp_servers.local_entry(s.home, s.root)
             if args.name in (entry.get("mcpServers") or {}):
                 update_local(s.home, s.root, lambda e: e.get("mcpServers", {}).pop(args.name, None))
-                print(f'Removed MCP server "{args.name}" (local scope)')
+                _say(f'Removed MCP server "{args.name}" (local scope)')
                 return 0
             continue
         path = _scope_file(s, scope)
-        data = read_json(path) or {}
-        if args.name in (data.get("mcpServers") or {}):
-            del data["mcpServers"][args.name]
-            _save(path, data, private=scope == "user")
-            print(f'Removed MCP server "{args.name}" ({scope} scope) from {path}')
+        with locked(mcp_servers.config_lock(s.home)):
+            data = read_json(path) or {}
+            found = args.name in (data.get("mcpServers") or {})
+            if found:
+                del data["mcpServers"][args.name]
+                _save(path, data, private=scope == "user")
+        if found:
+            _say(f'Removed MCP server "{args.name}" ({scope} scope) from {path}')
             return 0
     where = f"the {args.scope} scope" if args.scope else "any scope this command writes"
-    sys.stderr.write(f'compact-agent mcp: no MCP server "{args.name}" in {where}\n')
+    _say(f'compact-agent mcp: no MCP server "{args.name}" in {where}', sys.stderr)
     return 1
 
 
 def _list(s: Settings, args: argparse.Namespace) -> int:
     setup = mcp_setup.setup_of(s)
     for problem in setup.problems:
-        print(f"warning: {problem}")
+        _say(f"warning: {problem}")
     if not (setup.servers or setup.unapproved or setup.untrusted):
-        print("No MCP servers configured. Add one with `compact-agent mcp add NAME COMMAND [ARGS...]`.")
+        _say("No MCP servers configured. Add one with `compact-agent mcp add NAME COMMAND [ARGS...]`.")
         return 0
     hub = mcp_setup.hub_for(s, setup)
     hub.start()
@@ -199,11 +227,11 @@ def _list(s: Settings, args: argparse.Namespace) -> int:
                 status = f"connected ({len(state.tools)} tools)"
             else:
                 status = f"{state.status}: {state.error}" if state.error else state.status
-            print(f"{state.name} [{state.config.scope}]: {state.config.describe()} - {status}")
+            _say(f"{state.name} [{state.config.scope}]: {state.config.describe()} - {status}")
         for config in setup.unapproved:
-            print(f"{config.name} [project]: {config.describe()} - waiting for approval (start the REPL)")
+            _say(f"{config.name} [project]: {config.describe()} - waiting for approval (start the REPL)")
         for config in setup.untrusted:
-            print(f"{config.name} [project]: {config.describe()} - not started: the project is not trusted")
+            _say(f"{config.name} [project]: {config.describe()} - not started: the project is not trusted")
     finally:
         hub.close()
     return 0
@@ -213,12 +241,12 @@ def _get(s: Settings, args: argparse.Namespace) -> int:
     setup = mcp_setup.setup_of(s)
     for config in [*setup.servers, *setup.unapproved, *setup.untrusted]:
         if config.name == args.name:
-            print(f"{config.name}")
-            print(f"  scope: {config.scope} ({config.source})")
-            print(f"  type: {config.transport}")
-            print(f"  {'url' if config.remote else 'command'}: {config.describe()}")
+            _say(f"{config.name}")
+            _say(f"  scope: {config.scope} ({config.source})")
+            _say(f"  type: {config.transport}")
+            _say(f"  {'url' if config.remote else 'command'}: {config.describe()}")
             if config.problem:
-                print(f"  problem: {config.problem}")
+                _say(f"  problem: {config.problem}")
             return 0
-    sys.stderr.write(f'compact-agent mcp: no MCP server "{args.name}"\n')
+    _say(f'compact-agent mcp: no MCP server "{args.name}"', sys.stderr)
     return 1

@@ -444,7 +444,7 @@ class Repl:
             for config in setup.unapproved:
                 self.renderer.line(f"  - {config.name}: {config.describe()}")
             approved = self._yes("Start them, now and in later sessions? (y/n) ")
-            setup = mcp_setup.approve(self.settings, [c.name for c in setup.unapproved], approved)
+            setup = mcp_setup.approve(self.settings, list(setup.unapproved), approved)
             if not approved:
                 self.renderer.line(
                     "Not started (/mcp shows them; the answer is kept in your agent home).", "dim"

@@ -23,6 +23,7 @@ from typing import Any
 
 from agent.mcp.client import McpHub
 from agent.mcp.tools import CAP_TOKENS, SEARCH_NAME, McpTool, ToolSearchTool
+from core.mcp_names import tool_name
 from core.tokens import estimate_text
 
 API_SEARCH = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
@@ -53,10 +54,16 @@ class McpCatalog:
         for state in self.hub.states.values():
             if state.status != "connected":
                 continue
-            for listed in state.tools:
-                if not isinstance(listed, dict) or not listed.get("name"):
-                    continue
+            listing = [t for t in state.tools if isinstance(t, dict) and t.get("name")]
+            # two tools whose names read the same once made fit ("a.b" and "a_b"): a call or a rule for the
+            # name couldn't tell which one is meant, so neither is offered
+            remote: dict[str, set[str]] = {}
+            for listed in listing:
+                remote.setdefault(tool_name(state.name, str(listed["name"])), set()).add(str(listed["name"]))
+            for listed in listing:
                 tool = McpTool.from_listing(state.name, listed, self.hub.call, self.cap_tokens)
+                if len(remote[tool.name]) > 1:
+                    continue
                 if tool.name not in self._tools:
                     self._tools[tool.name] = tool
                 else:  # a reconnected server: the same name calls the same tool, its schema as now

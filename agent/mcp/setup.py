@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agent.config import mcp_servers
-from agent.config.mcp_servers import McpSetup, Sources
+from agent.config.mcp_servers import McpSetup, ServerConfig, Sources
 from agent.config.settings import Settings
 from agent.mcp.client import McpHub, ServerState
 
@@ -47,8 +47,8 @@ def hub_for(s: Settings, setup: McpSetup) -> McpHub:
     )
 
 
-def approve(s: Settings, names: list[str], approved: bool) -> McpSetup:
-    mcp_servers.record_approval(s.home, s.root, names, approved)
+def approve(s: Settings, configs: list[ServerConfig], approved: bool) -> McpSetup:
+    mcp_servers.record_approval(s.home, s.root, configs, approved)
     return setup_of(s)
 
 

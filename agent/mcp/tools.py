@@ -22,7 +22,6 @@ expand those tools' definitions for the rest of the conversation.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import math
 import re
@@ -31,9 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agent.config.mcp_servers import server_name
 from compact.stages.budget import persisted_block
+from core import mcp_names
 from core.declaration import Declaration, declare
+from core.mcp_names import tool_name
 from core.private import make_private_dirs, write_private
 from core.tokens import MEDIA_TOKENS, estimate_text
 from tools.base import ToolContext, ToolError, ToolResult
@@ -48,20 +48,9 @@ DEFAULT_RESULTS = 5
 MAX_RESULTS = 20
 
 
-def tool_name(server: str, tool: str) -> str:
-    full = f"{PREFIX}{server_name(server)}__{server_name(tool)}"
-    if len(full) <= NAME_LIMIT:
-        return full
-    digest = hashlib.sha256(full.encode()).hexdigest()[:8]
-    return f"{full[: NAME_LIMIT - 9]}_{digest}"
-
-
 def split_name(name: str) -> tuple[str, str] | None:
     """(server, rest) of an ``mcp__server__tool`` name; None for other tools."""
-    if not name.startswith(PREFIX):
-        return None
-    server, sep, rest = name[len(PREFIX) :].partition("__")
-    return (server, rest) if sep else None
+    return mcp_names.split(name)
 
 
 def capped(text: str, cap: int = DESCRIPTION_CAP) -> str:

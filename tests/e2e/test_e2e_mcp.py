@@ -100,6 +100,12 @@ def test_a_project_mcp_json_server_never_starts_before_trust_and_approval(
     (project / ".claude" / "settings.local.json").write_text(json.dumps({"enabledMcpjsonServers": ["probe"]}))
     fake_api.reply_text("ok")
     res = run_cli(fake_api, "-p", "hi")
+    # a trust record without the digest of what was trusted doesn't cover servers the project enables
+    assert res.code == 0 and not marker.exists()
+    fake_api.reply_text("ok")
+    res = run_cli(
+        fake_api, "-p", "hi", "--trust-project"
+    )  # trusted with its settings and .mcp.json as they are
     assert res.code == 0 and marker.exists()  # trusted and approved: it started (and failed: not MCP)
     assert 'MCP server "probe" failed' in res.stderr
 
@@ -228,7 +234,7 @@ def test_the_repl_asks_before_a_projects_servers_start_and_connects_them_after_t
     out = buf.getvalue()
     assert "This project's .mcp.json configures MCP servers:" in out and f"basic: {sys.executable}" in out
     local = json.loads((isolated_env / ".compact-agent" / "mcp.json").read_text())
-    assert local["projects"][str(project)]["enabled"] == ["basic"]
+    assert list(local["projects"][str(project)]["approved"]) == ["basic"]  # with its entry's digest
 
 
 def test_mcp_add_list_get_remove_as_claude_mcp(run_cli, project, isolated_env):

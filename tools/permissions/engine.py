@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from core import mcp_names
 from core.declaration import declaration_of
 from tools.permissions import bash_rules, git_config
 from tools.permissions.bash_rules import BashPattern
@@ -759,11 +760,13 @@ def _searches(tool_name: str) -> bool:
 
 
 def _mcp_rule(rules: list[str], name: str) -> str | None:
-    """The first rule naming this MCP tool: ``mcp__*``, ``mcp__server``, ``mcp__server__*`` or the name."""
-    server = name[len(MCP_PREFIX) :].split("__", 1)[0]
+    """The first rule naming this MCP tool: ``mcp__*``, ``mcp__server``, ``mcp__server__*`` or the tool
+    exactly (``core.mcp_names``: a server's name never holds ``__``, so the split is the server's own). A
+    rule in a form that can never match (``mcp__my__srv__*``, a glob in a name, parentheses) matches
+    nothing here and is reported when the settings load."""
     for text in rules:
-        tool = Rule.parse(text).tool
-        if tool in (name, "mcp__*", f"{MCP_PREFIX}{server}", f"{MCP_PREFIX}{server}__*"):
+        rule = Rule.parse(text)
+        if rule.content is None and "(" not in text and mcp_names.rule_matches(rule.tool, name):
             return text
     return None
 

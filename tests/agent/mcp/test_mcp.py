@@ -91,9 +91,15 @@ def test_a_project_mcp_json_server_waits_for_trust_and_then_for_approval(tmp_pat
     assert unapproved.servers == [] and [c.name for c in unapproved.unapproved] == ["db"]
     assert [c.name for c in load(sources(tmp_path, enabled=("db",))).servers] == ["db"]
     assert load(sources(tmp_path, enable_all=True, disabled=("db",))).servers == []
-    mcp_servers.record_approval(tmp_path / "home", root, ["db"], True)
+    mcp_servers.record_approval(tmp_path / "home", root, unapproved.unapproved, True)
     assert [c.name for c in load(sources(tmp_path)).servers] == ["db"]
     assert oct((tmp_path / "home" / "mcp.json").stat().st_mode & 0o777) == "0o600"
+    # the approval is bound to the entry approved: another command is asked about again (issue 40)
+    (root / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"db": {"command": "db-server", "args": ["-x"]}}})
+    )
+    changed = load(sources(tmp_path))
+    assert changed.servers == [] and [c.name for c in changed.unapproved] == ["db"]
 
 
 def test_names_fit_the_api(tmp_path):
