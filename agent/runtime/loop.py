@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from agent.runtime import context_updates, mentions, paste
 from agent.runtime.session import Session
-from agent.runtime.thinking import prompt_budget, prompt_effort
 from agent.runtime.tool_exec import (
     Declined,
     HookStopped,
@@ -93,10 +92,7 @@ def submit_prompt(session: Session, text: str) -> str:
     if reason is not None:
         return f"A UserPromptSubmit hook blocked the prompt: {reason}"
     prompt = user_prompt(paste.fit(session, text))  # a prompt past the window: its head and a file
-    session.prompt_thinking = prompt_budget(text)  # "think hard" raises this turn's thinking budget
-    session.prompt_effort = prompt_effort(text)  # ... or its effort, on a model that thinks by effort
-    session.conv.current_prompt_uuid = prompt.uuid
-    session.conv.reactive_compacted = False
+    session.begin_turn(prompt.uuid, text)
     session.add(prompt)
     for attached in mentions.attachments(session, text):  # @path: what the user put in on purpose
         session.add(attached)

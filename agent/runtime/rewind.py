@@ -51,7 +51,7 @@ def rewind(session: Session, prompt: Message) -> str:
         del conv.messages[at:]
         session.writer.last_uuid = leaf  # conv.writer, seen by compact/ as a TranscriptSink
         conv.writer.append_record({"type": REWIND, "leafUuid": leaf, "rewoundPromptUuid": prompt.uuid})
-        conv.current_prompt_uuid = next((m.uuid for m in reversed(keep) if m.kind == "prompt"), None)
+        conv.begin_turn(next((m.uuid for m in reversed(keep) if m.kind == "prompt"), None))
         _rewind_notes(session, keep)
         # what stays is a prefix of what was sent, so its thinking stays valid; the cache misses once
         conv.rebuild_point = True

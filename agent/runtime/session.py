@@ -5,8 +5,10 @@ shares, and ``wiring.SessionBase``, the methods both have): the ``Conversation``
 transcript writer, state, counters, workers) and the ``Ports`` compaction reaches the rest through
 (compact.context.conversation), the tools and their context, the permission rules, the hook runner and the SDK
 client. Everything added to the conversation goes through ``add`` (list + transcript + event), so the
-three never disagree. Nothing outside this module sets a session's attributes, except the REPL swapping
-``emit`` and ``ask`` when it takes over a session (/clear, /resume)."""
+three never disagree. Nothing outside this class (and its subclass, a subagent's
+``SubagentSession``) sets a session's attributes, except the REPL swapping ``emit`` and ``ask`` when it
+takes over a session (/clear, /resume): a turn starts with ``begin_turn``, the Task tool comes with
+``give_subagents``."""
 
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ from core.model import (
     preserves_thinking,
 )
 from core.models import Family, family_of, resolve
-from tools.base import ToolContext
+from tools.base import Tool, ToolContext
 from tools.bash import LIVE_OUTPUT
 from tools.permissions.engine import Permissions
 from tools.permissions.links import Hidden
@@ -141,6 +143,19 @@ class Session(wiring.SessionBase):
         if self.mcp is not None:
             self.attach_mcp(self.mcp)
         self.subagents: Any = None  # the Task service: agent.runtime.subagents.install gives it (lifecycle)
+
+    def begin_turn(self, prompt_uuid: str, words: str | None = None) -> None:
+        """A turn starts with the prompt ``prompt_uuid``; ``words``, the user's own, may raise this turn's
+        thinking ("think hard": its budget, or its effort on a model that thinks by effort)."""
+        self.prompt_thinking = thinking.prompt_budget(words) if words is not None else None
+        self.prompt_effort = thinking.prompt_effort(words) if words is not None else None
+        self.conv.begin_turn(prompt_uuid)
+
+    def give_subagents(self, service: Any, task_tool: Tool, run: Callable[..., Any]) -> None:
+        """The Task tool and the service behind it (agent.runtime.subagents.install)."""
+        self.subagents = service
+        self.tools.append(task_tool)
+        self.tool_ctx.services["task"] = run
 
     def attach_mcp(self, hub: McpHub) -> None:
         """Use these MCP servers (their tools, behind the tool search: agent/mcp/catalog.py)."""

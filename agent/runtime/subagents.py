@@ -62,7 +62,7 @@ from core.events import (
     ToolStarted,
 )
 from core.messages import Message, user_prompt
-from tools.base import ToolResult
+from tools.base import Tool, ToolResult
 from tools.permissions.engine import Decision, Permissions
 from tools.shell.readonly import refusal
 from tools.task import NAME, AgentType, TaskTool
@@ -223,9 +223,32 @@ class SubagentSession(Session):
 
     def __post_init__(self, history: list[Message] | None, replayed: Any) -> None:
         super().__post_init__(history, replayed)
-        assert self.parent is not None
+        parent, agent = self.parent, self.agent
+        assert parent is not None and agent is not None
         # the parent's Ctrl-C stops the subagent: one event for both
-        self.conv.cancel = self.tool_ctx.cancel = self.parent.conv.cancel
+        self.conv.cancel = self.tool_ctx.cancel = parent.conv.cancel
+        # the parent's permissions (read-only ones for a read-only agent), hooks and hidden files
+        self.permissions = (
+            cast(Permissions, ReadOnlyPermissions(parent.permissions))
+            if agent.read_only
+            else parent.permissions
+        )
+        self.hooks = parent.hooks
+        self.tool_ctx.hidden = parent.tool_ctx.hidden
+        # its own tools: never Task (no nesting); the agent's list; a read-only agent only the readers and
+        # the context's housekeeping (by the tools' declarations), and Bash under the read-only rules
+        allowed = agent.tools
+        self.tools = [
+            t
+            for t in self.tools
+            if t.name != NAME
+            and (allowed is None or t.name in allowed)
+            and (not agent.read_only or _looks(t))
+        ]
+        if parent.mcp is not None and allowed is None and not agent.read_only:
+            self.attach_mcp(
+                parent.mcp
+            )  # an agent with every tool has the MCP servers' too (behind the search)
 
     def make_writer(self) -> TranscriptWriter:
         assert self.parent is not None
@@ -260,6 +283,13 @@ class SubagentSession(Session):
     def hook_payload(self, event: str, **fields: Any) -> dict[str, Any]:
         assert self.parent is not None  # hooks see the parent's session and transcript
         return self.parent.hook_payload(event, **fields)
+
+
+def _looks(tool: Tool) -> bool:
+    """A tool a read-only agent may have: it reads files, or only tidies the context (Snip), or it is Bash,
+    which the read-only permissions hold to commands that only look."""
+    d = tool.declaration
+    return tool.name == "Bash" or d.touches == "reads" or (d.touches == "nothing" and d.records == "nothing")
 
 
 class ReadOnlyPermissions:
@@ -299,21 +329,6 @@ def build_child(parent: Session, agent: AgentDef, run: TaskRun, emit: Callable[[
         agent=agent,
         agent_id=run.agent_id,
     )
-    child.permissions = (
-        cast(Permissions, ReadOnlyPermissions(parent.permissions)) if agent.read_only else parent.permissions
-    )
-    child.hooks = parent.hooks
-    child.tool_ctx.hidden = parent.tool_ctx.hidden
-    allowed = agent.tools
-    child.tools = [
-        t
-        for t in child.tools
-        if t.name != NAME
-        and (allowed is None or t.name in allowed)
-        and (not agent.read_only or t.name == "Bash" or t.declaration.touches in ("reads", "nothing"))
-    ]
-    if parent.mcp is not None and allowed is None and not agent.read_only:
-        child.attach_mcp(parent.mcp)  # an agent with every tool has the MCP servers' too (behind the search)
     return child
 
 
@@ -334,7 +349,7 @@ def run_child(child: Session, prompt: str) -> tuple[str, str]:
     """The subagent's loop; (status, its final text or the error)."""
     conv, ports = child.conv, child.ports
     first = user_prompt(prompt)
-    conv.current_prompt_uuid = first.uuid
+    child.begin_turn(first.uuid)
     child.add(first)
     text, stop_blocks = "", 0
     agent_fields = {
@@ -375,9 +390,7 @@ def install(session: Session) -> None:
     s = session.settings
     agents = load_agents(s.root, s.home, s.user_home, trusted=s.trust.trusted)
     subagents = Subagents(session, agents)
-    session.subagents = subagents
     types = [AgentType(a.name, a.description, a.tools_text) for a in agents.types]
-    session.tools.append(TaskTool(types, withheld=dict(agents.skipped)))
-    session.tool_ctx.services["task"] = subagents.run
+    session.give_subagents(subagents, TaskTool(types, withheld=dict(agents.skipped)), subagents.run)
     for warning in agents.warnings:
         session.notice(warning, "warning")

@@ -173,6 +173,12 @@ class Conversation:
     foreign_thinking_dropped: int = 0
     cache_misses: list[dict[str, Any]] = field(default_factory=list)
 
+    def begin_turn(self, prompt_uuid: str | None) -> None:
+        """A typed prompt starts a turn: it is the current request (Snip can't take it), and the turn's one
+        reactive compaction is available again."""
+        self.current_prompt_uuid = prompt_uuid
+        self.reactive_compacted = False
+
     @property
     def transcript_path(self) -> Path:
         return self.writer.path
