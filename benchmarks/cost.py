@@ -20,8 +20,8 @@ Configurations:
   no-compact    compaction disabled on a 1M window
   5.5 thinking  the defaults on claude-sonnet-5-5, the 5.5 family's fake enforcing preserved thinking's
                 prefix check (every reply thinks; the server's summary where kept turns hold thinking,
-                billed as an uncached read of what it summarizes plus its output: the worst case, as
-                whether it reads the prompt cache is not documented) — beside "today" in the same run
+                billed as its response's usage says: the compaction step reads the prompt cache over the
+                prefix the last request wrote, like any request) — beside "today" in the same run
 
 Bill: every request the fake answered (main, summary, notes updates, collapse spans), from the usage it
 reported (tests/fakeapi.py PromptCache): input x1, cache write x1.25, cache read x0.1, output x5, in
@@ -84,8 +84,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }
 # "5.5 thinking": the defaults on claude-sonnet-5-5 against the 5.5 family's fake with preserved
 # thinking's prefix check enforced: every reply thinks, compactions whose kept turns hold thinking go
-# to the server's summary — billed as an uncached read of all it summarizes plus what it writes, the
-# worst case (whether it reads the prompt cache is not documented) — beside today's default
+# to the server's summary — billed as its response's usage.iterations says — beside today's default
 THINKING_MODEL = "claude-sonnet-5-5"
 
 
@@ -103,7 +102,7 @@ class Row:
     side_share: float
     cache_read_shares: list[float]
     problems: list[str]
-    server_input: int = 0  # input tokens of the server's summaries (billed uncached: the worst case)
+    server_input: int = 0  # uncached input tokens of the server's summaries
     usd: float = 0.0
 
 
@@ -361,15 +360,12 @@ def print_table(rows: list[Row]) -> None:
     )
     thinking = [r for r in rows if r.config == "5.5 thinking"]
     if thinking and totals.get(BASE):
-        worst = sum(r.billed for r in thinking)
-        uncached = sum(r.server_input for r in thinking)
-        best = worst - uncached * (PRICE["input_tokens"] - PRICE["cache_read_input_tokens"])
         same = {t.session for t in thinking}
         today = sum(r.billed for r in rows if r.config == BASE and r.session in same)
         print(
-            f"5.5 thinking against today's default on the same sessions: {worst / today:.2f}x with the "
-            f"server's summary billed uncached ({uncached / 1000:,.0f}K input tokens: the worst case, used "
-            f"above), {best / today:.2f}x if it reads the prompt cache (the best case)"
+            f"5.5 thinking against today's default on the same sessions: "
+            f"{sum(r.billed for r in thinking) / today:.2f}x (the server's summaries billed as their usage "
+            f"says: {sum(r.server_input for r in thinking) / 1000:,.0f}K uncached input tokens)"
         )
     reads = {r.config: r.billed for r in rows if r.session == "36 reads"}
     if reads.get(BASE) and reads.get("default"):

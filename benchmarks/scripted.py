@@ -375,10 +375,11 @@ class BillingAPI(FakeAPI):
         message = super()._message(reply, body)
         usage = dict(message["usage"])
         if "compaction" in body:
-            # the server's summary: whether it reads the prompt cache is not documented, so it is billed
-            # as the worst case, an uncached read of everything it summarizes, plus what it writes
-            written = sum(int(i.get("output_tokens") or 0) for i in usage.get("iterations") or [])
-            usage = {"input_tokens": estimate_tokens(body), "output_tokens": written}
+            # the server's summary: billed as its response's usage says (its ``iterations`` entry: what
+            # the compaction step read uncached, wrote to and read from the prompt cache, and wrote out)
+            keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+            steps = usage.get("iterations") or []
+            usage = {k: sum(int(i.get(k) or 0) for i in steps) for k in keys}
         self.billed.append((kind_of(body), usage, estimate_tokens(body)))
         return message
 

@@ -250,7 +250,7 @@ def context_window_for(model: str) -> int:
 
 
 # models with preserved thinking that accept the top-level ``compaction`` parameter (the provider's
-# compaction pages list them); the Models API's capabilities.compaction says so where it is reported
+# compaction pages list them): what is assumed of a model whose capabilities the Models API did not report
 _ON_DEMAND_COMPACTION = (
     "claude-sonnet-5",
     "claude-opus-5",
@@ -260,11 +260,15 @@ _ON_DEMAND_COMPACTION = (
 )
 
 
-def offers_compaction(model: str) -> bool:
+def offers_compaction(model: str, family: Family | None = None) -> bool:
     """Whether ``model`` writes the server's on-demand summary (compact.compaction.server_summary), and so binds its
-    thinking to its prefix. A name the table doesn't know has the newest family's rules (core.models): it
-    thinks unasked, so its thinking must be kept as the newest family's is (a summary request in its tool
-    loop that left the thinking out was refused)."""
+    thinking to its prefix. ``family`` is what the client learned of it (core.models.learn): where the Models
+    API reported ``capabilities.compaction``, that answer stands; else the name decides. A name the table
+    doesn't know has the newest family's rules (core.models): it thinks unasked, so its thinking must be
+    kept as the newest family's is (a summary request in its tool loop that left the thinking out was
+    refused)."""
+    if family is not None and family.compaction is not None:
+        return family.compaction
     return api_model_name(model).startswith(_ON_DEMAND_COMPACTION) or family_of(model) is NEWEST
 
 

@@ -7,8 +7,8 @@ carry it. A family comes from, in order:
 
 1. the Models API's ``capabilities`` for that model, once learned (``learn``; the SDK client fetches them
    in the background when a session starts, so the first prompt never waits on it, and keeps what it
-   learned for its own requests): the thinking types, effort levels and limits it names replace the
-   table's;
+   learned for its own requests): the thinking types, effort levels, limits and whether it offers the
+   server's on-demand summary (``compaction``) replace the table's;
 2. the table below, by name;
 3. for a name the table doesn't know, the newest family's rules (a newer model keeps the newest rules
    more likely than the oldest's; the strictest rules are also the ones that every model accepts).
@@ -49,6 +49,10 @@ class Family:
     cache_read: float | None = None  # USD per million; None: a tenth of price_in
     min_cache_tokens: int = 1024
     thinks_by_default: bool = False  # a request that says nothing about thinking thinks (Claude 5 on)
+    # whether it takes the top-level ``compaction: {type: "summarize"}`` (the server's on-demand summary), as
+    # the Models API's capabilities.compaction says; None where it said nothing (core.model.offers_compaction
+    # then goes by the name)
+    compaction: bool | None = None
     source: str = ""
 
     @property
@@ -231,6 +235,9 @@ def _from_capabilities(caps: dict[str, Any]) -> dict[str, Any]:
         types = thinking["types"]
         kinds = ("enabled", "disabled", "adaptive", "between_tools")
         changes["thinking"] = frozenset(t for t in kinds if _supported(types.get(t)))
+    compaction = caps.get("compaction")
+    if isinstance(compaction, dict) and isinstance(compaction.get("supported"), bool):
+        changes["compaction"] = compaction["supported"] and _supported(compaction.get("summarize"))
     effort = caps.get("effort")
     if isinstance(effort, dict):
         changes["efforts"] = (

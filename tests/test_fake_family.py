@@ -136,6 +136,8 @@ def test_the_models_api_reports_capabilities(api, client):
     assert sonnet.capabilities.thinking.types.between_tools.supported
     assert not sonnet.capabilities.thinking.types.enabled.supported
     assert sonnet.capabilities.effort.max.supported
+    # the SDK's shape (BetaCompactionCapability): supported, and one entry per compaction.type
+    assert sonnet.capabilities.compaction.supported and sonnet.capabilities.compaction.summarize.supported
     assert sonnet.max_input_tokens == 200_000  # the suite's window (the family's 1M: core.models)
     opus = client.beta.models.retrieve("claude-opus-5-5")
     assert not opus.capabilities.thinking.types.between_tools.supported

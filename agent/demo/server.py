@@ -653,8 +653,18 @@ def capabilities(model_id: str) -> dict:
             },
         },
         "effort": {"supported": True, **{level: yes(True) for level in EFFORTS}},
-        "compaction": {"supported": True, "types": ["summarize"]},
+        "compaction": {"supported": True, "summarize": yes(True)},
     }
+
+
+def offers_compaction(model: dict | None) -> bool:
+    """Whether a model this fake knows takes the top-level ``compaction`` parameter: as its capabilities
+    say (a model entry may carry its own), else yes (every model of the family does)."""
+    caps = (model or {}).get("capabilities")
+    node = caps.get("compaction") if isinstance(caps, dict) else None
+    if not isinstance(node, dict):
+        return True
+    return bool(node.get("supported")) and bool((node.get("summarize") or {}).get("supported"))
 
 
 class Profile4x:
@@ -771,7 +781,9 @@ class Profile2026:
         return out
 
     def model_info(self, info: dict) -> dict:
-        return {**info, "capabilities": capabilities(info["id"])}
+        """A model's entry as the Models API reports it: with the capabilities it was given, else the
+        family's."""
+        return {**info, "capabilities": info.get("capabilities") or capabilities(info["id"])}
 
 
 def _shown(block: dict, shown: bool) -> dict:
@@ -907,8 +919,11 @@ class Compactions:
             return "compaction.type: Input should be 'summarize'"
         return None
 
-    def answer(self, body: dict, tokens: int) -> Step:
+    def answer(self, body: dict, tokens: int, cache: dict | None = None) -> Step:
+        """The step answering a compaction request of ``tokens``; ``cache`` is the prompt cache's split of
+        them (the compaction step reads the cache like any request over the same prefix)."""
         self.requested += 1
+        billed = {"input_tokens": tokens, **(cache or {})}
         if self._failures:
             code = self._failures.pop(0)
             if code is not None:
@@ -926,20 +941,20 @@ class Compactions:
             return compaction_error("compaction_incomplete_turn")
         block = self.issue(messages, self._summary(messages))
         if self.delay:  # answered outside the server's lock, after the delay
-            delay, reply = self.delay, Reply([block], COMPACTED, {"input_tokens": tokens})
+            delay, reply = self.delay, Reply([block], COMPACTED, billed)
             return lambda body: (threading.Event().wait(delay), reply)[1]
-        return Reply([block], COMPACTED, {"input_tokens": tokens})
+        return Reply([block], COMPACTED, billed)
 
     def message(self, reply: Reply, body: dict) -> dict:
         """The answer: nothing in the top-level usage, the compaction's own tokens in ``iterations``."""
-        read = (reply.usage or {}).get("input_tokens", 0)
+        usage = reply.usage or {}
         written = sum(len(str(b.get("content") or "")) for b in reply.content) // 4 + 1
         iteration = {
             "type": "compaction",
-            "input_tokens": read,
+            "input_tokens": usage.get("input_tokens", 0),
             "output_tokens": written,
-            "cache_read_input_tokens": 0,
-            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": usage.get("cache_read_input_tokens", 0),
+            "cache_creation_input_tokens": usage.get("cache_creation_input_tokens", 0),
         }
         return {
             "id": new_id("msg"),
@@ -1200,9 +1215,11 @@ class ScriptedAPI:
             return PromptTooLong(tokens, self.context_window)
         if isinstance(body, dict) and "compaction" in body:
             refused = self.compactions.refusal(request.headers, body)
+            if refused is None and not offers_compaction(self.models.get(str(body.get("model")))):
+                refused = "compaction: this model does not support on-demand compaction"
             if refused is not None:
                 return self._refuse(request, 400, "invalid_request_error", refused)
-            return self.compactions.answer(body, tokens)
+            return self.compactions.answer(body, tokens, self._usage(body))
         step = self._next_step(body)
         if step is None:
             return self._refuse(request, 500, "api_error", "unexpected request: the script is empty")

@@ -127,7 +127,7 @@ class Session(wiring.SessionBase):
             self.client,
             self._emit,
             wiring.compact_config(s),
-            offers_compaction=lambda: offers_compaction(self.model),
+            offers_compaction=lambda: offers_compaction(self.model, self.family()),
             preserves_thinking=lambda: preserves_thinking(self.model),
         )
         self.conv = wiring.conversation(

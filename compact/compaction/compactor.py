@@ -236,7 +236,7 @@ def least_left(conv: Conversation, ports: Ports, messages: list[Message]) -> int
 def _bare(conv: Conversation, ports: Ports) -> Compaction | None:
     """Cost-aware, on a model that keeps its thinking: at a turn boundary the notes, current up to the new
     prompt, replace everything before it — no call, no kept turn holding thinking — where the server's
-    summary would be an uncached read of the whole context (compact.compaction.economics)."""
+    summary would be a read of the whole context and the notes make no call (compact.compaction.economics)."""
     if not (ports.config.cost_aware and ports.config.notes_enabled) or not backend.server_expected(
         conv, ports
     ):

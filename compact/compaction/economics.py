@@ -14,8 +14,10 @@ The compaction's call, by the backend the next compaction would use (compact.com
     notes       a notes update reads P from the cache and writes a few hundred tokens (none when the notes
                 are current already: then the compaction makes no call at all)
     summary     the local summary reads P from the cache and writes ~2,500 tokens
-    server      the server's summary, priced as an uncached read of P (whether it reads the prompt cache
-                is not documented: the worst case) plus its output
+    server      the server's summary at the price it was seen to cost (``observe``: its response's
+                ``usage.iterations`` say what the compaction step read uncached, wrote to and read from the
+                prompt cache, and wrote out, per token it summarized); until the first observation of the
+                conversation, the prior: an uncached read of P (the worst case) plus SERVER_OUT
 
 The requests left are unknown: the cycle so far is the estimate (a conversation that has made n requests
 since the last compaction point is taken to make n more: the longer a piece of work has run, the longer it
@@ -36,7 +38,8 @@ Pure arithmetic over the conversation's state; no I/O, no model calls.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from compact.context.conversation import Conversation, Ports
 from core.messages import Message
@@ -46,7 +49,11 @@ WRITE = 1.25  # a cache write, relative to an uncached input token (every family
 READ = 0.1  # a cache read, unless the family's table says otherwise
 NOTES_OUT = 500  # output tokens of a notes update (a few Edit calls)
 SUMMARY_OUT = 2_500  # output tokens of the local summary (its analysis and the summary)
-SERVER_OUT = 1_000  # output tokens of the server's summary
+SERVER_OUT = 1_000  # output tokens of the server's summary, until one was seen
+# the server summary's price per token it summarizes until one was seen, in cache reads: its request goes
+# over exactly the messages of a request already sent, whose prefix the prompt cache holds; the margin
+# stands for what is not known (it may read less of the cache than a request of ours would)
+SERVER_PRIOR = 2.0
 RESET_SHARE = 0.08  # before the first compaction, R = the system prompt and tools + this share of T
 FLOOR_SHARE = 0.15  # never compact for cost below this share of T
 # on a model that keeps its thinking, a turn boundary with current notes compacts from this share of T:
@@ -62,17 +69,48 @@ EARLY_KINDS = ("notes-current", "notes", "server")
 
 @dataclass(frozen=True)
 class Prices:
-    """A model's prices relative to an uncached input token."""
+    """A model's prices relative to an uncached input token; ``server_in`` is what the server's summary
+    costs per token it summarizes and ``server_out`` the tokens it writes (learned: ``observe``)."""
 
     read: float = READ
     write: float = WRITE
     output: float = 5.0
+    server_in: float = 1.0
+    server_out: float = SERVER_OUT
 
     @classmethod
-    def of(cls, model: str) -> Prices:
+    def of(cls, model: str, seen: dict[str, float] | None = None) -> Prices:
+        """The family's prices; with ``seen`` (an ``observe`` of this conversation) the server summary's
+        price as observed, at these prices."""
         family = family_of(model)
         read = family.cache_read / family.price_in if family.cache_read is not None else READ
-        return cls(read=read, output=family.price_out / family.price_in)
+        prices = cls(read=read, output=family.price_out / family.price_in, server_in=read * SERVER_PRIOR)
+        if not seen:
+            return prices
+        server_in = seen["uncached"] + seen["written"] * prices.write + seen["read"] * prices.read
+        return replace(prices, server_in=server_in, server_out=seen["output"])
+
+
+def observe(usage: dict[str, Any] | None) -> dict[str, float] | None:
+    """What one server summary cost, from its response's ``usage``: the shares of the tokens it read that
+    were billed uncached, written to the cache and read from it, and the tokens it wrote. The compaction
+    step's own figures are its ``iterations`` entry (the top-level fields leave it out); a response
+    without one is billed at the top level. None when it says nothing usable."""
+    usage = usage or {}
+    steps = [
+        i for i in usage.get("iterations") or [] if isinstance(i, dict) and i.get("type") == "compaction"
+    ]
+    parts = steps or [usage]
+
+    def total(key: str) -> int:
+        return sum(int(p.get(key) or 0) for p in parts)
+
+    uncached, written = total("input_tokens"), total("cache_creation_input_tokens")
+    read, out = total("cache_read_input_tokens"), total("output_tokens")
+    seen = uncached + written + read
+    if seen <= 0:
+        return None
+    return {"uncached": uncached / seen, "written": written / seen, "read": read / seen, "output": float(out)}
 
 
 def call_cost(kind: str, tokens: int, prices: Prices) -> float:
@@ -84,7 +122,7 @@ def call_cost(kind: str, tokens: int, prices: Prices) -> float:
     if kind == "summary":
         return tokens * prices.read + SUMMARY_OUT * prices.output
     if kind == "server":
-        return tokens * 1.0 + SERVER_OUT * prices.output
+        return tokens * prices.server_in + prices.server_out * prices.output
     raise ValueError(f"unknown compaction kind: {kind}")
 
 
@@ -98,7 +136,7 @@ def pays(tokens: int, post: int, fixed: int, left: int, kind: str, prices: Price
 def break_even(post: int, fixed: int, left: int, kind: str, prices: Prices) -> float:
     """The smallest context at which ``pays`` holds (infinite when none does: too few requests left to
     win back the call)."""
-    a = {"notes-current": 0.0, "notes": prices.read, "summary": prices.read, "server": 1.0}[kind]
+    a = {"notes-current": 0.0, "notes": prices.read, "summary": prices.read, "server": prices.server_in}[kind]
     b = call_cost(kind, 0, prices)
     slope = left * prices.read - a
     if slope <= 0:
@@ -144,7 +182,7 @@ def point(conv: Conversation, ports: Ports, kind: str, threshold: int | None = N
     with conv.lock:
         left = requests_in_cycle(conv.messages, last.tail_uuid if last is not None else None)
     post, fixed = post_estimate(conv, th)
-    even = break_even(post, fixed, left, kind, Prices.of(model_name(ports)))
+    even = break_even(post, fixed, left, kind, Prices.of(model_name(ports), conv.server_price))
     low = max(th * FLOOR_SHARE, 2 * post)
     if not math.isfinite(even):
         return th

@@ -13,8 +13,9 @@ no ``context_management``: the two can't be combined). Any failure — one of th
 error codes, a 529 (``compaction_unavailable``), a block with no summary (``content: null``), another
 stop reason — raises CompactionError, and the compactor falls back to a local compaction.
 
-Whether the server's summary reads the prompt cache is not documented; benchmarks/cost.py prices it as
-an uncached read of what it summarizes (the worst case).
+What a summary really cost is in its response's ``usage`` (the compaction step's ``iterations`` entry):
+each one is taken in (compact.compaction.economics.observe) as the price cost-aware compaction plans the
+next one with.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from compact.compaction import economics
 from compact.context.conversation import Conversation, Ports
 from compact.context.result import Compaction
 from core.errors import CompactionError, Interrupted, ModelError
@@ -124,6 +126,9 @@ def summarize(
     except ModelError as e:
         raise CompactionError(f"the server's summary failed: {e}") from None
     ports.account(reply.replace(usage=billed(reply.usage)))
+    seen = economics.observe(reply.usage)
+    if seen is not None:
+        conv.server_price = seen
     block = block_of(reply)
     stand_in = Message("assistant", [block], kind="compaction", model=reply.model, stop_reason=STOP_REASON)
     return Compaction(

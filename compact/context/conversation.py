@@ -172,6 +172,9 @@ class Conversation:
     # thinking blocks left out because the model now in use can't read them (a /model switch), counted
     foreign_thinking_dropped: int = 0
     cache_misses: list[dict[str, Any]] = field(default_factory=list)
+    # what the server's summary was seen to cost in this conversation (compact.compaction.economics.observe);
+    # None until the first one answered: cost-aware compaction prices it by its prior until then
+    server_price: dict[str, float] | None = None
 
     def begin_turn(self, prompt_uuid: str | None) -> None:
         """A typed prompt starts a turn: it is the current request (Snip can't take it), and the turn's one

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from compact import request_cycle
-from compact.compaction import compactor, summary
+from compact.compaction import compactor, economics, summary
 from compact.compaction.server_summary import ERROR_CODES, is_compaction
 from compact.stages import binding
 from core.events import CompactFinished
@@ -572,3 +572,55 @@ def test_a_summary_in_parts_in_a_running_tool_loop_leaves_out_the_thinking_bound
     assert '"thinking"' in json.dumps(whole["messages"])  # the whole request kept it valid
     read_step(bench, api, "f.py")
     step(bench, Reply.text("Fixed.", thinking="done"), api)
+
+
+def test_the_server_summarys_price_is_learned_from_its_usage(tmp_path: Path, api: FakeAPI) -> None:
+    """Issue 38: what a server summary cost is read from its response's ``usage.iterations`` (here the fake
+    reads the prompt cache over the prefix the last request wrote, as a request over the same messages does)
+    and cost-aware compaction plans the next one with it, not with the prior."""
+    bench = thinking_bench(tmp_path, api)
+    bench.add(user_prompt("Read the modules and fix the parser."))
+    for name in ("a.py", "b.py", "c.py"):
+        read_step(bench, api, name, lines=400)
+    assert bench.conv.server_price is None  # nothing seen yet: the prior prices it
+    prior = economics.Prices.of(MODEL)
+
+    assert compactor.compact(bench.conv, bench.ports, "auto") is True
+
+    [answer] = [r for r in api.message_requests if "compaction" in r.body]
+    [step_usage] = answer.message["usage"]["iterations"]
+    seen = bench.conv.server_price
+    assert seen is not None
+    total = sum(
+        step_usage[k] for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    )
+    assert seen["read"] == pytest.approx(step_usage["cache_read_input_tokens"] / total) and seen["read"] > 0.9
+    assert seen["output"] == step_usage["output_tokens"]
+    learned = economics.Prices.of(MODEL, seen)
+    # a read of the cache, not the prior's margin over it, and its real output
+    assert learned.server_in < prior.server_in and learned.server_in < 1.1 * learned.read
+    assert economics.call_cost("server", 100_000, learned) < economics.call_cost("server", 100_000, prior)
+
+
+def test_a_summary_billed_in_its_iterations_is_observed_from_them() -> None:
+    """The API's shape: the top-level usage leaves the compaction step out; its ``iterations`` entry says
+    what it read uncached, wrote to the cache, read from it and wrote out."""
+    usage = {
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "iterations": [
+            {
+                "type": "compaction",
+                "input_tokens": 10_000,
+                "cache_creation_input_tokens": 10_000,
+                "cache_read_input_tokens": 80_000,
+                "output_tokens": 2_000,
+            }
+        ],
+    }
+    seen = economics.observe(usage)
+    assert seen == {"uncached": 0.1, "written": 0.1, "read": 0.8, "output": 2_000.0}
+    prices = economics.Prices.of(MODEL, seen)  # Sonnet 5.5: a cache read is 1/20 of an input token
+    assert prices.server_in == pytest.approx(0.1 + 0.1 * 1.25 + 0.8 * 0.05)
+    assert prices.server_out == 2_000
+    assert economics.observe({"input_tokens": 0, "output_tokens": 0}) is None  # nothing to learn from
