@@ -226,12 +226,20 @@ def clean(value: Any) -> Any:
 
 
 def referenced_tools(body: dict) -> set[str]:
-    """Deferred tools a tool search has found in this conversation (``tool_reference`` blocks)."""
+    """Deferred tools made available in this conversation: found by a tool search (``tool_reference``
+    blocks), or added mid-conversation (``tool_addition`` blocks of a system message, or of a compaction
+    block's ``tool_changes``)."""
     found: set[str] = set()
     for message in body.get("messages") or []:
         for block in blocks_of(message.get("content")):
             if not isinstance(block, dict):
                 continue
+            changes = block.get("tool_changes") if block.get("type") == "compaction" else [block]
+            for change in changes if isinstance(changes, list) else []:
+                tool = change.get("tool") if isinstance(change, dict) else None
+                if change.get("type") == "tool_addition" and isinstance(tool, dict):
+                    if tool.get("type") == "tool_reference" and tool.get("name"):
+                        found.add(str(tool["name"]))
             inner = block.get("content")
             if block.get("type") == "tool_search_tool_result" and isinstance(inner, dict):
                 inner = inner.get("tool_references")

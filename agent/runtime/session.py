@@ -297,8 +297,9 @@ class Session(wiring.SessionBase):
         return tool_schemas(self.tools, brief=self.brief_tools()) + mcp
 
     def loaded_tools(self) -> frozenset[str]:
-        """MCP tools found before the last compaction point: sent in full (agent/mcp/catalog.py)."""
-        return frozenset(discovered.recorded(self.messages))
+        """MCP tools found before the last compaction point that no ``tool_addition`` made available again:
+        sent in full (agent/mcp/catalog.py, compact/context/discovered.py)."""
+        return frozenset(discovered.loaded(self.messages))
 
     def find_tool(self, name: str) -> Any:
         """The tool called ``name``: a built-in one, an MCP server's, or the MCP tool search; None if none."""

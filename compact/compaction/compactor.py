@@ -387,6 +387,11 @@ def finish(
         restored = restore.Restored()
     hook_msgs, start_lines = _session_start(ports)
     added = [state.message, *restored.messages, *hook_msgs]
+    found = discovered.found_so_far(old)
+    if found and ports.preserves_thinking():
+        # the tools found before stay deferred in ``tools`` (the kept thinking is bound to them) and are
+        # made available again here, after every other attachment: a system message follows a user one
+        added.append(discovered.additions(found))
     if server and kept and kept[-1].role == "user":
         # after the kept turns, as system messages: nothing may stand between the block and them. A
         # system message may only follow a user message, so when the kept turns end with the model's

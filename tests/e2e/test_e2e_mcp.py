@@ -153,7 +153,8 @@ def test_the_apis_own_tool_search_is_used_on_the_providers_api_and_found_tools_s
         ).code
         == 0
     )
-    # ... then a compaction takes the search result away: the found tool is sent in full from then on
+    # ... then a compaction takes the search result away: the found tool stays deferred in ``tools`` (the
+    # thinking is bound to them) and a system message's tool_addition makes it available again
     api.reply_text("<analysis>a</analysis><summary>the user asked for an echo</summary>")
     res = run_cli(
         api, "-p", "/compact", "--continue", "--mcp-config", str(cfg), env={"ENABLE_TOOL_SEARCH": "api"}
@@ -165,8 +166,15 @@ def test_the_apis_own_tool_search_is_used_on_the_providers_api_and_found_tools_s
     )
     assert res.code == 0, res.stderr
     last = api.message_requests[-1].body
-    loaded = [t for t in last["tools"] if t.get("name") == "mcp__basic__echo"]
-    assert loaded and not loaded[0].get("defer_loading")
+    assert last["tools"] == first["tools"]
+    added = [
+        b["tool"]
+        for m in last["messages"]
+        if m["role"] == "system"
+        for b in m["content"]
+        if b.get("type") == "tool_addition"
+    ]
+    assert added == [{"type": "tool_reference", "name": "mcp__basic__echo"}]
     [path] = transcripts(isolated_env)
     assert any(r.get("discoveredTools") == ["mcp__basic__echo"] for r in records(path))
 

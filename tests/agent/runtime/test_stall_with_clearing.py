@@ -58,8 +58,8 @@ def test_the_compaction_waits_for_its_candidate_not_the_user(tmp_path: Path) -> 
 
         answer = api.compactions.answer
 
-        def held_back(body: dict, tokens: int):  # the server writes its summary once the chain is past T
-            step = answer(body, tokens)
+        def held_back(body: dict, tokens: int, cache: dict | None = None):  # written once past T
+            step = answer(body, tokens, cache)
             return lambda b: (gate.wait(30), step)[1]
 
         api.compactions.answer = held_back
