@@ -67,7 +67,6 @@ from tools.permissions.engine import Decision, Permissions
 from tools.shell.readonly import refusal
 from tools.task import NAME, AgentType, TaskTool
 
-MAX_PARALLEL = 4  # Task calls of one response running at once (agent.runtime.tool_exec's pool)
 NO_ANSWER = "(The subagent ended without a final answer.)"
 
 

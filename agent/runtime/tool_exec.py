@@ -66,6 +66,8 @@ class HookStopped(Exception):
 
 
 STOPPED = "Not run: a hook ended the turn. Wait for the user's next message."
+# calls of one response running at once (readers, Task): the pool never holds more
+MAX_PARALLEL = 4
 
 
 def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
@@ -89,7 +91,7 @@ def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
         while j < len(uses) and results[j] is None and _read_only(session, uses[j]):
             j += 1
         if j - i > 1:
-            with ThreadPoolExecutor(max_workers=min(4, j - i)) as pool:
+            with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, j - i)) as pool:
                 for k, res in zip(
                     range(i, j), pool.map(lambda u: _execute_guarded(session, u, stops), uses[i:j])
                 ):

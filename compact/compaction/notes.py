@@ -16,7 +16,6 @@ from compact.context.conversation import Conversation, Ports
 from core.private import open_private, replace_private, write_private
 from core.tokens import estimate_text
 
-TEMPLATE_OVERRIDE = "session-memory-template.md"  # in COMPACT_AGENT_HOME
 VERSIONS = "versions"  # beside the notes: the notes as they were when they covered a given message
 MAX_VERSIONS = 50
 

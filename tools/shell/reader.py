@@ -135,7 +135,6 @@ _RESERVED = frozenset(
 _READERS = frozenset({"read", "mapfile", "readarray"})
 _WRITE_OPERATORS = frozenset({">", ">>", "&>", "&>>", ">|", "<>"})
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
-_NUMBER = re.compile(r"[+-]?\d+")
 _GLOB = re.compile(r"[*?]|\[[^\]]*\]")
 _BRACE = re.compile(r"\{[^{}]*(?:,|\.\.)[^{}]*\}")
 _SUBSCRIPT_SUBSTITUTION = re.compile(r"\[.*(?:\$\(|`)", re.DOTALL)

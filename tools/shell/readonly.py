@@ -136,8 +136,6 @@ _LOOKING: dict[str, Check] = {
     ),
     "tree": _tree,
 }
-# the looking programs' names, for callers that list them
-LOOKING = frozenset(_LOOKING) | {"sed", "git"}
 # sed: every option but -i/--in-place (its script's w and e commands are judged by the reader)
 _SED = _only(
     "nEruszl",
@@ -218,11 +216,3 @@ def _git_refusal(c: Command, words: list[str]) -> str | None:
         if action not in _REFLOG_LOOKING and action in ("expire", "delete", "drop", "write"):
             return f"git reflog {action} changes the reflog"
     return None
-
-
-# the options readonly used to refuse by name; kept for callers that show them
-FORBIDDEN_OPTIONS = {
-    "find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"),
-    "sort": ("-o", "--output"),
-    "rg": ("--pre",),
-}
