@@ -37,6 +37,7 @@ class Effects:
     trees: tuple[str, ...] = ()
     unpacks: tuple[str, ...] = ()  # trees filled from an archive: not even the names' sources are known
     links: bool = False
+    reads: tuple[str, ...] = ()  # files it reads that its words don't show as such (sed's r FILE)
 
 
 NONE = Effects()
@@ -288,7 +289,9 @@ def _sed(values: Values) -> Effects:
         if not operands:
             return NONE
         scripts.append(operands.pop(0))
-    runs, writes = [], []
+    runs: list[str] = []
+    writes: list[str | None] = []
+    reads: list[str] = []
     for script in scripts:
         if script is None:
             return _why(values, "has a script that can't be read")
@@ -297,18 +300,20 @@ def _sed(values: Values) -> Effects:
             return _why(values, found)
         runs.extend(found[0])
         writes.extend(found[1])
-    if sandbox and (runs or writes):
+        reads.extend(found[2])
+    if sandbox and (runs or writes or reads):
         return NONE  # --sandbox makes sed refuse e, w and r
     if in_place:
         writes.extend(operands)
-    return Effects(scripts=tuple(runs), writes=tuple(writes))
+    return Effects(scripts=tuple(runs), writes=tuple(writes), reads=tuple(reads))
 
 
-def _sed_script(script: str) -> tuple[list[str], list[str]] | str:
+def _sed_script(script: str) -> tuple[list[str], list[str], list[str]] | str:
     """The shell commands (``e command``) and files (``w file``, ``s///w file``) of a sed script, or why
     it can't be told."""
     runs: list[str] = []
     writes: list[str] = []
+    reads: list[str] = []
     i, n = 0, len(script)
 
     def to_eol(k: int) -> tuple[str, int]:
@@ -351,7 +356,8 @@ def _sed_script(script: str) -> tuple[list[str], list[str]] | str:
                 i += 1
             continue
         if ch in "rR":
-            i = to_eol(i + 1)[1]
+            source, i = to_eol(i + 1)
+            reads.append(source)
             continue
         if ch in "wW":
             target, i = to_eol(i + 1)
@@ -379,7 +385,7 @@ def _sed_script(script: str) -> tuple[list[str], list[str]] | str:
                     i += 1
             continue
         return f"has a script that can't be read here (near {script[i : i + 12]!r})"
-    return runs, writes
+    return runs, writes, reads
 
 
 # ---- archives ----------------------------------------------------------------------------------

@@ -500,6 +500,8 @@ class _Reader:
             self.script(script, depth + 1)
         for target in found.writes:
             self.write(target, target if target is not None else "an expansion", tree=False)
+        for source in found.reads:  # sed's r FILE: a file read, as a < redirection is
+            self.reads.append((Word(source, source), self.here()))
         for target in found.trees:
             self.write(target, target, tree=True)
         for target in found.unpacks:

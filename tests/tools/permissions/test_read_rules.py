@@ -343,3 +343,28 @@ def test_print_mode_in_bypass_mode_never_sends_the_secrets(fake_api, run_cli, pr
         if b.get("type") == "tool_result"
     ]
     assert len(results) == len(commands) and all(b.get("is_error") for b in results)
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["sed 'r .env' src/app.py", "sed -n '1R .env' src/app.py", "sed -e p -e '$r ../.ssh/id_rsa' src/app.py"],
+)
+def test_a_file_a_sed_script_reads_is_a_read(world, command):
+    project, home = world
+    assert ENV_SECRET in run_bash(command, project, home) or KEY_SECRET in run_bash(command, project, home)
+    for mode in ("default", "bypassPermissions"):
+        assert decision(project, home, command, mode).behavior == "deny", (command, mode)
+    assert (
+        decision(project, home, "sed --sandbox 'r .env' src/app.py", "bypassPermissions").behavior == "allow"
+    )
+
+
+@pytest.mark.parametrize("target", [".git/config", ".claude/settings.json", "~/.bashrc"])
+def test_a_redirection_glued_to_its_word_is_a_write_like_any_other(world, target):
+    """Issue 30's minor, still standing in issue 40: echo hi>P under Bash(echo:*). P is written, so a
+    steering file asks and an Edit deny rule refuses, however the redirection is spaced."""
+    project, home = world
+    for command in (f"echo hi>{target}", f"echo hi >{target}", f"echo hi>>{target}", f"echo hi 1>{target}"):
+        assert decision(project, home, command, "default", deny=(), allow=["Bash(echo:*)"]).behavior == "ask"
+        denied = decision(project, home, command, "bypassPermissions", deny=[f"Edit({target})"])
+        assert denied.behavior == "deny", (command, denied)
