@@ -29,7 +29,7 @@ COMMAND_LIST = """\
   /rewind                        Go back to before an earlier prompt, or summarize up to it (Esc Esc)
   /model [name]                  Show the model, or switch to NAME (sonnet, opus, haiku: the newest of each)
   /effort [level]                Show how deeply the model thinks, or set it: low, medium, high, xhigh, max, auto
-  /cost                          Tokens used and estimated cost of this session
+  /cost                          Cost, tokens, time and code changes of this session
   /summary                       Show the summary written by the last compaction
   /state                         Show the working-state ledger a compaction would attach (files, commands, todos)
   /history                       Show, in brief, the messages the last compaction replaced
@@ -37,6 +37,11 @@ COMMAND_LIST = """\
   /trust [revoke], /permissions  Show this project's trust and the permission rules, or revoke the trust
   /mcp [reconnect NAME]          MCP servers: state and tools; reconnect one
   /add-dir DIR                   Let the tools read and edit another directory, like the project
+  /status                        Version, session, model, API endpoint, permission mode, settings files and MCP at a glance
+  /config                        The settings in effect: each one's value and where it came from
+  /doctor                        Check the setup: settings problems, stale permission rules, MCP servers, credentials
+  /export [file]                 Write the conversation as Markdown to FILE (default: a dated file here)
+  /init                          Write a starting CLAUDE.md for this project from what the repository shows
   /exit, /quit                   Leave the agent"""
 ENVIRONMENT = """\
   COMPACT_AGENT_HOME                   where the agent keeps its state (never ~/.claude)

@@ -165,6 +165,22 @@ def _check_hooks(hooks: Any) -> dict[str, list[dict[str, Any]]]:
     return {event: list(groups) for event, groups in hooks.items()}
 
 
+def _check_status_line(value: Any) -> dict[str, Any]:
+    """``statusLine``: ``{"type": "command", "command": "...", "padding": 0}``, as Claude Code reads it."""
+    expected = 'an object like {"type": "command", "command": "..."}'
+    if not isinstance(value, dict):
+        raise Bad(expected, value)
+    if value.get("type", "command") != "command":
+        raise Bad('"command"', value.get("type"), ".type")
+    command = value.get("command")
+    if not (isinstance(command, str) and command.strip()):
+        raise Bad("a non-empty string", command, ".command")
+    padding = value.get("padding", 0)
+    if not (is_int(padding) and 0 <= padding <= 20):
+        raise Bad("an integer from 0 to 20", padding, ".padding")
+    return {"type": "command", "command": command, "padding": padding}
+
+
 def _merge_hooks(old: Any, new: Any) -> dict[str, Any]:
     """Hook groups concatenated per event across files."""
     out = dict(old or {})
@@ -271,6 +287,12 @@ class Settings:
         kind=Kind("an object of events", _check_hooks),
         merge=_merge_hooks,
         doc="commands run at events (PreToolUse, PostToolUse, PreCompact, ...)",
+    )
+    status_line: dict[str, Any] | None = setting(
+        None,
+        key="statusLine",
+        kind=Kind('an object like {"type": "command", "command": "..."}', _check_status_line),
+        doc="a command whose first line of output is shown under the input (the session's JSON on its stdin)",
     )
     # API access (never written anywhere, never shown)
     api_key: str | None = setting(
@@ -499,6 +521,7 @@ def load_settings(
     env_sources = {name: f'{sources["env." + name]} "env"' for name in env}
     env.update(environ)
     env_sources.update({name: "environment" for name in environ})
+    s.sources.update({f"env.{n}": where for n, where in env_sources.items() if where != "environment"})
     s.environ = env
 
     _apply_files(s, layer, sources, table)

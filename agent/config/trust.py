@@ -221,6 +221,9 @@ def restrict(data: dict[str, Any], source: str, trust: Trust) -> tuple[dict[str,
             for hook in group.get("hooks") or []:
                 command = hook.get("command") if hook.get("type") == "command" else hook.get("type")
                 ignored.append(Ignored("hook", f"{event} hook: {_one_line(str(command))}", source))
+    if "statusLine" in out:  # a command run as the user, like a hook
+        line = out.pop("statusLine")
+        ignored.append(Ignored("hook", f"status line command: {_one_line(str(line.get('command')))}", source))
     perms = dict(out.get("permissions") or {})
     for rule in perms.pop("allow", []):
         ignored.append(Ignored("permission", f"allow rule {_one_line(str(rule))}", source))

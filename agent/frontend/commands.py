@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
@@ -462,8 +463,19 @@ def _rewind(session: Session, args: str) -> Result:
     found = rewind.points(session)
     if not found:
         return RewindMenu("No earlier prompt to go back to.", points=[])
+    from agent.runtime import checkpoints
+
     lines = ["Prompts in this conversation:"]
-    lines += [f"  {i}. {_clip(m.text, 90)}" for i, m in enumerate(found, 1)]
+    uuids = [m.uuid for m in found]
+    for i, m in enumerate(found, 1):
+        notes = []
+        if rewind.before_compaction(session, m):
+            notes.append("before the compaction")
+        changed = checkpoints.changed_since(session.checkpoint_dir, uuids[i - 1 :])
+        if changed:
+            notes.append(f"{plural(len(changed), 'file')} changed since")
+        tail = f"  ({'; '.join(notes)})" if notes else ""
+        lines.append(f"  {i}. {_clip(m.text, 70)}{tail}")
     return RewindMenu("\n".join(lines), points=found)
 
 
@@ -526,27 +538,50 @@ def effort_line(session: Session) -> str:
     return line
 
 
-@command("cost", "Tokens used and estimated cost of this session")
+@command("cost", "Cost, tokens, time and code changes of this session")
 def _cost(session: Session, args: str) -> Result:
-    earlier, cost = lifecycle.earlier_cost(session)  # a resumed session: what it used before this process
+    from agent.runtime import checkpoints
+
+    before: dict[str, Any] = {}
+    earlier, cost = lifecycle.earlier_cost(
+        session, before
+    )  # a resumed session: what it used before this process
     u = {k: earlier.get(k, 0) + session.usage_total.get(k, 0) for k in {*earlier, *session.usage_total}}
     sub = session.subagents
     sub_cost = sub.cost if sub is not None else 0.0
-    text = (
-        f"Total cost: ${cost + session.cost + sub_cost:.4f}\n"
+    added, removed = checkpoints.totals(session.checkpoint_dir)
+    wall = time.monotonic() - session.started
+    lines = [
+        f"Total cost: ${cost + session.cost + sub_cost:.4f}",
+        f"Time: {_duration(wall)} in this run, {_duration(session.api_seconds)} of it waiting for the model",
+        f"Code changes: {plural(added, 'line')} added, {plural(removed, 'line')} removed",
         f"Usage: {u.get('input_tokens', 0):,} input · {u.get('output_tokens', 0):,} output · "
         f"{u.get('cache_read_input_tokens', 0):,} cache read · "
-        f"{u.get('cache_creation_input_tokens', 0):,} cache write"
-    )
-    if sub is not None and sub.runs:  # apart from the main conversation: they ran in their own contexts
-        s = sub.usage
-        text += (
-            f"\nof which subagents ({len(sub.runs)} task{'' if len(sub.runs) == 1 else 's'}): ${sub_cost:.4f} · "
+        f"{u.get('cache_creation_input_tokens', 0):,} cache write",
+    ]
+    runs = len(sub.runs) if sub is not None else 0
+    runs += len(before.get("runs", ()))
+    if runs:  # apart from the main conversation: they ran in their own contexts
+        s = dict(before.get("usage", {}))
+        for key, value in (sub.usage if sub is not None else {}).items():
+            s[key] = s.get(key, 0) + value
+        lines.append(
+            f"of which subagents ({plural(runs, 'task')}): ${sub_cost + before.get('cost', 0.0):.4f} · "
             f"{s.get('input_tokens', 0):,} input · {s.get('output_tokens', 0):,} output · "
             f"{s.get('cache_read_input_tokens', 0):,} cache read · "
             f"{s.get('cache_creation_input_tokens', 0):,} cache write"
         )
-    return Result(text)
+    return Result("\n".join(lines))
+
+
+def _duration(seconds: float) -> str:
+    """0.4s, 12.3s, 4m 05s, 1h 02m."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    return f"{minutes // 60}h {minutes % 60:02d}m"
 
 
 # who wrote a compaction's summary (compact.context.result.Compaction.method), as /summary names it
@@ -671,12 +706,12 @@ def trust_report(session: Session) -> str:
     if s.ignored:
         lines += ["Ignored from its settings files:"] + [f"  - {i.what}  ({i.source})" for i in s.ignored]
     lines += [f"Permission mode: {session.permissions.mode}"]
-    for name, rules in (
-        ("allow", s.allow + session.permissions.session_allow),
-        ("ask", s.ask),
-        ("deny", s.deny),
-    ):
+    for name, rules in (("allow", s.allow), ("ask", s.ask), ("deny", s.deny)):
         lines.append(f"{name.capitalize()} rules: " + (", ".join(rules) if rules else "(none)"))
+    answered = session.permissions.session_allow
+    lines.append(
+        'Allowed for this session by "always" answers: ' + (", ".join(answered) if answered else "(none)")
+    )
     if s.additional_dirs:
         lines.append("Additional directories: " + ", ".join(str(d) for d in s.additional_dirs))
     return "\n".join(lines)
@@ -736,6 +771,223 @@ def _add_dir(session: Session, args: str) -> Result:
     if path not in session.permissions.additional_dirs:
         session.permissions.additional_dirs.append(path)
     return Result(f"Added {path}: the tools may read and edit it for the rest of this session.")
+
+
+@command(
+    "status", "Version, session, model, API endpoint, permission mode, settings files and MCP at a glance"
+)
+def _status(session: Session, args: str) -> Result:
+    from agent import __version__
+
+    s = session.settings
+    family = session.family()
+    thinking = "on" if session.thinking_on else "off"
+    effort = f" · effort {session.effort or 'auto'}" if family.adaptive else ""
+    where = f" (project root {s.root})" if s.root != s.cwd else ""
+    credential = (
+        f"API key from {_source(s, 'api_key')}"
+        if s.api_key
+        else (f"auth token from {_source(s, 'auth_token')}" if s.auth_token else "no credentials")
+    )
+    lines = [
+        f"Compact Agent {__version__}",
+        f"Session: {session.session_id} ({plural(len(session.messages), 'message')})",
+        f"Directory: {s.cwd}{where}",
+        f"Model: {session.model} · window {fmt_tokens(session.model_window())} · thinking {thinking}{effort}",
+        f"API: {s.base_url or 'https://api.anthropic.com'} · {credential}",
+        f"Permission mode: {session.permissions.mode}",
+        "Settings files: " + (", ".join(settings_files(s)) or "none"),
+        "Memory files: " + (", ".join(_shown_path(p, s) for p in session.instruction_paths()) or "none"),
+    ]
+    hub = session.mcp
+    if hub is not None and hub.states:
+        up = sum(1 for st in hub.states.values() if st.status == "connected")
+        lines.append(f"MCP: {plural(len(hub.states), 'server')}, {up} connected (/mcp for more)")
+    else:
+        lines.append("MCP: no servers")
+    return Result("\n".join(lines))
+
+
+def settings_files(s: Settings) -> list[str]:
+    """The settings files that exist and were read, as the user would type them."""
+    user = [s.user_home / ".claude" / "settings.json"] if s.user_home is not None else []
+    candidates = [
+        *user,
+        s.home / "settings.json",
+        s.root / ".claude" / "settings.json",
+        s.root / ".claude" / "settings.local.json",
+    ]
+    return [_shown_path(p, s) for p in dict.fromkeys(candidates) if p.is_file()]
+
+
+def _shown_path(path: Any, s: Settings) -> str:
+    """A path as short as it is clear: relative to the project, else with ~ for the home directory."""
+    from pathlib import Path
+
+    p = Path(path)
+    for base, prefix in ((s.cwd, ""), (s.user_home, "~/")):
+        if base is not None:
+            try:
+                return prefix + str(p.relative_to(base))
+            except ValueError:
+                pass
+    return str(p)
+
+
+def _source(s: Settings, name: str) -> str:
+    return s.sources.get(name, "the environment").removeprefix("env ")
+
+
+@command("config", "The settings in effect: each one's value and where it came from")
+def _config(session: Session, args: str) -> Result:
+    from agent.config.settings import TABLE
+
+    s = session.settings
+    rows = []
+    for row in TABLE:
+        if not (row.key or row.env) or row.name in ("api_key", "auth_token"):
+            continue
+        holder = getattr(s, row.owner) if row.owner else s
+        value: Any = getattr(holder, row.name, None)
+        name = row.key or row.env
+        source = s.sources.get(row.name)
+        if row.name == "model":  # what the session uses (a /model switch, the newest Sonnet by default)
+            value, source = session.model, source or "default: the newest Sonnet"
+        elif row.name == "environ":  # the files' variables only: the whole environment is no setting
+            value = sorted(k for k in s.environ if s.sources.get(f"env.{k}"))
+        shown = _shown_path(source, s) if source and "/" in source else source
+        rows.append((name, _value(value), shown))
+    width = min(34, max(len(n) for n, _, _ in rows))
+    lines = ["Settings in effect (docs/settings.md says what each does):"]
+    for name, value, source in rows:
+        tail = f"  ({source})" if source else ""
+        lines.append(f"  {name.ljust(width)}  {value}{tail}")
+    lines += [
+        "",
+        "Values without a source are the defaults. Change them in ~/.claude/settings.json or "
+        f"{_shown_path(s.home / 'settings.json', s)} (yours), .claude/settings.json (the project's), "
+        "or the environment.",
+    ]
+    return Result("\n".join(lines))
+
+
+def _value(value: Any) -> str:
+    import json
+
+    if value is None:
+        return "(none)"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (list, dict)):
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        return text if len(text) <= 40 else text[:39] + "…"
+    return str(value)
+
+
+@command("doctor", "Check the setup: settings problems, stale permission rules, MCP servers, credentials")
+def _doctor(session: Session, args: str) -> Result:
+    import shutil
+
+    s = session.settings
+    problems: list[str] = [f"settings: {w}" for w in s.warnings]
+    problems += [f"not applied (project not trusted): {i.what} ({i.source})" for i in s.ignored]
+    problems += stale_rules(session)
+    if not (s.api_key or s.auth_token):
+        problems.append("no API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)")
+    if shutil.which("git") is None:
+        problems.append("git is not on PATH: the system prompt has no repository facts")
+    lines = ["Setup check:"]
+    lines += [f"  ✗ {p}" for p in problems] or [
+        "  ✓ settings files read without problems; every rule names a tool"
+    ]
+    hub = session.mcp
+    if hub is not None and hub.states:
+        lines.append("MCP servers:")
+        for state in hub.states.values():
+            mark = "✓" if state.status == "connected" else ("…" if state.status == "pending" else "✗")
+            lines.append(f"  {mark} {state.name}: {_server_status(state)}")
+    else:
+        lines.append("MCP servers: none configured")
+    lines.append("Settings files: " + (", ".join(settings_files(s)) or "none"))
+    return Result("\n".join(lines), ok=not problems)
+
+
+def stale_rules(session: Session) -> list[str]:
+    """Permission rules that can never match: a tool this agent lacks, an MCP server not configured, an
+    allow rule a deny rule of the same text cancels."""
+    s = session.settings
+    tools = {t.name for t in session.tools}
+    servers = set(session.mcp.states) if session.mcp is not None else set()
+    out = []
+    for kind, rules in (("allow", s.allow), ("ask", s.ask), ("deny", s.deny)):
+        for rule in rules:
+            name = rule.split("(", 1)[0]
+            if name.startswith("mcp__"):
+                server = name.split("__")[1] if name.count("__") >= 1 else ""
+                if server and server not in servers:
+                    out.append(f'stale {kind} rule "{rule}": no MCP server "{server}" is configured')
+            elif name not in tools:
+                out.append(f'stale {kind} rule "{rule}": this agent has no tool "{name}"')
+    out += [
+        f'allow rule "{rule}" has no effect: a deny rule says the same' for rule in s.allow if rule in s.deny
+    ]
+    return out
+
+
+@command("export", "Write the conversation as Markdown to FILE (default: a dated file here)", usage="[file]")
+def _export(session: Session, args: str) -> Result:
+    from pathlib import Path
+
+    from agent.transcript.export import to_markdown
+    from core.private import write_private
+
+    if not any(m.role == "assistant" for m in session.messages):
+        return Result("Nothing to export yet: the conversation is empty.", ok=False)
+    first = next((m.text for m in session.messages if m.is_typed_prompt and m.text.strip()), "conversation")
+    slug = "-".join(re.findall(r"[a-z0-9]+", first.lower())[:6]) or "conversation"
+    name = args.strip() or f"{datetime.now():%Y-%m-%d}-{slug}.md"
+    path = Path(name).expanduser()
+    path = path if path.is_absolute() else session.settings.cwd / path
+    if path.exists():
+        return Result(f"{_shown_path(path, session.settings)} exists already: give another name.", ok=False)
+    if why := session.permissions.note_refusal(path, None):
+        return Result(f"Not written: {why}.", ok=False)
+    title = f"Conversation {session.session_id} ({datetime.now():%Y-%m-%d %H:%M})"
+    try:
+        write_private(path, to_markdown(session.messages, title=title))
+    except OSError as e:
+        return Result(f"Could not write {path}: {e.strerror or e}", ok=False)
+    return Result(f"Exported the conversation to {_shown_path(path, session.settings)}")
+
+
+@command("init", "Write a starting CLAUDE.md for this project from what the repository shows")
+def _init(session: Session, args: str) -> Result:
+    from agent.config.starter import starter
+    from core.private import write_private
+
+    s = session.settings
+    target = s.root / "CLAUDE.md"
+    if target.exists():
+        return Result(
+            f"{_shown_path(target, s)} exists already; /init leaves it as it is (edit it, or # note adds a line).",
+            ok=False,
+        )
+    why = session.permissions.note_refusal(target, [s.root])
+    if why:
+        return Result(f"Not written: {why}.", ok=False)
+    text = starter(s.root)
+    write_private(target, text)
+    target.chmod(0o644)  # shared through the repository, like any other file of it
+    lines = text.count("\n")
+    return Result(
+        f"Wrote {_shown_path(target, s)} ({plural(lines, 'line')}): the facts found, and headings to fill in. "
+        "It is read with every request."
+    )
+
+
+def plural(n: int, word: str) -> str:
+    """ "1 line", "2 lines"."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 @command("exit", "Leave the agent", aliases=("quit",))

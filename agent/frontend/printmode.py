@@ -267,6 +267,10 @@ def _run(
                 "model": session.model,
                 "cwd": str(settings.cwd),
                 "tools": [t.name for t in session.tools],
+                "mcp_servers": [
+                    {"name": state.name, "status": state.status}
+                    for state in (hub.states.values() if hub else [])
+                ],
                 "permissionMode": settings.permission_mode,
             }
         )

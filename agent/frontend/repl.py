@@ -31,6 +31,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.application.current import get_app
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.filters import Condition
+from prompt_toolkit.formatted_text import ANSI, to_formatted_text
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input, create_input
 from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
@@ -45,13 +46,14 @@ from agent import RESUME_PICK, __version__
 from agent.config import trust
 from agent.config.settings import Settings, reload_settings
 from agent.frontend import commands, memory_note, shell_escape
-from agent.frontend.ui import Renderer, SafeConsole, warning_of
+from agent.frontend.ui import Renderer, SafeConsole, relative_paths, warning_of
 from agent.mcp import setup as mcp_setup
 from agent.mcp.client import McpHub
 from agent.runtime import client, first_request, lifecycle, mentions, rewind
 from agent.runtime.client import import_in_background
 from agent.runtime.loop import run_turn
 from agent.runtime.session import Answer, Session
+from agent.runtime.status_line import StatusLine, payload_of
 from agent.transcript.listing import list_sessions
 from compact.request_cycle import token_state
 from core.errors import AgentError
@@ -344,6 +346,7 @@ class Repl:
         self.output = output
         self.real_terminal = input is None
         self.session: Session | None = None
+        self.status: StatusLine | None = None  # the statusLine setting's command (agent.runtime.status_line)
         self.mcp: McpHub | None = None  # the MCP servers, shared by /clear and /resume
         self.token_state: TokenState | None = None
         self._questions: queue.Queue[_Question] = queue.Queue()
@@ -416,6 +419,15 @@ class Repl:
                 hub.start()  # alwaysLoad servers: worth a few seconds before the first prompt
                 hub.wait(ALWAYS_LOAD_WAIT, [s.name for s in hub.states.values() if s.config.always_load])
             self.when_drawn(hub.start)  # the rest connect once the prompt is up
+        if self.settings.status_line:  # the user's statusLine command, under the input
+            self.status = StatusLine(
+                self.settings.status_line,
+                lambda: payload_of(self.live, __version__),
+                self.settings.cwd,
+                self.settings.environ or self.environ,
+            )
+            self.status.on_change = self._redraw
+            self.when_drawn(self.status.refresh)
         self.renderer.banner(__version__, self.session.model, str(self.settings.cwd))
         if resume or continue_last:
             self.renderer.recap(
@@ -560,8 +572,15 @@ class Repl:
             line, self._draft = line.split(DRAFT_MARK, 1)
         return line
 
+    def _redraw(self) -> None:
+        app = self.prompt.app
+        if app.is_running:
+            app.invalidate()
+
     def _toolbar(self) -> Any:
         parts: list[tuple[str, str]] = []
+        if self.status is not None and self.status.text:
+            parts = [(f[0], f[1]) for f in to_formatted_text(ANSI(self.status.text))] + [("", "\n")]
         mode = self.session.permissions.mode if self.session is not None else "default"
         if mode in MODE_LABELS:
             parts.append(("class:mode", MODE_LABELS[mode]))
@@ -574,6 +593,8 @@ class Repl:
         if status:
             parts += [("", "  ")] if parts else []
             parts.append(("class:thinking", status))
+        if parts and parts[-1] == ("", "\n"):
+            parts.pop()  # the status line alone
         return parts or ""
 
     def cycle_mode(self) -> None:
@@ -595,6 +616,13 @@ class Repl:
 
     def handle(self, line: str) -> bool:
         """Run one input line; False when the REPL should end."""
+        try:
+            return self._handle(line)
+        finally:
+            if self.status is not None:
+                self.status.refresh()  # the conversation changed: the status line's command runs again
+
+    def _handle(self, line: str) -> bool:
         if commands.is_command(line):
             return self.command(line)
         if line.startswith("!") and line[1:].strip():
@@ -686,13 +714,13 @@ class Repl:
         """N: back to just before prompt N (its text returns to the input line); sN: summarize up to it."""
         n = len(points)
         self.renderer.line(
-            f"N (1-{n}) goes back to just before prompt N · sN summarizes what came before it, keeping "
-            "the rest · Enter stays here",
+            f"N (1-{n}) takes the conversation back to just before prompt N · cN the code too (the files "
+            "the agent changed since) · sN summarizes what came before it, keeping the rest · Enter stays here",
             "dim",
         )
         answer = self._ask_line("Rewind: ").lower()
-        summarize = answer.startswith("s")
-        number = answer[1:].strip() if summarize else answer
+        summarize, code = answer.startswith("s"), answer.startswith("c")
+        number = answer[1:].strip() if summarize or code else answer
         if not number.isdigit() or not 1 <= int(number) <= n:
             if answer:
                 self.renderer.line(f"No prompt {answer!r}; the conversation is unchanged.", "dim")
@@ -701,12 +729,18 @@ class Repl:
         if summarize:
             self.in_worker(lambda: rewind.summarize_up_to(self.live, point))
         else:
+            restored = rewind.restore_code(self.live, point) if code else []
             self._draft = rewind.rewind(self.live, point)
             self.renderer.line(
                 f"Rewound to just before prompt {number}; it is back in the input line "
                 "(the transcript keeps everything).",
                 "dim",
             )
+            if code:
+                cwd = Path(self.settings.cwd)
+                shown = ", ".join(relative_paths({"path": str(p)}, cwd)["path"] for p in restored)
+                shown = shown or "none had changed"
+                self.renderer.line(f"Code restored: {shown}", "dim")
         self.refresh_tokens()
 
     def _pick_session(self, count: int) -> None:

@@ -385,10 +385,21 @@ def result_text(content: Any) -> str:
     if isinstance(content, str):
         return visible(content)
     parts = []
+    found = []  # a tool search's finds: the tools it made callable, named
     for block in content or []:
         kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_reference":
+            found.append(str(block.get("tool_name", "")))
+            continue
         parts.append(str(block.get("text", "")) if kind == "text" else f"[{kind or 'content'}]")
+    if found:
+        parts.insert(0, f"Found {plural(len(found), 'tool')}: {', '.join(found)}")
     return visible("\n".join(parts))
+
+
+def plural(n: int, word: str) -> str:
+    """ "1 tool use", "2 tool uses"."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def diff_lines(name: str, args: dict[str, Any]) -> list[tuple[str, str]]:

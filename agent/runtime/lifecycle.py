@@ -279,20 +279,32 @@ def resumed_line(session: Session) -> str:
     return f"Resumed session {session.session_id} ({count} messages)."
 
 
-def earlier_cost(session: Session) -> tuple[dict[str, int], float]:
-    """Usage and cost a resumed session recorded before this process (both empty for a new one)."""
+def earlier_cost(session: Session, subagents: dict[str, Any] | None = None) -> tuple[dict[str, int], float]:
+    """Usage and cost a resumed session recorded before this process (both empty for a new one); the
+    subagents' share of it goes to ``subagents`` ("runs": agent ids, "usage", "cost")."""
     usage: dict[str, int] = {}
     cost = 0.0
     if not session.resumed_size:
         return usage, cost
+    tasks: list[tuple[str, str, dict[str, Any]]] = []
     try:
-        found = earlier_usage(session.transcript_path, session.resumed_size)
+        found = earlier_usage(session.transcript_path, session.resumed_size, tasks)
     except OSError:
         return usage, cost
     for model, u in found:
         for key in USAGE_KEYS:
             usage[key] = usage.get(key, 0) + int(u.get(key) or 0)
         cost += cost_usd(model or session.model, u)
+    if subagents is not None:
+        shared: dict[str, int] = {}
+        for _, _model, u in tasks:
+            for key in USAGE_KEYS:
+                shared[key] = shared.get(key, 0) + int(u.get(key) or 0)
+        subagents.update(
+            runs={agent for agent, _, _ in tasks},
+            usage=shared,
+            cost=sum(cost_usd(model or session.model, u) for _, model, u in tasks),
+        )
     return usage, cost
 
 

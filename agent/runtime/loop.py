@@ -5,6 +5,8 @@ Everything else (compaction, retries, permissions, rendering) lives in the named
 
 from __future__ import annotations
 
+import time
+
 from agent.runtime import context_updates, mentions, paste
 from agent.runtime.session import Session
 from agent.runtime.tool_exec import (
@@ -37,12 +39,15 @@ def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> Tu
         while True:
             context_updates.refresh(session)  # a changed CLAUDE.md or date, appended (fixed system prompt)
             view = before_request(conv, ports)
+            asked = time.monotonic()
             try:
                 reply = send(conv, ports, view)
             except ModelError as e:
+                session.api_seconds += time.monotonic() - asked
                 if not session.fall_back(e):
                     raise
                 continue  # the same request again, on the fallback model
+            session.api_seconds += time.monotonic() - asked
             session.add(_kept(session, reply))
             after_response(conv, ports)
             calls, reply_text = calls + 1, reply.text

@@ -20,7 +20,9 @@ transcript records it like any compaction that keeps a tail).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+from agent.runtime import checkpoints
 from agent.runtime.session import Session
 from agent.transcript.loader import REWIND  # the record type
 from compact.compaction import compactor, notes, summary
@@ -33,19 +35,54 @@ MAX_POINTS = 20  # the menu lists this many of the latest prompts
 
 
 def points(session: Session) -> list[Message]:
-    """The prompts of the live list one can rewind to, oldest first (at most MAX_POINTS, the latest).
+    """The prompts one can rewind to, oldest first (at most MAX_POINTS, the latest): those the last
+    compaction replaced (read back from the transcript after a resume), then those of the live list.
 
-    After a compaction these are the prompts after its summary, kept ones included: the transcript
-    finds a kept record by its uuid (agent.transcript.loader), so the rewound chain resumes the same."""
-    found = [m for m in session.messages if m.role == "user" and m.kind == "prompt" and m.text.strip()]
-    return found[-MAX_POINTS:]
+    After a compaction the live ones are the prompts after its summary, kept ones included: the
+    transcript finds a kept record by its uuid (agent.transcript.loader), so the rewound chain resumes
+    the same."""
+    found = [m for m in session.messages if _typed(m)]
+    live = {m.uuid for m in session.messages}
+    return ([m for m in _replaced(session) if _typed(m) and m.uuid not in live] + found)[-MAX_POINTS:]
+
+
+def before_compaction(session: Session, prompt: Message) -> bool:
+    """Whether ``prompt`` is one the last compaction replaced (not in the live list)."""
+    return all(m.uuid != prompt.uuid for m in session.messages)
+
+
+def _typed(m: Message) -> bool:
+    return m.role == "user" and m.kind == "prompt" and bool(m.text.strip())
+
+
+def _replaced(session: Session) -> list[Message]:
+    last = session.conv.last_compaction
+    if last is None:
+        return []
+    try:
+        return list(last.replaced())
+    except Exception:  # noqa: BLE001 - an unreadable transcript: only the live prompts are offered
+        return []
+
+
+def restore_code(session: Session, prompt: Message) -> list[Path]:
+    """The files the agent changed from ``prompt`` on, put back as they were just before it (the paths)."""
+    later = [m.uuid for m in points(session)]
+    at = later.index(prompt.uuid) if prompt.uuid in later else 0
+    return checkpoints.restore(session.checkpoint_dir, later[at:])
 
 
 def rewind(session: Session, prompt: Message) -> str:
-    """Cut the live list just before ``prompt``; the prompt's text."""
+    """Cut the live list just before ``prompt`` (a prompt the last compaction replaced: the conversation
+    as it was before it, from there); the prompt's text."""
     conv = session.conv
     with conv.lock:
-        at = next(i for i, m in enumerate(conv.messages) if m.uuid == prompt.uuid)
+        at = next((i for i, m in enumerate(conv.messages) if m.uuid == prompt.uuid), None)
+        if at is None:  # before the compaction: its history comes back, up to the prompt
+            old = _replaced(session)
+            at = next(i for i, m in enumerate(old) if m.uuid == prompt.uuid)
+            conv.messages[:] = old
+            conv.last_compaction = conv.compaction_seen = None
         keep = conv.messages[:at]
         leaf = keep[-1].uuid if keep else None
         del conv.messages[at:]

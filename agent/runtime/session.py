@@ -13,6 +13,7 @@ takes over a session (/clear, /resume): a turn starts with ``begin_turn``, the T
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
 from datetime import datetime, timezone
@@ -94,6 +95,8 @@ class Session(wiring.SessionBase):
         self.model = resolve(self.model or (s.model if s.model_explicit else default_model()))
         self.usage_total: dict[str, int] = {}
         self.cost = 0.0
+        self.started = time.monotonic()  # /cost's wall time (this process)
+        self.api_seconds = 0.0  # and the time main requests took
         self._window: int | None = None
         self._git: GitFacts | None = None
         self._git_taken = False  # the snapshot is taken on the first request, not on the way to the prompt
@@ -180,7 +183,9 @@ class Session(wiring.SessionBase):
         """Continue under settings built again (/trust revoke): permissions, hooks, the tools' environment
         and the client follow; the conversation and its compaction settings stay as they are."""
         self.settings = s
+        answered = self.permissions.session_allow
         self.permissions = Permissions(s, session_dir=self.session_dir)
+        self.permissions.session_allow = list(answered)  # the user's "always" answers stand
         self.tool_ctx.hidden = Hidden(self.permissions.read_denied, [s.root]) if s.deny else None
         self.tool_ctx.environ = s.environ or None
         self.hooks = HookRunner(s.hooks, s.cwd, s.environ or self.environ, spill_dir=self.hook_output_dir)
@@ -200,6 +205,11 @@ class Session(wiring.SessionBase):
     @property
     def session_dir(self) -> Path:
         return self.settings.project_dir / self.session_id
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """The files the agent changed, as they were (agent.runtime.checkpoints): /rewind and /cost."""
+        return self.session_dir / "checkpoints"
 
     @property
     def hook_output_dir(self) -> Path:

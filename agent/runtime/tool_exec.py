@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, TypeVar
 
+from agent.runtime import checkpoints
 from agent.runtime.client import INVALID_INPUT
 from agent.runtime.session import Session
 from compact.compaction import ledger, restore
@@ -287,10 +288,17 @@ def _execute(session: Session, use: dict[str, Any], stops: list[str] | None = No
         session.emit(ToolFinished(use["id"], name, unchanged, False, "unchanged since restored"))
         return ToolResult(unchanged, summary="unchanged since restored")
     _call.id = use["id"]
+    was = checkpoints.before(name, args)  # the file as it is: /rewind can put it back
     try:
         result = _redacted(session, run_tool(tool, args, session.tool_ctx))
     finally:
         _call.id = None
+    if was is not None and not result.is_error:
+        prompt = session.conv.current_prompt_uuid or "start"
+        try:
+            checkpoints.after(session.checkpoint_dir, prompt, was)
+        except OSError:
+            pass  # no rewind point for this change: the change itself stands
     if _says_interrupted(result):
         pass  # the tool said itself what was stopped (a Task names its subagent's transcript)
     elif session.cancel.is_set() and not result.is_error:

@@ -90,9 +90,12 @@ def session_info(path: Path, size: int | None = None) -> SessionInfo:
 SIDE_USAGE_NEEDLE = f'"type":"{SIDE_USAGE}"'.encode()
 
 
-def earlier_usage(path: Path, size: int) -> list[tuple[str, dict[str, Any]]]:
+def earlier_usage(
+    path: Path, size: int, subagents: list[tuple[str, str, dict[str, Any]]] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
     """(model, usage) of each model response recorded in the first ``size`` bytes of a transcript, and
-    of each ``side-usage`` record (summary and notes requests, replies cut short: agent.runtime.session).
+    of each ``side-usage`` record (summary and notes requests, replies cut short: agent.runtime.session;
+    those of subagents also go to ``subagents`` as (agent id, model, usage)).
 
     A response Claude Code streamed as several records repeats its usage on each: counted once.
     """
@@ -108,6 +111,8 @@ def earlier_usage(path: Path, size: int) -> list[tuple[str, dict[str, Any]]]:
             continue
         if isinstance(rec, dict) and rec.get("type") == SIDE_USAGE and isinstance(rec.get("usage"), dict):
             found[str(rec.get("uuid") or len(found))] = (str(rec.get("model") or ""), rec["usage"])
+            if rec.get("agentId") and subagents is not None:  # a Task's subagent: /cost's line of its own
+                subagents.append((str(rec["agentId"]), str(rec.get("model") or ""), rec["usage"]))
             continue
         message = rec.get("message") if isinstance(rec, dict) and not rec.get("isSidechain") else None
         if isinstance(message, dict) and isinstance(message.get("usage"), dict):

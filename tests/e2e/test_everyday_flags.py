@@ -130,3 +130,16 @@ def test_leaving_the_repl_says_how_to_resume(fake_api, project, isolated_env):
         pane.close()
     body = fake_api.message_requests[-1].body
     assert last_user_text(body).startswith("still there?") and "hi" in json.dumps(body["messages"][0])
+
+
+def test_stream_json_init_lists_the_mcp_servers(fake_api, run_cli, tmp_path):
+    from tests.e2e.test_e2e_mcp import config_file
+
+    cfg = config_file(tmp_path, {"basic": "basic"})
+    fake_api.reply_text("ok")
+    res = run_cli(
+        fake_api, "-p", "hi", "--output-format", "stream-json", "--verbose", "--mcp-config", str(cfg)
+    )
+    assert res.code == 0, res.stderr
+    init = json.loads(res.stdout.splitlines()[0])
+    assert init["subtype"] == "init" and init["mcp_servers"] == [{"name": "basic", "status": "connected"}]

@@ -55,7 +55,7 @@ def test_help_lists_every_command(fake_api, project):
         "  /rewind                  Go back to before an earlier prompt, or summarize up to it (Esc Esc)\n"
         "  /model [name]            Show the model, or switch to NAME (sonnet, opus, haiku: the newest of each)\n"
         "  /effort [level]          Show how deeply the model thinks, or set it: low, medium, high, xhigh, max, auto\n"
-        "  /cost                    Tokens used and estimated cost of this session\n"
+        "  /cost                    Cost, tokens, time and code changes of this session\n"
         "  /summary                 Show the summary written by the last compaction\n"
         "  /state                   Show the working-state ledger a compaction would attach (files, commands, todos)\n"
         "  /history                 Show, in brief, the messages the last compaction replaced\n"
@@ -64,6 +64,11 @@ def test_help_lists_every_command(fake_api, project):
         "(or /permissions)\n"
         "  /mcp [reconnect NAME]    MCP servers: state and tools; reconnect one\n"
         "  /add-dir DIR             Let the tools read and edit another directory, like the project\n"
+        "  /status                  Version, session, model, API endpoint, permission mode, settings files and MCP at a glance\n"
+        "  /config                  The settings in effect: each one's value and where it came from\n"
+        "  /doctor                  Check the setup: settings problems, stale permission rules, MCP servers, credentials\n"
+        "  /export [file]           Write the conversation as Markdown to FILE (default: a dated file here)\n"
+        "  /init                    Write a starting CLAUDE.md for this project from what the repository shows\n"
         "  /exit                    Leave the agent (or /quit)\n"
         "\n"
         "Enter sends · Alt-Enter (or Esc then Enter) adds a line · Esc or Ctrl-C interrupts · Ctrl-D exits\n"
@@ -105,9 +110,10 @@ def test_cost(fake_api, project):
         "cache_creation_input_tokens": 4_000,
     }
     session.cost = 0.123456
-    assert commands.run(session, "/cost").text == (
-        "Total cost: $0.1235\nUsage: 12,345 input · 678 output · 90,000 cache read · 4,000 cache write"
-    )
+    total, time_line, changes, usage = commands.run(session, "/cost").text.splitlines()
+    assert total == "Total cost: $0.1235" and changes == "Code changes: 0 lines added, 0 lines removed"
+    assert re.fullmatch(r"Time: [\d.]+s in this run, 0\.0s of it waiting for the model", time_line)
+    assert usage == "Usage: 12,345 input · 678 output · 90,000 cache read · 4,000 cache write"
 
 
 def test_summary_and_history_before_and_after_a_compaction(fake_api, project):

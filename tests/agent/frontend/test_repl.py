@@ -393,5 +393,5 @@ def test_ctrl_o_shows_the_last_summary_and_keeps_what_was_typed(fake_api, projec
 
 def test_slash_completion():
     found = [c.text for c in SlashCompleter().get_completions(Document("/co"), None)]
-    assert found == ["/compact", "/context", "/cost"]
+    assert found == ["/compact", "/config", "/context", "/cost"]
     assert list(SlashCompleter().get_completions(Document("/compact ke"), None)) == []
