@@ -33,7 +33,7 @@ COMMAND_LIST = """\
   /summary                       Show the summary written by the last compaction
   /state                         Show the working-state ledger a compaction would attach (files, commands, todos)
   /history                       Show, in brief, the messages the last compaction replaced
-  /memory                        Show this session's background notes
+  /memory [on|off]               Show the project's memory (checked against the code) and this session's notes
   /trust [revoke], /permissions  Show this project's trust and the permission rules, or revoke the trust
   /mcp [reconnect NAME]          MCP servers: state and tools; reconnect one
   /add-dir DIR                   Let the tools read and edit another directory, like the project
@@ -68,7 +68,8 @@ ENVIRONMENT = """\
   ENABLE_TOOL_SEARCH                   MCP tools behind a tool search: auto (the API's own on api.anthropic.com, ours elsewhere), api, client, or false (every MCP tool loaded)
   MCP_TIMEOUT                          how long an MCP server may take to start (milliseconds)
   MCP_TOOL_TIMEOUT                     how long one MCP tool call may take (milliseconds)
-  MAX_MCP_OUTPUT_TOKENS                an MCP result larger than this goes to a file, the model gets a preview"""
+  MAX_MCP_OUTPUT_TOKENS                an MCP result larger than this goes to a file, the model gets a preview
+  CLAUDE_CODE_DISABLE_AUTO_MEMORY      memory across sessions, checked against the working tree before use (CLAUDE_CODE_DISABLE_AUTO_MEMORY=1 turns it off; docs/memory.md)"""
 
 HELP = (
     """Compact Agent: a terminal coding agent that keeps working when the conversation outgrows the \

@@ -2,7 +2,7 @@
 against them and ``scripts/gen_bans.py`` writes every floor's and room's ``ruff.toml`` ban list from them
 (tests/test_layers.py fails when a ban list is stale).
 
-    agent/    cli.py on top; demo/ < frontend/ < runtime/ < mcp/ < config/ and transcript/ (side by side)
+    agent/    cli.py on top; demo/ < frontend/ < runtime/ < mcp/ and memory/ < config/ and transcript/ (side by side)
     compact/  request_cycle.py, autocompact.py, start.py on top; workers/ < compaction/ < context/ < stages/ < decision/
     tools/    the model's tools on top; permissions/ < shell/ < process/
     core/     messages, token estimate, events, errors, private files, the model protocol
@@ -18,7 +18,7 @@ FLOORS = ["core", "tools", "compact", "agent"]
 SUBFLOORS: dict[str, list[tuple[str, ...]]] = {
     "agent": [
         ("agent.config", "agent.transcript"),
-        ("agent.mcp",),
+        ("agent.mcp", "agent.memory"),
         ("agent.runtime",),
         ("agent.frontend",),
         ("agent.demo",),

@@ -69,6 +69,7 @@ from core.setting import (
     setting,
     truthy,
     update_value,
+    when_set,
 )
 from core.terminal import visible
 
@@ -426,6 +427,22 @@ class Settings:
         env="MAX_MCP_OUTPUT_TOKENS",
         kind=POSITIVE_INT,
         doc="an MCP result larger than this goes to a file, the model gets a preview",
+    )
+    # memory across sessions (agent/memory, docs/memory.md): Claude Code's names
+    auto_memory: bool = setting(
+        True,
+        key="autoMemoryEnabled",
+        env="CLAUDE_CODE_DISABLE_AUTO_MEMORY",
+        kind=when_set(False),
+        doc="memory across sessions, checked against the working tree before use "
+        "(CLAUDE_CODE_DISABLE_AUTO_MEMORY=1 turns it off; docs/memory.md)",
+    )
+    auto_memory_directory: str | None = setting(
+        None,
+        key="autoMemoryDirectory",
+        kind=TEXT,
+        shown_default="$COMPACT_AGENT_HOME/projects/(the repository)/memory",
+        doc="where the project's memory is kept (from a project's settings only once it is trusted)",
     )
     mcp_config: list[str] = field(default_factory=list)  # --mcp-config FILE…
     strict_mcp_config: bool = False  # --strict-mcp-config: only the --mcp-config servers

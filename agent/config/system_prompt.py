@@ -294,12 +294,15 @@ def memory_files(
     return [f.path for f in instruction_files(Where(cwd, home, user_home, root)).files]
 
 
+INSTRUCTIONS_HEAD = (
+    "Instructions from the user's and the project's CLAUDE.md files. Follow them; they override defaults."
+)
+
+
 def memory_block(instructions: Instructions) -> dict | None:
     if not instructions.files:
         return None
-    parts = [
-        "Instructions from the user's and the project's CLAUDE.md files. Follow them; they override defaults."
-    ]
+    parts = [INSTRUCTIONS_HEAD]
     for f in instructions.files:
         origin = f" (imported by {f.imported_by})" if f.imported_by else ""
         parts.append(f"Contents of {f.path}{origin}:\n\n{f.text.strip()}")

@@ -42,6 +42,8 @@ NARROW_MODES = ("default", "plan")
 COST_KEYS = ("model", "alwaysThinkingEnabled", "maxThinkingTokens", "effortLevel")
 CREDENTIAL_PREFIX = "ANTHROPIC_"
 MCP_KEYS = ("mcpServers", "enabledMcpjsonServers", "enableAllProjectMcpServers")
+# where memory is written and read is the user's choice until the project is trusted (Claude Code's rule)
+MEMORY_KEYS = ("autoMemoryDirectory",)
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 
 
@@ -49,7 +51,7 @@ _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE
 class Ignored:
     """One thing a project settings file asked for and did not get."""
 
-    kind: str  # "hook" | "env" | "permission" | "model" | "credential" | "agent" | "mcp"
+    kind: str  # "hook" | "env" | "permission" | "model" | "credential" | "agent" | "mcp" | "memory"
     what: str  # shown to the user, e.g. 'SessionStart hook: touch /tmp/x'
     source: str  # the settings file
     key: str = ""  # the env key, for "env" and "credential"
@@ -236,6 +238,9 @@ def restrict(data: dict[str, Any], source: str, trust: Trust) -> tuple[dict[str,
             value = out.pop(name)
             shown = ", ".join(value) if isinstance(value, (dict, list)) else str(value)
             ignored.append(Ignored("mcp", f"{name} {_one_line(shown)}", source, name))
+    for name in MEMORY_KEYS:
+        if name in out:
+            ignored.append(Ignored("memory", f"{name} {_one_line(str(out.pop(name)))}", source, name))
     for directory in perms.pop("additionalDirectories", []):
         ignored.append(Ignored("permission", f"additional directory {_one_line(str(directory))}", source))
     if "permissions" in out:
@@ -285,6 +290,7 @@ def dialog_lines(ignored: list[Ignored]) -> list[str]:
         "model": "Choose the model or thinking budget (what you pay for):",
         "agent": "Offer these subagents (their prompts act with your permissions):",
         "mcp": "Configure MCP servers (programs to start, places to connect to):",
+        "memory": "Choose where the agent's memory is kept:",
     }
     lines = []
     for kind, title in titles.items():

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from agent.config import trust
 from agent.config.settings import Settings, reload_settings
+from agent.memory import service as memory
 from agent.runtime import lifecycle, rewind
 from agent.runtime.session import Session
 from agent.runtime.thinking import EFFORT_NAMES
@@ -660,14 +661,57 @@ def brief(m: Message) -> str:
     return f"{label}: {_clip(m.text, 100)}"
 
 
-@command("memory", "Show this session's background notes")
+@command(
+    "memory",
+    "Show the project's memory (checked against the code) and this session's notes",
+    usage="[on|off]",
+)
 def _memory(session: Session, args: str) -> Result:
+    if args in ("on", "off"):
+        session.set_memory(args == "on")
+        state = "on" if args == "on" else "off (nothing is written from this session, nothing more is loaded)"
+        return Result(f"Memory across sessions is {state} for this session (autoMemoryEnabled keeps it).")
+    if args:
+        return Result(f"Unknown argument {args!r}: use /memory, /memory on or /memory off.", ok=False)
+    parts = []
     if not session.settings.compaction.session_memory:
-        return Result("Session memory is off (COMPACT_AGENT_SESSION_MEMORY=0).")
-    text = notes_text(session.notes_path)
-    if not text or not text.strip():
-        return Result("No session notes yet; they start once the conversation reaches about 10k tokens.")
-    return Result(f"Session notes ({session.notes_path}):\n\n{text}", markdown=True)
+        parts.append("Session memory is off (COMPACT_AGENT_SESSION_MEMORY=0).")
+    else:
+        text = notes_text(session.notes_path)
+        if not text or not text.strip():
+            parts.append("No session notes yet; they start once the conversation reaches about 10k tokens.")
+        else:
+            parts.append(f"Session notes ({session.notes_path}):\n\n{text}")
+    parts.append(project_memory(session))  # what outlives the session, after this session's own notes
+    return Result("\n\n".join(parts), markdown=True)
+
+
+def project_memory(session: Session) -> str:
+    """/memory's first part: what outlives the session, each memory with its state and evidence."""
+    s = session.settings
+    if not memory.enabled(s):
+        return (
+            "Memory across sessions is off (autoMemoryEnabled: false, CLAUDE_CODE_DISABLE_AUTO_MEMORY=1 or "
+            "/memory off)."
+        )
+    loaded = session.memory
+    where = memory.folder(s) / "MEMORY.md"
+    if loaded is not None:
+        head = (
+            f"Project memory ({where}): at this session's start {loaded.served} loaded, {loaded.stale} stale, "
+            f"{loaded.refreshed} refreshed (about {fmt_tokens(loaded.tokens)} tokens)."
+        )
+        memories = loaded.memories
+    else:
+        memories = [m for m in memory.read_all(s) if m.state not in ("forgotten", "expired")]
+        head = f"Project memory ({where}): not loaded into this session (a resumed one keeps what it started with)."
+    if not memories:
+        return (
+            f"Project memory ({where}): none yet. It is written from what the agent records at a compaction, "
+            'at the end of a session, and when you say "remember ...".'
+        )
+    lines = memory.listing(memories)
+    return head + "\n\n```\n" + "\n".join(lines) + "\n```"
 
 
 @command(

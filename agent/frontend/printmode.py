@@ -209,6 +209,8 @@ def run_print(
     try:
         return _run(settings, renderer, prompt, fmt, started, resume, continue_last, max_turns, environ, hub)
     finally:
+        if renderer.session is not None:
+            lifecycle.end(renderer.session)
         if hub is not None:
             hub.close()
 

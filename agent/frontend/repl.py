@@ -134,6 +134,8 @@ def run_repl(
     try:
         code = repl.run(initial_prompt)
     finally:
+        if repl.session is not None:
+            lifecycle.end(repl.session)
         if repl.mcp is not None:
             repl.mcp.close()
     if driver is None and repl.session is not None and repl.session.messages:  # the demo's is thrown away

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agent.config.system_prompt import INTRO
+from agent.config.system_prompt import INSTRUCTIONS_HEAD, INTRO
 from agent.transcript.claude_code import THINKING_TYPES, same_model
 from agent.transcript.writer import SYSTEM_PROMPT
 from core.messages import Message
@@ -58,7 +58,9 @@ def parts(blocks: list[dict[str, Any]]) -> dict[str, str]:
     """The two parts of a system prompt that can change: the environment and the instruction files."""
     first = str(blocks[0].get("text", "")) if blocks else ""
     environment = first[len(INTRO) :].strip() if first.startswith(INTRO) else first
-    memory = str(blocks[1].get("text", "")) if len(blocks) > 1 else ""
+    # the instruction files' block (a session's memory, agent/memory, is a block of its own after it)
+    texts = [str(b.get("text", "")) for b in blocks[1:]]
+    memory = next((t for t in texts if t.startswith(INSTRUCTIONS_HEAD)), "")
     return {ENVIRONMENT: environment, INSTRUCTIONS: memory}
 
 

@@ -115,6 +115,7 @@ def _open(
             session.conv.append(m)
         for rec in state_records(loaded.state):
             session.record(rec)
+    session.memory_text = loaded.memory_text  # the memory it started with, not loaded again
     if loaded.system_prompt is not None:  # the prompt its thinking is bound to, byte for byte
         session.restore_system(loaded.system_prompt, record=not ours)
     if loaded.thinking_binding:  # the escape hatch the session needed travels on with it
@@ -315,6 +316,8 @@ def start(session: Session, source: str) -> None:
     if source != "clear":
         for line in setting_problems(session):
             session.notice(line, "warning")
+    if source != "resume":  # a resumed conversation keeps the memory it started with
+        session.load_memory()
     context = session.hook_context("SessionStart", source, source=source)
     if context:
         session.add(meta(f"SessionStart hook output ({source}):\n{context}", hookContext=True))
@@ -345,7 +348,14 @@ def resume(session: Session, ref: str) -> Session:
     return new
 
 
+def end(session: Session) -> None:
+    """The process is leaving the session: its memory is written (agent/memory); nothing else changes."""
+    session.remember("end")
+
+
 def close(session: Session) -> None:
+    """The session ends (the process exits, /clear, /resume): its memory is written, then the transcript closed."""
+    session.remember("end")
     try:
         session.writer.close()
     except Exception:  # noqa: BLE001 - a writer that never opened its file has nothing to close

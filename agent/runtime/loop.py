@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+from agent.memory.harvest import explicit as remembers
 from agent.runtime import context_updates, mentions, paste
 from agent.runtime.session import Session
 from agent.runtime.tool_exec import (
@@ -99,6 +100,8 @@ def submit_prompt(session: Session, text: str) -> str:
     prompt = user_prompt(paste.fit(session, text))  # a prompt past the window: its head and a file
     session.begin_turn(prompt.uuid, text)
     session.add(prompt)
+    if remembers(text):  # "remember ...": written now, from the user's own words (agent/memory)
+        session.remember("asked")
     for attached in mentions.attachments(session, text):  # @path: what the user put in on purpose
         session.add(attached)
     context = session.hooks.context_text(outcomes)

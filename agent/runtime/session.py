@@ -33,6 +33,7 @@ from agent.config.system_prompt import (
 )
 from agent.mcp.catalog import McpCatalog, choose_mode
 from agent.mcp.client import McpHub
+from agent.memory import service as memory
 from agent.runtime import context_updates, thinking, wiring
 from agent.runtime.client import default_model
 from agent.runtime.hooks import HookRunner, base_payload
@@ -146,6 +147,10 @@ class Session(wiring.SessionBase):
         if self.mcp is not None:
             self.attach_mcp(self.mcp)
         self.subagents: Any = None  # the Task service: agent.runtime.subagents.install gives it (lifecycle)
+        # memory across sessions (agent/memory): what was loaded at the start (lifecycle.start), served in
+        # the fixed part of the system prompt; a resumed session keeps the text it started with
+        self.memory: memory.Loaded | None = None
+        self.memory_text = ""
 
     def begin_turn(self, prompt_uuid: str, words: str | None = None) -> None:
         """A turn starts with the prompt ``prompt_uuid``; ``words``, the user's own, may raise this turn's
@@ -279,6 +284,8 @@ class Session(wiring.SessionBase):
             extra.append(s.append_system_prompt)
         if extra:  # the first block is the stable one: these are fixed for the session, like it
             blocks[0] = {**blocks[0], "text": "\n\n".join([blocks[0]["text"], *extra])}
+        if self.memory_text:  # loaded once, at the start: fixed for the session
+            blocks.append({"type": "text", "text": self.memory_text})
         return blocks
 
     def fixed_system(self) -> list[dict[str, Any]] | None:
@@ -449,5 +456,46 @@ class Session(wiring.SessionBase):
         return wiring.run_hooks(self.hooks, event, payload, match_value, self.notice, cancel)
 
     def hook_context(self, event: str, match_value: str | None, **fields: Any) -> str:
-        """Run a hook event; what its successful hooks printed (failures are reported as notices)."""
+        """Run a hook event; what its successful hooks printed (failures are reported as notices). A
+        compaction point (PreCompact) is one of memory's natural points: it is written first."""
+        if event == "PreCompact":
+            self.remember("compaction")
         return self.hooks.context_text(self.run_hooks(event, match_value, **fields))
+
+    # --- memory across sessions (agent/memory) ------------------------------------------------------
+    def load_memory(self) -> None:
+        """Check the project's memories against the working tree and take what is true into the system
+        prompt; the first screen says how many, the transcript records what (SPEC §18)."""
+        if not memory.enabled(self.settings) or self.settings.cwd is None:
+            return
+        try:
+            loaded = memory.load(self.settings, self.clock())
+        except OSError as e:
+            self.notice(f"Memory not loaded: {e}", "warning")
+            return
+        self.memory, self.memory_text = loaded, loaded.text
+        for problem in loaded.problems:
+            self.notice(f"Memory: {problem}", "warning")
+        if loaded.text or loaded.memories:
+            self.record(loaded.record())
+            self.notice(loaded.summary())
+
+    def set_memory(self, on: bool) -> None:
+        """/memory on|off: memory across sessions for the rest of this session."""
+        self.settings.auto_memory = on
+
+    def remember(self, trigger: str) -> int:
+        """Write what this conversation's records hold into the project's memory (no model call): at a
+        compaction, at the session's end, and when the user asks. The number of memories written."""
+        if not memory.enabled(self.settings) or not self.messages:
+            return 0
+        try:
+            written, problems = memory.remember(
+                self.settings, list(self.messages), self.clock(), session=self.session_id
+            )
+        except OSError as e:
+            self.notice(f"Memory not written ({trigger}): {e}", "warning")
+            return 0
+        for problem in problems:
+            self.notice(f"Memory: {problem}", "warning")
+        return written

@@ -32,6 +32,8 @@ from agent.transcript.claude_code import Rec, clean, merge, recover_siblings
 from agent.transcript.writer import (
     BINDING_NEEDLE,
     BOUNDARY_NEEDLE,
+    MEMORY_LOAD,
+    MEMORY_LOAD_NEEDLE,
     MESSAGE_TYPES,
     SIDE_USAGE,
     SYSTEM_PROMPT,
@@ -65,6 +67,7 @@ QUIET_TYPES = frozenset(
         SIDE_USAGE,
         THINKING_BINDING,
         SYSTEM_PROMPT,
+        MEMORY_LOAD,
         CACHE_MISS,
         *STATE_TYPES,
     }
@@ -96,6 +99,8 @@ class LoadedSession:
     thinking_binding: str | None = None
     # the system prompt the session fixed on its first request (preserved-thinking models), sent as it was
     system_prompt: list[dict[str, Any]] | None = None
+    # the memory the session loaded at its start (agent/memory): a resume serves the same text
+    memory_text: str = ""
 
     @cached_property
     def pre_boundary_count(self) -> int:
@@ -225,6 +230,8 @@ class _Loader:
         fixed = self._last_record(SYSTEM_PROMPT_NEEDLE, SYSTEM_PROMPT)
         blocks = fixed.get("blocks") if fixed else None
         loaded.system_prompt = blocks if isinstance(blocks, list) and blocks else None
+        memory = self._last_record(MEMORY_LOAD_NEEDLE, MEMORY_LOAD)
+        loaded.memory_text = str(memory.get("text") or "") if memory else ""
         return loaded
 
     def _load(self) -> LoadedSession:

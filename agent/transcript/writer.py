@@ -32,6 +32,10 @@ BINDING_NEEDLE = b'"thinking-binding"'
 # SYSTEM_PROMPT, "blocks": [...]} (agent.runtime.context_updates writes it, the loader finds the last one)
 SYSTEM_PROMPT = "system-prompt"
 SYSTEM_PROMPT_NEEDLE = b'"system-prompt"'
+# what a session loaded from the project's memory at its start (agent.memory.service writes it; a resumed
+# session sends the same memory again, found by the loader)
+MEMORY_LOAD = "memory-load"
+MEMORY_LOAD_NEEDLE = b'"memory-load"'
 
 
 SIDE_USAGE = "side-usage"  # usage no message record carries (agent.runtime.session writes it, agent.transcript.listing reads it)

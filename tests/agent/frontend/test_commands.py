@@ -59,7 +59,8 @@ def test_help_lists_every_command(fake_api, project):
         "  /summary                 Show the summary written by the last compaction\n"
         "  /state                   Show the working-state ledger a compaction would attach (files, commands, todos)\n"
         "  /history                 Show, in brief, the messages the last compaction replaced\n"
-        "  /memory                  Show this session's background notes\n"
+        "  /memory [on|off]         Show the project's memory (checked against the code) and this session's "
+        "notes\n"
         "  /trust [revoke]          Show this project's trust and the permission rules, or revoke the trust "
         "(or /permissions)\n"
         "  /mcp [reconnect NAME]    MCP servers: state and tools; reconnect one\n"
@@ -183,16 +184,24 @@ def session_messages_tool_result():
 
 def test_memory_shows_the_notes_file(fake_api, project):
     session = new_session(fake_api, project)
+    folder = session.settings.home / "projects" / session.settings.project_key / "memory"
+    none_yet = (
+        f"\n\nProject memory ({folder / 'MEMORY.md'}): none yet. It is written from what the agent records at "
+        'a compaction, at the end of a session, and when you say "remember ...".'
+    )
     assert commands.run(session, "/memory").text == (
-        "No session notes yet; they start once the conversation reaches about 10k tokens."
+        "No session notes yet; they start once the conversation reaches about 10k tokens." + none_yet
     )
     session.notes_path.parent.mkdir(parents=True)
     session.notes_path.write_text("# Current State\nFixing the login bug.\n")
     assert commands.run(session, "/memory").text == (
-        f"Session notes ({session.notes_path}):\n\n# Current State\nFixing the login bug.\n"
+        f"Session notes ({session.notes_path}):\n\n# Current State\nFixing the login bug.\n" + none_yet
     )
     off = new_session(fake_api, project, COMPACT_AGENT_SESSION_MEMORY="0")
-    assert commands.run(off, "/memory").text == "Session memory is off (COMPACT_AGENT_SESSION_MEMORY=0)."
+    assert (
+        commands.run(off, "/memory").text
+        == "Session memory is off (COMPACT_AGENT_SESSION_MEMORY=0)." + none_yet
+    )
 
 
 def test_context_breakdown_adds_up_and_stays_out_of_the_conversation(fake_api, project):
