@@ -670,7 +670,9 @@ def _memory(session: Session, args: str) -> Result:
     if args in ("on", "off"):
         session.set_memory(args == "on")
         state = "on" if args == "on" else "off (nothing is written from this session, nothing more is loaded)"
-        return Result(f"Memory across sessions is {state} for this session (autoMemoryEnabled keeps it).")
+        return Result(
+            f"Memory across sessions is {state} for this session (autoMemoryEnabled in settings.json keeps it so)."
+        )
     if args:
         return Result(f"Unknown argument {args!r}: use /memory, /memory on or /memory off.", ok=False)
     parts = []

@@ -157,3 +157,17 @@ def test_off_switch_env_and_setting(tmp_path: Path) -> None:
     )
     s = load_settings(cwd=project, environ=env, cli={})
     assert s.auto_memory is False and service.folder(s) == Path("/tmp/x-mem")
+
+
+def test_a_project_chooses_where_memory_goes_only_once_it_is_trusted(tmp_path: Path) -> None:
+    from agent.config.settings import load_settings
+
+    project = repo(tmp_path / "p", FILES)
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text('{"autoMemoryDirectory": "/tmp/elsewhere"}')
+    env = {"HOME": str(tmp_path), "COMPACT_AGENT_HOME": str(tmp_path / "h")}
+    s = load_settings(cwd=project, environ=env, cli={})
+    assert s.auto_memory_directory is None
+    assert [(i.kind, i.what) for i in s.ignored] == [("memory", "autoMemoryDirectory /tmp/elsewhere")]
+    trusted = load_settings(cwd=project, environ=env, cli={"trust_project": True})
+    assert trusted.auto_memory_directory == "/tmp/elsewhere"
