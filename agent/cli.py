@@ -27,7 +27,7 @@ COMMAND_LIST = """\
   /clear                         Start a new session (the current one stays saved)
   /resume [N | ID]               List this directory's sessions, or resume one by number or id
   /rewind                        Go back to before an earlier prompt, or summarize up to it (Esc Esc)
-  /model [name]                  Show the model, or switch to NAME (sonnet, opus, haiku: the newest of each)
+  /model [name | N]              Pick the model from a table (family, window, prices, effort), or switch to NAME or N
   /effort [level]                Show how deeply the model thinks, or set it: low, medium, high, xhigh, max, auto
   /cost                          Cost, tokens, time and code changes of this session
   /summary                       Show the summary written by the last compaction

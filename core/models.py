@@ -19,8 +19,12 @@ $2/$10, cache reads $0.10, 512-token cacheable minimum), models/opus-5-5/whats-n
 can't be turned off, forced tool use refused, $4/$20; the same rules on Fable 5.1), models/sonnet-5
 migration guide (adaptive on by default, budgets and sampling refused, $2/$10), build-with-claude/
 thinking-troubleshooting (budgets refused from Claude 4.7 on, deprecated on 4.6), the pricing page
-(cache writes 1.25x input, reads 0.1x input unless stated). Haiku 5.5 and Fable prices are not on the
-pages we read: they use the nearest family's, and say so in ``source``.
+(cache writes 1.25x input, reads 0.1x input unless stated). Late 2026 (SPEC §17): models/haiku-5-5/overview
+($0.10/$0.50 up to a 100K-token prompt, every token of a longer one at 5x, cache reads $0.01),
+models/fable-5/overview and fable-5-1/overview ($10/$50; cache reads $1.00 on Fable 5, a quarter of that
+from 5.1), Fable 5.2 at $8/$40 with reads at 1/40 of input as the providers reselling it list it, Opus
+5.5's cache reads at 1/20 of input (SPEC §17), and each model's default effort from the lineup table of
+those pages. ``PICKER`` is what ``/model`` offers.
 """
 
 from __future__ import annotations
@@ -53,6 +57,11 @@ class Family:
     # the Models API's capabilities.compaction says; None where it said nothing (core.model.offers_compaction
     # then goes by the name)
     compaction: bool | None = None
+    default_effort: str | None = None  # the effort a request that names none gets (the provider's default)
+    # a prompt (input, cache reads and writes) longer than this bills every token of its request, output
+    # included, at ``long_factor`` times the prices (0: one band)
+    long_prompt: int = 0
+    long_factor: float = 1.0
     source: str = ""
 
     @property
@@ -97,6 +106,7 @@ SONNET_55 = Family(
     price_out=10.0,
     cache_read=0.10,
     min_cache_tokens=512,
+    default_effort="high",
     source="models/sonnet-5-5/migration-guide, whats-new-sonnet-5-5",
 )
 OPUS_55 = replace(
@@ -105,17 +115,38 @@ OPUS_55 = replace(
     thinking=frozenset({"adaptive"}),
     price_in=4.0,
     price_out=20.0,
-    cache_read=None,
-    source="models/opus-5-5/whats-new-opus-5-5",
+    cache_read=0.20,
+    default_effort="medium",
+    source="models/opus-5-5/whats-new-opus-5-5; cache reads 1/20 of input (SPEC §17)",
 )
-FABLE_5 = replace(OPUS_55, name="Fable 5", source="whats-new-opus-5-5 (rules); prices assumed Opus 5.5's")
+FABLE_5 = replace(
+    OPUS_55,
+    name="Fable 5",
+    price_in=10.0,
+    price_out=50.0,
+    cache_read=1.00,
+    default_effort="high",
+    source="whats-new-opus-5-5 (rules); models/fable-5/overview (prices)",
+)
+FABLE_51 = replace(FABLE_5, name="Fable 5.1", cache_read=0.25, source="models/fable-5-1/overview")
+FABLE_52 = replace(
+    FABLE_5,
+    name="Fable 5.2",
+    price_in=8.0,
+    price_out=40.0,
+    cache_read=0.20,
+    source="models/fable-5-1 (rules); $8/$40, reads 1/40 of input (SPEC §17, resellers' list prices)",
+)
 HAIKU_55 = replace(
     SONNET_55,
     name="Haiku 5.5",
-    price_in=1.0,
-    price_out=5.0,
-    cache_read=None,
-    source="rules assumed Sonnet 5.5's until the Models API says; prices assumed Haiku 4.5's",
+    price_in=0.10,
+    price_out=0.50,
+    cache_read=0.01,
+    default_effort="medium",
+    long_prompt=100_000,
+    long_factor=5.0,
+    source="rules assumed Sonnet 5.5's until the Models API says; models/haiku-5-5/overview (prices)",
 )
 CLAUDE_5 = Family(
     "Claude 5",
@@ -161,6 +192,8 @@ _TABLE: list[tuple[str, Family, dict[str, Any]]] = [
     (r"^claude-sonnet-5-5", SONNET_55, {}),
     (r"^claude-opus-5-5", OPUS_55, {}),
     (r"^claude-haiku-5-5", HAIKU_55, {}),
+    (r"^claude-(fable|mythos)-5-2(?!\d)", FABLE_52, {}),
+    (r"^claude-(fable|mythos)-5-1(?!\d)", FABLE_51, {}),
     (r"^claude-(fable|mythos)-5", FABLE_5, {}),
     (r"^claude-(sonnet|opus|haiku)-5(?!-\d)", CLAUDE_5, {}),
     (r"^claude-opus-4-[78]", OPUS_47, {}),
@@ -188,6 +221,15 @@ ALIASES = {
     "opus[1m]": "claude-opus-5-5[1m]",
     "opusplan": "claude-opus-5-5",
 }
+
+
+# what /model offers to pick from: (alias, model id, what it is for), the newest of each kind
+PICKER: tuple[tuple[str, str, str], ...] = (
+    ("sonnet", "claude-sonnet-5-5", "fast, for most coding work (the default)"),
+    ("opus", "claude-opus-5-5", "deeper work; thinking can't be turned off"),
+    ("haiku", "claude-haiku-5-5", "fastest and cheapest; prompts over 100K cost 5x"),
+    ("fable", "claude-fable-5-2", "the most capable, for the hardest long tasks"),
+)
 
 
 def api_name(model: str) -> str:
@@ -254,4 +296,6 @@ def cost_usd(model: str, usage: dict[str, Any]) -> float:
     write = usage.get("cache_creation_input_tokens", 0) or 0
     read = usage.get("cache_read_input_tokens", 0) or 0
     out = usage.get("output_tokens", 0) or 0
-    return (tokens_in * f.price_in + write * f.price_in * 1.25 + read * read_price + out * f.price_out) / 1e6
+    band = f.long_factor if f.long_prompt and tokens_in + write + read > f.long_prompt else 1.0
+    usd = tokens_in * f.price_in + write * f.price_in * 1.25 + read * read_price + out * f.price_out
+    return usd * band / 1e6

@@ -1067,6 +1067,9 @@ class ScriptedAPI:
             m["id"]: m for m in models or [model_info(i, *_limits(i)) for i in DEFAULT_MODELS]
         }
         self.requests: list[Request] = []
+        # a model id the server does not list is answered 404, as the API does (off: any name is served,
+        # as the demo's scripted model and the tests' own model names need)
+        self.strict_models = False
         self.thinking = Thinking()
         self.binding = Binding(binding)  # preserved thinking's prefix check; "off" until the agent passes it
         self.compactions = Compactions()
@@ -1198,6 +1201,9 @@ class ScriptedAPI:
 
     def _messages(self, request: Request) -> Answer | Step:
         body = request.body
+        named = body.get("model") if isinstance(body, dict) else None
+        if self.strict_models and isinstance(named, str) and named not in self.models:
+            return error_answer(404, "not_found_error", f"model: {named}")  # as the API answers a typo
         problems = self._problems(request, count_only=False)
         if problems:
             for problem in problems:

@@ -20,6 +20,7 @@ from agent.config import trust
 from agent.config.settings import Settings, reload_settings
 from agent.memory import service as memory
 from agent.runtime import lifecycle, rewind
+from agent.runtime.client import unknown_model_text
 from agent.runtime.session import Session
 from agent.runtime.thinking import EFFORT_NAMES
 from agent.transcript.listing import list_sessions
@@ -30,7 +31,7 @@ from compact.workers import preparer
 from core.errors import AgentError, Interrupted
 from core.events import CompactFailed, CompactFinished, Retrying
 from core.messages import Message
-from core.models import EFFORTS
+from core.models import EFFORTS, PICKER, Family, family_of, resolve
 from core.tokens import estimate_blocks
 
 if TYPE_CHECKING:  # loaded only once a command line needs it (start-up speed)
@@ -492,15 +493,95 @@ def session_lines(sessions: list[Any], cwd: str, current: str | None = None) -> 
     return lines
 
 
+@dataclass(kw_only=True)
+class ModelMenu(Result):
+    """/model without a name: the table of models to pick from; the REPL asks which (by number)."""
+
+    choices: list[str] = field(default_factory=list)  # the model ids, in the table's order
+
+
 @command(
-    "model", "Show the model, or switch to NAME (sonnet, opus, haiku: the newest of each)", usage="[name]"
+    "model",
+    "Pick the model from a table (family, window, prices, effort), or switch to NAME or N",
+    usage="[name | N]",
 )
 def _model(session: Session, args: str) -> Result:
-    if not args:
-        return Result(f"Model: {session.model}")
-    session.set_model(args.strip())
-    named = "" if session.model == args.strip() else f" ({args.strip()})"
-    return Result(f"Model set to {session.model}{named}")
+    wanted = args.strip()
+    if not wanted:
+        return model_menu(session)
+    if wanted.isdigit():
+        if not 1 <= int(wanted) <= len(PICKER):
+            return Result(f"No model number {wanted}; /model lists {len(PICKER)}.", ok=False)
+        wanted = PICKER[int(wanted) - 1][1]
+    model = resolve(wanted)
+    if model not in {m for _, m, _ in PICKER} and model != session.model:
+        ask = getattr(session.client, "unknown_model", None)
+        offered = ask(model) if ask is not None else None
+        if offered is not None:  # the API said it has no such model: nothing changes
+            return Result(unknown_model_text(model, offered), ok=False)
+    session.set_model(model)
+    named = "" if session.model == wanted else f" ({wanted})"
+    return Result(f"Model set to {session.model}{named} · {family_line(family_of(session.model))}")
+
+
+def model_menu(session: Session) -> ModelMenu:
+    """/model: the models of the table (core.models.PICKER) with their family, window, prices and effort;
+    the current one marked, and listed too when it is none of them."""
+    rows = [(alias, model, note) for alias, model, note in PICKER]
+    if session.model not in {m for _, m, _ in rows}:
+        rows.append(("", session.model, "the model in use"))
+    table = [("", "alias", "model", "family", "window", "$ per Mtok in / out / cached", "effort (default)")]
+    for i, (alias, model, _) in enumerate(rows, 1):
+        f = family_of(model)
+        table.append((f"{i}.", alias, model, f.name, _window(f.window), _prices(f), _efforts(f)))
+    widths = [max(len(row[c]) for row in table) for c in range(len(table[0]))]
+    lines = [f"Model: {session.model} ({family_of(session.model).name})", ""]
+    for n, row in enumerate(table):
+        text = "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        if n and rows[n - 1][1] == session.model:
+            text += "  ← current"
+        lines.append(text)
+    banded = [family_of(m) for _, m, _ in rows if family_of(m).long_prompt]
+    for f in {f.name: f for f in banded}.values():
+        lines.append(
+            f"  * {f.name}: a prompt over {_window(f.long_prompt)} tokens bills every token of its request "
+            f"at {f.long_factor:g}x"
+        )
+    lines += ["", *(f"  {alias}: {note}" for alias, _, note in rows if alias)]
+    lines += ["", "Switch with /model N or /model NAME (an alias, or any model id the API offers)."]
+    return ModelMenu("\n".join(lines), choices=[m for _, m, _ in rows])
+
+
+def family_line(f: Family) -> str:
+    """One line of a model's facts: family, window, prices, effort."""
+    read = f.cache_read if f.cache_read is not None else f.price_in * 0.1
+    return (
+        f"{f.name}, {_window(f.window)} window, ${_usd(f.price_in)} in / ${_usd(f.price_out)} out / "
+        f"${_usd(read)} cached per Mtok, effort {_efforts(f)}"
+    )
+
+
+def _window(n: int) -> str:
+    """1000000 → "1M", 200000 → "200K"."""
+    return f"{n / 1_000_000:g}M" if n >= 1_000_000 else f"{n / 1000:g}K"
+
+
+def _usd(x: float) -> str:
+    """2.0 → "2", 0.1 → "0.10", 1.5 → "1.50"."""
+    return f"{x:g}" if x == int(x) else f"{x:.2f}"
+
+
+def _prices(f: Family) -> str:
+    read = f.cache_read if f.cache_read is not None else f.price_in * 0.1
+    band = " *" if f.long_prompt else ""
+    return f"{_usd(f.price_in)} / {_usd(f.price_out)} / {_usd(read)}{band}"
+
+
+def _efforts(f: Family) -> str:
+    if not f.efforts:
+        return "by budget" if f.budgets else "none"
+    span = f.efforts[0] if len(f.efforts) == 1 else f"{f.efforts[0]}–{f.efforts[-1]}"
+    return f"{span} ({f.default_effort})" if f.default_effort else span
 
 
 @command("effort", "Show how deeply the model thinks, or set it: " + ", ".join(EFFORT_NAMES), usage="[level]")

@@ -707,6 +707,8 @@ class Repl:
             self.use(result.session)
         elif isinstance(result, commands.SessionList) and result.sessions:
             self._pick_session(len(result.sessions))
+        elif isinstance(result, commands.ModelMenu) and result.choices:
+            self._pick_model(len(result.choices))
         elif isinstance(result, commands.RewindMenu) and result.points:
             self._pick_rewind(result.points)
         self.refresh_tokens()
@@ -744,6 +746,13 @@ class Repl:
                 shown = shown or "none had changed"
                 self.renderer.line(f"Code restored: {shown}", "dim")
         self.refresh_tokens()
+
+    def _pick_model(self, count: int) -> None:
+        answer = self._ask_line(
+            f"Switch to which model? (1-{count} or a name, Enter keeps {self.live.model}) "
+        )
+        if answer:
+            self.command(f"/model {answer}")
 
     def _pick_session(self, count: int) -> None:
         answer = self._ask_line(f"Resume which session? (1-{count}, Enter to stay here) ")

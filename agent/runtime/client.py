@@ -14,6 +14,7 @@ the SDK's typed 400 error.
 
 from __future__ import annotations
 
+import difflib
 import email.utils
 import json
 import random
@@ -29,7 +30,7 @@ from core.errors import Interrupted, ModelError, ThinkingBindingMismatch, classi
 from core.events import Retrying, TextDelta, ThinkingDelta
 from core.messages import Message, assistant
 from core.model import BINDING_BETA, Request, api_model_name
-from core.models import Family, family_of, learn
+from core.models import PICKER, Family, family_of, learn
 from core.private import redact, secrets_of
 from core.tokens import load_encoding
 
@@ -189,6 +190,27 @@ class ModelClient:
         self._families[api_model_name(model)] = learn(model, found)
         return found
 
+    def offered_models(self) -> list[str]:
+        """The model ids ``GET /v1/models`` lists ([] when it can't be had)."""
+        try:
+            page = self.client.with_options(max_retries=0, timeout=5.0).models.list(limit=100)
+            return [str(m.id) for m in page.data if getattr(m, "id", None)]
+        except Exception:  # noqa: BLE001 - unreachable: the caller falls back on the table's picker
+            return []
+
+    def unknown_model(self, model: str) -> list[str] | None:
+        """When the API says it has no model ``model`` (404): the ids it does offer (the table's picker
+        when it won't list them); None when it knows the model, or can't be asked."""
+        anthropic = sdk()
+        try:
+            info = self.client.with_options(max_retries=0, timeout=5.0).models.retrieve(api_model_name(model))
+        except anthropic.NotFoundError:
+            return self.offered_models() or [m for _, m, _ in PICKER]
+        except Exception:  # noqa: BLE001 - unreachable or refused: the request will say
+            return None
+        self._families[api_model_name(model)] = learn(model, _dump(info))
+        return None
+
     def family(self, model: str) -> Family:
         """What ``model`` accepts: as the Models API said, else as core.models' table says."""
         return self._families.get(api_model_name(model)) or family_of(model)
@@ -287,7 +309,7 @@ class ModelClient:
         except first_request.StreamError as e:
             return _Failure(f"the stream failed part way ({self._said(e)})")
         except Exception as e:  # noqa: BLE001 - sorted below; what is none of these is raised as it was
-            return self._failure(e, cancel)
+            return self._failure(e, cancel, req.model)
 
     def _status_error(self, answer: first_request.ErrorAnswer) -> Exception:
         """The SDK's own exception for an error answer the standard library's way received."""
@@ -299,7 +321,7 @@ class ModelClient:
         )
         return self.client._make_status_error_from_response(response)
 
-    def _failure(self, e: Exception, cancel: threading.Event | None) -> _Failure:
+    def _failure(self, e: Exception, cancel: threading.Event | None, model: str) -> _Failure:
         """What one attempt's exception means: a failure to retry (or not), or raised as it is."""
         anthropic = sdk()
         if isinstance(e, anthropic.BadRequestError):
@@ -307,6 +329,9 @@ class ModelClient:
             code = getattr(e, "error_code", None)  # e.g. a compaction request's compaction_* code
             named = f" ({code})" if isinstance(code, str) and code else ""
             raise typed or ModelError(f"API error 400{named}: {self._said(e)}", status=400) from None
+        if isinstance(e, anthropic.NotFoundError) and self._said(e).startswith("model:"):
+            offered = self.offered_models() or [m for _, m, _ in PICKER]  # a typo: say what there is
+            raise ModelError(unknown_model_text(model, offered), status=404) from None
         if isinstance(e, anthropic.APIStatusError):
             if _mid_stream_failure(e):
                 return _Failure(f"the stream failed part way ({self._said(e)})")
@@ -408,6 +433,16 @@ class ModelClient:
         if cancelled():
             raise Interrupted("interrupted")
         return reply.message()
+
+
+def unknown_model_text(model: str, offered: list[str]) -> str:
+    """What a model id the API doesn't have is answered with: the ids it has, the nearest first."""
+    near = difflib.get_close_matches(api_model_name(model), offered, n=1, cutoff=0.6)
+    hint = f" Did you mean {near[0]}?" if near else ""
+    return (
+        f"The API has no model named {model}.{hint} The models it offers: {', '.join(offered)} "
+        "(aliases: sonnet, opus, haiku, fable). Pick one with /model, or start with --model."
+    )
 
 
 def _dump(value: Any) -> dict[str, Any]:

@@ -35,9 +35,14 @@ from tools.base import ToolContext
 
 NOTES_TEMPLATE = "session-memory-template.md"  # a user's own notes template, in COMPACT_AGENT_HOME
 DEFAULT_MAX_OUTPUT = 32_000  # the main reply's max_tokens unless CLAUDE_CODE_MAX_OUTPUT_TOKENS says more
+# said once, when a request's earlier thinking no longer matched what came before it (a resume with other
+# tools or settings, most often) and the request went again without that thinking: nothing is lost but the
+# model's old reasoning, and the user has nothing to do
 FALLBACK_NOTICE = (
-    "The API refused this conversation's earlier thinking (something before it had changed); it was sent "
-    "again with that thinking dropped, and will be from now on."
+    "Note: the model's earlier thinking in this conversation no longer matches what came before it "
+    "(the tools or settings changed, as a resume with other ones does), so it is left out from now on. "
+    "Your messages, the replies and the tool results are all kept, and there is nothing to do; resuming "
+    "with the same tools and settings keeps the thinking."
 )
 # the usage counted toward /cost and the turn's totals
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
@@ -285,7 +290,7 @@ class SessionBase(ABC):
                 return
             self.conv.thinking_binding = DROP_BLOCK
             self.conv.record(binding_record(DROP_BLOCK, error.path))
-        self.emit(Notice(FALLBACK_NOTICE, "warning"))
+        self.emit(Notice(FALLBACK_NOTICE, "info"))
 
     @property
     def window(self) -> int:

@@ -5,6 +5,8 @@ transcript on disk."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.e2e.test_e2e_mcp import config_file
@@ -29,8 +31,14 @@ def test_the_compaction_stays_readable_after_exit_and_continue(
     pane.type("hello, please write a lot")
     pane.wait_for("END-OF-LONG-REPLY")
     pane.wait_prompt()
+    # the server's summary replaces what the last request sent and keeps its reply: a short one, so the
+    # long one is what it takes away
+    fake_api.reply_text("SHORT-REPLY.", thinking="A short one now.")
+    pane.type("and now briefly")
+    pane.wait_for("SHORT-REPLY.")
+    pane.wait_prompt()
     pane.type("/compact")
-    pane.wait_for(r"Compacted · manual")
+    pane.wait_for(r"Compacted · manual", timeout=60)
     pane.wait_prompt()
     pane.type("/summary")
     live = pane.wait_for(r"Summary from the last compaction \(manual · [^)]*\):")
@@ -80,6 +88,12 @@ def test_what_did_not_run_is_on_screen(agent_in_tmux, fake_api, project, tmp_pat
         "--disallowedTools",
         "'Bash(rm:*) mcp__basic__echo'",
     )
+    deadline = time.monotonic() + 60  # the server connects once the prompt is up: its tools exist then
+    while "connected, " not in pane.screen():
+        assert time.monotonic() < deadline, pane.screen()
+        pane.type("/mcp")
+        pane.wait_prompt()
+        time.sleep(0.5)
     fake_api.reply_tools(
         [
             ("Bash", {"command": "rm -rf build"}, "toolu_rm"),
@@ -90,7 +104,7 @@ def test_what_did_not_run_is_on_screen(agent_in_tmux, fake_api, project, tmp_pat
     pane.type("clean up and echo")
     screen = pane.wait_for("Neither ran.")
     pane.wait_prompt()
-    assert "● Bash(rm -rf build)" in screen and "● mcp__basic__echo(hi)" in screen
+    assert "● Bash(rm -rf build)" in screen and "● mcp__basic__echo(hi)" in screen, screen
     words = " ".join(screen.split())  # a long line wraps under its indentation
     assert 'Not run: Bash is denied by the rule "Bash(rm:*)" in the settings' in words
     assert 'Not run: mcp__basic__echo is denied by the rule "mcp__basic__echo" in the settings' in words
@@ -117,3 +131,70 @@ def test_what_did_not_run_is_on_screen(agent_in_tmux, fake_api, project, tmp_pat
     assert all(f"printed-{i}" in stopped for i in range(3, 8)), screen  # the last five lines stay
     assert stopped.index("printed-7") < stopped.index("Interrupted by user")
     assert fake_api.violations == []
+
+
+def test_model_is_a_picker_and_a_bad_model_id_is_answered_with_the_valid_ones(agent_in_tmux, fake_api):  # noqa: F811
+    fake_api.strict_models = True  # a model id the server does not list is a 404, as on the real API
+    pane = agent_in_tmux()
+    pane.type("/model")
+    screen = pane.wait_for(r"Switch to which model\? \(1-4 or a name, Enter keeps claude-sonnet-5-5\)")
+    rows = {
+        line.split()[1]: line for line in screen.splitlines() if line.strip()[:2] in ("1.", "2.", "3.", "4.")
+    }
+    assert list(rows) == ["sonnet", "opus", "haiku", "fable"]
+    assert "claude-sonnet-5-5  Sonnet 5.5  1M" in rows["sonnet"] and rows["sonnet"].endswith("← current")
+    assert "2 / 10 / 0.10" in rows["sonnet"] and "low–max (high)" in rows["sonnet"]
+    assert "claude-fable-5-2   Fable 5.2   1M" in rows["fable"] and "8 / 40 / 0.20" in rows["fable"]
+    assert "0.10 / 0.50 / 0.01 *" in rows["haiku"] and "at 5x" in screen
+    pane.type("2")
+    pane.wait_for(r"Model set to claude-opus-5-5 · Opus 5.5, 1M window, \$4 in / \$20 out")
+    pane.wait_prompt()
+
+    pane.type("/model claude-sonet-5-5")  # a typo: refused at once, with the valid ones
+    screen = pane.wait_for(r"The API has no model named claude-sonet-5-5\. Did you mean claude-sonnet-5-5\?")
+    pane.wait_prompt()
+    assert "claude-fable-5-2" in screen[screen.index("The API has no model named") :]
+    fake_api.reply_text("Opus here.")
+    pane.type("who answers?")
+    pane.wait_for("Opus here.")
+    assert fake_api.message_requests[-1].body["model"] == "claude-opus-5-5"  # the typo changed nothing
+    assert fake_api.violations == []
+
+
+def test_a_bad_model_on_the_command_line_is_answered_with_the_valid_ones(agent_in_tmux, fake_api):  # noqa: F811
+    fake_api.strict_models = True
+    pane = agent_in_tmux("--model", "claude-sonet-5-5")
+    pane.type("hello")
+    screen = pane.wait_for(r"The API has no model named claude-sonet-5-5\.")
+    pane.wait_prompt()
+    words = " ".join(screen.split())
+    assert "Did you mean claude-sonnet-5-5?" in words and "claude-haiku-5-5" in words
+    assert "Pick one with /model, or start with --model." in words
+    assert "API error 404" not in screen
+
+
+def test_the_line_after_a_resume_that_drops_earlier_thinking_says_what_to_do(
+    agent_in_tmux,  # noqa: F811
+    fake_api,
+    tmp_path,
+):
+    fake_api.expect_refusals()  # the resume below changes the tools under the thinking: one refusal
+    pane = agent_in_tmux()
+    fake_api.reply_text("First answer.", thinking="Thinking about the first question.")
+    pane.type("first question")
+    pane.wait_for("First answer.")
+    pane.wait_prompt()
+    pane.type("/exit")
+    pane.wait_exit()
+
+    cfg = config_file(tmp_path, {"basic": "basic"})  # an MCP server now: the tools differ (ToolSearch)
+    pane = agent_in_tmux("--continue", "--mcp-config", str(cfg))
+    fake_api.reply_text("Second answer.")
+    pane.type("second question")
+    screen = pane.wait_for("Second answer.")
+    words = " ".join(screen.split())
+    assert "Note: the model's earlier thinking in this conversation no longer matches" in words
+    assert "Your messages, the replies and the tool results are all kept, and there is nothing to do" in words
+    assert "refused" not in words
+    assert len(fake_api.binding.fallbacks) == 1
+    fake_api.binding.fallbacks.clear()

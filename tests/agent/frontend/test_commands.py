@@ -53,7 +53,8 @@ def test_help_lists_every_command(fake_api, project):
         "  /clear                   Start a new session (the current one stays saved)\n"
         "  /resume [N | ID]         List this directory's sessions, or resume one by number or id\n"
         "  /rewind                  Go back to before an earlier prompt, or summarize up to it (Esc Esc)\n"
-        "  /model [name]            Show the model, or switch to NAME (sonnet, opus, haiku: the newest of each)\n"
+        "  /model [name | N]        Pick the model from a table (family, window, prices, effort), or switch to "
+        "NAME or N\n"
         "  /effort [level]          Show how deeply the model thinks, or set it: low, medium, high, xhigh, max, auto\n"
         "  /cost                    Cost, tokens, time and code changes of this session\n"
         "  /summary                 Show the summary written by the last compaction\n"
@@ -95,11 +96,32 @@ def test_exit_and_quit(fake_api, project):
     assert isinstance(commands.run(session, "/QUIT"), commands.Exit)
 
 
-def test_model_shows_and_switches(fake_api, project):
+def test_model_shows_the_table_and_switches(fake_api, project):
     session = new_session(fake_api, project, ANTHROPIC_MODEL="claude-sonnet-4-5")
-    assert commands.run(session, "/model").text == "Model: claude-sonnet-4-5"
-    assert commands.run(session, "/model claude-opus-4-1").text == "Model set to claude-opus-4-1"
+    menu = commands.run(session, "/model")
+    assert isinstance(menu, commands.ModelMenu)
+    assert menu.choices == [
+        "claude-sonnet-5-5",
+        "claude-opus-5-5",
+        "claude-haiku-5-5",
+        "claude-fable-5-2",
+        "claude-sonnet-4-5",
+    ]
+    assert menu.text.startswith("Model: claude-sonnet-4-5 (Claude 4)\n")
+    assert "  5.          claude-sonnet-4-5  Claude 4    200K    3 / 15 / 0.30" in menu.text
+    assert menu.text.splitlines()[7].endswith("by budget  ← current")
+    assert commands.run(session, "/model claude-opus-4-1").text == (
+        "Model set to claude-opus-4-1 · Claude 4, 200K window, $15 in / $75 out / $1.50 cached per Mtok, "
+        "effort by budget"
+    )
     assert session.model == "claude-opus-4-1"
+    assert commands.run(session, "/model 4").text.startswith("Model set to claude-fable-5-2 · Fable 5.2, 1M")
+    assert not commands.run(session, "/model 9").ok
+    typo = commands.run(session, "/model claude-haiku-5-6")
+    assert not typo.ok and typo.text.startswith(
+        "The API has no model named claude-haiku-5-6. Did you mean claude-haiku-5-5? The models it offers: "
+    )
+    assert session.model == "claude-fable-5-2"
 
 
 def test_cost(fake_api, project):

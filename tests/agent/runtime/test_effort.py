@@ -166,7 +166,7 @@ def test_prices_windows_and_limits_come_from_the_family():
 
     million = {"input_tokens": 1_000_000, "output_tokens": 1_000_000, "cache_read_input_tokens": 1_000_000}
     assert cost_usd(SONNET, million) == pytest.approx(2 + 10 + 0.10)
-    assert cost_usd(OPUS, million) == pytest.approx(4 + 20 + 0.40)
+    assert cost_usd(OPUS, million) == pytest.approx(4 + 20 + 0.20)  # cache reads 1/20 of input (SPEC §17)
     assert cost_usd(OLD, million) == pytest.approx(3 + 15 + 0.30)
     assert context_window_for(SONNET) == 1_000_000 and context_window_for(OLD) == 200_000
     assert max_output_tokens(SONNET) == 128_000 and max_output_tokens("claude-opus-4-1") == 32_000
@@ -280,7 +280,9 @@ def test_effort_command_sets_and_shows_it(api, tmp_path):
     assert commands.run(session, "/effort").text == "Effort: auto"
     assert commands.run(session, "/effort xhigh").text == "Effort: xhigh"
     assert not commands.run(session, "/effort huge").ok
-    assert commands.run(session, "/model haiku").text == "Model set to claude-haiku-5-5 (haiku)"
+    assert commands.run(session, "/model haiku").text.startswith(
+        "Model set to claude-haiku-5-5 (haiku) · Haiku 5.5"
+    )
     api.reply_text("ok")
     assert run_turn(session, "hello").stop_reason == "end_turn"
     body = api.message_requests[-1].body

@@ -35,7 +35,9 @@ def test_a_model_switch_leaves_the_earlier_models_thinking_out_counted(tmp_path:
             api.add(thought(f"answer {n}"))
             run_turn(session, f"question {n}")
         assert thinking_in(api.message_requests[-1].body) == 1
-        assert commands.run(session, "/model claude-opus-5-5").text == "Model set to claude-opus-5-5"
+        assert commands.run(session, "/model claude-opus-5-5").text.startswith(
+            "Model set to claude-opus-5-5 · "
+        )
         assert any(
             "2 thinking blocks of the earlier model left out" in e.text
             for e in events
