@@ -20,6 +20,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from agent.demo.story import Beat, Story
+from agent.frontend.ui import warning_of
 from agent.runtime.session import Answer
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class Driver:
         self.offered: str | None = None
         self._started = False
         self._ended = False
+        self._compaction_said: Any = None  # the automatic compaction the narration has told of
 
     def prompt_args(self, repl: Repl) -> dict[str, Any]:
         def say(text: str, style: str = "dim") -> None:
@@ -64,11 +66,27 @@ class Driver:
         beat: Beat = self.story.beats[self.next]
         if self._narrated != self.next:
             self._narrated = self.next
-            say(MARK + beat.say)
+            for line in self.happened(repl):
+                say(MARK + line)
+            say(MARK + beat.say + (" " + bar_now(repl) if beat.bar else ""))
         self.offered = beat.line
         if beat.is_prompt:
             self.story.offered = beat
         return self._type(repl, beat.line)
+
+    def happened(self, repl: Repl) -> list[str]:
+        """What the agent did on its own in the turn just played that the story could not know in
+        advance: an automatic compaction, said once it has happened."""
+        session = repl.session
+        last = session.last_compaction if session is not None else None
+        if last is None or last is self._compaction_said or last.trigger != "auto":
+            return []
+        self._compaction_said = last
+        return [
+            'The agent compacted on its own during that turn (the "Compacted · auto" line above): a '
+            "fresh start from a summary had become cheaper than resending the whole history, so it did "
+            "not wait for the threshold. The model carried on from the summary."
+        ]
 
     def answer(self, tool: str, args: dict[str, Any]) -> Answer | None:
         if not self.auto:
@@ -93,6 +111,16 @@ class Driver:
                 app.current_buffer.validate_and_handle()  # what Enter does
 
         return {"default": line, "pre_run": lambda: asyncio.get_running_loop().call_later(self.pause, submit)}
+
+
+def bar_now(repl: Repl) -> str:
+    """What the line under the prompt shows now, in words: its colour and its text, or that there is none."""
+    shown = warning_of(repl.token_state, repl.settings.compaction.disable_compact)
+    if shown is None:
+        return "No bar under the prompt yet: the context is still well below the auto-compact threshold."
+    severity, text = shown
+    colour = "yellow" if severity == "warning" else "red"
+    return f'The bar under the prompt is {colour} now: "{text}".'
 
 
 def _last_entry(repl: Repl) -> str | None:

@@ -68,9 +68,10 @@ def run_demo(*, auto: bool, environ: Mapping[str, str]) -> int:
     try:
         with demo(root, auto=auto, environ=environ) as d:
             os.chdir(d.project)
-            if auto and not os.isatty(0):
-                _keyboard_nobody_uses()
-            code = run_repl(d.settings, None, environ=d.environ, driver=d.driver)
+            # --auto with no terminal (CI, a recording into a file): nothing to draw the input line on and
+            # no keys to read; the lines the driver sends are printed as plain lines instead
+            plain = auto and not (os.isatty(0) and os.isatty(1))
+            code = run_repl(d.settings, None, environ=d.environ, driver=d.driver, plain=plain)
     finally:
         os.chdir(previous)
         if auto:
@@ -107,18 +108,6 @@ def demo(root: Path, *, auto: bool, environ: Mapping[str, str]) -> Iterator[Demo
             story, _intro(api.url, project, home, auto), _outro(project, auto), auto=auto, pause=pause
         )
         yield Demo(root, project, settings, env, story, driver)
-
-
-def _keyboard_nobody_uses() -> None:
-    """--auto without a terminal (CI): stdin becomes a pipe that stays open and silent, so the prompt
-    waits for the driver's keys instead of ending at the end of the input."""
-    read, write = os.pipe()
-    os.dup2(read, 0)
-    os.close(read)
-    _KEEP_OPEN.append(write)
-
-
-_KEEP_OPEN: list[int] = []
 
 
 def _intro(url: str, project: Path, home: Path, auto: bool) -> list[str]:

@@ -47,6 +47,9 @@ class Beat:
     done: str = ""  # what the summary says about this beat once it is played
     fix: bool = False  # the beat that fixes the bug
     refunds: bool = False  # a beat about the orders (what the refund team needs)
+    # the narration then says what the bar under the prompt shows now (agent.demo.driver): the story
+    # never says in advance which colour it has or when the agent compacts; it reports what happened
+    bar: bool = False
 
     @property
     def is_prompt(self) -> bool:
@@ -71,7 +74,7 @@ class Story:
         notes = notes_file(body)
         if notes is not None:  # a background notes update: Edit calls on the notes file, nothing else
             with self._lock:
-                return self.notes_update(notes)
+                return self.notes_update(notes, current_notes(body))
         if is_summary_request(body):
             threading.Event().wait(self.summary_latency)  # long enough to see "Compacting conversation…"
             return Reply.text(self.summary(instructions_of(body)))
@@ -116,33 +119,43 @@ class Story:
     def _has_more(self) -> bool:
         return self.current is not None and self.index < len(self.current.replies)
 
-    def notes_update(self, path: str) -> Reply:
-        """What the scripted model writes into the session notes: the beats played so far, and where
-        the story stands (the notes a compaction then uses instead of asking for a summary)."""
+    def notes_update(self, path: str, current: str = "") -> Reply:
+        """What the scripted model writes into the session notes: each section it can fill says where the
+        story stands now, in place of what the section said before (an Edit per section, whole), so the
+        notes read as one up-to-date page, not a pile of updates."""
         self.notes_updates += 1
-        done = [b.done for b in self.played if b.done] or ["nothing finished yet"]
+        done = [b.done for b in self.played if b.done]
         now = self.current.line if self.current is not None else "starting"
-        worklog = "\n".join(f"- {line}" for line in done)
-        return Reply.tools(
-            [
-                (
-                    "Edit",
-                    {
-                        "file_path": path,
-                        "old_string": _guide("Current State"),
-                        "new_string": f"{_guide('Current State')}\nWorking on: {now} (update {self.notes_updates})",
-                    },
-                ),
-                (
-                    "Edit",
-                    {
-                        "file_path": path,
-                        "old_string": _guide("Worklog"),
-                        "new_string": f"{_guide('Worklog')}\n{worklog}",
-                    },
-                ),
-            ]
-        )
+        fixed = any(b.fix for b in self.played)
+        bodies = {
+            "Session Title": "Fixing tinyshop's discount bug and sizing the refunds",
+            "Current State": f"Working on: {now}",
+            "Task specification": "Find why tinyshop's tests fail and fix it; check the fix under load; "
+            "work out which past orders were overcharged and what to refund.",
+            "Files and Functions": "- shop/pricing.py: apply_discount(total, percent), where the bug was\n"
+            "- data/orders-<year>.csv: the order logs read for the refunds",
+            "Workflow": "- python3 -m unittest: the test suite\n- python3 scripts/simulate.py: a day of checkouts",
+            "Errors & Corrections": (
+                "- apply_discount took the percentage off as money; fixed to total * (1 - percent / 100)"
+                if fixed
+                else "- tests/test_pricing.py fails: 190.0 != 180.0 (not fixed yet)"
+            ),
+            "Learnings": "- A Bash output over 30,000 characters is saved to disk; Grep still searches it there.",
+            "Key results": "\n".join(f"- {b.done}" for b in self.played if b.refunds) or "- none yet",
+            "Worklog": "\n".join(f"- {line}" for line in done) or "- nothing finished yet",
+        }
+        sections = _sections(current)
+        edits = []
+        for name, body in bodies.items():
+            old = sections.get(name)
+            if old is None or old.strip() == f"{_guide(name)}\n{body}".strip():
+                continue
+            edits.append(
+                ("Edit", {"file_path": path, "old_string": old, "new_string": f"{_guide(name)}\n{body}\n"})
+            )
+        if not edits:
+            return Reply.text("The notes are up to date.")
+        return Reply.tools(edits)
 
     def summary(self, instructions: str) -> str:
         """What the scripted model writes when asked to summarise: the beats played so far.
@@ -205,6 +218,20 @@ def _guide(section: str) -> str:
     return f"_{dict(SECTIONS)[section]}_"
 
 
+CURRENT_NOTES = re.compile(r"<current-notes>\n(.*?)\n</current-notes>", re.DOTALL)
+
+
+def current_notes(body: dict) -> str:
+    found = CURRENT_NOTES.search(last_user_text(body))
+    return found.group(1) if found else ""
+
+
+def _sections(notes: str) -> dict[str, str]:
+    """Each section's text after its "# Name" line, up to the next one, exactly as in the file."""
+    parts = re.split(r"(?m)^# (.+)\n", notes)
+    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
 def is_summary_request(body: dict) -> bool:
     return (body.get("tool_choice") or {}).get("type") == "none" and "<summary>" in last_user_text(body)
 
@@ -242,6 +269,21 @@ def tool_results(body: dict) -> list[str]:
                 else "\n".join(b.get("text", "") for b in content or [] if b.get("type") == "text")
             )
     return out
+
+
+SUMMARY_OPENING = "This session continues an earlier conversation"
+
+
+def compacted(body: dict) -> bool:
+    """Whether the request was made after a compaction (its history opens with a summary)."""
+    first = (body.get("messages") or [{}])[0]
+    content = first.get("content")
+    text = (
+        content
+        if isinstance(content, str)
+        else " ".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+    )
+    return SUMMARY_OPENING in text
 
 
 def failed_result(body: dict) -> str | None:
@@ -299,8 +341,13 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
         )
         total = sum(f.overcharge for f in facts.values())
         count = sum(f.overcharged for f in facts.values())
+        opening = (
+            "Picking up from the summary, with 2023 read as well:"
+            if compacted(body)
+            else "With all three logs read:"
+        )
         return Reply.text(
-            "Picking up from the summary, with 2023 read as well:\n\n"
+            f"{opening}\n\n"
             f"| year | orders overcharged | to refund |\n|---|---|---|\n{rows}\n\n"
             f"**{count} orders, {total:,.2f} to refund in all.**"
         )
@@ -368,8 +415,10 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
             "scripts/simulate.py replayed 10,000 checkouts; its 720 KB log was saved to disk.",
         ),
         Beat(
-            "Each order log is about 9k tokens of context. This window is small (60k tokens), so "
-            "watch the bar under the prompt after this one.",
+            "Each order log is about 9k tokens of context, and this window is small (60k tokens, "
+            "auto-compact at 27k). Compaction is cost-aware: the agent compacts on its own as soon as "
+            "starting afresh from a summary costs less than resending the whole history, at the latest at "
+            "the threshold.",
             f"Which {first} orders were overcharged? The log is data/orders-{first}.csv.",
             [log_read(first), year_said(first)],
             f"data/orders-{first}.csv: {facts[first].overcharged} orders overcharged, "
@@ -377,34 +426,30 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
             refunds=True,
         ),
         Beat(
-            "The bar under the prompt is yellow: it appears 20k tokens before the auto-compact threshold "
-            "(27k here). Another log brings it closer.",
+            "Another log.",
             f"Same for {second}: data/orders-{second}.csv.",
             [log_read(second), year_said(second)],
             f"data/orders-{second}.csv: {facts[second].overcharged} orders overcharged, "
             f"{facts[second].overcharge:,.2f}.",
             refunds=True,
+            bar=True,
         ),
         Beat(
-            "Red now: under 10k tokens to go. The next read crosses the threshold, so before the model's "
-            'next request the agent compacts on its own ("Compacting conversation…", then before → after) '
-            "and the model carries on from the summary.",
+            "The third log, then the refund total for all three years.",
             f"And {third}: data/orders-{third}.csv. Then give me the refund total for all three years.",
             [log_read(third), refund_said],
             f"data/orders-{third}.csv: {facts[third].overcharged} orders overcharged, "
             f"{facts[third].overcharge:,.2f}; {sum(f.overcharge for f in facts.values()):,.2f} to refund "
             "for the three years.",
             refunds=True,
+            bar=True,
         ),
         Beat(
             "/context shows where the window goes now: system prompt, tools, CLAUDE.md, messages, "
             "free space and the auto-compact buffer.",
             "/context",
         ),
-        Beat(
-            "/summary shows what the model wrote when it compacted, and the before → after figures.",
-            "/summary",
-        ),
+        Beat("/summary shows what the last compaction wrote, and the before → after figures.", "/summary"),
         Beat(
             "/memory shows the session notes the agent keeps in the background as the window fills "
             "(one side request each time, off the main conversation); a compaction uses them in place "

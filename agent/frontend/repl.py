@@ -33,11 +33,11 @@ from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import ANSI, to_formatted_text
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
-from prompt_toolkit.input import Input, create_input
+from prompt_toolkit.input import Input, create_input, create_pipe_input
 from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
 from prompt_toolkit.key_binding import KeyBindings, KeyPress
 from prompt_toolkit.keys import Keys
-from prompt_toolkit.output import ColorDepth, Output
+from prompt_toolkit.output import ColorDepth, DummyOutput, Output
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 from rich.console import Console
@@ -114,12 +114,28 @@ def run_repl(
     continue_last: bool = False,
     environ: dict[str, str] | None = None,
     driver: Driver | None = None,
+    plain: bool = False,
 ) -> int:
-    """The interactive session; returns the exit code. ``driver``: agent.demo.driver (--demo)."""
+    """The interactive session; returns the exit code. ``driver``: agent.demo.driver (--demo); ``plain``:
+    no terminal to draw on (``--demo --auto > file``): the input line is not drawn, each line sent is
+    printed as a plain line instead, and no key is read from stdin."""
     lifecycle.locate(
         settings, resume, continue_last
     )  # a bad --resume: its one error line, before the terminal is touched
     console = SafeConsole(no_color=settings.no_color, highlight=False)
+    if plain:
+        with create_pipe_input() as keys:  # open and silent: the driver types
+            repl = Repl(
+                settings,
+                console,
+                environ=dict(environ or {}),
+                driver=driver,
+                input=keys,
+                output=DummyOutput(),
+            )
+            repl.echo_lines = True
+            repl.open(resume=resume, continue_last=continue_last)
+            return repl.run(initial_prompt)
     repl = Repl(settings, console, environ=dict(environ or {}), driver=driver)
     if initial_prompt:
         import_in_background()  # the first request needs it at once
@@ -347,6 +363,7 @@ class Repl:
         self.input = input or create_input()
         self.output = output
         self.real_terminal = input is None
+        self.echo_lines = False  # plain output (run_repl's ``plain``): each line sent is printed
         self.session: Session | None = None
         self.status: StatusLine | None = None  # the statusLine setting's command (agent.runtime.status_line)
         self.mcp: McpHub | None = None  # the MCP servers, shared by /clear and /resume
@@ -572,6 +589,8 @@ class Repl:
             line = self.prompt.prompt([("class:prompt", PROMPT)], bottom_toolbar=self._toolbar, **options)
         if DRAFT_MARK in line:  # ctrl+o
             line, self._draft = line.split(DRAFT_MARK, 1)
+        if self.echo_lines and line.strip():
+            self.renderer.echo(line)  # nothing drew the input line: say what was sent
         return line
 
     def _redraw(self) -> None:
