@@ -13,7 +13,7 @@
         ├── PromptTooLong      "prompt is too long: A tokens > B maximum"
         ├── MaxTokensOverflow  "input length and max_tokens exceed context limit: A + B > C"
         └── ThinkingBindingMismatch  a thinking block whose prefix changed ("bound to a different
-                               conversation"): retried once with drop_block (agent.runtime.client)
+                               conversation"): retried once with drop_block (agent.runtime.sdk)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The model seam: what a request is, what a model does with it, and the facts we know about models.
 
 ``Request`` is everything one Messages API call sends. ``Model`` is the one-method protocol the rest of
-the program talks to: ``agent.runtime.client.ModelClient`` implements it with the official SDK, and
+the program talks to: ``agent.runtime.sdk.ModelClient`` implements it with the official SDK, and
 ``core.scripted.ScriptedModel`` with a script of replies (loop and pipeline tests). Model facts (what a
 model accepts, output limits, window, prices) are core.models' families, so every floor can use them
 without the SDK.
@@ -46,7 +46,7 @@ class Request:
     # request whose failure has a ready fallback, like the server's summary)
     retry: str = "main"
     # preserved thinking's escape hatch, once a conversation needed it: "drop_block" (SPEC §17); it is
-    # sent on every later request of that conversation, with its beta header (agent.runtime.client)
+    # sent on every later request of that conversation, with its beta header (agent.runtime.sdk)
     block_binding: str | None = None
     # cache diagnostics: {"previous_message_id": id or None} on the main conversation's requests
     diagnostics: dict[str, Any] | None = None
@@ -204,7 +204,7 @@ class Model(Protocol):
 
 class ModelService(Model, Protocol):
     """What a session asks of its model: the requests, and the window the provider reports for a model
-    (None when it can't say). The SDK client (agent.runtime.client) and core.scripted's stand-in."""
+    (None when it can't say). The SDK client (agent.runtime.sdk) and core.scripted's stand-in."""
 
     # told when a request's thinking did not bind and it was sent again without (a session reports it)
     on_binding_fallback: Callable[[ThinkingBindingMismatch], None]

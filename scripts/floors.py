@@ -36,6 +36,6 @@ SUBFLOORS: dict[str, list[tuple[str, ...]]] = {
 OWNERS = {
     "rich": {"agent.frontend.ui", "agent.frontend.repl"},
     "prompt_toolkit": {"agent.frontend.repl"},
-    "anthropic": {"agent.runtime.client"},
+    "anthropic": {"agent.runtime.sdk"},
     "mcp": {"agent.mcp.client"},
 }

@@ -76,7 +76,7 @@ def warm_sdk() -> None:
     """One streamed request through the client, once per process: the SDK's import and the parts it loads
     on first use take seconds on a loaded machine (more in a fresh xdist worker), which a test that times
     retries or a cancel must not count."""
-    from agent.runtime.client import ModelClient
+    from agent.runtime.sdk import ModelClient
     from core.model import Request
     from tests.fakeapi import FakeAPI
 

@@ -1,6 +1,6 @@
 """The Bash tool: run a shell command in the session's working directory and return its output.
 
-Each call starts a fresh ``bash`` through tools.process.runner, in its own process group (so a timeout or
+Each call starts a fresh ``bash`` through tools.process.spawn, in its own process group (so a timeout or
 Ctrl-C can stop everything the command started, and the watchdog kills what is left of it if the agent
 dies), with stdin closed
 and stderr merged into stdout. Output beyond 1 MB is not held in memory: all of it goes to a file in
@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from core.declaration import Declaration
 from tools.base import ToolContext, ToolError, ToolResult, object_schema
-from tools.process import runner
+from tools.process import spawn
 from tools.process.spill import SpillingOutput
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -143,7 +143,7 @@ def run_shell(
             on_output(chunk)
 
     try:
-        finished = runner.run(
+        finished = spawn.run(
             _WRAPPER,
             [command, cwd_file],
             cwd=cwd,

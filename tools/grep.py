@@ -1,6 +1,6 @@
 """The Grep tool: search file contents with ripgrep and report files, matching lines or counts.
 
-ripgrep runs as a child with an argument list (never parsed by a shell), through tools.process.runner:
+ripgrep runs as a child with an argument list (never parsed by a shell), through tools.process.spawn:
 in a process group of its own that dies with the agent. It honours .gitignore but
 also searches hidden files, skipping .git. The search path is passed absolute, so every path in the
 output is absolute too. ``rg`` is looked up when the tool runs, not at import.
@@ -24,7 +24,7 @@ from typing import Any
 
 from core.declaration import Declaration
 from tools.base import ToolContext, ToolError, ToolResult, object_schema
-from tools.process import runner
+from tools.process import spawn
 from tools.process.spill import SpillingOutput
 
 RG_TIMEOUT_SECONDS = 60
@@ -280,7 +280,7 @@ def _run_rg(command: list[str], ctx: ToolContext, sink: Callable[[bytes], None])
 
     # rg goes through the one process runner (its own group, gone with the agent); `exec` keeps the
     # argument list away from any shell parsing and leaves rg's exit status as it is
-    finished = runner.run(
+    finished = spawn.run(
         'exec "$@"',
         command,
         cwd=ctx.cwd,

@@ -49,9 +49,9 @@ from agent.frontend import commands, memory_note, shell_escape
 from agent.frontend.ui import Renderer, SafeConsole, relative_paths, warning_of
 from agent.mcp import setup as mcp_setup
 from agent.mcp.client import McpHub
-from agent.runtime import client, first_request, lifecycle, mentions, rewind
-from agent.runtime.client import import_in_background
+from agent.runtime import first_request, lifecycle, mentions, rewind, sdk
 from agent.runtime.loop import run_turn
+from agent.runtime.sdk import import_in_background
 from agent.runtime.session import Answer, Session
 from agent.runtime.status_line import StatusLine, payload_of
 from agent.transcript.listing import list_sessions
@@ -391,7 +391,7 @@ class Repl:
         most of the GIL from the prompt), so a line typed at once reaches ``turn`` without delay."""
 
         def typed(_buffer: Any) -> None:
-            if not client.sdk_loaded():
+            if not sdk.sdk_loaded():
                 first_request.hold_imports(KEY_HOLD)
 
         self.prompt.default_buffer.on_text_changed += typed
@@ -690,7 +690,7 @@ class Repl:
         self.renderer.line(f"Noted in {places[where]} (read with every request).", "dim")
 
     def turn(self, text: str, allowed: tuple[str, ...] = ()) -> None:
-        if not client.sdk_loaded():  # a prompt typed at once: its request goes first, the import waits
+        if not sdk.sdk_loaded():  # a prompt typed at once: its request goes first, the import waits
             first_request.hold_imports()
         self.renderer.begin_turn()
         session = self.live

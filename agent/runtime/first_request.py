@@ -7,7 +7,7 @@ proxy in the environment). An error answer is handed back whole (``ErrorAnswer``
 exception of it, so it is reported and retried as ever, and the request is not sent twice; when no answer
 came at all (``Handover``), the SDK sends the request and says what went wrong. The
 events are given to the reader as objects with the SDK's attribute names (``Event``), so one reader
-(agent.runtime.client._Reply) puts the message together whichever way it came.
+(agent.runtime.sdk._Reply) puts the message together whichever way it came.
 
 While the foreground prepares and sends this request, the background import is held at its next Python
 call (``hold_imports``; a profile function on that thread): both run Python under one GIL, and the import

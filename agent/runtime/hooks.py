@@ -9,7 +9,7 @@ the source for SessionStart, the tool name for PreToolUse/PostToolUse — as an 
 that, a regex that must match the whole value; a missing, empty or ``*`` matcher matches everything, and
 events without a match value (UserPromptSubmit, Stop) run every group.
 
-Each command runs under ``bash -c`` in the project directory (tools/process/runner.py, as Bash commands
+Each command runs under ``bash -c`` in the project directory (tools/process/spawn.py, as Bash commands
 do), in a process group of its own, with the JSON payload on stdin and ``CLAUDE_PROJECT_DIR`` in its
 environment. On timeout, or when the caller's ``cancel`` event is set (Ctrl-C / Esc in the REPL, SIGINT
 in print mode), the whole group is killed; the watchdog knows the group, so a hook dies with the agent
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from core.private import redact, secrets_of
-from tools.process import runner
+from tools.process import spawn
 from tools.process.spill import SpillingOutput
 
 DEFAULT_TIMEOUT = 600.0
@@ -151,7 +151,7 @@ class HookRunner:
         stopped = None
         try:
             # it runs once the watchdog knows it: killed with the agent, however the agent ends
-            finished = runner.run(
+            finished = spawn.run(
                 command,
                 cwd=self.project_dir,
                 env={**self.environ, "CLAUDE_PROJECT_DIR": str(self.project_dir)},

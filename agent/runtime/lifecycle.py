@@ -18,7 +18,7 @@ from agent import RESUME_PICK
 from agent.config.settings import Settings
 from agent.mcp.client import McpHub
 from agent.runtime import subagents
-from agent.runtime.client import default_model
+from agent.runtime.sdk import default_model
 from agent.runtime.session import AskFn, Session
 from agent.runtime.tool_exec import for_history
 from agent.runtime.wiring import USAGE_KEYS, binding_record

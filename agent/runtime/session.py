@@ -35,8 +35,8 @@ from agent.mcp.catalog import McpCatalog, choose_mode
 from agent.mcp.client import McpHub
 from agent.memory import service as memory
 from agent.runtime import context_updates, thinking, wiring
-from agent.runtime.client import default_model
 from agent.runtime.hooks import HookRunner, base_payload
+from agent.runtime.sdk import default_model
 from agent.transcript.writer import SIDE_USAGE, TranscriptWriter
 from compact.context import discovered
 from compact.stages.state import ContextState

@@ -26,7 +26,7 @@ off, and ``toggle`` says so.
 Only the main loop's requests are given thinking settings; side requests (summary, notes, collapse) send
 none, so each model does its default. A main request on the 5.5 family asks for ``display: "updates"``:
 the text the model writes between tool calls comes back (inside thinking blocks) and is shown as text
-(agent.runtime.client), while its reasoning stays hidden. Other effort models ask for ``summarized`` and
+(agent.runtime.sdk), while its reasoning stays hidden. Other effort models ask for ``summarized`` and
 show the thinking dimmed and folded, as the budget models always did.
 """
 

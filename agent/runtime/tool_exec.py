@@ -7,7 +7,7 @@ asked nor run, and ``Declined`` tells the loop to wait for the user. Every call 
 tool_result, so the conversation stays valid even when the user interrupts half-way or says no (calls
 not run are answered with an error saying so).
 
-A call whose input was not valid JSON (agent.runtime.client keeps it under ``INVALID_INPUT``) is answered with an
+A call whose input was not valid JSON (agent.runtime.sdk keeps it under ``INVALID_INPUT``) is answered with an
 error asking for it again, and nothing runs. Two things happen before anything is decided: a relative
 ``file_path``/``path`` is made absolute against the working directory Bash has left the tools in, so the
 permission check, the hooks and the tool all judge the same file; and after a tool runs, the API key is redacted from its output, so a dotfile or an
@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any, Callable, TypeVar
 
 from agent.runtime import checkpoints
-from agent.runtime.client import INVALID_INPUT
+from agent.runtime.sdk import INVALID_INPUT
 from agent.runtime.session import Session
 from compact.compaction import ledger, restore
 from core.declaration import declaration_of

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agent.config.settings import Settings
-from agent.runtime.client import DROP_BLOCK, ModelClient
 from agent.runtime.hooks import HookRunner
+from agent.runtime.sdk import DROP_BLOCK, ModelClient
 from agent.transcript.writer import THINKING_BINDING
 from compact import start
 from compact.context.conversation import Conversation, LastCompaction, Ports, TranscriptSink

@@ -129,7 +129,7 @@ class LastCompaction:
     candidate: str = ""  # "prepared" when a background candidate was applied, or why one was refused
 
 
-class Worker(Protocol):
+class Background(Protocol):
     """A background worker a conversation holds (the notes updater, the collapser)."""
 
     @property
@@ -157,7 +157,7 @@ class Conversation:
     guard_warned: bool = False  # the post-compaction guard said what fills the context (once until a success)
     # why the last compaction replaced nothing (CompactFailed's reason; "" after one that did): /compact says it
     last_failure: str = ""
-    workers: dict[str, Worker] = field(default_factory=dict)
+    workers: dict[str, Background] = field(default_factory=dict)
     view_ctx: ViewContext | None = None
     # preserved thinking's escape hatch once a request needed it ("drop_block"): every later request of
     # this conversation sends it (SPEC §17); stored in the transcript, so a resume sends it too

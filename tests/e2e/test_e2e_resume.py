@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent.runtime.client import default_model
+from agent.runtime.sdk import default_model
 from agent.transcript.writer import TranscriptWriter
 from core.messages import assistant, tool_result_block, tool_results, user_prompt
 from core.tokens import MEDIA_TOKENS, estimate_blocks

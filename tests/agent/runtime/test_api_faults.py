@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent.runtime.client import BACKOFF_CAP, INVALID_INPUT, ModelClient, tool_input
+from agent.runtime.sdk import BACKOFF_CAP, INVALID_INPUT, ModelClient, tool_input
 from core.errors import Interrupted, ModelError
 from core.events import Retrying
 from core.model import Request

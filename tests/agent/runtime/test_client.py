@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from agent.runtime.client import ModelClient
+from agent.runtime.sdk import ModelClient
 from core.errors import Interrupted, MaxTokensOverflow, ModelError, PromptTooLong
 from core.model import Request
 from tests.fakeapi import Reply

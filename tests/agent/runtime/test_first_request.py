@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from agent.runtime import client as client_module
 from agent.runtime import first_request
-from agent.runtime.client import ModelClient
+from agent.runtime import sdk as client_module
+from agent.runtime.sdk import ModelClient
 from core.errors import PromptTooLong
 from tests.agent.runtime.test_client import request
 

@@ -1,4 +1,4 @@
-"""The one process runner (tools.process.runner) with real children: streams, stdin, when a child is
+"""The one process runner (tools.process.spawn) with real children: streams, stdin, when a child is
 done (at exit or at end of output), cancel and timeout stopping the whole group; and the spill buffer's
 secrets and its lenient mode (what hooks use)."""
 
@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from tests.conftest import wait_for
-from tools.process import runner
+from tools.process import spawn
 from tools.process.spill import SpillingOutput
 
 
@@ -20,10 +20,10 @@ def _alive(pid: int) -> bool:
     return "\nState:\tZ" not in status
 
 
-def _run(script: str, tmp_path: Path, **options: object) -> tuple[runner.Finished, bytes, bytes]:
+def _run(script: str, tmp_path: Path, **options: object) -> tuple[spawn.Finished, bytes, bytes]:
     out, err = bytearray(), bytearray()
     options.setdefault("timeout", 30)
-    finished = runner.run(
+    finished = spawn.run(
         script,
         cwd=tmp_path,
         env=None,
@@ -36,7 +36,7 @@ def _run(script: str, tmp_path: Path, **options: object) -> tuple[runner.Finishe
 
 def test_stdin_is_fed_and_the_streams_are_kept_apart(tmp_path: Path) -> None:
     assert _run("cat; echo oops >&2; exit 3", tmp_path, stdin=b"payload") == (
-        runner.Finished(3, None),
+        spawn.Finished(3, None),
         b"payload",
         b"oops\n",
     )
@@ -44,7 +44,7 @@ def test_stdin_is_fed_and_the_streams_are_kept_apart(tmp_path: Path) -> None:
 
 def test_without_a_stderr_sink_stderr_joins_stdout_and_stdin_is_closed(tmp_path: Path) -> None:
     out = bytearray()
-    finished = runner.run(
+    finished = spawn.run(
         'echo one; echo two >&2; read -r line || echo "no stdin"; echo "$1"',
         ["an arg"],
         cwd=tmp_path,
@@ -52,14 +52,14 @@ def test_without_a_stderr_sink_stderr_joins_stdout_and_stdin_is_closed(tmp_path:
         stdout=out.extend,
         timeout=30,
     )
-    assert (finished, bytes(out)) == (runner.Finished(0, None), b"one\ntwo\nno stdin\nan arg\n")
+    assert (finished, bytes(out)) == (spawn.Finished(0, None), b"one\ntwo\nno stdin\nan arg\n")
 
 
 def test_until_exit_returns_while_a_background_job_still_holds_the_pipe(tmp_path: Path) -> None:
     finished, out, _ = _run("sleep 60 & echo $! > bg.pid; echo started", tmp_path, until="exit")
     pid = int((tmp_path / "bg.pid").read_text())
     try:
-        assert (finished, out) == (runner.Finished(0, None), b"started\n")
+        assert (finished, out) == (spawn.Finished(0, None), b"started\n")
         assert _alive(pid)  # returned without waiting for it; the watchdog still has its group
     finally:
         os.kill(pid, 9)
@@ -67,7 +67,7 @@ def test_until_exit_returns_while_a_background_job_still_holds_the_pipe(tmp_path
 
 def test_until_eof_a_finished_shell_is_not_a_timeout_and_its_leftovers_die(tmp_path: Path) -> None:
     finished, out, _ = _run("sleep 60 & echo $! > bg.pid; echo started", tmp_path, until="eof", timeout=0.5)
-    assert (finished, out) == (runner.Finished(0, None), b"started\n")
+    assert (finished, out) == (spawn.Finished(0, None), b"started\n")
     assert wait_for(lambda: not _alive(int((tmp_path / "bg.pid").read_text())), timeout=30)
 
 
@@ -93,7 +93,7 @@ def test_cancel_stops_the_child_and_says_so(tmp_path: Path) -> None:
 def test_a_child_that_cannot_start_raises_and_leaves_no_gate_open(tmp_path: Path) -> None:
     before = len(os.listdir("/proc/self/fd"))
     try:
-        runner.run("true", cwd=tmp_path / "missing", env=None, stdout=lambda _: None, timeout=5)
+        spawn.run("true", cwd=tmp_path / "missing", env=None, stdout=lambda _: None, timeout=5)
     except FileNotFoundError:
         pass
     else:
