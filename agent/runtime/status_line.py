@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from agent.runtime import checkpoints
 from tools.bash import child_env
-from tools.process import runner
+from tools.process import spawn
 
 TIMEOUT = 5.0  # seconds one run may take
 OUTPUT_CAP = 4_096  # bytes of its output read
@@ -55,7 +55,7 @@ class StatusLine:
 
         try:
             data = json.dumps(self.payload(), ensure_ascii=False).encode("utf-8")
-            finished = runner.run(
+            finished = spawn.run(
                 self.command,
                 cwd=self.cwd,
                 env=child_env(self.environ),
