@@ -20,7 +20,7 @@ from agent.config import trust
 from agent.config.settings import Settings, reload_settings
 from agent.memory import service as memory
 from agent.runtime import lifecycle, rewind
-from agent.runtime.client import unknown_model_text
+from agent.runtime.sdk import unknown_model_text
 from agent.runtime.session import Session
 from agent.runtime.thinking import EFFORT_NAMES
 from agent.transcript.listing import list_sessions
