@@ -36,9 +36,9 @@ MAX_PLACES = 8
 MAX_FAILED = 6
 MAX_USER = 24
 SENTENCE_CHARS = 300
+PASTE_CHARS = 2_000  # a longer message is mostly pasted text: no rules are read from it
 OUTCOME_CHARS = 120
 _EXIT = re.compile(r"(?:^|\n)Exit code (-?\d+)\s*$")
-CATEGORIES = ("build", "test", "lint", "typecheck", "format", "run", "install")
 # make targets (and npm scripts) by name
 TARGET_WORDS = {
     "test": ("test", "tests", "check", "unittest", "unit", "pytest", "spec"),
@@ -72,7 +72,6 @@ PROGRAMS = {
     "compileall": "build",
     "build": "build",
 }
-TOOLS_WITH_CONFIG = set(CONFIG_ORDER)
 RULE = re.compile(
     r"(?i)^(?:please\s+)?(?:always|never|don'?t|do not|must|make sure|from now on|in this (?:project|repo)|"
     r"we (?:always|never|use|prefer)|prefer|avoid|only use|use\b.*\binstead\b)|\b(?:always|never)\b|"
@@ -572,6 +571,8 @@ def _user_memories(prompts: list[tuple[str, str]], session: str, secrets: list[s
         if text.startswith("/") or text.startswith("!"):
             continue
         remembered = REMEMBER.match(text)
+        if not remembered and len(text) > PASTE_CHARS:
+            continue  # a paste (a log, a file): its "always" and "never" are not the user's rules
         if remembered:
             items = [("notes", "remember", remembered.group(1).strip())]
         else:

@@ -31,6 +31,7 @@ def test_the_users_rules_corrections_and_requests_to_remember_with_their_time(tm
     r.say("Let's keep the old API until the next release.")
     r.say("Remember that the release branch is called stable.")
     r.say("Run the tests and tell me what fails.")  # a task, not a rule
+    r.say("Why does this fail?\n" + "never retry on 500 errors, always log them\n" * 60)  # a paste
     found = {m.title + ": " + m.text: m for m in harvest(r.messages, project, project)}
     assert set(found) == {
         "rule: Always run make lint before committing.",
