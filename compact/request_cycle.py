@@ -213,7 +213,15 @@ def reactive_compact(conv: Conversation, ports: Ports, error: PromptTooLong) -> 
     if learned:
         conv.window_limit = error.maximum  # the server told us its real limit
     ports.emit(Notice(refused_text(error, learned), "warning"))
-    return compactor.compact(conv, ports, "auto", reactive=True)
+    # the refusal is the server's count, and it outranks our estimate (a transcript holding one 30 MB
+    # message, or usage recorded before the history was edited, can estimate far below it): a compaction
+    # is due even when the view looks small (issue 40)
+    limit = error.maximum or ports.thresholds().window
+    conv.server_count = error.actual if error.actual else limit + 1
+    try:
+        return compactor.compact(conv, ports, "auto", reactive=True)
+    finally:
+        conv.server_count = None
 
 
 def refused_text(error: PromptTooLong, learned: bool) -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from agent.config import trust
 from agent.config.settings import Settings, reload_settings
 from agent.memory import service as memory
-from agent.runtime import lifecycle, rewind
+from agent.runtime import lifecycle, mentions, rewind
 from agent.runtime.sdk import unknown_model_text
 from agent.runtime.session import Session
 from agent.runtime.thinking import EFFORT_NAMES
@@ -157,7 +157,12 @@ def run(session: Session, line: str) -> Result:
         custom = custom_for(session.settings).commands.get(name)
         if custom is None:
             return unknown(name)
-        return Prompt(f"/{custom.name} {args}".strip(), prompt=custom.expand(args), allowed=custom.allowances)
+        text = custom.expand(args)
+        if not custom.trusted:  # the repository's words, not the user's: its @paths stay in the project
+            session.foreign_mentions = frozenset(mentions.mentioned(text)) - frozenset(
+                mentions.mentioned(args)
+            )
+        return Prompt(f"/{custom.name} {args}".strip(), prompt=text, allowed=custom.allowances)
     try:
         return cmd.handler(session, args)
     except AgentError as e:

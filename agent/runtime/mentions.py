@@ -4,7 +4,9 @@
 per path that exists: a file's numbered lines as the Read tool shows them (and the file counts as read,
 so an Edit needs no Read first), a directory's entries. A path is read by the Read tool's rules: one the
 user's Read deny rules cover is refused, one outside the project asks first (refused where nobody can
-answer), and either is reported in one line instead; one that does not exist is left alone. ``complete(cwd, word)`` lists the candidates for
+answer), and either is reported in one line instead; one that does not exist is left alone. A path an
+untrusted project's custom command wrote (``session.foreign_mentions``) is attached only from inside the
+project, in every mode. ``complete(cwd, word)`` lists the candidates for
 the REPL's completion of a partly typed ``@pa``.
 """
 
@@ -43,11 +45,14 @@ SIZE = "mentionSize"
 def attachments(session: Session, text: str) -> list[Message]:
     """The context messages for the prompt's ``@`` paths (see the module docstring)."""
     out: list[Message] = []
+    foreign, session.foreign_mentions = session.foreign_mentions, frozenset()  # for this prompt only
     for raw in mentioned(text):
         path = session.tool_ctx.resolve(raw)
         if not path.exists():
             continue  # "@someone" in prose: not a path, nothing to say
-        if why := _refused(session, path):
+        if raw in foreign and (why := _foreign_refused(session, path)):
+            message = meta(f"@{raw} was not attached: {why}.")
+        elif why := _refused(session, path):
             message = meta(f"@{raw} was not attached: {why}.")
         elif path.is_dir():
             message = _listing(raw, path)
@@ -90,6 +95,23 @@ def _refused(session: Session, path: Path) -> str | None:
     elif answer != "yes":
         return "the user said no"
     return None
+
+
+def _foreign_refused(session: Session, path: Path) -> str | None:
+    """An ``@`` path written by an untrusted project's custom command, not by the user: attached only when
+    it is a file of the project itself (links followed), whatever the mode, bypassPermissions included
+    (issue 40: ``@~/.ssh/id_rsa`` or ``@../file`` in a repository's command body)."""
+    try:
+        resolved = path.resolve()
+        root = Path(session.settings.root).resolve()
+    except (OSError, RuntimeError):
+        return "it can't be resolved"
+    if resolved == root or root in resolved.parents:
+        return None
+    return (
+        "it comes from a custom command of a project you haven't trusted, and it names a file outside the "
+        "project"
+    )
 
 
 def _file(session: Session, raw: str, path: Path) -> Message:

@@ -111,6 +111,9 @@ class Session(wiring.SessionBase):
         )
         self.prompt_thinking: int | None = None  # the budget the current prompt's words ask for
         self.prompt_effort: str | None = None  # and the effort they ask for
+        # the @paths the next prompt holds that the user didn't write: an untrusted project's custom command
+        # body (agent.runtime.mentions attaches none of them from outside the project, in any mode)
+        self.foreign_mentions: frozenset[str] = frozenset()
         self.pinned_effort: str | None = None  # the effort between_tools began at in this conversation
         self.writer = writer = self.make_writer()
         self.client: ModelService = self.model_api or wiring.client(s, self._emit)

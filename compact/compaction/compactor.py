@@ -188,13 +188,13 @@ def _make(
     if not pre.messages:
         return None
     least = least_left(conv, ports, pre.messages)
-    if pre.raw_tokens <= least:  # no summary, however short, makes it smaller: no model call
+    if counted(conv, pre.raw_tokens) <= least:  # no summary, however short, makes it smaller: no model call
         raise CompactionError(SMALL.format(pre=pre.raw_tokens, post=least))
     if prepared is not None and hooked is not None:
-        return prepared, pre.raw_tokens, hooked, []  # its hooks ran when it was prepared
+        return prepared, counted(conv, pre.raw_tokens), hooked, []  # its hooks ran when it was prepared
     custom, hook_lines = pre_compact(ports, trigger, instructions)
     if prepared is not None and not hook_lines:
-        return prepared, pre.raw_tokens, hook_lines, custom
+        return prepared, counted(conv, pre.raw_tokens), hook_lines, custom
     if not (instructions and instructions.strip()) and (made := _bare(conv, ports)) is not None:
         return made, pre.tokens, hook_lines, custom
     plan = backend.server_plan(conv, ports)
@@ -203,10 +203,15 @@ def _make(
             made = server_summary.summarize(
                 conv, ports, plan.sent, plan.kept, server_summary.instructions(custom)
             )
-            return made, pre.raw_tokens, hook_lines, custom
+            return made, counted(conv, pre.raw_tokens), hook_lines, custom
         except CompactionError as e:
             hook_lines = [*hook_lines, f"{e}; summarized here instead"]
-    return _local(conv, ports, trigger, instructions, custom), pre.raw_tokens, hook_lines, custom
+    return (
+        _local(conv, ports, trigger, instructions, custom),
+        counted(conv, pre.raw_tokens),
+        hook_lines,
+        custom,
+    )
 
 
 def _local(
@@ -220,6 +225,12 @@ def _local(
     if compaction is None:
         compaction = summary.summarize(conv, ports, pre.tagged, custom)
     return compaction
+
+
+def counted(conv: Conversation, estimate: int) -> int:
+    """The view's size: our estimate, or the server's count when it refused the request as too long and
+    counted more (a reactive compaction trusts the server)."""
+    return max(estimate, conv.server_count or 0)
 
 
 def least_left(conv: Conversation, ports: Ports, messages: list[Message]) -> int:
@@ -380,7 +391,9 @@ def finish(
     # compact.decision.tokens raw; the same as the server's count without clearing): the restored files go
     # first (they can be read again), and when the summary, the tail and the working state alone are not
     # smaller, nothing is compacted
-    before = conv.view().raw_tokens  # as kept: a compaction replaces what the server clears too
+    before = counted(
+        conv, conv.view().raw_tokens
+    )  # as kept: a compaction replaces what the server clears too
     if base >= before:
         raise CompactionError(SMALL.format(pre=before, post=base))
     if cal.scale(fixed + state.message.tokens + sum(m.tokens for m in restored.messages)) >= before:

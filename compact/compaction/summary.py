@@ -22,6 +22,7 @@ On prompt-too-long the oldest whole rounds are summarized on their own first::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -33,6 +34,7 @@ from compact.stages import binding
 from core.errors import CompactionError, MaxTokensOverflow, PromptTooLong
 from core.messages import Message, meta, to_api
 from core.model import max_output_tokens
+from core.private import make_private_dirs, write_private
 
 SUMMARY_MAX_TOKENS = 20_000
 PTL_RETRIES = 3
@@ -178,6 +180,52 @@ def oldest_part(messages: list[Message], gap: int | None) -> tuple[list[Message]
     return [m for g in groups[:drop] for m in g], [m for g in groups[drop:] for m in g]
 
 
+# a text of one message longer than this share of the window goes to disk for the summary request
+OVERSIZE_SHARE = 0.25
+OVERSIZE_EDGE_CHARS = 20_000  # of it the request keeps this much of the start and of the end
+
+
+def oversized_to_disk(conv: Conversation, ports: Ports, messages: list[Message]) -> list[Message] | None:
+    """``messages`` with each text block over OVERSIZE_SHARE of the window (in characters, at 4 a token:
+    the estimate can be far off for text the server refused) replaced by its start, its end and the path
+    of a private file holding it whole; None when there is none to shrink."""
+    limit = max(4 * OVERSIZE_EDGE_CHARS, int(ports.thresholds().window * OVERSIZE_SHARE * 4))
+    out, changed = [], False
+    for m in messages:
+        if not isinstance(m.content, list):
+            text = m.content if isinstance(m.content, str) else ""
+            if len(text) <= limit:
+                out.append(m)
+                continue
+            out.append(m.replace(content=_shrunk_text(conv, text)))
+            changed = True
+            continue
+        blocks = []
+        for block in m.content:
+            text = block.get("text") if block.get("type") == "text" else None
+            if isinstance(text, str) and len(text) > limit:
+                blocks.append({**block, "text": _shrunk_text(conv, text)})
+                changed = True
+            else:
+                blocks.append(block)
+        out.append(m.replace(content=blocks) if blocks != m.content else m)
+    return out if changed else None
+
+
+def _shrunk_text(conv: Conversation, text: str) -> str:
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    path = conv.session_dir / "oversized" / f"{digest}.txt"
+    if not path.exists():
+        make_private_dirs(path.parent)
+        write_private(path, text)
+    left = len(text) - 2 * OVERSIZE_EDGE_CHARS
+    return (
+        f"{text[:OVERSIZE_EDGE_CHARS]}\n\n[... {left:,} characters of this message are left out of this "
+        f"request, too long for the context window; the whole text is in {path} ...]\n\n"
+        f"{text[-OVERSIZE_EDGE_CHARS:]}"
+    )
+
+
 def with_part_summary(part: str, rest: list[Message]) -> list[Message]:
     """The rest of the conversation behind the summary of its first part (a user message, so a rest
     that starts with the assistant stays valid). The rest's thinking is left out: on a model with
@@ -311,6 +359,13 @@ def summarize(
         except PromptTooLong as e:
             attempt += 1
             split = oldest_part(current, e.gap) if attempt <= PTL_RETRIES and depth < PTL_RETRIES else None
+            if split is None and attempt <= PTL_RETRIES:
+                # one round bigger than the window (a transcript holding one 30 MB message): its oversized
+                # texts are kept on disk whole and the request carries their start and end (issue 40)
+                shrunk = oversized_to_disk(conv, ports, current)
+                if shrunk is not None:
+                    current, max_tokens = shrunk, None
+                    continue
             if split is None:
                 raise CompactionError("the conversation is too long even for the summary request") from None
             head, rest = split  # summarized first, on its own: no round leaves unseen (SPEC §7)

@@ -151,6 +151,9 @@ class Conversation:
     reactive_compacted: bool = False  # the once-per-turn reactive compaction was used
     current_prompt_uuid: str | None = None  # the typed prompt of the turn in progress (Snip can't take it)
     window_limit: int | None = None  # a smaller window the server told us about (prompt too long)
+    # the size the server counted when it refused the request as too long, while the reactive compaction
+    # that follows runs: what the view holds is at least that, whatever our estimate says (issue 40)
+    server_count: int | None = None
     last_compaction: LastCompaction | None = None
     # files restored by the last compaction: path -> (mtime, size, lines shown, lines) (compact.compaction.restore)
     restored: dict[str, tuple[float, int, int, int]] = field(default_factory=dict)

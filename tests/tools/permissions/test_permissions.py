@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+import tools.registry  # noqa: F401  (declares the built-in tools whose rules the engine judges, as a session does)
 from agent.config.settings import load_settings
 from tools.permissions.engine import Decision, Permissions
 from tools.shell.reader import analyze
