@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.fakeapi import FakeAPI
 
 
+@pytest.mark.timeout(900)  # 30 MB read, estimated and sent three times: ~90 s alone, more beside three others
 def test_a_transcript_holding_one_30_mb_user_message_resumes(run_cli, isolated_env):
     """Before: "Nothing to compact (3,987 tokens; a compaction would leave 65,685)", then "Context limit
     reached", while the server counted 7.7M: the guard trusted the estimate (the usage recorded before the
