@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any, Iterable
 
+from core import images
 from core import tokens as _tokens
 
 Block = dict[str, Any]
@@ -134,7 +135,13 @@ def _clean_block(block: Block) -> Block | None:
         content = block.get("content")
         if content == "" or content == []:
             block = {**block, "content": "(no output)"}
+        elif isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "image" for b in content
+        ):
+            block = {**block, "content": [images.checked(b) if isinstance(b, dict) else b for b in content]}
         return block
+    if kind == "image":
+        return images.checked(block)  # as the API checks it: a refused picture never refuses the request
     return block
 
 

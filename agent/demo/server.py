@@ -44,6 +44,8 @@ Subclasses add checks through four hooks: ``_problems`` (what the real API would
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import itertools
 import json
@@ -618,6 +620,63 @@ class Thinking:
 
 
 # --------------------------------------------------------------------------------------------------
+# Pictures, as the real API checks them (written from its error texts, apart from the agent's own check in
+# core/images.py: a fake that shared the agent's code would agree with it whatever it did)
+
+IMAGE_LIMIT = 5 * 1024 * 1024
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+_MAGIC = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),
+}
+
+
+def image_problems(body: Any) -> list[str]:
+    """The 400s the API gives for image blocks: anywhere in a message, or inside a tool_result."""
+    if not isinstance(body, dict):
+        return []
+    problems: list[str] = []
+    for i, message in enumerate(body.get("messages") or []):
+        for j, block in enumerate(blocks_of(message.get("content") if isinstance(message, dict) else None)):
+            where = f"messages.{i}.content.{j}"
+            if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                for k, inner in enumerate(block["content"]):
+                    problems += _image_problem(inner, f"{where}.content.{k}")
+            else:
+                problems += _image_problem(block, where)
+    return problems
+
+
+def _image_problem(block: Any, where: str) -> list[str]:
+    if not isinstance(block, dict) or block.get("type") != "image":
+        return []
+    source = block.get("source") or {}
+    if source.get("type") != "base64":
+        return []
+    kind, data = source.get("media_type"), source.get("data")
+    if kind not in IMAGE_TYPES:
+        return [
+            f"{where}.image.source.base64.media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' "
+            "or 'image/webp'"
+        ]
+    if not isinstance(data, str):
+        return [f"{where}.image.source.base64.data: Field required"]
+    if len(data) > IMAGE_LIMIT:
+        return [
+            f"{where}.image.source.base64: image exceeds 5 MB maximum: {len(data)} bytes > {IMAGE_LIMIT} bytes"
+        ]
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return [f"{where}.image.source.base64.data: The image data is not valid base64"]
+    if not raw.startswith(_MAGIC[kind]) or (kind == "image/webp" and raw[8:12] != b"WEBP"):
+        return [f"{where}.image.source.base64.data: Image does not match the provided media type {kind}"]
+    return []
+
+
+# --------------------------------------------------------------------------------------------------
 # Model families: what a request may hold (``problems``) and how a reply comes back (``shape``)
 #
 # Two profiles. ``PROFILE_4X`` is the 4.x rules this server always played: a thinking budget is checked
@@ -1111,8 +1170,13 @@ class ScriptedAPI:
     # -- hooks for subclasses ----------------------------------------------------------------------
 
     def _problems(self, request: Request, *, count_only: bool) -> list[str]:
-        """Why the real API would refuse this request with a 400 (its thinking, and the profile's rules)."""
-        return self._family_problems(request) + self.compactions.problems(request.body)
+        """Why the real API would refuse this request with a 400 (its thinking, the profile's rules, its
+        pictures)."""
+        return (
+            self._family_problems(request)
+            + self.compactions.problems(request.body)
+            + image_problems(request.body)
+        )
 
     def _family_problems(self, request: Request) -> list[str]:
         """The thinking checks and the model family's request rules (the profile)."""

@@ -76,3 +76,31 @@ def test_an_untrusted_projects_command_body_sends_no_file_from_outside_the_proje
     sent = str(fake_api.message_requests[1].body["messages"])
     assert res.code == 0 and "KEY-SECRET-40" not in sent and "SIBLING-SECRET-40" not in sent
     assert "NOTES-INSIDE-40" in sent
+
+
+def test_pictures_the_api_refuses_are_checked_before_they_are_sent_and_continue_goes_on(
+    fake_api, run_cli, tmp_path
+):
+    """An MCP server's pictures: over 5 MB, not base64, an HTML type, GIF bytes labelled PNG. Before: each
+    went out as it came and the API refused the request (400), on every retry and after --continue."""
+    from tests.e2e.test_e2e_mcp import config_file, tool_result
+
+    cfg = config_file(tmp_path, {"img": "images"})
+    api = fake_api
+    for tool in ("huge", "garbled", "page", "mislabelled", "picture"):
+        api.reply_tool(f"mcp__img__{tool}", {})
+    api.reply_text("seen")
+    args = ("--mcp-config", str(cfg), "--allowedTools", "mcp__img__*")
+    res = run_cli(api, "-p", "show me the pictures", *args, timeout=180)
+    assert res.code == 0, res.stderr
+    assert res.stdout.strip() == "seen"
+    results = [tool_result(r.body) for r in api.message_requests[1:6]]
+    sent = [str(r["content"]) for r in results]
+    assert "over the API's 5 MB" in sent[0]
+    assert "not valid base64" in sent[1]
+    assert "not a JPEG, PNG, GIF or WebP" in sent[2]
+    assert "'media_type': 'image/gif'" in sent[3]  # relabelled by its bytes
+    assert "'media_type': 'image/png'" in sent[4] and "left out" not in sent[4]
+    api.reply_text("still here")
+    res = run_cli(api, "-p", "and now?", "--continue", *args, timeout=180)
+    assert res.code == 0 and res.stdout.strip() == "still here", res.stderr
