@@ -45,7 +45,7 @@ COMMAND_LIST = """\
   /exit, /quit                   Leave the agent"""
 ENVIRONMENT = """\
   COMPACT_AGENT_HOME                   where the agent keeps its state (never ~/.claude)
-  ANTHROPIC_MODEL                      default model (--model overrides it)
+  ANTHROPIC_MODEL                      default model (--model overrides it); without one, the newest Sonnet
   ANTHROPIC_API_KEY                    credentials, passed to the SDK (required, except with --demo)
   ANTHROPIC_AUTH_TOKEN                 a bearer token instead of the API key
   ANTHROPIC_BASE_URL                   any Messages-API-compatible server (proxy, gateway, local model server)

@@ -11,6 +11,7 @@ from agent.frontend import commands
 from scripts import gen_docs
 
 ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -91,3 +92,28 @@ def test_every_package_and_room_readme_lists_exactly_its_files() -> None:
             if missing or extra:
                 wrong[str(readme.relative_to(ROOT))] = {"missing": sorted(missing), "extra": sorted(extra)}
     assert wrong == {}
+
+
+def test_the_documented_defaults_are_what_the_screen_shows(tmp_path: Path) -> None:
+    """docs/settings.md's table and docs/usage.md say what a session started with no settings shows: the
+    model's row default is the model the banner names, and the thinking section says thinking is on or off
+    as the toolbar does for it (issue 41: the docs said claude-sonnet-4-5 and "off" over a 5.5 screen)."""
+    from agent.config.settings import load_settings
+    from agent.frontend.repl import thinking_status
+    from agent.runtime import lifecycle
+    from core.models import family_of
+
+    env = {"HOME": str(tmp_path), "COMPACT_AGENT_HOME": str(tmp_path / "home"), "ANTHROPIC_API_KEY": "k"}
+    settings = load_settings(cwd=tmp_path, environ=env, cli={})
+    session = lifecycle.open_session(settings, emit=lambda e: None, ask=None, environ=env)
+    rows = {}
+    for line in (DOCS / "settings.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 5 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells[3]
+    assert rows["model"] == session.model  # the banner's model
+    thinking = (DOCS / "usage.md").read_text().split("## Extended thinking", 1)[1].strip()
+    first = thinking.split(".", 1)[0]
+    on = session.thinking_on and "thinking off" not in thinking_status(session)
+    assert first.startswith("On by default on the default model") == on, first
+    assert family_of(session.model).thinks_by_default == on

@@ -317,14 +317,14 @@ def _format(lines: list[str], mode: str, head_limit: int | None, total: int) -> 
         lines = lines[:head_limit]
     if mode == "files_with_matches":
         text = f"Found {total} file{'s' if total != 1 else ''}\n" + "\n".join(lines)
-        summary = f"Found {total} files"
+        summary = f"Found {total} file{'' if total == 1 else 's'}"
     elif mode == "count":
         matches = sum(_count_of(line) for line in lines)
         text = "\n".join(lines) + f"\n\nFound {matches} matches in {len(lines)} files"
-        summary = f"{matches} matches"
+        summary = f"{matches} match{'' if matches == 1 else 'es'}"
     else:
         text = "\n".join(lines)
-        summary = f"{total} lines"
+        summary = f"{total} line{'' if total == 1 else 's'}"
     if cut:
         text += (
             f"\n\n(Showing the first {len(lines)} of {total} results; raise head_limit or narrow the search.)"

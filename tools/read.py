@@ -227,7 +227,8 @@ def _read_text(path: Path, offset: int, limit: int, cancel: threading.Event) -> 
             f"{MAX_OUTPUT_CHARS:,}). Read a smaller section with offset and limit, or search it with Grep."
         )
     return ToolResult(
-        content=number_lines(lines.shown, offset) + note, summary=f"Read {lines.shown_count} lines"
+        content=number_lines(lines.shown, offset) + note,
+        summary=f"Read {lines.shown_count} line{'' if lines.shown_count == 1 else 's'}",
     )
 
 

@@ -90,7 +90,9 @@ __all__ = [
     "truthy",
 ]
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+# what a session uses when nothing names a model: the newest Sonnet (agent.runtime.client.default_model reads
+# the SDK's list; tests/test_docs.py checks the two agree, and the docs' table with them)
+DEFAULT_MODEL = resolve("sonnet")
 MIN_THINKING = 1024  # the API's smallest thinking budget
 EFFORT_LEVELS = (*EFFORTS, "auto")  # Claude Code's effort names ("auto": the model's default)
 PERMISSION_MODES = ("default", "acceptEdits", "bypassPermissions", "plan")
@@ -264,7 +266,7 @@ class Settings:
         key="model",
         env="ANTHROPIC_MODEL",
         kind=Kind(TEXT.expected, TEXT.check, lambda raw: raw.strip()),
-        doc="default model (--model overrides it)",
+        doc="default model (--model overrides it); without one, the newest Sonnet",
     )
     model_explicit: bool = False  # chosen by flag/env/settings rather than the default
     permission_mode: str = setting(

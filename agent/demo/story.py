@@ -335,6 +335,13 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
             "percentage off as money (SAVE25 on 300.00 charged 275.00 instead of 225.00)."
         )
 
+    def largest_said(year: int) -> ReplyFn:
+        f = facts[year]
+        return lambda body: Reply.text(
+            f"In {year} the largest overcharges were the orders with the biggest coupons on the biggest "
+            f"subtotals: {f.overcharged} orders, {f.overcharge:,.2f} in all, as before."
+        )
+
     def refund_said(body: dict) -> Reply:
         rows = "\n".join(
             f"| {y} | {facts[y].overcharged} | {facts[y].overcharge:,.2f} |" for y in sorted(facts)
@@ -462,6 +469,13 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
             "/compact",
         ),
         Beat("/summary now shows the notes the compaction used.", "/summary"),
+        Beat(
+            "One more log read fills the context again, so a compaction by hand has something to save.",
+            f"Read data/orders-{first}.csv again: which overcharged order was the largest?",
+            [log_read(first), largest_said(first)],
+            f"data/orders-{first}.csv read again for its largest overcharge.",
+            refunds=True,
+        ),
         Beat(
             "/compact compacts by hand, and words after it steer the summary.",
             "/compact keep only what the refund team needs",

@@ -108,6 +108,7 @@ class ContextUsage(Result):
     prepared: str = (
         ""  # whether a compaction candidate is ready and what it covers (compact.workers.preparer)
     )
+    extra: list[str] = field(default_factory=list)  # MCP tools, subagents, cache misses: under the grid
 
 
 Handler = Callable[["Session", str], Result]
@@ -289,6 +290,8 @@ def _compact(session: Session, args: str) -> Result:
         session.settings.compaction.disable_compact
     ):  # said here, once (the compactor would also say it as a notice)
         return Compacted(compactor.DISABLED, ok=False)
+    if args.strip() and (small := too_small_to_compact(session)):  # a focused summary: a call to save nothing
+        return Compacted(small)
     try:
         ok = compactor.compact(session.conv, session.ports, "manual", args or None)
     except Interrupted:
@@ -300,6 +303,26 @@ def _compact(session: Session, args: str) -> Result:
     if not ok or last is None:
         return Compacted("Compaction failed; the conversation is unchanged.", ok=False)
     return Compacted(compaction_text("manual", last.pre_tokens, last.post_tokens))
+
+
+MIN_SAVING = 1_000  # tokens: a summary of less than this much more than its frame saves nothing
+
+
+def too_small_to_compact(session: Session) -> str:
+    """Why /compact with instructions would gain nothing ("" when it may): the conversation is within
+    MIN_SAVING tokens of the least a compaction leaves (system prompt, tools, the summary's frame, the
+    working state), which the summary's own words would fill. (Without instructions the compactor's own
+    check answers, and the session notes may compact with no call at all.)"""
+    view = session.conv.view()
+    if not view.messages:
+        return ""
+    least = compactor.least_left(session.conv, session.ports, view.messages)
+    if view.raw_tokens - least >= MIN_SAVING:
+        return ""
+    return (
+        f"Nothing worth compacting: the conversation is {view.raw_tokens:,} tokens and a compaction "
+        f"would leave at least {least:,} plus its summary."
+    )
 
 
 @command("context", "Show how the context window is used")
@@ -315,7 +338,8 @@ def context_usage(session: Session) -> ContextUsage:
     used = b.used
     window = th.window
     buffer = max(0, window - th.reference) if th.auto_enabled else 0  # no automatic compaction: no buffer
-    free = max(0, window - used - buffer)
+    # at the blocking limit nothing is free: what is left of the window is the output's reserve
+    free = 0 if used >= th.blocking else max(0, window - used - buffer)
     parts = [
         ("System prompt", "system", system),
         ("System tools", "tools", tools),
@@ -347,9 +371,10 @@ def context_usage(session: Session) -> ContextUsage:
         lines += ["", prepared]
     if thinking := thinking_tokens(session):
         lines += ["", f"Of the messages, extended thinking: {fmt_tokens(thinking)} tokens"]
-    lines += mcp_lines(session)
-    lines += subagent_lines(session)
-    lines += cache_lines(session)
+    extra = [*mcp_lines(session), *subagent_lines(session), *cache_lines(session)]
+    if used >= th.blocking:
+        extra += ["", "Context limit reached: /compact frees the context, /clear starts anew."]
+    lines += extra
     return ContextUsage(
         "\n".join(lines),
         markdown=True,
@@ -358,8 +383,9 @@ def context_usage(session: Session) -> ContextUsage:
         window=window,
         percent=percent,
         categories=categories,
-        memory_files=memory,
+        memory_files=[(_shown_path(path, session.settings), t) for path, t in memory],
         prepared=prepared,
+        extra=[line.rstrip() for line in extra],
     )
 
 
@@ -407,7 +433,7 @@ def subagent_lines(session: Session) -> list[str]:
         return []
     lines = ["", "Subagents (each in its own context; only their answers are in the messages above):"]
     lines += [
-        f"- {r.agent_id} {r.description} ({r.subagent_type}, {r.status}): {r.tool_uses} tool uses · "
+        f"- {r.agent_id} {r.description} ({r.subagent_type}, {r.status}): {plural(r.tool_uses, 'tool use')} · "
         f"{fmt_tokens(r.tokens)} tokens of its own context"
         for r in sub.runs
     ]

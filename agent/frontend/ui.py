@@ -426,7 +426,7 @@ def diff_lines(name: str, args: dict[str, Any]) -> list[tuple[str, str]]:
 def _diff_rows(body: list[str], total: int) -> list[tuple[str, str]]:
     out = [(DIFF_STYLES.get(ln[:1], "dim"), ln) for ln in body[:DIFF_LINES]]
     if total > DIFF_LINES:
-        out.append(("dim", f"… +{total - DIFF_LINES} lines"))
+        out.append(("dim", f"… +{plural(total - DIFF_LINES, 'line')}"))
     return out
 
 
@@ -549,7 +549,9 @@ class Renderer:
                 Text("  " + (shown if len(shown) <= width else shown[: width - 1] + "…"), style="dim italic")
             )
         if len(lines) > THINKING_LINES:
-            self.console.print(Text(f"  … {len(lines) - THINKING_LINES} more lines of thinking", style="dim"))
+            self.console.print(
+                Text(f"  … {plural(len(lines) - THINKING_LINES, 'more line')} of thinking", style="dim")
+            )
 
     def _on_MessageRecorded(self, event: MessageRecorded) -> None:
         if event.message.role == "assistant":
@@ -619,6 +621,8 @@ class Renderer:
             decl = declaration_of(name)  # a tool whose output is the file itself: its summary says more
             prefer_summary = (decl is not None and decl.show_summary) or not output
             shown = (event.summary or output) if prefer_summary else output
+            if decl is not None and decl.touches != "runs" and self.cwd is not None:
+                shown = shown.replace(f"{self.cwd}{os.sep}", "")  # our tools' paths as the headers show them
             if event.tool_use_id in self._shared_tasks:  # several ran at once: say which one this is
                 shown = f"{key_argument(name, args)}: {shown}"
             self._result_lines(shown.splitlines() or ["(no output)"], "dim")
@@ -791,7 +795,7 @@ class Renderer:
                     self.console.print(markdown_lines(self.console, clipped, first=True))
                 if len(lines) > RECAP_LINES:
                     self.console.print(
-                        Text(f"{REPLY_INDENT}… +{len(lines) - RECAP_LINES} lines", style="dim"),
+                        Text(f"{REPLY_INDENT}… +{plural(len(lines) - RECAP_LINES, 'line')}", style="dim"),
                         highlight=False,
                     )
 
@@ -875,7 +879,9 @@ class Renderer:
         shown = Text(visible("\n".join(lines[:limit])), style=style, overflow="fold")
         self.console.print(indented(self.console, shown, RESULT, INDENT))
         if len(lines) > limit:
-            self.console.print(Text(f"{INDENT}… +{len(lines) - limit} lines", style="dim"), highlight=False)
+            self.console.print(
+                Text(f"{INDENT}… +{plural(len(lines) - limit, 'line')}", style="dim"), highlight=False
+            )
 
     def _print_block(self, block: str, partial: bool = False) -> None:
         """Print a finished block, or (partial) the finished lines of a paragraph still streaming."""
@@ -1035,6 +1041,9 @@ def todo_lines(todos: tuple[dict[str, Any], ...]) -> list[tuple[str, str]]:
     return out
 
 
+LEGEND_WIDTH = 80 - 22  # the grid (19 columns) and its gap (3): the legend fits the rest of 80 columns
+
+
 def context_grid(usage: commands.ContextUsage) -> Text:
     """/context in the REPL: a 10×10 grid (one square per 1% of the window) beside its legend."""
     cells: list[Text] = []
@@ -1057,12 +1066,13 @@ def context_grid(usage: commands.ContextUsage) -> Text:
                 (glyph, style), f" {cat.name}: {commands.fmt_tokens(cat.tokens)} tokens ({cat.share:.1f}%)"
             )
         )
-    for path, tokens in usage.memory_files:
-        legend.append(
-            Text(
-                f"  └ {visible(str(path), one_line=True)}: {commands.fmt_tokens(tokens)} tokens", style="dim"
-            )
-        )
+        if cat.key == "memory":  # its files right under it
+            for path, tokens in usage.memory_files:
+                size = f": {commands.fmt_tokens(tokens)} tokens"
+                name = visible(str(path), one_line=True)
+                room = LEGEND_WIDTH - 4 - len(size)
+                name = name if len(name) <= room else "…" + name[-(room - 1) :]
+                legend.append(Text(f"  └ {name}{size}", style="dim"))
     if usage.prepared:
         legend += [Text(), Text(usage.prepared, style="dim")]
     out = Text("Context usage\n", style="bold")
@@ -1071,5 +1081,7 @@ def context_grid(usage: commands.ContextUsage) -> Text:
         line = Text.assemble(row, "   ", legend[i]) if i < len(legend) and legend[i].plain else row
         out.append_text(line)
         out.append("\n")
+    for said in usage.extra:
+        out.append(visible(said) + "\n", style="dim")
     out.rstrip()
     return out

@@ -70,7 +70,12 @@ def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> Tu
         record_interruption(session)
         return finish(session, "interrupted", reply_text, "Interrupted by user")
     except ContextLimitReached as e:
-        return finish(session, "context_limit", reply_text, str(e))
+        said = str(e)
+        if session.settings.compaction.disable_compact:  # no /compact to advise: /clear is what is left
+            said = said.replace(
+                "/compact or /clear to continue", "/clear to start anew (compaction is disabled)"
+            )
+        return finish(session, "context_limit", reply_text, said)
     except ModelError as e:
         return finish(session, "error", reply_text, str(e))
     except AgentError:

@@ -186,7 +186,8 @@ def task_result(run: TaskRun, status: str, text: str, duration: float) -> ToolRe
         "totalToolUseCount": run.tool_uses,
         "totalDurationMs": int(duration * 1000),
     }
-    summary = f"{_done(status)} ({run.tool_uses} tool uses · {_k(run.tokens)} tokens · {duration:.0f}s)"
+    uses = f"{run.tool_uses} tool use{'' if run.tool_uses == 1 else 's'}"
+    summary = f"{_done(status)} ({uses} · {_k(run.tokens)} tokens · {duration:.0f}s)"
     if status == "completed":
         content = [{"type": "text", "text": text or NO_ANSWER}, {"type": "text", "text": usage}]
         return ToolResult(content, summary=summary, facts=facts)

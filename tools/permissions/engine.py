@@ -879,7 +879,8 @@ def _edit_preview(tool_name: str, target: Path, args: dict[str, Any]) -> str:
     if existing is None:
         lines = content.splitlines()
         shown = "\n".join("+" + line for line in lines[:_PREVIEW_LINES])
-        more = f"\n... ({len(lines) - _PREVIEW_LINES} more lines)" if len(lines) > _PREVIEW_LINES else ""
+        extra = len(lines) - _PREVIEW_LINES
+        more = f"\n... ({extra} more line{'' if extra == 1 else 's'})" if extra > 0 else ""
         return f"(new file, {len(lines)} lines)\n{shown}{more}"
     return _diff(existing, content, f"{target.name} now", f"{target.name} after")
 

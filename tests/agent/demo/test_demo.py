@@ -46,7 +46,7 @@ def test_demo_auto_plays_the_whole_story_and_exits_0(tmp_path: Path, isolated_en
     )
     seen: list[str] = []  # what was on screen at some moment, in order
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # generous: it only matters when the test fails
         while "DEMO-EXIT=" not in pane.visible():
             assert time.monotonic() < deadline, f"the demo did not finish:\n{pane.screen()}"
             coloured = pane.tmux("capture-pane", "-p", "-e", "-t", "main").stdout
@@ -76,9 +76,13 @@ def test_demo_auto_plays_the_whole_story_and_exits_0(tmp_path: Path, isolated_en
     # the huge output went to disk; the model searched the saved file
     assert re.search(r"tool-results/\s*toolu_\w+\.txt", screen.replace("\n", "")) is not None
     assert "10000 checkouts, revenue" in screen
-    # the bar under the prompt: yellow, then red; then the automatic compaction's status and line
-    bars = [line for line in seen if "until auto-compact" in line]
-    assert bars and YELLOW in bars[0] and any(RED in line for line in bars), bars
+    # the bar under the prompt: yellow first (red only if the window fills that far before the agent
+    # compacts on its own: cost-aware compaction usually comes first; test_demo_narration checks that
+    # the narration says which); then the automatic compaction's status and line
+    bars = [
+        line for line in seen if "until auto-compact" in line and line.startswith("\x1b[")
+    ]  # not narration
+    assert bars and YELLOW in bars[0] and all(YELLOW in line or RED in line for line in bars), bars
     assert any("Compacting conversation" in line for line in seen)
     assert re.search(r"Compacted · auto · \d+k → \d+(\.\d)?k tokens", screen) is not None
     assert "Picking up from the summary" in screen and "to refund in all" in screen  # after it
