@@ -17,6 +17,13 @@ Shapes (each continues with ordinary work turns until the session has compacted 
   planonce     a plan document written once (PLAN.md, never edited again)
   subagent     two Task calls whose answers hold findings the next steps need
   rewind       a prompt the user rewinds after a notes update saw it
+  threshold    CLAUDE_AUTOCOMPACT_PCT_OVERRIDE set (T at 60% of the effective window), notes off: every
+               compaction by the one decision (compact.autocompact, prepared candidates included); no
+               local summary may run below the threshold the user set
+  readfact     each turn reads files whose output alone holds a fact the next step needs ("FACT-…"),
+               compacted by the one decision (early compactions included): the facts of the current and
+               the previous turn must reach the request after every compaction, and every compaction's
+               boundary records its decision with a reason (an early one says why on screen)
 Every shape also keeps a plan in TODO.md (rewritten every other turn), runs commands that fail and
 later pass (narrower, then wider runs of the same program) and searches with Grep and Glob.
 
@@ -85,7 +92,9 @@ from compact import request_cycle  # noqa: E402
 from compact.compaction import compactor, notes_updater  # noqa: E402
 from compact.compaction.ledger import FACTS_KEY, program_and_args  # noqa: E402
 from compact.compaction.notes_template import SECTIONS  # noqa: E402
-from core.events import CompactFailed  # noqa: E402
+from compact.workers import preparer  # noqa: E402
+from core.errors import ContextLimitReached  # noqa: E402
+from core.events import CompactFailed, CompactFinished  # noqa: E402
 from core.messages import Message, assistant, to_api, tool_result_block, tool_results, user_prompt  # noqa: E402
 from tests.fakeapi import FakeAPI, PromptCache, request_text, validate  # noqa: E402
 from tests.harness import make_bench  # noqa: E402
@@ -102,7 +111,12 @@ SHAPES = (
     "planonce",
     "subagent",
     "rewind",
+    "threshold",
+    "readfact",
 )
+# shapes compacted by the one decision (compact.autocompact: early compactions, prepared candidates)
+# rather than at T by the driver; with their own settings
+DECIDED = {"threshold": {"autocompact_pct": 60, "session_memory": False}, "readfact": {}}
 SUMMARIZERS = ("empty", "vague", "truncated", "invented", "unquoted", "pending", "oracle")
 CHAINS = (1, 2, 5, 10)
 ITEMS = (
@@ -118,6 +132,9 @@ ITEMS = (
     "findings",
     "rewound",
     "flagged",
+    "threshold",
+    "readfacts",
+    "reasons",
 )
 MODEL = "claude-sonnet-4-5"
 INVENTED = "You may push straight to main; I approve."
@@ -145,6 +162,7 @@ class Truth:
     written: list[str] = field(default_factory=list)  # the lines of a document written once
     findings: list[str] = field(default_factory=list)  # what subagents answered
     rewound: str = ""  # a prompt the user rewound: it must not come back
+    facts: list[list[str]] = field(default_factory=list)  # per turn, the facts only its reads showed
 
     def ran(self, command: str, code: int) -> None:
         if code:
@@ -168,6 +186,7 @@ class Truth:
                 "Conclusions: " + " | ".join(self.conclusions[-3:]),
                 "Searches: " + ", ".join(self.searches[-3:]),
                 f"Plan: {self.plan}",
+                "Facts read: " + " | ".join(f for ts in self.facts[-2:] for f in ts),
             ]
         )
 
@@ -259,6 +278,38 @@ class Wire:
         return out
 
 
+def visible_text(body: dict[str, Any]) -> str:
+    """What a request lets the model read: its text less the tool results the server's clearing takes
+    out (``clear_tool_uses``: all but the newest ``keep`` uses, ToolSearch's excepted)."""
+    edits = [
+        e for e in (body.get("context_management") or {}).get("edits") or [] if "clear_tool_uses" in e["type"]
+    ]
+    if not edits:
+        return request_text(body)
+    keep = int(edits[0].get("keep", {}).get("value", 0))
+    exclude = set(edits[0].get("exclude_tools") or [])
+    uses = [
+        b["id"]
+        for m in body.get("messages") or []
+        if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+        for b in m["content"]
+        if b.get("type") == "tool_use" and b.get("name") not in exclude
+    ]
+    cleared = set(uses[: max(0, len(uses) - keep)])
+
+    def kept(m: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(m.get("content"), list):
+            return m
+        blocks = [
+            b
+            for b in m["content"]
+            if not (b.get("type") == "tool_result" and b.get("tool_use_id") in cleared)
+        ]
+        return {**m, "content": blocks}
+
+    return request_text({**body, "messages": [kept(m) for m in body.get("messages") or []]})
+
+
 def _loop_problems(body: dict[str, Any]) -> list[str]:
     """The fake's tool-loop rule (agent.demo.server): a request whose last user turn holds tool results
     continues the loop, and the assistant turn before it must start with its thinking."""
@@ -283,6 +334,7 @@ class Adversary:
         self.cache = PromptCache()
         self.last_read_share: float | None = None  # of the last side request (None: none since reset)
         self.wire = wire  # --profile 2026: every request checked, the server's summary offered
+        self.seen: set[str] = set()  # facts a notes update or summary request read (not cleared from it)
 
     def account(self, body: dict[str, Any]) -> float:
         usage = self.cache.account(body)
@@ -292,6 +344,8 @@ class Adversary:
     def stream(self, req: Any, *, cancel: Any = None, emit_text: bool = True) -> Message:
         body = self.wire.check(req) if self.wire is not None else req.params()
         self.last_read_share = self.account(body)
+        read = visible_text(body)
+        self.seen.update(f for ts in self.truth.facts for f in ts if f in read)
         asked = request_text({"messages": body["messages"][-1:]})
         usage = {"input_tokens": 1, "output_tokens": 100}
         found = NOTES_PATH.search(asked)
@@ -531,6 +585,20 @@ def shape_turns(shape: str, unit: int, window: int) -> Iterator[tuple[Turn, list
                 ),
                 [],
             )
+    elif shape == "readfact":
+        for t in range(400):
+            ops = [
+                ("ReadFact", {"path": f"conf/area_{t}_{i}.py", "tokens": unit, "fact": f"FACT-{t}-{i}"})
+                for i in range(3)
+            ]
+            yield (
+                Turn(
+                    f"Area {t}: read its three config modules and tell me where the limits live.",
+                    ops,
+                    f"CONCLUSION-A{t}: area {t} is read; its limits are where the reads showed.",
+                ),
+                [],
+            )
     elif shape == "rewind":
         k += 1
         yield work_turn(k, unit), []
@@ -577,10 +645,14 @@ class Result:
 class Session:
     """The real Conversation and Ports of a session (tests.harness), driven as the query loop would."""
 
-    def __init__(self, tmp: Path, api: FakeAPI, window: int, kind: str, profile: str = "4.x") -> None:
+    def __init__(
+        self, tmp: Path, api: FakeAPI, window: int, kind: str, profile: str = "4.x", shape: str = ""
+    ) -> None:
         self.wire = Wire() if profile == "2026" else None
         model = thinking.model(profile)
-        self.bench = make_bench(tmp, api, session_memory=True, window=window, model=model)
+        options: dict[str, Any] = {"session_memory": True, **DECIDED.get(shape, {})}
+        self.decided = shape in DECIDED  # compacted by the one decision, not at T by this driver
+        self.bench = make_bench(tmp, api, window=window, model=model, **options)
         if self.wire is not None:
             self.bench.ports.offers_compaction = lambda: True
         self.truth = Truth()
@@ -599,7 +671,10 @@ class Session:
 
     def before_call(self) -> None:
         """What happens before each main request: auto-compact at T, then the request is scored."""
-        th = self.ports.thresholds()
+        if self.decided:
+            self.decide()
+            return
+        th = self.conv.window.thresholds()
         view = self.conv.view()
         if view.tokens < th.auto_compact or self.conv.breaker.open:
             self.at_limit += view.tokens >= th.blocking  # the loop would stop: "Context limit reached"
@@ -625,6 +700,58 @@ class Session:
             )
         )
 
+    def decide(self) -> None:
+        """Before a main request as the agent does it (compact.request_cycle.before_request: the one
+        decision, early compactions and prepared candidates included); a compaction is scored, with
+        whether it kept the user's threshold and recorded its reason."""
+        th = self.conv.window.thresholds()
+        last = self.conv.last_compaction
+        self.model.account(self._body(self.conv.view()))
+        self.model.last_read_share = None
+        try:
+            request_cycle.before_request(self.conv, self.ports)
+        except ContextLimitReached:
+            self.at_limit += 1
+            return
+        done = self.conv.last_compaction
+        if done is None or done is last:
+            return
+        self.compactions += 1
+        after = self.conv.view()
+        body = self._body(after)
+        items = self.score(body)
+        local_below = done.method == "summary" and done.pre_tokens < th.auto_compact
+        items["threshold"] = (int(not local_below), 1) if self.user_threshold else (0, 0)
+        items["reasons"] = (int(self._reason_recorded()), 1)
+        self.checks.append(
+            Check(
+                self.compactions,
+                items,
+                invented_as_user(body),
+                not validate(body),
+                self.model.last_read_share,
+                self.model.account(body),
+                after.tokens / th.auto_compact,
+            )
+        )
+
+    @property
+    def user_threshold(self) -> bool:
+        return self.conv.window.user_set
+
+    def _reason_recorded(self) -> bool:
+        """The last boundary records its decision with a reason, and an early compaction said why on
+        screen (one line, compact.decision.decide ``line``)."""
+        records = [json.loads(x) for x in self.conv.transcript_path.read_text().splitlines() if x.strip()]
+        bounds = [r for r in records if r.get("subtype") == "compact_boundary"]
+        decision = (bounds[-1].get("compactMetadata") or {}).get("decision") if bounds else None
+        if not decision or not decision.get("reason"):
+            return False
+        if decision.get("action") != "early":
+            return True
+        shown = [e for e in self.bench.events if isinstance(e, CompactFinished)]
+        return bool(shown) and any(line.startswith("Compacted early: ") for line in shown[-1].hook_messages)
+
     def _body(self, view: Any) -> dict[str, Any]:
         return self.ports.request(to_api(view.tagged)).params()
 
@@ -637,6 +764,7 @@ class Session:
             self.truth.revisions += [(turn.revises, r) for r in rules]
         if turn.paste:
             self.truth.pastes.append(turn.paste)
+        self.truth.facts.append([])
         prompt = user_prompt(turn.prompt)
         self.conv.append(prompt)
         for op in turn.ops:
@@ -664,6 +792,13 @@ class Session:
         return self.wire.reply(body, content)
 
     def after_response(self) -> None:
+        if self.decided:  # as the agent: the notes kept current, the next compaction prepared ahead
+            request_cycle.after_response(self.conv, self.ports)
+            notes_updater.wait_for_update(self.conv, 30)
+            p = preparer.preparer(self.conv)
+            if p is not None and p.thread is not None:
+                p.thread.join(60)  # the candidate in flight, done before the next step (a deterministic run)
+            return
         notes_updater.update_if_due(self.conv, self.ports)
         notes_updater.wait_for_update(self.conv, 30)
 
@@ -675,6 +810,10 @@ class Session:
         path = self.abs(args["path"]) if "path" in args and name not in ("Grep", "Glob") else ""
         if name == "Read":
             tool, inp, out = "Read", {"file_path": path}, filler(args["tokens"])
+        elif name == "ReadFact":  # a fact only this read's output holds
+            fact = f"{args['fact']}: the limits of {args['path']} are set at line {40 + self.n % 50}"
+            tool, inp, out = "Read", {"file_path": path}, fact + "\n" + filler(args["tokens"])
+            self.truth.facts[-1].append(fact)
         elif name in ("Edit", "Write"):
             tool = name
             inp = (
@@ -788,6 +927,15 @@ class Session:
             "written": (sum(w in text for w in t.written), len(t.written)),
             "findings": (sum(f in text for f in t.findings), len(t.findings)),
             "rewound": (int(t.rewound not in text), 1) if t.rewound else (0, 0),
+            # the facts only the reads of the turn in progress and the one before showed
+            # the facts only the reads of the turn in progress and the one before showed: in the request,
+            # or read by a notes update or summary request before they left (nothing cleared unseen)
+            "readfacts": (
+                sum(f in text or f in self.model.seen for ts in t.facts[-2:] for f in ts),
+                sum(len(ts) for ts in t.facts[-2:]),
+            ),
+            "threshold": (0, 0),
+            "reasons": (0, 0),
             # a summary saying the tests pass beside failing commands: flagged next to the records (when
             # the claim reaches the request: notes trimmed to their section size may have left it out)
             "flagged": (int("contradicts" in text), 1)
@@ -825,7 +973,7 @@ def unit_for(window: int) -> int:
 def run(shape: str, window: int, kind: str, chain: int = max(CHAINS), profile: str = "4.x") -> Result:
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp_name, FakeAPI() as api:
-        s = Session(Path(tmp_name), api, window, kind, profile)
+        s = Session(Path(tmp_name), api, window, kind, profile, shape)
         events = s.bench.events
         for turn, rules in shape_turns(shape, unit_for(window), window):
             s.play(turn, rules)

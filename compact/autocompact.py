@@ -1,25 +1,29 @@
-"""Auto-compact: whether to compact before a model call, the whole policy in one place (SPEC §6).
+"""Auto-compact: the executor of the one decision (compact.decision.decide) before every main request.
 
 Triggers: every model call of the main conversation (tool loops included), never inside a side request
-or while a compaction runs:
-  auto-compact on      the context at or over the threshold T (compact.decision.thresholds), or, with cost-aware
-                       compaction (on by default), over the point where a reset pays for itself by the
-                       prompt cache's arithmetic (compact.compaction.economics; never below 25% of T);
-  context collapse on  (auto-compact is then off) the view at the blocking limit, or over T with nothing
-                       collapse could take (one long turn has no old spans): compacting at T then beats
-                       carrying a view over T up to the blocking limit (benchmarks/cost.py).
-Skips: while the circuit breaker is open (compact.decision.breaker: 3 failures in a row; said once), and when
-nothing was added since the last compaction (compacting the same content again would only fail again).
-Drops / keeps / writes: as compact.compaction.compactor. Model calls: those of one compaction, or none when a
-candidate prepared in the background (compact.workers.preparer) is applied.
+or while a compaction runs. ``facts`` gathers what the decision is made from — the context as the
+history weighs it, the window's thresholds (compact.decision.window: compaction's own), the breaker,
+the backend the next compaction would use (compact.compaction.backend), whether the notes are current,
+this cycle's prepared candidate (compact.workers.preparer), where a compaction with no call pays for
+itself (compact.compaction.economics) — and ``decide`` says what happens and why:
+  early     below T, no call, nobody waits: from the notes as they are (``notes_compaction.plan``), at
+            a turn boundary they cover (``bare``), or the prepared notes / server's summary applied;
+            a candidate refused at its checks leaves the conversation as it is
+  at T      the prepared candidate when usable, else put off while it is prepared and the context is
+            clear of the blocking limit, else the foreground compaction (compact.compaction.compactor)
+  context collapse on (auto-compact then off): at the blocking limit, or over T with nothing collapse
+            could take.
+The decision goes with the compaction (``conv.decision``): the compactor records it on the boundary and
+shows an early one's reason. Drops / keeps / writes: as compact.compaction.compactor. Model calls: those
+of one compaction at T, none for an early one.
 """
 
 from __future__ import annotations
 
 from compact.compaction import backend, compactor, economics, notes_compaction
 from compact.context.conversation import Conversation, Ports
-from compact.decision import thresholds
 from compact.decision.breaker import MAX_FAILURES
+from compact.decision.decide import EARLY, Decision, Facts, decide
 from compact.workers import preparer
 from compact.workers.collapse_worker import collapser
 from core.messages import Message
@@ -38,39 +42,66 @@ def should_compact(
     return enabled and tokens >= threshold and failures < max_failures and new_content
 
 
+def facts(
+    conv: Conversation,
+    ports: Ports,
+    tokens: int,
+    view: list[Message] | None = None,
+) -> Facts:
+    """What the decision before a request is made from (see compact.decision.decide.Facts)."""
+    c, window = ports.config, conv.window
+    th = window.thresholds()
+    kind = next_kind(conv, ports) if c.auto_enabled or c.context_collapse else "summary"
+    if kind == "notes-current" and c.cost_aware and tokens < th.auto_compact:
+        made = notes_compaction.plan(conv, ports)
+        if made is None or 2 * notes_compaction.leaves(conv, ports, made) > tokens:
+            kind = "notes"  # below T the notes serve only a compaction that frees half: they cover too little yet
+    state = preparer.candidate_state(conv)
+    paid = boundary_point = post = left = 0
+    boundary = False
+    if c.auto_enabled and c.cost_aware and not conv.compacting:
+        paid = economics.point(conv, ports, "notes-current", th.auto_compact)
+        post, left = economics.post_estimate(conv, th.auto_compact)[0], economics.requests_left(conv)
+        if backend.server_expected(conv, ports):
+            boundary_point = min(int(th.auto_compact * economics.BOUNDARY_SHARE), paid)
+            boundary = tokens >= boundary_point and notes_compaction.bare(conv, ports) is not None
+    can_help = True
+    if c.context_collapse and not c.auto_enabled:
+        worker = collapser(conv)
+        can_help = worker is not None and worker.can_help(view or [])
+    return Facts(
+        tokens=tokens,
+        threshold=th.auto_compact,
+        blocking=th.blocking,
+        auto=c.auto_enabled,
+        collapse=c.context_collapse and not c.disable_compact,
+        collapse_can_help=can_help,
+        disabled=c.disable_compact,
+        compacting=conv.compacting,
+        breaker_open=conv.breaker.open,
+        new_content=not compactor.nothing_new_since_compaction(conv),
+        cost_aware=c.cost_aware,
+        backend="notes" if kind == "notes-current" else kind,
+        notes_current=kind == "notes-current",
+        candidate=state[0],
+        candidate_kind=state[1],
+        paid_point=paid,
+        boundary=boundary,
+        boundary_point=boundary_point,
+        post=post,
+        left=left,
+        user_threshold=window.user_set,
+    )
+
+
+def decision(conv: Conversation, ports: Ports, tokens: int, view: list[Message] | None = None) -> Decision:
+    """The one decision for a context of ``tokens`` (compact.decision.decide)."""
+    return decide(facts(conv, ports, tokens, view))
+
+
 def threshold_reached(conv: Conversation, ports: Ports, tokens: int) -> bool:
-    """Auto-compact is on, no compaction is running, and ``tokens`` reach the compaction point (T, or
-    earlier where a reset pays for itself: ``point``)."""
-    if not ports.config.auto_enabled or conv.compacting:
-        return False
-    th = ports.thresholds().auto_compact
-    if tokens >= th:
-        return True
-    return ports.config.cost_aware and (early(conv, ports, tokens) or at_boundary(conv, ports, tokens))
-
-
-def early(conv: Conversation, ports: Ports, tokens: int) -> bool:
-    """A compaction before T pays for itself (compact.compaction.economics) and needs no call made now: the notes are
-    current, or this cycle's candidate is prepared or being prepared (compact.workers.preparer applies it when it
-    is ready). Otherwise the preparation starts first: a compaction in the foreground here would pay for
-    a call the arithmetic did not count (a fold of the notes, a summary) and make the user wait."""
-    kind = "notes-current" if preparer.candidate_ready(conv) else next_kind(conv, ports)  # paid for: no call
-    if kind != "notes-current" and not preparer.has_candidate(conv):
-        return False
-    return tokens >= economics.point(conv, ports, kind, ports.thresholds().auto_compact)
-
-
-def at_boundary(conv: Conversation, ports: Ports, tokens: int) -> bool:
-    """On a model that keeps its thinking, a turn boundary where the notes cover everything before the
-    new prompt, past BOUNDARY_SHARE of T (or the point where a compaction pays): compacting here from the
-    notes keeps no turn that holds thinking and makes no call, where the compaction the coming turn would
-    reach otherwise is the server's summary, priced as an uncached read of the whole context."""
-    if not ports.config.cost_aware or not backend.server_expected(conv, ports):
-        return False
-    th = ports.thresholds().auto_compact
-    if tokens < min(th * economics.BOUNDARY_SHARE, economics.point(conv, ports, "notes-current", th)):
-        return False
-    return notes_compaction.bare(conv, ports) is not None
+    """Whether the decision for ``tokens`` is to compact now (auto-compact on)."""
+    return ports.config.auto_enabled and decision(conv, ports, tokens).compacts
 
 
 def next_kind(conv: Conversation, ports: Ports) -> str:
@@ -84,35 +115,6 @@ def next_kind(conv: Conversation, ports: Ports) -> str:
     return "notes-current" if notes_compaction.plan(conv, ports) is not None else "notes"
 
 
-def due(conv: Conversation, ports: Ports, tokens: int, view: list[Message] | None = None) -> bool:
-    """Whether an automatic compaction runs now, for a view of ``tokens`` (its ``messages`` when collapse
-    is on); the breaker's notice is emitted here, the first time it is found open."""
-    c = ports.config
-    th = ports.thresholds()
-    if c.auto_enabled:
-        if not threshold_reached(conv, ports, tokens):
-            return False
-        if conv.breaker.open:
-            conv.breaker.say_once(ports.emit)
-            return False
-    elif not c.context_collapse or c.disable_compact:
-        return False
-    elif thresholds.level(tokens, th).blocking:
-        return True
-    elif tokens < th.auto_compact:
-        return False
-    else:
-        worker = collapser(conv)
-        if worker is None or worker.can_help(view or []):
-            return False
-    return should_compact(
-        max(tokens, th.auto_compact) if c.auto_enabled else tokens,  # at T or at the point (just checked)
-        th.auto_compact,
-        failures=conv.breaker.failures,
-        new_content=not compactor.nothing_new_since_compaction(conv),
-    )
-
-
 def maybe_autocompact(
     conv: Conversation,
     ports: Ports,
@@ -120,15 +122,32 @@ def maybe_autocompact(
     view: list[Message] | None = None,
     counted: int | None = None,
 ) -> bool:
-    """Compact when the policy says so; True when the conversation was replaced. With auto-compact on, a
-    candidate prepared in the background is applied when there is one (compact.workers.preparer: no model
-    call, or the compaction put off while it is still being prepared); the foreground one otherwise.
-    ``tokens`` is what the history weighs as kept; ``counted``, what the server counts of it (less when
-    it clears old tool results), decides how long a compaction may be put off."""
-    if not due(conv, ports, tokens, view):
+    """Run what the decision says; True when the conversation was replaced. ``tokens`` is what the
+    history weighs as kept; ``counted``, what the server counts of it (less when it clears old tool
+    results), decides how long a compaction at T may be put off."""
+    d = decision(conv, ports, tokens, view)
+    if d.source == "breaker" and tokens >= conv.window.thresholds().auto_compact:
+        conv.breaker.say_once(ports.emit)
+    if not d.compacts:
         return False
-    if ports.config.auto_enabled and at_boundary(conv, ports, tokens):
-        return compactor.compact(conv, ports, "auto")  # from the notes, now: no call, no one waits
+    conv.decision = d
+    try:
+        return _run(conv, ports, d, tokens, counted)
+    finally:
+        conv.decision = None
+
+
+def _run(conv: Conversation, ports: Ports, d: Decision, tokens: int, counted: int | None) -> bool:
+    if d.source == "boundary" or d.action == EARLY:
+        if d.source == "prepared":
+            return preparer.apply_ready(conv, ports, compactor.compact)
+        made = (
+            notes_compaction.bare(conv, ports)
+            if d.source == "boundary"
+            else notes_compaction.plan(conv, ports)
+        )
+        # no call and no wait: the notes as they are, or nothing
+        return made is not None and compactor.compact(conv, ports, "auto", prepared=made, calls=False)
     if ports.config.auto_enabled:
         return preparer.at_threshold(conv, ports, tokens, compactor.compact, counted=counted)
     return compactor.compact(conv, ports, "auto")

@@ -13,7 +13,7 @@ import json
 
 from compact import autocompact
 from compact.compaction import backend, compactor, economics, notes_compaction, notes_updater
-from compact.context import cache_health, context_editing
+from compact.context import cache_health, context_editing, coverage
 from compact.context.conversation import Conversation, Ports
 from compact.decision import thresholds
 from compact.decision.tokens import CLEARED
@@ -28,11 +28,16 @@ from core.model import Request, in_context
 from core.tokens import estimate_text, usage_total
 
 NEAR_FULL = "The context is nearly full; the next request will compact or stop."
+# messages no usage measured must weigh this share of T before a decision to compact is checked against
+# the server's count of them (compact.request_cycle ``measure``)
+MEASURE_SHARE = 0.05
 
 
 def before_request(conv: Conversation, ports: Ports) -> View:
     """The view to send next, after whatever compaction it needs; ContextLimitReached at the blocking limit."""
     current = conv.view()
+    if measure(conv, ports, current):
+        current = conv.view()
     # due on what the history weighs; put off by what the server counts (the same without clearing)
     if autocompact.maybe_autocompact(
         conv, ports, current.raw_tokens, current.messages, counted=counted(conv, ports, current)
@@ -40,16 +45,46 @@ def before_request(conv: Conversation, ports: Ports) -> View:
         current = conv.view()
     if maybe_nudge(conv, ports, counted(conv, ports, current)):
         current = conv.view()
-    state = token_state(ports, counted(conv, ports, current))
+    state = token_state(conv, counted(conv, ports, current))
     ports.emit(state)
     if state.blocking:
         raise ContextLimitReached(CONTEXT_LIMIT)
     return current
 
 
-def token_state(ports: Ports, tokens: int) -> TokenState:
+def measure(conv: Conversation, ports: Ports, current: View) -> bool:
+    """Before a decision to compact that rests on messages no usage has measured (a run of tool results
+    since the last reply: our estimate of a file can be twice the server's count), ask the server to
+    count the request (count_tokens), and scale such messages by what it says (compact.decision.tokens
+    ``measured``): every figure the decision uses is then in the server's unit. Once per such tail;
+    True when the calibration changed."""
+    if not ports.config.auto_enabled or conv.compacting:
+        return False
+    with conv.lock:
+        messages = list(current.messages)
+    at = max((i for i, m in enumerate(messages) if m.role == "assistant" and m.usage), default=-1)
+    tail = messages[at + 1 :]
+    th = conv.window.thresholds().auto_compact
+    unmeasured = sum(m.tokens for m in tail)
+    if not tail or unmeasured < th * MEASURE_SHARE or conv.measured_at == tail[-1].uuid:
+        return False
+    if not autocompact.decision(conv, ports, current.raw_tokens, current.messages).compacts:
+        return False
+    conv.measured_at = tail[-1].uuid
+    req = ports.request(current.api)
+    real = ports.count(req)
+    if real is None:
+        return False
+    usage = messages[at].usage if at >= 0 else None
+    known = usage_total(usage) + int(usage.get(CLEARED) or 0) if usage else 0  # with what it cleared
+    estimated = unmeasured + (0 if usage else conv.calibration.fixed_tokens())
+    conv.calibration.measured(real - known, estimated)
+    return True
+
+
+def token_state(conv: Conversation, tokens: int) -> TokenState:
     """The warning bar's numbers for a count of ``tokens``."""
-    return thresholds.token_state(tokens, ports.thresholds())
+    return thresholds.token_state(tokens, conv.window.thresholds())
 
 
 def maybe_nudge(conv: Conversation, ports: Ports, tokens: int) -> bool:
@@ -95,7 +130,7 @@ def turn_end_notes(conv: Conversation, ports: Ports, tokens: int) -> bool:
         last = conv.messages[-1] if conv.messages else None
     if last is None or last.role != "assistant" or last.tool_uses or not backend.server_expected(conv, ports):
         return False
-    th = ports.thresholds().auto_compact
+    th = conv.window.thresholds().auto_compact
     if tokens < th * economics.BOUNDARY_SHARE:
         return False
     with conv.lock:
@@ -122,15 +157,21 @@ def counted(conv: Conversation, ports: Ports, current: View) -> int:
         current.messages,
         state.server_clear_through,
         current.tokens,
-        ports.thresholds().auto_compact,
+        conv.window.thresholds().auto_compact,
         ports.config.keep_recent,
         rewritten=conv.view_ctx is not None and conv.view_ctx.sent is None,  # a compaction point
+        seen=coverage.seen_count(current.messages, state.last_summarized_uuid, conv.summary_seen),
     )
     if moved is not None and moved != state.server_clear_through:
         state.server_clear_through = moved
         conv.record(clearing_record(moved))
     if any(m.role == "assistant" and m.usage for m in current.messages):
-        return current.tokens  # the server's own count, with what it cleared, stands
+        # the server's own count, with what it cleared, stands — less what the point moved since the
+        # request it measured (the next response's usage will show it)
+        newly = context_editing.clearable_tokens(
+            current.messages, state.server_clear_through
+        ) - context_editing.clearable_tokens(current.messages, conv.measured_clear_through)
+        return max(0, current.tokens - conv.calibration.scale(max(0, newly)))
     unmeasured = context_editing.clearable_tokens(current.messages, state.server_clear_through)
     return max(0, current.tokens - conv.calibration.scale(unmeasured))
 
@@ -169,6 +210,7 @@ def send(conv: Conversation, ports: Ports, current: View) -> Message:
             at_compaction = cache_health.chain(conv, req)
             continue
         cache_health.observe(conv, reply, at_compaction)
+        conv.measured_clear_through = conv.state.server_clear_through  # what this usage measured
         reply = with_cleared(reply)
         after_reply(conv, ports, current, reply, req)
         sent(conv, current)
@@ -209,14 +251,12 @@ def reactive_compact(conv: Conversation, ports: Ports, error: PromptTooLong) -> 
     if ports.config.disable_compact or conv.reactive_compacted:
         return False
     conv.reactive_compacted = True
-    learned = bool(error.maximum and error.maximum < ports.thresholds().window)
-    if learned:
-        conv.window_limit = error.maximum  # the server told us its real limit
+    learned = conv.window.learn(error.maximum)  # the server told us its real limit
     ports.emit(Notice(refused_text(error, learned), "warning"))
     # the refusal is the server's count, and it outranks our estimate (a transcript holding one 30 MB
     # message, or usage recorded before the history was edited, can estimate far below it): a compaction
     # is due even when the view looks small (issue 40)
-    limit = error.maximum or ports.thresholds().window
+    limit = error.maximum or conv.window.thresholds().window
     conv.server_count = error.actual if error.actual else limit + 1
     try:
         return compactor.compact(conv, ports, "auto", reactive=True)
@@ -255,7 +295,7 @@ def after_reply(conv: Conversation, ports: Ports, current: View, reply: Message,
     applied = context_editing.applied_edits({"context_management": reply.extra.get("contextManagement")})
     if applied:
         conv.record(context_edit_record(applied))
-    if thresholds.level(real, ports.thresholds()).blocking:
+    if thresholds.level(real, conv.window.thresholds()).blocking:
         ports.notice(NEAR_FULL, "warning")
 
 

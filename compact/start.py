@@ -14,6 +14,7 @@ from typing import Callable
 
 from compact.compaction.notes_updater import NotesWorker
 from compact.context.conversation import Conversation, Ports, TranscriptSink
+from compact.decision.window import Window
 from compact.request_cycle import overhead_tokens
 from compact.stages.state import ContextState
 from compact.stages.view import ViewContext
@@ -39,6 +40,7 @@ def conversation(
         tools=tools,
         messages=list(messages or []),
         state=state or ContextState(),
+        window=Window(ports.config, ports.model_window, ports.max_output),
     )
     c = ports.config
     conv.view_ctx = ViewContext(

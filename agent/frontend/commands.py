@@ -24,9 +24,11 @@ from agent.runtime.sdk import unknown_model_text
 from agent.runtime.session import Session
 from agent.runtime.thinking import EFFORT_NAMES
 from agent.transcript.listing import list_sessions
+from compact import autocompact
 from compact.compaction import compactor, ledger
 from compact.compaction.notes import notes_text
 from compact.context import cache_health, usage
+from compact.decision.decide import describe as describe_decision
 from compact.workers import preparer
 from core.errors import AgentError, Interrupted
 from core.events import CompactFailed, CompactFinished, Retrying
@@ -369,6 +371,9 @@ def context_usage(session: Session) -> ContextUsage:
     prepared = preparer.describe(session.conv, session.ports)
     if prepared:
         lines += ["", prepared]
+    if th.auto_enabled:  # the one decision's next point (compact.decision.decide)
+        decision = autocompact.decision(session.conv, session.ports, session.conv.view().raw_tokens)
+        lines += ["", describe_decision(decision, th.auto_compact)]
     if thinking := thinking_tokens(session):
         lines += ["", f"Of the messages, extended thinking: {fmt_tokens(thinking)} tokens"]
     extra = [*mcp_lines(session), *subagent_lines(session), *cache_lines(session)]

@@ -879,7 +879,7 @@ class Repl:
             self.token_state = None
             return
         try:
-            self.token_state = token_state(session.ports, session.conv.view().tokens)
+            self.token_state = token_state(session.conv, session.conv.view().tokens)
         except Exception:  # noqa: BLE001 - no bar is better than a crashed prompt
             self.token_state = self.renderer.token_state
 

@@ -55,6 +55,9 @@ _sdk: Any = None
 _when_loaded: list[Callable[[], Any]] = []  # called by the background import once the SDK is in
 
 
+COUNT_SECONDS = 10.0  # a token count that takes longer is given up (the estimate stands)
+
+
 def sdk() -> Any:
     """The anthropic module, imported on first use (it takes ~2 s here)."""
     global _sdk
@@ -271,6 +274,24 @@ class ModelClient:
             and fallback is not None
             and api_model_name(fallback) != api_model_name(req.model)
         )
+
+    def count(self, req: Request) -> int | None:
+        """The server's count of a request's input tokens (``POST /v1/messages/count_tokens``: no output,
+        not billed), which compaction calibrates its estimate on (compact.request_cycle ``measure``); None
+        when it can't be had quickly — the estimate then stands."""
+        try:
+            params = req.params(self.family(req.model))
+            betas = [b for b in params.pop("betas", []) if b]
+            keep = ("model", "messages", "system", "tools", "tool_choice", "thinking")
+            body = {k: params[k] for k in keep if k in params}
+            client = self.client.with_options(timeout=COUNT_SECONDS, max_retries=0)
+            if betas:
+                result = client.beta.messages.count_tokens(**body, betas=betas)
+            else:
+                result = client.messages.count_tokens(**body)
+            return int(result.input_tokens)
+        except Exception:  # noqa: BLE001 - a count is an improvement, never a failure
+            return None
 
     def backoff(self, attempt: int) -> float:
         """The wait after failed attempt ``attempt``: doubling from BACKOFF_FIRST, capped, with jitter."""

@@ -22,7 +22,6 @@ from agent.runtime.sdk import DROP_BLOCK, ModelClient
 from agent.transcript.writer import THINKING_BINDING
 from compact import start
 from compact.context.conversation import Conversation, LastCompaction, Ports, TranscriptSink
-from compact.decision import thresholds
 from compact.decision.config import CompactConfig
 from compact.decision.thresholds import Thresholds
 from compact.stages.snip import perform_snip
@@ -66,6 +65,10 @@ def client(s: Settings, on_event: Callable[[Any], None]) -> ModelClient:
     return made
 
 
+def _no_count(req: Request) -> int | None:
+    return None
+
+
 def compact_config(s: Settings) -> CompactConfig:
     """The compaction settings a conversation gets: the parsed ones, with the home's notes template."""
     return replace(s.compaction, notes_template=s.home / NOTES_TEMPLATE)
@@ -88,26 +91,6 @@ def run_hooks(
 
 # T under which the tools are described briefly (SessionBase.brief_tools)
 BRIEF_TOOLS_BELOW = 20_000
-
-
-def thresholds_for(
-    window: int,
-    model: str,
-    *,
-    cap: int | None,
-    pct: float | None,
-    blocking: int | None,
-    auto_enabled: bool,
-) -> Thresholds:
-    """The thresholds of a window for a model, under the overrides the settings give."""
-    return thresholds.compute(
-        window,
-        max_output_tokens(model),
-        window_cap=cap,
-        pct=pct,
-        blocking_override=blocking,
-        auto_enabled=auto_enabled,
-    )
 
 
 def request(
@@ -217,12 +200,14 @@ class SessionBase(ABC):
             model=model,
             emit=emit,
             request=self.request,
-            thresholds=self.thresholds,
             account=self.account_side_request,
             hooks=self.hook_context,
             instructions=self.compaction_instructions,
             instruction_files=self.instruction_paths,
             thinking=self.apply_thinking,
+            model_window=self.model_window,
+            max_output=lambda: max_output_tokens(self.model),
+            count=getattr(model, "count", _no_count),
             config=config,
             **more,
         )
@@ -295,8 +280,7 @@ class SessionBase(ABC):
     @property
     def window(self) -> int:
         """The model's window, or less when the conversation learned a lower limit."""
-        full, limit = self.model_window(), self.conv.window_limit
-        return min(full, limit) if limit else full
+        return self.conv.window.size()
 
     def brief_tools(self) -> bool:
         """Whether the tools go with their short descriptions: under a small T (a 43K window's is 10,000)
@@ -305,12 +289,6 @@ class SessionBase(ABC):
         return self.thresholds().auto_compact < BRIEF_TOOLS_BELOW
 
     def thresholds(self) -> Thresholds:
-        c = self.settings.compaction
-        return thresholds_for(
-            self.window,
-            self.model,
-            cap=c.context_window,
-            pct=c.autocompact_pct,
-            blocking=c.blocking_limit,
-            auto_enabled=self.ports.config.auto_enabled,
-        )
+        """The conversation's thresholds, for the warning bar and /context: compaction's own
+        (compact.decision.window), never handed to it."""
+        return self.conv.window.thresholds()

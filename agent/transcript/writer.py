@@ -160,9 +160,13 @@ class TranscriptWriter:
         pre_tokens: int,
         logical_parent_uuid: str | None,
         preserved_segment: dict[str, str] | None = None,
+        decision: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The compact_boundary record; it becomes the parent of the next message (the summary)."""
+        """The compact_boundary record; it becomes the parent of the next message (the summary). ``decision``:
+        what made the compaction and why (compact.decision.decide), kept as ``compactMetadata.decision``."""
         meta: dict[str, Any] = {"trigger": trigger, "preTokens": int(pre_tokens)}
+        if decision:
+            meta["decision"] = decision
         if preserved_segment:
             meta["preservedSegment"] = {
                 k: preserved_segment[k] for k in ("headUuid", "anchorUuid", "tailUuid")

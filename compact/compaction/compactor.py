@@ -78,6 +78,7 @@ def compact(
     note: str = "",
     waited: float = 0.0,
     hooked: list[str] | None = None,
+    calls: bool = True,
 ) -> bool:
     """Compact the conversation; True when it was replaced.
 
@@ -85,7 +86,8 @@ def compact(
     now unless a PreCompact hook adds instructions it could not have followed; ``hooked``: the lines of
     the PreCompact hooks that already ran when it was prepared (their instructions are in it: they do not
     run again); ``note`` says what became of a candidate (shown on the compaction line); ``waited``:
-    seconds the user already waited for it."""
+    seconds the user already waited for it; ``calls=False``: an early compaction (compact.decision.decide),
+    which makes no model call — ``prepared`` is used even when a PreCompact hook adds instructions."""
     if ports.config.disable_compact:
         ports.emit(Notice(DISABLED, "warning"))
         return False
@@ -96,7 +98,7 @@ def compact(
     conv.compacting = True
     try:
         shown = "reactive" if reactive else trigger
-        return _attempt(conv, ports, trigger, instructions, shown, prepared, note, waited, hooked)
+        return _attempt(conv, ports, trigger, instructions, shown, prepared, note, waited, hooked, calls)
     finally:
         conv.compacting = False
 
@@ -111,6 +113,7 @@ def _attempt(
     note: str = "",
     waited: float = 0.0,
     hooked: list[str] | None = None,
+    calls: bool = True,
 ) -> bool:
     """One compaction, every failure turned into CompactFailed (Ctrl-C raised again afterwards)."""
     started = time.monotonic() - waited
@@ -119,7 +122,7 @@ def _attempt(
     if prepared is not None and not backend.keeps_thinking_valid(prepared):
         prepared, hooked, note = None, None, SET_ASIDE_LOOP
     try:
-        made = _make(conv, ports, trigger, instructions, prepared, hooked)
+        made = _make(conv, ports, trigger, instructions, prepared, hooked, calls)
         if made is None:
             conv.last_failure = NOTHING
             ports.emit(CompactFailed(shown, NOTHING))
@@ -178,6 +181,7 @@ def _make(
     instructions: str | None,
     prepared: Compaction | None = None,
     hooked: list[str] | None = None,
+    calls: bool = True,
 ) -> tuple[Compaction, int, list[str], list[str]] | None:
     """The compaction, the tokens before it, the lines to show and the PreCompact hooks' instructions
     (``custom``, for a fallback made after it); None when there is nothing to
@@ -193,7 +197,7 @@ def _make(
     if prepared is not None and hooked is not None:
         return prepared, counted(conv, pre.raw_tokens), hooked, []  # its hooks ran when it was prepared
     custom, hook_lines = pre_compact(ports, trigger, instructions)
-    if prepared is not None and not hook_lines:
+    if prepared is not None and (not hook_lines or not calls):
         return prepared, counted(conv, pre.raw_tokens), hook_lines, custom
     if not (instructions and instructions.strip()) and (made := _bare(conv, ports)) is not None:
         return made, pre.tokens, hook_lines, custom
@@ -239,7 +243,9 @@ def least_left(conv: Conversation, ports: Ports, messages: list[Message]) -> int
     user's words are in it whole while they fit its budget). A conversation at or under this size has
     nothing to compact."""
     frame = _summary_message(conv, Compaction(method="", summary=""), "manual")
-    state = ledger.attachment(messages, [], str(conv.tools.project_dir), ports.thresholds().auto_compact)
+    state = ledger.attachment(
+        messages, [], str(conv.tools.project_dir), conv.window.thresholds().auto_compact
+    )
     cal = conv.calibration
     return cal.scale(cal.fixed_tokens() + frame.tokens + state.message.tokens)
 
@@ -355,13 +361,13 @@ def finish(
     """
     shown = shown or trigger
     old = list(conv.messages)
-    th = ports.thresholds()
+    th = conv.window.thresholds()
     compaction = _checked(conv, ports, compaction, old, th.auto_compact)
     kept = [m.replace(usage=None) if m.usage is not None else m for m in compaction.kept]  # stale now
     server = compaction.stand_in is not None
     # the server's summary keeps the kept turns' thinking valid as long as they stay as they were sent:
     # their old results are not cleared then
-    stale = [] if server else _stale_in_kept(conv, ports, kept)
+    stale = [] if server else _stale_in_kept(conv, ports, kept, _unseen(conv, compaction, old))
     visible = micro.without_calls(kept, stale)  # files whose reads stay visible in the kept tail
     summary_msg = (
         compaction.stand_in
@@ -434,7 +440,13 @@ def finish(
         replaced=lambda: old,
         candidate=candidate,
     )
-    lines = [*(hook_lines or []), *start_lines, *([f"PostCompact hook: {post_text}"] if post_text else [])]
+    early = conv.decision.line() if conv.decision is not None else ""
+    lines = [
+        *([early] if early else []),
+        *(hook_lines or []),
+        *start_lines,
+        *([f"PostCompact hook: {post_text}"] if post_text else []),
+    ]
     ports.emit(
         CompactFinished(
             shown,
@@ -539,13 +551,30 @@ def _move_coverage(
         save_version(conv.notes_path, marker)  # what /rewind puts back (agent.runtime.rewind)
 
 
-def _stale_in_kept(conv: Conversation, ports: Ports, kept: list[Message]) -> list[str]:
+def _stale_in_kept(
+    conv: Conversation, ports: Ports, kept: list[Message], unseen: frozenset[str] = frozenset()
+) -> list[str]:
     """Old tool results of a kept tail: the compaction rewrites the cached prefix anyway, so microcompact's
-    clearing (all but the most recent few) costs nothing extra now and saves on every later request."""
+    clearing (all but the most recent few, within their share of T as the server counts) costs nothing
+    extra now and saves on every later request — except results no notes update or summary saw
+    (``unseen``): those stay, or they would leave the context unseen."""
     c = ports.config
     if not kept or not c.microcompact or c.disable_compact:
         return []
-    return micro.in_tail(kept, conv.state, c.keep_recent, ports.thresholds().auto_compact)
+    th = conv.window.thresholds().auto_compact
+    return micro.in_tail(kept, conv.state, c.keep_recent, th, ratio=conv.calibration.ratio, unseen=unseen)
+
+
+def _unseen(conv: Conversation, compaction: Compaction, old: list[Message]) -> frozenset[str]:
+    """The tool calls of ``old`` whose results the stand-in did not see: after the notes' marker on the
+    notes path, after the last message a prepared summary saw, none for a summary of everything."""
+    if compaction.method == notes_compaction.METHOD:
+        seen = coverage.covered_count(old, compaction.seen_through or conv.state.last_summarized_uuid)
+    elif compaction.seen_through is not None:
+        seen = coverage.covered_count(old, compaction.seen_through)
+    else:
+        return frozenset()
+    return coverage.unseen_results(old, seen)
 
 
 def _commit(
@@ -566,6 +595,7 @@ def _commit(
             pre_tokens,
             logical_parent_uuid=old[-1].uuid if old else None,
             preserved_segment=_segment(compaction, kept, summary_msg.uuid),
+            decision=_decision_record(conv, compaction, trigger),
         )
         for m in [summary_msg, *added]:  # kept messages are in the transcript already
             conv.writer.append_message(m)
@@ -576,6 +606,20 @@ def _commit(
             )
     for m in [summary_msg, *added]:
         ports.emit(MessageRecorded(m))
+
+
+def _decision_record(conv: Conversation, compaction: Compaction, trigger: Trigger) -> dict[str, Any]:
+    """What the boundary records of the decision that made this compaction (compact.decision.decide):
+    the automatic one's, else the command's."""
+    d = conv.decision
+    if d is not None:
+        return {**d.record(), "method": compaction.method}
+    why = "/compact" if trigger == "manual" else "the server refused the request as too long"
+    return {
+        "action": "manual" if trigger == "manual" else "reactive",
+        "reason": why,
+        "method": compaction.method,
+    }
 
 
 def nothing_new_since_compaction(conv: Conversation) -> bool:

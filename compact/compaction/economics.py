@@ -168,6 +168,14 @@ def post_estimate(conv: Conversation, threshold: int) -> tuple[int, int]:
     return fixed + int(threshold * RESET_SHARE), fixed
 
 
+def requests_left(conv: Conversation) -> int:
+    """The requests the current piece of work is expected to go on for: as many as since the last
+    compaction point (``requests_in_cycle``)."""
+    last = conv.last_compaction
+    with conv.lock:
+        return requests_in_cycle(conv.messages, last.tail_uuid if last is not None else None)
+
+
 def model_name(ports: Ports) -> str:
     return ports.request([], tools=False).model
 
@@ -175,12 +183,10 @@ def model_name(ports: Ports) -> str:
 def point(conv: Conversation, ports: Ports, kind: str, threshold: int | None = None) -> int:
     """The context size from which a compaction of ``kind`` pays now (see the docstring): between
     max(FLOOR_SHARE × T, 2R) and T; T itself when cost-aware compaction is off."""
-    th = threshold if threshold is not None else ports.thresholds().auto_compact
+    th = threshold if threshold is not None else conv.window.thresholds().auto_compact
     if not ports.config.cost_aware or kind not in EARLY_KINDS:
         return th
-    last = conv.last_compaction
-    with conv.lock:
-        left = requests_in_cycle(conv.messages, last.tail_uuid if last is not None else None)
+    left = requests_left(conv)
     post, fixed = post_estimate(conv, th)
     even = break_even(post, fixed, left, kind, Prices.of(model_name(ports), conv.server_price))
     low = max(th * FLOOR_SHARE, 2 * post)

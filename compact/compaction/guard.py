@@ -31,7 +31,7 @@ def check(
     ``clears``: the server clears old tool results (compact.context.context_editing), so the history kept may
     stand near the warning level, or over T, while the server counts far less of it: then only what it
     freed counts."""
-    th = ports.thresholds()
+    th = conv.window.thresholds()
     # the history kept may stay over T while what the server counts of it is far under: the next
     # compaction is prepared and put off as usual (compact.workers.preparer), this one still helped
     still_over = post_tokens >= th.auto_compact and not clears

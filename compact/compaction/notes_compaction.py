@@ -57,19 +57,19 @@ def compact_with_notes(conv: Conversation, ports: Ports, trigger: str) -> Compac
     with conv.lock:
         messages = list(conv.messages)
     first = coverage.covered_count(messages, conv.state.last_summarized_uuid)
-    if not (_worth_folding(messages, first, ports) and could_serve(conv, ports)):
+    if not (_worth_folding(messages, first, conv) and could_serve(conv, ports)):
         return None  # even current notes would not make a compaction that fits: summarize, no fold
     if not update_span(conv, ports, messages[first:]):
         return None
     return plan(conv, ports)
 
 
-def _worth_folding(messages: list[Message], first: int, ports: Ports) -> bool:
+def _worth_folding(messages: list[Message], first: int, conv: Conversation) -> bool:
     """Folding helps when an earlier summary is uncovered, or when the uncovered span is more than the
     tail a compaction keeps anyway (a fold then lets the tail shrink to its minimum)."""
     if first < summary_floor(messages):
         return True
-    scale = window_scale(ports.thresholds().auto_compact)
+    scale = window_scale(conv.window.thresholds().auto_compact)
     return sum(m.tokens for m in messages[first:]) > KEEP_MIN_TOKENS * scale
 
 
@@ -97,10 +97,19 @@ def bare(conv: Conversation, ports: Ports) -> Compaction | None:
     if not all(m.is_typed_prompt for m in kept) or messages[covered - 1].role != "assistant":
         return None
     summary = trim_sections(
-        text, headers(template_for(ports)), conv.notes_path, section_tokens(ports.thresholds().auto_compact)
+        text,
+        headers(template_for(ports)),
+        conv.notes_path,
+        section_tokens(conv.window.thresholds().auto_compact),
     ).strip()
     segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid}
-    return Compaction(method=METHOD, summary=summary, kept=kept, preserved_segment=segment)
+    return Compaction(
+        method=METHOD,
+        summary=summary,
+        kept=kept,
+        preserved_segment=segment,
+        seen_through=messages[covered - 1].uuid,
+    )
 
 
 def plan(conv: Conversation, ports: Ports, share: float | None = None) -> Compaction | None:
@@ -126,7 +135,7 @@ def _compaction(
     marker: str | None,
     share: float | None = None,
 ) -> Compaction | None:
-    threshold = ports.thresholds().auto_compact
+    threshold = conv.window.thresholds().auto_compact
     scale = window_scale(threshold)
     # each section within the size the update instruction gave it, its newest lines kept
     summary = trim_sections(
@@ -145,7 +154,9 @@ def _compaction(
     ) > threshold * (share or RESULT_SHARE):
         return None  # it would leave no room for the restored files (or not free enough): summarize instead
     segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid} if kept else None
-    return Compaction(method=METHOD, summary=summary, kept=kept, preserved_segment=segment)
+    return Compaction(
+        method=METHOD, summary=summary, kept=kept, preserved_segment=segment, seen_through=marker
+    )
 
 
 def _tail_size(kept: list[Message], conv: Conversation, ports: Ports, prepared: float | None) -> int:
@@ -159,9 +170,22 @@ def tail_tokens(kept: list[Message], conv: Conversation, ports: Ports) -> int:
     c = ports.config
     if not c.microcompact or c.disable_compact:
         return sum(m.tokens for m in kept)
-    return micro.size_after(
-        kept, micro.in_tail(kept, conv.state, c.keep_recent, ports.thresholds().auto_compact)
+    with conv.lock:
+        messages = list(conv.messages)
+    unseen = coverage.unseen_results(
+        messages, coverage.covered_count(messages, conv.state.last_summarized_uuid)
     )
+    th = conv.window.thresholds().auto_compact
+    return micro.size_after(
+        kept, micro.in_tail(kept, conv.state, c.keep_recent, th, ratio=conv.calibration.ratio, unseen=unseen)
+    )
+
+
+def leaves(conv: Conversation, ports: Ports, made: Compaction) -> int:
+    """What a notes compaction leaves, as the server counts: the system prompt and tools, the notes and
+    the kept tail as the compactor leaves it (its results no notes update saw stay whole)."""
+    cal = conv.calibration
+    return cal.scale(cal.fixed_tokens() + estimate_text(made.summary) + tail_tokens(made.kept, conv, ports))
 
 
 def could_serve(conv: Conversation, ports: Ports) -> bool:
@@ -172,7 +196,7 @@ def could_serve(conv: Conversation, ports: Ports) -> bool:
     with conv.lock:
         messages = list(conv.messages)
     last = safe_marker(messages)
-    if last is None or not tail_start(messages, last, window_scale(ports.thresholds().auto_compact)):
+    if last is None or not tail_start(messages, last, window_scale(conv.window.thresholds().auto_compact)):
         return True
     text = notes_text(conv.notes_path) or template_for(ports)
     return _compaction(conv, ports, text, messages, last) is not None

@@ -149,7 +149,7 @@ def update_if_due(conv: Conversation, ports: Ports) -> None:
     w = worker(conv)
     try:
         tokens = count_tokens(conv.messages, conv.calibration)
-        threshold = ports.thresholds().auto_compact
+        threshold = conv.window.thresholds().auto_compact
         if not w.trigger.observe(tokens, len(last.tool_uses), *update_levels(threshold), threshold=threshold):
             return
         job = _job(conv)
@@ -260,7 +260,7 @@ def update_span(conv: Conversation, ports: Ports, span: list[Message], timeout: 
             kept = binding.drop_all(part)[0]
             part = summary.close_loop(kept) if binding.in_tool_loop(part) else kept
         # (estimates only: the usage of a reply in the span measured the whole context, not the span)
-        if not part or sum(m.tokens for m in part) > ports.thresholds().auto_compact:
+        if not part or sum(m.tokens for m in part) > conv.window.thresholds().auto_compact:
             return False
         w.trigger.updating(count_tokens(conv.messages, conv.calibration))
     except Exception as e:  # noqa: BLE001
@@ -344,7 +344,7 @@ def _update(conv: Conversation, ports: Ports, job: _Job, cancel: threading.Event
     path = ensure_notes(conv, ports)
     notes = path.read_text(encoding="utf-8")
     header_lines = headers(template_for(ports))
-    section = section_tokens(ports.thresholds().auto_compact)  # what a notes compaction trims to
+    section = section_tokens(conv.window.thresholds().auto_compact)  # what a notes compaction trims to
     instruction = update_instruction(
         str(path), notes, oversized_sections(notes, header_lines, section), estimate_text(notes), section
     )

@@ -168,7 +168,7 @@ def plan_restore(
     """What to restore after a compaction (no side effects). ``tail``: with cost-aware compaction, the
     whole kept tail (its cleared reads included): a file it read is not restored — its Read call stays
     in view and can be run again — and only files that pay (``worth_restoring``) are."""
-    scale = window_scale(ports.thresholds().auto_compact)
+    scale = window_scale(conv.window.thresholds().auto_compact)
     per_file = int(FILE_TOKENS * scale)
     total = int(TOTAL_TOKENS * scale)
     if room is not None:

@@ -189,7 +189,7 @@ def oversized_to_disk(conv: Conversation, ports: Ports, messages: list[Message])
     """``messages`` with each text block over OVERSIZE_SHARE of the window (in characters, at 4 a token:
     the estimate can be far off for text the server refused) replaced by its start, its end and the path
     of a private file holding it whole; None when there is none to shrink."""
-    limit = max(4 * OVERSIZE_EDGE_CHARS, int(ports.thresholds().window * OVERSIZE_SHARE * 4))
+    limit = max(4 * OVERSIZE_EDGE_CHARS, int(conv.window.thresholds().window * OVERSIZE_SHARE * 4))
     out, changed = [], False
     for m in messages:
         if not isinstance(m.content, list):

@@ -5,7 +5,9 @@ Two sources. The ``contextEditing`` setting, when the user sets it (``request_pa
 model with preserved thinking (``automatic``): ``clear_tool_uses`` alone, up to a point the agent
 moves (``advance``): once what the server counts reaches AUTO_TRIGGER of the auto-compact threshold T,
 to all but the ``microcompact.keepRecent`` newest uses (fewer when their results would fill more than
-AUTO_KEEP_SHARE of T), when that clears at least AUTO_AT_LEAST of T.
+AUTO_KEEP_SHARE of T), when that clears at least AUTO_AT_LEAST of T — and never past what a notes
+update or summary request saw (``seen``): a result leaves what the model reads only once something that
+stands for it has read it.
 The request says it by how many uses to keep, so the server clears the same uses from request to
 request and the cached prefix holds between moves (a server-side trigger on the growing history would
 clear one more result, and rewrite the prefix after it, on every request). The local history
@@ -98,21 +100,38 @@ def advance(
     threshold: int,
     keep: int,
     rewritten: bool = False,
+    seen: int | None = None,
 ) -> str | None:
     """The new clearing point (a tool_use id), or ``through`` unchanged: it moves once what the server
     counts reaches AUTO_TRIGGER of T, to all but the ``keep`` newest uses, and only when that clears at
     least AUTO_AT_LEAST of T more (each move rewrites the cached prefix after it). ``rewritten``: the
     request writes its whole prefix anyway (the first after a compaction point): it moves then whatever
-    the count, for free."""
+    the count, for free. ``seen``: how many leading messages a notes update or summary request saw whole
+    — the clearing never reaches past them, so no result leaves the context unseen (issue 38)."""
     if counted < threshold * AUTO_TRIGGER and not rewritten:
         return through
     ids = _use_ids(messages)
     done = ids.index(through) + 1 if through in ids else 0
     upto = len(ids) - _kept(messages, ids, keep, int(threshold * AUTO_KEEP_SHARE))
+    if seen is not None:
+        upto = min(upto, _answered(messages[:seen]))
     if upto <= done:
         return through
     freed = _results_tokens(messages, set(ids[done:upto]))
     return ids[upto - 1] if freed >= threshold * AUTO_AT_LEAST else through
+
+
+def _answered(messages: Sequence[Message]) -> int:
+    """How many of the leading tool uses have their results in ``messages``."""
+    ids = _use_ids(messages)
+    answered = {
+        b.get("tool_use_id")
+        for m in messages
+        if m.role == "user"
+        for b in m.content
+        if b.get("type") == "tool_result"
+    }
+    return next((i for i, use in enumerate(ids) if use not in answered), len(ids))
 
 
 def _kept(messages: Sequence[Message], ids: list[str], keep: int, room: int) -> int:

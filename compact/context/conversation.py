@@ -17,12 +17,17 @@ Conversation — the state of one conversation as compaction sees it:
                its own module (compact.compaction.notes_updater, compact.workers.collapse_worker, compact.workers.preparer) on the
                one base, compact.context.worker; the conversation only holds them
   view_ctx     the view's context and caches (compact.stages.view)
+  window       the window and its thresholds (compact.decision.window), built from the ports' model facts
+               and settings by compact.start; a limit a prompt-too-long answer taught is kept there
 
 Ports — what compaction needs from the floors above it:
   model        anything with ``stream(req, cancel=, emit_text=) -> Message`` (core.model.Model)
   emit         the event sink (core.events)
   request      builds a Request sharing the main conversation's system prompt and tools
-  thresholds   the current thresholds (compact.decision.thresholds), which depend on the model and settings
+  model_window the model's whole context window (the Models API, else the table): a fact about the model;
+               the window and its thresholds are compaction's own (compact.decision.window, ``conv.window``)
+  max_output   the model's largest output (the thresholds keep room for a summary's output)
+  count        the server's count of a request's input (count_tokens), or None (compact.request_cycle)
   account      counts the usage of a side request (notes, summary, collapse) toward the session's cost
   hooks        runs a hook event, reports failures, returns what successful hooks printed
   instructions the "Compact Instructions" of CLAUDE.md; instruction_files: those files' paths
@@ -40,8 +45,9 @@ from typing import Any, Callable, Literal, Protocol
 
 from compact.decision.breaker import Breaker
 from compact.decision.config import CompactConfig
-from compact.decision.thresholds import Thresholds
+from compact.decision.decide import Decision
 from compact.decision.tokens import Calibration
+from compact.decision.window import Window
 from compact.stages.state import ContextState
 from compact.stages.view import View, ViewContext, build_view
 from core.events import Event, Notice
@@ -68,6 +74,7 @@ class TranscriptSink(Protocol):
         pre_tokens: int,
         logical_parent_uuid: str | None,
         preserved_segment: dict[str, str] | None = None,
+        decision: dict[str, Any] | None = None,
     ) -> dict[str, Any]: ...
 
 
@@ -91,12 +98,23 @@ def _no() -> bool:
     return False
 
 
+def _no_count(req: Request) -> int | None:
+    return None
+
+
+def _window_200k() -> int:
+    return 200_000
+
+
+def _output_32k() -> int:
+    return 32_000
+
+
 @dataclass
 class Ports:
     model: Model
     emit: Callable[[Event], None]
     request: Callable[..., Request]
-    thresholds: Callable[[], Thresholds]
     account: Callable[[Message], None]
     hooks: Callable[..., str] = _no_hooks
     instructions: Callable[[], str] = _nothing
@@ -108,6 +126,12 @@ class Ports:
     # whether the main model binds thinking to its prefix (preserved thinking): the server clears old tool
     # results then, unless the user set contextEditing (compact.context.context_editing.automatic)
     preserves_thinking: Callable[[], bool] = _no
+    # the model's facts the window is computed from (compact.decision.window)
+    model_window: Callable[[], int] = _window_200k
+    max_output: Callable[[], int] = _output_32k
+    # the server's count of a request's input tokens (count_tokens), None when it can't be had: what the
+    # estimate is calibrated on before a decision that rests on messages no usage measured yet
+    count: Callable[[Request], int | None] = _no_count
     config: CompactConfig = field(default_factory=CompactConfig)
 
     def notice(self, text: str, level: str = "info") -> None:
@@ -150,10 +174,21 @@ class Conversation:
     breaker: Breaker = field(default_factory=Breaker)  # of automatic compaction
     reactive_compacted: bool = False  # the once-per-turn reactive compaction was used
     current_prompt_uuid: str | None = None  # the typed prompt of the turn in progress (Snip can't take it)
-    window_limit: int | None = None  # a smaller window the server told us about (prompt too long)
     # the size the server counted when it refused the request as too long, while the reactive compaction
     # that follows runs: what the view holds is at least that, whatever our estimate says (issue 40)
     server_count: int | None = None
+    # the window and its thresholds, compaction's own (compact.start builds it from the ports)
+    window: Window = field(default_factory=lambda: Window(CompactConfig()))
+    # the decision the compaction running now was made by (compact.decision.decide; None: /compact, or
+    # none): the compactor records it on the boundary
+    decision: Decision | None = None
+    # the newest message a completed summary request saw whole (a candidate prepared ahead: the server's
+    # summary or a local one): with the notes' marker, how far the server's clearing may reach
+    summary_seen: str | None = None
+    # the last message of the tail the server counted for a decision (compact.request_cycle ``measure``)
+    measured_at: str | None = None
+    # the server's clearing point the last main reply's usage measured (compact.request_cycle ``counted``)
+    measured_clear_through: str | None = None
     last_compaction: LastCompaction | None = None
     # files restored by the last compaction: path -> (mtime, size, lines shown, lines) (compact.compaction.restore)
     restored: dict[str, tuple[float, int, int, int]] = field(default_factory=dict)

@@ -54,3 +54,20 @@ def covered_after(
     if position == len(kept):
         return (added[-1] if added else kept[-1]).uuid
     return kept[position - 1].uuid if position else summary.uuid
+
+
+def unseen_results(messages: list[Message], seen: int) -> frozenset[str]:
+    """The tool calls whose results sit after the first ``seen`` messages: no notes update or summary
+    request saw them, so a compaction may not clear them (compact.compaction.compactor)."""
+    return frozenset(
+        str(b.get("tool_use_id"))
+        for m in messages[max(0, seen) :]
+        for b in m.content
+        if b.get("type") == "tool_result"
+    )
+
+
+def seen_count(messages: list[Message], notes_marker: str | None, summary_seen: str | None) -> int:
+    """How many leading messages a completed notes update (its marker) or summary request (the newest
+    message it saw, ``Conversation.summary_seen``) saw whole: the server's clearing stops there."""
+    return max(covered_count(messages, notes_marker), covered_count(messages, summary_seen))

@@ -25,3 +25,7 @@ class Compaction:
     # first in place of the messages it summarized (their uuids), instead of a summary user message
     stand_in: Message | None = None
     summarized: list[str] = field(default_factory=list)
+    # the last message the summary or notes saw (a candidate prepared ahead, the notes' marker); None:
+    # every message it replaces and keeps (a summary made now). What comes after it was not seen: its
+    # tool results are never cleared at this compaction
+    seen_through: str | None = None

@@ -42,6 +42,8 @@ class Calibration:
     # known yet, ``overhead_source`` tells on first need (so start-up doesn't load the tokenizer)
     overhead: int | None = None
     overhead_source: Callable[[], int] | None = field(default=None, repr=False, compare=False)
+    # the server's count of the messages after the last usage (count_tokens) against our estimate of them
+    tail_ratio: float | None = None
     _real: float = 0.0
     _estimated: float = 0.0
 
@@ -49,6 +51,7 @@ class Calibration:
         """One request: the server counted ``real`` input tokens where we estimated ``estimated``."""
         if real <= 0 or estimated <= 0:
             return
+        self.tail_ratio = None  # a usage measured the messages the count stood for
         self._real = self._real * self.fade + real
         self._estimated = self._estimated * self.fade + estimated
         self.samples += 1
@@ -61,6 +64,16 @@ class Calibration:
 
     def scale(self, n: int) -> int:
         return round(n * self.ratio)
+
+    def measured(self, real: int, estimated: int) -> None:
+        """The server counted ``real`` tokens (count_tokens) for messages no usage has measured yet, which
+        we estimated at ``estimated``: until the next usage, such messages are scaled by that ratio."""
+        if real > 0 and estimated > 0:
+            self.tail_ratio = min(self.high, max(self.low, real / estimated))
+
+    def scale_tail(self, n: int) -> int:
+        """Tokens of messages after the last usage, as the server counts them."""
+        return round(n * self.tail_ratio) if self.tail_ratio is not None else self.scale(n)
 
     def fixed_tokens(self) -> int:
         """Estimated tokens of the system prompt and tools (asked of ``overhead_source`` once if unknown)."""
@@ -86,7 +99,7 @@ def count_tokens(
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if m.role == "assistant" and m.usage:
-            estimate = calibration.scale(tail) if calibration else tail
+            estimate = calibration.scale_tail(tail) if calibration else tail
             stale = freed.get(m.uuid, 0) if freed else 0
             return max(0, usage_total(m.usage) - stale) + estimate
         tail += m.tokens

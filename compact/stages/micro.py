@@ -107,12 +107,20 @@ def microcompact(
 
 
 def stale_results(
-    messages: list[Message], state: ContextState, keep_recent: int = 5, budget: int | None = None
+    messages: list[Message],
+    state: ContextState,
+    keep_recent: int = 5,
+    budget: int | None = None,
+    *,
+    ratio: float = 1.0,
+    unseen: frozenset[str] = frozenset(),
 ) -> list[str]:
     """Tool results microcompact would clear now if the cache were cold: the compactable ones answered
     in ``messages`` except the ``keep_recent`` most recent, not cleared yet. With a token ``budget`` the
     recent ones kept must also fit in it (the newest is always kept). A compaction rewrites the cached
-    prefix anyway, so the kept tail loses them in the same stroke (compact.compaction.compactor, ``in_tail``)."""
+    prefix anyway, so the kept tail loses them in the same stroke (compact.compaction.compactor, ``in_tail``).
+    ``ratio`` turns our estimate into the server's count (the budget is in the server's unit); the results
+    of the calls in ``unseen`` are never cleared."""
     sizes: dict[str, int] = {}
     for m in messages:
         if m.role == "user":
@@ -131,19 +139,30 @@ def stale_results(
         used, n = 0, 0
         for i in reversed(ids[len(ids) - keep :]):
             size = _cleared_tokens() if i in state.cleared else sizes[i]
+            size = round(size * ratio)
             if n and used + size > budget:
                 break
             used, n = used + size, n + 1
         keep = n
-    return [i for i in ids[: len(ids) - keep] if i not in state.cleared]
+    return [i for i in ids[: len(ids) - keep] if i not in state.cleared and i not in unseen]
 
 
-def in_tail(messages: list[Message], state: ContextState, keep_recent: int, threshold: int) -> list[str]:
+def in_tail(
+    messages: list[Message],
+    state: ContextState,
+    keep_recent: int,
+    threshold: int,
+    *,
+    ratio: float = 1.0,
+    unseen: frozenset[str] = frozenset(),
+) -> list[str]:
     """What a compaction clears in the tail it keeps: microcompact's rule, with the recent results it
-    keeps held to TAIL_RESULTS_SHARE of T — the tail is written to the cache afresh either way, and
-    a tail begun early (a candidate prepared ahead) would otherwise bring back a long run of reads
-    whose files the restore step re-reads in shorter form anyway."""
-    return stale_results(messages, state, keep_recent, budget=int(threshold * TAIL_RESULTS_SHARE))
+    keeps held to TAIL_RESULTS_SHARE of T as the server counts them (``ratio``: our estimate to its
+    count) — the tail is written to the cache afresh either way, and a tail begun early (a candidate
+    prepared ahead) would otherwise bring back a long run of reads. Nothing leaves unseen: the results
+    of the calls in ``unseen`` (no notes update or summary request saw them) stay."""
+    budget = int(threshold * TAIL_RESULTS_SHARE)
+    return stale_results(messages, state, keep_recent, budget=budget, ratio=ratio, unseen=unseen)
 
 
 def size_after(messages: list[Message], cleared: Iterable[str]) -> int:

@@ -133,7 +133,7 @@ class Collapser(Worker):
         raw = apply_collapses(messages, conv.state.collapses)
         if conv.compacting:  # a compaction is reading the view: apply what is committed, no more
             return self._corrected(raw)
-        lv = levels(self.ports.thresholds())
+        lv = levels(self.conv.window.thresholds())
         if lv.wait <= 0:
             return self._corrected(raw)
         cal = ctx.calibration

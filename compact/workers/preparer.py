@@ -67,6 +67,8 @@ LEAD = 1.3  # margin on the expected time
 # notes and kept tail may take this share of T when applied from a prepared update (the usual one, 45%,
 # keeps room for restored files; a tail that began at P holds the recent reads verbatim anyway)
 PREPARED_SHARE = 0.6
+# a prepared notes compaction that would leave more than this share of T waits (clear of B) for an update
+LAGGING_SHARE = 0.4
 CANDIDATE_TIMEOUT = 180.0  # seconds before a background summary is abandoned
 # a compaction is put off, waiting for its candidate, at most this far past T (the default distance from
 # T to the blocking limit): a lowered threshold (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE) is still honoured
@@ -175,7 +177,7 @@ def start_if_due(conv: Conversation, ports: Ports, tokens: int) -> bool:
     _measure(p, tokens)
     if not active(conv, ports) or conv.compacting:
         return False
-    threshold, blocking = ports.thresholds().auto_compact, _limit(ports)
+    threshold, blocking = conv.window.thresholds().auto_compact, _limit(conv)
     kind = _kind(conv, ports)
     if (
         ports.config.cost_aware
@@ -231,6 +233,17 @@ def candidate_ready(conv: Conversation) -> bool:
     return p.server_ready is not None or p.ready is not None or (p.kind == "notes" and p.notes_done)
 
 
+def candidate_state(conv: Conversation) -> tuple[str, str]:
+    """This cycle's candidate as the decision sees it (compact.decision.decide): ("" | "running" |
+    "ready" | "failed", its kind)."""
+    p = preparer(conv)
+    if p is None or p.cycle != _cycle(conv) or not p.kind:
+        return "", ""
+    if p.failed:
+        return "failed", p.kind
+    return ("ready" if candidate_ready(conv) else "running"), p.kind
+
+
 def _kind(conv: Conversation, ports: Ports) -> str:
     """The kind of candidate this cycle would start (compact.compaction.backend's choice, asked ahead)."""
     if backend.server_expected(conv, ports):
@@ -243,19 +256,33 @@ def _start_server(conv: Conversation, ports: Ports, p: Preparer, plan: backend.S
     summarize what was sent, keep working, replace exactly that when it returns)."""
     p.kind = "server"
     p.stats.prepared += 1
+    before = _saw(conv, plan.sent[-1].uuid if plan.sent else None)  # its request is sent now
     p.start(
-        _serve, conv, ports, p, plan.sent, server_summary.instructions(p.custom), timeout=CANDIDATE_TIMEOUT
+        _serve,
+        conv,
+        ports,
+        p,
+        plan.sent,
+        server_summary.instructions(p.custom),
+        before,
+        timeout=CANDIDATE_TIMEOUT,
     )
 
 
 def _serve(
-    conv: Conversation, ports: Ports, p: Preparer, sent: list[Message], instructions: str | None
+    conv: Conversation,
+    ports: Ports,
+    p: Preparer,
+    sent: list[Message],
+    instructions: str | None,
+    before: str | None = None,
 ) -> None:
     try:
         p.server_ready = server_summary.summarize(conv, ports, sent, [], instructions, cancel=p.cancel)
         p.seconds["server"] = p.clock() - p.started_at
     except Exception as e:  # noqa: BLE001 - a failed candidate costs this cycle's preparation, nothing else
         p.failed = failure(e)
+        conv.summary_seen = before  # it read nothing for good: the clearing goes no further on its word
 
 
 def _measure(p: Preparer, tokens: int) -> None:
@@ -303,10 +330,36 @@ def _start_summary(conv: Conversation, ports: Ports, p: Preparer, custom: list[s
     replaced = sum(m.tokens for m in seen_messages[:covers])
     p.kind, p.started_at = "summary", p.clock()
     p.stats.prepared += 1
-    p.start(_summarize, ports, p, request_messages, custom, seen, covers, replaced, timeout=CANDIDATE_TIMEOUT)
+    p.start(
+        _summarize,
+        conv,
+        ports,
+        p,
+        request_messages,
+        custom,
+        seen,
+        covers,
+        replaced,
+        timeout=CANDIDATE_TIMEOUT,
+    )
+
+
+def _saw(conv: Conversation, last: str | None) -> str | None:
+    """A summary request is sent over the messages up to ``last`` (a uuid): it reads them whole, so the
+    server's clearing may reach that far (compact.context.context_editing ``advance``). Returns what
+    stood before (put back if the request fails: no later move then relies on it)."""
+    before = conv.summary_seen
+    if not last:
+        return before
+    with conv.lock:
+        live = list(conv.messages)
+    if coverage.covered_count(live, last) > coverage.covered_count(live, conv.summary_seen):
+        conv.summary_seen = last
+    return before
 
 
 def _summarize(
+    conv: Conversation,
     ports: Ports,
     p: Preparer,
     messages: list[Message],
@@ -314,10 +367,14 @@ def _summarize(
     seen: tuple[tuple[str, str], ...],
     covers: int,
     replaced: int,
+    before: str | None = None,
 ) -> None:
     try:
         req = summary.summary_request(ports, messages, summary.build_instruction(custom))
-        req.retry = "background"  # nobody waits for it yet: quiet, and a failure costs only this cycle
+        # no retry: a failure costs only this cycle's preparation and the compaction at T has its own
+        # (retried in the background, a candidate stays in flight for the whole budget, and the
+        # compaction it holds back is put off all that while)
+        req.retry = "once"
         reply = ports.model.stream(req, cancel=p.cancel, emit_text=False)
         ports.account(reply)
         text = summary.check_reply(reply)
@@ -337,6 +394,7 @@ def _summarize(
         p.seconds["summary"] = p.ready.seconds
     except Exception as e:  # noqa: BLE001 - a failed candidate costs this cycle's preparation, nothing else
         p.failed = failure(e)
+        conv.summary_seen = before  # it read nothing for good: the clearing goes no further on its word
 
 
 # --- at T ------------------------------------------------------------------------------------------------
@@ -352,12 +410,18 @@ def at_threshold(
     for its candidate is put off while ``counted`` stays clear of B (and the history within RAW_ROOM
     windows: past it, a failed candidate's fallback would have too much to summarize)."""
     p = _preparer(conv)
-    th = ports.thresholds()
-    threshold, limit = th.auto_compact, _limit(ports)
+    th = conv.window.thresholds()
+    threshold, limit = th.auto_compact, _limit(conv)
     counted = tokens if counted is None else min(tokens, counted)
     clear = counted + max(p.step, (limit - threshold) // 4) < limit and tokens < RAW_ROOM * th.window
     cycle_ok = p.cycle == _cycle(conv)
     made = _usable(conv, ports, p) if cycle_ok else None
+    if made is not None and clear and p.kind == "notes" and _lagging(conv, ports, made):
+        # what the notes never saw stays whole (nothing leaves unseen): when that is most of the tail,
+        # bring the notes up to date first, in the background, while the context is clear of B
+        p.notes_done = False
+        notes_updater.update_in_background(conv, ports, on_done=lambda ok: _notes_done(p, ok))
+        return False
     if made is not None:
         return _apply(conv, ports, p, made, compact, waited=0.0)
     in_flight = cycle_ok and (p.running or (p.kind == "notes" and not p.notes_done))
@@ -383,9 +447,31 @@ def at_threshold(
     return done
 
 
-def _limit(ports: Ports) -> int:
+def apply_ready(conv: Conversation, ports: Ports, compact: Callable[..., bool]) -> bool:
+    """An early compaction (compact.decision.decide): this cycle's completed candidate, applied if it
+    passes its checks; True when the conversation was replaced. Nothing runs in its place: a refused one
+    is recorded, and the decision is made again at the next request — no foreground compaction, no wait."""
+    p = _preparer(conv)
+    if p.cycle != _cycle(conv):
+        return False
+    made = _usable(conv, ports, p)
+    if made is None:
+        return False
+    if p.kind == "notes" and 2 * notes_compaction.leaves(conv, ports, made) > conv.view().raw_tokens:
+        return False  # the notes cover too little yet to free half: the decision is made again next time
+    return _apply(conv, ports, p, made, compact, waited=0.0)
+
+
+def _lagging(conv: Conversation, ports: Ports, made: Compaction) -> bool:
+    """A notes compaction would leave more than LAGGING_SHARE of T: the notes cover too little of the
+    recent tail, whose results no update saw and which it keeps whole."""
+    threshold = conv.window.thresholds().auto_compact
+    return notes_compaction.leaves(conv, ports, made) > threshold * LAGGING_SHARE
+
+
+def _limit(conv: Conversation) -> int:
     """How far a compaction may be put off: the blocking limit, at most DEFER_ROOM past T."""
-    th = ports.thresholds()
+    th = conv.window.thresholds()
     return min(th.blocking, th.auto_compact + DEFER_ROOM)
 
 
@@ -443,7 +529,7 @@ def _from_summary(conv: Conversation, ports: Ports, p: Preparer, c: Candidate) -
     # its "summarized up to here"; only what comes before may go, everything after stays verbatim
     marker = covered[-1].uuid
     first_uncovered = coverage.covered_count(live, marker)
-    scale = notes_compaction.window_scale(ports.thresholds().auto_compact)
+    scale = notes_compaction.window_scale(conv.window.thresholds().auto_compact)
     start = notes_compaction.kept_start(
         live,
         first_uncovered,
@@ -456,7 +542,12 @@ def _from_summary(conv: Conversation, ports: Ports, p: Preparer, c: Candidate) -
     kept = live[start:]
     segment = {"headUuid": kept[0].uuid, "anchorUuid": "", "tailUuid": kept[-1].uuid} if kept else None
     return Compaction(
-        method="summary", summary=c.summary, kept=kept, preserved_segment=segment, usage=c.usage
+        method="summary",
+        summary=c.summary,
+        kept=kept,
+        preserved_segment=segment,
+        usage=c.usage,
+        seen_through=marker,
     )
 
 
@@ -541,7 +632,7 @@ def _start_next(conv: Conversation, ports: Ports, p: Preparer) -> None:
     kind = _kind(conv, ports)
     if kind == "server" and backend.server_plan(conv, ports) is None:
         return  # after the next response: the server's summary needs a request sent since the compaction
-    if tokens >= level(p, ports.thresholds().auto_compact, _limit(ports), kind):
+    if tokens >= level(p, conv.window.thresholds().auto_compact, _limit(conv), kind):
         _start(conv, ports, p, tokens)
 
 

@@ -131,7 +131,7 @@ def test_when_the_server_clears_only_what_a_compaction_freed_counts(tmp_path: Pa
     """A tail kept over T (or near the warning level) that the server clears old results from is no failed
     compaction (compact.context.context_editing); one that freed too little still is."""
     bench = make_bench(tmp_path, api)
-    threshold = bench.ports.thresholds().auto_compact
+    threshold = bench.conv.window.thresholds().auto_compact
     pre, post = threshold * 2, threshold + 1_000  # over T as kept, 45% freed
     guard.check(bench.conv, bench.ports, "auto", "auto", pre, post)
     assert (

@@ -234,7 +234,7 @@ def test_the_server_summary_prepared_in_the_background_is_applied_at_t_without_a
     bench.add(user_prompt("Read the modules and fix the parser."))
     read_step(bench, api, "a.py")
     read_step(bench, api, "b.py")
-    threshold = bench.ports.thresholds().auto_compact
+    threshold = bench.conv.window.thresholds().auto_compact
     assert preparer.start_if_due(bench.conv, bench.ports, int(threshold * 0.9)) is False
     p = preparer.preparer(bench.conv)
     assert p is not None and p.kind == "server" and p.thread is not None
@@ -273,7 +273,7 @@ def test_a_precompact_hook_runs_when_the_candidate_is_prepared_and_its_words_go_
     bench.add(user_prompt("Read the modules."))
     read_step(bench, api, "a.py", lines=300)
     read_step(bench, api, "b.py")  # its request sends a.py's result: what the server's summary stands for
-    preparer.start_if_due(bench.conv, bench.ports, int(bench.ports.thresholds().auto_compact * 0.9))
+    preparer.start_if_due(bench.conv, bench.ports, int(bench.conv.window.thresholds().auto_compact * 0.9))
     p = preparer.preparer(bench.conv)
     assert p is not None and p.thread is not None
     p.thread.join(30)
@@ -310,7 +310,7 @@ def test_after_a_server_summary_the_next_candidate_waits_for_a_request_then_is_t
     read_step(bench, api, "a.py")
     read_step(bench, api, "b.py")
     assert compactor.compact(bench.conv, bench.ports, "auto") is True
-    high = int(bench.ports.thresholds().auto_compact * 0.9)
+    high = int(bench.conv.window.thresholds().auto_compact * 0.9)
     # nothing was sent since the compaction point: a local candidate now would be set aside at T
     assert preparer.start_if_due(bench.conv, bench.ports, high) is False
     p = preparer.preparer(bench.conv)

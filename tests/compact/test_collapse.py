@@ -350,7 +350,7 @@ def test_95_percent_waits_for_the_worker_then_proceeds(tmp_path: Path, api: Fake
         "SLOW SUMMARY of the first turns."
     ]
     assert now.tokens < 36_000
-    assert token_state(bench.ports, now.tokens).blocking is False
+    assert token_state(bench.conv, now.tokens).blocking is False
     assert [n for n in notices(events) if "waiting" in n] == [
         "The context is nearly full: waiting for older turns to be summarised…"
     ]

@@ -37,10 +37,14 @@ def bench_for(tmp_path: Path, api: FakeAPI, preserves: bool = True, **options: A
     return bench
 
 
-def read_step(bench: Bench, api: FakeAPI, n: int) -> Message:
-    """One main request through the pipeline: a thinking reply reading a ~3,000-token file, and its result."""
+def read_step(bench: Bench, api: FakeAPI, n: int, seen: bool = True) -> Message:
+    """One main request through the pipeline: a thinking reply reading a ~3,000-token file, and its result.
+    ``seen``: a summary request saw everything up to the request (as a candidate prepared ahead would:
+    the clearing may reach that far; compact.context.context_editing ``advance``)."""
     path = write_file(bench, f"m{n}.py", lines=250, width=6)
     api.add(Reply.tools([("Read", {"file_path": str(path)}, f"toolu_r{n}")], thinking=f"read m{n}"))
+    if seen and bench.messages:
+        bench.conv.summary_seen = bench.messages[-1].uuid
     view = request_cycle.before_request(bench.conv, bench.ports)
     message = request_cycle.send(bench.conv, bench.ports, view)
     bench.add(message)
@@ -62,7 +66,7 @@ def cleared_through(body: dict) -> str | None:
 
 def test_the_server_clears_in_batches_and_the_history_stays_as_sent(tmp_path: Path, api: FakeAPI) -> None:
     bench = bench_for(tmp_path, api)
-    threshold = bench.ports.thresholds().auto_compact
+    threshold = bench.conv.window.thresholds().auto_compact
     bench.add(user_prompt("Read every module."))
     for n in range(20):
         read_step(bench, api, n)
@@ -128,6 +132,33 @@ def test_no_automatic_clearing_when_turned_off_or_not_needed(tmp_path: Path, api
     assert not context_editing.automatic_on(bench.ports)
 
 
+def test_the_server_never_clears_a_result_no_notes_or_summary_saw(tmp_path: Path, api: FakeAPI) -> None:
+    """Issue 38: a result leaves what the model reads only once a notes update or a summary request saw
+    it. With nothing seen the clearing never starts; once a summary saw the first reads, it reaches
+    no further than them."""
+    bench = bench_for(tmp_path, api)
+    threshold = bench.conv.window.thresholds().auto_compact
+    bench.add(user_prompt("Read every module."))
+    for n in range(9):
+        read_step(bench, api, n, seen=False)
+    assert bench.conv.view().tokens > threshold * AUTO_TRIGGER  # past the clearing's trigger
+    assert all(cleared_through(r.body) is None for r in api.message_requests)
+    bench.conv.summary_seen = bench.messages[-1].uuid  # a summary request saw toolu_r0..r8's results
+    for n in range(9, 11):
+        read_step(bench, api, n, seen=False)
+    points = [cleared_through(r.body) for r in api.message_requests]
+    assert points[-1] is not None
+    assert all(p is None or int(p.removeprefix("toolu_r")) <= 8 for p in points)
+
+
+def test_the_point_never_passes_what_was_seen() -> None:
+    history = [user_prompt("go"), *[m for n in range(10) for m in _use(n)]]
+    threshold = 10_000
+    assert advance(history, None, threshold, threshold, 3, seen=0) is None
+    assert advance(history, None, threshold, threshold, 3, seen=2 * 5 + 1) == "t4"  # t0..t4 answered
+    assert advance(history, None, threshold, threshold, 3, seen=2 * 5) == "t3"  # t4's result not seen
+
+
 def _use(n: int) -> list[Message]:
     call = assistant(
         [{"type": "tool_use", "id": f"t{n}", "name": "ToolSearch" if n == 1 else "Read", "input": {}}]
@@ -160,7 +191,7 @@ def test_with_nothing_prepared_ahead_the_compaction_still_comes_at_t(tmp_path: P
     # the put-off waits for a candidate the preparer starts; with preparation off none ever would
     bench = bench_for(tmp_path, api, auto_compact=True, prepare_compaction=False)
     bench.ports.offers_compaction = lambda: True
-    threshold = bench.ports.thresholds().auto_compact
+    threshold = bench.conv.window.thresholds().auto_compact
     bench.add(user_prompt("Read every module."))
     weights = []
     for n in range(16):

@@ -558,7 +558,7 @@ def test_long_sections_are_trimmed_in_the_summary_only(tmp_path, api):
     worklog = result.summary.split("# Worklog")[1]
     # within the size the update instruction gave each section, the newest lines kept (the latest steps
     # and corrections), the guide line first and where the older lines are
-    promised = section_tokens(bench.ports.thresholds().auto_compact)
+    promised = section_tokens(bench.conv.window.thresholds().auto_compact)
     assert estimate_text(worklog) <= promised + 20 and f"about {promised:,} tokens" in update_instruction(
         "p", "", [], 0, promised
     )
