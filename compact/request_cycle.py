@@ -160,7 +160,11 @@ def counted(conv: Conversation, ports: Ports, current: View) -> int:
         conv.window.thresholds().auto_compact,
         ports.config.keep_recent,
         rewritten=conv.view_ctx is not None and conv.view_ctx.sent is None,  # a compaction point
-        seen=coverage.seen_count(current.messages, state.last_summarized_uuid, conv.summary_seen),
+        # nothing cleared unseen — unless automatic compaction has stopped (the breaker): then the
+        # clearing alone keeps the session going, as microcompact's would
+        seen=None
+        if conv.breaker.open
+        else coverage.seen_count(current.messages, state.last_summarized_uuid, conv.summary_seen),
     )
     if moved is not None and moved != state.server_clear_through:
         state.server_clear_through = moved

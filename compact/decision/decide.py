@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Any
 
 NONE, EARLY, REACTIVE = "none", "early", "reactive"
-AT_T = ("notes", "server", "summary")  # the backends of a compaction at T (compact.compaction.backend)
 # the prepared candidates an early compaction may apply: they keep the recent turns verbatim
 EARLY_PREPARED = ("notes", "server")
 BACKEND_TEXT = {"notes": "the session notes", "server": "the server's summary", "summary": "a local summary"}

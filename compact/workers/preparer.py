@@ -69,6 +69,7 @@ LEAD = 1.3  # margin on the expected time
 PREPARED_SHARE = 0.6
 # a prepared notes compaction that would leave more than this share of T waits (clear of B) for an update
 LAGGING_SHARE = 0.4
+MAX_REFRESH = 3  # updates of a notes candidate that lags behind, in one cycle, before a summary is prepared
 CANDIDATE_TIMEOUT = 180.0  # seconds before a background summary is abandoned
 # a compaction is put off, waiting for its candidate, at most this far past T (the default distance from
 # T to the blocking limit): a lowered threshold (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE) is still honoured
@@ -112,6 +113,7 @@ class Preparer(Worker):
     last: tuple[float, int] | None = None
     step: int = 0  # the last response's growth in tokens
     notes_done: bool = False  # this cycle's notes update has finished (its edits and marker are in)
+    refreshed: int = 0  # updates of this cycle's notes candidate since it was started (MAX_REFRESH)
     # after a compaction applied while the next summary was in flight: (what that compaction added —
     # its summary and attachments —, what it dropped); the next one saw all it dropped, so it may
     # replace what stood in for those messages too
@@ -185,7 +187,13 @@ def start_if_due(conv: Conversation, ports: Ports, tokens: int) -> bool:
         threshold = economics.point(conv, ports, kind, threshold)
     if p.cycle == _cycle(conv):
         if p.kind == "notes" and p.notes_done and _notes_plan(conv, ports) is None:
-            if not p.failed and not p.running and tokens >= level(p, threshold, blocking, "summary"):
+            if not p.failed and p.refreshed < MAX_REFRESH and notes_compaction.could_serve(conv, ports):
+                # the notes lag behind what the tail would keep whole (nothing leaves unseen): brought up
+                # to date, they serve — one more update of this cycle's candidate, not a summary
+                p.refreshed += 1
+                p.notes_done = False
+                notes_updater.update_in_background(conv, ports, on_done=lambda ok: _notes_done(p, ok))
+            elif not p.failed and not p.running and tokens >= level(p, threshold, blocking, "summary"):
                 _start_summary(conv, ports, p, p.custom)  # the notes can't serve this compaction: summarize
         return p.kind == "notes"
     if p.running or tokens < level(p, threshold, blocking, kind):
@@ -199,7 +207,7 @@ def _start(conv: Conversation, ports: Ports, p: Preparer, tokens: int) -> bool:
     """Start this cycle's candidate; True when it is a notes update."""
     if p.ready is not None or p.kind:
         _discard(p)  # the previous cycle's, never used
-    p.cycle, p.failed, p.rebase, p.last_rejected = _cycle(conv), "", None, ""
+    p.cycle, p.failed, p.rebase, p.last_rejected, p.refreshed = _cycle(conv), "", None, "", 0
     p.started_at = p.clock()
     # the PreCompact hooks run now, so what they print goes into this candidate's request (run at the
     # threshold, instructions would leave the candidate unusable and the user waiting)
@@ -217,12 +225,6 @@ def _start(conv: Conversation, ports: Ports, p: Preparer, tokens: int) -> bool:
         return True
     _start_summary(conv, ports, p, p.custom)
     return False
-
-
-def has_candidate(conv: Conversation) -> bool:
-    """Whether this cycle's candidate was started (ready, in flight or done)."""
-    p = preparer(conv)
-    return p is not None and p.cycle == _cycle(conv) and bool(p.kind)
 
 
 def candidate_ready(conv: Conversation) -> bool:

@@ -256,7 +256,8 @@ def test_context_breakdown_adds_up_and_stays_out_of_the_conversation(fake_api, p
         f"## Context usage\n\nModel: {session.model}  \nTokens: {k(result.used)} / 100k (5%)\n\n"
         f"| Category | Tokens | Share |\n|---|---:|---:|\n{rows}\n\n"
         f"Memory files:\n- {project / 'CLAUDE.md'}: {k(by['memory'])} tokens\n\n"
-        "Prepared compaction: none yet"
+        "Prepared compaction: none yet\n\n"
+        "Next compaction: at 67,000 tokens; now 5,030"  # the one decision's next point (issue 38)
     )
 
 
