@@ -212,7 +212,10 @@ def load(settings: Settings, now: datetime, *, verify: bool = True) -> Loaded:
                 continue
             before = (m.state, m.reason, m.text)
             if verify:
-                _verify(m, tree, now)
+                try:
+                    _verify(m, tree, now)
+                except (KeyError, TypeError, ValueError, AttributeError) as e:  # a check edited by hand
+                    m.state, m.reason = STALE, f"its check can't be made ({type(e).__name__}: {e})"
             changed |= before != (m.state, m.reason, m.text)
             if m.state in SERVED and (parse_time(m.used) or cutoff) < now - RENEW_AFTER:
                 m.used = utc(now)  # renewed (a day's precision: no write at every start)

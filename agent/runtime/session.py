@@ -473,8 +473,8 @@ class Session(wiring.SessionBase):
             return
         try:
             loaded = memory.load(self.settings, self.clock())
-        except OSError as e:
-            self.notice(f"Memory not loaded: {e}", "warning")
+        except Exception as e:  # noqa: BLE001 - memory never takes a session down: said, and it starts without
+            self.notice(f"Memory not loaded: {type(e).__name__}: {e}", "warning")
             return
         self.memory, self.memory_text = loaded, loaded.text
         for problem in loaded.problems:
@@ -496,8 +496,8 @@ class Session(wiring.SessionBase):
             written, problems = memory.remember(
                 self.settings, list(self.messages), self.clock(), session=self.session_id
             )
-        except OSError as e:
-            self.notice(f"Memory not written ({trigger}): {e}", "warning")
+        except Exception as e:  # noqa: BLE001 - memory never takes a session down: said once it happens
+            self.notice(f"Memory not written ({trigger}): {type(e).__name__}: {e}", "warning")
             return 0
         for problem in problems:
             self.notice(f"Memory: {problem}", "warning")

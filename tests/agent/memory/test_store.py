@@ -210,3 +210,16 @@ def test_two_sessions_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     assert not list(folder.glob(".*.tmp")) and not list(folder.glob("*.damaged-*"))
     for f in folder.iterdir():
         assert stat.S_IMODE(f.stat().st_mode) == 0o600
+
+
+def test_a_record_edited_into_nonsense_is_stale_not_a_crash(tmp_path: Path) -> None:
+    project, home, folder = written(tmp_path)
+    data = json.loads((folder / "memories.json").read_text())
+    for m in data["memories"]:
+        if m["slot"] == "command:build":
+            m["check"] = {"kind": "make", "recipe": 3}  # no target, a recipe that is no list
+    (folder / "memories.json").write_text(json.dumps(data))
+    loaded = service.load(settings_for(project, home), NOW)
+    build = next(m for m in loaded.memories if m.slot == "command:build")
+    assert build.state == "stale" and build.reason.startswith("its check can't be made (KeyError")
+    assert loaded.served == 2
