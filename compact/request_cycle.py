@@ -10,6 +10,7 @@ compact/, "prepare" means only that). The one diagram of the whole order is comp
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from compact import autocompact
 from compact.compaction import backend, compactor, economics, notes_compaction, notes_updater
@@ -21,7 +22,7 @@ from compact.stages import binding, micro, snip
 from compact.stages.state import clearing_record, context_edit_record
 from compact.stages.view import View
 from compact.workers import preparer
-from core.errors import CONTEXT_LIMIT, ContextLimitReached, MaxTokensOverflow, PromptTooLong
+from core.errors import CONTEXT_LIMIT, ContextLimitReached, MaxTokensOverflow, PromptTooLong, RefusedBlock
 from core.events import MessageRecorded, Notice, TokenState
 from core.messages import Message
 from core.model import Request, in_context
@@ -197,7 +198,7 @@ def send(conv: Conversation, ports: Ports, current: View) -> Message:
     its predecessor and a cache miss is kept (compact.context.cache_health)."""
     req = request_for(conv, ports, current)
     at_compaction = cache_health.chain(conv, req)
-    shrunk = False
+    shrunk, refusals = False, 0
     while True:
         try:
             reply = ports.model.stream(req, cancel=conv.cancel)
@@ -213,12 +214,102 @@ def send(conv: Conversation, ports: Ports, current: View) -> Message:
             req = request_for(conv, ports, current)
             at_compaction = cache_health.chain(conv, req)
             continue
+        except RefusedBlock as e:
+            # one block the API can't take (a thinking block whose signature was edited on disk, a
+            # compaction block it can't read, a picture): left out of the conversation once, recorded, and
+            # the request goes again; a refusal never outlives its request (issue 40)
+            if refusals >= MAX_REFUSED_BLOCKS or not leave_out(conv, req, e):
+                raise
+            refusals += 1
+            ports.emit(
+                Notice(
+                    f"The API refused one block of the conversation ({e.path}: {_short(e)}); it is "
+                    "left out and the request goes again.",
+                    "info",
+                )
+            )
+            current = conv.view()
+            req = request_for(conv, ports, current)
+            at_compaction = cache_health.chain(conv, req)
+            continue
         cache_health.observe(conv, reply, at_compaction)
         conv.measured_clear_through = conv.state.server_clear_through  # what this usage measured
         reply = with_cleared(reply)
         after_reply(conv, ports, current, reply, req)
         sent(conv, current)
         return reply
+
+
+MAX_REFUSED_BLOCKS = 8  # blocks left out for one request before its refusal is given up as it is
+REFUSED_BLOCK = "refused-block"  # the transcript record of a block left out
+
+
+def _short(e: RefusedBlock) -> str:
+    text = str(e).split(": ", 1)[-1]
+    return text if len(text) <= 160 else text[:159] + "…"
+
+
+def leave_out(conv: Conversation, req: Request, e: RefusedBlock) -> bool:
+    """Take the block the API refused out of the conversation: a thinking block goes, a compaction block
+    becomes its summary as text, a picture or a document a line saying it was left out. Found by what was
+    sent (the request's block is the message's own object, or equal to it); False when it can't be found
+    or is of a kind that can't be left out (a tool call, a result: the conversation would break)."""
+    n, m, inner = e.where
+    try:
+        sent_block = req.messages[n]["content"][m]
+        if inner is not None:
+            sent_block = sent_block["content"][inner]
+    except (IndexError, KeyError, TypeError):
+        return False
+    kind = sent_block.get("type") if isinstance(sent_block, dict) else None
+    if kind not in ("thinking", "redacted_thinking", "compaction", "image", "document"):
+        return False
+    with conv.lock:
+        for i, message in enumerate(conv.messages):
+            changed = _without(message.content, sent_block, str(e))
+            if changed is not None:
+                conv.messages[i] = message.replace(content=changed)
+                conv.record(
+                    {
+                        "type": REFUSED_BLOCK,
+                        "uuid": message.uuid,
+                        "path": e.path,
+                        "kind": kind,
+                        "reason": _short(e),
+                    }
+                )
+                return True
+    return False
+
+
+def _without(blocks: list, target: dict, why: str) -> list | None:
+    """``blocks`` with ``target`` replaced (None: not among them, nor inside one of their tool results)."""
+    out: list[Any] = []
+    found = False
+    for block in blocks:
+        if not found and (block is target or block == target):
+            found = True
+            kind = block.get("type")
+            if kind in ("thinking", "redacted_thinking"):
+                continue
+            if kind == "compaction":
+                text = block.get("content") or ""
+                out.append(
+                    {"type": "text", "text": f"Summary of the earlier conversation:\n{text}"}
+                    if text
+                    else {"type": "text", "text": "[the earlier conversation's summary could not be read]"}
+                )
+                continue
+            out.append({"type": "text", "text": f"[a {kind} the API refused was left out]"})
+            continue
+        if not found and isinstance(block, dict) and isinstance(block.get("content"), list):
+            inner = _without(block["content"], target, why)
+            if inner is not None:
+                found = True
+                out.append({**block, "content": inner})
+                continue
+        out.append(block)
+    return out if found else None
 
 
 def sent(conv: Conversation, current: View) -> None:

@@ -114,6 +114,21 @@ _BOUND = re.compile(
 )
 
 
+class RefusedBlock(ModelError):
+    """The API refused one block of the request, named by its place (``messages.3.content.0``, or
+    ``messages.3.content.0.content.1`` inside a tool result): a thinking block whose signature doesn't
+    verify, a compaction block it can't read, a picture. ``where``: (message, block, inner block or None)
+    of the request's ``messages``."""
+
+    def __init__(self, message: str, path: str, where: tuple[int, int, int | None]):
+        super().__init__(message, status=400)
+        self.path = path
+        self.where = where
+
+
+_REFUSED_BLOCK = re.compile(r"^(messages\.(\d+)\.content\.(\d+)(?:\.content\.(\d+))?)\b")
+
+
 def classify_bad_request(message: str) -> ModelError | None:
     """Recognise the context-size errors and preserved thinking's prefix check in a 400
     invalid_request_error's message."""
@@ -126,6 +141,9 @@ def classify_bad_request(message: str) -> ModelError | None:
         return PromptTooLong(message, int(m.group(1)), int(m.group(2)))
     if "prompt is too long" in message.lower():
         return PromptTooLong(message)
+    if m := _REFUSED_BLOCK.match(message):
+        inner = int(m.group(4)) if m.group(4) is not None else None
+        return RefusedBlock(message, m.group(1), (int(m.group(2)), int(m.group(3)), inner))
     return None
 
 

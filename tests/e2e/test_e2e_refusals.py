@@ -4,6 +4,7 @@ server's count). The real CLI against the fake Messages API (tests/fakeapi.py)."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,72 @@ def test_pictures_the_api_refuses_are_checked_before_they_are_sent_and_continue_
     api.reply_text("still here")
     res = run_cli(api, "-p", "and now?", "--continue", *args, timeout=180)
     assert res.code == 0 and res.stdout.strip() == "still here", res.stderr
+
+
+def _edit_transcript(home: Path, change) -> None:
+    path = next(home.rglob("*.jsonl"))
+    lines = []
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        change(record)
+        lines.append(json.dumps(record))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _thinking_blocks(record: dict) -> list[dict]:
+    content = (record.get("message") or {}).get("content")
+    return (
+        [b for b in content if isinstance(b, dict) and b.get("type") == "thinking"]
+        if isinstance(content, list)
+        else []
+    )
+
+
+def test_a_thinking_signature_edited_on_disk_is_left_out_and_the_session_goes_on(
+    fake_api, run_cli, isolated_env
+):
+    """Before: --continue ended 'API error 400: messages.1.content.0: Invalid `signature` in `thinking`
+    block', on every run."""
+    api = fake_api
+    api.refusals_expected = True  # the one refusal the edited block earns is the subject
+    api.reply_text("first answer", thinking="I considered the question.")
+    assert run_cli(api, "-p", "first question").code == 0
+    edited = []
+
+    def tamper(record: dict) -> None:
+        for block in _thinking_blocks(record):
+            block["signature"] = "x" + block["signature"][1:]
+            edited.append(block["signature"])
+
+    _edit_transcript(isolated_env, tamper)
+    assert edited
+    api.reply_text("second answer")
+    res = run_cli(api, "-p", "second question", "--continue")
+    assert res.code == 0 and res.stdout.strip() == "second answer", res.stderr
+    last = json.dumps(api.message_requests[-1].body["messages"])
+    assert edited[0] not in last and "first answer" in last
+
+
+@pytest.mark.fake_profile(
+    "4.x", reason="claude-sonnet-4-6: signed thinking with no prefix binding or drop_block"
+)
+def test_on_sonnet_4_6_the_key_inside_signed_thinking_never_makes_continue_fail(
+    fake_api, run_cli, isolated_env
+):
+    """The key the model read lands in its signed thinking; the transcript never holds the key, so the
+    block on disk no longer matches its signature. Before: every --continue got a 400."""
+    api = fake_api
+    api.refusals_expected = True
+    from tests.fakeapi import Reply
+
+    # the turn stops in the middle of its tool loop (as a crash leaves it): --continue sends that step's
+    # signed thinking back, as a tool loop must
+    api.add(Reply.tools([("Bash", {"command": "echo hi"}, None)], thinking="The key is test-key-0123456789."))
+    env = {"ANTHROPIC_API_KEY": "test-key-0123456789", "ANTHROPIC_MODEL": "claude-sonnet-4-6"}
+    run_cli(api, "-p", "what is in .env?", "--max-turns", "1", "--dangerously-skip-permissions", env=env)
+    path = next(isolated_env.rglob("*.jsonl"))
+    assert "test-key-0123456789" not in path.read_text()
+    for n in range(2):
+        api.reply_text(f"answer {n}")
+        res = run_cli(api, "-p", f"go on {n}", "--continue", env=env)
+        assert res.code == 0 and res.stdout.strip() == f"answer {n}", res.stderr
