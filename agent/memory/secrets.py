@@ -37,6 +37,9 @@ _ASSIGNED = re.compile(
 )
 
 
+_HINT = re.compile(r"(?i)key|secret|token|passw|pwd|credential")  # no match: no secret-named assignment
+
+
 def env_values(root: Path) -> set[str]:
     """The values the project's ``.env`` files set (long enough to be told from ordinary words)."""
     found: set[str] = set()
@@ -61,11 +64,18 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
         text = text.replace(value, MARK)
     for shape in SHAPES:
         text = shape.sub(MARK, text)
+    if not _HINT.search(text):
+        return text
     return _ASSIGNED.sub(lambda m: f"{m.group('name')}{m.group('quote')}{MARK}", text)
 
 
 def has_secret(text: str, extra: Iterable[str] = ()) -> bool:
-    return redact(text, extra) != text
+    """Whether ``redact`` would change ``text`` (searched, not rewritten: this runs at every start)."""
+    if any(v and len(v) >= MIN_VALUE_CHARS and v in text for v in extra):
+        return True
+    if any(shape.search(text) for shape in SHAPES):
+        return True
+    return bool(_HINT.search(text)) and any(m.group("value") != MARK for m in _ASSIGNED.finditer(text))
 
 
 def is_secret_file(path: str) -> bool:
