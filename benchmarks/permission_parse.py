@@ -12,6 +12,7 @@ code-evaluating forms of issue 20) and many global options. Each figure is the f
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import tempfile
 import time
@@ -25,6 +26,7 @@ from tests.tools.permissions.test_permissions import RuleSettings  # noqa: E402
 from tools.permissions.engine import Permissions  # noqa: E402
 
 ORDINARY = "git status && pytest -q tests/test_a.py 2>&1 | tail -20"
+READ_DENY = ["Read(.env)", "Read(~/.ssh/**)"]
 NESTED = {
     "400-deep $( )": "echo " + "$(" * 400 + "x" + ")" * 400,
     "2000-deep ( )": "(" * 2000 + "rm f" + ")" * 2000,
@@ -71,6 +73,12 @@ def main() -> None:
         perms.check("Bash", {"command": ORDINARY})  # load the grammar outside the timings
         ordinary = check_seconds(perms, ORDINARY, max(runs, 20))
         print(f"ordinary command: {ordinary * 1e3:.3f} ms  ({ORDINARY})")
+        # the same with Read deny rules in force: every read of the line is judged (tools.shell.reads)
+        reading = Permissions(dataclasses.replace(settings, deny=[*settings.deny, *READ_DENY]))
+        reading.check("Bash", {"command": ORDINARY})
+        print(
+            f"  with {', '.join(READ_DENY)}: {check_seconds(reading, ORDINARY, max(runs, 20)) * 1e3:.3f} ms"
+        )
         worst_name, worst = "", 0.0
         for name, command in NESTED.items():
             seconds = check_seconds(perms, command, runs)

@@ -57,6 +57,7 @@ import difflib
 import os
 import re
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -64,6 +65,7 @@ from core import mcp_names
 from core.declaration import declaration_of
 from tools.permissions import bash_rules, git_config
 from tools.permissions.bash_rules import BashPattern
+from tools.permissions.links import twin_denied
 from tools.permissions.path_rules import inside, normal, path_forms, pattern_regexes, pattern_shapes
 from tools.permissions.protected import Places, tree_steers_agent, why_protected
 from tools.shell.reads import SHAPE_ANY, SHAPE_NAME, SHAPE_ONE, Reads, Shape, Tree, line_reads, overlap
@@ -169,6 +171,7 @@ class Permissions:
         self.user_home = settings.user_home
         # rules added by "always" answers; they live as long as this object
         self.session_allow: list[str] = []
+        self._read_rules_cache: tuple[tuple[str, ...], list[Rule]] | None = None
         self._shapes_cache: tuple[tuple[str, ...], list[tuple[str, list[str]]]] | None = None
 
     # ---- the decision --------------------------------------------------------------------------
@@ -404,7 +407,7 @@ class Permissions:
             known = shape.pattern.split(SHAPE_ANY, 1)[0].split(SHAPE_NAME, 1)[0].split(SHAPE_ONE, 1)[0]
             if not known.startswith("/") or not inside(Path(known.rsplit("/", 1)[0] or "/"), readable):
                 return False  # ... but a repository's contents stay in its directory
-        paths = [p for p, _ in (*reads.paths, *reads.names, *reads.history) if p.is_absolute()]
+        paths = [p for p, _ in (*reads.paths, *reads.names, *reads.history, *reads.maybe) if p.is_absolute()]
         paths += [tree.root for tree, _ in reads.trees]
         return all(inside(p, readable) for p in paths if os.path.lexists(p) or p in _history(reads))
 
@@ -425,7 +428,10 @@ class Permissions:
     # ---- what a Bash line reads, against the Read deny rules -------------------------------------
 
     def _read_rules(self) -> list[Rule]:
-        return [r for r in map(Rule.parse, self.deny) if r.covers("Read")]
+        key = tuple(self.deny)  # asked on every Bash check: parsed once per set of rules
+        if self._read_rules_cache is None or self._read_rules_cache[0] != key:
+            self._read_rules_cache = (key, [r for r in map(Rule.parse, self.deny) if r.covers("Read")])
+        return self._read_rules_cache[1]
 
     def _line_reads(self, a: Analysis) -> Reads:
         return line_reads(a, self.user_home)
@@ -435,11 +441,14 @@ class Permissions:
         covers is refused like a Read of it (``cat .env``, ``git show HEAD:.env``, ``grep -r x .`` with a
         ``.env`` below); a read that can't be told exactly and may be covered (``cat $HOME/.ssh/id_rsa``, a
         glob under ``shopt``, a file list, a repository's history) asks, in every mode: print mode refuses."""
+        doubts: list[Decision] = []  # asked about once nothing is refused outright
         for path, _ in (*reads.paths, *reads.names):
             if not os.path.lexists(path):
                 continue
             if rule := self._path_rule(self.deny, "Read", path, every=False):
                 return _read_denied(path, rule)
+            if twin := self._denied_twin(path):
+                doubts.append(twin)
         for path, _ in reads.paths:
             if os.path.isdir(path) and (rule := self._path_rule(self.deny, "Grep", path, every=False)):
                 return _read_denied(path, rule, listed=True)
@@ -451,9 +460,23 @@ class Permissions:
                     "settings denies reading it",
                     rule,
                 )
+        for path, shown in reads.maybe:
+            if rule := self._path_rule(self.deny, "Read", path, every=False):
+                doubts.append(
+                    Decision(
+                        "ask",
+                        f'"{shown}" shows {normal(path)} when it changed, and the rule "{rule}" denies reading '
+                        "it; it needs the user's approval (a deny rule holds in every mode)",
+                        rule,
+                    )
+                )
         for tree, shown in reads.trees:
             if verdict := self._tree_verdict(tree, shown):
-                return verdict
+                if verdict.behavior == "deny":
+                    return verdict
+                doubts.append(verdict)
+        if doubts:
+            return doubts[0]
         for shape in reads.shapes:
             if rule := self._shape_rule(shape):
                 return Decision(
@@ -462,6 +485,23 @@ class Permissions:
                     "user's approval (a deny rule holds in every mode)",
                     rule,
                 )
+        return None
+
+    def _denied_twin(self, path: Path) -> Decision | None:
+        """A file with more than one name, another of which a Read deny rule covers (a hard link to .env):
+        refused, as the Read tool refuses it (tools.permissions.links); one stat for the usual file."""
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            return None
+        if st.st_nlink <= 1 or not os.path.isfile(path):
+            return None
+        if twin_denied(Path(path), (st.st_dev, st.st_ino), st.st_nlink, self.read_denied, [self.project_dir]):
+            return Decision(
+                "ask",
+                f"the command reads {normal(path)}, a file with {st.st_nlink} names, one of which a Read deny "
+                "rule covers or can't be found in the project to be judged; it needs the user's approval",
+            )
         return None
 
     def _shape_rule(self, shape: Shape) -> str | None:
@@ -549,6 +589,15 @@ class Permissions:
                 seen.add(real)
             if not tree.hidden:
                 dirs[:] = [d for d in dirs if not d.startswith(".")]
+            if tree.exclude_dir:
+                dirs[:] = [d for d in dirs if not any(fnmatchcase(d, g) for g in tree.exclude_dir)]
+            if tree.include or tree.exclude:
+                files = [
+                    f
+                    for f in files
+                    if (not tree.include or any(fnmatchcase(f, g) for g in tree.include))
+                    and not any(fnmatchcase(f, g) for g in tree.exclude)
+                ]
             for name in [*dirs, *files]:
                 budget -= 1
                 if budget < 0:
@@ -846,7 +895,7 @@ def _read_denied(path: Path, rule: str, *, listed: bool = False) -> Decision:
 
 
 def _history(reads: Reads) -> set[Path]:
-    return {p for p, _ in reads.history}
+    return {p for p, _ in (*reads.history, *reads.maybe)}
 
 
 def _written(a: Analysis) -> list[Path]:

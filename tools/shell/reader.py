@@ -156,6 +156,8 @@ class Word:
     glob: tuple[str, str] | None = field(default=None, compare=False)
     # filled in when it runs (xargs input, the {} of find -exec): nothing about it is known
     runtime: bool = field(default=False, compare=False)
+    # the {} of find -exec: a path below these roots (None: can't be told), and whether find follows links
+    found_below: tuple[tuple[str | None, ...], bool] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -228,6 +230,8 @@ class Analysis:
     shell_options: tuple[str, ...] = ()
     # commands whose program can't be told ($'cat' f, $X f): kept for what their words may read
     opaque: tuple[Command, ...] = ()
+    # a for loop's variable set by nothing else in the line: the words it walks (for f in src/*.py)
+    loops: dict[str, tuple[Word, ...]] = field(default_factory=dict)
 
 
 def analyze(command: str, cwd: Path) -> Analysis:
@@ -287,6 +291,8 @@ class _Reader:
     loops: int = 0
     levels: int = 0  # how deep the walk is in the syntax tree, scripts inside scripts included
     evals: Evaluations = field(default_factory=Evaluations)  # what bash evaluates as code
+    assignments: dict[str, int] = field(default_factory=dict)  # how many times the line sets each name
+    loop_words: dict[str, tuple[tuple[Word, ...], int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.dirs = [self.cwd]
@@ -310,6 +316,7 @@ class _Reader:
             tuple(dict.fromkeys(self.reads)),
             tuple(dict.fromkeys(self.shell_options)),
             tuple(self.opaque),
+            {n: w for n, (w, count) in self.loop_words.items() if self.assignments.get(n) == count},
         )
 
     def here(self) -> tuple[Path, ...] | None:
@@ -443,7 +450,13 @@ class _Reader:
         for run in how.runs:
             inner = words[run.start : run.stop]
             if run.placeholder:  # "xargs -I{} sh -c 'echo {}'": the script is data from the input
-                inner = [Word(w.text, None, runtime=True) if run.placeholder in w.text else w for w in inner]
+                below = _find_roots(values[1 : run.start]) if name == "find" else None
+                inner = [
+                    Word(w.text, None, runtime=True, found_below=below if w.text == "{}" else None)
+                    if run.placeholder in w.text
+                    else w
+                    for w in inner
+                ]
             if run.appends_input:
                 inner.append(Word("<input>", None, runtime=True))
             passed = how.variables if name in ("env", "sudo") else ()  # env NAME=v prog: set for prog
@@ -569,6 +582,7 @@ class _Reader:
         if risky_variable(name):
             self.variables.append(f"sets {name}")
         base = name.split("[", 1)[0]
+        self.assignments[base] = self.assignments.get(base, 0) + 1
         if base in _DIRECTORY_VARIABLES:
             self.dirs_known = False
         if base in _GLOB_VARIABLES or base == "HOME":
@@ -606,6 +620,11 @@ class _Reader:
             values = node.children_by_field_name("value")
             for v in values or [None]:  # "for x; do" walks the positional parameters
                 self.assigned(_text(variable), None if v is None else _literal(v)[0])
+            name = _text(variable)
+            if values and name not in self.loop_words and self.assignments.get(name) == len(values):
+                self.loop_words[name] = (tuple(_word(v) for v in values), self.assignments.get(name, 0))
+            else:
+                self.loop_words[name] = ((), -1)  # walked twice, or over the positional parameters
         return False
 
     def array(self, node: Any, depth: int) -> bool:
@@ -739,6 +758,24 @@ _HANDLERS = {
 
 
 _SHELLS = frozenset({"bash", "sh", "rbash"})
+
+
+def _find_roots(words: list[str | None]) -> tuple[tuple[str | None, ...], bool]:
+    """The directories ``find`` walks (``.`` when none is named), and whether it follows links (-L)."""
+    k, follow = 0, False
+    while (
+        k < len(words)
+        and words[k] in ("-H", "-L", "-P", "-D")
+        or (k < len(words) and (words[k] or "").startswith("-O"))
+    ):
+        follow = follow or words[k] == "-L"
+        k += 2 if words[k] == "-D" else 1
+    roots: list[str | None] = []
+    for word in words[k:]:
+        if word is not None and (word.startswith("-") or word in ("(", "!", ",")):
+            break
+        roots.append(word)
+    return tuple(roots) or (".",), follow
 
 
 def _subscript_end(text: str) -> int | None:

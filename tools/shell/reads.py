@@ -23,8 +23,10 @@ is not followed. Pure but for looking at the file system (glob matches, director
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,10 +55,13 @@ _FILTERS = re.compile(
     r"--(?:include|exclude|exclude-dir|exclude-from|glob|iglob|type|type-not|type-add|filter|ignore-file)"
     r"(?:=.*)?|-[gtTxX].*"
 )
+# short options naming a list of files to read (tar -T list, file -f list), or taking it from the input
+_SHORT_LISTS = {"tar": "T", "bsdtar": "T", "file": "f", "zip": "@", "cpio": "o"}
+# another process's view of the file system: its directory and root are known only when it runs
+_PROC_VIEW = re.compile(r"/proc/[^/]+/(?:task/[^/]+/)?(?:cwd|root|fd|map_files)(?:/|$)")
 # options naming a file that lists the files to read
 _FILE_LISTS = re.compile(
-    r"--(?:files0-from|files-from|from-file|to-file|arg-file|pathspec-from-file|exclude-from|include-from"
-    r"|read-from|file-list|filelist)(?:=.*)?"
+    r"--(?:files0-from|files-from|from-file|to-file|arg-file|pathspec-from-file|file-list|filelist)(?:=.*)?"
 )
 _GIT_CONTENT = frozenset(
     "show diff grep cat-file blame annotate format-patch archive diff-tree diff-index diff-files range-diff "
@@ -75,6 +80,10 @@ class Tree:
     hidden: bool = True  # names starting with a dot are read
     follow: bool = False  # symbolic links found below are followed
     filtered: bool = False  # include/exclude options: which files are read can't be told exactly
+    # grep's --include/--exclude/--exclude-dir globs (base names, fnmatch), applied exactly
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    exclude_dir: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,8 @@ class Reads:
     # words of programs that don't read what they name (echo, rm, mkdir): judged as files, not directories
     names: list[tuple[Path, str]] = field(default_factory=list)
     history: list[tuple[Path, str]] = field(default_factory=list)
+    # paths it reads and may show (git diff shows an indexed file only when it changed): a denied one asks
+    maybe: list[tuple[Path, str]] = field(default_factory=list)
     trees: list[tuple[Tree, str]] = field(default_factory=list)
     shapes: list[Shape] = field(default_factory=list)
 
@@ -102,9 +113,9 @@ def line_reads(a: Analysis, home: Path | None) -> Reads:
     options = bool(a.shell_options) or bool(os.environ.keys() & {"GLOBIGNORE", "BASHOPTS", "SHELLOPTS"})
     for w, dirs in a.reads:
         text = w.value if w.value is not None else w.text
-        _word_reads(out, text, w, dirs, home, options, f"< {w.text}")
+        _word_reads(out, text, w, dirs, home, options, f"< {w.text}", a.loops)
     for c in (*a.commands, *a.opaque):
-        _command_reads(out, c, home, options)
+        _command_reads(out, c, home, options, a.loops)
     if a.error:
         out.shapes.append(
             Shape(SHAPE_ANY, f"the line can't be read ({a.error}), so neither can what it reads")
@@ -112,7 +123,9 @@ def line_reads(a: Analysis, home: Path | None) -> Reads:
     return out
 
 
-def _command_reads(out: Reads, c: Command, home: Path | None, options: bool) -> None:
+def _command_reads(
+    out: Reads, c: Command, home: Path | None, options: bool, loops: dict[str, tuple[Word, ...]]
+) -> None:
     program = c.program.rsplit("/", 1)[-1]
     dirs = c.dirs
     reader = program not in _NOT_READERS
@@ -133,11 +146,15 @@ def _command_reads(out: Reads, c: Command, home: Path | None, options: bool) -> 
             # no read, but a word naming a denied file is kept out of the line as before (echo .env)
             if w.value is not None or (w.glob is not None and not options):
                 names = Reads()
-                _word_reads(names, text, w, dirs, home, options, text)
+                _word_reads(names, text, w, dirs, home, options, text, loops)
                 out.names.extend(names.paths)
             continue
-        _word_reads(out, text, w, dirs, home, options, text)
+        _word_reads(out, text, w, dirs, home, options, text, loops)
     values = [w.value for w in c.words]
+    if (letter := _SHORT_LISTS.get(program)) and any(
+        v and v.startswith("-") and not v.startswith("--") and letter in v[1:] for v in values[1:]
+    ):
+        out.shapes.append(Shape(SHAPE_ANY, f"{program} -{letter} reads the files a list or its input names"))
     if program in ("env", "sudo") and c.wrapper is False and _moves(program, values):
         # an option that moves the command the wrapper can't be read for (env --ch=..): anywhere
         for w in c.words[1:]:
@@ -173,6 +190,9 @@ def shown_of(c: Command) -> str:
     return line if len(line) <= 60 else line[:57] + "..."
 
 
+_LOOP_USE = re.compile(r'("?)\$\{?([A-Za-z_]\w*)\}?\1')
+
+
 def _word_reads(
     out: Reads,
     text: str,
@@ -181,15 +201,35 @@ def _word_reads(
     home: Path | None,
     options: bool,
     shown: str,
+    loops: dict[str, tuple[Word, ...]] | None = None,
 ) -> None:
     """One word's reads: the path it names in each directory, a glob's matches, or its shape."""
     if not text or "\x00" in text:
         return
     if w is not None and w.runtime:
+        if w.found_below is not None and dirs is not None and None not in w.found_below[0]:
+            roots, follow = w.found_below  # find ROOT ... -exec cmd {}: a path below ROOT
+            for root in roots:
+                for base in _bases(root or ".", dirs):
+                    out.trees.append((Tree(base, follow=follow), f"find {root} -exec ... {{}}"))
+            return
         out.shapes.append(Shape(SHAPE_ANY, f"{shown} is filled in when the command runs"))
         return
+    if w is not None and loops and (m := _LOOP_USE.fullmatch(w.text)) and m.group(2) in loops:
+        walked = Reads()  # $f of "for f in a b *.py": each word the loop walks
+        for lw in loops[m.group(2)]:
+            _word_reads(walked, lw.value or lw.text, lw, dirs, home, options, shown, loops=None)
+        split = not m.group(1) and any(re.search(r"\s", p.name) for p, _ in walked.paths)
+        if not split:  # unquoted, a name with a space would be split into other words
+            out.paths += walked.paths
+            out.shapes += walked.shapes
+            out.trees += walked.trees
+            return
     literal = w is None or w.value is not None
     if literal and text.startswith("-"):
+        return
+    if literal and _PROC_VIEW.match(text):
+        out.shapes.append(Shape(SHAPE_ANY, f"{shown} is another process's view of the file system"))
         return
     if literal and not text.startswith("~"):
         for base in _bases(text, dirs):
@@ -232,7 +272,7 @@ def _implicit_root(out: Reads, c: Command, tree: Tree, program: str) -> None:
         out.shapes.append(Shape(SHAPE_ANY, f"{program} reads a directory unknown here"))
         return
     for d in c.dirs:
-        out.trees.append((Tree(d, tree.hidden, tree.follow, tree.filtered), f"{program} (in {d})"))
+        out.trees.append((dataclasses.replace(tree, root=d), f"{program} (in {d})"))
 
 
 def _operands(values: list[str | None]) -> list[str]:
@@ -241,7 +281,21 @@ def _operands(values: list[str | None]) -> list[str]:
 
 def _search_trees(out: Reads, c: Command, program: str, values: list[str | None], home: Path | None) -> None:
     """grep -r/-R, rg, ag, ack: every directory operand is read below, ``.`` when none is given."""
-    options = [v for v in values[1:] if v is not None and v.startswith("-") and v != "-"]
+    words = [_option_text(w) for w in c.words[1:]]
+    options = [v for v in words if v is not None and v.startswith("-") and v != "-"]
+    globs: dict[str, list[str]] = {"--include": [], "--exclude": [], "--exclude-dir": []}
+    unknown_filter = False
+    if program in _GREPS:
+        for k, v in enumerate(words):
+            name, eq, value = (v or "").partition("=")
+            if name in globs:
+                glob = value if eq else (words[k + 1] if k + 1 < len(words) else None)
+                if glob is None or re.search(r"\[\^|\[\[|\\", glob):
+                    unknown_filter = True  # a glob fnmatch here may not read as grep does
+                else:
+                    globs[name].append(glob)
+            elif name.startswith("--exclude-from") or name.startswith("--include-from"):
+                unknown_filter = True
     if program in _GREPS and program != "rgrep":
         recursive = follow = False
         for option in options:
@@ -282,11 +336,29 @@ def _search_trees(out: Reads, c: Command, program: str, values: list[str | None]
             )
         else:
             hidden = True
-    filtered = any(_FILTERS.fullmatch(o) for o in options if program != "grep" or o.startswith("--"))
-    tree = Tree(Path("."), hidden, follow, filtered)
+    if program in _GREPS:
+        filtered = unknown_filter
+    else:
+        filtered = any(_FILTERS.fullmatch(o) for o in options)
+    tree = Tree(
+        Path("."),
+        hidden,
+        follow,
+        filtered,
+        tuple(globs["--include"]),
+        tuple(globs["--exclude"]),
+        tuple(globs["--exclude-dir"]),
+    )
     _operand_trees(out, c, values, tree, program)
     if len(_operands(values)) < 2:  # the pattern and no path: the working directory
         _implicit_root(out, c, tree, program)
+
+
+def _option_text(w: Word) -> str | None:
+    """A word after quote removal, globs left in (``--include=*.py``); None for an expansion."""
+    if w.value is not None:
+        return w.value
+    return w.glob[0] if w.glob is not None else None
 
 
 def _operand_trees(out: Reads, c: Command, values: list[str | None], tree: Tree, program: str) -> None:
@@ -299,9 +371,7 @@ def _operand_trees(out: Reads, c: Command, values: list[str | None], tree: Tree,
         for base in _bases(text, c.dirs):
             try:
                 if base.is_dir():
-                    out.trees.append(
-                        (Tree(base, tree.hidden, tree.follow, tree.filtered), f"{program} {text}")
-                    )
+                    out.trees.append((dataclasses.replace(tree, root=base), f"{program} {text}"))
             except (OSError, ValueError):
                 continue
 
@@ -377,6 +447,24 @@ def _git_reads(out: Reads, c: Command, values: list[str | None]) -> None:
             if top is not None:
                 path = here / blob if blob.startswith(("./", "../")) else top / blob
                 out.history.append((Path(os.path.normpath(path)), f"git {sub} {blob}"))
+    worktree = (
+        sub == "diff"
+        and not objects
+        and not blobs
+        and not any(v is not None and v.split("=", 1)[0] in _GIT_DIFF_OTHER for v in rest)
+    )
+    if worktree:  # git diff: the work tree against the index, so only paths the index holds
+        for top, here in tops:
+            names = _index_paths(top) if top is not None else None
+            if top is None or names is None:
+                break
+            wanted = [Path(os.path.normpath(here / p)) for p in pathspecs]
+            for name in names:
+                path = top / name
+                if not wanted or any(path == w or path.is_relative_to(w) for w in wanted):
+                    out.maybe.append((path, f"git diff {name}"))
+        else:
+            return
     if sub == "cat-file":
         reads_more, pathspecs = batch or bool(objects), []
     elif sub == "show":
@@ -401,6 +489,41 @@ def _git_reads(out: Reads, c: Command, values: list[str | None]) -> None:
         else:
             whole = _escape(top.as_posix().rstrip("/")) + "/" + SHAPE_ANY
             out.shapes.append(Shape(whole, f"git {sub} reads the repository's files and their history"))
+
+
+# git diff options that bring in more than the work tree and the index
+_GIT_DIFF_OTHER = frozenset(
+    {"--cached", "--staged", "--no-index", "--merge-base", "--base", "--ours", "--theirs"}
+)
+
+
+def _index_paths(top: Path) -> list[str] | None:
+    """The paths in the repository's index (.git/index, versions 2 and 3), or None when it can't be read
+    that way (a .git file, version 4, a damaged or huge index): then the whole repository counts."""
+    try:
+        with open(top / ".git" / "index", "rb") as f:
+            data = f.read(64 * 1024 * 1024 + 1)
+    except FileNotFoundError:
+        return []  # nothing staged yet: git diff shows nothing
+    except OSError:
+        return None
+    if len(data) > 64 * 1024 * 1024 or data[:4] != b"DIRC" or len(data) < 12:
+        return None
+    version, count = struct.unpack(">II", data[4:12])
+    if version not in (2, 3):
+        return None
+    names, at = [], 12
+    for _ in range(count):
+        if at + 62 > len(data):
+            return None
+        flags = struct.unpack(">H", data[at + 60 : at + 62])[0]
+        start = at + 62 + (2 if version == 3 and flags & 0x4000 else 0)
+        end = data.find(b"\0", start)
+        if end < 0:
+            return None
+        names.append(data[start:end].decode("utf-8", "surrogateescape"))
+        at += (end - at + 8) & ~7
+    return names
 
 
 def _git_tops(c: Command, values: list[str | None]) -> list[tuple[Path | None, Path]]:

@@ -173,15 +173,18 @@ def test_a_read_outside_the_project_through_an_option_is_not_read_only_here(worl
         ("git show :.env", "deny"),
         ("git log -p -- .env", "deny"),
         ("grep -r TOKEN .", "deny"),  # .env is there now and grep reads every file below
-        ("grep -r --exclude=.env TOKEN .", "ask"),  # the filter may leave it out: asked
+        ("grep -r --exclude=.env TOKEN .", "allow"),  # grep's filter, applied exactly, leaves it out
+        ("grep -r --exclude-from=list0 TOKEN .", "ask"),  # a filter not read here: asked
         ("grep -R PRIVATE src", "ask"),  # nothing denied below src, but links are followed: not read-only
         ("grep -R PRIVATE .", "deny"),  # keys -> ~/.ssh/id_rsa, followed
         ("grep -r PRIVATE .", "deny"),  # .env is below anyway
         ("git log -p", "ask"),  # the history may hold it: can't be told from here
+        ("git diff", "ask"),  # .env is in the index: shown if it changed
+        ("git diff --cached", "ask"),
         ("git log --oneline", "allow"),
         ("git status", "allow"),
         ("git show HEAD:src/app.py", "allow"),
-        ("git diff -- src", "ask"),  # a .env may have been below src once
+        ("git diff -- src", "allow"),  # the index holds nothing denied below src
         ("git diff -- src/app.py", "allow"),
         ("cat src/app.py", "allow"),
         ("grep -rn print src", "allow"),
@@ -290,12 +293,22 @@ def test_an_expansion_that_may_name_a_denied_file_never_runs_in_bypass_mode(worl
         ("cat .[^e]nv", "allow"),  # matches nothing: passed as written, and no such file exists
         ("cat $HOME/notes.txt", "ask"),  # $HOME may be anything: asked under the rules
         ("echo $HOME", "allow"),  # echo reads no file
-        ("for f in src/*.py; do wc -l $f; done", "ask"),  # $f may be anything: asked under the rule
+        ("for f in src/*.py; do wc -l $f; done", "allow"),  # $f walks src/*.py, computed
+        ('for f in .e* src/*.py; do cat "$f"; done', "deny"),  # ... which may name .env
+        ("f=.env; cat $f; for f in src/*.py; do :; done", "ask"),  # f set twice: not the loop's alone
+        ('ls src/*.py | while read -r f; do cat "$f"; done', "ask"),  # read from the input
+        ("find src -name '*.py' -exec cat {} +", "allow"),  # {} is a path below src: nothing denied
+        ("find . -name '*.py' -exec cat {} +", "deny"),  # ... below ., where .env is
+        ("grep -rn print --include=*.py .", "allow"),  # grep's own filter keeps .env out
+        ("grep -rn TOKEN --exclude=*.py .", "deny"),  # ... or lets it in
+        ("git diff", "allow"),  # the index holds no denied path (.env is untracked here)
         ("shopt -s nullglob; cat src/*.py", "allow"),  # the shape can't reach .env or the key
     ],
 )
 def test_expansions_computed_exactly_are_judged_and_the_rest_ask(world, command, expected):
     project, home = world
+    if command == "git diff":
+        subprocess.run(["git", "rm", "-q", "--cached", ".env"], cwd=project, check=True)
     (project / "keys").unlink() if expected != "deny" or command != "cat *" else None
     got = decision(project, home, command, "bypassPermissions")
     assert got.behavior == expected, (command, got)
@@ -368,3 +381,54 @@ def test_a_redirection_glued_to_its_word_is_a_write_like_any_other(world, target
         assert decision(project, home, command, "default", deny=(), allow=["Bash(echo:*)"]).behavior == "ask"
         denied = decision(project, home, command, "bypassPermissions", deny=[f"Edit({target})"])
         assert denied.behavior == "deny", (command, denied)
+
+
+def test_other_ways_to_name_a_denied_file(world):
+    """A hard link to .env (the Read tool refuses it; so does Bash now), another process's view of the
+    file system, a list of files from a short option or the input."""
+    project, home = world
+    os.link(project / ".env", project / "notes.txt")
+    (project / "names").write_text(".env\n")
+    for command, secret in (
+        ("cat notes.txt", ENV_SECRET),
+        ("cat /proc/self/cwd/.env", ENV_SECRET),
+        ("tar -cf - -T names | tar -xOf -", ENV_SECRET),
+        ("ls .env | zip -q - -@ | funzip", None),
+    ):
+        if secret:
+            prints_secret(command, project, home, secret)
+        for mode in ("default", "bypassPermissions"):
+            got = decision(project, home, command, mode)
+            assert got.behavior in ("ask", "deny"), (command, mode, got)
+    os.unlink(project / "notes.txt")
+    (project / "notes.txt").write_text("plain\n")
+    assert decision(project, home, "cat notes.txt", "bypassPermissions").behavior == "allow"
+
+
+def test_the_working_day_under_read_deny_rules(tmp_path):
+    """The price: of the 92-line working day (test_bash_permissions.WORKING_DAY) under its allow rules, with
+    Read(.env) and Read(~/.ssh/**) denied and a .env in the project, three lines ask, each for a read that
+    can't be told before it runs; the rest run as before, in default mode and in bypassPermissions."""
+    from tests.tools.permissions.test_bash_permissions import WORKING_DAY, WORKING_DAY_RULES
+
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / ".env").write_text(f"TOKEN={ENV_SECRET}\n")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    asked = {
+        "git diff HEAD~1 -- src/",  # the history below src may hold a .env
+        'grep -l TODO -r src | while IFS= read -r f; do wc -l "$f"; done',  # f is read from the input
+        "find src -name '*.py' | xargs grep -l TODO",  # xargs' input
+    }
+    for mode, allow in (("default", WORKING_DAY_RULES), ("bypassPermissions", [])):
+        settings = RuleSettings(
+            cwd=project,
+            home=tmp_path / "agent",
+            user_home=tmp_path / "home",
+            permission_mode=mode,
+            allow=list(allow),
+            deny=RULES,
+        )
+        p = Permissions(settings)
+        got = {c for c in WORKING_DAY if p.check("Bash", {"command": c}).behavior != "allow"}
+        assert got == asked, (mode, got ^ asked)
