@@ -192,7 +192,9 @@ def tool_pairs_ok(messages: list[Message]) -> bool:
 # --- transcript records ------------------------------------------------------------------------
 
 
-def to_record(m: Message, *, parent_uuid: str | None, session_id: str, cwd: str, version: str) -> dict:
+def to_record(
+    m: Message, *, parent_uuid: str | None, session_id: str, cwd: str, version: str
+) -> dict[str, Any]:
     """The Claude Code transcript record of a message."""
     message: dict[str, Any] = {"role": m.role, "content": m.content}
     if m.role == "assistant":
@@ -252,7 +254,7 @@ _KNOWN_KEYS = {
 }
 
 
-def from_record(rec: dict) -> Message | None:
+def from_record(rec: dict[str, Any]) -> Message | None:
     """A Message from a user/assistant transcript record (ours or Claude Code's); None if unusable."""
     msg = rec.get("message")
     if rec.get("type") not in ("user", "assistant") or not isinstance(msg, dict):

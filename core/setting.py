@@ -87,7 +87,7 @@ def is_number(value: Any) -> bool:
 
 def checked(
     expected: str, ok: Callable[[Any], bool], convert: Callable[[Any], Any] = lambda v: v
-) -> Callable:
+) -> Callable[..., Any]:
     """A ``Kind.check``: ``convert(value)`` when ``ok(value)``, else ``Bad(expected)``."""
 
     def check(value: Any) -> Any:

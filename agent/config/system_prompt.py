@@ -29,7 +29,7 @@ import subprocess
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from agent.config.project import FileProblem, read_inside
 
@@ -299,7 +299,7 @@ INSTRUCTIONS_HEAD = (
 )
 
 
-def memory_block(instructions: Instructions) -> dict | None:
+def memory_block(instructions: Instructions) -> dict[str, Any] | None:
     if not instructions.files:
         return None
     parts = [INSTRUCTIONS_HEAD]
@@ -319,7 +319,7 @@ def build_system(
     where: Where | None = None,
     instructions: Instructions | None = None,
     intro: str = "",
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """System blocks: the stable guidance (``intro`` in place of ours: --system-prompt) and environment,
     then the instruction files (if any)."""
     where = where or Where(cwd, home)

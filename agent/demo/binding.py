@@ -94,7 +94,7 @@ def _blocks(content: Any) -> list[Any]:
     return list(content or [])
 
 
-def key_of(block: dict) -> str | None:
+def key_of(block: dict[str, Any]) -> str | None:
     """What identifies a thinking block: its signature (or a redacted block's data)."""
     value = block.get("data") if block.get("type") == "redacted_thinking" else block.get("signature")
     return str(value) if value else None
@@ -121,8 +121,8 @@ class Outcome:
     """The check of one request: a refusal, or the body to use and what was left out of it."""
 
     refusal: str | None = None
-    body: dict | None = None
-    transformations: list[dict] = field(default_factory=list)
+    body: dict[str, Any] | None = None
+    transformations: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Binding:
@@ -136,15 +136,15 @@ class Binding:
         self._prints: dict[str, Fingerprint] = {}
         self._lock = threading.Lock()
         # a compaction block -> the messages it stands for (None: unknown, read as the block itself)
-        self.compaction_origin: Callable[[dict], list[dict] | None] = lambda block: None
+        self.compaction_origin: Callable[[dict[str, Any]], list[dict[str, Any]] | None] = lambda block: None
         self.refused: list[str] = []
-        self.fallbacks: list[list[dict]] = []
-        self.dropped: list[dict] = []
-        self.cache_misses: list[dict] = []
+        self.fallbacks: list[list[dict[str, Any]]] = []
+        self.dropped: list[dict[str, Any]] = []
+        self.cache_misses: list[dict[str, Any]] = []
 
     # -- the walk -----------------------------------------------------------------------------------
 
-    def _units(self, body: dict) -> Iterator[tuple[str, dict | None, str | None]]:
+    def _units(self, body: dict[str, Any]) -> Iterator[tuple[str, dict | None, str | None]]:
         """(canonical text, the thinking block or None, its path in the request or None), in prefix order;
         a compaction block yields the messages it stands for (their thinking with no path)."""
         yield "system:" + _text(_blocks(body.get("system"))), None, None
@@ -155,7 +155,7 @@ class Binding:
 
     def _message_units(
         self, message: Any, where: str | None
-    ) -> Iterator[tuple[str, dict | None, str | None]]:
+    ) -> Iterator[tuple[str, dict[str, Any] | None, str | None]]:
         if not isinstance(message, dict):
             return
         role = str(message.get("role"))
@@ -210,7 +210,7 @@ class Binding:
             body=_without(body, {t["path"] for t in transformations}), transformations=transformations
         )
 
-    def _failing(self, body: dict) -> list[tuple[str, str, str]]:
+    def _failing(self, body: dict[str, Any]) -> list[tuple[str, str, str]]:
         """(path, kind, reason) of each thinking block the request may not send as it is."""
         digest = hashlib.sha256()
         seen: list[str] = []
@@ -237,7 +237,7 @@ class Binding:
 
     # -- what the server hands out -------------------------------------------------------------------
 
-    def issue(self, body: dict, content: list[dict], message_id: str) -> dict:
+    def issue(self, body: dict[str, Any], content: list[dict[str, Any]], message_id: str) -> dict[str, Any]:
         """Bind the reply's thinking blocks to their prefix; the response fields the check adds."""
         fields: dict[str, Any] = {}
         if not isinstance(body, dict):
@@ -249,7 +249,7 @@ class Binding:
             fields["diagnostics"] = self._diagnose(body, message_id)
         return fields
 
-    def _bind(self, body: dict, content: list[dict], model: str) -> None:
+    def _bind(self, body: dict[str, Any], content: list[dict[str, Any]], model: str) -> None:
         digest = hashlib.sha256()
         seen: list[str] = []
         reply = {"role": "assistant", "content": content}
@@ -266,7 +266,7 @@ class Binding:
                     self._bound[key] = Bound(digest.hexdigest(), tuple(seen), model)
                 seen.append(key)
 
-    def _diagnose(self, body: dict, message_id: str) -> dict | None:
+    def _diagnose(self, body: dict[str, Any], message_id: str) -> dict[str, Any] | None:
         wanted = (body.get("diagnostics") or {}).get("previous_message_id")
         now = _fingerprint(body)
         with self._lock:
@@ -291,7 +291,7 @@ def _still_bound(bound: Bound, digest: str, seen: list[str]) -> bool:
     return tuple(seen) == bound.before[len(bound.before) - len(seen) :]
 
 
-def _without(body: dict, paths: set[str]) -> dict:
+def _without(body: dict[str, Any], paths: set[str]) -> dict[str, Any]:
     """The body with the blocks at ``paths`` left out (a copy; the request as recorded stays whole)."""
     messages = []
     for i, message in enumerate(body.get("messages") or []):
@@ -303,7 +303,7 @@ def _without(body: dict, paths: set[str]) -> dict:
     return {**body, "messages": messages}
 
 
-def _fingerprint(body: dict) -> Fingerprint:
+def _fingerprint(body: dict[str, Any]) -> Fingerprint:
     messages = [_text(m) for m in body.get("messages") or []]
     tokens, total = [], 0
     for text in messages:
@@ -318,7 +318,7 @@ def _fingerprint(body: dict) -> Fingerprint:
     )
 
 
-def _miss(before: Fingerprint | None, now: Fingerprint) -> dict | None:
+def _miss(before: Fingerprint | None, now: Fingerprint) -> dict[str, Any] | None:
     """The cache_miss_reason of ``now`` against the request named as its predecessor (None: no miss)."""
     if before is None:
         return {"type": "previous_message_not_found"}

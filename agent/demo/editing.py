@@ -31,14 +31,16 @@ DEFAULT_TRIGGER = 100_000
 DEFAULT_KEEP = 3
 
 
-def apply(body: dict, count: Callable[[dict], int]) -> tuple[dict, list[dict]]:
+def apply(
+    body: dict[str, Any], count: Callable[[dict[str, Any]], int]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(the body the model reads, the applied edits); the body itself when it asks for no editing."""
     config = body.get("context_management") if isinstance(body, dict) else None
     if not isinstance(config, dict):
         return body, []
     edited = {k: v for k, v in body.items() if k != "context_management"}
     edited["messages"] = copy.deepcopy(body.get("messages") or [])
-    applied: list[dict] = []
+    applied: list[dict[str, Any]] = []
     for edit in config.get("edits") or []:
         if not isinstance(edit, dict):
             continue
@@ -70,10 +72,10 @@ def _value(param: Any, default: int) -> int:
     return int(param["value"]) if isinstance(param, dict) and "value" in param else default
 
 
-def _uses(body: dict) -> list[tuple[dict, dict | None]]:
+def _uses(body: dict[str, Any]) -> list[tuple[dict[str, Any], dict | None]]:
     """Every tool use of the conversation, oldest first, with the block holding its result (or None)."""
     results: dict[str, dict] = {}
-    uses: list[dict] = []
+    uses: list[dict[str, Any]] = []
     for message in body["messages"]:
         content = message.get("content")
         if not isinstance(content, list):
@@ -88,7 +90,9 @@ def _uses(body: dict) -> list[tuple[dict, dict | None]]:
     return [(use, results.get(str(use.get("id")))) for use in uses]
 
 
-def _clear_tool_uses(body: dict, edit: dict, before: int, count: Callable[[dict], int]) -> int:
+def _clear_tool_uses(
+    body: dict[str, Any], edit: dict[str, Any], before: int, count: Callable[[dict[str, Any]], int]
+) -> int:
     """Clear in place; the number of tool uses cleared (0: not triggered, or too little to clear)."""
     uses = _uses(body)
     trigger = edit.get("trigger")
@@ -121,7 +125,7 @@ def _clear_tool_uses(body: dict, edit: dict, before: int, count: Callable[[dict]
     return cleared
 
 
-def _clear_thinking(body: dict, keep: Any) -> int:
+def _clear_thinking(body: dict[str, Any], keep: Any) -> int:
     """Leave out the thinking of all but the ``keep`` most recent assistant turns holding some."""
     if keep == "all" or (isinstance(keep, dict) and keep.get("type") == "all"):
         return 0

@@ -71,22 +71,22 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_fake{next(_ids):06d}"
 
 
-def text_block(text: str) -> dict:
+def text_block(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def tool_use_block(name: str, input: dict, id: str | None = None) -> dict:
+def tool_use_block(name: str, input: dict[str, Any], id: str | None = None) -> dict[str, Any]:
     return {"type": "tool_use", "id": id or new_id("toolu"), "name": name, "input": input}
 
 
 DEFAULT_SIGNATURE = "fake-signature"  # replaced by the server's own signature when sent
 
 
-def thinking_block(thinking: str, signature: str = DEFAULT_SIGNATURE) -> dict:
+def thinking_block(thinking: str, signature: str = DEFAULT_SIGNATURE) -> dict[str, Any]:
     return {"type": "thinking", "thinking": thinking, "signature": signature}
 
 
-def blocks_of(content: Any) -> list[dict]:
+def blocks_of(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [text_block(content)]
     return list(content or [])
@@ -106,13 +106,13 @@ def _texts(content: Any, *, deep: bool) -> Iterator[str]:
             yield block.get("thinking", "")
 
 
-def last_user_text(body: dict) -> str:
+def last_user_text(body: dict[str, Any]) -> str:
     """The text blocks of the last user message, joined by newlines ("" when there is none)."""
     users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
     return "\n".join(_texts(users[-1].get("content"), deep=False)) if users else ""
 
 
-def request_text(body: dict) -> str:
+def request_text(body: dict[str, Any]) -> str:
     """Everything textual in a request: system, texts, tool inputs and results, thinking."""
     parts = list(_texts(body.get("system"), deep=True))
     for message in body.get("messages") or []:
@@ -128,10 +128,10 @@ def request_text(body: dict) -> str:
 class Reply:
     """An assistant message. ``stop_reason`` None means "tool_use" if it calls a tool, else "end_turn"."""
 
-    content: list[dict]
+    content: list[dict[str, Any]]
     stop_reason: str | None = None
-    usage: dict | None = None  # merged over the computed usage
-    context_management: dict | None = None  # e.g. {"applied_edits": [...]}
+    usage: dict[str, Any] | None = None  # merged over the computed usage
+    context_management: dict[str, Any] | None = None  # e.g. {"applied_edits": [...]}
     drop_after: int | None = None  # SSE events sent before the connection is cut
     stream_error: tuple[str, str] | None = None  # (type, message) sent as an SSE error at drop_after
     raw_inputs: dict[str, str] | None = None  # tool_use id -> the input_json_delta text streamed, as is
@@ -148,20 +148,20 @@ class Reply:
 
     @classmethod
     def tool(
-        cls, name: str, input: dict, *, id: str | None = None, text: str | None = None, **kw: Any
+        cls, name: str, input: dict[str, Any], *, id: str | None = None, text: str | None = None, **kw: Any
     ) -> Reply:
         return cls.tools([(name, input, id)], text=text, **kw)
 
     @classmethod
     def tools(
-        cls, calls: list[tuple], *, text: str | None = None, thinking: str | None = None, **kw: Any
+        cls, calls: list[tuple[Any, ...]], *, text: str | None = None, thinking: str | None = None, **kw: Any
     ) -> Reply:
         """Parallel tool calls; each call is ``(name, input)`` or ``(name, input, id)``."""
         uses = [tool_use_block(*call) for call in calls]
         return cls([*_thinking(thinking), *([text_block(text)] if text else []), *uses], **kw)
 
 
-def _thinking(thinking: str | None) -> list[dict]:
+def _thinking(thinking: str | None) -> list[dict[str, Any]]:
     return [thinking_block(thinking)] if thinking else []
 
 
@@ -183,7 +183,7 @@ class PromptTooLong:
     maximum: int | None = None
 
 
-Step = Reply | Error | PromptTooLong | Callable[[dict], Any]
+Step = Reply | Error | PromptTooLong | Callable[[dict[str, Any]], Any]
 
 ERROR_DEFAULTS = {
     400: ("invalid_request_error", "Invalid request"),
@@ -206,12 +206,14 @@ class Request:
     body: Any
     status: int | None = None  # status of the answer given
     # thinking blocks the prefix check left out of this request (agent.demo.binding), as the API lists them
-    input_transformations: list[dict] = field(default_factory=list)
+    input_transformations: list[dict[str, Any]] = field(default_factory=list)
     # server-side context editing (agent.demo.editing): the body the model reads, counted and billed
     # (None: the body as sent), and the edits applied (None: the request asked for none)
     effective: Any = None
-    applied_edits: list[dict] | None = None
-    message: dict | None = None  # the message a reply sent (as shaped by the profile), for tests to read
+    applied_edits: list[dict[str, Any]] | None = None
+    message: dict[str, Any] | None = (
+        None  # the message a reply sent (as shaped by the profile), for tests to read
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -227,7 +229,7 @@ def clean(value: Any) -> Any:
     return value
 
 
-def referenced_tools(body: dict) -> set[str]:
+def referenced_tools(body: dict[str, Any]) -> set[str]:
     """Deferred tools made available in this conversation: found by a tool search (``tool_reference``
     blocks), or added mid-conversation (``tool_addition`` blocks of a system message, or of a compaction
     block's ``tool_changes``)."""
@@ -251,23 +253,23 @@ def referenced_tools(body: dict) -> set[str]:
     return found
 
 
-def counted_tools(body: dict) -> list[Any]:
+def counted_tools(body: dict[str, Any]) -> list[Any]:
     """The tools the model's context holds: a deferred one (``defer_loading``) only once a search found it."""
     tools = body.get("tools") or []
     found = referenced_tools(body) if any(t.get("defer_loading") for t in tools) else set()
     return [t for t in tools if not t.get("defer_loading") or t.get("name") in found]
 
 
-def tagged_blocks(body: dict) -> list[tuple[list, Any]]:
+def tagged_blocks(body: dict[str, Any]) -> list[tuple[list[Any], Any]]:
     """Every tool, system block and message block, in the API's order, tagged with where it is."""
-    tagged: list[tuple[list, Any]] = [(["tool"], tool) for tool in counted_tools(body)]
+    tagged: list[tuple[list[Any], Any]] = [(["tool"], tool) for tool in counted_tools(body)]
     tagged += [(["system"], block) for block in blocks_of(body.get("system"))]
     for index, message in enumerate(body.get("messages") or []):
         tagged += [([message.get("role"), index], block) for block in blocks_of(message.get("content"))]
     return tagged
 
 
-def units(body: dict) -> list[tuple[str, bool]]:
+def units(body: dict[str, Any]) -> list[tuple[str, bool]]:
     """(canonical text, carries a cache breakpoint) for every cacheable block, in cache order."""
     return [
         (
@@ -286,7 +288,7 @@ def tokens_of_chars(chars: int) -> int:
     return math.ceil(chars / 4)
 
 
-def estimate_tokens(body: dict, tokenizer: Tokenizer | None = None) -> int:
+def estimate_tokens(body: dict[str, Any], tokenizer: Tokenizer | None = None) -> int:
     """The server's input-token count for a request (see the module docstring), or ``tokenizer``'s."""
     if tokenizer is not None:
         return sum(tokenizer(clean(block)) for _, block in tagged_blocks(body))
@@ -297,7 +299,7 @@ def estimate_tokens(body: dict, tokenizer: Tokenizer | None = None) -> int:
 # Wire format
 
 
-def _output_tokens(content: list[dict]) -> int:
+def _output_tokens(content: list[dict[str, Any]]) -> int:
     chars = sum(len(b.get("text") or b.get("thinking") or json.dumps(b.get("input", ""))) for b in content)
     return max(1, tokens_of_chars(chars))
 
@@ -308,7 +310,7 @@ def _pieces(text: str, parts: int = 3) -> list[str]:
 
 
 def _block_events(
-    index: int, block: dict, raw_inputs: dict[str, str] | None = None, chunk: int | None = None
+    index: int, block: dict[str, Any], raw_inputs: dict[str, str] | None = None, chunk: int | None = None
 ) -> list[tuple[str, dict]]:
     kind = block["type"]
     if kind == "text":
@@ -344,7 +346,7 @@ def _block_events(
 
 
 def stream_events(
-    message: dict, raw_inputs: dict[str, str] | None = None, chunk: int | None = None
+    message: dict[str, Any], raw_inputs: dict[str, str] | None = None, chunk: int | None = None
 ) -> list[tuple[str, dict]]:
     """The SSE events (name, data) that stream ``message`` (tool inputs in ``raw_inputs`` as given, text
     in pieces of about ``chunk`` characters)."""
@@ -355,7 +357,7 @@ def stream_events(
         "usage": {**message["usage"], "output_tokens": 1},
     }
     opening.pop("context_management", None)
-    closing: dict = {
+    closing: dict[str, Any] = {
         "type": "message_delta",
         "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
         "usage": {"output_tokens": message["usage"]["output_tokens"]},
@@ -390,7 +392,11 @@ class Answer:
 
 
 def error_answer(
-    status: int, kind: str, message: str, headers: dict | None = None, details: dict | None = None
+    status: int,
+    kind: str,
+    message: str,
+    headers: dict[str, Any] | None = None,
+    details: dict[str, Any] | None = None,
 ) -> Answer:
     error: dict[str, Any] = {"type": kind, "message": message}
     if details:
@@ -494,7 +500,9 @@ class Thinking:
         self._key = secrets.token_hex(16)
         self._redacted: set[str] = set()
         self._given: set[tuple[str, str]] = set()
-        self._sent: dict[str, list[dict]] = {}  # tool_use id -> the thinking blocks of its reply, as sent
+        self._sent: dict[
+            str, list[dict[str, Any]]
+        ] = {}  # tool_use id -> the thinking blocks of its reply, as sent
         # signature -> the effort of a between_tools request that got the block (its conversation's effort)
         self._between_tools: dict[str, str] = {}
 
@@ -509,7 +517,9 @@ class Thinking:
         nonce = signature.split("_")[1] if signature.count("_") >= 2 else ""
         return signature == self.sign(text, nonce)
 
-    def issue(self, content: list[dict], between_tools_effort: str | None = None) -> list[dict]:
+    def issue(
+        self, content: list[dict[str, Any]], between_tools_effort: str | None = None
+    ) -> list[dict[str, Any]]:
         """The reply's content with each thinking block signed; remembers what each tool call came with
         (and, for a between_tools request, the effort its blocks were given at)."""
         out = []
@@ -555,7 +565,7 @@ class Thinking:
                 problems += self._block_problems(block, f"messages.{i}.content.{j}")
         return problems + self._loop_problems(messages)
 
-    def effort_problems(self, body: dict, effort: str) -> list[str]:
+    def effort_problems(self, body: dict[str, Any], effort: str) -> list[str]:
         """A between_tools request must keep the effort its conversation's earlier blocks were given at."""
         for message in body.get("messages") or []:
             for block in blocks_of(message.get("content")) if isinstance(message, dict) else []:
@@ -569,7 +579,7 @@ class Thinking:
                     ]
         return []
 
-    def _param_problems(self, body: dict, param: dict) -> list[str]:
+    def _param_problems(self, body: dict[str, Any], param: dict[str, Any]) -> list[str]:
         budget, max_tokens = param.get("budget_tokens"), body.get("max_tokens")
         problems = []
         if not isinstance(budget, int) or budget < self.MIN_BUDGET:
@@ -595,7 +605,7 @@ class Thinking:
             return [f"{where}: Invalid `data` in `redacted_thinking` block"]
         return []
 
-    def _loop_problems(self, messages: list[dict]) -> list[str]:
+    def _loop_problems(self, messages: list[dict[str, Any]]) -> list[str]:
         """The assistant turn a tool loop continues must come back with its thinking, first and whole."""
         if len(messages) < 2 or messages[-1].get("role") != "user":
             return []
@@ -702,11 +712,11 @@ DEFAULT_EFFORT = "high"  # the API's default effort on the family
 REASONING_TEXT = "Working out what the request needs."  # the reasoning a scripted reply did not give
 
 
-def capabilities(model_id: str) -> dict:
+def capabilities(model_id: str) -> dict[str, Any]:
     """``capabilities`` as the Models API reports them for a 5.5-family model (SDK: BetaModelCapabilities)."""
     can_stop = "sonnet-5-5" in model_id or "haiku-5-5" in model_id  # Opus 5.5 and Fable can't turn it off
 
-    def yes(flag: bool) -> dict:
+    def yes(flag: bool) -> dict[str, Any]:
         return {"supported": flag}
 
     return {
@@ -724,7 +734,7 @@ def capabilities(model_id: str) -> dict:
     }
 
 
-def offers_compaction(model: dict | None) -> bool:
+def offers_compaction(model: dict[str, Any] | None) -> bool:
     """Whether a model this fake knows takes the top-level ``compaction`` parameter: as its capabilities
     say (a model entry may carry its own), else yes (every model of the family does)."""
     caps = (model or {}).get("capabilities")
@@ -740,22 +750,24 @@ class Profile4x:
     name = "4.x"
     thinks_by_default = False
 
-    def problems(self, body: dict, headers: dict[str, str], model: dict | None) -> list[str]:
+    def problems(
+        self, body: dict[str, Any], headers: dict[str, str], model: dict[str, Any] | None
+    ) -> list[str]:
         return []
 
-    def shape(self, content: list[dict], body: dict) -> list[dict]:
+    def shape(self, content: list[dict[str, Any]], body: dict[str, Any]) -> list[dict[str, Any]]:
         return content
 
-    def model_info(self, info: dict) -> dict:
+    def model_info(self, info: dict[str, Any]) -> dict[str, Any]:
         return info
 
 
-def _thinking_param(body: dict) -> dict:
+def _thinking_param(body: dict[str, Any]) -> dict[str, Any]:
     param = body.get("thinking")
     return param if isinstance(param, dict) else {}
 
 
-def effort_of(body: dict) -> str:
+def effort_of(body: dict[str, Any]) -> str:
     config = body.get("output_config")
     effort = config.get("effort") if isinstance(config, dict) else None
     return str(effort) if effort is not None else DEFAULT_EFFORT
@@ -767,7 +779,9 @@ class Profile2026:
     name = "2026"
     thinks_by_default = True
 
-    def problems(self, body: dict, headers: dict[str, str], model: dict | None) -> list[str]:
+    def problems(
+        self, body: dict[str, Any], headers: dict[str, str], model: dict[str, Any] | None
+    ) -> list[str]:
         kind = _thinking_param(body).get("type", "adaptive")
         model_id = str(body.get("model"))
         problems = []
@@ -810,11 +824,13 @@ class Profile2026:
         return problems
 
     @staticmethod
-    def _can_stop(model_id: str, model: dict | None) -> bool:
+    def _can_stop(model_id: str, model: dict[str, Any] | None) -> bool:
         caps = (model or {}).get("capabilities") or capabilities(model_id)
         return bool(caps["thinking"]["types"]["between_tools"]["supported"])
 
-    def _between_tools_problems(self, body: dict, model_id: str, model: dict | None) -> list[str]:
+    def _between_tools_problems(
+        self, body: dict[str, Any], model_id: str, model: dict[str, Any] | None
+    ) -> list[str]:
         if not self._can_stop(model_id, model):
             return [
                 '"thinking.type.between_tools" is not supported for this model. Use "thinking.type.adaptive" '
@@ -828,7 +844,7 @@ class Profile2026:
             ]
         return []
 
-    def shape(self, content: list[dict], body: dict) -> list[dict]:
+    def shape(self, content: list[dict[str, Any]], body: dict[str, Any]) -> list[dict[str, Any]]:
         """The scripted content as the family returns it (see the section comment)."""
         param = _thinking_param(body)
         kind, display = param.get("type", "adaptive"), param.get("display") or "omitted"
@@ -847,13 +863,13 @@ class Profile2026:
             out.append(block)
         return out
 
-    def model_info(self, info: dict) -> dict:
+    def model_info(self, info: dict[str, Any]) -> dict[str, Any]:
         """A model's entry as the Models API reports it: with the capabilities it was given, else the
         family's."""
         return {**info, "capabilities": info.get("capabilities") or capabilities(info["id"])}
 
 
-def _shown(block: dict, shown: bool) -> dict:
+def _shown(block: dict[str, Any], shown: bool) -> dict[str, Any]:
     """A thinking block as the display returns it: its text, or empty (the signature is made for it)."""
     if block.get("type") != "thinking" or shown:
         return block
@@ -922,7 +938,7 @@ def compaction_error(code: str) -> Error:
     )
 
 
-def _message_blocks(message: Any) -> list[dict]:
+def _message_blocks(message: Any) -> list[dict[str, Any]]:
     return (
         [b for b in blocks_of(message.get("content")) if isinstance(b, dict)]
         if isinstance(message, dict)
@@ -940,7 +956,7 @@ class Compactions:
 
     def __init__(self) -> None:
         self._key = secrets.token_hex(16)
-        self._summarized: dict[str, list[dict]] = {}  # signature -> the messages it stands for
+        self._summarized: dict[str, list[dict[str, Any]]] = {}  # signature -> the messages it stands for
         self._failures: list[str | None] = []
         self._lock = threading.Lock()
         self.delay = 0.0  # seconds the server takes to write a summary (benchmarks play a real pace)
@@ -957,7 +973,7 @@ class Compactions:
     def fail(self, code: str | None) -> None:
         self._failures.append(code)
 
-    def issue(self, messages: list[dict], content: str) -> dict:
+    def issue(self, messages: list[dict[str, Any]], content: str) -> dict[str, Any]:
         """A signed block standing for ``messages``, remembered as such (what the endpoint answers)."""
         with self._lock:
             # a nonce of its own: two compactions that write the same text are still two blocks (one may
@@ -972,11 +988,11 @@ class Compactions:
             "signature": signature,
         }
 
-    def summarized_by(self, block: dict) -> list[dict] | None:
+    def summarized_by(self, block: dict[str, Any]) -> list[dict[str, Any]] | None:
         """The messages a compaction block stands for, as they were sent (None: not one we wrote)."""
         return self._summarized.get(str(block.get("signature")))
 
-    def refusal(self, headers: dict[str, str], body: dict) -> str | None:
+    def refusal(self, headers: dict[str, str], body: dict[str, Any]) -> str | None:
         if COMPACTION_BETA not in headers.get("anthropic-beta", ""):
             return f"compaction: Extra inputs are not permitted (needs the {COMPACTION_BETA} beta)"
         if "context_management" in body:
@@ -986,7 +1002,7 @@ class Compactions:
             return "compaction.type: Input should be 'summarize'"
         return None
 
-    def answer(self, body: dict, tokens: int, cache: dict | None = None) -> Step:
+    def answer(self, body: dict[str, Any], tokens: int, cache: dict[str, Any] | None = None) -> Step:
         """The step answering a compaction request of ``tokens``; ``cache`` is the prompt cache's split of
         them (the compaction step reads the cache like any request over the same prefix)."""
         self.requested += 1
@@ -1012,7 +1028,7 @@ class Compactions:
             return lambda body: (threading.Event().wait(delay), reply)[1]
         return Reply([block], COMPACTED, billed)
 
-    def message(self, reply: Reply, body: dict) -> dict:
+    def message(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         """The answer: nothing in the top-level usage, the compaction's own tokens in ``iterations``."""
         usage = reply.usage or {}
         written = sum(len(str(b.get("content") or "")) for b in reply.content) // 4 + 1
@@ -1073,7 +1089,7 @@ class Compactions:
         return problems
 
     @staticmethod
-    def _summary(messages: list[dict]) -> str:
+    def _summary(messages: list[dict[str, Any]]) -> str:
         """A plain, deterministic summary: what the user asked, first and last, and the size of it."""
         asked = [
             b.get("text", "")
@@ -1090,7 +1106,7 @@ class Compactions:
         )
 
 
-def model_info(id: str, max_input_tokens: int = 200_000, max_tokens: int = 64_000) -> dict:
+def model_info(id: str, max_input_tokens: int = 200_000, max_tokens: int = 64_000) -> dict[str, Any]:
     return {
         "type": "model",
         "id": id,
@@ -1107,10 +1123,10 @@ class ScriptedAPI:
 
     def __init__(
         self,
-        respond: Callable[[dict], Step | None] | None = None,
+        respond: Callable[[dict[str, Any]], Step | None] | None = None,
         *,
         context_window: int | None = None,
-        models: list[dict] | None = None,
+        models: list[dict[str, Any]] | None = None,
         tokenizer: Tokenizer | None = None,
         chunk: int | None = None,
         pace: float = 0.0,
@@ -1193,10 +1209,10 @@ class ScriptedAPI:
     def _violation(self, request: Request, problem: str) -> None:
         """Called for every refused request (a test's fake records them)."""
 
-    def _next_step(self, body: dict) -> Step | None:
+    def _next_step(self, body: dict[str, Any]) -> Step | None:
         return self.respond(body) if self.respond is not None else None
 
-    def _usage(self, body: dict) -> dict:
+    def _usage(self, body: dict[str, Any]) -> dict[str, Any]:
         return {
             "input_tokens": estimate_tokens(body, self.tokenizer),
             "cache_creation_input_tokens": 0,
@@ -1219,7 +1235,7 @@ class ScriptedAPI:
         request.status = answer.status
         return answer
 
-    def _guarded(self, request: Request, fn: Callable, *args: Any) -> Any:
+    def _guarded(self, request: Request, fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return fn(request, *args)
         except Exception as exc:  # a broken script must show as an error, not hang the client
@@ -1345,10 +1361,10 @@ class ScriptedAPI:
             pace=self.pace,
         )
 
-    def _max_input(self, body: dict) -> int:
+    def _max_input(self, body: dict[str, Any]) -> int:
         return self.models.get(str(body.get("model")), {}).get("max_input_tokens", 200_000)
 
-    def _message(self, reply: Reply, body: dict) -> dict:
+    def _message(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         if reply.stop_reason == COMPACTED:  # the server's summary: billed in usage.iterations only
             return self.compactions.message(reply, body)
         shaped = self.profile.shape(reply.content, body)

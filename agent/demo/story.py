@@ -25,12 +25,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent.demo.project import YEARS, YearFacts
 from agent.demo.server import Reply, Step, last_user_text
 from compact.compaction.notes_template import SECTIONS
 
-ReplyFn = Callable[[dict], Reply]
+ReplyFn = Callable[[dict[str, Any]], Reply]
 ID_TAG = re.compile(r"\s*\[id:[^\]]*\]\s*$")
 SAVED_TO = re.compile(r"Full output saved to: (\S+)")
 OUT_OF_STORY = (
@@ -69,7 +70,7 @@ class Story:
         self.notes_updates = 0
         self._lock = threading.Lock()
 
-    def respond(self, body: dict) -> Step:
+    def respond(self, body: dict[str, Any]) -> Step:
         """The scripted model: the reply to one /v1/messages request."""
         notes = notes_file(body)
         if notes is not None:  # a background notes update: Edit calls on the notes file, nothing else
@@ -82,7 +83,7 @@ class Story:
         with self._lock:
             return self._next(body)
 
-    def _next(self, body: dict) -> Reply:
+    def _next(self, body: dict[str, Any]) -> Reply:
         typed = typed_prompt(body)
         beat = next((b for b in self.beats if b.is_prompt and b.line == typed), None)
         failed = failed_result(body)
@@ -207,7 +208,7 @@ class Story:
 NOTES_FILE = re.compile(r"^Notes file: (\S+)$", re.MULTILINE)
 
 
-def notes_file(body: dict) -> str | None:
+def notes_file(body: dict[str, Any]) -> str | None:
     """The notes file a notes-update request names (compact.compaction.notes_template), or None for any other."""
     text = last_user_text(body)
     found = NOTES_FILE.search(text) if "<current-notes>" in text else None
@@ -221,7 +222,7 @@ def _guide(section: str) -> str:
 CURRENT_NOTES = re.compile(r"<current-notes>\n(.*?)\n</current-notes>", re.DOTALL)
 
 
-def current_notes(body: dict) -> str:
+def current_notes(body: dict[str, Any]) -> str:
     found = CURRENT_NOTES.search(last_user_text(body))
     return found.group(1) if found else ""
 
@@ -232,23 +233,23 @@ def _sections(notes: str) -> dict[str, str]:
     return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
 
 
-def is_summary_request(body: dict) -> bool:
+def is_summary_request(body: dict[str, Any]) -> bool:
     return (body.get("tool_choice") or {}).get("type") == "none" and "<summary>" in last_user_text(body)
 
 
-def instructions_of(body: dict) -> str:
+def instructions_of(body: dict[str, Any]) -> str:
     text = last_user_text(body)
     _, found, extra = text.partition("Additional instructions:")
     return " ".join(extra.split()) if found else ""
 
 
-def _last_user_blocks(body: dict) -> list[dict]:
+def _last_user_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
     users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
     content = users[-1].get("content") if users else []
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
 
 
-def typed_prompt(body: dict) -> str | None:
+def typed_prompt(body: dict[str, Any]) -> str | None:
     """The prompt the user typed, when the last user message is one (typed prompts carry an [id:] tag)."""
     for block in _last_user_blocks(body):
         text = block.get("text", "") if block.get("type") == "text" else ""
@@ -257,7 +258,7 @@ def typed_prompt(body: dict) -> str | None:
     return None
 
 
-def tool_results(body: dict) -> list[str]:
+def tool_results(body: dict[str, Any]) -> list[str]:
     """The text of each tool result in the last user message."""
     out = []
     for block in _last_user_blocks(body):
@@ -274,7 +275,7 @@ def tool_results(body: dict) -> list[str]:
 SUMMARY_OPENING = "This session continues an earlier conversation"
 
 
-def compacted(body: dict) -> bool:
+def compacted(body: dict[str, Any]) -> bool:
     """Whether the request was made after a compaction (its history opens with a summary)."""
     first = (body.get("messages") or [{}])[0]
     content = first.get("content")
@@ -286,7 +287,7 @@ def compacted(body: dict) -> bool:
     return SUMMARY_OPENING in text
 
 
-def failed_result(body: dict) -> str | None:
+def failed_result(body: dict[str, Any]) -> str | None:
     for block in _last_user_blocks(body):
         if block.get("type") == "tool_result" and block.get("is_error"):
             content = block.get("content")
@@ -302,7 +303,7 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
     pricing = str(project / "shop" / "pricing.py")
     saved: dict[str, str] = {}
 
-    def total_line(body: dict) -> Reply:
+    def total_line(body: dict[str, Any]) -> Reply:
         found = SAVED_TO.search("\n".join(tool_results(body)))
         if found is None:
             return Reply.text("The simulation did not produce its log, so there is nothing to check.")
@@ -315,7 +316,7 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
             "I can still search it. The last line holds the day's total:",
         )
 
-    def total_said(body: dict) -> Reply:
+    def total_said(body: dict[str, Any]) -> Reply:
         line = next((ln for text in tool_results(body) for ln in text.splitlines() if "TOTAL" in ln), "")
         total = line.split("TOTAL", 1)[-1].strip() or "(no total line)"
         return Reply.text(
@@ -342,7 +343,7 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
             f"subtotals: {f.overcharged} orders, {f.overcharge:,.2f} in all, as before."
         )
 
-    def refund_said(body: dict) -> Reply:
+    def refund_said(body: dict[str, Any]) -> Reply:
         rows = "\n".join(
             f"| {y} | {facts[y].overcharged} | {facts[y].overcharge:,.2f} |" for y in sorted(facts)
         )

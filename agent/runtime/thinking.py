@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from core.models import EFFORTS, Family
 
@@ -123,7 +124,7 @@ def deeper(a: str | None, b: str | None, family: Family) -> str | None:
 class Plan:
     """What a main request carries: ``thinking`` (API form, or None) and ``effort`` (or None)."""
 
-    thinking: dict | None
+    thinking: dict[str, Any] | None
     effort: str | None
 
 

@@ -184,7 +184,7 @@ def clean(messages: list[Message | None], model: str | None) -> list[Message]:
     return final
 
 
-def _unsigned(block: dict) -> bool:
+def _unsigned(block: dict[str, Any]) -> bool:
     return block.get("type") == "thinking" and not block.get("signature")
 
 

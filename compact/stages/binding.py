@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from core.messages import Message
 
@@ -106,7 +107,10 @@ class Settled:
 
 
 def settle(
-    view: list[Message], sent: Sequence[Message] | None, dropped: set[str], cache: dict | None = None
+    view: list[Message],
+    sent: Sequence[Message] | None,
+    dropped: set[str],
+    cache: dict[Any, Any] | None = None,
 ) -> Settled:
     """The messages to send for ``view`` after a request that sent ``sent`` (None: no request since
     the last compaction point, nothing to extend), by the policy of the module docstring. ``dropped``
@@ -136,7 +140,7 @@ def _hold(view: list[Message], sent: Sequence[Message]) -> list[Message] | None:
     return [*sent, *view[at + 1 :]]
 
 
-def _drop(messages: list[Message], uuids: set[str], cache: dict | None = None) -> list[Message]:
+def _drop(messages: list[Message], uuids: set[str], cache: dict[Any, Any] | None = None) -> list[Message]:
     if not uuids or not any(m.uuid in uuids for m in messages):
         return messages
     out = []

@@ -86,7 +86,7 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _no_record(record: dict) -> None:
+def _no_record(record: dict[str, Any]) -> None:
     return None
 
 
@@ -145,7 +145,7 @@ class Redo(Exception):
     """Raised by a per-message stage that needs the whole list this time (the view is rebuilt)."""
 
 
-def _no_fingerprint(ctx: ViewContext) -> tuple:
+def _no_fingerprint(ctx: ViewContext) -> tuple[Any, ...]:
     return ()
 
 
@@ -191,7 +191,7 @@ def _budget(messages: list[Message], ctx: ViewContext, step: Step) -> list[Messa
     return result.messages
 
 
-def _budget_fingerprint(ctx: ViewContext) -> tuple:
+def _budget_fingerprint(ctx: ViewContext) -> tuple[Any, ...]:
     return (len(ctx.state.replacements), len(ctx.state.inline))
 
 
@@ -200,7 +200,7 @@ def _snip(messages: list[Message], ctx: ViewContext, step: Step) -> list[Message
     return apply_snips(messages, ctx.state)
 
 
-def _snip_fingerprint(ctx: ViewContext) -> tuple:
+def _snip_fingerprint(ctx: ViewContext) -> tuple[Any, ...]:
     return (len(ctx.state.snipped),)
 
 
@@ -227,7 +227,7 @@ def _micro(messages: list[Message], ctx: ViewContext, step: Step) -> list[Messag
     return result.messages
 
 
-def _micro_fingerprint(ctx: ViewContext) -> tuple:
+def _micro_fingerprint(ctx: ViewContext) -> tuple[Any, ...]:
     return (len(ctx.state.cleared), ctx.microcompact_enabled, ctx.gap_minutes, ctx.keep_recent)
 
 
@@ -326,7 +326,7 @@ def _sources(messages: list[Message], start: int, tail: list[Message]) -> list[i
     return [index[m.uuid] for m in tail]
 
 
-def fingerprint(ctx: ViewContext) -> tuple:
+def fingerprint(ctx: ViewContext) -> tuple[Any, ...]:
     """What must not change for the previous call's view to be reused: the state object, where results go,
     which stages run and each stage's own part."""
     parts = tuple((s.name, s.active(ctx), s.fingerprint(ctx)) for s in STAGES)
@@ -341,7 +341,7 @@ class _Memo:
     view: list[Message] = field(default_factory=list)  # after the per-message stages
     view_src: list[int] = field(default_factory=list)  # input index of each view message
     tagged: list[Message] = field(default_factory=list)  # view with tags (only without whole stages)
-    fingerprint: tuple = ()
+    fingerprint: tuple[Any, ...] = ()
 
     def reusable(self, messages: list[Message], ctx: ViewContext) -> int | None:
         """Where to resume: the start of the last round of the previous input, or None to redo all."""

@@ -23,6 +23,7 @@ import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tools.shell import subcommands
 
@@ -683,7 +684,9 @@ def _abbreviates(word: str, option: str) -> bool:
     return len(name) > 2 and option.startswith(name)
 
 
-def _runs_by_option(clause: str, long: tuple[str, ...] = (), short: tuple[str, ...] = ()) -> Callable:
+def _runs_by_option(
+    clause: str, long: tuple[str, ...] = (), short: tuple[str, ...] = ()
+) -> Callable[..., Any]:
     """A program that runs a command named by one of its options (``--filter``, ``-wrapper``)."""
 
     def reader(values: Values) -> Effects:
