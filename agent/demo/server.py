@@ -915,6 +915,7 @@ COMPACTION_ERRORS = {
     "compaction_block_ambiguous": "messages holds more than one compaction block with content",
     "compaction_block_misplaced": "the compaction block must be the first block of the conversation",
     "compaction_content_mismatch": "the compaction block's content differs from what its signature recorded",
+    "compaction_encrypted_content_invalid": "the compaction block's encrypted_content can't be read",
     "compaction_incomplete_turn": "the compaction request ends on an unfinished assistant turn",
     "compaction_nothing_to_summarize": "messages holds no user or assistant content to summarize",
     "compaction_signature_invalid": "the compaction block's signature does not verify",
@@ -1074,6 +1075,18 @@ class Compactions:
                 if block.get("content") is None:
                     continue
                 with_content += 1
+                signature = str(block.get("signature"))
+                encrypted = block.get("encrypted_content")
+                if (
+                    encrypted is not None
+                    and signature in self._summarized
+                    and encrypted != "enc_" + signature[-16:]
+                ):
+                    problems.append(
+                        f"{where}: compaction_encrypted_content_invalid: "
+                        f"{COMPACTION_ERRORS['compaction_encrypted_content_invalid']}"
+                    )
+                    continue
                 if str(block.get("signature")) not in self._summarized:
                     problems.append(
                         f"{where}: compaction_signature_invalid: {COMPACTION_ERRORS['compaction_signature_invalid']}"

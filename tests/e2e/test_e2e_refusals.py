@@ -174,3 +174,50 @@ def test_on_sonnet_4_6_the_key_inside_signed_thinking_never_makes_continue_fail(
         api.reply_text(f"answer {n}")
         res = run_cli(api, "-p", f"go on {n}", "--continue", env=env)
         assert res.code == 0 and res.stdout.strip() == f"answer {n}", res.stderr
+
+
+def test_a_compaction_block_with_unknown_encrypted_content_becomes_its_summary_and_the_session_goes_on(
+    run_cli, project, isolated_env
+):
+    """Before: every request after the edit was refused (compaction_encrypted_content_invalid) and the
+    session ended on the 400."""
+    from tests.e2e.test_e2e_compaction import make_files
+    from tests.e2e.test_e2e_family import FINAL, MODEL, PROMPT, WINDOW, sonnet
+    from tests.e2e.test_e2e_resume import Reader
+    from tests.fakeapi import Reply, is_compaction, is_server_compaction
+
+    paths = make_files(project, 16)
+    with FakeAPI(context_window=WINDOW, models=[sonnet(True)]) as api:
+        api.on(is_compaction, Reply.text("<summary>The files were read one by one.</summary>"))
+        reader = Reader(paths, FINAL)
+        api.on(
+            lambda body: True,
+            lambda body: reader(body) if not api.refusals_expected else Reply.text("went on"),
+        )
+        res = run_cli(api, "-p", PROMPT, "--model", MODEL, timeout=240)
+        assert res.code == 0, res.stderr
+        assert any(is_server_compaction(r.body) for r in api.message_requests), "no server compaction"
+        tampered = []
+
+        def tamper(record: dict) -> None:
+            content = (record.get("message") or {}).get("content")
+            for block in content if isinstance(content, list) else []:
+                if (
+                    isinstance(block, dict)
+                    and block.get("type") == "compaction"
+                    and block.get("encrypted_content")
+                ):
+                    block["encrypted_content"] = "enc_not-one-the-server-wrote"
+                    tampered.append(block)
+
+        _edit_transcript(isolated_env, tamper)
+        assert tampered
+        api.refusals_expected = True
+        res = run_cli(api, "-p", "and now?", "--continue", "--model", MODEL, timeout=240)
+    assert res.code == 0 and res.stdout.strip() == "went on", res.stderr
+    last = api.message_requests[-1].body
+    assert "enc_not-one-the-server-wrote" not in json.dumps(last)
+    summary = tampered[-1]["content"]  # the live one: the last compaction's
+    assert summary and any(
+        summary in b.get("text", "") for m in last["messages"] for b in m["content"] if isinstance(b, dict)
+    )  # the summary is kept, as text
