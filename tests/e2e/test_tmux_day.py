@@ -41,8 +41,9 @@ def test_the_compaction_stays_readable_after_exit_and_continue(
     pane.wait_for(r"Compacted · manual", timeout=60)
     pane.wait_prompt()
     pane.type("/summary")
-    live = pane.wait_for(r"Summary from the last compaction \(manual · [^)]*\):")
+    pane.wait_for(r"Summary from the last compaction \(manual · [^)]*\):")
     pane.wait_prompt()
+    live = pane.screen()  # the summary's body is printed after its heading line
     # three exchanges after it: the recap's walk back no longer reaches the summary itself
     for n in range(3):
         fake_api.reply_text(f"ANSWER-{n} after the compaction.")
@@ -61,8 +62,9 @@ def test_the_compaction_stays_readable_after_exit_and_continue(
         "question 0" not in screen  # the recap shows the last three exchanges
     )
     pane.type("/summary")
-    screen = pane.wait_for(r"Summary from the last compaction \(manual · ")
+    pane.wait_for(r"Summary from the last compaction \(manual · ")
     pane.wait_prompt()
+    screen = pane.screen()
     written = "server's summary" if writer == "server" else "local summary"
     assert f"(manual · {written} · " in screen
     assert "No compaction in this session yet" not in screen
