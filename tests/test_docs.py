@@ -117,3 +117,9 @@ def test_the_documented_defaults_are_what_the_screen_shows(tmp_path: Path) -> No
     on = session.thinking_on and "thinking off" not in thinking_status(session)
     assert first.startswith("On by default on the default model") == on, first
     assert family_of(session.model).thinks_by_default == on
+
+
+def test_the_generated_help_file_is_current() -> None:
+    """agent/help_text.py is exactly what scripts/gen_docs.py writes (the CLI keeps no generated text)."""
+    assert (ROOT / "agent" / "help_text.py").read_text() == gen_docs.help_text(), "run scripts/gen_docs.py"
+    assert '"""\\\n  /help' not in (ROOT / "agent" / "cli.py").read_text()
