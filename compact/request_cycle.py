@@ -19,7 +19,8 @@ from compact.context.conversation import Conversation, Ports
 from compact.decision import thresholds
 from compact.decision.tokens import CLEARED
 from compact.stages import binding, micro, snip
-from compact.stages.state import clearing_record, context_edit_record
+from compact.stages.binding import THINKING
+from compact.stages.state import clearing_record, context_edit_record, thinking_record
 from compact.stages.view import View
 from compact.workers import preparer
 from core.errors import CONTEXT_LIMIT, ContextLimitReached, MaxTokensOverflow, PromptTooLong, RefusedBlock
@@ -234,9 +235,10 @@ def send(conv: Conversation, ports: Ports, current: View) -> Message:
             continue
         cache_health.observe(conv, reply, at_compaction)
         conv.measured_clear_through = conv.state.server_clear_through  # what this usage measured
+        dropped = settle_dropped(conv, req, current, reply)
         reply = with_cleared(reply)
         after_reply(conv, ports, current, reply, req)
-        sent(conv, current)
+        sent(conv, current, dropped)
         return reply
 
 
@@ -312,12 +314,48 @@ def _without(blocks: list, target: dict, why: str) -> list | None:
     return out if found else None
 
 
-def sent(conv: Conversation, current: View) -> None:
+def settle_dropped(conv: Conversation, req: Request, current: View, reply: Message) -> set[str]:
+    """A request sent with drop_block (its thinking failed the prefix check): the server left out the
+    thinking its reply lists (``inputTransformations``, by path in the request's messages). The messages
+    that held it lose their thinking from now on — a sticky decision, recorded, replayed on resume — so
+    every later request is what the server saw, with no escape hatch (SPEC §17)."""
+    dropped = (reply.extra or {}).get("inputTransformations") or []
+    signatures = set()
+    for item in dropped:
+        where = str(item.get("path") or "").split(".") if isinstance(item, dict) else []
+        if len(where) != 4 or where[0] != "messages" or not (where[1].isdigit() and where[3].isdigit()):
+            continue
+        i, j = int(where[1]), int(where[3])
+        blocks = req.messages[i].get("content") if i < len(req.messages) else None
+        if isinstance(blocks, list) and j < len(blocks) and isinstance(blocks[j], dict):
+            signatures.add(blocks[j].get("signature") or blocks[j].get("data"))
+    signatures.discard(None)
+    uuids = [
+        m.uuid
+        for m in current.messages
+        if m.role == "assistant"
+        and any(
+            b.get("signature", b.get("data")) in signatures for b in m.content if b.get("type") in THINKING
+        )
+    ]
+    new = [u for u in uuids if u not in conv.state.thinking_dropped]
+    if new:
+        conv.state.thinking_dropped.update(new)
+        conv.record(thinking_record(new, "drop-block"))
+    return set(uuids)
+
+
+def sent(conv: Conversation, current: View, dropped: set[str] | None = None) -> None:
     """Remember what a main request sent: until the next compaction point, every later request must
-    extend it (compact.stages.binding)."""
+    extend it (compact.stages.binding). ``dropped``: messages whose thinking the server left out of it
+    (drop_block): what it saw, and what the reply's thinking is bound to, is without it."""
+
+    def seen(messages: list[Message]) -> list[Message]:
+        return [binding.without_thinking(m) if dropped and m.uuid in dropped else m for m in messages]
+
     if conv.view_ctx is not None:
-        conv.view_ctx.sent = list(current.messages)
-        conv.view_ctx.sent_tagged = list(current.tagged)
+        conv.view_ctx.sent = seen(list(current.messages))
+        conv.view_ctx.sent_tagged = seen(list(current.tagged))
 
 
 def resumed(conv: Conversation) -> None:

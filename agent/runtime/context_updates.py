@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agent.config.system_prompt import INSTRUCTIONS_HEAD, INTRO
 from agent.transcript.claude_code import THINKING_TYPES, same_model
 from agent.transcript.writer import SYSTEM_PROMPT
+from compact.stages.state import thinking_record
 from core.messages import Message
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def drop_foreign_thinking(conv: Conversation, model: str) -> int:
     """After a switch to ``model``: leave out the thinking of replies another model wrote (the API would
     drop it anyway, a model reads only its own family's), so every later request sends the same history;
     the live list's messages are replaced by copies without it (same uuids). The number dropped."""
-    dropped = 0
+    dropped, uuids = 0, []
     with conv.lock:
         for i, m in enumerate(conv.messages):
             if m.role != "assistant" or same_model(m.model, model):
@@ -113,6 +114,12 @@ def drop_foreign_thinking(conv: Conversation, model: str) -> int:
             if len(kept) != len(m.content):
                 dropped += len(m.content) - len(kept)
                 conv.messages[i] = m.replace(content=kept)
+                uuids.append(m.uuid)
+        if uuids:
+            # recorded as the stages' sticky decision (compact.stages.state): a resume leaves the same
+            # thinking out whatever model it runs on, so it sends what this session sent
+            conv.state.thinking_dropped.update(uuids)
+            conv.record(thinking_record(uuids, "model-switch"))
         if dropped:
             conv.foreign_thinking_dropped += dropped
             conv.rebuild_point = True

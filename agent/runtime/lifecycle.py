@@ -22,6 +22,7 @@ from agent.runtime.sdk import default_model
 from agent.runtime.session import AskFn, Session
 from agent.runtime.tool_exec import for_history
 from agent.runtime.wiring import USAGE_KEYS, binding_record
+from agent.transcript.claude_code import same_model
 from agent.transcript.listing import earlier_usage, latest_session, session_info
 from agent.transcript.loader import load_transcript, messages_before
 from agent.transcript.writer import in_use
@@ -71,9 +72,16 @@ def _open(
     path = locate(settings, resume, continue_last)
     if path is None:
         return Session(settings, new_session_id(settings), emit, ask, environ=environ)
+    model = settings.model if settings.model_explicit else default_model()
     try:
         # the model this session will use (Session picks the same): thinking of any other is dropped
-        loaded = load_transcript(path, model=settings.model if settings.model_explicit else default_model())
+        loaded = load_transcript(path, model=model)
+        # no model named: our own session goes on with the model it was last on (a /model switch), so
+        # it sends what the live one would have sent, that model's thinking included
+        last = _last_model(loaded.messages) if not settings.model_explicit else None
+        switched = bool(last) and not same_model(last, model) and path.parent == settings.project_dir
+        if switched:
+            loaded = load_transcript(path, model=last)
     except OSError as e:
         raise SessionError(f"Can't read session {path}: {e.strerror or e}") from None
     if not loaded.readable:
@@ -116,6 +124,8 @@ def _open(
         for rec in state_records(loaded.state):
             session.record(rec)
     session.memory_text = loaded.memory_text  # the memory it started with, not loaded again
+    if switched and last:
+        session.set_model(last)
     if loaded.system_prompt is not None:  # the prompt its thinking is bound to, byte for byte
         session.restore_system(loaded.system_prompt, record=not ours)
     if loaded.thinking_binding:  # the escape hatch the session needed travels on with it
@@ -131,6 +141,11 @@ def _open(
     )
     request_cycle.resumed(session.conv)  # what its thinking is bound to: the next request extends it
     return session
+
+
+def _last_model(messages: list[Any]) -> str | None:
+    """The model of the last reply in ``messages`` (None when no reply names one)."""
+    return next((m.model for m in reversed(messages) if m.role == "assistant" and m.model), None)
 
 
 def new_session_id(settings: Settings) -> str:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from agent.config.settings import Settings
 from agent.runtime.hooks import HookRunner
-from agent.runtime.sdk import DROP_BLOCK, ModelClient
+from agent.runtime.sdk import ModelClient
 from agent.transcript.writer import THINKING_BINDING
 from compact import start
 from compact.context.conversation import Conversation, LastCompaction, Ports, TranscriptSink
@@ -268,13 +268,14 @@ class SessionBase(ABC):
         return req
 
     def binding_fallback(self, error: ThinkingBindingMismatch) -> None:
-        """A request's thinking failed the prefix check and goes again with drop_block: from now on the
-        conversation sends it (recorded, so a resume does too), and the user hears of it once."""
+        """A request's thinking failed the prefix check and goes again with drop_block, that request only
+        (agent.runtime.client): the thinking the server dropped is left out of the conversation once its
+        reply names it (compact.request_cycle.settle_dropped), so later requests need no escape hatch.
+        The user hears of it once per conversation."""
         with self.conv.lock:
-            if self.conv.thinking_binding:
+            if self.conv.binding_told:
                 return
-            self.conv.thinking_binding = DROP_BLOCK
-            self.conv.record(binding_record(DROP_BLOCK, error.path))
+            self.conv.binding_told = True
         self.emit(Notice(FALLBACK_NOTICE, "info"))
 
     @property

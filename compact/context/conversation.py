@@ -197,9 +197,12 @@ class Conversation:
     last_failure: str = ""
     workers: dict[str, Background] = field(default_factory=dict)
     view_ctx: ViewContext | None = None
-    # preserved thinking's escape hatch once a request needed it ("drop_block"): every later request of
-    # this conversation sends it (SPEC §17); stored in the transcript, so a resume sends it too
+    # preserved thinking's escape hatch, sent on every request: only a transcript written before issue 38
+    # sets it (its thinking-binding record; a resume sends what the live session sent). Now a request
+    # that needs drop_block sends it alone, and the thinking it dropped is left out from then on
+    # (compact.request_cycle.settle_dropped)
     thinking_binding: str | None = None
+    binding_told: bool = False  # the user was told of a drop_block fallback in this conversation
     # cache diagnostics: the id of the last main reply (the next main request names it), the compaction
     # it followed, and the misses the server reported (compact.context.cache_health)
     last_reply_id: str | None = None

@@ -1,6 +1,7 @@
 """Never a dead session (issue 31 §4) and cache health (§6), in process against the enforcing fake: a
-request whose thinking fails the prefix check is sent once more with drop_block, the setting travels with
-the conversation (and a resume), the user sees one line, the transcript keeps what was dropped; every
+request whose thinking fails the prefix check is sent once more with drop_block, that request only: the
+thinking the server dropped is left out of the conversation from then on (and after a resume), so no later
+request needs the setting; the user sees one line, the transcript keeps what was dropped; every
 main request names its predecessor and a miss is recorded with its reason."""
 
 from __future__ import annotations
@@ -35,7 +36,11 @@ def notices(events: list) -> list[str]:
     return [e.text for e in events if isinstance(e, Notice)]
 
 
-def test_a_refused_prefix_is_sent_again_with_drop_block_once_and_from_then_on(tmp_path: Path) -> None:
+def test_a_refused_prefix_is_sent_again_with_drop_block_for_that_request_only(tmp_path: Path) -> None:
+    """Issue 38: drop_block is sent with the request that needs it, never again: the thinking the server
+    dropped is left out of the conversation (a recorded decision), so the next requests are valid as
+    they are (before, every later request of the conversation sent drop_block, and lost its new
+    thinking too)."""
     with FakeAPI(binding="error") as api:
         session, events = make_session(tmp_path, api, model=MODEL, model_explicit=True)
         api.add(thought("first answer"))
@@ -45,18 +50,27 @@ def test_a_refused_prefix_is_sent_again_with_drop_block_once_and_from_then_on(tm
         break_prefix(session)
         api.add(thought("second answer"))
         assert run_turn(session, "second question").stop_reason == "end_turn"
-        api.add(Reply.text("third answer"))
+        api.add(thought("third answer"))
         assert run_turn(session, "third question").stop_reason == "end_turn"
+        api.add(Reply.text("fourth answer"))
+        assert run_turn(session, "fourth question").stop_reason == "end_turn"
 
         assert len(api.binding.refused) == 1 and len(api.violations) == 1  # the one refusal, then never again
-        retried, third = api.message_requests[-2:]
-        for request in (retried, third):  # the setting travels: the retry and every later request
-            assert request.body["thinking"]["block_binding"] == {"prefix_mismatch_behavior": "drop_block"}
-            assert BINDING_BETA in request.headers["anthropic-beta"]
+        retried, third, fourth = api.message_requests[-3:]
+        assert retried.body["thinking"]["block_binding"] == {"prefix_mismatch_behavior": "drop_block"}
+        assert BINDING_BETA in retried.headers["anthropic-beta"]
+        for request in (third, fourth):  # no escape hatch: the second answer's thinking is valid and sent
+            assert "block_binding" not in request.body["thinking"]
+        assert (
+            sum(1 for m in fourth.body["messages"] for b in m["content"] if b.get("type") == "thinking") == 2
+        )
+        assert len(api.binding.fallbacks) == 1 and api.binding.dropped == api.binding.fallbacks[0]
         assert notices(events).count(FALLBACK_NOTICE) == 1  # one line for the user
         recs = records(session.transcript_path)
-        assert [r["path"] for r in recs if r.get("type") == "thinking-binding"] == ["messages.1.content.0"]
-        assert api.message_requests[-3].status == 400  # the refused one, then the retry
+        assert not [r for r in recs if r.get("type") == "thinking-binding"]
+        first = next(m for m in session.messages if m.role == "assistant")
+        assert [r["droppedThinkingUuids"] for r in recs if r.get("where") == "drop-block"] == [[first.uuid]]
+        assert api.message_requests[-4].status == 400  # the refused one, then the retry
         answered = next(
             r for r in recs if r.get("type") == "assistant" and "second answer" in str(r["message"])
         )
@@ -67,14 +81,16 @@ def test_a_refused_prefix_is_sent_again_with_drop_block_once_and_from_then_on(tm
         api.binding.fallbacks.clear()  # this test takes the path on purpose; any other test fails on it
         api.check()
 
-        # a resume sends the setting too
+        # a resume needs no setting either
         loaded = load_transcript(session.transcript_path, model=MODEL)
-        assert loaded.thinking_binding == "drop_block"
+        assert loaded.thinking_binding is None
 
 
-def test_a_resumed_session_keeps_sending_drop_block(tmp_path: Path) -> None:
+def test_a_resumed_session_sends_what_the_live_one_sent_after_a_drop_block(tmp_path: Path) -> None:
     with FakeAPI(binding="error") as api:
-        session, _ = make_session(tmp_path, api, model=MODEL, model_explicit=True)
+        built, _ = make_session(tmp_path, api, model=MODEL, model_explicit=True)
+        lifecycle.close(built)  # the live session as the CLI opens it (with its Task tool), like the resume
+        session = lifecycle.open_session(built.settings, emit=lambda e: None, ask=None)
         api.add(thought("one"))
         run_turn(session, "q1")
         break_prefix(session)
@@ -83,13 +99,14 @@ def test_a_resumed_session_keeps_sending_drop_block(tmp_path: Path) -> None:
         resumed = lifecycle.open_session(
             session.settings, emit=lambda e: None, ask=None, resume=session.session_id
         )
-        assert resumed.conv.thinking_binding == "drop_block"
+        assert resumed.conv.thinking_binding is None
+        resumed.restore_system(session.fixed_system(), record=False)  # the changed prompt, as live
         api.add(Reply.text("three"))
         run_turn(resumed, "q3")
-        assert (
-            api.message_requests[-1].body["thinking"]["block_binding"]["prefix_mismatch_behavior"]
-            == "drop_block"
-        )
+        last = api.message_requests[-1].body
+        assert "block_binding" not in last["thinking"]
+        assert sum(1 for m in last["messages"] for b in m["content"] if b.get("type") == "thinking") == 1
+        assert len(api.binding.refused) == 1  # only the live one, before its retry
         api.violations.clear()
         api.binding.fallbacks.clear()
         api.check()

@@ -156,3 +156,50 @@ def test_summarize_from_here_keeps_every_request_valid(tmp_path: Path) -> None:
         assert "question 1" in str(last) and "question 2" in str(last)  # kept word for word
         assert api.binding.refused == [] and api.binding.fallbacks == []
         api.check()
+
+
+def test_a_resume_after_a_model_switch_sends_what_the_live_session_sent(tmp_path: Path) -> None:
+    """Issue 38: the thinking a /model switch left out stays out after a resume (recorded, like every
+    sticky decision), and with no model named the session goes on with the model it was last on: the
+    resumed request extends the live one, with no 400 first (the earlier model's thinking came back and
+    was refused before)."""
+    from agent.runtime import lifecycle
+    from tests.e2e.test_e2e_resume import plain
+
+    with FakeAPI(binding="error") as api:
+        built, events = make_session(tmp_path, api, model=MODEL, model_explicit=False)
+        lifecycle.close(built)
+        live = lifecycle.open_session(built.settings, emit=events.append, ask=None)
+        for n in range(2):
+            api.add(thought(f"answer {n}"))
+            run_turn(live, f"question {n}")
+        commands.run(live, "/model claude-opus-5-5")
+        api.add(thought("from opus"))
+        run_turn(live, "question 2")
+        last_live = api.message_requests[-1].body
+        lifecycle.close(live)
+
+        resumed = lifecycle.open_session(built.settings, emit=events.append, ask=None, continue_last=True)
+        assert resumed.model == "claude-opus-5-5"
+        api.add(thought("resumed"))
+        run_turn(resumed, "question 3")
+        first = api.message_requests[-1].body
+        assert first["model"] == last_live["model"] and first["tools"] == last_live["tools"]
+        assert first["system"] == last_live["system"]
+        sent, now = plain(last_live["messages"]), plain(first["messages"])
+        assert now[: len(sent)] == sent  # the live history, then the reply and the new prompt
+        assert thinking_in(first) == 1  # opus's own thinking came back, sonnet's stayed out
+        lifecycle.close(resumed)
+
+        # back on the first model by name: its thinking the switch left out stays out (it was refused)
+        import dataclasses
+
+        named = dataclasses.replace(built.settings, model=MODEL, model_explicit=True)
+        again = lifecycle.open_session(named, emit=events.append, ask=None, continue_last=True)
+        api.add(thought("sonnet again"))
+        run_turn(again, "question 4")
+        back = api.message_requests[-1].body
+        assert back["model"] == MODEL
+        # as a live /model back would send it: opus's thinking out (another model), and sonnet's too
+        assert thinking_in(back) == 0
+        api.check()  # no refusal, no drop_block
