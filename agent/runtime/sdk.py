@@ -21,6 +21,7 @@ import random
 import re
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import quote
@@ -154,7 +155,8 @@ class ModelClient:
         self.side_idle_seconds = side_idle_seconds
         self._jitter = jitter
         if _sdk is None:  # the background import builds the SDK's client (~0.1 s) off the first request
-            _when_loaded.append(lambda: self.client)
+            this = weakref.ref(self)  # a client dropped meanwhile (/clear, a test) is not kept alive
+            _when_loaded.append(lambda: (made := this()) is not None and made.client)
         # told when a request's thinking failed the prefix check and is sent again with drop_block: the
         # session keeps the setting for the rest of the conversation and says so (agent.runtime.session)
         self.on_binding_fallback: Callable[[ThinkingBindingMismatch], None] = lambda e: None

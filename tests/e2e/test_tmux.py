@@ -432,7 +432,7 @@ def test_tab_on_an_empty_line_toggles_thinking_and_the_thinking_shows_folded(age
     pane.wait_for(r"✻ thinking on \(tab to turn off\)", visible=True)
     pane.type("hello")
     pane.wait_for("Thought it through.")
-    screen = pane.wait_for(r"1 more lines of thinking")
+    screen = pane.wait_for(r"1 more line of thinking")
     assert "✻ Thinking…" in screen and "Then I decide." in screen and "HIDDEN-FOURTH-LINE" not in screen
     assert fake_api.message_requests[0].body["thinking"]["type"] == "enabled"
     pane.wait_prompt()
