@@ -91,8 +91,16 @@ FIRST_LINE_CHARS = 300
 NEWEST_WHOLE = 3
 PASTE_LINES = 12  # more lines than this, mostly not prose: a paste
 PROSE_SHARE = 0.8  # letters and spaces in prose (a log line, a traceback or code has fewer)
-LONG_LINE_CHARS = 2_000  # a single line longer than this is a paste whatever it holds
-HEAD_LINES = 3
+LONG_LINE_CHARS = 2_000  # a single line longer than this that is not prose is a paste (prose never is)
+HEAD_LINES = 2
+TAIL_LINES = 3
+# a shortened paste keeps its last lines too (the last one always, LAST_LINE_CHARS of it at most): an
+# instruction often closes it ("… fix the first error above")
+TAIL_CHARS = 160
+LAST_LINE_CHARS = 300
+# the first message (the task) and the current request stay whole up to this share of T (at least the
+# user floor, at most the cap), whatever their shape; over it they keep their head and their tail
+WHOLE_SHARE = 0.1
 TAG_TOKENS = 8  # a message's <user-message …> tags as rendered
 HEAD_CHARS = 300
 USER_PART = 0.6  # of a tight room, for the user's words
@@ -124,14 +132,25 @@ FLAGS_HEADER = (
 )
 USER_HEADER = (
     "The user's own messages so far, oldest first, so a later one stands after what it revises; the "
-    'current request is marked current-request="true"; kept-above="true" marks one kept word for word in '
-    "the messages above (its first line here). They are the user's words, not instructions from the system:"
+    'current request is marked current-request="true" (answered="true" marks a latest request whose turn '
+    'has ended: the user\'s next message is the current request); kept-above="true" marks one kept word '
+    "for word in the messages above (its first line here). They are the user's words, not instructions "
+    "from the system:"
 )
 FIRST_LINE_NOTE = "[its first line only: the whole message is in the transcript named above]"
-HEAD_NOTE = "[{what}, {lines} lines, ~{tokens:,} tokens: its head only; the whole message is in the transcript named above]"
+HEAD_NOTE = (
+    "[{what}, {lines} lines, ~{tokens:,} tokens: its beginning and its end only; the whole message is in the "
+    "transcript named above]"
+)
+CUT_NOTE = "[… {n:,} lines left out here …]"
+CUT_CHARS_NOTE = "[… {n:,} characters left out here …]"
 OLDER_NOTE = (
     "[{n} older messages of the user are left out here for room; every one is in the transcript named "
     "above, word for word]"
+)
+AFTER_TASK_NOTE = (
+    "[{n} messages of the user after the first one are left out here for room; every one is in the "
+    "transcript named above, word for word]"
 )
 
 
@@ -467,6 +486,11 @@ def user_budget(threshold: int) -> int:
     return max(USER_FLOOR, min(USER_CAP, int(threshold * USER_SHARE)))
 
 
+def whole_bound(threshold: int) -> int:
+    """Tokens up to which the first message (the task) and the current request stay whole."""
+    return max(USER_FLOOR, min(USER_CAP, int(threshold * WHOLE_SHARE)))
+
+
 def first_line(text: str) -> str:
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return line if len(line) <= FIRST_LINE_CHARS else line[: FIRST_LINE_CHARS - 1] + "…"
@@ -477,11 +501,11 @@ def shape_of(text: str) -> str:
     a file, a trace — or one very long line), "long line" (one line past HEAD_CHARS that is not prose)
     or "prose". Never from the words in it: a log that says "must" is still a log."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    if any(len(ln) > LONG_LINE_CHARS for ln in lines):
+    if _prose_share(text) >= PROSE_SHARE:
+        return "prose"  # whatever its line count: a 600-word spec on one line is the task, not a paste
+    if any(len(ln) > LONG_LINE_CHARS for ln in lines) or len(lines) > PASTE_LINES:
         return "paste"
-    if len(lines) > PASTE_LINES and _prose_share(text) < PROSE_SHARE:
-        return "paste"
-    if len(lines) == 1 and len(lines[0]) > HEAD_CHARS and _prose_share(text) < PROSE_SHARE:
+    if len(lines) == 1 and len(lines[0]) > HEAD_CHARS:
         return "long line"
     return "prose"
 
@@ -491,42 +515,74 @@ def _prose_share(text: str) -> float:
     return sum(c.isalpha() or c == " " for c in chars) / len(chars) if chars else 1.0
 
 
-def head_of(text: str) -> str:
-    """A message shortened to its head, its size and where the rest is: the first HEAD_LINES lines
-    (HEAD_CHARS at most), then what it is and how big."""
+def head_of(text: str, head_lines: int = HEAD_LINES, tail_chars: int = TAIL_CHARS) -> str:
+    """A message shortened to its head and its tail, its size and where the rest is: the first
+    ``head_lines`` lines (HEAD_CHARS at most) and the last lines (``tail_chars`` at most, TAIL_LINES at
+    most; the last line always), then what it is and how big. The tail stays because an instruction
+    often closes a paste ("… fix the first error above")."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    head = "\n".join(lines[:HEAD_LINES])
-    if len(head) > HEAD_CHARS:
-        head = head[: HEAD_CHARS - 1] + "…"
+    head = lines[:head_lines]
+    shown = "\n".join(head)
+    if len(shown) > HEAD_CHARS:
+        shown = shown[: HEAD_CHARS - 1] + "…"
+    rest = lines[len(head) :]
+    tail: list[str] = []
+    for ln in reversed(rest[-TAIL_LINES:]):  # the last line always (its end, when it is long)
+        if tail and sum(len(t) for t in tail) + len(ln) > tail_chars:
+            break
+        tail.insert(0, ln if len(ln) <= LAST_LINE_CHARS else "…" + ln[-(LAST_LINE_CHARS - 1) :])
+    cut = len(rest) - len(tail)
+    if cut:
+        shown += "\n" + CUT_NOTE.format(n=cut)
+    if tail:
+        shown += "\n" + "\n".join(tail)
+    elif len(lines) == 1 and len(lines[0]) > HEAD_CHARS:  # one long line: its last characters too
+        more = len(lines[0]) - HEAD_CHARS - LAST_LINE_CHARS
+        if more > 0:
+            shown += f" {CUT_CHARS_NOTE.format(n=more)} {lines[0][-LAST_LINE_CHARS:]}"
+        else:
+            shown = lines[0]
     what = {"paste": "pasted text", "long line": "one long line"}.get(shape_of(text), "a long message")
-    return f"{head}\n" + HEAD_NOTE.format(what=what, lines=len(lines), tokens=estimate_text(text))
+    return f"{shown}\n" + HEAD_NOTE.format(what=what, lines=len(lines), tokens=estimate_text(text))
 
 
 def user_messages(
-    prompts: list[str], kept: list[Message], budget: int, current_room: int | None = None
+    prompts: list[str],
+    kept: list[Message],
+    budget: int,
+    current_room: int | None = None,
+    whole: int | None = None,
+    answered: bool = False,
 ) -> list[tuple[str, str]]:
     """(text, how) for every user message, oldest first, never cut in the middle (SPEC §9 item 4).
 
-    ``how``: "current" (the current request, whole), "whole", "head" (its first lines, its size and a
-    pointer to the transcript), "older" (one line counting messages left out) or "kept" / "kept current"
-    (kept word for word in the messages above; shown here by its first line so the order stays
+    ``how``: "current" (the current request, whole), "answered" (the latest request when its turn has
+    ended with a final answer: the next message the user types is the current request, so this one is
+    not labelled current), "whole", "head" (its first and last lines, its size and a pointer to the
+    transcript), "older" (one line counting messages left out) or "kept" / "kept current" / "kept
+    answered" (kept word for word in the messages above; shown here by its first line so the order stays
     readable). Within ``budget`` every message is whole. Over it, messages are shortened by what they
     are and by age, never by their words: first pastes and long non-prose lines (oldest first), then the
-    oldest messages, then the oldest are only counted; the current request and the NEWEST_WHOLE newest
-    stay whole (the current request even when it is a paste, while it fits ``current_room``: what the
-    compaction leaves beside the summary). Order never changes, so a revision always stands after what
-    it revises.
+    oldest messages, then the oldest are only counted; the latest request and the NEWEST_WHOLE newest
+    stay whole. ``whole``: the first message (the task) and the latest request stay whole up to this
+    many tokens whatever their shape (prose is never a paste; past it they keep their head and tail);
+    without it the latest request stays whole unless it is a paste larger than ``budget`` and
+    ``current_room`` (what the compaction leaves beside the summary). Order never changes, so a revision
+    always stands after what it revises (the task is the one exception: it stays while messages after it
+    may be counted).
     """
     if not prompts:
         return []
     visible = {m.text for m in kept if m.kind == "prompt"}
     last = len(prompts) - 1
+    latest = "answered" if answered else "current"
     out: list[tuple[str, str]] = []
     for i, text in enumerate(prompts):
         if text in visible:
-            out.append((first_line(text), "kept current" if i == last else "kept"))
+            out.append((first_line(text), f"kept {latest}" if i == last else "kept"))
         else:
-            out.append((text, "current" if i == last else "whole"))
+            out.append((text, latest if i == last else "whole"))
+    task = 0 if whole is not None and last > 0 else None  # the first message: the task
 
     budget -= estimate_text(USER_HEADER)
     counted: dict[str, int] = {}
@@ -541,34 +597,56 @@ def user_messages(
 
     if size() <= budget:
         return out
-    # pastes go first at any age (five pasted logs must not fill the context), the current request too
-    # when it is a paste larger than the whole budget; then the oldest, the newest few staying whole
+
+    def too_big(i: int, text: str, how: str) -> bool:
+        """The task or the latest request past its bound (a whole one, or a paste past the room)."""
+        if whole is not None:
+            return tokens(text) > whole
+        return how == latest and tokens(text) > max(budget, current_room or 0) and shape_of(text) != "prose"
+
+    # pastes go first at any age (five pasted logs must not fill the context), the task and the latest
+    # request only past their bound; then the oldest, the newest few staying whole
     by_shape = [
         i
         for i, (text, how) in enumerate(out)
-        if (how == "whole" or (how == "current" and tokens(text) > max(budget, current_room or 0)))
-        and shape_of(text) != "prose"
+        if (too_big(i, text, how) if i in (task, last) else how == "whole" and shape_of(text) != "prose")
+        and how in ("whole", latest)
     ]
     # strictly by age: a message is never shown while a newer one (which may revise it) is left out
-    movable = [i for i, (_, how) in enumerate(out) if how in ("whole", "head") and i < last - NEWEST_WHOLE]
+    movable = [
+        i
+        for i, (_, how) in enumerate(out)
+        if how in ("whole", "head") and i < last - NEWEST_WHOLE and i != task
+    ]
+    whole_text: dict[int, str] = {}
     for order in (by_shape, movable):
         for i in order:
             if size() <= budget:
                 return out
             text, how = out[i]
-            if how not in ("whole", "current"):
+            if how not in ("whole", latest):
                 continue
             shorter = head_of(text)
             if tokens(shorter) < tokens(text):
-                out[i] = (shorter, "head current" if how == "current" else "head")
+                out[i] = (shorter, f"head {latest}" if how == latest else "head")
+                whole_text[i] = text
+    for i in movable:  # the oldest shortened ones down to their first and last line, before any goes
+        if size() <= budget:
+            return out
+        if out[i][1] == "head":
+            out[i] = (head_of(whole_text[i], 1, 0), "head")
     gone = 0
+    note = AFTER_TASK_NOTE if task is not None else OLDER_NOTE
     for i in movable:  # still over: the oldest are counted, not shown (the transcript has them)
-        if size() + tokens(OLDER_NOTE) <= budget:
+        if size() + tokens(note) <= budget:
             break
         out[i] = ("", "gone")
         gone += 1
+    if not gone:
+        return out
     rest = [entry for entry in out if entry[1] != "gone"]
-    return [(OLDER_NOTE.format(n=gone), "older"), *rest] if gone else rest
+    counted_note = (note.format(n=gone), "older")
+    return [rest[0], counted_note, *rest[1:]] if task is not None else [counted_note, *rest]
 
 
 def render(
@@ -818,16 +896,21 @@ def render_user(messages: list[tuple[str, str]]) -> str:
         return ""
     parts = [USER_HEADER]
     for text, how in messages:
-        if how == "current":
-            parts.append(f'<user-message current-request="true">\n{text}\n</user-message>')
+        latest = (
+            ' current-request="true"'
+            if how.endswith("current")
+            else ' latest-request="true" answered="true"'
+            if how.endswith("answered")
+            else ""
+        )
+        if how in ("current", "answered"):
+            parts.append(f"<user-message{latest}>\n{text}\n</user-message>")
         elif how.startswith("kept"):
-            current = ' current-request="true"' if how == "kept current" else ""
-            parts.append(f'<user-message kept-above="true"{current}>\n{text}\n</user-message>')
+            parts.append(f'<user-message kept-above="true"{latest}>\n{text}\n</user-message>')
         elif how == "first line":
             parts.append(f"<user-message>\n{text}\n{FIRST_LINE_NOTE}\n</user-message>")
         elif how.startswith("head"):
-            current = ' current-request="true"' if how == "head current" else ""
-            parts.append(f'<user-message shortened="true"{current}>\n{text}\n</user-message>')
+            parts.append(f'<user-message shortened="true"{latest}>\n{text}\n</user-message>')
         elif how == "older":
             parts.append(text)
         else:
@@ -936,12 +1019,19 @@ def attachment(
     the text that stands in for the history, checked against the records (candidate.contradictions)."""
     ledger = derive(history, cwd)
     budgets = [ledger_budget(threshold), answer_budget(threshold), findings_budget(threshold)]
+    # the user's words first, at their own budget whatever the room: they outrank verbatim tool output (a
+    # tail of tool results that leaves no room must not cost the task statement or a correction)
     user_room = user_budget(threshold)
+    answered = turn_ended(history)
+
+    def words(budget: int) -> list[tuple[str, str]]:
+        return user_messages(ledger.prompts, kept, budget, room, whole_bound(threshold), answered)
+
+    users = words(user_room)
     if room is not None and room < sum(budgets) + user_room:
-        # what is left beside the summary and the tail is shared: the user's words first (nothing else
-        # holds them), the rest in proportion (the complete lists are one Read away)
-        user_room = min(user_room, max(MIN_PART, int(room * USER_PART)))
-        rest = max(0, room - user_room)
+        # what is left beside the summary, the tail and the user's words is shared in proportion (the
+        # complete lists are one Read away)
+        rest = max(0, room - estimate_text(render_user(users)))
         budgets = [max(MIN_PART, int(rest * share)) for share in TIGHT_SHARES]
     budget, answer_room, findings_room = budgets
     full_list = None
@@ -959,7 +1049,8 @@ def attachment(
     found = render_findings(ledger, findings_room)
     said = render_answers(answers)
     left = sum(budgets) - sum(estimate_text(p) for p in (state, said, found))
-    users = user_messages(ledger.prompts, kept, user_room + max(0, left), room)
+    if left > 0 and any(how.startswith("head") or how == "older" for _, how in users):
+        users = words(user_room + left)  # what the others left unused
     parts = (state, said, found, render_user(users))
     body = "\n\n".join(p for p in parts if p)
     text = (
@@ -968,6 +1059,16 @@ def attachment(
     )
     message = meta(text, **{SNAPSHOT_KEY: ledger.to_dict()})
     return Attachment(message, ledger.counts(len(users)))
+
+
+def turn_ended(messages: list[Message]) -> bool:
+    """True when the history ends with a turn's final answer (no request is in progress: the user's next
+    message will be the current request)."""
+    for m in reversed(messages):
+        if m.role == "user" and m.kind == "meta":
+            continue
+        return m.role == "assistant" and not m.tool_uses
+    return False
 
 
 def failing_commands(ledger: Ledger) -> list[str]:

@@ -406,12 +406,19 @@ def test_the_attachments_share_one_room_the_users_words_first() -> None:
         messages.append(assistant([{"type": "text", "text": f"CONCLUSION-{k}: part {k} fixed."}]))
     roomy = ledger.attachment(messages, [], "/p", 10_000).message.text  # the 43K window's T, no bound
     tight = ledger.attachment(messages, [], "/p", 10_000, room=900).message.text
-    assert estimate_text(tight) < estimate_text(roomy) and estimate_text(tight) <= 900 * 1.35
+    assert estimate_text(tight) < estimate_text(roomy)
+    # the user's words keep their own budget however tight the room (issue 38: they outrank tool output);
+    # the working state, the answers and the findings share what is left, down to their shortest forms
+    words = tight[tight.index("The user's own messages") :]
+    assert ledger.user_budget(10_000) * 0.9 <= estimate_text(words) <= ledger.user_budget(10_000)
+    assert estimate_text(tight[: tight.index("The user's own messages")]) <= 900 * 0.75
     # what the next step needs is still there: every failing command, the newest prompts, the current one
     assert all(f"python3 tools/check_{k}.py" in tight for k in range(0, 40, 4))
     assert all(f"python3 tools/check_{k}.py" in tight for k in range(30, 40))  # the last ten, every form
     assert all(f"Go on with part {k}:" in tight for k in range(36, 40))
-    assert 'current-request="true">\nGo on with part 39' in tight
+    # the turn ended with its answer: the latest request is labelled answered, not current
+    assert 'latest-request="true" answered="true">\nGo on with part 39' in tight
+    assert "<user-message current-request" not in tight
 
 
 @pytest.mark.parametrize("budget", [None, 700, 1, 0])  # whole, grouped, the shortest form (twice)

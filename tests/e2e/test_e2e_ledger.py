@@ -114,7 +114,10 @@ def assert_state_survives(body: dict, model: Refactorer) -> None:
     assert f"- [exit 3] $ {FAIL_CMD}\n    → boom: parse failed" in state
     assert "- [>] Rename the handler (in progress)\n- [ ] Run the tests\n- [x] Write a helper" in state
     assert re.search(
-        r"<user-message( current-request=\"true\")?>\n" + re.escape(CONSTRAINT) + "\n</user-message>", text
+        r"<user-message( current-request=\"true\"| latest-request=\"true\" answered=\"true\")?>\n"
+        + re.escape(CONSTRAINT)
+        + "\n</user-message>",
+        text,
     )
 
 
