@@ -54,6 +54,7 @@ SUMMARY_SECTIONS = (
 REQUIRED_SUMMARY_SECTIONS = ("Primary Request and Intent", "Current Work")
 # the sections in which a quotation stands for what the user said
 USER_SECTIONS = ("All user messages", "Optional Next Step")
+SPEC_SECTION = "Task specification"  # the notes' section of what the user asked for, in their terms
 MIN_QUOTE = 12  # shorter quotations (a word or two in quotes) are names, not the user's words
 _QUOTE = re.compile(r"[\"“]([^\"”\n]{%d,})[\"”]" % MIN_QUOTE)
 _DANGLING = re.compile(r"(?:[,;(\-–]|\b(?:and|or|the|a|an|to|of|with|for|in|that|which|but))$", re.I)
@@ -208,13 +209,23 @@ def invented_user_words(text: str, user_texts: Iterable[str], template: str = ""
 
     Presented as the user's: a quotation in a user-messages section or in a sentence that attributes
     it to the user; every line of a user-messages section, quoted or not; any sentence that attributes
-    something to the user ("the user approved deleting …"). A quotation must appear in one message
+    something to the user ("the user approved deleting …"); a permission claimed in the notes' "Task
+    specification" section (the user's terms) whoever it names. A quotation must appear in one message
     word for word (spacing and case aside); unquoted text must have most of its content words in the
-    user's messages (MIN_OWN), so a paraphrase stands and an invention does not. The notes template's
-    guide lines (ours, and ``template``, the user's own) stand in every notes file and are nobody's
-    words: "_What the user asked for, in their terms…_" is not the user asking for anything."""
+    user's messages (MIN_OWN), so a paraphrase stands and an invention does not; and a permission ("the
+    user approved / allowed …") must not turn around what the user said: when every sentence of the
+    user's that holds most of its words is a refusal ("Don't delete tests/legacy/ yet"), it is invented.
+    The notes template's guide lines (ours, and ``template``, the user's own) stand in every notes file
+    and are nobody's words: "_What the user asked for, in their terms…_" is not the user asking for
+    anything."""
     said = [_squash(t) for t in user_texts]
     vocabulary = {w for s in said for w in _words(s)}
+    sentences = [
+        (set(_words(sentence)), bool(_NEGATION.search(sentence)))
+        for s in said
+        for sentence in _SENTENCE.findall(s)
+        if sentence.strip()
+    ]
     out: list[str] = []
     for passage, in_user_section in _attributed(text, _guide_lines(template)):
         quotes = _QUOTE.findall(passage)
@@ -224,9 +235,37 @@ def invented_user_words(text: str, user_texts: Iterable[str], template: str = ""
             words = [w for w in _words(_squash(_ATTRIBUTED.sub(" ", passage))) if w not in _COMMON_STEMS]
             bad = bool(words) and sum(w in vocabulary for w in words) < MIN_OWN * len(words)
             bad = bad and (in_user_section or len(words) >= 2)
+            bad = bad or _turned_around(passage, words, sentences)
         if bad:
             out.append(passage.strip())
     return out
+
+
+def _turned_around(passage: str, words: list[str], sentences: list[tuple[set[str], bool]]) -> bool:
+    """True when ``passage`` claims a permission (not negated) and every sentence of the user's that
+    holds the most of its content words (at least two, or all of them) says no."""
+    if not _PERMISSION.search(passage) or _NEGATION.search(passage) or not words:
+        return False
+    wanted = set(words)
+    best, refusals = 0, []
+    for held, negated in sentences:
+        n = len(wanted & held)
+        if n > best:
+            best, refusals = n, [negated]
+        elif n == best and n:
+            refusals.append(negated)
+    return best >= min(2, len(wanted)) and all(refusals)
+
+
+# a permission claimed for the user: what the user refused must not come back as approved
+_PERMISSION = re.compile(
+    r"(?i)\b(?:approv\w*|allow\w*|permit\w*|authori[sz]\w*|agreed|ok(?:'?d|ayed)|sign(?:ed)?\s+off|"
+    r"go(?:es)?\s+ahead|fine\s+to|may|can)\b"
+)
+_NEGATION = re.compile(
+    r"(?i)\b(?:not|never|no|nothing|don'?t|doesn'?t|mustn'?t|shouldn'?t|can'?t|cannot|won'?t|"
+    r"hold\s+off)\b"
+)
 
 
 def _words(s: str) -> list[str]:
@@ -250,11 +289,17 @@ def _attributed(text: str, guides: frozenset[str] = _GUIDES) -> list[tuple[str, 
     guide line (``guides``, exactly as the template has it) speaks for no one."""
     out: list[tuple[str, bool]] = []
     section = ""
+    spec = False  # in the notes' "Task specification": the user's terms
     for line in text.splitlines():
         if line.strip() in guides:
             continue
+        if line.lstrip().startswith("#") and not _is_heading(line):
+            spec = _norm(line).startswith(_norm(SPEC_SECTION))
+            section = ""
+            continue
         if _is_heading(line):
             section = next((s for s in USER_SECTIONS if _norm(line).startswith(_norm(s))), "")
+            spec = False
             continue
         body = line.strip().lstrip("-*•>0123456789.) ").strip()
         if not body:
@@ -264,7 +309,11 @@ def _attributed(text: str, guides: frozenset[str] = _GUIDES) -> list[tuple[str, 
             continue
         for sentence in _SENTENCE.findall(body):
             # the next step's section quotes the latest request: its quotations are the user's
-            if _ATTRIBUTED.search(sentence) or (section and _QUOTE.search(sentence)):
+            if (
+                _ATTRIBUTED.search(sentence)
+                or (section and _QUOTE.search(sentence))
+                or (spec and _PERMISSION.search(sentence))
+            ):
                 out.append((sentence, False))
     return out
 

@@ -362,7 +362,7 @@ def finish(
     shown = shown or trigger
     old = list(conv.messages)
     th = conv.window.thresholds()
-    compaction = _checked(conv, ports, compaction, old, th.auto_compact)
+    compaction, invented = _checked(conv, ports, compaction, old, th.auto_compact)
     kept = [m.replace(usage=None) if m.usage is not None else m for m in compaction.kept]  # stale now
     server = compaction.stand_in is not None
     # the server's summary keeps the kept turns' thinking valid as long as they stay as they were sent:
@@ -387,6 +387,7 @@ def finish(
         conv.session_dir,
         compaction.summary,
         room=max(0, int(left * ATTACH_OF_ROOM)),
+        invented=invented,
     )
     state = dataclasses.replace(state, message=discovered.stamp(state.message, old))  # found tools outlive it
     base = cal.scale(fixed + state.message.tokens)  # as the server counts (the tail's old results cleared)
@@ -466,12 +467,13 @@ def finish(
 
 def _checked(
     conv: Conversation, ports: Ports, compaction: Compaction, old: list[Message], threshold: int
-) -> Compaction:
+) -> tuple[Compaction, list[str]]:
     """The compaction with every passage that invents the user's words taken out (compact.compaction.candidate:
     the same check for a prepared or a foreground one, a summary or the notes; the user's words are the
     prompts they typed, never an earlier summary), and its text within SUMMARY_SHARE of T (a copy of
-    a paste left out, then the middle of a long one). The server's summary block stays as the server made
-    it: its thinking is bound to it."""
+    a paste left out, then the middle of a long one); and the passages found. The server's summary block
+    stays as the server made it (its thinking is bound to it): what it invents is flagged in the working
+    state instead, first."""
     said = ledger.derive(old, str(conv.tools.project_dir)).prompts
     text, removed = candidate.scrub(
         compaction.summary, said, template_for(ports)
@@ -479,7 +481,8 @@ def _checked(
     cut: list[str] = []
     if compaction.stand_in is None:
         text, cut = candidate.bounded(text, said, int(threshold * candidate.SUMMARY_SHARE))
-    return dataclasses.replace(compaction, summary=text) if removed or cut else compaction
+    changed = dataclasses.replace(compaction, summary=text) if removed or cut else compaction
+    return changed, removed if compaction.stand_in is not None else []
 
 
 COMPACT_RESULT = "compact_result"
