@@ -8,6 +8,9 @@ names the new leaf, and the next message is written with that leaf as its parent
 walks the parent chain back from the leaf, agent/transcript/loader.py) rebuilds exactly the live list the session
 had — whether or not anything was said after the rewind.
 
+A rewind into the kept tail of a compaction (a turn-boundary one keeps just the new prompt) would cut the
+working state attached after it: it is attached again, as the kept branch had it.
+
 The session notes follow: notes an update wrote while the abandoned branch was live are replaced by
 the version saved when they covered the newest message still live (compact.compaction.notes.restore_version),
 so a rewound prompt does not come back through them.
@@ -25,7 +28,7 @@ from pathlib import Path
 from agent.runtime import checkpoints
 from agent.runtime.session import Session
 from agent.transcript.loader import REWIND  # the record type
-from compact.compaction import compactor, notes, summary
+from compact.compaction import compactor, ledger, notes, summary
 from compact.stages.state import notes_record
 from core.errors import Interrupted
 from core.events import CompactFailed, CompactStarted, Notice
@@ -84,15 +87,33 @@ def rewind(session: Session, prompt: Message) -> str:
             conv.messages[:] = old
             conv.last_compaction = conv.compaction_seen = None
         keep = conv.messages[:at]
+        removed = conv.messages[at:]
         leaf = keep[-1].uuid if keep else None
         del conv.messages[at:]
         session.writer.last_uuid = leaf  # conv.writer, seen by compact/ as a TranscriptSink
         conv.writer.append_record({"type": REWIND, "leafUuid": leaf, "rewoundPromptUuid": prompt.uuid})
         conv.begin_turn(next((m.uuid for m in reversed(keep) if m.kind == "prompt"), None))
         _rewind_notes(session, keep)
+        _working_state_back(session, keep, removed)
         # what stays is a prefix of what was sent, so its thinking stays valid; the cache misses once
         conv.rebuild_point = True
     return prompt.text
+
+
+def _working_state_back(session: Session, keep: list[Message], removed: list[Message]) -> None:
+    """A rewind into a compaction's kept tail (a turn-boundary compaction keeps just the new prompt) cuts
+    the working state attached after it: it is attached again, as the kept branch had it — the ledger
+    of what the compaction replaced, which the summary carries (compact.compaction.ledger.BASE_KEY),
+    without the rewound messages."""
+    conv = session.conv
+    if not any(ledger.SNAPSHOT_KEY in m.extra for m in removed):
+        return
+    if not any(ledger.BASE_KEY in m.extra for m in keep) or any(ledger.SNAPSHOT_KEY in m.extra for m in keep):
+        return
+    threshold = session.ports.thresholds().auto_compact
+    state = ledger.attachment(keep, [], str(conv.tools.project_dir), threshold, conv.session_dir)
+    conv.messages.append(state.message)
+    conv.writer.append_message(state.message)
 
 
 def _rewind_notes(session: Session, keep: list[Message]) -> None:

@@ -319,7 +319,19 @@ class _Loader:
             raise _NeedFullParse
         elif target:
             self.warnings.append(f"{self.path.name}: a rewind points at {target}, which is missing; ignored")
-        chain = self._walk(leaf, index, boundary, kept, partial)
+        seg = ((boundary or {}).get("compactMetadata") or {}).get("preservedSegment") or {}
+        rewound_at = min(
+            (
+                r.offset
+                for r in main
+                if r.type == REWIND
+                and r.offset > boundary_offset
+                and seg.get("anchorUuid")
+                and r.data.get("leafUuid") == seg.get("anchorUuid")
+            ),
+            default=None,
+        )
+        chain = self._walk(leaf, index, boundary, kept, partial, rewound_at)
         kept_uuids = {r.uuid for r in kept}
         groups = recover_siblings(chain, main)
         merged = [m for m in map(merge, groups) if m is not None]
@@ -438,8 +450,12 @@ class _Loader:
         boundary: dict[str, Any] | None,
         kept: list[Rec],
         partial: bool,
+        rewound_at: int | None = None,
     ) -> list[Rec]:
-        """Message records from the boundary (exclusive) to the leaf, kept segment re-linked."""
+        """Message records from the boundary (exclusive) to the leaf, kept segment re-linked.
+
+        ``rewound_at``: where a rewind went back to the summary itself, before the kept segment (a
+        rewind to its first prompt): what was written after it follows the summary, not the segment."""
         relink: dict[str, str] = {}
         head = anchor = None
         if kept:
@@ -451,7 +467,8 @@ class _Loader:
             if anchor:
                 relink[head] = anchor
                 for r in index.values():
-                    if r.data.get("parentUuid") == anchor and r.uuid not in kept_set:
+                    after_rewind = rewound_at is not None and r.offset > rewound_at
+                    if r.data.get("parentUuid") == anchor and r.uuid not in kept_set and not after_rewind:
                         relink[r.uuid] = tail
         chain: list[Rec] = []
         seen: set[str] = set()
@@ -476,7 +493,7 @@ class _Loader:
                     "missing; the history starts after it"
                 )
         chain.reverse()
-        if kept and anchor in seen and head not in seen:  # nothing written after the kept tail yet
+        if kept and anchor in seen and head not in seen and rewound_at is None:  # nothing after the tail yet
             at = next(i for i, r in enumerate(chain) if r.uuid == anchor) + 1
             chain[at:at] = kept
         return [r for r in chain if r.is_message]

@@ -374,6 +374,7 @@ def finish(
         if compaction.stand_in is not None
         else _summary_message(conv, compaction, trigger)
     )
+    summary_msg = _with_base(conv, summary_msg, old, kept)
     cal = conv.calibration
     fixed = cal.fixed_tokens() + summary_msg.tokens + micro.size_after(kept, stale)
     # the attachments are bounded together by what is left of RESTORE_SHARE of T beside the system
@@ -486,6 +487,14 @@ def _checked(
 
 
 COMPACT_RESULT = "compact_result"
+
+
+def _with_base(conv: Conversation, summary_msg: Message, old: list[Message], kept: list[Message]) -> Message:
+    """The summary message carrying the ledger of what it replaced (compact.compaction.ledger.BASE_KEY): a
+    /rewind into the kept tail cuts the attachment after it, and the working state must survive that."""
+    ids = {m.uuid for m in kept}
+    base = ledger.derive([m for m in old if m.uuid not in ids], str(conv.tools.project_dir))
+    return summary_msg.replace(extra={**summary_msg.extra, ledger.BASE_KEY: base.to_dict()})
 
 
 def _as_system(m: Message) -> Message:

@@ -54,6 +54,9 @@ from core.tokens import estimate_text
 
 FACTS_KEY = "toolFacts"  # Message.extra of a tool_results message: {tool_use_id: facts}
 SNAPSHOT_KEY = "workingState"  # Message.extra of the attachment: Ledger.to_dict()
+# Message.extra of a compaction's summary: the ledger of what it replaced (the kept tail not yet folded in),
+# so a /rewind into the kept tail, which cuts the attachment, still finds the working state before it
+BASE_KEY = "workingStateBefore"
 RECENT_COMMANDS = 10
 MAX_FAILURES = 30  # failing commands kept beside the recent ones (the oldest go first)
 MAX_READS = 30
@@ -241,7 +244,7 @@ def derive(messages: list[Message], cwd: str) -> Ledger:
     ledger = Ledger(cwd=cwd)
     uses: dict[str, dict[str, Any]] = {}
     for m in messages:
-        snapshot = m.extra.get(SNAPSHOT_KEY)
+        snapshot = m.extra.get(SNAPSHOT_KEY, m.extra.get(BASE_KEY))
         if isinstance(snapshot, dict):
             ledger = Ledger.from_dict(snapshot)  # it covers everything before it, kept messages included
             continue

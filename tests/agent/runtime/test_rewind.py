@@ -8,6 +8,7 @@ import time
 from agent.runtime import rewind
 from agent.transcript.loader import load_transcript
 from compact.compaction import notes
+from core.messages import assistant, tool_result_block, tool_results, user_prompt
 from tests.agent.frontend.test_commands import chat, new_session
 from tests.agent.frontend.test_repl import ESC, repl_for
 
@@ -125,3 +126,34 @@ def test_a_rewind_takes_back_what_the_abandoned_branch_added_to_the_notes(fake_a
     chat(session, "third", "three done")
     rewind.rewind(session, rewind.points(session)[1])
     assert conv.notes_path.read_text() == "# Current State\nThe user asked: first.\n"
+
+
+def test_a_rewind_into_a_compactions_kept_tail_keeps_the_working_state(fake_api, project):
+    """Issue 38 item 12: a compaction that keeps just the new prompt (a turn-boundary one on the 5.5
+    family, or "summarize up to here") attaches the working state after it; rewinding to that prompt cut
+    the attachment, and the failing commands with it (10/18 kept). The kept branch's state comes back,
+    without the rewound prompt, and a resume rebuilds the same."""
+    fake_api.reply_text("<summary>We worked on some code.</summary>")  # a poor summary
+    session = new_session(fake_api, project)
+    session.add(user_prompt("Make the parser tests pass."))
+    use = {
+        "type": "tool_use",
+        "id": "toolu_fail",
+        "name": "Bash",
+        "input": {"command": "pytest tests/parser"},
+    }
+    session.add(assistant([use], stop_reason="tool_use"))
+    failed = tool_result_block("toolu_fail", "E   AssertionError: tokens differ\nExit code 3", is_error=True)
+    session.add(tool_results([failed]).replace(extra={"toolFacts": {"toolu_fail": {"exitCode": 3}}}))
+    for i in range(1, 4):
+        chat(session, f"question {i}", f"answer {i}", tokens=6_000 + 100 * i)
+    prompt = rewind.points(session)[-1]
+    assert rewind.summarize_up_to(session, prompt) is True
+    assert "[exit 3] $ pytest tests/parser" in session.messages[-1].text  # attached after the kept tail
+
+    rewind.rewind(session, prompt)
+    state = session.messages[-1]
+    assert state.kind == "meta" and "[exit 3] $ pytest tests/parser" in state.text
+    assert "question 3" not in state.text  # the rewound prompt does not come back through it
+    resumed = load_transcript(session.transcript_path)
+    assert [m.text for m in resumed.messages] == [m.text for m in session.messages]
