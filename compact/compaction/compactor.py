@@ -64,6 +64,10 @@ SMALL = NOTHING_TO_COMPACT + " ({pre:,} tokens; a compaction would leave {post:,
 SET_ASIDE_LOOP = "prepared candidate set aside: a tool loop's thinking can't follow a summary written here"
 # the attachments and the restored files may fill the context up to this share of T, no further
 RESTORE_SHARE = 0.48
+# what a compaction leaves is estimated; on a tiny history the server counted it 1.03-1.10x the original
+# while the estimate said "4.8k -> 4.8k" (the calibration is fitted on whole requests, where the system
+# prompt and tools weigh most): a compaction must leave less than the original by this margin as well
+SHRINK_MARGIN = 0.05
 ATTACH_OF_ROOM = 0.9  # of what is left of that share: the attachments' bound (the rest: restored files)
 
 
@@ -122,7 +126,7 @@ def _attempt(
     if prepared is not None and not backend.keeps_thinking_valid(prepared):
         prepared, hooked, note = None, None, SET_ASIDE_LOOP
     try:
-        made = _make(conv, ports, trigger, instructions, prepared, hooked, calls)
+        made = _make(conv, ports, trigger, instructions, prepared, hooked, calls, shown == "reactive")
         if made is None:
             conv.last_failure = NOTHING
             ports.emit(CompactFailed(shown, NOTHING))
@@ -182,6 +186,7 @@ def _make(
     prepared: Compaction | None = None,
     hooked: list[str] | None = None,
     calls: bool = True,
+    reactive: bool = False,
 ) -> tuple[Compaction, int, list[str], list[str]] | None:
     """The compaction, the tokens before it, the lines to show and the PreCompact hooks' instructions
     (``custom``, for a fallback made after it); None when there is nothing to
@@ -192,7 +197,9 @@ def _make(
     if not pre.messages:
         return None
     least = least_left(conv, ports, pre.messages)
-    if counted(conv, pre.raw_tokens) <= least:  # no summary, however short, makes it smaller: no model call
+    if shrunk(conv, least, 0.0 if reactive else SHRINK_MARGIN) >= counted(
+        conv, pre.raw_tokens
+    ):  # no summary, however short, makes it smaller: no model call
         raise CompactionError(SMALL.format(pre=pre.raw_tokens, post=least))
     if prepared is not None and hooked is not None:
         return prepared, counted(conv, pre.raw_tokens), hooked, []  # its hooks ran when it was prepared
@@ -235,6 +242,15 @@ def counted(conv: Conversation, estimate: int) -> int:
     """The view's size: our estimate, or the server's count when it refused the request as too long and
     counted more (a reactive compaction trusts the server)."""
     return max(estimate, conv.server_count or 0)
+
+
+def shrunk(conv: Conversation, tokens: int, margin: float = SHRINK_MARGIN) -> int:
+    """``tokens`` (what a compaction would leave, estimated and calibrated) with the estimate's margin on
+    what it writes (the system prompt and tools are the same before and after): a compaction goes ahead
+    only when this is below what it replaces, so it is never larger by the server's count. A reactive
+    compaction goes without the margin: the server refused the request as it was, and any room helps."""
+    fixed = conv.calibration.scale(conv.calibration.fixed_tokens())
+    return fixed + int(max(0, tokens - fixed) / (1 - margin))
 
 
 def least_left(conv: Conversation, ports: Ports, messages: list[Message]) -> int:
@@ -402,9 +418,15 @@ def finish(
     before = counted(
         conv, conv.view().raw_tokens
     )  # as kept: a compaction replaces what the server clears too
-    if base >= before:
+    margin = 0.0 if shown == "reactive" else SHRINK_MARGIN
+    if shrunk(conv, base, margin) >= before:
         raise CompactionError(SMALL.format(pre=before, post=base))
-    if cal.scale(fixed + state.message.tokens + sum(m.tokens for m in restored.messages)) >= before:
+    if (
+        shrunk(
+            conv, cal.scale(fixed + state.message.tokens + sum(m.tokens for m in restored.messages)), margin
+        )
+        >= before
+    ):
         restored = restore.Restored()
     hook_msgs, start_lines = _session_start(ports)
     added = [state.message, *restored.messages, *hook_msgs]

@@ -40,6 +40,7 @@ The text is line-oriented so a benchmark can check it (``render``, ``render_user
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -78,6 +79,7 @@ COMPACT_COMMANDS = 5
 RECENT_COMMANDS = 10
 BRIEF_CHARS = 200  # of a command or todo item in the shortest form's one-line entries
 MINIMAL_TODOS = 20  # todo items the shortest form lists (the rest are counted)
+MINIMAL_FACTS = 3  # results whose used lines the shortest form names
 FULL, SHORT, GROUPED = 0, 1, 2  # the ledger's levels of detail (render)
 FULL_LIST_DIR = "working-state"  # under the session directory: the complete lists, one file a compaction
 MAX_PROMPTS = 500  # prompts a snapshot carries (the budget chooses how each is shown)
@@ -122,6 +124,10 @@ SEARCH_HITS = 5  # files or lines a search found, named in its entry
 HIT_CHARS = 160
 MAX_FAILED_TOOLS = 10  # failed tool calls (an Edit whose old_string was not found …), the newest
 MAX_OTHER_TOOLS = 10  # outcomes of tools the ledger has no section for, the newest
+FACT_LINES = 3  # lines of one tool result the next step used, kept in the ledger
+MAX_FACTS = 12  # such results, the newest
+FACT_CHARS = 240
+FACT_SCAN_CHARS = 2_000  # a longer line (minified, a blob) is not read for facts
 SPAN_PROMPT_TOKENS = 500  # of each user message in a collapsed span's placeholder
 _EXIT = re.compile(r"\nExit code (-?\d+)\s*$|^Exit code (-?\d+)\s*$")
 _PATHISH = re.compile(r"^[\w.~/-]*[\w-](/[\w.-]+|\.[A-Za-z0-9]{1,8})$")  # a/b, x.py, ./x, ~/x.md
@@ -200,6 +206,9 @@ class Ledger:
     other: list[dict[str, str]] = field(
         default_factory=list
     )  # tools without a section: tool, target, outcome
+    # lines of tool output the next step used (its text or its calls name what they hold): tool, target,
+    # lines (newline-joined)
+    facts: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -221,6 +230,7 @@ class Ledger:
             milestones=list(d.get("milestones") or []),
             failed=[dict(x) for x in d.get("failed") or []],
             other=[dict(x) for x in d.get("other") or []],
+            facts=[dict(x) for x in d.get("facts") or []],
         )
 
     def counts(self, user_messages: int | None = None) -> str:
@@ -243,12 +253,17 @@ def derive(messages: list[Message], cwd: str) -> Ledger:
     """The ledger of this live list (``cwd``: the project directory, until a command moves)."""
     ledger = Ledger(cwd=cwd)
     uses: dict[str, dict[str, Any]] = {}
+    unread: list[tuple[dict[str, Any], str]] = []  # results the model has not answered yet: (call, text)
     for m in messages:
         snapshot = m.extra.get(SNAPSHOT_KEY, m.extra.get(BASE_KEY))
         if isinstance(snapshot, dict):
             ledger = Ledger.from_dict(snapshot)  # it covers everything before it, kept messages included
+            unread = []
             continue
         if m.role == "assistant":
+            if unread:
+                _add_facts(ledger, unread, m)
+                unread = []
             uses.update({b["id"]: b for b in m.tool_uses if "id" in b})
             if m.text.strip():
                 ledger.pending = m.text.strip()
@@ -262,6 +277,8 @@ def derive(messages: list[Message], cwd: str) -> Ledger:
                 use = uses.get(r.get("tool_use_id", ""))
                 if use is not None:
                     _apply(ledger, use, r, facts.get(r.get("tool_use_id")) or {}, m.timestamp)
+                    if not r.get("is_error") and use.get("name") not in _NO_FACTS:
+                        unread.append((use, _text(r.get("content"))))
     if messages and messages[-1].role == "assistant" and not messages[-1].tool_uses:
         _close_turn(ledger)  # the turn ended with that reply: it is the turn's final answer
     return ledger
@@ -331,6 +348,52 @@ def _apply(
             for t in args["todos"]
             if isinstance(t, dict)
         ]
+
+
+# tools whose output holds no fact of the work (a confirmation; the subagent's answer is kept whole)
+_NO_FACTS = frozenset(("Edit", "Write", "NotebookEdit", "TodoWrite", "Task", "Snip"))
+# what names a fact: an identifier with a digit, an underscore, a dot or a capital inside, a number, a path
+_NAME = re.compile(r"[A-Za-z_][\w]*(?:[._/:-][\w]+)+|[A-Za-z]+_\w+|[a-z]+[A-Z]\w*|\w*\d[\w.:-]*")
+
+
+_LINE_NUMBER = re.compile(r"^\s*\d+(?:\t|→|:\s)")  # a Read's line number, not a fact
+
+
+def _names(text: str) -> set[str]:
+    return {n.strip(".:-") for n in _NAME.findall(text) if len(n.strip(".:-")) >= 2}
+
+
+def _add_facts(ledger: Ledger, unread: list[tuple[dict[str, Any], str]], reply: Message) -> None:
+    """The lines of the results ``reply`` answers that it refers to (a value, an identifier, a path its
+    text or its calls name), FACT_LINES a result at most: what the next step depends on, which lived only
+    in the tool output (a poor summary loses it once the result leaves the context)."""
+    said = reply.text + "\n" + "\n".join(str(b.get("input") or "") for b in reply.tool_uses)
+    wanted = _names(said)
+    if not wanted:
+        return
+    for use, text in unread:
+        asked = json.dumps(use.get("input") or {})  # the call's own path or pattern says nothing new
+        named = {n for n in wanted if n not in asked}
+        scored: list[tuple[int, int, str]] = []
+        for i, line in enumerate(text.splitlines()):
+            line = line.strip()
+            if not line or len(line) > FACT_SCAN_CHARS:
+                continue
+            hits = len(_names(_LINE_NUMBER.sub("", line)) & named)
+            if hits:
+                scored.append((-hits, i, line))
+        if not scored:
+            continue
+        lines = [line for _, _, line in sorted(sorted(scored)[:FACT_LINES], key=lambda t: t[1])]
+        entry = {
+            "tool": str(use.get("name")),
+            "target": _target(use.get("input") or {}),
+            "lines": "\n".join(_clip(line, FACT_CHARS) for line in lines),
+        }
+        ledger.facts = [
+            *[e for e in ledger.facts if (e["tool"], e["target"]) != (entry["tool"], entry["target"])],
+            entry,
+        ][-MAX_FACTS:]
 
 
 def _target(args: dict[str, Any]) -> str:
@@ -697,6 +760,9 @@ def _minimal(ledger: Ledger, full_list: Path | None, flags: list[str] | None) ->
     if ledger.searches:
         lines.append("Recent searches:")
         lines += [_clip(_search_line(e), HIT_CHARS) for e in ledger.searches[-3:]]
+    if ledger.facts:
+        lines.append("Lines of tool output the next step used (the newest):")
+        lines += [_clip(_fact_line(e), BRIEF_CHARS * 2) for e in ledger.facts[-MINIMAL_FACTS:]]
     if ledger.todos:
         lines.append(f"Todo list ({len(ledger.todos)} items):")
         lines += [_todo_line(t, BRIEF_CHARS) for t in ledger.todos[:MINIMAL_TODOS]]
@@ -798,6 +864,9 @@ def _sections(ledger: Ledger, level: int = 0) -> list[str]:
             f"- {e['tool']} {e['target']}: {e['outcome']}"
             for e in ledger.other[-COMPACT_COMMANDS if compact else 0 :]
         ]
+    if ledger.facts:
+        lines.append("Lines of tool output the next step used (the newest last; the results may be gone):")
+        lines += [_fact_line(e) for e in ledger.facts[-COMPACT_COMMANDS if compact else 0 :]]
     if ledger.tasks:
         lines.append("Delegated tasks (Task; each subagent's full transcript is at the path shown):")
         lines += [
@@ -836,6 +905,13 @@ def _command_line(c: Command) -> str:
     if c.passed_later:
         line += f"\n    (old news: a later, wider run passed: $ {cut_middle_chars(c.passed_later, COMMAND_CHARS)})"
     return line
+
+
+def _fact_line(e: dict[str, str]) -> str:
+    lines = e["lines"].split("\n")
+    return f"- {e['tool']} {e['target']}: " + (
+        lines[0] if len(lines) == 1 else "\n    " + "\n    ".join(lines)
+    )
 
 
 def _search_line(e: dict[str, str]) -> str:
