@@ -127,7 +127,9 @@ MAX_OTHER_TOOLS = 10  # outcomes of tools the ledger has no section for, the new
 FACT_LINES = 3  # lines of one tool result the next step used, kept in the ledger
 MAX_FACTS = 12  # such results, the newest
 FACT_CHARS = 240
-FACT_SCAN_CHARS = 2_000  # a longer line (minified, a blob) is not read for facts
+FACT_SCAN_CHARS = 2_000
+MAX_UNREAD = 3  # results a snapshot carries until a reply answers them
+UNREAD_CHARS = 12_000  # a longer line (minified, a blob) is not read for facts
 SPAN_PROMPT_TOKENS = 500  # of each user message in a collapsed span's placeholder
 _EXIT = re.compile(r"\nExit code (-?\d+)\s*$|^Exit code (-?\d+)\s*$")
 _PATHISH = re.compile(r"^[\w.~/-]*[\w-](/[\w.-]+|\.[A-Za-z0-9]{1,8})$")  # a/b, x.py, ./x, ~/x.md
@@ -209,6 +211,9 @@ class Ledger:
     # lines of tool output the next step used (its text or its calls name what they hold): tool, target,
     # lines (newline-joined)
     facts: list[dict[str, str]] = field(default_factory=list)
+    # the newest results no reply has answered yet (id, tool, input as JSON, text bounded): the reply after
+    # a compaction says which of their lines matter, though the results may be gone by then
+    unread: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -231,6 +236,7 @@ class Ledger:
             failed=[dict(x) for x in d.get("failed") or []],
             other=[dict(x) for x in d.get("other") or []],
             facts=[dict(x) for x in d.get("facts") or []],
+            unread=[dict(x) for x in d.get("unread") or []],
         )
 
     def counts(self, user_messages: int | None = None) -> str:
@@ -257,8 +263,18 @@ def derive(messages: list[Message], cwd: str) -> Ledger:
     for m in messages:
         snapshot = m.extra.get(SNAPSHOT_KEY, m.extra.get(BASE_KEY))
         if isinstance(snapshot, dict):
-            ledger = Ledger.from_dict(snapshot)  # it covers everything before it, kept messages included
-            unread = []
+            # it covers everything before it, kept messages included (a result the next step has not
+            # answered yet stays unread: that step, after it, says which of its lines matter)
+            ledger = Ledger.from_dict(snapshot)
+            seen = {use.get("id") for use, _ in unread}
+            unread = [
+                *unread,
+                *(
+                    ({"id": e["id"], "name": e["tool"], "input": json.loads(e["input"])}, e["text"])
+                    for e in ledger.unread
+                    if e["id"] not in seen
+                ),
+            ]
             continue
         if m.role == "assistant":
             if unread:
@@ -281,6 +297,15 @@ def derive(messages: list[Message], cwd: str) -> Ledger:
                         unread.append((use, _text(r.get("content"))))
     if messages and messages[-1].role == "assistant" and not messages[-1].tool_uses:
         _close_turn(ledger)  # the turn ended with that reply: it is the turn's final answer
+    ledger.unread = [
+        {
+            "id": str(use.get("id")),
+            "tool": str(use.get("name")),
+            "input": json.dumps(use.get("input") or {}),
+            "text": text[:UNREAD_CHARS],
+        }
+        for use, text in unread[-MAX_UNREAD:]
+    ]
     return ledger
 
 
@@ -1155,6 +1180,8 @@ def turn_ended(messages: list[Message]) -> bool:
     for m in reversed(messages):
         if m.role == "user" and m.kind == "meta":
             continue
+        if m.kind == "summary" or SNAPSHOT_KEY in m.extra or BASE_KEY in m.extra:
+            return True  # nothing after a compaction's summary (a rewind to its kept prompt): no turn runs
         return m.role == "assistant" and not m.tool_uses
     return False
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from compact.compaction import compactor
+from compact.compaction import compactor, ledger
 from core.events import CompactFailed, CompactFinished
 from core.messages import assistant, tool_result_block, tool_results, user_prompt
 from core.tokens import estimate_text
@@ -108,3 +108,29 @@ def test_lines_of_tool_output_the_next_step_used_reach_the_working_state(
     assert "DEFAULT_PORT = 8443" in text and "RETRY_LIMIT = 7" in text  # the Read's lines the next step named
     assert "app.listen(80)" in text  # the Grep's line the Edit changed
     assert "value_50" not in text  # not the rest of the file
+
+
+def test_a_fact_whose_result_left_at_a_compaction_is_kept_when_the_next_step_names_it(
+    tmp_path: Path, fake_api: FakeAPI
+) -> None:
+    """The compaction came between a Read and the step that used it: the result is gone by then, so the
+    working state carries the results no reply has answered yet, and the step after it says which line."""
+    bench = make_bench(tmp_path, fake_api)
+    conversation(bench, ["a.py", "b.py", "c.py"])
+    read = {"type": "tool_use", "id": "toolu_conf", "name": "Read", "input": {"file_path": "/p/conf.py"}}
+    bench.add(assistant([read], stop_reason="tool_use"))
+    body = "\n".join([f"{i:>6}\tsetting_{i} = None" for i in range(1, 60)] + ["    60\tPOOL_SIZE = 12"])
+    bench.add(tool_results([tool_result_block("toolu_conf", body)]))
+    fake_api.reply_text(POOR)
+    assert compactor.compact(bench.conv, bench.ports, "auto") is True
+    assert not any("POOL_SIZE" in m.text for m in bench.messages if m.kind == "tool_results")
+
+    edit = {
+        "type": "tool_use",
+        "id": "toolu_pool",
+        "name": "Edit",
+        "input": {"file_path": "/p/pool.py", "old_string": "size=4", "new_string": "size=POOL_SIZE"},
+    }
+    bench.add(assistant([edit], stop_reason="tool_use"))
+    state = ledger.render(ledger.derive(bench.messages, str(bench.cwd)))
+    assert "POOL_SIZE = 12" in state and "setting_5 " not in state
