@@ -53,6 +53,7 @@ from compact.stages.state import microcompact_record, notes_record, thinking_rec
 from core.errors import CompactionError, Interrupted, describe
 from core.events import CompactFailed, CompactFinished, CompactStarted, MessageRecorded, Notice
 from core.messages import Message, meta
+from core.tokens import estimate_text
 
 DISABLED = "Compaction is disabled (DISABLE_COMPACT is set)"
 CANCELLED = "cancelled"
@@ -68,7 +69,12 @@ RESTORE_SHARE = 0.48
 # while the estimate said "4.8k -> 4.8k" (the calibration is fitted on whole requests, where the system
 # prompt and tools weigh most): a compaction must leave less than the original by this margin as well
 SHRINK_MARGIN = 0.05
-ATTACH_OF_ROOM = 0.9  # of what is left of that share: the attachments' bound (the rest: restored files)
+ATTACH_OF_ROOM = 0.9
+_bounded = candidate.bounded  # (finish's own ``candidate`` is the note on a prepared one)
+# of T: the most a compaction leaves (beside a server summary or a tail it can't shrink), less what the
+# view adds to the estimate here (the messages' id tags): half of T as the view counts it
+POST_SHARE = 0.47
+SUMMARY_FLOOR = 200  # tokens a summary of ours keeps however tight the room  # of what is left of that share: the attachments' bound (the rest: restored files)
 
 
 def compact(
@@ -408,6 +414,17 @@ def finish(
     )
     state = dataclasses.replace(state, message=discovered.stamp(state.message, old))  # found tools outlive it
     base = cal.scale(fixed + state.message.tokens)  # as the server counts (the tail's old results cleared)
+    over = round((base - th.auto_compact * POST_SHARE) / cal.ratio)
+    if over > 0 and compaction.stand_in is None and compaction.summary:
+        # the attachments passed their room (the user's words keep their floor, the working state its
+        # essentials): a summary of ours gives the difference back, so the context stays within half of T
+        limit = max(SUMMARY_FLOOR, estimate_text(compaction.summary) - over)
+        text, cut = _bounded(compaction.summary, [], limit)
+        if cut:
+            compaction = dataclasses.replace(compaction, summary=text)
+            summary_msg = _with_base(conv, _summary_message(conv, compaction, trigger), old, kept)
+            fixed = cal.fixed_tokens() + summary_msg.tokens + micro.size_after(kept, stale)
+            base = cal.scale(fixed + state.message.tokens)
     room = round((th.auto_compact * RESTORE_SHARE - base) / cal.ratio)  # in estimated tokens, like the files
     cost_aware = ports.config.cost_aware and ports.config.auto_enabled
     restored = restore.plan_restore(conv, ports, visible, old, room=room, tail=kept if cost_aware else None)
