@@ -377,15 +377,29 @@ def _apply(
 
 # tools whose output holds no fact of the work (a confirmation; the subagent's answer is kept whole)
 _NO_FACTS = frozenset(("Edit", "Write", "NotebookEdit", "TodoWrite", "Task", "Snip"))
-# what names a fact: an identifier with a digit, an underscore, a dot or a capital inside, a number, a path
-_NAME = re.compile(r"[A-Za-z_][\w]*(?:[._/:-][\w]+)+|[A-Za-z]+_\w+|[a-z]+[A-Z]\w*|\w*\d[\w.:-]*")
+# what names a fact: a token with a digit, an underscore, a dot, a slash or a capital inside (an identifier,
+# a number, a path), found in one linear pass (a pattern that backtracks took 0.6 s on a 2,000-char word)
+_TOKEN = re.compile(r"[\w./:-]+")
+_INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
 
 
 _LINE_NUMBER = re.compile(r"^\s*\d+(?:\t|→|:\s)")  # a Read's line number, not a fact
 
 
 def _names(text: str) -> set[str]:
-    return {n.strip(".:-") for n in _NAME.findall(text) if len(n.strip(".:-")) >= 2}
+    out = set()
+    for token in _TOKEN.findall(text):
+        token = token.strip(".:-/")
+        if len(token) < 2:
+            continue
+        if (
+            any(c.isdigit() for c in token)
+            or "_" in token
+            or any(c in token for c in "./:")
+            or _INNER_CAPITAL.search(token)
+        ):
+            out.add(token)
+    return out
 
 
 def _add_facts(ledger: Ledger, unread: list[tuple[dict[str, Any], str]], reply: Message) -> None:
