@@ -108,7 +108,6 @@ LAST_LINE_CHARS = 300
 WHOLE_SHARE = 0.1
 TAG_TOKENS = 8  # a message's <user-message …> tags as rendered
 HEAD_CHARS = 300
-USER_PART = 0.6  # of a tight room, for the user's words
 # the rest of a tight room: the working state, the final answers, the findings (plan, subagents, milestones)
 TIGHT_SHARES = (0.35, 0.25, 0.4)
 MIN_PART = 100  # tokens each part keeps however little room the summary and the tail leave
