@@ -110,7 +110,7 @@ def _working_state_back(session: Session, keep: list[Message], removed: list[Mes
         return
     if not any(ledger.BASE_KEY in m.extra for m in keep) or any(ledger.SNAPSHOT_KEY in m.extra for m in keep):
         return
-    threshold = session.ports.thresholds().auto_compact
+    threshold = conv.window.thresholds().auto_compact
     state = ledger.attachment(keep, [], str(conv.tools.project_dir), threshold, conv.session_dir)
     conv.messages.append(state.message)
     conv.writer.append_message(state.message)
