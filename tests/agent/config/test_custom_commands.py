@@ -132,7 +132,8 @@ def test_the_repl_completes_and_runs_custom_commands(fake_api, project):
 def test_a_commands_mentions_are_read_by_the_read_tools_rules(fake_api, run_cli, project, isolated_env):
     """Issue 30: a project's command body naming @~/.ssh/id_rsa, @../x or a Read-denied file put it into the
     request without a question. Now the Read rules decide: outside the project asks (refused in print mode,
-    where nobody can answer), a Read deny rule refuses, inside the project attaches."""
+    where nobody can answer; for an untrusted project's command, refused outright since issue 40), a Read
+    deny rule refuses, inside the project attaches."""
     (isolated_env / ".ssh").mkdir()
     (isolated_env / ".ssh" / "id_rsa").write_text("PRIVATE-KEY-9x")
     (project.parent / "outside.txt").write_text("OUTSIDE-3q")
@@ -149,13 +150,17 @@ def test_a_commands_mentions_are_read_by_the_read_tools_rules(fake_api, run_cli,
     sent = json.dumps(fake_api.message_requests[0].body)
     assert "PRIVATE-KEY-9x" not in sent and "OUTSIDE-3q" not in sent and "ENV-SECRET-5w" not in sent
     assert "INSIDE-7r" in sent
-    assert "@~/.ssh/id_rsa was not attached: reading it needs the user's approval" in sent
+    # an untrusted project's command: nothing outside the project, asked or not (issue 40, class 6)
+    assert "@~/.ssh/id_rsa was not attached: it comes from a custom command of a project you haven't" in sent
     assert "@.env was not attached: the user's permission rules deny reading it" in sent
 
 
-def test_in_the_repl_a_commands_mention_outside_the_project_asks_first(fake_api, project, tmp_path):
+def test_in_the_repl_a_users_commands_mention_outside_the_project_asks_first(
+    fake_api, project, tmp_path, isolated_env
+):
+    """The user's own command (an untrusted project's never attaches a file outside the project)."""
     (project.parent / "outside.txt").write_text("OUTSIDE-3q")
-    write_command(project / ".claude" / "commands", "peek", "Look at @../outside.txt")
+    write_command(isolated_env / ".claude" / "commands", "peek", "Look at @../outside.txt")
     fake_api.reply_text("first")
     fake_api.reply_text("second")
     with repl_for(fake_api, project) as d:
