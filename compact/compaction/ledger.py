@@ -301,7 +301,10 @@ def derive(messages: list[Message], cwd: str) -> Ledger:
             "id": str(use.get("id")),
             "tool": str(use.get("name")),
             "input": json.dumps(use.get("input") or {}),
-            "text": text[:UNREAD_CHARS],
+            # its head and its tail (a file's last lines hold facts too: a setting at the end of a config)
+            "text": text
+            if len(text) <= UNREAD_CHARS
+            else text[: UNREAD_CHARS // 2] + "\n" + text[-(UNREAD_CHARS // 2) :],
         }
         for use, text in unread[-MAX_UNREAD:]
     ]

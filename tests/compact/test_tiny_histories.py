@@ -119,7 +119,8 @@ def test_a_fact_whose_result_left_at_a_compaction_is_kept_when_the_next_step_nam
     conversation(bench, ["a.py", "b.py", "c.py"])
     read = {"type": "tool_use", "id": "toolu_conf", "name": "Read", "input": {"file_path": "/p/conf.py"}}
     bench.add(assistant([read], stop_reason="tool_use"))
-    body = "\n".join([f"{i:>6}\tsetting_{i} = None" for i in range(1, 60)] + ["    60\tPOOL_SIZE = 12"])
+    # a long file whose last line holds the fact (past what the working state carries of a result's middle)
+    body = "\n".join([f"{i:>6}\tsetting_{i} = None" for i in range(1, 2000)] + ["  2000\tPOOL_SIZE = 12"])
     bench.add(tool_results([tool_result_block("toolu_conf", body)]))
     fake_api.reply_text(POOR)
     assert compactor.compact(bench.conv, bench.ports, "auto") is True
