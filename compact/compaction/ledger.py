@@ -803,7 +803,9 @@ def _minimal(ledger: Ledger, full_list: Path | None, flags: list[str] | None) ->
         lines += [_clip(_search_line(e), HIT_CHARS) for e in ledger.searches[-3:]]
     if ledger.facts:
         lines.append("Lines of tool output the next step used (the newest):")
-        lines += [_clip(_fact_line(e), BRIEF_CHARS * 2) for e in ledger.facts[-MINIMAL_FACTS:]]
+        lines += [
+            _clip(_fact_line(e).replace("\n    ", " "), HIT_CHARS) for e in ledger.facts[-MINIMAL_FACTS:]
+        ]
     if ledger.todos:
         lines.append(f"Todo list ({len(ledger.todos)} items):")
         lines += [_todo_line(t, BRIEF_CHARS) for t in ledger.todos[:MINIMAL_TODOS]]
@@ -907,7 +909,12 @@ def _sections(ledger: Ledger, level: int = 0) -> list[str]:
         ]
     if ledger.facts:
         lines.append("Lines of tool output the next step used (the newest last; the results may be gone):")
-        lines += [_fact_line(e) for e in ledger.facts[-COMPACT_COMMANDS if compact else 0 :]]
+        # shortened: the newest few, one clipped line each (the paths come first in a tight room)
+        lines += (
+            [_clip(_fact_line(e).replace("\n    ", " "), HIT_CHARS) for e in ledger.facts[-MINIMAL_FACTS:]]
+            if compact
+            else [_fact_line(e) for e in ledger.facts]
+        )
     if ledger.tasks:
         lines.append("Delegated tasks (Task; each subagent's full transcript is at the path shown):")
         lines += [
