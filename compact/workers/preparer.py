@@ -50,7 +50,7 @@ from compact.compaction.candidate import (
     still_covered,
     validate,
 )
-from compact.compaction.notes import headers, section_name, template_for
+from compact.compaction.notes import headers, is_template, notes_text, section_name, template_for
 from compact.context import coverage
 from compact.context.conversation import Conversation, Ports
 from compact.context.result import Compaction
@@ -187,7 +187,12 @@ def start_if_due(conv: Conversation, ports: Ports, tokens: int) -> bool:
         threshold = economics.point(conv, ports, kind, threshold)
     if p.cycle == _cycle(conv):
         if p.kind == "notes" and p.notes_done and _notes_plan(conv, ports) is None:
-            if not p.failed and p.refreshed < MAX_REFRESH and notes_compaction.could_serve(conv, ports):
+            if (
+                not p.failed
+                and p.refreshed < MAX_REFRESH
+                and not _still_template(conv, ports)
+                and notes_compaction.could_serve(conv, ports)
+            ):
                 # the notes lag behind what the tail would keep whole (nothing leaves unseen): brought up
                 # to date, they serve — one more update of this cycle's candidate, not a summary
                 p.refreshed += 1
@@ -201,6 +206,13 @@ def start_if_due(conv: Conversation, ports: Ports, tokens: int) -> bool:
     if kind == "server" and backend.server_plan(conv, ports) is None:
         return False  # the server's summary needs a request sent since the compaction point: next time
     return _start(conv, ports, p, tokens)
+
+
+def _still_template(conv: Conversation, ports: Ports) -> bool:
+    """The notes hold nothing yet (an update found nothing worth noting): another update won't make them
+    serve, the summary does."""
+    text = notes_text(conv.notes_path)
+    return text is None or is_template(text, template_for(ports))
 
 
 def _start(conv: Conversation, ports: Ports, p: Preparer, tokens: int) -> bool:
