@@ -1,4 +1,4 @@
-"""The command line (CONTRACT §2): the only place that turns errors into a line on stderr and an exit code.
+"""The command line (docs/usage.md): the only place that turns errors into a line on stderr and an exit code.
 
 ``--version`` is answered before the command line is parsed (typer itself is imported with this module;
 typer is pinned below 0.29 so that costs little); the SDK is imported lazily (print mode) or in the

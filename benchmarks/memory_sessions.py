@@ -1,4 +1,4 @@
-"""Memory across sessions, checked against the code before use (issue 39, SPEC §18): three sessions on the
+"""Memory across sessions, checked against the code before use (issue 39, docs/memory.md): three sessions on the
 fake API in a small real git repository, then the cost of loading 200 memories at start.
 
 Session 1 (four print-mode runs continued with --continue: one conversation) discovers the project: it

@@ -1,6 +1,6 @@
 """How long resuming takes: a ~30 MB transcript with 60 compactions against a tiny session.
 
-SPEC §12 asks that a long session resume about as fast as a short one. This script writes both with
+docs/files.md asks that a long session resume about as fast as a short one. This script writes both with
 ``TranscriptWriter`` (our own record format) and measures two things, each as long vs tiny:
 
 1. ``load_transcript`` in this process (median of ``--repeat`` runs);

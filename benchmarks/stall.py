@@ -1,4 +1,4 @@
-"""How long the user waits at an automatic compaction (issue 23, SPEC §15), and what preparing costs.
+"""How long the user waits at an automatic compaction (issue 23, docs/compaction.md), and what preparing costs.
 
 Sessions, through the real agent (``agent.runtime.loop.run_turn``) and the loopback fake API at a real model's
 pace: the fake's responders take their time before answering (the delay scripting of agent/demo's

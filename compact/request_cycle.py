@@ -1,4 +1,4 @@
-"""One main request's cycle: everything that happens to the conversation around it, after the view (SPEC §0).
+"""One main request's cycle: everything that happens to the conversation around it, after the view (docs/compaction.md).
 
 ``before_request`` runs before every model call of the main conversation (tool loops included): the
 view (compact.stages.view), auto-compact when the policy says so, the snip nudge, the token state;
@@ -90,7 +90,7 @@ def token_state(conv: Conversation, tokens: int) -> TokenState:
 
 
 def maybe_nudge(conv: Conversation, ports: Ports, tokens: int) -> bool:
-    """Remind the model, now and then, that old turns can be snipped (SPEC §3); True if it did."""
+    """Remind the model, now and then, that old turns can be snipped (docs/compaction.md); True if it did."""
     if ports.config.disable_compact or not snip.nudge_needed(tokens, conv.state):
         return False
     conv.state.tokens_at_last_nudge = tokens
@@ -195,7 +195,7 @@ def request_for(conv: Conversation, ports: Ports, current: View) -> Request:
 
 
 def send(conv: Conversation, ports: Ports, current: View) -> Message:
-    """Send the view; on prompt-too-long compact once per turn and retry (SPEC §10). The request names
+    """Send the view; on prompt-too-long compact once per turn and retry (docs/compaction.md). The request names
     its predecessor and a cache miss is kept (compact.context.cache_health)."""
     req = request_for(conv, ports, current)
     at_compaction = cache_health.chain(conv, req)
@@ -318,7 +318,7 @@ def settle_dropped(conv: Conversation, req: Request, current: View, reply: Messa
     """A request sent with drop_block (its thinking failed the prefix check): the server left out the
     thinking its reply lists (``inputTransformations``, by path in the request's messages). The messages
     that held it lose their thinking from now on — a sticky decision, recorded, replayed on resume — so
-    every later request is what the server saw, with no escape hatch (SPEC §17)."""
+    every later request is what the server saw, with no escape hatch (docs/preserved-thinking.md)."""
     dropped = (reply.extra or {}).get("inputTransformations") or []
     signatures = set()
     for item in dropped:

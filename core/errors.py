@@ -95,7 +95,7 @@ class MaxTokensOverflow(ModelError):
 
 class ThinkingBindingMismatch(ModelError):
     """Preserved thinking's prefix check failed: something before the block at ``path`` changed after the
-    model wrote it (SPEC §17)."""
+    model wrote it (docs/preserved-thinking.md)."""
 
     def __init__(self, message: str, path: str):
         super().__init__(message, status=400)

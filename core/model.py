@@ -45,7 +45,7 @@ class Request:
     # "background" (a candidate or notes update: the shorter budget, quietly) or "once" (no retry: a
     # request whose failure has a ready fallback, like the server's summary)
     retry: str = "main"
-    # preserved thinking's escape hatch, once a conversation needed it: "drop_block" (SPEC §17); it is
+    # preserved thinking's escape hatch, once a conversation needed it: "drop_block" (docs/preserved-thinking.md); it is
     # sent on every later request of that conversation, with its beta header (agent.runtime.sdk)
     block_binding: str | None = None
     # cache diagnostics: {"previous_message_id": id or None} on the main conversation's requests
@@ -229,7 +229,7 @@ def deadline(seconds: float) -> Iterator[threading.Event]:
         timer.cancel()
 
 
-# the models whose thinking is bound to its prefix (preserved thinking, SPEC §17)
+# the models whose thinking is bound to its prefix (preserved thinking, docs/preserved-thinking.md)
 _PRESERVED = re.compile(r"^claude-(?:(?:opus|sonnet|haiku)-5-5|(?:fable|mythos)-5-[12])(?:$|-|\[)")
 
 

@@ -19,11 +19,11 @@ $2/$10, cache reads $0.10, 512-token cacheable minimum), models/opus-5-5/whats-n
 can't be turned off, forced tool use refused, $4/$20; the same rules on Fable 5.1), models/sonnet-5
 migration guide (adaptive on by default, budgets and sampling refused, $2/$10), build-with-claude/
 thinking-troubleshooting (budgets refused from Claude 4.7 on, deprecated on 4.6), the pricing page
-(cache writes 1.25x input, reads 0.1x input unless stated). Late 2026 (SPEC §17): models/haiku-5-5/overview
+(cache writes 1.25x input, reads 0.1x input unless stated). Late 2026 (docs/preserved-thinking.md): models/haiku-5-5/overview
 ($0.10/$0.50 up to a 100K-token prompt, every token of a longer one at 5x, cache reads $0.01),
 models/fable-5/overview and fable-5-1/overview ($10/$50; cache reads $1.00 on Fable 5, a quarter of that
 from 5.1), Fable 5.2 at $8/$40 with reads at 1/40 of input as the providers reselling it list it, Opus
-5.5's cache reads at 1/20 of input (SPEC §17), and each model's default effort from the lineup table of
+5.5's cache reads at 1/20 of input (docs/preserved-thinking.md), and each model's default effort from the lineup table of
 those pages. ``PICKER`` is what ``/model`` offers.
 """
 
@@ -117,7 +117,7 @@ OPUS_55 = replace(
     price_out=20.0,
     cache_read=0.20,
     default_effort="medium",
-    source="models/opus-5-5/whats-new-opus-5-5; cache reads 1/20 of input (SPEC §17)",
+    source="models/opus-5-5/whats-new-opus-5-5; cache reads 1/20 of input (docs/preserved-thinking.md)",
 )
 FABLE_5 = replace(
     OPUS_55,
@@ -135,7 +135,7 @@ FABLE_52 = replace(
     price_in=8.0,
     price_out=40.0,
     cache_read=0.20,
-    source="models/fable-5-1 (rules); $8/$40, reads 1/40 of input (SPEC §17, resellers' list prices)",
+    source="models/fable-5-1 (rules); $8/$40, reads 1/40 of input (docs/preserved-thinking.md, resellers' list prices)",
 )
 HAIKU_55 = replace(
     SONNET_55,

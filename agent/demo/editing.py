@@ -1,4 +1,4 @@
-"""Server-side context editing, as the scripted server plays it (``context_management``; SPEC §4, §17).
+"""Server-side context editing, as the scripted server plays it (``context_management``; docs/compaction.md).
 
 A request may ask the server to edit what the model reads before it reads it; the client's history is
 not touched and the client sends it whole again next time. Two edits, as the SDK's types describe them:

@@ -13,7 +13,7 @@ the session's ``tool-results/`` and the model gets a ``<persisted-output>`` prev
 are then saved beside it and named, not sent). Smaller results still pass through the pipeline's
 tool-result budget like any other tool's.
 
-``ToolSearch`` (CONTRACT §6) finds deferred tools for the model when the API's own tool-search tool is
+``ToolSearch`` (docs/permissions.md) finds deferred tools for the model when the API's own tool-search tool is
 not used: ranked over names (3x), descriptions and parameter names and descriptions, with
 ``select:a,b`` to load tools by name; its result is ``tool_reference`` blocks, which make the API
 expand those tools' definitions for the rest of the conversation.
@@ -277,7 +277,7 @@ def rank(query: str, schemas: list[dict[str, Any]], limit: int) -> list[str]:
 
 
 class ToolSearchTool:
-    """Our client-side tool search (CONTRACT §6)."""
+    """Our client-side tool search (docs/permissions.md)."""
 
     name = SEARCH_NAME
     declaration = Declaration("nothing", key_arg="query", records="nothing", parallel=True)

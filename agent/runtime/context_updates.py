@@ -1,6 +1,6 @@
 """A system prompt fixed for the session, and what changes under it told in appended system messages.
 
-On the models with preserved thinking (SPEC §17) every thinking block is bound to the top-level
+On the models with preserved thinking (docs/preserved-thinking.md) every thinking block is bound to the top-level
 ``system`` as it was sent: rebuilding it (a new date, an edited or newly found CLAUDE.md, another git
 snapshot after a resume, another model's name) would invalidate every earlier block and miss the prompt
 cache. So on those models the system prompt is built once, on the session's first request, recorded in

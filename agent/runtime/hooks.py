@@ -1,4 +1,4 @@
-"""Run the user's hooks with Claude Code's protocol (CONTRACT §5); a failing hook never raises.
+"""Run the user's hooks with Claude Code's protocol (docs/files.md); a failing hook never raises.
 
 Configuration (already merged from the settings files)::
 

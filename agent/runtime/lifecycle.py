@@ -1,4 +1,4 @@
-"""How a session starts, and how the REPL and print mode switch to another one (CONTRACT §2, §5).
+"""How a session starts, and how the REPL and print mode switch to another one (docs/usage.md, docs/files.md).
 
 ``open_session`` makes a new session or resumes one (``--resume``, ``--continue``): ours are continued in
 place, a foreign (Claude Code) transcript seeds a new session in our store and is never written.

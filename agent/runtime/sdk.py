@@ -47,7 +47,7 @@ BACKOFF_FIRST = 0.5  # seconds before the second attempt; doubled each time up t
 BACKOFF_CAP = 20.0
 JITTER = 0.25  # each backoff wait is shortened by up to this fraction, at random
 RETRY_STATUSES = frozenset({408, 409, 429})  # and every status >= 500 (529 overloaded included)
-DROP_BLOCK = "drop_block"  # preserved thinking's escape hatch (SPEC §17)
+DROP_BLOCK = "drop_block"  # preserved thinking's escape hatch (docs/preserved-thinking.md)
 # a tool_use input that was not valid JSON is kept under this key, so the runner can answer it
 INVALID_INPUT = "_invalid_json_input"
 

@@ -468,7 +468,7 @@ class Session(wiring.SessionBase):
     # --- memory across sessions (agent/memory) ------------------------------------------------------
     def load_memory(self) -> None:
         """Check the project's memories against the working tree and take what is true into the system
-        prompt; the first screen says how many, the transcript records what (SPEC §18)."""
+        prompt; the first screen says how many, the transcript records what (docs/memory.md)."""
         if not memory.enabled(self.settings) or self.settings.cwd is None:
             return
         try:

@@ -1,4 +1,4 @@
-"""Subagents (SPEC §16): a Task call runs its own loop, in its own context, and answers with its final text.
+"""Subagents (docs/subagents.md): a Task call runs its own loop, in its own context, and answers with its final text.
 
     parent turn ─ Task(description, prompt, subagent_type) ─► Subagents.run (tool thread, ≤ 4 at once)
         child = SubagentSession: own messages, system prompt (the agent's + environment), tools, client,

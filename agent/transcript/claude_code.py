@@ -136,7 +136,7 @@ def merge(group: list[Rec]) -> Message | None:
 
 def clean(messages: list[Message | None], model: str | None) -> list[Message]:
     """Make the list sendable: no synthetic errors, foreign or unsigned thinking, empty replies or lone tool
-    calls. Thinking can only be left out oldest first (SPEC §17): when a message lost a block (one without
+    calls. Thinking can only be left out oldest first (docs/preserved-thinking.md): when a message lost a block (one without
     a signature, which the API refuses, or one the writer left out because it held a secret), every earlier
     message's thinking goes too, so the blocks kept after it stay valid."""
     messages = _thinking_oldest_first(messages)

@@ -1,4 +1,4 @@
-"""Rebuilding a session from its transcript (SPEC §12), ours or Claude Code's.
+"""Rebuilding a session from its transcript (docs/files.md), ours or Claude Code's.
 
     file ──(bytes search from the end)──> last compact_boundary line
          ──(json only from there on)────> records after the boundary

@@ -1,4 +1,4 @@
-"""Session transcripts on disk: Claude Code's JSONL format (CONTRACT §7) and the append-only writer.
+"""Session transcripts on disk: Claude Code's JSONL format (docs/files.md) and the append-only writer.
 
 Every record is one whole line, written with a single ``os.write`` on an ``O_APPEND`` descriptor, so a
 crash leaves at most a torn last line; nothing written is ever rewritten. The file and any directory
@@ -277,13 +277,13 @@ class SidechainWriter(TranscriptWriter):
 
 
 # set on a record whose thinking held a secret and was left out whole (agent.transcript.claude_code.clean
-# then leaves out the thinking of every earlier message too: oldest first, as SPEC §17 allows)
+# then leaves out the thinking of every earlier message too: oldest first, as docs/preserved-thinking.md allows)
 THINKING_DROPPED = "thinkingDropped"
 
 
 def _without_secret_thinking(rec: dict[str, Any], secrets: tuple[str, ...]) -> dict[str, Any]:
     """A signed thinking block is valid only as the model wrote it: redacting the API key inside it would
-    leave a block every later request is refused for (SPEC §17). Such a block is left out of the record
+    leave a block every later request is refused for (docs/preserved-thinking.md). Such a block is left out of the record
     whole instead, and the record says so."""
     message = rec.get("message")
     if not secrets or not isinstance(message, dict) or not isinstance(message.get("content"), list):

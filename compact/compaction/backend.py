@@ -1,4 +1,4 @@
-"""Which backend a compaction uses, chosen so that no thinking it keeps is invalid (SPEC §17).
+"""Which backend a compaction uses, chosen so that no thinking it keeps is invalid (docs/preserved-thinking.md).
 
     the turns it would keep hold no thinking     session notes, else the local summary (as before)
     they do, the model offers on-demand          the server's summary (compact.compaction.server_summary) of exactly

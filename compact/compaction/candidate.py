@@ -1,4 +1,4 @@
-"""A compaction candidate and its deterministic checks (SPEC §15): what may replace part of the history.
+"""A compaction candidate and its deterministic checks (docs/compaction.md): what may replace part of the history.
 
 A candidate is prepared in the background (compact.workers.preparer) before the threshold: a summary of the
 messages it saw, or the session notes as an update left them. Before it replaces anything it must pass

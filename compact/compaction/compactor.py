@@ -1,4 +1,4 @@
-"""Compaction: replace the conversation with a summary, then put the working state back (SPEC §8–§11).
+"""Compaction: replace the conversation with a summary, then put the working state back (docs/compaction.md).
 
 Triggers: ``/compact`` ("manual"), auto-compact over the threshold ("auto"), a prompt-too-long answer
 (reactive: recorded and hooked as "auto", shown as "reactive").

@@ -1,4 +1,4 @@
-"""The post-compaction guard: did a compaction help? (SPEC §6, §8)
+"""The post-compaction guard: did a compaction help? (docs/compaction.md)
 
 A compaction whose result is still over the auto-compact threshold T is kept (it did shrink the context)
 but counts as a failure for the circuit breaker (compact.decision.breaker); so does an automatic one that started

@@ -666,7 +666,7 @@ def user_messages(
     whole: int | None = None,
     answered: bool = False,
 ) -> list[tuple[str, str]]:
-    """(text, how) for every user message, oldest first, never cut in the middle (SPEC §9 item 4).
+    """(text, how) for every user message, oldest first, never cut in the middle (docs/compaction.md).
 
     ``how``: "current" (the current request, whole), "answered" (the latest request when its turn has
     ended with a final answer: the next message the user types is the current request, so this one is

@@ -1,4 +1,4 @@
-"""The session notes document: a Markdown file of ten sections kept beside the transcript (SPEC §7).
+"""The session notes document: a Markdown file of ten sections kept beside the transcript (docs/compaction.md).
 
 ``<session dir>/session-memory/summary.md`` is created from the template (compact.compaction.notes_template, or
 the user's own ``$COMPACT_AGENT_HOME/session-memory-template.md``), private to the user (file 0600,

@@ -1,7 +1,7 @@
 """The words of session memory: the notes template and the instruction of a notes-update request.
 
 Kept apart from the mechanics (compact.session_memory) so the prompts can be read, and changed, in one
-place. The ten section names are SPEC §7's; every sentence here is our own.
+place. The ten section names are docs/compaction.md's; every sentence here is our own.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
 
 TEMPLATE = "\n".join(f"# {name}\n_{guide}_\n" for name, guide in SECTIONS)
 
-# An update's size rules (SPEC §7): the model is told, and told which sections to condense when over.
+# An update's size rules (docs/compaction.md): the model is told, and told which sections to condense when over.
 # At the reference window; smaller windows give (and trim to) less, never below MIN_SECTION_TOKENS.
 SECTION_TOKENS = 2_000
 NOTES_TOKENS = 12_000

@@ -1,4 +1,4 @@
-"""Session notes kept up to date in the background (SPEC §7).
+"""Session notes kept up to date in the background (docs/compaction.md).
 
 Triggers  ``update_if_due``, after every main-conversation response (compact.request_cycle.after_response): first
           once the context reaches 10,000 tokens, then whenever it has grown 5,000 tokens since the last
@@ -236,7 +236,7 @@ SPAN_LEAD = (
 
 def update_span(conv: Conversation, ports: Ports, span: list[Message], timeout: float | None = None) -> bool:
     """Fold ``span`` (the live messages the notes don't cover yet) into the notes with one update that
-    sends just that span; True when it succeeded and the notes now cover it (SPEC §7).
+    sends just that span; True when it succeeded and the notes now cover it (docs/compaction.md).
 
     A compaction calls it when the uncovered messages would not fit beside the notes. A span that is
     itself bigger than the auto-compact threshold is refused (False): the caller summarizes instead."""
@@ -283,7 +283,7 @@ def _job(conv: Conversation, on_done: Callable[[bool], None] | None = None) -> _
 def safe_marker(messages: list[Message]) -> str | None:
     """The last message an update covers that the conversation may be cut after: every tool call up to
     it answered. After a text reply that is the reply; in a tool chain, the results before the calls
-    still waiting for theirs (SPEC §7)."""
+    still waiting for theirs (docs/compaction.md)."""
     end = len(messages)
     while end > 0 and messages[end - 1].role == "assistant" and messages[end - 1].tool_uses:
         end -= 1  # calls not answered yet

@@ -1,4 +1,4 @@
-"""Working state put back after a compaction, read from disk, not from the summary (SPEC §9 item 4).
+"""Working state put back after a compaction, read from disk, not from the summary (docs/compaction.md).
 
 Triggers: every compaction that succeeds (compact.compaction.compactor.finish), on every path.
 Adds: files the session edited repeatedly (a plan, a TODO list: at least 3 edits) first, then the most

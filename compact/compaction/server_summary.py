@@ -1,4 +1,4 @@
-"""The server's on-demand summary: a compaction that keeps the kept turns' thinking valid (SPEC §17).
+"""The server's on-demand summary: a compaction that keeps the kept turns' thinking valid (docs/preserved-thinking.md).
 
 Triggers: a compaction whose kept turns hold thinking, on a model that offers on-demand compaction
 (compact.compaction.backend chooses it).

@@ -1,4 +1,4 @@
-"""Full LLM compaction: ask the model for a structured summary of the conversation (SPEC §8).
+"""Full LLM compaction: ask the model for a structured summary of the conversation (docs/compaction.md).
 
 Triggers: auto-compact, ``/compact`` and reactive compaction, when the session-memory notes can't be
 used (or ``/compact`` was given instructions).
@@ -368,7 +368,7 @@ def summarize(
                     continue
             if split is None:
                 raise CompactionError("the conversation is too long even for the summary request") from None
-            head, rest = split  # summarized first, on its own: no round leaves unseen (SPEC §7)
+            head, rest = split  # summarized first, on its own: no round leaves unseen (docs/compaction.md)
             part = summarize(conv, ports, head, custom, depth=depth + 1)
             current, max_tokens = with_part_summary(part.summary, rest), None
             continue

@@ -1,4 +1,4 @@
-"""Cache health: each main request names its predecessor, and each prompt-cache miss is kept (SPEC §17).
+"""Cache health: each main request names its predecessor, and each prompt-cache miss is kept (docs/preserved-thinking.md).
 
 Every request of a conversation's main loop carries ``diagnostics.previous_message_id``: the id of the
 reply before it (``null`` on the first, which opts in). The server compares the two requests and, when

@@ -1,5 +1,5 @@
-"""Server-side context editing: microcompact's cache-warm path (SPEC §4), and the clearing that keeps a
-history with preserved thinking small without editing it (SPEC §17), as request parameters.
+"""Server-side context editing: microcompact's cache-warm path (docs/compaction.md), and the clearing that keeps a
+history with preserved thinking small without editing it (docs/preserved-thinking.md), as request parameters.
 
 Two sources. The ``contextEditing`` setting, when the user sets it (``request_params``). Else, on a
 model with preserved thinking (``automatic``): ``clear_tool_uses`` alone, up to a point the agent

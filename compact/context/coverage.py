@@ -1,4 +1,4 @@
-"""Which messages the session notes cover: the one check before anything leaves the context (SPEC §7).
+"""Which messages the session notes cover: the one check before anything leaves the context (docs/compaction.md).
 
 The notes stand only for what a completed notes update saw. That is tracked by message identity: the
 state's "summarized up to here" uuid (``ContextState.last_summarized_uuid``) names the last live message

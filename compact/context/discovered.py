@@ -4,7 +4,7 @@ A deferred tool is callable while a ``tool_reference`` to it is in the conversat
 of our ToolSearch tool, or in the API's own ``tool_search_tool_result`` block. A compaction removes those
 messages, so the compaction's attachment records every tool found up to then (``Message.extra
 ["discoveredTools"]``, beside the ledger's snapshot). On a model that binds its thinking to the ``tools``
-(preserved thinking, SPEC §17) the tools stay deferred and the compaction appends a ``role: "system"``
+(preserved thinking, docs/preserved-thinking.md) the tools stay deferred and the compaction appends a ``role: "system"``
 message of ``tool_addition`` blocks naming them (``additions``): the API makes a tool available from
 that point on without a change to ``tools``, so the kept turns' thinking stays valid and the prompt cache
 holds. On other models those tools are sent in full from that compaction point on (agent/mcp/catalog.py,

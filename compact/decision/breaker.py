@@ -1,4 +1,4 @@
-"""The circuit breaker of automatic compaction (SPEC §6): after 3 failed ones in a row, no more.
+"""The circuit breaker of automatic compaction (docs/compaction.md): after 3 failed ones in a row, no more.
 
 Failures of automatic compactions (auto and reactive) count; so does one the post-compaction guard
 (compact.compaction.guard) finds did not help. Any compaction that helps resets it. Once open it says so once.

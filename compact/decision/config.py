@@ -27,7 +27,7 @@ from core.setting import (
 
 
 def _context_editing(value: Any) -> dict[str, Any]:
-    """contextEditing: true/false, or an object of the server-side clearing's parameters (SPEC §4)."""
+    """contextEditing: true/false, or an object of the server-side clearing's parameters (docs/compaction.md)."""
     if isinstance(value, bool):
         return {"enabled": value}
     if not isinstance(value, dict):
@@ -166,7 +166,7 @@ class CompactConfig:
         kind=BOOL,
         doc="context collapse: old spans summarized in the background (opt-in)",
     )
-    # server-side context editing (SPEC §4): None = off, else the contextEditing setting's parameters,
+    # server-side context editing (docs/compaction.md): None = off, else the contextEditing setting's parameters,
     # camelCase keys keepToolUses, triggerTokens, clearAtLeastTokens (int | None) and clearThinking
     context_editing: dict[str, Any] | None = setting(
         None,

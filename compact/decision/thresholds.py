@@ -1,4 +1,4 @@
-"""Auto-compact thresholds and the warning state (SPEC §6). Pure arithmetic, no I/O.
+"""Auto-compact thresholds and the warning state (docs/compaction.md). Pure arithmetic, no I/O.
 
 W  context window (Models API, else table), capped by CLAUDE_CODE_AUTO_COMPACT_WINDOW
 E  effective window  = W − min(max output tokens, 20,000)

@@ -1,4 +1,4 @@
-"""Counting tokens: the one measure every threshold, warning and ``/context`` uses (SPEC §1).
+"""Counting tokens: the one measure every threshold, warning and ``/context`` uses (docs/compaction.md).
 
 The authoritative number is the API's: the usage the last real assistant response reported (input +
 cache creation + cache read + output), plus an estimate (core.tokens) of each message that came after

@@ -1,4 +1,4 @@
-"""Preserved thinking between compaction points: which thinking blocks an edit invalidates (SPEC §17).
+"""Preserved thinking between compaction points: which thinking blocks an edit invalidates (docs/preserved-thinking.md).
 
 On the 5.5 family a thinking block is valid only while everything before it — system, tools and every
 earlier message — is what it was when the block was written; a changed prefix invalidates that block

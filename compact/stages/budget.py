@@ -1,4 +1,4 @@
-"""Tool-result budget: large tool outputs move to disk and the context keeps a preview (SPEC §2).
+"""Tool-result budget: large tool outputs move to disk and the context keeps a preview (docs/compaction.md).
 
 Triggers: a tool result longer than its tool's threshold (Bash 30,000 characters, Grep 20,000, any
 other tool 50,000; Read never, results holding images or documents never), then, per round (the

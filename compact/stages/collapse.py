@@ -1,4 +1,4 @@
-"""Context collapse: old spans of the conversation archived behind short summaries (SPEC §5, opt-in).
+"""Context collapse: old spans of the conversation archived behind short summaries (docs/compaction.md, opt-in).
 
 Triggers  ``CLAUDE_CONTEXT_COLLAPSE=1`` (compact.start makes the worker, compact.workers.collapse_worker, of the
           view's "collapse" stage, and proactive auto-compact is off). Against the effective window E, at every model call:

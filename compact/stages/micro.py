@@ -1,4 +1,4 @@
-"""Microcompact, time-based: clear old tool outputs once the prompt cache has expired (SPEC §4).
+"""Microcompact, time-based: clear old tool outputs once the prompt cache has expired (docs/compaction.md).
 
 Triggers: the last assistant message is older than ``gap_minutes`` (60) before now — the server's
 prompt cache is cold, so changing old content costs nothing extra. Off with

@@ -1,4 +1,4 @@
-"""Snip: the model removes whole user turns it no longer needs (SPEC §3).
+"""Snip: the model removes whole user turns it no longer needs (docs/compaction.md).
 
 Triggers: the model calls the ``Snip`` tool with the ``[id:xxxxxx]`` tags of old turns; a nudge (a
 short system reminder) suggests it once the context has grown ~10,000 tokens since the last snip,

@@ -1,4 +1,4 @@
-"""The model's view of the conversation, and the one diagram of the order around a request (SPEC §0).
+"""The model's view of the conversation, and the one diagram of the order around a request (docs/compaction.md).
 
 Before every model call of the main conversation (tool loops included), compact.request_cycle runs::
 

@@ -1,4 +1,4 @@
-"""Compaction prepared in the background, so an automatic compaction costs the user no waiting (SPEC §15).
+"""Compaction prepared in the background, so an automatic compaction costs the user no waiting (docs/compaction.md).
 
 Triggers  ``start_if_due`` (after each main response, from compact.request_cycle.after_response): once the context
           reaches the preparation level P (below the auto-compact threshold T, chosen from measurements, see

@@ -1,4 +1,4 @@
-"""Compaction that keeps the model's thinking valid (SPEC §17): the rule between compaction points
+"""Compaction that keeps the model's thinking valid (docs/preserved-thinking.md): the rule between compaction points
 (compact.stages.binding), the backend per compaction (compact.compaction.backend, compact.compaction.server_summary) and every
 failure of the server's summary ending in a local one — against the loopback fake, whose on-demand
 compaction (agent.demo.server.Compactions) writes, signs and checks the blocks."""

@@ -1,4 +1,4 @@
-"""The count agrees with the server's, whatever the server's tokenizer (SPEC §1).
+"""The count agrees with the server's, whatever the server's tokenizer (docs/compaction.md).
 
 The fake server here counts tokens its own way: cl100k over each block's content, times a factor (0.5
 and 1.6). A session reads source files until auto-compact fires at T = 27,000 (15% of a 200K model's

@@ -1,5 +1,5 @@
 """compact.context.coverage: no message leaves the context unless a notes update or a summary request that included
-it completed before (SPEC §7). A pure model of a session over the shared tricky histories (hand-written
+it completed before (docs/compaction.md). A pure model of a session over the shared tricky histories (hand-written
 and generated), then the real compactor and notes updater on the loopback fake API."""
 
 from __future__ import annotations

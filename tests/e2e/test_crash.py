@@ -1,4 +1,4 @@
-"""Crashes (CONTRACT §7, SPEC §12): the CLI killed with SIGKILL in the middle of a tool call or of a
+"""Crashes (docs/files.md, docs/files.md): the CLI killed with SIGKILL in the middle of a tool call or of a
 compaction, and a transcript whose last line was torn. ``--continue`` must then send a valid request, and
 nothing the transcript held before the crash may be lost or rewritten."""
 

@@ -1,4 +1,4 @@
-"""End-to-end resume (SPEC §12): the real CLI in print mode (run in this process) against the loopback fake API.
+"""End-to-end resume (docs/files.md): the real CLI in print mode (run in this process) against the loopback fake API.
 
 A resumed session must send what the live one would have sent: what follows the last compaction
 boundary (the summary or notes, the kept tail, what came after), never the history before it, and the

@@ -1,4 +1,4 @@
-"""Subagents end to end (SPEC §16): the real CLI in print mode against the loopback fake API.
+"""Subagents end to end (docs/subagents.md): the real CLI in print mode against the loopback fake API.
 
 The fake routes each conversation by its first user message: the parent's requests open with the user's
 prompt, a subagent's with its task prompt (``FakeAPI.conversation``), so the two are scripted apart and

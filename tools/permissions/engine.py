@@ -1,4 +1,4 @@
-"""Whether a tool call may run: allow, ask the user, or deny — Claude Code's rules and modes (CONTRACT §6).
+"""Whether a tool call may run: allow, ask the user, or deny — Claude Code's rules and modes (docs/permissions.md).
 
 Order of evaluation for one call::
 
@@ -164,7 +164,7 @@ class Permissions:
         self.allow, self.deny, self.ask = list(settings.allow), list(settings.deny), list(settings.ask)
         self.project_dir = Path(settings.cwd)
         self.session_dir = session_dir
-        # the agent's own store for this project (P of CONTRACT §4): saved tool results, notes
+        # the agent's own store for this project (P of docs/files.md): saved tool results, notes
         self.store_dir: Path | None = settings.project_dir
         self.places = Places(self.project_dir, Path(settings.home), session_dir, settings.user_home)
         self.additional_dirs = list(settings.additional_dirs)

@@ -1,4 +1,4 @@
-"""Instruction files as Claude Code reads them (issue 22 §1, CONTRACT §5), end to end through the CLI
+"""Instruction files as Claude Code reads them (issue 22 §1, docs/files.md), end to end through the CLI
 against the fake API, and the environment block: the user's and the project's CLAUDE.md files up to the
 repository root, nested ones once a file under them is read, ``@path`` imports, and (issue 20 major 5)
 files that resolve outside the project or are not regular files, which never reach a request."""

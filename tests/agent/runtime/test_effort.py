@@ -166,7 +166,9 @@ def test_prices_windows_and_limits_come_from_the_family():
 
     million = {"input_tokens": 1_000_000, "output_tokens": 1_000_000, "cache_read_input_tokens": 1_000_000}
     assert cost_usd(SONNET, million) == pytest.approx(2 + 10 + 0.10)
-    assert cost_usd(OPUS, million) == pytest.approx(4 + 20 + 0.20)  # cache reads 1/20 of input (SPEC §17)
+    assert cost_usd(OPUS, million) == pytest.approx(
+        4 + 20 + 0.20
+    )  # cache reads 1/20 of input (docs/preserved-thinking.md)
     assert cost_usd(OLD, million) == pytest.approx(3 + 15 + 0.30)
     assert context_window_for(SONNET) == 1_000_000 and context_window_for(OLD) == 200_000
     assert max_output_tokens(SONNET) == 128_000 and max_output_tokens("claude-opus-4-1") == 32_000
