@@ -29,7 +29,7 @@ from typing import Any
 from agent.memory.entries import Evidence, Memory
 from agent.memory.secrets import is_secret_file, redact
 from agent.memory.verify import CONFIG_ORDER, Tree
-from compact.compaction.ledger import FACTS_KEY, SNAPSHOT_KEY, Ledger
+from compact.compaction.ledger import FACTS_KEY, SNAPSHOT_KEY, Ledger, exit_code, result_text
 from core.messages import Message
 
 MAX_PLACES = 8
@@ -169,12 +169,10 @@ def _records(
                 continue
             name, args = use.get("name"), use.get("input") or {}
             failed = bool(r.get("is_error"))
-            text = _text(r.get("content"))
+            text = result_text(r.get("content"))
             facts = facts_all.get(r.get("tool_use_id")) or {}
             if name == "Bash" and isinstance(args.get("command"), str):
-                runs.append(
-                    Run(args["command"], _exit_code(failed, text, facts), _outcome(text), m.timestamp)
-                )
+                runs.append(Run(args["command"], _code(failed, text, facts), _outcome(text), m.timestamp))
             elif failed:
                 continue
             elif name == "Edit" and isinstance(args.get("file_path"), str):
@@ -186,23 +184,10 @@ def _records(
     return runs, edits, reads, prompts
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
-        )
-    return ""
-
-
-def _exit_code(failed: bool, text: str, facts: dict[str, Any]) -> int | None:
-    if isinstance(facts.get("exitCode"), int):
-        return int(facts["exitCode"])
-    found = _EXIT.search(text.rstrip())
-    if found:
-        return int(found.group(1))
-    return 1 if failed else 0
+def _code(failed: bool, text: str, facts: dict[str, Any]) -> int:
+    """The ledger's reading of the exit code; a failure that names none counts as 1."""
+    code = exit_code(failed, text, facts)
+    return (1 if failed else 0) if code is None else code
 
 
 def _outcome(text: str) -> str:

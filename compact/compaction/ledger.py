@@ -293,7 +293,7 @@ def derive(messages: list[Message], cwd: str) -> Ledger:
                 if use is not None:
                     _apply(ledger, use, r, facts.get(r.get("tool_use_id")) or {}, m.timestamp)
                     if not r.get("is_error") and use.get("name") not in _NO_FACTS:
-                        unread.append((use, _text(r.get("content"))))
+                        unread.append((use, result_text(r.get("content"))))
     if messages and messages[-1].role == "assistant" and not messages[-1].tool_uses:
         _close_turn(ledger)  # the turn ended with that reply: it is the turn's final answer
     ledger.unread = [
@@ -333,14 +333,14 @@ def _apply(
 ) -> None:
     name, args = use.get("name"), use.get("input") or {}
     failed = bool(result.get("is_error"))
-    text = _text(result.get("content"))
+    text = result_text(result.get("content"))
     decl = declaration_of(str(name))
     kind = decl.records if decl is not None else "outcome"
     path = args.get(decl.path_arg) if decl is not None and decl.path_arg else None
     if kind == "answer" and facts.get("agentId"):  # failed ones too: an interrupted task is worth knowing
         _add_task(ledger, facts, text)
     elif kind == "command" and isinstance(args.get("command"), str):
-        _add_command(ledger, args["command"], _exit_code(failed, text, facts), _outcome(text), when)
+        _add_command(ledger, args["command"], exit_code(failed, text, facts), _outcome(text), when)
         if isinstance(facts.get("cwd"), str):
             ledger.cwd = facts["cwd"]
     elif failed:
@@ -455,7 +455,8 @@ def _add_task(ledger: Ledger, facts: dict[str, Any], text: str = "") -> None:
     ledger.tasks[str(facts["agentId"])] = task
 
 
-def _text(content: Any) -> str:
+def result_text(content: Any) -> str:
+    """The text of a tool result's content (a string, or its text blocks joined)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -465,7 +466,8 @@ def _text(content: Any) -> str:
     return ""
 
 
-def _exit_code(failed: bool, text: str, facts: dict[str, Any]) -> int | None:
+def exit_code(failed: bool, text: str, facts: dict[str, Any]) -> int | None:
+    """A Bash result's exit code: its recorded fact, 0 for a success, the code its last line names, else None."""
     if isinstance(facts.get("exitCode"), int):
         return int(facts["exitCode"])
     if not failed:
