@@ -11,13 +11,16 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional, cast
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional, cast
 
 import typer
 
 from agent import RESUME_PICK, __version__
 from agent.help_text import COMMAND_LIST, ENVIRONMENT
 from core.terminal import visible
+
+if TYPE_CHECKING:
+    from agent.config.settings import Settings
 
 HELP = (
     """Compact Agent: a terminal coding agent that keeps working when the conversation outgrows the \
@@ -61,24 +64,6 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
-
-
-def _rules(values: list[str] | None) -> list[str]:
-    """--allowedTools "Bash(git:*) Edit" or repeated flags, comma or space separated (parens kept whole)."""
-    out: list[str] = []
-    for value in values or []:
-        current, depth = "", 0
-        for ch in value:
-            depth += (ch == "(") - (ch == ")")
-            if ch in ", " and depth == 0:
-                if current:
-                    out.append(current)
-                current = ""
-            else:
-                current += ch
-        if current:
-            out.append(current)
-    return out
 
 
 @app.command(help=HELP)
@@ -200,96 +185,115 @@ def run(
     if auto and not demo:
         _fail("--auto only goes with --demo", 2)
     if demo:
-        others = (
-            prompt,
-            print_mode,
-            continue_,
-            resume,
-            model,
-            effort,
-            permission_mode,
-            skip_permissions,
-            max_turns,
-            allowed_tools,
-            disallowed_tools,
-            trust_project,
-            mcp_config,
-            strict_mcp_config,
-            append_system_prompt,
-            system_prompt,
-            settings_flag,
-            session_id,
-            fallback_model,
-            add_dir,
-        )
+        others = (prompt, print_mode, continue_, resume, model, effort, permission_mode, skip_permissions,
+                  max_turns, allowed_tools, disallowed_tools, trust_project, mcp_config, strict_mcp_config,
+                  append_system_prompt, system_prompt, settings_flag, session_id, fallback_model, add_dir)  # fmt: skip
         if any(others):
             _fail("--demo takes no other options (only --auto)", 2)
         raise typer.Exit(_demo(auto))
+    environ = dict(os.environ)
+    settings = _settings(
+        environ,
+        {
+            "model": model,
+            "effort": effort,
+            "permission_mode": permission_mode,
+            "allowed_tools": allowed_tools or [],
+            "disallowed_tools": disallowed_tools or [],
+            "dangerously_skip_permissions": skip_permissions,
+            "trust_project": trust_project,
+            "mcp_config": mcp_config or [],
+            "strict_mcp_config": strict_mcp_config,
+            "append_system_prompt": append_system_prompt,
+            "system_prompt": system_prompt,
+            "settings": settings_flag,
+            "session_id": session_id,
+            "fallback_model": fallback_model,
+            "add_dir": add_dir or [],
+        },
+    )
+    _check_session_flags(continue_, resume, session_id, print_mode)
+    if not (settings.api_key or settings.auth_token):
+        _fail(NO_KEY, 2)
+    raise typer.Exit(
+        _start(
+            settings,
+            prompt,
+            environ,
+            print_mode=print_mode,
+            output_format=output_format.value,
+            resume=resume,
+            continue_=continue_,
+            max_turns=max_turns,
+        )
+    )
+
+
+def _settings(environ: dict[str, str], cli: dict[str, Any]) -> Settings:
+    """The settings for this run, or one line and exit code 2."""
     # imported here, not at the top: --version and --help must not pay for them (start-up speed)
     from agent.config.credentials import hide_credentials
     from agent.config.settings import ensure_home, load_settings
-    from core.errors import AgentError, SettingsError
+    from core.errors import SettingsError
 
-    environ = dict(os.environ)
     hide_credentials()  # the settings have their copy; no child process can read it from ours
     try:
-        settings = load_settings(
-            cwd=Path.cwd().resolve(),
-            environ=environ,
-            cli={
-                "model": model,
-                "effort": effort,
-                "permission_mode": permission_mode,
-                "allowed_tools": _rules(allowed_tools),
-                "disallowed_tools": _rules(disallowed_tools),
-                "dangerously_skip_permissions": skip_permissions,
-                "trust_project": trust_project,
-                "mcp_config": mcp_config or [],
-                "strict_mcp_config": strict_mcp_config,
-                "append_system_prompt": append_system_prompt,
-                "system_prompt": system_prompt,
-                "settings": settings_flag,
-                "session_id": session_id,
-                "fallback_model": fallback_model,
-                "add_dir": add_dir or [],
-            },
-        )
+        settings = load_settings(cwd=Path.cwd().resolve(), environ=environ, cli=cli)
         ensure_home(settings)
     except SettingsError as e:
         _fail(str(e), 2)
+    return settings
+
+
+def _check_session_flags(
+    continue_: bool, resume: str | None, session_id: str | None, print_mode: bool
+) -> None:
+    """Which session to open: flags that contradict each other end the run with one line."""
     if continue_ and resume:
         _fail("--continue and --resume can't be used together", 2)
     if session_id and (continue_ or resume):
         _fail("--session-id names a new session: it can't be used with --continue or --resume", 2)
     if print_mode and resume == RESUME_PICK:
         _fail("--resume needs a session id (or a unique start of one) with -p (see --help)", 2)
-    if not (settings.api_key or settings.auth_token):
-        _fail(NO_KEY, 2)
-    try:
-        if print_mode:
-            from agent.frontend.printmode import run_print  # start-up speed: only the mode in use is imported
 
-            text = prompt if prompt is not None else _stdin_prompt()
-            if not text:
-                _fail("No prompt: give one as an argument or on stdin with -p", 2)
-            code = run_print(
-                settings,
-                text,
-                output_format.value,
-                resume=resume,
-                continue_last=continue_,
-                max_turns=max_turns,
-                environ=environ,
-            )
-        else:
+
+def _start(
+    settings: Settings,
+    prompt: str | None,
+    environ: dict[str, str],
+    *,
+    print_mode: bool,
+    output_format: str,
+    resume: str | None,
+    continue_: bool,
+    max_turns: int | None,
+) -> int:
+    """Run print mode or the REPL; their errors become one line and an exit code."""
+    from core.errors import AgentError
+
+    try:
+        if not print_mode:
             from agent.frontend.repl import run_repl  # start-up speed: only the mode in use is imported
 
-            code = run_repl(settings, prompt, resume=resume, continue_last=continue_, environ=environ)
+            return run_repl(settings, prompt, resume=resume, continue_last=continue_, environ=environ)
+        from agent.frontend.printmode import run_print  # start-up speed: only the mode in use is imported
+
+        text = prompt if prompt is not None else _stdin_prompt()
+        if not text:
+            _fail("No prompt: give one as an argument or on stdin with -p", 2)
+        return run_print(
+            settings,
+            text,
+            output_format,
+            resume=resume,
+            continue_last=continue_,
+            max_turns=max_turns,
+            environ=environ,
+        )
     except AgentError as e:
         _fail(str(e), e.exit_code)
     except KeyboardInterrupt:
         _fail("Interrupted", 130)
-    raise typer.Exit(code)
 
 
 def _demo(auto: bool) -> int:
@@ -303,7 +307,6 @@ def _demo(auto: bool) -> int:
     except KeyboardInterrupt:
         message, code = "Interrupted", 130
     _fail(message, code)
-    return code
 
 
 def _stdin_prompt() -> str:
@@ -312,7 +315,7 @@ def _stdin_prompt() -> str:
     return sys.stdin.read().strip()
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int) -> NoReturn:
     sys.stderr.write(f"compact-agent: {visible(message)}\n")  # it may quote a file name or a value
     raise typer.Exit(code)
 
