@@ -34,6 +34,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 EFFORTS = ("low", "medium", "high", "xhigh", "max")  # shallowest to deepest
+# what /effort, --effort, effortLevel and CLAUDE_CODE_EFFORT_LEVEL take ("auto": the model's default)
+EFFORT_NAMES = (*EFFORTS, "auto")
+
+
+def effort_name(text: str) -> str:
+    """The effort name ``text`` gives (any case, blanks around ignored); ValueError when it names none."""
+    name = text.strip().lower()
+    if name not in EFFORT_NAMES:
+        raise ValueError(text)
+    return name
 
 
 @dataclass(frozen=True)

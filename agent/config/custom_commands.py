@@ -21,10 +21,10 @@ from pathlib import Path
 
 from agent.config import frontmatter
 from agent.config.project import FileProblem, read_inside
+from core.rules import is_rule
 
 MAX_FILES = 500  # per directory tree: a huge tree must not slow every command line
 _NAME = re.compile(r"^[A-Za-z][\w-]*(?::[A-Za-z][\w-]*)*$")
-_RULE = re.compile(r"^[A-Za-z_][\w.-]*(\(.*\))?$", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def _scan(
         if text is None:
             continue
         doc = frontmatter.parse(text)
-        tools = tuple(rule for rule in doc.items("allowed-tools") if _RULE.match(rule))
+        tools = tuple(rule for rule in doc.items("allowed-tools") if is_rule(rule))
         found.commands[name.lower()] = CustomCommand(
             name=name,
             path=path,

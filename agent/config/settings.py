@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
@@ -46,8 +45,9 @@ from compact.decision.config import CompactConfig
 from compact.decision.thresholds import smallest_window
 from core import mcp_names
 from core.errors import SettingsError
-from core.models import EFFORTS, resolve
+from core.models import EFFORT_NAMES, effort_name, resolve
 from core.private import make_private_dirs
+from core.rules import RULE_EXAMPLE, is_rule, split_rules
 from core.setting import (
     BOOL,
     POSITIVE_INT,
@@ -94,11 +94,7 @@ __all__ = [
 # the SDK's list; tests/test_docs.py checks the two agree, and the docs' table with them)
 DEFAULT_MODEL = resolve("sonnet")
 MIN_THINKING = 1024  # the API's smallest thinking budget
-EFFORT_LEVELS = (*EFFORTS, "auto")  # Claude Code's effort names ("auto": the model's default)
 PERMISSION_MODES = ("default", "acceptEdits", "bypassPermissions", "plan")
-
-_RULE = re.compile(r"^[A-Za-z_][\w.-]*\*?(\(.*\))?$", re.DOTALL)  # "mcp__server__*" too
-_RULE_EXAMPLE = 'a rule like "Read", "Bash(git status:*)" or "Edit(src/**)"'
 
 
 # ---- the kinds of this floor's settings (compact/decision/config.py and core.setting hold the rest) -------------
@@ -108,9 +104,16 @@ def _check_rules(value: Any) -> list[str]:
     if not isinstance(value, list):
         raise Bad("an array of rule strings", value)
     for i, rule in enumerate(value):
-        if not (isinstance(rule, str) and _RULE.match(rule.strip())):
-            raise Bad(_RULE_EXAMPLE, rule, f"[{i}]")
+        if not (isinstance(rule, str) and is_rule(rule)):
+            raise Bad(RULE_EXAMPLE, rule, f"[{i}]")
     return [rule.strip() for rule in value]
+
+
+def _check_effort(value: Any) -> str:
+    try:
+        return effort_name(value if isinstance(value, str) else "")
+    except ValueError:
+        raise Bad(EFFORT.expected, value) from None
 
 
 def _check_dirs(value: Any) -> list[str]:
@@ -249,6 +252,7 @@ THINKING = Kind(
     env_expected=f"an integer >= {MIN_THINKING}, or 0 for no thinking",
 )
 RULES = Kind("an array of rule strings", _check_rules)
+EFFORT = Kind("one of " + ", ".join(EFFORT_NAMES), lambda v: _check_effort(v), effort_name)
 
 
 @dataclass
@@ -338,7 +342,7 @@ class Settings:
         None,
         key="effortLevel",
         env="CLAUDE_CODE_EFFORT_LEVEL",
-        kind=one_of(*EFFORT_LEVELS),
+        kind=EFFORT,
         doc="how deeply an effort model thinks (auto: the model's default); /effort and --effort too",
     )
     thinking_off: bool = False  # MAX_THINKING_TOKENS=0: off, also on the models that think by default
@@ -807,11 +811,10 @@ def _apply_cli(s: Settings, cli: Mapping[str, Any]) -> None:
     if cli.get("model"):
         s.model, s.model_explicit, s.sources["model"] = str(cli["model"]).strip(), True, "--model"
     if cli.get("effort"):
-        level = str(cli["effort"]).strip().lower()
-        if level not in EFFORT_LEVELS:
-            raise SettingsError(
-                f"--effort must be one of {', '.join(EFFORT_LEVELS)} (got {_show(cli['effort'])})"
-            )
+        try:
+            level = effort_name(str(cli["effort"]))
+        except ValueError:
+            raise SettingsError(f"--effort must be {EFFORT.expected} (got {_show(cli['effort'])})") from None
         s.effort, s.sources["effort"] = level, "--effort"
     mode = cli.get("permission_mode")
     if mode:
@@ -831,10 +834,8 @@ def _apply_cli(s: Settings, cli: Mapping[str, Any]) -> None:
     ):
         rules = [rule for item in cli.get(key) or [] for rule in split_rules(item)]
         for rule in rules:
-            if not _RULE.match(rule):
-                raise SettingsError(
-                    f'{flag}: "{rule}" is not a rule like "Read", "Bash(git status:*)" or "Edit(src/**)"'
-                )
+            if not is_rule(rule):
+                raise SettingsError(f'{flag}: "{rule}" is not {RULE_EXAMPLE}')
         if rules:
             setattr(s, attr, concat_value(getattr(s, attr), rules))
     s.mcp_config = [str(item) for item in cli.get("mcp_config") or []]
@@ -855,24 +856,3 @@ def _apply_cli(s: Settings, cli: Mapping[str, Any]) -> None:
             raise SettingsError(f"--add-dir: {directory} is not a directory")
         if directory not in s.additional_dirs:
             s.additional_dirs.append(directory)
-
-
-def split_rules(text: str) -> list[str]:
-    """Split a flag value like ``"Bash(git log:*) Edit,Read"`` into rules (commas/blanks inside () kept)."""
-    rules: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth = max(0, depth - 1)
-        if depth == 0 and (ch == "," or ch.isspace()):
-            if current:
-                rules.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    if current:
-        rules.append("".join(current))
-    return rules

@@ -22,7 +22,6 @@ from agent.memory import service as memory
 from agent.runtime import lifecycle, mentions, rewind
 from agent.runtime.sdk import unknown_model_text
 from agent.runtime.session import Session
-from agent.runtime.thinking import EFFORT_NAMES
 from agent.transcript.listing import list_sessions
 from compact import autocompact
 from compact.compaction import compactor, ledger
@@ -33,7 +32,7 @@ from compact.workers import preparer
 from core.errors import AgentError, Interrupted
 from core.events import CompactFailed, CompactFinished, Retrying
 from core.messages import Message
-from core.models import EFFORTS, PICKER, Family, family_of, resolve
+from core.models import EFFORT_NAMES, EFFORTS, PICKER, Family, effort_name, family_of, resolve
 from core.tokens import estimate_blocks
 
 if TYPE_CHECKING:  # loaded only once a command line needs it (start-up speed)
@@ -622,11 +621,12 @@ def _efforts(f: Family) -> str:
 
 @command("effort", "Show how deeply the model thinks, or set it: " + ", ".join(EFFORT_NAMES), usage="[level]")
 def _effort(session: Session, args: str) -> Result:
-    level = args.strip().lower()
     family = session.family()
-    if not level:
+    if not args.strip():
         return Result(effort_line(session))
-    if level not in EFFORT_NAMES:
+    try:
+        level = effort_name(args)
+    except ValueError:
         return Result(f"Unknown effort {args.strip()!r}: use one of {', '.join(EFFORT_NAMES)}", ok=False)
     session.set_effort(None if level == "auto" else level)
     if not family.adaptive:

@@ -62,7 +62,6 @@ BUDGET_EFFORTS: list[tuple[int, str]] = [
     (16_000, "high"),
     (31_999, "xhigh"),
 ]
-EFFORT_NAMES = (*EFFORTS, "auto")  # what /effort and effortLevel take ("auto": the model's default)
 
 
 def prompt_budget(text: str) -> int | None:

@@ -482,6 +482,36 @@ def test_split_rules_keeps_parenthesised_text():
     ]
 
 
+def test_one_grammar_of_rules_for_files_flags_and_custom_commands(dirs):
+    """A rule the settings files take, --allowedTools and a custom command's allowed-tools take too."""
+    from agent.config import custom_commands
+
+    write(dirs[2] / ".claude" / "settings.json", {"permissions": {"allow": ["mcp__db__*"]}})
+    assert load(dirs, cli={"allowed_tools": ["mcp__db__*"]}).allow == ["mcp__db__*"]
+    commands = dirs[2] / ".claude" / "commands"
+    commands.mkdir()
+    (commands / "q.md").write_text("---\nallowed-tools: mcp__db__*, Bash(git log:*)\n---\nask\n")
+    found = custom_commands.load(
+        user_dirs=[], project_dir=commands, project_root=dirs[2], trusted=True, reserved=set()
+    )
+    assert found.commands["q"].allowed_tools == ("mcp__db__*", "Bash(git log:*)")
+
+
+def test_one_effort_validator_for_files_variable_and_flag(dirs):
+    """effortLevel, CLAUDE_CODE_EFFORT_LEVEL and --effort take the same names, in any case."""
+    write(dirs[2] / ".claude" / "settings.json", {"effortLevel": "XHigh"})
+    assert load(dirs).effort == "xhigh"
+    assert load(dirs, CLAUDE_CODE_EFFORT_LEVEL=" Max ").effort == "max"
+    assert load(dirs, cli={"effort": "AUTO"}).effort is None
+    for source in ({"cli": {"effort": "huge"}}, {"CLAUDE_CODE_EFFORT_LEVEL": "huge"}):
+        with pytest.raises(SettingsError, match="huge"):
+            load(dirs, **source)
+    write(dirs[2] / ".claude" / "settings.json", {"effortLevel": "huge"})  # a project's file: skipped
+    assert any(
+        '"effortLevel" must be one of low, medium, high, xhigh, max, auto' in w for w in load(dirs).warnings
+    )
+
+
 def test_truthy_and_falsy():
     assert [truthy(v) for v in ("1", "true", "YES", " On ", True)] == [True] * 5
     assert [truthy(v) for v in ("0", "false", "", "maybe", None, False)] == [False] * 6
