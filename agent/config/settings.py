@@ -3,7 +3,7 @@
 Each setting is one row, declared on the field that holds it: ``Settings``'s fields here and
 ``CompactConfig``'s (``Settings.compaction``) in compact/decision/config.py, each with its default, settings-file
 key, environment variable, kind and one line of doc (core.setting). ``TABLE`` lists them; validation of the
-files, the merge across files, the environment, where each value came from (``Settings.sources``), the table
+files, the merge across files, the environment, where each value came from (``LoadReport.sources``), the table
 in docs/settings.md and ``--help``'s list of variables all come from it (``scripts/gen_docs`` regenerates
 the last two; tests/agent/config/test_settings_rows.py fails when they are stale). Adding a setting is adding a field.
 
@@ -11,9 +11,9 @@ Precedence, lowest to highest: defaults < ~/.claude/settings.json < $COMPACT_AGE
 .claude/settings.json < .claude/settings.local.json < environment (the process's, overlaid on the files'
 "env" maps) < command line. The two user files are the user's own: trusted, and a malformed one stops the
 agent. The two project files are those of the project root (agent.config.project: found upwards from the
-working directory); a malformed one is skipped with a warning (``Settings.warnings``), and both pass through
+working directory); a malformed one is skipped with a warning (``LoadReport.warnings``), and both pass through
 ``agent.config.trust.restrict`` first: until the project is trusted their hooks, env entries, widening
-permission settings and model are left out and listed in ``Settings.ignored``. Every file is read only if it
+permission settings and model are left out and listed in ``LoadReport.ignored``. Every file is read only if it
 is a regular file of reasonable size (agent.config.project.read_small).
 
 ``load_settings`` is the one place that merges them. Across files each row's ``merge`` applies: permission
@@ -75,6 +75,7 @@ from core.terminal import visible
 
 __all__ = [
     "DEFAULT_MODEL",
+    "LoadReport",
     "MIN_THINKING",
     "PERMISSION_MODES",
     "TABLE",
@@ -256,7 +257,26 @@ EFFORT = Kind("one of " + ", ".join(EFFORT_NAMES), lambda v: _check_effort(v), e
 
 
 @dataclass
+class LoadReport:
+    """What ``load_settings`` found beside the values: where each came from, the project's trust and what
+    its files asked for and did not get, the files it skipped, and the flags to load them again with."""
+
+    # where each value came from, for /config-like displays and error messages
+    sources: dict[str, str] = field(default_factory=dict)
+    # project trust (agent/config/trust.py): the record, and what the project files asked for and did not get
+    trust: Trust = field(default_factory=lambda: Trust(False))
+    trust_fingerprint: str = ""  # of the project's acting settings now (agent.config.trust.fingerprint)
+    ignored: list[Ignored] = field(default_factory=list)
+    # problems with project settings files that were skipped, shown once (print mode: stderr)
+    warnings: list[str] = field(default_factory=list)
+    # the command-line values these settings were built from, so they can be rebuilt (reload_settings)
+    cli: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
 class Settings:
+    """The settings' values, one row each (the module's docstring); ``report`` says how they were loaded."""
+
     cwd: Path
     home: Path = setting(
         env="COMPACT_AGENT_HOME",
@@ -353,8 +373,6 @@ class Settings:
         kind=number("a number of seconds >= 0", lambda v: v >= 0),
         doc="seconds to keep retrying 408/409/429/5xx/529, a broken stream or no connection (0: no retries)",
     )
-    # where each value came from, for /config-like displays and error messages
-    sources: dict[str, str] = field(default_factory=dict)
     # the user's home directory (for "~/" in permission rules); from $HOME
     user_home: Path | None = None
     # permissions.additionalDirectories, resolved to absolute paths: treated like the project for reads/edits
@@ -376,16 +394,8 @@ class Settings:
         repr=False,
         doc="environment variables for the agent, its commands and hooks",
     )
-    # project trust (agent/config/trust.py): the record, and what the project files asked for and did not get
-    trust: Trust = field(default_factory=lambda: Trust(False))
-    trust_fingerprint: str = ""  # of the project's acting settings now (agent.config.trust.fingerprint)
-    ignored: list[Ignored] = field(default_factory=list)
     # the project's root (agent.config.project): where its .claude/ and the top CLAUDE.md are; trust is keyed on it
     project_root: Path | None = None
-    # problems with project settings files that were skipped, shown once (print mode: stderr)
-    warnings: list[str] = field(default_factory=list)
-    # the command-line values these settings were built from, so they can be rebuilt (reload_settings)
-    cli: dict[str, Any] = field(default_factory=dict, repr=False)
     # MCP (agent/config/mcp_servers.py reads the servers; docs/mcp.md): a project's settings files set the
     # first three only once the project is trusted (agent.config.trust.restrict)
     mcp_servers: dict[str, Any] = setting(
@@ -456,6 +466,8 @@ class Settings:
     system_prompt: str = ""  # --system-prompt: in place of our own instructions
     session_id: str | None = None  # --session-id: the new session's id
     fallback_model: str | None = None  # --fallback-model: used once the model is overloaded
+    # not a setting: what loading found (where each value came from, trust, what was left out, warnings)
+    report: LoadReport = field(default_factory=lambda: LoadReport())
 
     @property
     def root(self) -> Path:
@@ -499,7 +511,7 @@ def load_settings(
     user_home = Path(environ["HOME"]) if environ.get("HOME") else Path(pwd.getpwuid(os.getuid()).pw_dir)
     home = _agent_home(environ, cwd, user_home)
     s = kind(cwd=cwd, home=home, user_home=user_home)
-    s.sources["home"] = "env COMPACT_AGENT_HOME" if environ.get("COMPACT_AGENT_HOME") else "default"
+    s.report.sources["home"] = "env COMPACT_AGENT_HOME" if environ.get("COMPACT_AGENT_HOME") else "default"
 
     root = s.project_root = project_root(cwd, user_home)
     user_files = _dedupe_paths([user_home / ".claude" / "settings.json", home / "settings.json"])
@@ -515,13 +527,19 @@ def load_settings(
     # a project whose own settings enable its .mcp.json servers is trusted with those servers as they are:
     # a changed command or argument is a change of what it does for the user (issue 40)
     enables = any(key in raw for raw, _ in readable for key in trust_store.MCP_KEYS)
-    s.trust_fingerprint = trust_store.fingerprint(readable, _mcp_json_text(root) if enables else "")
+    s.report.trust_fingerprint = trust_store.fingerprint(readable, _mcp_json_text(root) if enables else "")
     if cli.get("trust_project"):
         _make_home(home)  # the trust record lives there: a home that can't be made says so first
-        trust_store.grant(home, root, approved=s.trust_fingerprint)
-    s.trust, s.cli = trust_store.load(home, root), dict(cli)
-    if s.trust.trusted and s.trust.approved and s.trust.approved != s.trust_fingerprint:
-        s.trust = trust_store.Trust(False, changed=True)  # its settings changed since the user trusted it
+        trust_store.grant(home, root, approved=s.report.trust_fingerprint)
+    s.report.trust, s.report.cli = trust_store.load(home, root), dict(cli)
+    if (
+        s.report.trust.trusted
+        and s.report.trust.approved
+        and s.report.trust.approved != s.report.trust_fingerprint
+    ):
+        s.report.trust = trust_store.Trust(
+            False, changed=True
+        )  # its settings changed since the user trusted it
 
     layer: dict[str, Any] = {}
     sources: dict[str, str] = {}  # the file that set each key (and each env.NAME)
@@ -529,13 +547,16 @@ def load_settings(
         _merge_layer(layer, sources, _read_file(path, table), str(path), table)
     for path, raw in project_files:
         if isinstance(raw, SettingsError):  # a project's file is not the user's to fix: warn and go on
-            s.warnings.append(f"{raw}; going on without this file")
+            s.report.warnings.append(f"{raw}; going on without this file")
             continue
-        data, ignored = trust_store.restrict(raw, str(path), s.trust)
-        s.ignored += ignored
+        data, ignored = trust_store.restrict(raw, str(path), s.report.trust)
+        s.report.ignored += ignored
         _merge_layer(layer, sources, data, str(path), table)
-    if not s.trust.trusted and root not in (user_home, home):  # its agents act with the user's permissions
-        s.ignored += withheld_agents(root)
+    if not s.report.trust.trusted and root not in (
+        user_home,
+        home,
+    ):  # its agents act with the user's permissions
+        s.report.ignored += withheld_agents(root)
 
     if cli.get("settings"):  # --settings FILE or JSON: the user's own, over every file
         _merge_layer(layer, sources, _flag_settings(str(cli["settings"]), cwd, table), "--settings", table)
@@ -544,7 +565,7 @@ def load_settings(
     env_sources = {name: f'{sources["env." + name]} "env"' for name in env}
     env.update(environ)
     env_sources.update({name: "environment" for name in environ})
-    s.sources.update({f"env.{n}": where for n, where in env_sources.items() if where != "environment"})
+    s.report.sources.update({f"env.{n}": where for n, where in env_sources.items() if where != "environment"})
     s.environ = env
 
     _apply_files(s, layer, sources, table)
@@ -552,9 +573,9 @@ def load_settings(
     _apply_cli(s, cli)
     s.model = resolve(s.model)  # a Claude Code alias (sonnet, opus, haiku, ...) names the newest of its kind
     s.effort = None if s.effort == "auto" else s.effort
-    s.model_explicit = "model" in s.sources  # chosen by a file, the environment or --model
+    s.model_explicit = "model" in s.report.sources  # chosen by a file, the environment or --model
     check_limits(s)
-    s.warnings += rule_warnings(s)
+    s.report.warnings += rule_warnings(s)
     return s
 
 
@@ -586,7 +607,9 @@ def rule_warnings(s: Settings) -> list[str]:
 
 def reload_settings(s: Settings, environ: Mapping[str, str]) -> Settings:
     """The same settings built again (after the project's trust changed)."""
-    return load_settings(cwd=s.cwd, environ=environ, cli={**s.cli, "trust_project": False}, kind=type(s))
+    return load_settings(
+        cwd=s.cwd, environ=environ, cli={**s.report.cli, "trust_project": False}, kind=type(s)
+    )
 
 
 # ---- files -------------------------------------------------------------------------------------
@@ -735,7 +758,7 @@ def _set(s: Settings, row: Row, value: Any, source: str) -> None:
         setattr(s, row.owner, replace(getattr(s, row.owner), **{row.name: value}))
     else:
         setattr(s, row.name, value)
-    s.sources[row.name] = source
+    s.report.sources[row.name] = source
 
 
 def _expand_dir(raw: str, s: Settings) -> Path:
@@ -762,7 +785,10 @@ def _apply_env(s: Settings, env: Mapping[str, str], origin: Mapping[str, str], t
             raise SettingsError(f"{row.env}: expected {expected}, got {_show(raw)}{where}") from None
         if value is not SKIP:
             _set(s, row, value, f"env {row.env}")
-    if s.sources.get("max_thinking_tokens") == "env MAX_THINKING_TOKENS" and s.max_thinking_tokens is None:
+    if (
+        s.report.sources.get("max_thinking_tokens") == "env MAX_THINKING_TOKENS"
+        and s.max_thinking_tokens is None
+    ):
         s.always_thinking = False  # MAX_THINKING_TOKENS=0: no thinking, whatever a file said
         s.thinking_off = True
 
@@ -771,7 +797,7 @@ def check_limits(s: Settings) -> None:
     """Refuse values that parse but can't work: a window cap that leaves no room, a base URL that is no URL."""
     smallest, cap = smallest_window(), s.compaction.context_window
     if cap is not None and cap < smallest:
-        source = s.sources.get("context_window", "settings")
+        source = s.report.sources.get("context_window", "settings")
         name = (
             f"{source[4:]}={cap}"
             if source.startswith("env ")
@@ -809,22 +835,22 @@ def _make_home(home: Path) -> None:
 
 def _apply_cli(s: Settings, cli: Mapping[str, Any]) -> None:
     if cli.get("model"):
-        s.model, s.model_explicit, s.sources["model"] = str(cli["model"]).strip(), True, "--model"
+        s.model, s.model_explicit, s.report.sources["model"] = str(cli["model"]).strip(), True, "--model"
     if cli.get("effort"):
         try:
             level = effort_name(str(cli["effort"]))
         except ValueError:
             raise SettingsError(f"--effort must be {EFFORT.expected} (got {_show(cli['effort'])})") from None
-        s.effort, s.sources["effort"] = level, "--effort"
+        s.effort, s.report.sources["effort"] = level, "--effort"
     mode = cli.get("permission_mode")
     if mode:
         if mode not in PERMISSION_MODES:
             raise SettingsError(
                 f'--permission-mode must be one of {", ".join(PERMISSION_MODES)} (got "{mode}")'
             )
-        s.permission_mode, s.sources["permission_mode"] = mode, "--permission-mode"
+        s.permission_mode, s.report.sources["permission_mode"] = mode, "--permission-mode"
     if cli.get("dangerously_skip_permissions"):
-        s.permission_mode, s.sources["permission_mode"] = (
+        s.permission_mode, s.report.sources["permission_mode"] = (
             "bypassPermissions",
             "--dangerously-skip-permissions",
         )

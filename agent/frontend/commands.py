@@ -185,7 +185,7 @@ def custom_for(settings: Settings) -> Found:
         user_dirs=user_dirs,
         project_dir=None if project in user_dirs else project,
         project_root=settings.root,
-        trusted=settings.trust.trusted,
+        trusted=settings.report.trust.trusted,
         reserved=set(COMMANDS),
     )
 
@@ -856,18 +856,20 @@ def _trust(session: Session, args: str) -> Result:
 
 def trust_report(session: Session) -> str:
     s = session.settings
-    if s.trust.trusted:
+    if s.report.trust.trusted:
         lines = [
-            f"Project {s.root}: trusted since {s.trust.since[:16].replace('T', ' ')} (/trust revoke withdraws it)."
+            f"Project {s.root}: trusted since {s.report.trust.since[:16].replace('T', ' ')} (/trust revoke withdraws it)."
         ]
-        if s.trust.confirmed_keys:
-            lines.append("Confirmed keys from its settings: " + ", ".join(s.trust.key_names()))
+        if s.report.trust.confirmed_keys:
+            lines.append("Confirmed keys from its settings: " + ", ".join(s.report.trust.key_names()))
     else:
         lines = [
             f"Project {s.root}: not trusted (restart the REPL here to be asked, or pass --trust-project)."
         ]
-    if s.ignored:
-        lines += ["Ignored from its settings files:"] + [f"  - {i.what}  ({i.source})" for i in s.ignored]
+    if s.report.ignored:
+        lines += ["Ignored from its settings files:"] + [
+            f"  - {i.what}  ({i.source})" for i in s.report.ignored
+        ]
     lines += [f"Permission mode: {session.permissions.mode}"]
     for name, rules in (("allow", s.allow), ("ask", s.ask), ("deny", s.deny)):
         lines.append(f"{name.capitalize()} rules: " + (", ".join(rules) if rules else "(none)"))
@@ -998,7 +1000,7 @@ def _shown_path(path: Any, s: Settings) -> str:
 
 
 def _source(s: Settings, name: str) -> str:
-    return s.sources.get(name, "the environment").removeprefix("env ")
+    return s.report.sources.get(name, "the environment").removeprefix("env ")
 
 
 @command("config", "The settings in effect: each one's value and where it came from")
@@ -1013,11 +1015,11 @@ def _config(session: Session, args: str) -> Result:
         holder = getattr(s, row.owner) if row.owner else s
         value: Any = getattr(holder, row.name, None)
         name = row.key or row.env
-        source = s.sources.get(row.name)
+        source = s.report.sources.get(row.name)
         if row.name == "model":  # what the session uses (a /model switch, the newest Sonnet by default)
             value, source = session.model, source or "default: the newest Sonnet"
         elif row.name == "environ":  # the files' variables only: the whole environment is no setting
-            value = sorted(k for k in s.environ if s.sources.get(f"env.{k}"))
+            value = sorted(k for k in s.environ if s.report.sources.get(f"env.{k}"))
         shown = _shown_path(source, s) if source and "/" in source else source
         rows.append((name, _value(value), shown))
     width = min(34, max(len(n) for n, _, _ in rows))
@@ -1052,8 +1054,8 @@ def _doctor(session: Session, args: str) -> Result:
     import shutil
 
     s = session.settings
-    problems: list[str] = [f"settings: {w}" for w in s.warnings]
-    problems += [f"not applied (project not trusted): {i.what} ({i.source})" for i in s.ignored]
+    problems: list[str] = [f"settings: {w}" for w in s.report.warnings]
+    problems += [f"not applied (project not trusted): {i.what} ({i.source})" for i in s.report.ignored]
     problems += stale_rules(session)
     if not (s.api_key or s.auth_token):
         problems.append("no API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)")

@@ -201,9 +201,11 @@ def run_print(
     renderer = PrintRenderer(
         fmt, out or sys.stdout, err or sys.stderr, secrets_of(settings.api_key, settings.auth_token)
     )
-    for warning in settings.warnings:  # a project's broken settings file: skipped, said once
+    for warning in settings.report.warnings:  # a project's broken settings file: skipped, said once
         renderer.say(f"compact-agent: warning: {warning}")
-    if ignored := print_mode_line(settings.ignored, settings.trust.trusted):  # never asks: says so, once
+    if ignored := print_mode_line(
+        settings.report.ignored, settings.report.trust.trusted
+    ):  # never asks: says so, once
         renderer.say(ignored)
     hub = _mcp_servers(settings, renderer)
     try:

@@ -416,7 +416,7 @@ class Repl:
 
     # --- session -----------------------------------------------------------------------------------
     def open(self, *, resume: str | None = None, continue_last: bool = False) -> None:
-        for warning in self.settings.warnings:  # a project's broken settings file: skipped, said once
+        for warning in self.settings.report.warnings:  # a project's broken settings file: skipped, said once
             self.renderer.line(f"Warning: {warning}", "yellow")
         self.confirm_trust()  # before anything of the project's runs (SessionStart hooks)
         self.mcp = self.mcp_servers()
@@ -501,8 +501,12 @@ class Repl:
         """The trust dialog, when the project's settings files ask for what needs trust (agent/config/trust.py):
         trusting records it and reloads the settings with them; not trusting goes on without them."""
         s = self.settings
-        untrusted = [i for i in s.ignored if i.kind != "credential"]
-        keys = [i for i in s.ignored if i.kind == "credential" and i.confirm not in s.trust.declined_keys]
+        untrusted = [i for i in s.report.ignored if i.kind != "credential"]
+        keys = [
+            i
+            for i in s.report.ignored
+            if i.kind == "credential" and i.confirm not in s.report.trust.declined_keys
+        ]
         if not (untrusted or keys):
             return
         if untrusted:
@@ -527,7 +531,7 @@ class Repl:
                 if self._yes(f"Use {visible(item.key, one_line=True)} from this project? [y/N] ")
                 else declined
             ).append(item.confirm)
-        trust.grant(s.home, s.root, tuple(confirmed), tuple(declined), s.trust_fingerprint)
+        trust.grant(s.home, s.root, tuple(confirmed), tuple(declined), s.report.trust_fingerprint)
         self.settings = s = reload_settings(s, self.environ)
         if isinstance(self.prompt.history, RedactingHistory):  # a confirmed project key is a secret too
             self.prompt.history.secrets = secrets_of(s.api_key, s.auth_token)

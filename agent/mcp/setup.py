@@ -23,7 +23,7 @@ def sources_of(s: Settings) -> Sources:
         home=s.home,
         user_home=s.user_home,
         environ=s.environ,
-        trusted=s.trust.trusted,
+        trusted=s.report.trust.trusted,
         settings_servers=s.mcp_servers,
         enabled=tuple(s.enabled_mcpjson),
         disabled=tuple(s.disabled_mcpjson),

@@ -388,7 +388,7 @@ def install(session: Session) -> None:
     if isinstance(session, SubagentSession):
         return
     s = session.settings
-    agents = load_agents(s.root, s.home, s.user_home, trusted=s.trust.trusted)
+    agents = load_agents(s.root, s.home, s.user_home, trusted=s.report.trust.trusted)
     subagents = Subagents(session, agents)
     types = [AgentType(a.name, a.description, a.tools_text) for a in agents.types]
     session.give_subagents(subagents, TaskTool(types, withheld=dict(agents.skipped)), subagents.run)

@@ -123,9 +123,12 @@ def load(tmp_path: Path, files: dict | None = None, **env: str):  # type: ignore
 def test_retry_seconds_default_file_and_environment(tmp_path: Path) -> None:
     assert load(tmp_path).retry_seconds == 120.0
     s = load(tmp_path, {"retry": {"maxSeconds": 5}})
-    assert (s.retry_seconds, s.sources["retry_seconds"]) == (5.0, str(tmp_path / "home" / "settings.json"))
+    assert (s.retry_seconds, s.report.sources["retry_seconds"]) == (
+        5.0,
+        str(tmp_path / "home" / "settings.json"),
+    )
     s = load(tmp_path, {"retry": {"maxSeconds": 5}}, COMPACT_AGENT_RETRY_SECONDS="0.5")
-    assert (s.retry_seconds, s.sources["retry_seconds"]) == (0.5, "env COMPACT_AGENT_RETRY_SECONDS")
+    assert (s.retry_seconds, s.report.sources["retry_seconds"]) == (0.5, "env COMPACT_AGENT_RETRY_SECONDS")
 
 
 @pytest.mark.parametrize(

@@ -54,12 +54,12 @@ def test_user_and_project_agents_and_the_trust_rules(tmp_path: Path) -> None:
     untrusted = load_agents(root, home, user, trusted=False)
     assert [a.name for a in untrusted.types] == [GENERAL, EXPLORE, "mine", "ours"]
     assert ("theirs", str(project_file)) in untrusted.skipped
-    # the trust dialog and print mode's line name them (agent.config.settings adds them to Settings.ignored)
+    # the trust dialog and print mode's line name them (agent.config.settings adds them to LoadReport.ignored)
     withheld = withheld_agents(root)
     assert [i.what for i in withheld] == ["agent Explore: Reviews code", "agent theirs: Reviews code"]
     assert "Offer these subagents" in "\n".join(dialog_lines(withheld))
     s = load_settings(cwd=root, environ={"HOME": str(user)}, cli={})
-    assert [i.what for i in s.ignored if i.kind == "agent"] == [i.what for i in withheld]
+    assert [i.what for i in s.report.ignored if i.kind == "agent"] == [i.what for i in withheld]
 
 
 def test_a_project_agent_file_that_resolves_outside_the_project_is_not_read(tmp_path: Path) -> None:

@@ -74,7 +74,7 @@ def test_user_settings_are_read_from_compact_agent_home(dirs):
     _, agent_home, _ = dirs
     write(agent_home / "settings.json", {"model": "from-user-file"})
     s = load(dirs)
-    assert (s.model, s.model_explicit, s.sources["model"]) == (
+    assert (s.model, s.model_explicit, s.report.sources["model"]) == (
         "from-user-file",
         True,
         str(agent_home / "settings.json"),
@@ -106,13 +106,13 @@ def test_precedence_across_every_layer(dirs):
         90_000,
     )
     s = load(dirs, ANTHROPIC_MODEL="env-model", CLAUDE_CODE_AUTO_COMPACT_WINDOW="50000")
-    assert (s.model, s.compaction.context_window, s.sources["context_window"]) == (
+    assert (s.model, s.compaction.context_window, s.report.sources["context_window"]) == (
         "env-model",
         50_000,
         "env CLAUDE_CODE_AUTO_COMPACT_WINDOW",
     )
     s = load(dirs, {"model": "cli-model", "permission_mode": "default"}, ANTHROPIC_MODEL="env-model")
-    assert (s.model, s.sources["model"], s.permission_mode) == ("cli-model", "--model", "default")
+    assert (s.model, s.report.sources["model"], s.permission_mode) == ("cli-model", "--model", "default")
 
 
 def test_file_env_map_sits_under_the_real_environment(dirs):
@@ -287,7 +287,7 @@ def test_prepare_compaction_has_a_settings_key_and_the_environment_wins(dirs):
     write(dirs[2] / ".claude" / "settings.json", {"prepareCompaction": "no"})  # a project's bad file: skipped
     s = load(dirs)
     assert s.compaction.prepare_compaction is True
-    assert any("prepareCompaction" in w for w in s.warnings)
+    assert any("prepareCompaction" in w for w in s.report.warnings)
 
 
 def test_environment_turns_back_on_what_a_file_turned_off(dirs):
@@ -368,7 +368,7 @@ def test_malformed_project_json_is_skipped_with_one_warning(dirs):
     path = write(dirs[2] / ".claude" / "settings.json", '{\n  "model": "x"\n    "permissions": {}\n}')
     write(dirs[2] / ".claude" / "settings.local.json", {"permissions": {"deny": ["Bash(rm:*)"]}})
     s = load(dirs)
-    assert s.warnings == [
+    assert s.report.warnings == [
         f"{path}: invalid JSON at line 3 column 5 (Expecting ',' delimiter); going on without this file"
     ]
     assert s.model == DEFAULT_MODEL and s.deny == ["Bash(rm:*)"]  # the other file still applies
@@ -445,7 +445,7 @@ def test_wrong_types_name_file_and_key(dirs, data, message):
     assert str(info.value) == f"{path}: {message}"
     project_file = write(dirs[2] / ".claude" / "settings.local.json", data)
     path.unlink()
-    assert load(dirs).warnings == [f"{project_file}: {message}; going on without this file"]
+    assert load(dirs).report.warnings == [f"{project_file}: {message}; going on without this file"]
 
 
 def test_cli_permission_mode_and_skip_permissions(dirs):
@@ -453,7 +453,7 @@ def test_cli_permission_mode_and_skip_permissions(dirs):
     assert load(dirs).permission_mode == "plan"
     assert load(dirs, {"permission_mode": "acceptEdits"}).permission_mode == "acceptEdits"
     s = load(dirs, {"dangerously_skip_permissions": True})
-    assert (s.permission_mode, s.sources["permission_mode"]) == (
+    assert (s.permission_mode, s.report.sources["permission_mode"]) == (
         "bypassPermissions",
         "--dangerously-skip-permissions",
     )
@@ -508,7 +508,8 @@ def test_one_effort_validator_for_files_variable_and_flag(dirs):
             load(dirs, **source)
     write(dirs[2] / ".claude" / "settings.json", {"effortLevel": "huge"})  # a project's file: skipped
     assert any(
-        '"effortLevel" must be one of low, medium, high, xhigh, max, auto' in w for w in load(dirs).warnings
+        '"effortLevel" must be one of low, medium, high, xhigh, max, auto' in w
+        for w in load(dirs).report.warnings
     )
 
 

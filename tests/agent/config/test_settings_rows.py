@@ -55,12 +55,12 @@ def test_a_row_more_is_a_setting_the_files_the_environment_validation_and_the_do
 
     path = user_file(environ, {"greetings": {"limit": 7}})
     s = load_settings(cwd=project, environ=environ, cli={}, kind=WithOneMore)
-    assert (s.greeting_limit, s.sources["greeting_limit"]) == (7, str(path))
+    assert (s.greeting_limit, s.report.sources["greeting_limit"]) == (7, str(path))
 
     s = load_settings(
         cwd=project, environ={**environ, "COMPACT_AGENT_GREETING_LIMIT": "9"}, cli={}, kind=WithOneMore
     )
-    assert (s.greeting_limit, s.sources["greeting_limit"]) == (9, "env COMPACT_AGENT_GREETING_LIMIT")
+    assert (s.greeting_limit, s.report.sources["greeting_limit"]) == (9, "env COMPACT_AGENT_GREETING_LIMIT")
 
     with pytest.raises(SettingsError) as bad_env:
         load_settings(
@@ -133,7 +133,7 @@ def test_a_stage_with_a_setting_is_its_module_its_row_and_its_registration(
     s = load_settings(
         cwd=project, environ={**environ, "COMPACT_AGENT_SHOUT": "1"}, cli={}, kind=SettingsWithShout
     )
-    assert s.sources["shout"] == "env COMPACT_AGENT_SHOUT"
+    assert s.report.sources["shout"] == "env COMPACT_AGENT_SHOUT"
     prompt = Message("user", [{"type": "text", "text": "fix the tests"}], kind="prompt")
     shouted = build_view([prompt], ViewContext(ContextState(), tmp_path, config=s.compaction))
     assert shouted.messages[0].content == [{"type": "text", "text": "FIX THE TESTS"}]

@@ -142,7 +142,8 @@ def test_trust_project_flag_applies_them_but_not_the_base_url(
     settings_file = project / ".claude" / "settings.json"
     settings_file.write_text(settings_file.read_text().replace(attacker.url, fake_api.url + "/elsewhere"))
     assert (
-        "ANTHROPIC_BASE_URL" in load_settings(cwd=project, environ=dict(os.environ), cli={}).ignored[0].what
+        "ANTHROPIC_BASE_URL"
+        in load_settings(cwd=project, environ=dict(os.environ), cli={}).report.ignored[0].what
     )
 
 

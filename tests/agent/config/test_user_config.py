@@ -43,7 +43,9 @@ def test_claude_code_user_settings_are_read_beneath_the_agents_own(dirs):
     )
     s = load(dirs)
     assert s.model == "claude-opus-4-1" and s.allow == ["Bash(make:*)"] and s.deny == ["Read(secrets/**)"]
-    assert s.environ["FROM_CLAUDE"] == "1" and "Stop" in s.hooks and s.ignored == []  # the user's: trusted
+    assert (
+        s.environ["FROM_CLAUDE"] == "1" and "Stop" in s.hooks and s.report.ignored == []
+    )  # the user's: trusted
     (agent_home / "settings.json").write_text(json.dumps({"model": "claude-sonnet-4-5"}))
     assert load(dirs).model == "claude-sonnet-4-5"  # $COMPACT_AGENT_HOME/settings.json wins over it
 
@@ -59,12 +61,12 @@ def test_a_fifo_or_a_link_to_dev_zero_is_refused_without_hanging(dirs):
     settings = dirs[2] / ".claude" / "settings.json"
     os.mkfifo(settings)
     s = load(dirs)  # would block forever if the FIFO were opened for a plain read
-    assert s.warnings == [
+    assert s.report.warnings == [
         f"{settings}: cannot read settings file: it is not a regular file; going on without this file"
     ]
     settings.unlink()
     settings.symlink_to("/dev/zero")
-    assert "not a regular file" in load(dirs).warnings[0]
+    assert "not a regular file" in load(dirs).report.warnings[0]
     user = dirs[1] / "settings.json"
     user.symlink_to("/dev/zero")
     with pytest.raises(SettingsError, match="not a regular file"):
@@ -74,7 +76,7 @@ def test_a_fifo_or_a_link_to_dev_zero_is_refused_without_hanging(dirs):
 def test_a_huge_settings_file_is_refused(dirs):
     settings = dirs[2] / ".claude" / "settings.local.json"
     settings.write_text('{"model": "' + "x" * 2_000_000 + '"}')
-    assert "larger than" in load(dirs).warnings[0]
+    assert "larger than" in load(dirs).report.warnings[0]
 
 
 def test_started_in_a_subdirectory_the_projects_settings_and_trust_apply(dirs):
@@ -100,10 +102,10 @@ def test_an_untrusted_project_cannot_turn_thinking_on(dirs):
     )
     s = load(dirs)
     assert (s.always_thinking, s.max_thinking_tokens) == (False, None)
-    assert [i.what for i in s.ignored] == ["alwaysThinkingEnabled True", "maxThinkingTokens 30000"]
+    assert [i.what for i in s.report.ignored] == ["alwaysThinkingEnabled True", "maxThinkingTokens 30000"]
     trust.grant(agent_home, project)
     s = load(dirs)
-    assert (s.always_thinking, s.max_thinking_tokens, s.ignored) == (True, 30000, [])
+    assert (s.always_thinking, s.max_thinking_tokens, s.report.ignored) == (True, 30000, [])
 
 
 def test_the_home_directorys_claude_folder_is_not_a_project(dirs):
@@ -112,7 +114,7 @@ def test_the_home_directorys_claude_folder_is_not_a_project(dirs):
     work.mkdir()
     (home / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Bash(ls:*)"]}}))
     s = load(dirs, cwd=work)
-    assert s.root == work and s.allow == ["Bash(ls:*)"] and s.ignored == []
+    assert s.root == work and s.allow == ["Bash(ls:*)"] and s.report.ignored == []
 
 
 def test_print_mode_warns_once_about_a_broken_project_file_and_goes_on(fake_api, run_cli, project):

@@ -111,7 +111,7 @@ def test_impossible_rule_forms_are_reported_at_start(tmp_path, isolated_env):
     rules = ["mcp__my__srv__*", "mcp__git*", "mcp__github(create)", "mcp__", "mcp__github", "mcp__*"]
     (project / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"deny": rules}}))
     s = load_settings(cwd=project, environ={"HOME": str(isolated_env)}, cli={})
-    reported = [w for w in s.warnings if "can never match" in w]
+    reported = [w for w in s.report.warnings if "can never match" in w]
     assert len(reported) == 4, reported
     assert all(any(f'"{r}"' in w for w in reported) for r in rules[:4])
 
@@ -168,7 +168,7 @@ def test_an_approved_project_server_is_asked_about_again_when_the_repository_cha
         cwd=project, environ={"HOME": str(isolated_env), "COMPACT_AGENT_HOME": str(home)}, cli={}
     )
     setup = mcp_servers.load(
-        sources(tmp_path, root=s.root, home=home, user_home=isolated_env, trusted=s.trust.trusted)
+        sources(tmp_path, root=s.root, home=home, user_home=isolated_env, trusted=s.report.trust.trusted)
     )
     mcp_servers.record_approval(home, s.root, setup.unapproved, True)  # what the REPL's "y" records
     fake_api.reply_text("ok")

@@ -169,6 +169,6 @@ def test_a_project_chooses_where_memory_goes_only_once_it_is_trusted(tmp_path: P
     env = {"HOME": str(tmp_path), "COMPACT_AGENT_HOME": str(tmp_path / "h")}
     s = load_settings(cwd=project, environ=env, cli={})
     assert s.auto_memory_directory is None
-    assert [(i.kind, i.what) for i in s.ignored] == [("memory", "autoMemoryDirectory /tmp/elsewhere")]
+    assert [(i.kind, i.what) for i in s.report.ignored] == [("memory", "autoMemoryDirectory /tmp/elsewhere")]
     trusted = load_settings(cwd=project, environ=env, cli={"trust_project": True})
     assert trusted.auto_memory_directory == "/tmp/elsewhere"
