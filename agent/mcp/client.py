@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config.mcp_servers import ServerConfig
+from core.boundary import guarded, ignored
 from core.private import make_private_dirs, open_private
 
 CONNECT_TIMEOUT = 30.0  # seconds for a server to start, initialize and list its tools (MCP_TIMEOUT)
@@ -173,10 +174,7 @@ class McpHub:
         if loop is None:
             return
         future = asyncio.run_coroutine_threadsafe(self._stop_all(), loop)
-        try:
-            future.result(timeout=5)
-        except Exception:  # noqa: BLE001 - closing is best effort; the thread is a daemon
-            pass
+        guarded(lambda: future.result(timeout=5), ignored)  # closing is best effort; the thread is a daemon
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -202,7 +200,7 @@ class McpHub:
         finally:
             try:
                 loop.close()
-            except Exception:  # noqa: BLE001 - a loop closed with tasks left: nothing to do
+            except RuntimeError:  # a loop closed with tasks left: nothing to do
                 pass
 
     def _launch(self, state: ServerState) -> None:
@@ -313,10 +311,7 @@ class McpHub:
                 state.session = None
             self.generation += 1
             self.changed.notify_all()
-        try:
-            self.on_change(state)
-        except Exception:  # noqa: BLE001 - a listener's failure is not the server's
-            pass
+        guarded(lambda: self.on_change(state), ignored)  # a listener's failure is not the server's
 
 
 def _quiet_sdk_logs() -> None:

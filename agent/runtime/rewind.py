@@ -64,7 +64,7 @@ def _replaced(session: Session) -> list[Message]:
         return []
     try:
         return list(last.replaced())
-    except Exception:  # noqa: BLE001 - an unreadable transcript: only the live prompts are offered
+    except (OSError, ValueError, KeyError, TypeError):  # an unreadable transcript: the live prompts only
         return []
 
 

@@ -110,7 +110,7 @@ def default_model() -> str:
         best = max(((int(a), int(b or 0)) for a, b in names), default=None)
         if best:
             return f"claude-sonnet-{best[0]}" + (f"-{best[1]}" if best[1] else "")
-    except Exception:  # noqa: BLE001 - a missing list just means the fallback
+    except (ImportError, AttributeError, TypeError, OSError, UnicodeDecodeError):  # no list: the fallback
         pass
     return "claude-sonnet-4-6"
 
@@ -180,18 +180,18 @@ class ModelClient:
     def model_info(self, model: str) -> dict[str, Any]:
         """What ``GET /v1/models/{id}`` says of the model (limits, ``capabilities``), taught to
         core.models so every later request follows it; {} when it can't be had."""
-        try:
-            if _sdk is None and first_request.usable({}):  # at start: no need to wait for the SDK
-                found = first_request.get_json(
-                    f"/v1/models/{quote(api_model_name(model), safe='')}",
-                    timeout=5.0,
-                    **self._kwargs,
-                )
-            else:
-                retrieve = self.client.with_options(max_retries=0, timeout=5.0).models.retrieve
+        path = f"/v1/models/{quote(api_model_name(model), safe='')}"
+        if _sdk is None and first_request.usable({}):  # at start: no need to wait for the SDK
+            try:
+                found = first_request.get_json(path, timeout=5.0, **self._kwargs)
+            except first_request.Handover:  # unreachable or unknown: the table's facts stand
+                return {}
+        else:
+            retrieve = self.client.with_options(max_retries=0, timeout=5.0).models.retrieve
+            try:
                 found = _dump(retrieve(api_model_name(model)))
-        except Exception:  # noqa: BLE001 - unreachable or unknown: the table's facts stand
-            return {}
+            except sdk().APIError:  # unreachable or unknown: the table's facts stand
+                return {}
         self._families[api_model_name(model)] = learn(model, found)
         return found
 
@@ -200,7 +200,7 @@ class ModelClient:
         try:
             page = self.client.with_options(max_retries=0, timeout=5.0).models.list(limit=100)
             return [str(m.id) for m in page.data if getattr(m, "id", None)]
-        except Exception:  # noqa: BLE001 - unreachable: the caller falls back on the table's picker
+        except sdk().APIError:  # unreachable: the caller falls back on the table's picker
             return []
 
     def unknown_model(self, model: str) -> list[str] | None:
@@ -211,7 +211,7 @@ class ModelClient:
             info = self.client.with_options(max_retries=0, timeout=5.0).models.retrieve(api_model_name(model))
         except anthropic.NotFoundError:
             return self.offered_models() or [m for _, m, _ in PICKER]
-        except Exception:  # noqa: BLE001 - unreachable or refused: the request will say
+        except anthropic.APIError:  # unreachable or refused: the request will say
             return None
         self._families[api_model_name(model)] = learn(model, _dump(info))
         return None
@@ -292,8 +292,8 @@ class ModelClient:
             else:
                 result = client.messages.count_tokens(**body)
             return int(result.input_tokens)
-        except Exception:  # noqa: BLE001 - a count is an improvement, never a failure
-            return None
+        except (sdk().APIError, TypeError):  # a count is an improvement, never a failure (TypeError: a
+            return None  # parameter this SDK's count_tokens doesn't take)
 
     def backoff(self, attempt: int) -> float:
         """The wait after failed attempt ``attempt``: doubling from BACKOFF_FIRST, capped, with jitter."""

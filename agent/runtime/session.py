@@ -40,6 +40,7 @@ from agent.runtime.sdk import default_model
 from agent.transcript.writer import SIDE_USAGE, TranscriptWriter
 from compact.context import discovered
 from compact.stages.state import ContextState
+from core.boundary import guarded
 from core.errors import ModelError
 from core.events import Event, Notice, ToolOutput
 from core.messages import Message
@@ -471,10 +472,9 @@ class Session(wiring.SessionBase):
         prompt; the first screen says how many, the transcript records what (docs/memory.md)."""
         if not memory.enabled(self.settings) or self.settings.cwd is None:
             return
-        try:
-            loaded = memory.load(self.settings, self.clock())
-        except Exception as e:  # noqa: BLE001 - memory never takes a session down: said, and it starts without
-            self.notice(f"Memory not loaded: {type(e).__name__}: {e}", "warning")
+        # memory never takes a session down: a failure is said, and the session starts without it
+        loaded = guarded(lambda: memory.load(self.settings, self.clock()), self._memory_failed("not loaded"))
+        if loaded is None:
             return
         self.memory, self.memory_text = loaded, loaded.text
         for problem in loaded.problems:
@@ -487,18 +487,28 @@ class Session(wiring.SessionBase):
         """/memory on|off: memory across sessions for the rest of this session."""
         self.settings.auto_memory = on
 
+    def _memory_failed(self, what: str) -> Callable[[Exception], None]:
+        """Memory's failure said once it happens: "Memory not loaded: OSError: ..."."""
+
+        def say(exc: Exception) -> None:
+            self.notice(f"Memory {what}: {type(exc).__name__}: {exc}", "warning")
+
+        return say
+
     def remember(self, trigger: str) -> int:
         """Write what this conversation's records hold into the project's memory (no model call): at a
         compaction, at the session's end, and when the user asks. The number of memories written."""
         if not memory.enabled(self.settings) or not self.messages:
             return 0
-        try:
-            written, problems = memory.remember(
+        found = guarded(
+            lambda: memory.remember(
                 self.settings, list(self.messages), self.clock(), session=self.session_id
-            )
-        except Exception as e:  # noqa: BLE001 - memory never takes a session down: said once it happens
-            self.notice(f"Memory not written ({trigger}): {type(e).__name__}: {e}", "warning")
+            ),
+            self._memory_failed(f"not written ({trigger})"),
+        )
+        if found is None:
             return 0
+        written, problems = found
         for problem in problems:
             self.notice(f"Memory: {problem}", "warning")
         return written

@@ -25,6 +25,7 @@ from agent.runtime import checkpoints
 from agent.runtime.sdk import INVALID_INPUT
 from agent.runtime.session import Session
 from compact.compaction import ledger, restore
+from core.boundary import guarded
 from core.declaration import declaration_of
 from core.errors import Interrupted
 from core.events import PermissionDenied, TodosChanged, ToolFinished, ToolStarted
@@ -135,26 +136,31 @@ def _guarded(
     turn: every tool_use still gets its tool_result, so the conversation stays valid. Only the user's
     interrupt and "no" leave through here, as they are meant to.
     """
-    try:
+
+    def call() -> _T | ToolResult:
         return step(session, use, *rest)
-    except (Interrupted, Declined):
-        raise
-    except Exception as exc:  # noqa: BLE001 - any failure becomes this call's error result
+
+    def failed(exc: Exception) -> _T | ToolResult:
         return _failure(use, doing, exc)
+
+    return guarded(call, failed)
 
 
 def _execute_guarded(session: Session, use: dict[str, Any], stops: list[str]) -> ToolResult:
-    try:
-        return _execute(session, use, stops)
-    except (Interrupted, Declined):
-        raise
-    except Exception as exc:  # noqa: BLE001 - as in _guarded; the front end is told the call ended
+    """As ``_guarded``; the front end is told the call ended."""
+
+    def failed(exc: Exception) -> ToolResult:
         result = _failure(use, "running", exc)
         session.emit(ToolFinished(use["id"], use.get("name", "?"), result.content, True, result.summary))
         return result
 
+    return guarded(lambda: _execute(session, use, stops), failed)
+
 
 def _failure(use: dict[str, Any], doing: str, exc: Exception) -> ToolResult:
+    """The error result that answers a call which failed; the user's interrupt and "no" are raised on."""
+    if isinstance(exc, (Interrupted, Declined)):
+        raise exc
     detail = " ".join(str(exc).split())[:300]
     what = type(exc).__name__ + (f": {detail}" if detail else "")
     return ToolResult(
@@ -176,7 +182,7 @@ def _with_absolute_path(session: Session, use: dict[str, Any]) -> dict[str, Any]
         return use
     try:
         resolved = str(session.tool_ctx.resolve(args[key]))
-    except Exception:  # noqa: BLE001 - see above
+    except (ValueError, OSError, RuntimeError):  # see above
         return use
     return use if resolved == args[key] else {**use, "input": {**args, key: resolved}}
 

@@ -63,6 +63,7 @@ def run(
     ``stderr=None`` merges stderr into ``stdout``; ``stdin=None`` closes it (else the bytes are fed from
     a thread, a child that does not read them is no error). Raises OSError when it cannot be started."""
     gate = watchdog.Gate()
+    proc = None
     try:
         proc = subprocess.Popen(
             ["bash", "-c", gate.prefix + script, "bash", *args],
@@ -74,9 +75,9 @@ def run(
             start_new_session=True,
             pass_fds=gate.fds,
         )
-    except BaseException:
-        gate.failed()
-        raise
+    finally:
+        if proc is None:  # not started (whatever stopped it is raised as it was)
+            gate.failed()
     pipes: list[tuple[IO[bytes], Sink]] = [(_pipe(proc.stdout), stdout)]
     if stderr is not None:
         pipes.append((_pipe(proc.stderr), stderr))
