@@ -3,7 +3,7 @@ against them and ``scripts/gen_bans.py`` writes every floor's and room's ``ruff.
 (tests/test_layers.py fails when a ban list is stale).
 
     agent/    cli.py on top; demo/ < frontend/ < runtime/ < mcp/ and memory/ < config/ and transcript/ (side by side)
-    compact/  request_cycle.py, autocompact.py, start.py on top; workers/ < compaction/ < context/ < stages/ < decision/
+    compact/  request_cycle.py, autocompact.py, start.py, owner.py on top; workers/ < compaction/ < context/ < stages/ < decision/
     tools/    the model's tools on top; permissions/ < shell/ < process/
     core/     messages, token estimate, events, errors, private files, the model protocol
 

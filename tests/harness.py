@@ -24,6 +24,7 @@ from agent.config.system_prompt import build_system, compact_instructions, memor
 from agent.runtime import wiring
 from agent.runtime.hooks import HookRunner, base_payload
 from agent.transcript.writer import TranscriptWriter
+from compact import owner
 from compact.context.conversation import Conversation, Ports
 from compact.decision.config import CompactConfig
 from core.events import Notice
@@ -44,8 +45,8 @@ class Limits:
 
 
 @dataclass(eq=False)
-class Bench(wiring.SessionBase):
-    """A session's recording, usage, requests, thresholds and shortcuts (wiring.SessionBase) over a bench."""
+class Bench(owner.ConversationOwner):
+    """A session's recording, usage, requests, thresholds and shortcuts (compact.owner.ConversationOwner) over a bench."""
 
     conv: Conversation
     ports: Ports
@@ -162,6 +163,6 @@ def make_bench(
         hooks=HookRunner(hooks or {}, cwd, dict(os.environ)),
     )
     bench.ports = bench.compaction_ports(client, events.append, compaction)
-    bench.conv = wiring.conversation(writer, store / session_id, tools, bench.ports, clock=clock)
+    bench.conv = owner.conversation(writer, store / session_id, tools, bench.ports, clock=clock)
     client.on_binding_fallback = bench.binding_fallback
     return bench

@@ -59,7 +59,7 @@ path: read the rest with Read (offset/limit), or narrow the command (`| tail -50
 - Use it for what needs a shell: running tests, builds, linters, git, package managers. Ask the user \
 before commands that delete data, rewrite git history, push, publish or reach other systems.
 - description: a few words saying what the command does, shown to the user."""
-# the description at small windows, where the tools' text is a large share of the context (agent.runtime.wiring)
+# the description at small windows, where the tools' text is a large share of the context (compact.owner)
 BRIEF = 'Run a bash command; stdout and stderr come back together, a failure ends with "Exit code N". The directory persists between calls, nothing else does; stdin is closed; timeout in ms (default 120000, max 600000). Prefer Grep, Glob and Read for searching and reading. Ask before deleting data, rewriting history, pushing or publishing.'
 
 

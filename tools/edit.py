@@ -26,7 +26,7 @@ or set replace_all to true to change every occurrence (handy for renaming a vari
 content.
 - The file's line endings (LF or CRLF) are kept.
 - Prefer editing existing files to writing new ones."""
-# the description at small windows, where the tools' text is a large share of the context (agent.runtime.wiring)
+# the description at small windows, where the tools' text is a large share of the context (compact.owner)
 BRIEF = "Replace exact text in a file read this session: old_string must match once, exactly (no line-number prefix), unless replace_all; new_string must differ. An empty old_string on a missing path creates the file."
 
 

@@ -31,7 +31,7 @@ passing "null" or "undefined".
 - Returns absolute paths of matching files, most recently modified first, at most 100.
 - To search file contents use Grep. For open-ended searches that may take several rounds, combine \
 Glob and Grep across several calls; run independent searches in parallel."""
-# the description at small windows, where the tools' text is a large share of the context (agent.runtime.wiring)
+# the description at small windows, where the tools' text is a large share of the context (compact.owner)
 BRIEF = 'Find files by a glob pattern ("**/*.py"); path defaults to the working directory. Absolute paths, newest first, at most 100.'
 
 

@@ -49,7 +49,7 @@ of matches per file.
 - Output over about 20,000 characters is saved to a file and previewed; narrow the search (path, \
 glob, type, head_limit) rather than paging through it.
 - Use this instead of running grep or rg through Bash."""
-# the description at small windows, where the tools' text is a large share of the context (agent.runtime.wiring)
+# the description at small windows, where the tools' text is a large share of the context (compact.owner)
 BRIEF = "Search file contents with a ripgrep regex. output_mode: files_with_matches (default), content (lines, -n, -A/-B/-C) or count; glob/type filter files; -i ignores case; head_limit caps the output. Use it instead of grep or rg in Bash."
 
 

@@ -55,7 +55,7 @@ not part of the file; leave them out when you quote text in Edit's old_string.
 are refused.
 - A file must be read before it can be changed with Write or Edit.
 - If you may need several files, read them in parallel in one response."""
-# the description at small windows, where the tools' text is a large share of the context (agent.runtime.wiring)
+# the description at small windows, where the tools' text is a large share of the context (compact.owner)
 BRIEF = "Read a file by absolute path: numbered lines (the number and tab are not part of the file), up to 2000 from offset/limit; images are shown. A file must be read before Edit or Write changes it."
 
 

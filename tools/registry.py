@@ -49,7 +49,7 @@ def builtin_tools() -> list[Tool]:
 def tool_schemas(tools: list[Tool], *, brief: bool = False) -> list[dict[str, Any]]:
     """The ``tools`` parameter of a Messages API request. ``brief``: the short descriptions of the tools
     that have one (the input schemas are the same), for windows where the full text would take a large
-    share of the context (agent.runtime.wiring.brief_tools)."""
+    share of the context (compact.owner.ConversationOwner.brief_tools)."""
     return [
         {
             "name": tool.name,

@@ -24,7 +24,7 @@ replies, tool calls and their results. All of it goes.
 - Snip turns whose details you no longer need (finished tasks, long outputs you have already used). \
 The full conversation stays in the transcript, but you won't see the snipped part again.
 """
-# the description at small windows, where the tools' text is a large share of the context (agent.runtime.wiring)
+# the description at small windows, where the tools' text is a large share of the context (compact.owner)
 BRIEF = "Remove earlier turns from your context by the [id:...] tags that end each user message: a turn is that message and everything up to the next one. Not the current turn; the transcript keeps them."
 
 

@@ -25,7 +25,7 @@ activeForm (present continuous: "Running the tests") and its status: pending, in
 - Keep exactly one task in_progress while you work; mark a task completed as soon as it is done (not \
 in batches), and only when it is fully done — not while tests fail or the work is partial.
 - Remove tasks that no longer matter, and add new ones as you discover them."""
-# the description at small windows, where the tools' text is a large share of the context (agent.runtime.wiring)
+# the description at small windows, where the tools' text is a large share of the context (compact.owner)
 BRIEF = "Keep the task list for work of three or more steps: each call sends every task (content, activeForm, status pending/in_progress/completed), exactly one in_progress, each marked completed as soon as it is fully done."
 
 RESULT = (

@@ -18,7 +18,7 @@ Write a file to the local filesystem, replacing it entirely if it already exists
 not have changed since; otherwise the write is refused.
 - To change part of an existing file prefer the Edit tool: it sends only the change.
 - Do not create documentation or README files unless the user asks for them."""
-# the description at small windows, where the tools' text is a large share of the context (agent.runtime.wiring)
+# the description at small windows, where the tools' text is a large share of the context (compact.owner)
 BRIEF = "Write a whole file by absolute path (parents created). An existing file must be read first; prefer Edit for changes; no docs or READMEs unless asked."
 
 

@@ -21,7 +21,7 @@ from agent.runtime import subagents
 from agent.runtime.sdk import default_model
 from agent.runtime.session import AskFn, Session
 from agent.runtime.tool_exec import for_history
-from agent.runtime.wiring import USAGE_KEYS, binding_record
+from agent.runtime.wiring import binding_record
 from agent.transcript.claude_code import same_model
 from agent.transcript.listing import earlier_usage, latest_session, session_info
 from agent.transcript.loader import load_transcript, messages_before
@@ -30,6 +30,7 @@ from compact import request_cycle
 from compact.compaction.compactor import COMPACT_RESULT, WRAPPER_CLOSINGS, WRAPPER_OPENING
 from compact.compaction.server_summary import BLOCK as COMPACTION_BLOCK
 from compact.context.conversation import LastCompaction
+from compact.owner import USAGE_KEYS
 from compact.stages.state import state_records
 from core.errors import SessionError
 from core.events import Event, Notice

@@ -1,7 +1,7 @@
 """A session: settings, the conversation and its ports, tools, permissions, hooks and the model client.
 
-``Session`` wires the floors together once, with the pieces of agent.runtime.wiring (which the tests' bench
-shares, and ``wiring.SessionBase``, the methods both have): the ``Conversation`` (the live list, the
+``Session`` wires the floors together once, with its own pieces from agent.runtime.wiring and what the
+tests' compaction bench shares (compact.owner, ``ConversationOwner``): the ``Conversation`` (the live list, the
 transcript writer, state, counters, workers) and the ``Ports`` compaction reaches the rest through
 (compact.context.conversation), the tools and their context, the permission rules, the hook runner and the SDK
 client. Everything added to the conversation goes through ``add`` (list + transcript + event), so the
@@ -38,6 +38,7 @@ from agent.runtime import context_updates, thinking, wiring
 from agent.runtime.hooks import HookRunner, base_payload
 from agent.runtime.sdk import default_model
 from agent.transcript.writer import SIDE_USAGE, TranscriptWriter
+from compact import owner
 from compact.context import discovered
 from compact.stages.state import ContextState
 from core.boundary import guarded
@@ -75,7 +76,7 @@ def _utcnow() -> datetime:
 
 
 @dataclass(eq=False)
-class Session(wiring.SessionBase):
+class Session(owner.ConversationOwner):
     settings: Settings
     session_id: str
     emit: Callable[[Event], None]
@@ -138,7 +139,7 @@ class Session(wiring.SessionBase):
             offers_compaction=lambda: offers_compaction(self.model, self.family()),
             preserves_thinking=lambda: preserves_thinking(self.model),
         )
-        self.conv = wiring.conversation(
+        self.conv = owner.conversation(
             writer,
             self.session_dir,
             self.tool_ctx,
@@ -202,6 +203,9 @@ class Session(wiring.SessionBase):
         self.client.on_binding_fallback = self.binding_fallback
         self.ports.model = self.client
         self._facts = self._learn()
+
+    def configured_max_output(self) -> int | None:
+        return self.settings.compaction.max_output_tokens  # the settings in force (/trust revoke reloads)
 
     def _emit(self, event: Event) -> None:
         self.emit(event)  # late-bound: the REPL swaps ``emit`` when it takes the session over

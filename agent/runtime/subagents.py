@@ -42,7 +42,6 @@ from agent.runtime.tool_exec import (
     record_interruption,
     run_tools,
 )
-from agent.runtime.wiring import USAGE_KEYS
 from agent.transcript.writer import (
     SIDE_USAGE,
     SidechainWriter,
@@ -50,6 +49,7 @@ from agent.transcript.writer import (
     agent_id_for,
     sidechain_path,
 )
+from compact.owner import USAGE_KEYS
 from compact.request_cycle import after_response, before_request, send
 from core.errors import ContextLimitReached, Interrupted, ModelError
 from core.events import (

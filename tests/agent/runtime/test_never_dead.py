@@ -10,9 +10,9 @@ from pathlib import Path
 
 from agent.runtime import lifecycle
 from agent.runtime.loop import run_turn
-from agent.runtime.wiring import FALLBACK_NOTICE
 from agent.transcript.loader import load_transcript
 from compact.context import cache_health
+from compact.owner import FALLBACK_NOTICE
 from core.events import Notice
 from core.messages import user_prompt
 from core.model import BINDING_BETA
