@@ -165,23 +165,36 @@ def _records(
         facts_all = m.extra.get(FACTS_KEY) or {}
         for r in m.tool_results:
             use = uses.get(r.get("tool_use_id", ""))
-            if use is None:
-                continue
-            name, args = use.get("name"), use.get("input") or {}
-            failed = bool(r.get("is_error"))
-            text = result_text(r.get("content"))
-            facts = facts_all.get(r.get("tool_use_id")) or {}
-            if name == "Bash" and isinstance(args.get("command"), str):
-                runs.append(Run(args["command"], _code(failed, text, facts), _outcome(text), m.timestamp))
-            elif failed:
-                continue
-            elif name == "Edit" and isinstance(args.get("file_path"), str):
-                edits.append((args["file_path"], str(args.get("new_string") or ""), m.timestamp))
-            elif name == "Write" and isinstance(args.get("file_path"), str):
-                edits.append((args["file_path"], str(args.get("content") or "")[:400], m.timestamp))
-            elif name == "Read" and isinstance(args.get("file_path"), str):
-                reads.append(args["file_path"])
+            if use is not None:
+                _record_result(
+                    use, r, facts_all.get(r.get("tool_use_id")) or {}, m.timestamp, runs, edits, reads
+                )
     return runs, edits, reads, prompts
+
+
+def _record_result(
+    use: dict[str, Any],
+    r: dict[str, Any],
+    facts: dict[str, Any],
+    time: str,
+    runs: list[Run],
+    edits: list[tuple[str, str, str]],
+    reads: list[str],
+) -> None:
+    """One tool call's result into the records: a command run (failed too), or a file edited or read."""
+    name, args = use.get("name"), use.get("input") or {}
+    failed = bool(r.get("is_error"))
+    if name == "Bash" and isinstance(args.get("command"), str):
+        text = result_text(r.get("content"))
+        runs.append(Run(args["command"], _code(failed, text, facts), _outcome(text), time))
+    elif failed or not isinstance(args.get("file_path"), str):
+        return
+    elif name == "Edit":
+        edits.append((args["file_path"], str(args.get("new_string") or ""), time))
+    elif name == "Write":
+        edits.append((args["file_path"], str(args.get("content") or "")[:400], time))
+    elif name == "Read":
+        reads.append(args["file_path"])
 
 
 def _code(failed: bool, text: str, facts: dict[str, Any]) -> int:
@@ -213,8 +226,32 @@ class Parsed:
 def parse_command(command: str, tree: Tree, base: str) -> Parsed | None:
     """What a command is for, and what to check before trusting it; None for commands that aren't one of
     the project's ways to build, test, lint, type-check, format, run or install."""
-    text = command.strip()
-    directory = base
+    split = _split_command(command, base)
+    if split is None:
+        return None
+    words, directory = split
+    program = Path(words[0]).name
+    if program in ("make", "gmake"):
+        return _make_command(command, words[1:], directory, tree)
+    if program in ("npm", "pnpm", "yarn") and len(words) >= 2:
+        script = words[2] if words[1] == "run" and len(words) > 2 else words[1]
+        category = _category_of_target(script)
+        if category is None:
+            return None
+        return Parsed(category, {"kind": "npm", "dir": directory, "script": script}, f"{program} {script}")
+    python = re.fullmatch(r"python[0-9.]*", program) is not None
+    if python and len(words) >= 3 and words[1] == "-m":
+        return _python_module(command, words[2], words[3:], directory, tree)
+    if python and len(words) >= 2 and words[1].endswith(".py"):
+        script = str(Path(directory) / words[1]) if directory != "." else words[1]
+        return Parsed("run", {"kind": "script", "path": script}, f"python {words[1]}")
+    return _tool_command(command, program, words[1:], directory, tree)
+
+
+def _split_command(command: str, base: str) -> tuple[list[str], str] | None:
+    """The words of one simple command (a leading ``cd DIR &&`` moves the directory, ``NAME=value``
+    assignments dropped) and the directory it runs in; None for a pipeline, a list, or unparsable text."""
+    text, directory = command.strip(), base
     cd = re.match(r"^cd\s+(\S+)\s*&&\s*(.+)$", text, re.S)
     if cd:
         directory = str(Path(base) / cd.group(1)) if not cd.group(1).startswith("/") else cd.group(1)
@@ -227,78 +264,70 @@ def parse_command(command: str, tree: Tree, base: str) -> Parsed | None:
         return None
     while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words[0]):
         words = words[1:]
-    if not words:
+    return (words, directory) if words else None
+
+
+def _make_arguments(rest: list[str], directory: str) -> tuple[str, str, list[str]]:
+    """make's ``-C DIR`` and ``-f FILE`` read, and its targets: (directory, makefile, targets)."""
+    makefile, targets = "", []
+    i = 0
+    while i < len(rest):
+        w = rest[i]
+        if w in ("-C", "--directory") and i + 1 < len(rest):
+            directory, i = str(Path(directory) / rest[i + 1]), i + 2
+            continue
+        if w in ("-f", "--file") and i + 1 < len(rest):
+            makefile, i = rest[i + 1], i + 2
+            continue
+        if not w.startswith("-") and "=" not in w:
+            targets.append(w)
+        i += 1
+    return directory, makefile, targets
+
+
+def _make_command(command: str, rest: list[str], directory: str, tree: Tree) -> Parsed | None:
+    directory, makefile, targets = _make_arguments(rest, directory)
+    if len(targets) > 1:
         return None
-    program = Path(words[0]).name
-    if program in ("make", "gmake"):
-        rest, makefile, targets = words[1:], "", []
-        i = 0
-        while i < len(rest):
-            w = rest[i]
-            if w in ("-C", "--directory") and i + 1 < len(rest):
-                directory, i = str(Path(directory) / rest[i + 1]), i + 2
-                continue
-            if w in ("-f", "--file") and i + 1 < len(rest):
-                makefile, i = rest[i + 1], i + 2
-                continue
-            if not w.startswith("-") and "=" not in w:
-                targets.append(w)
-            i += 1
-        target = targets[0] if len(targets) == 1 else "" if not targets else None
-        if target is None:
-            return None
-        targets_now, files = tree.make_targets(directory, makefile)
-        if not target:
-            target = next(iter(targets_now), "")
-            if not target:
-                return None
-        category = _category_of_target(target)
-        if category is None:
-            return None
-        recipe = list(targets_now.get(target, ("", 0, []))[2])
-        made: dict[str, Any] = {
-            "kind": "make",
-            "dir": directory,
-            "makefile": makefile,
-            "target": target,
-            "command": command.strip(),
-            "recipe": recipe,
-        }
-        if target in targets_now:
-            rel, line, _ = targets_now[target]
-            made["defined"] = f"{rel}:{line}"
-        return Parsed(category, made, f"make {target}")
-    if program in ("npm", "pnpm", "yarn") and len(words) >= 2:
-        script = words[2] if words[1] == "run" and len(words) > 2 else words[1]
-        category = _category_of_target(script)
-        if category is None:
-            return None
-        return Parsed(category, {"kind": "npm", "dir": directory, "script": script}, f"{program} {script}")
-    module = ""
-    if re.fullmatch(r"python[0-9.]*", program) and len(words) >= 3 and words[1] == "-m":
-        module, args = words[2], words[3:]
-    elif re.fullmatch(r"python[0-9.]*", program) and len(words) >= 2 and words[1].endswith(".py"):
-        script = str(Path(directory) / words[1]) if directory != "." else words[1]
-        return Parsed("run", {"kind": "script", "path": script}, f"python {words[1]}")
-    else:
-        args = words[1:]
-    tool = module or program
+    targets_now, _ = tree.make_targets(directory, makefile)
+    target = targets[0] if targets else next(iter(targets_now), "")
+    category = _category_of_target(target) if target else None
+    if category is None:
+        return None
+    recipe = list(targets_now.get(target, ("", 0, []))[2])
+    made: dict[str, Any] = {
+        "kind": "make",
+        "dir": directory,
+        "makefile": makefile,
+        "target": target,
+        "command": command.strip(),
+        "recipe": recipe,
+    }
+    if target in targets_now:
+        rel, line, _ = targets_now[target]
+        made["defined"] = f"{rel}:{line}"
+    return Parsed(category, made, f"make {target}")
+
+
+def _python_module(command: str, module: str, args: list[str], directory: str, tree: Tree) -> Parsed | None:
+    """``python -m MODULE``: a known tool, or the project's own module run as a script."""
+    if module in PROGRAMS:
+        return _tool_command(command, module, args, directory, tree)
+    stem = module.replace(".", "/")
+    candidates = [f"{stem}.py", f"{stem}/__main__.py", f"src/{stem}.py", f"src/{stem}/__main__.py"]
+    candidates = [str(Path(directory) / c) if directory != "." else c for c in candidates]
+    if any(tree.exists(c) for c in candidates):
+        return Parsed(
+            "run",
+            {"kind": "script", "path": candidates[0], "candidates": candidates},
+            f"python -m {module}",
+        )
+    return None
+
+
+def _tool_command(command: str, tool: str, args: list[str], directory: str, tree: Tree) -> Parsed | None:
+    """A known tool (pytest, ruff, mypy, ...): the paths it was given, and the config it reads first."""
     category = PROGRAMS.get(tool)
-    if category is None and module:
-        candidates = [
-            f"{module.replace('.', '/')}.py",
-            f"{module.replace('.', '/')}/__main__.py",
-            f"src/{module.replace('.', '/')}.py",
-            f"src/{module.replace('.', '/')}/__main__.py",
-        ]
-        candidates = [str(Path(directory) / c) if directory != "." else c for c in candidates]
-        if any(tree.exists(c) for c in candidates):
-            return Parsed(
-                "run",
-                {"kind": "script", "path": candidates[0], "candidates": candidates},
-                f"python -m {module}",
-            )
-        return None
     if category is None:
         return None
     paths = [a for a in args if not a.startswith("-") and tree.exists(str(Path(directory) / a))]
@@ -309,18 +338,17 @@ def parse_command(command: str, tree: Tree, base: str) -> Parsed | None:
         "paths": [str(Path(directory) / p) if directory != "." else p for p in paths],
     }
     in_effect = tree.config_in_effect(tool)
-    if in_effect is not None:
-        found = tree.section(*in_effect)
-        if found is not None:
-            start, end, content = found
-            check["config"] = {
-                "kind": "config",
-                "tool": tool,
-                "path": in_effect[0],
-                "section": in_effect[1],
-                "start": start,
-                "content": "\n".join(content.splitlines()[:6]),
-            }
+    found = tree.section(*in_effect) if in_effect is not None else None
+    if in_effect is not None and found is not None:
+        start, _, content = found
+        check["config"] = {
+            "kind": "config",
+            "tool": tool,
+            "path": in_effect[0],
+            "section": in_effect[1],
+            "start": start,
+            "content": "\n".join(content.splitlines()[:6]),
+        }
     return Parsed(category, check, tool)
 
 
@@ -333,6 +361,23 @@ def _category_of_target(name: str) -> str | None:
         if any(low.startswith(w + "-") or low.endswith("-" + w) for w in words):
             return category
     return None
+
+
+def _fixed_note(
+    first: Run, run: Run, edits: list[tuple[str, str, str]], tree: Tree, secrets: list[str]
+) -> str:
+    """How a command that failed first came to pass: the files edited between the two runs."""
+    changed = sorted(
+        {
+            Path(p).name if not Path(p).is_absolute() else _short(p, tree.root)
+            for p, _, t in edits
+            if first.time <= t <= run.time
+        }
+    )
+    outcome = redact(first.outcome, secrets)
+    return f"; failed first (exit {first.exit_code}: {outcome})" + (
+        f", passed after editing {', '.join(changed)}" if changed else ", passed when run again"
+    )
 
 
 def _command_memories(
@@ -361,20 +406,7 @@ def _command_memories(
             failed_only.setdefault(run.command, run)
             continue
         earlier = [r for r in runs[:i] if r.command == run.command and r.exit_code not in (0, None)]
-        fixed = ""
-        if earlier:
-            first = earlier[0]
-            changed = sorted(
-                {
-                    Path(p).name if not Path(p).is_absolute() else _short(p, tree.root)
-                    for p, _, t in edits
-                    if first.time <= t <= run.time
-                }
-            )
-            outcome = redact(first.outcome, secrets)
-            fixed = f"; failed first (exit {first.exit_code}: {outcome})" + (
-                f", passed after editing {', '.join(changed)}" if changed else ", passed when run again"
-            )
+        fixed = _fixed_note(earlier[0], run, edits, tree, secrets) if earlier else ""
         recipe = parsed.check.get("recipe") or []
         runs_what = f" runs `{'; '.join(recipe)}`" if recipe else ""
         text = redact(f"`{command}`{runs_what}{fixed}", secrets)
@@ -553,26 +585,8 @@ def sentences(text: str) -> list[str]:
 def _user_memories(prompts: list[tuple[str, str]], session: str, secrets: list[str]) -> list[Memory]:
     out: dict[str, Memory] = {}
     for text, time in prompts:
-        if text.startswith("/") or text.startswith("!"):
-            continue
-        remembered = REMEMBER.match(text)
-        if not remembered and len(text) > PASTE_CHARS:
-            continue  # a paste (a log, a file): its "always" and "never" are not the user's rules
-        if remembered:
-            items = [("notes", "remember", remembered.group(1).strip())]
-        else:
-            items = []
-            for s in sentences(text):
-                if CORRECTION.match(s):
-                    items.append(("rules", "correction", s))
-                elif RULE.search(s):
-                    items.append(("rules", "rule", s))
-                elif DECISION.match(s):
-                    items.append(("decisions", "decision", s))
-        for topic, title, said in items:
-            said = redact(" ".join(said.split()), secrets)
-            if len(said) > SENTENCE_CHARS:
-                said = said[: SENTENCE_CHARS - 1] + "…"
+        for topic, title, said in _user_items(text):
+            said = _clip(redact(" ".join(said.split()), secrets), SENTENCE_CHARS)
             if len(said) < 6:
                 continue
             slot = f"{title}:{_norm(said)}"
@@ -583,6 +597,31 @@ def _user_memories(prompts: list[tuple[str, str]], session: str, secrets: list[s
             else:
                 out[slot] = memo
     return list(out.values())[-MAX_USER:]
+
+
+def _user_items(text: str) -> list[tuple[str, str, str]]:
+    """What one prompt says to keep: (topic, title, the words): a "remember ...", or its rules,
+    corrections and decisions; nothing from a command, a shell escape or a paste."""
+    if text.startswith("/") or text.startswith("!"):
+        return []
+    remembered = REMEMBER.match(text)
+    if remembered:
+        return [("notes", "remember", remembered.group(1).strip())]
+    if len(text) > PASTE_CHARS:
+        return []  # a paste (a log, a file): its "always" and "never" are not the user's rules
+    items = []
+    for said in sentences(text):
+        if CORRECTION.match(said):
+            items.append(("rules", "correction", said))
+        elif RULE.search(said):
+            items.append(("rules", "rule", said))
+        elif DECISION.match(said):
+            items.append(("decisions", "decision", said))
+    return items
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _norm(text: str) -> str:

@@ -200,26 +200,9 @@ def load(settings: Settings, now: datetime, *, verify: bool = True) -> Loaded:
         index = store.read_index(written.get(INDEX))
         _take_in_edits(store, memories, index, now)
         tree = Tree(settings.root)
-        cutoff = now - timedelta(days=EXPIRY_DAYS)
         changed = False
         for m in live(memories):
-            if _scrub(m, secrets):
-                loaded.redacted += 1
-            used = parse_time(m.used or m.written)
-            if used is not None and used < cutoff:
-                m.state, m.reason = EXPIRED, f"unused since {m.used[:10]}"
-                loaded.expired += 1
-                continue
-            before = (m.state, m.reason, m.text)
-            if verify:
-                try:
-                    _verify(m, tree, now)
-                except (KeyError, TypeError, ValueError, AttributeError) as e:  # a check edited by hand
-                    m.state, m.reason = STALE, f"its check can't be made ({type(e).__name__}: {e})"
-            changed |= before != (m.state, m.reason, m.text)
-            if m.state in SERVED and (parse_time(m.used) or cutoff) < now - RENEW_AFTER:
-                m.used = utc(now)  # renewed (a day's precision: no write at every start)
-                changed = True
+            changed |= _check_one(m, loaded, tree, now, secrets, verify=verify)
         changed |= loaded.expired > 0 or loaded.redacted > 0 or index.edited or bool(index.damaged)
         changed |= bool(memories) and index.inside is None  # the agent's section is missing: written again
         if changed:
@@ -229,6 +212,37 @@ def load(settings: Settings, now: datetime, *, verify: bool = True) -> Loaded:
             raw = store.index_path.read_bytes()[:MAX_BYTES]
         except OSError:
             raw = b""
+    _take_text(loaded, store, index, raw, secrets)
+    return loaded
+
+
+def _check_one(
+    m: Memory, loaded: Loaded, tree: Tree, now: datetime, secrets: set[str], *, verify: bool
+) -> bool:
+    """One memory at load: secrets redacted, expired when unused for long, checked against the tree,
+    renewed when served; True when it changed."""
+    cutoff = now - timedelta(days=EXPIRY_DAYS)
+    if _scrub(m, secrets):
+        loaded.redacted += 1
+    used = parse_time(m.used or m.written)
+    if used is not None and used < cutoff:
+        m.state, m.reason = EXPIRED, f"unused since {m.used[:10]}"
+        loaded.expired += 1
+        return False
+    before = (m.state, m.reason, m.text)
+    if verify:
+        try:
+            _verify(m, tree, now)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:  # a check edited by hand
+            m.state, m.reason = STALE, f"its check can't be made ({type(e).__name__}: {e})"
+    if m.state in SERVED and (parse_time(m.used) or cutoff) < now - RENEW_AFTER:
+        m.used = utc(now)  # renewed (a day's precision: no write at every start)
+        return True
+    return before != (m.state, m.reason, m.text)
+
+
+def _take_text(loaded: Loaded, store: Store, index: Index, raw: bytes, secrets: set[str]) -> None:
+    """What the session's system prompt takes from MEMORY.md (its first lines, nothing secret-looking)."""
     excerpt = "\n".join(raw.decode("utf-8", "replace").splitlines()[:MAX_LINES])
     user_text = index.before + "\n" + index.after + "\n" + "\n".join(index.foreign)
     loaded.user_lines = sum(
@@ -245,7 +259,6 @@ def load(settings: Settings, now: datetime, *, verify: bool = True) -> Loaded:
             HEADER.format(index=store.index_path) + "\n\nContents of MEMORY.md:\n\n" + excerpt.strip()
         )
         loaded.tokens = (len(loaded.text) + 3) // 4  # a rough count: the tokenizer's load costs start-up time
-    return loaded
 
 
 def remember(

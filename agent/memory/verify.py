@@ -112,45 +112,43 @@ class Tree:
         top = self.makefile(directory, name)
         targets: dict[str, tuple[str, int, list[str]]] = {}
         files: list[str] = []
-        if top is None:
-            return targets, files
-
-        def visit(rel: str, depth: int) -> None:
-            if rel in files or depth > MAX_INCLUDE_DEPTH:
-                return
-            text = self.read(rel)
-            if text is None:
-                return
-            files.append(rel)
-            lines = text.splitlines()
-            i = 0
-            while i < len(lines):
-                line = lines[i]
-                inc = _INCLUDE.match(line)
-                if inc:
-                    for word in inc.group(2).split():
-                        if "$" not in word and "*" not in word:
-                            base = directory if directory not in ("", ".") else ""
-                            visit(str(Path(base) / word) if base else word, depth + 1)
-                    i += 1
-                    continue
-                m = _TARGET.match(line) if not line.startswith("\t") else None
-                if m:
-                    recipe = []
-                    j = i + 1
-                    while j < len(lines) and (lines[j].startswith("\t") or not lines[j].strip()):
-                        if lines[j].strip():
-                            recipe.append(lines[j].strip())
-                        j += 1
-                    for name_ in m.group(1).split():
-                        if not name_.startswith(".") and name_ not in targets:
-                            targets[name_] = (rel, i + 1, recipe)
-                    i = j
-                    continue
-                i += 1
-
-        visit(top, 0)
+        if top is not None:
+            self._visit_makefile(top, 0, directory, targets, files)
         return targets, files
+
+    def _visit_makefile(
+        self,
+        rel: str,
+        depth: int,
+        directory: str,
+        targets: dict[str, tuple[str, int, list[str]]],
+        files: list[str],
+    ) -> None:
+        """The targets of one makefile, and of the files it includes, into ``targets`` (the first wins)."""
+        if rel in files or depth > MAX_INCLUDE_DEPTH:
+            return
+        text = self.read(rel)
+        if text is None:
+            return
+        files.append(rel)
+        lines = text.splitlines()
+        i = 0
+        while i < len(lines):
+            inc = _INCLUDE.match(lines[i])
+            if inc:
+                for included in _included(inc.group(2), directory):
+                    self._visit_makefile(included, depth + 1, directory, targets, files)
+                i += 1
+                continue
+            m = _TARGET.match(lines[i]) if not lines[i].startswith("\t") else None
+            if m is None:
+                i += 1
+                continue
+            recipe, end = _recipe_at(lines, i + 1)
+            for target in m.group(1).split():
+                if not target.startswith(".") and target not in targets:
+                    targets[target] = (rel, i + 1, recipe)
+            i = end
 
     def files_defining(self, target: str) -> list[str]:
         """Makefile-like files under the root (two levels) that define ``target``, read or not."""
@@ -330,3 +328,19 @@ def _check_lines(c: dict[str, Any], tree: Tree) -> Verdict:
             (rel, lines, content),
         )
     return Verdict("stale", f"{rel}:{start}-{start + n - 1} no longer says what was cited")
+
+
+def _included(words: str, directory: str) -> list[str]:
+    """The files an ``include`` line names that can be read as written (no variables, no patterns)."""
+    base = directory if directory not in ("", ".") else ""
+    return [str(Path(base) / w) if base else w for w in words.split() if "$" not in w and "*" not in w]
+
+
+def _recipe_at(lines: list[str], start: int) -> tuple[list[str], int]:
+    """The recipe lines from ``start`` (tab-indented, blank lines between them skipped) and where it ends."""
+    recipe, j = [], start
+    while j < len(lines) and (lines[j].startswith("\t") or not lines[j].strip()):
+        if lines[j].strip():
+            recipe.append(lines[j].strip())
+        j += 1
+    return recipe, j
