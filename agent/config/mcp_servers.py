@@ -128,52 +128,63 @@ def parse_server(name: str, raw: Any, scope: str, source: str, environ: Mapping[
         transport = "http"
     if transport not in TRANSPORTS:
         return _with(base, problem=f'{source}: server "{name}" has an unknown type "{transport}"')
-    refuse = scope == "project" and transport in REMOTE
-    missing: list[str] = []
+    values = _Expander(environ, refuse_credentials=scope == "project" and transport in REMOTE)
+    try:
+        config = _remote(base, raw, transport, values) if transport in REMOTE else _stdio(base, raw, values)
+    except ValueError as e:
+        return _with(base, problem=f'{source}: server "{name}": {e}')
+    config = _with(config, always_load=raw.get("alwaysLoad") is True)
+    if values.missing:
+        return _with(config, problem=f"variables not expanded: {', '.join(dict.fromkeys(values.missing))}")
+    return config
 
-    def text(value: Any, key: str) -> str:
+
+class _Expander:
+    """An entry's strings with their variables expanded; the variables that were not set, collected."""
+
+    def __init__(self, environ: Mapping[str, str], *, refuse_credentials: bool) -> None:
+        self.environ, self.refuse = environ, refuse_credentials
+        self.missing: list[str] = []
+
+    def text(self, value: Any, key: str) -> str:
         if not isinstance(value, str):
             raise ValueError(f'"{key}" must be a string')
-        out, gone = expand(value, environ, refuse_credentials=refuse)
-        missing.extend(gone)
+        out, gone = expand(value, self.environ, refuse_credentials=self.refuse)
+        self.missing.extend(gone)
         return out
 
-    def table(value: Any, key: str) -> dict[str, str]:
+    def table(self, value: Any, key: str) -> dict[str, str]:
         if value is None:
             return {}
         if not isinstance(value, dict):
             raise ValueError(f'"{key}" must be an object of strings')
-        return {str(k): text(v, f"{key}.{k}") for k, v in value.items()}
+        return {str(k): self.text(v, f"{key}.{k}") for k, v in value.items()}
 
-    try:
-        if transport in REMOTE:
-            if not raw.get("url"):
-                raise ValueError('a remote server needs a "url"')
-            config = _with(
-                base,
-                transport=transport,
-                url=text(raw["url"], "url"),
-                headers=table(raw.get("headers"), "headers"),
-            )
-        else:
-            if not raw.get("command"):
-                raise ValueError('a stdio server needs a "command"')
-            args = raw.get("args") or []
-            if not isinstance(args, list):
-                raise ValueError('"args" must be an array of strings')
-            config = _with(
-                base,
-                command=text(raw["command"], "command"),
-                args=tuple(text(a, "args") for a in args),
-                env=table(raw.get("env"), "env"),
-                cwd=text(raw["cwd"], "cwd") if raw.get("cwd") else None,
-            )
-    except ValueError as e:
-        return _with(base, problem=f'{source}: server "{name}": {e}')
-    config = _with(config, always_load=raw.get("alwaysLoad") is True)
-    if missing:
-        return _with(config, problem=f"variables not expanded: {', '.join(dict.fromkeys(missing))}")
-    return config
+
+def _remote(base: ServerConfig, raw: dict[str, Any], transport: str, values: _Expander) -> ServerConfig:
+    if not raw.get("url"):
+        raise ValueError('a remote server needs a "url"')
+    return _with(
+        base,
+        transport=transport,
+        url=values.text(raw["url"], "url"),
+        headers=values.table(raw.get("headers"), "headers"),
+    )
+
+
+def _stdio(base: ServerConfig, raw: dict[str, Any], values: _Expander) -> ServerConfig:
+    if not raw.get("command"):
+        raise ValueError('a stdio server needs a "command"')
+    args = raw.get("args") or []
+    if not isinstance(args, list):
+        raise ValueError('"args" must be an array of strings')
+    return _with(
+        base,
+        command=values.text(raw["command"], "command"),
+        args=tuple(values.text(a, "args") for a in args),
+        env=values.table(raw.get("env"), "env"),
+        cwd=values.text(raw["cwd"], "cwd") if raw.get("cwd") else None,
+    )
 
 
 def entry_digest(raw: Any) -> str:

@@ -515,31 +515,8 @@ def load_settings(
 
     root = s.project_root = project_root(cwd, user_home)
     user_files = _dedupe_paths([user_home / ".claude" / "settings.json", home / "settings.json"])
-    project_files: list[tuple[Path, dict[str, Any] | SettingsError]] = []
-    for path in (root / ".claude" / "settings.json", root / ".claude" / "settings.local.json"):
-        if path in user_files:  # started in the home directory: ~/.claude is the user's, read below
-            continue
-        try:
-            project_files.append((path, _read_file(path, table)))
-        except SettingsError as e:
-            project_files.append((path, e))
-    readable = [(raw, str(path)) for path, raw in project_files if not isinstance(raw, SettingsError)]
-    # a project whose own settings enable its .mcp.json servers is trusted with those servers as they are:
-    # a changed command or argument is a change of what it does for the user (issue 40)
-    enables = any(key in raw for raw, _ in readable for key in trust_store.MCP_KEYS)
-    s.report.trust_fingerprint = trust_store.fingerprint(readable, _mcp_json_text(root) if enables else "")
-    if cli.get("trust_project"):
-        _make_home(home)  # the trust record lives there: a home that can't be made says so first
-        trust_store.grant(home, root, approved=s.report.trust_fingerprint)
-    s.report.trust, s.report.cli = trust_store.load(home, root), dict(cli)
-    if (
-        s.report.trust.trusted
-        and s.report.trust.approved
-        and s.report.trust.approved != s.report.trust_fingerprint
-    ):
-        s.report.trust = trust_store.Trust(
-            False, changed=True
-        )  # its settings changed since the user trusted it
+    project_files = _project_files(root, user_files, table)
+    _take_trust(s, project_files, cli)
 
     layer: dict[str, Any] = {}
     sources: dict[str, str] = {}  # the file that set each key (and each env.NAME)
@@ -577,6 +554,46 @@ def load_settings(
     check_limits(s)
     s.report.warnings += rule_warnings(s)
     return s
+
+
+def _project_files(
+    root: Path, user_files: list[Path], table: list[Row]
+) -> list[tuple[Path, dict[str, Any] | SettingsError]]:
+    """The project's two settings files, each validated or the error that skips it."""
+    project_files: list[tuple[Path, dict[str, Any] | SettingsError]] = []
+    for path in (root / ".claude" / "settings.json", root / ".claude" / "settings.local.json"):
+        if path in user_files:  # started in the home directory: ~/.claude is the user's, read below
+            continue
+        try:
+            project_files.append((path, _read_file(path, table)))
+        except SettingsError as e:
+            project_files.append((path, e))
+    return project_files
+
+
+def _take_trust(
+    s: Settings, project_files: list[tuple[Path, dict[str, Any] | SettingsError]], cli: dict[str, Any]
+) -> None:
+    """The project's trust into the report: granted now by --trust-project, else as recorded, and not
+    trusted when its acting settings changed since the user trusted it."""
+    root, home = s.root, s.home
+    readable = [(raw, str(path)) for path, raw in project_files if not isinstance(raw, SettingsError)]
+    # a project whose own settings enable its .mcp.json servers is trusted with those servers as they are:
+    # a changed command or argument is a change of what it does for the user (issue 40)
+    enables = any(key in raw for raw, _ in readable for key in trust_store.MCP_KEYS)
+    s.report.trust_fingerprint = trust_store.fingerprint(readable, _mcp_json_text(root) if enables else "")
+    if cli.get("trust_project"):
+        _make_home(home)  # the trust record lives there: a home that can't be made says so first
+        trust_store.grant(home, root, approved=s.report.trust_fingerprint)
+    s.report.trust, s.report.cli = trust_store.load(home, root), dict(cli)
+    if (
+        s.report.trust.trusted
+        and s.report.trust.approved
+        and s.report.trust.approved != s.report.trust_fingerprint
+    ):
+        s.report.trust = trust_store.Trust(
+            False, changed=True
+        )  # its settings changed since the user trusted it
 
 
 def _mcp_json_text(root: Path) -> str:
@@ -842,26 +859,12 @@ def _apply_cli(s: Settings, cli: Mapping[str, Any]) -> None:
         except ValueError:
             raise SettingsError(f"--effort must be {EFFORT.expected} (got {_show(cli['effort'])})") from None
         s.effort, s.report.sources["effort"] = level, "--effort"
-    mode = cli.get("permission_mode")
-    if mode:
-        if mode not in PERMISSION_MODES:
-            raise SettingsError(
-                f'--permission-mode must be one of {", ".join(PERMISSION_MODES)} (got "{mode}")'
-            )
-        s.permission_mode, s.report.sources["permission_mode"] = mode, "--permission-mode"
-    if cli.get("dangerously_skip_permissions"):
-        s.permission_mode, s.report.sources["permission_mode"] = (
-            "bypassPermissions",
-            "--dangerously-skip-permissions",
-        )
+    _apply_mode_flags(s, cli)
     for key, flag, attr in (
         ("allowed_tools", "--allowedTools", "allow"),
         ("disallowed_tools", "--disallowedTools", "deny"),
     ):
-        rules = [rule for item in cli.get(key) or [] for rule in split_rules(item)]
-        for rule in rules:
-            if not is_rule(rule):
-                raise SettingsError(f'{flag}: "{rule}" is not {RULE_EXAMPLE}')
+        rules = _flag_rules(flag, cli.get(key) or [])
         if rules:
             setattr(s, attr, concat_value(getattr(s, attr), rules))
     s.mcp_config = [str(item) for item in cli.get("mcp_config") or []]
@@ -876,7 +879,36 @@ def _apply_cli(s: Settings, cli: Mapping[str, Any]) -> None:
             raise SettingsError(f"--session-id must be a UUID (got {_show(raw)})") from None
     if cli.get("fallback_model"):
         s.fallback_model = resolve(str(cli["fallback_model"]))
-    for raw in cli.get("add_dir") or []:
+    _apply_add_dirs(s, cli.get("add_dir") or [])
+
+
+def _apply_mode_flags(s: Settings, cli: Mapping[str, Any]) -> None:
+    """--permission-mode, then --dangerously-skip-permissions over it."""
+    mode = cli.get("permission_mode")
+    if mode:
+        if mode not in PERMISSION_MODES:
+            raise SettingsError(
+                f'--permission-mode must be one of {", ".join(PERMISSION_MODES)} (got "{mode}")'
+            )
+        s.permission_mode, s.report.sources["permission_mode"] = mode, "--permission-mode"
+    if cli.get("dangerously_skip_permissions"):
+        s.permission_mode, s.report.sources["permission_mode"] = (
+            "bypassPermissions",
+            "--dangerously-skip-permissions",
+        )
+
+
+def _flag_rules(flag: str, values: list[str]) -> list[str]:
+    """The rules of a rule flag's values (each may hold several); one that is not a rule stops the start."""
+    rules = [rule for item in values for rule in split_rules(item)]
+    for rule in rules:
+        if not is_rule(rule):
+            raise SettingsError(f'{flag}: "{rule}" is not {RULE_EXAMPLE}')
+    return rules
+
+
+def _apply_add_dirs(s: Settings, values: list[str]) -> None:
+    for raw in values:
         directory = _expand_dir(str(raw), s)
         if not directory.is_dir():
             raise SettingsError(f"--add-dir: {directory} is not a directory")

@@ -184,60 +184,22 @@ def _write(home: Path, projects: dict[str, Any]) -> None:
 def restrict(data: dict[str, Any], source: str, trust: Trust) -> tuple[dict[str, Any], list[Ignored]]:
     """A validated project settings file without what ``trust`` does not allow, and what was taken out."""
     out = dict(data)
-    ignored: list[Ignored] = []
-    env = dict(out.get("env") or {})
-    for name, value in list(env.items()):
-        credential = name.startswith(CREDENTIAL_PREFIX)
-        token = confirmation(name, value) if credential else ""
-        if trust.trusted and (not credential or token in trust.confirmed_keys):
-            continue
-        del env[name]
-        ignored.append(
-            Ignored(
-                "credential" if credential else "env",
-                f"env {name}={_show_value(name, value)}",
-                source,
-                name,
-                token,
-            )
-        )
-    if "env" in out:
-        out["env"] = env
+    ignored = _restrict_env(out, source, trust)
     if trust.trusted and not trust.approved:
         # a record without the digest of what was trusted (older than issue 30, or written by hand) can't
         # say the repository's MCP servers were part of it: no digest, no trust for the servers it enables
-        for name in MCP_KEYS:
-            if name in out:
-                value = out.pop(name)
-                shown = ", ".join(value) if isinstance(value, (dict, list)) else str(value)
-                ignored.append(
-                    Ignored("mcp", f"{name} {_one_line(shown)} (trusted without a digest)", source, name)
-                )
+        ignored += _take_mcp(out, source, " (trusted without a digest)")
     if trust.trusted:
         return out, ignored
     for key in COST_KEYS:  # what the user pays for is never chosen silently by a repository
         if key in out:
             ignored.append(Ignored("model", f"{key} {_one_line(str(out.pop(key)))}", source, key))
-    for event, groups in (out.pop("hooks", None) or {}).items():
-        for group in groups:
-            for hook in group.get("hooks") or []:
-                command = hook.get("command") if hook.get("type") == "command" else hook.get("type")
-                ignored.append(Ignored("hook", f"{event} hook: {_one_line(str(command))}", source))
-    if "statusLine" in out:  # a command run as the user, like a hook
-        line = out.pop("statusLine")
-        ignored.append(Ignored("hook", f"status line command: {_one_line(str(line.get('command')))}", source))
+    ignored += _take_commands(out, source)
     perms = dict(out.get("permissions") or {})
-    for rule in perms.pop("allow", []):
-        ignored.append(Ignored("permission", f"allow rule {_one_line(str(rule))}", source))
-    if perms.get("defaultMode", "default") not in NARROW_MODES:
-        ignored.append(
-            Ignored("permission", f"defaultMode {_one_line(str(perms.pop('defaultMode')))}", source)
-        )
-    for name in MCP_KEYS:  # a repository does not choose which programs start or where data goes
-        if name in out:
-            value = out.pop(name)
-            shown = ", ".join(value) if isinstance(value, (dict, list)) else str(value)
-            ignored.append(Ignored("mcp", f"{name} {_one_line(shown)}", source, name))
+    ignored += _take_widening(perms, source)
+    ignored += _take_mcp(
+        out, source, ""
+    )  # a repository does not choose which programs start or where data goes
     for name in MEMORY_KEYS:
         if name in out:
             ignored.append(Ignored("memory", f"{name} {_one_line(str(out.pop(name)))}", source, name))
@@ -246,6 +208,60 @@ def restrict(data: dict[str, Any], source: str, trust: Trust) -> tuple[dict[str,
     if "permissions" in out:
         out["permissions"] = perms
     return out, ignored
+
+
+def _restrict_env(out: dict[str, Any], source: str, trust: Trust) -> list[Ignored]:
+    """The ``env`` entries ``trust`` does not allow taken out: all of them until the project is trusted,
+    credentials until each is confirmed."""
+    ignored: list[Ignored] = []
+    env = dict(out.get("env") or {})
+    for name, value in list(env.items()):
+        credential = name.startswith(CREDENTIAL_PREFIX)
+        token = confirmation(name, value) if credential else ""
+        if trust.trusted and (not credential or token in trust.confirmed_keys):
+            continue
+        del env[name]
+        kind = "credential" if credential else "env"
+        ignored.append(Ignored(kind, f"env {name}={_show_value(name, value)}", source, name, token))
+    if "env" in out:
+        out["env"] = env
+    return ignored
+
+
+def _take_mcp(out: dict[str, Any], source: str, why: str) -> list[Ignored]:
+    """The keys that enable the repository's MCP servers, taken out."""
+    ignored: list[Ignored] = []
+    for name in MCP_KEYS:
+        if name in out:
+            value = out.pop(name)
+            shown = ", ".join(value) if isinstance(value, (dict, list)) else str(value)
+            ignored.append(Ignored("mcp", f"{name} {_one_line(shown)}{why}", source, name))
+    return ignored
+
+
+def _take_commands(out: dict[str, Any], source: str) -> list[Ignored]:
+    """Hooks and the status line (commands run as the user), taken out."""
+    ignored: list[Ignored] = []
+    for event, groups in (out.pop("hooks", None) or {}).items():
+        for hook in (hook for group in groups for hook in group.get("hooks") or []):
+            command = hook.get("command") if hook.get("type") == "command" else hook.get("type")
+            ignored.append(Ignored("hook", f"{event} hook: {_one_line(str(command))}", source))
+    if "statusLine" in out:  # a command run as the user, like a hook
+        line = out.pop("statusLine")
+        ignored.append(Ignored("hook", f"status line command: {_one_line(str(line.get('command')))}", source))
+    return ignored
+
+
+def _take_widening(perms: dict[str, Any], source: str) -> list[Ignored]:
+    """Allow rules and a mode wider than asking, taken out of a ``permissions`` object."""
+    ignored = [
+        Ignored("permission", f"allow rule {_one_line(str(rule))}", source) for rule in perms.pop("allow", [])
+    ]
+    if perms.get("defaultMode", "default") not in NARROW_MODES:
+        ignored.append(
+            Ignored("permission", f"defaultMode {_one_line(str(perms.pop('defaultMode')))}", source)
+        )
+    return ignored
 
 
 def _show_value(name: str, value: str) -> str:
