@@ -80,6 +80,7 @@ RECENT_COMMANDS = 10
 BRIEF_CHARS = 200  # of a command or todo item in the shortest form's one-line entries
 MINIMAL_TODOS = 20  # todo items the shortest form lists (the rest are counted)
 MINIMAL_FACTS = 3  # results whose used lines the shortest form names
+MINIMAL_MODIFIED = 12  # modified files the shortest form names (a few words each; the newest past it)
 FULL, SHORT, GROUPED = 0, 1, 2  # the ledger's levels of detail (render)
 FULL_LIST_DIR = "working-state"  # under the session directory: the complete lists, one file a compaction
 MAX_PROMPTS = 500  # prompts a snapshot carries (the budget chooses how each is shown)
@@ -788,8 +789,10 @@ def _minimal(ledger: Ledger, full_list: Path | None, flags: list[str] | None) ->
     lines = [HEADER, *([FLAGS_HEADER, *(f"- {f}" for f in flags)] if flags else [])]
     lines.append(f"Working directory: {ledger.cwd}")
     if ledger.modified:
-        newest = ", ".join(Path(p).name for p in list(ledger.modified)[-GROUP_NEWEST:])
-        lines.append(f"Files modified: {len(ledger.modified)} (most recent: {newest})")
+        modified = list(ledger.modified)
+        names = ", ".join(Path(p).name for p in modified[-MINIMAL_MODIFIED:])
+        which = "oldest first" if len(modified) <= MINIMAL_MODIFIED else "the most recent, oldest first"
+        lines.append(f"Files modified: {len(modified)} ({which}: {names})")
     if ledger.read:
         lines.append(f"Files read: {len(ledger.read)} (most recent: {Path(list(ledger.read)[-1]).name})")
     failing = [c for c in ledger.commands if c.exit_code not in (0, None) and not c.passed_later]

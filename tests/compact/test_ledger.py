@@ -443,3 +443,18 @@ def test_the_last_ten_commands_and_the_todo_list_are_named_in_every_form(budget:
         assert estimate_text(text) < 600  # still the short form: counts, not the 300 paths
         assert "[exit 1] $ python3 -m pytest tests/test_10.py -q" in text  # failing: said once, with its code
         assert text.count("tests/test_10.py") == 1
+
+
+def test_the_shortest_form_names_every_modified_file_of_a_short_list() -> None:
+    """27-fidelity (2026 rules): the shortest form named the three newest of four modified files, so the
+    first edit (lib/part01.py) left the context after a compaction. A few names cost a few words: up to
+    MINIMAL_MODIFIED are all named, past it the newest."""
+    few = Ledger(cwd="/w", modified={f"/w/lib/part{i:02d}.py": FileChange(edits=1) for i in (1, 4, 7, 10)})
+    text = ledger.render(few, 0, Path("/s/working-state/full.md"))
+    assert "Only the essentials fit here" in text
+    assert "Files modified: 4 (oldest first: part01.py, part04.py, part07.py, part10.py)" in text
+    many = Ledger(cwd="/w", modified={f"/w/lib/m{i}.py": FileChange(edits=1) for i in range(40)})
+    text = ledger.render(many, 0, Path("/s/working-state/full.md"))
+    named = [f"m{i}.py" for i in range(40) if f" m{i}.py" in text or f"m{i}.py," in text]
+    assert named == [f"m{i}.py" for i in range(40 - ledger.MINIMAL_MODIFIED, 40)]
+    assert "Files modified: 40 (the most recent, oldest first: " in text
