@@ -139,26 +139,44 @@ def clean(messages: list[Message | None], model: str | None) -> list[Message]:
     calls. Thinking can only be left out oldest first (docs/preserved-thinking.md): when a message lost a block (one without
     a signature, which the API refuses, or one the writer left out because it held a secret), every earlier
     message's thinking goes too, so the blocks kept after it stay valid."""
-    messages = _thinking_oldest_first(messages)
-    out: list[Message] = []
-    for m in messages:
-        if m is None:
-            continue
+    said = [m for m in _thinking_oldest_first(messages) if m is not None and not _synthetic(m)]
+    out = [_own_thinking(m, model) for m in said]
+    paired, answered = _results_after_uses(out)
+    final: list[Message] = []
+    for m in paired:
         if m.role == "assistant":
-            if m.model == "<synthetic>" or m.extra.get("isApiErrorMessage"):
-                continue  # an API error Claude Code displayed as a reply; the model never said it
-            if (
-                model is not None
-                and not same_model(m.model, model)
-                and any(b.get("type") in THINKING_TYPES for b in m.content)
-            ):
-                m = m.replace(content=[b for b in m.content if b.get("type") not in THINKING_TYPES])
-        out.append(m)
-    # tool results need a tool_use before them; tool_uses need a result somewhere after them
+            keep = [b for b in m.content if b.get("type") != "tool_use" or b.get("id") in answered]
+            if len(keep) != len(m.content):
+                m = m.replace(content=keep)
+        if has_content(m):
+            final.append(m)
+    return final
+
+
+def _synthetic(m: Message) -> bool:
+    """An API error Claude Code displayed as a reply; the model never said it."""
+    return m.role == "assistant" and (m.model == "<synthetic>" or bool(m.extra.get("isApiErrorMessage")))
+
+
+def _own_thinking(m: Message, model: str | None) -> Message:
+    """A reply without its thinking when another model wrote it (its signatures would not verify)."""
+    if (
+        m.role == "assistant"
+        and model is not None
+        and not same_model(m.model, model)
+        and any(b.get("type") in THINKING_TYPES for b in m.content)
+    ):
+        return m.replace(content=[b for b in m.content if b.get("type") not in THINKING_TYPES])
+    return m
+
+
+def _results_after_uses(messages: list[Message]) -> tuple[list[Message], set[Any]]:
+    """Tool results need a tool_use before them (and answer it once): the others left out; and the ids
+    answered (a tool_use needs a result somewhere after it)."""
     seen_uses: set[Any] = set()
     answered: set[Any] = set()
     paired: list[Message] = []
-    for m in out:
+    for m in messages:
         if m.role == "assistant":
             seen_uses |= {b.get("id") for b in m.tool_uses}
         elif m.tool_results:
@@ -172,16 +190,7 @@ def clean(messages: list[Message | None], model: str | None) -> list[Message]:
             if len(keep) != len(m.content):
                 m = m.replace(content=keep)
         paired.append(m)
-    final: list[Message] = []
-    for m in paired:
-        if m.role == "assistant":
-            keep = [b for b in m.content if b.get("type") != "tool_use" or b.get("id") in answered]
-            if len(keep) != len(m.content):
-                m = m.replace(content=keep)
-        if not has_content(m):
-            continue
-        final.append(m)
-    return final
+    return paired, answered
 
 
 def _unsigned(block: dict[str, Any]) -> bool:

@@ -268,43 +268,12 @@ class _Loader:
         messages = [r for r in main if r.is_message]
         session_id = next((r.data["sessionId"] for r in records if r.data.get("sessionId")), self.path.stem)
         if not messages:
-            if partial:
-                raise _NeedFullParse  # a boundary with nothing after it: an interrupted compaction
-            if any(r.data.get("isSidechain") for r in records):
-                self.warnings.append(
-                    f"{self.path.name} holds only sub-agent (sidechain) records; "
-                    "there is no main conversation to resume"
-                )
-            readable = any(r.is_message or r.type in QUIET_TYPES for r in records)
-            return LoadedSession(
-                self.path,
-                session_id,
-                [],
-                ContextState(),
-                None,
-                None,
-                self.warnings,
-                size=self.size,
-                readable=readable,
-            )
+            return self._no_messages(session_id, records, partial)
         leaf = messages[-1]
         target = self._rewind_target(main, leaf)
         if target == "":  # rewound to before the first message: nothing is live
-            return LoadedSession(
-                self.path,
-                session_id,
-                [],
-                ContextState(),
-                None,
-                None,
-                self.warnings,
-                size=self.size,
-                readable=True,
-            )
-        index: dict[str, Rec] = {}
-        for r in main:
-            if r.uuid and "parentUuid" in r.data:
-                index[r.uuid] = r
+            return self._nothing_live(session_id, True)
+        index = {r.uuid: r for r in main if r.uuid and "parentUuid" in r.data}
         if target and not partial and target in index:
             leaf = index[target]  # before picking the boundary, which is the last one before the leaf
         if found is None:  # full parse: the boundary that matters is the last one before the leaf
@@ -319,29 +288,9 @@ class _Loader:
             raise _NeedFullParse
         elif target:
             self.warnings.append(f"{self.path.name}: a rewind points at {target}, which is missing; ignored")
-        seg = ((boundary or {}).get("compactMetadata") or {}).get("preservedSegment") or {}
-        rewound_at = min(
-            (
-                r.offset
-                for r in main
-                if r.type == REWIND
-                and r.offset > boundary_offset
-                and seg.get("anchorUuid")
-                and r.data.get("leafUuid") == seg.get("anchorUuid")
-            ),
-            default=None,
-        )
+        rewound_at = _rewound_to_summary(main, boundary, boundary_offset)
         chain = self._walk(leaf, index, boundary, kept, partial, rewound_at)
-        kept_uuids = {r.uuid for r in kept}
-        groups = recover_siblings(chain, main)
-        merged = [m for m in map(merge, groups) if m is not None]
-        pending = interrupted_answers(merged, self.path)
-        live = clean([*merged, *pending], self.model)
-        if pending and live and live[-1].uuid == pending[0].uuid:
-            live.pop()  # recorded by the session that resumes, so a second resume sends the same
-        else:
-            pending = []
-        live = [m.replace(usage=None) if m.uuid in kept_uuids and m.usage is not None else m for m in live]
+        live, pending = self._live(chain, main, kept)
 
         state_from = self._kept_start(kept, boundary_offset)
         state = self._replay_state(records, state_from, boundary_offset, live)
@@ -358,6 +307,45 @@ class _Loader:
             readable=True,
             pending=pending,
         )
+
+    def _no_messages(self, session_id: str, records: list[Rec], partial: bool) -> LoadedSession:
+        if partial:
+            raise _NeedFullParse  # a boundary with nothing after it: an interrupted compaction
+        if any(r.data.get("isSidechain") for r in records):
+            self.warnings.append(
+                f"{self.path.name} holds only sub-agent (sidechain) records; "
+                "there is no main conversation to resume"
+            )
+        return self._nothing_live(session_id, any(r.is_message or r.type in QUIET_TYPES for r in records))
+
+    def _nothing_live(self, session_id: str, readable: bool) -> LoadedSession:
+        return LoadedSession(
+            self.path,
+            session_id,
+            [],
+            ContextState(),
+            None,
+            None,
+            self.warnings,
+            size=self.size,
+            readable=readable,
+        )
+
+    def _live(
+        self, chain: list[Rec], main: list[Rec], kept: list[Rec]
+    ) -> tuple[list[Message], list[Message]]:
+        """The messages a resumed session sends, and the answers an interrupted turn left pending."""
+        kept_uuids = {r.uuid for r in kept}
+        groups = recover_siblings(chain, main)
+        merged = [m for m in map(merge, groups) if m is not None]
+        pending = interrupted_answers(merged, self.path)
+        live = clean([*merged, *pending], self.model)
+        if pending and live and live[-1].uuid == pending[0].uuid:
+            live.pop()  # recorded by the session that resumes, so a second resume sends the same
+        else:
+            pending = []
+        live = [m.replace(usage=None) if m.uuid in kept_uuids and m.usage is not None else m for m in live]
+        return live, pending
 
     def _rewind_target(self, main: list[Rec], leaf: Rec) -> str | None:
         """The leafUuid of a rewind written after the newest message ("" when it went back to before
@@ -456,20 +444,9 @@ class _Loader:
 
         ``rewound_at``: where a rewind went back to the summary itself, before the kept segment (a
         rewind to its first prompt): what was written after it follows the summary, not the segment."""
-        relink: dict[str, str] = {}
-        head = anchor = None
-        if kept:
-            seg = ((boundary or {}).get("compactMetadata") or {}).get("preservedSegment") or {}
-            head, anchor, tail = kept[0].uuid, seg.get("anchorUuid"), kept[-1].uuid
-            kept_set = {r.uuid for r in kept}
-            # inside the segment, the order _kept_segment found (it may differ from the file's links)
-            relink.update((later.uuid, earlier.uuid) for earlier, later in zip(kept, kept[1:]))
-            if anchor:
-                relink[head] = anchor
-                for r in index.values():
-                    after_rewind = rewound_at is not None and r.offset > rewound_at
-                    if r.data.get("parentUuid") == anchor and r.uuid not in kept_set and not after_rewind:
-                        relink[r.uuid] = tail
+        relink = _relinks(kept, boundary, index, rewound_at)
+        head = kept[0].uuid if kept else None
+        anchor = _preserved(boundary).get("anchorUuid") if kept else None
         chain: list[Rec] = []
         seen: set[str] = set()
         cur: Rec | None = leaf
@@ -596,3 +573,43 @@ def load_transcript(path: Path, *, model: str | None = None) -> LoadedSession:
         return _Loader(path, mm, size, model).load()
     finally:
         mm.close()
+
+
+def _preserved(boundary: dict[str, Any] | None) -> dict[str, Any]:
+    """A boundary's ``preservedSegment`` ({} without one)."""
+    return ((boundary or {}).get("compactMetadata") or {}).get("preservedSegment") or {}
+
+
+def _rewound_to_summary(main: list[Rec], boundary: dict[str, Any] | None, boundary_offset: int) -> int | None:
+    """Where a rewind after the boundary went back to the summary itself (to the kept segment's anchor)."""
+    anchor = _preserved(boundary).get("anchorUuid")
+    if not anchor:
+        return None
+    return min(
+        (
+            r.offset
+            for r in main
+            if r.type == REWIND and r.offset > boundary_offset and r.data.get("leafUuid") == anchor
+        ),
+        default=None,
+    )
+
+
+def _relinks(
+    kept: list[Rec], boundary: dict[str, Any] | None, index: dict[str, Rec], rewound_at: int | None
+) -> dict[str, str]:
+    """uuid -> the parent it follows once the kept segment is put back after the summary: inside the
+    segment, the order _kept_segment found (it may differ from the file's links); its head after the
+    anchor; what followed the anchor (not after a rewind to the summary) after its tail."""
+    if not kept:
+        return {}
+    relink = {later.uuid: earlier.uuid for earlier, later in zip(kept, kept[1:])}
+    anchor = _preserved(boundary).get("anchorUuid")
+    if anchor:
+        relink[kept[0].uuid] = anchor
+        kept_set = {r.uuid for r in kept}
+        for r in index.values():
+            after_rewind = rewound_at is not None and r.offset > rewound_at
+            if r.data.get("parentUuid") == anchor and r.uuid not in kept_set and not after_rewind:
+                relink[r.uuid] = kept[-1].uuid
+    return relink
