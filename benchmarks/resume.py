@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.transcript.loader import load_transcript  # noqa: E402
-from agent.transcript.writer import TranscriptWriter  # noqa: E402
 from core.messages import assistant, meta, new_uuid, tool_result_block, tool_results, user_prompt  # noqa: E402
+from core.transcript_writer import TranscriptWriter  # noqa: E402
 from tests.fakeapi import FakeAPI, Reply  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))

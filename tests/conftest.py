@@ -205,8 +205,8 @@ def run_in_process(
     groups die, the transcripts' locks are released, and the threads the run started are given ``timeout`` to end (a daemon thread dies
     with a process: here one still running fails the test rather than outlive it)."""
     from agent.cli import main
-    from agent.transcript import writer
     from compact.compaction import notes_updater
+    from core import transcript_writer as writer
     from tools.process import watchdog
 
     saved = (dict(os.environ), os.getcwd(), sys.argv, sys.stdin, sys.stdout, sys.stderr)

@@ -23,13 +23,13 @@ from agent.config.settings import Settings
 from agent.config.system_prompt import build_system, compact_instructions, memory_files
 from agent.runtime import wiring
 from agent.runtime.hooks import HookRunner, base_payload
-from agent.transcript.writer import TranscriptWriter
 from compact import owner
 from compact.context.conversation import Conversation, Ports
 from compact.decision.config import CompactConfig
 from core.events import Notice
 from core.messages import Message
 from core.model import ModelService
+from core.transcript_writer import TranscriptWriter
 from tools.base import ToolContext
 from tools.registry import builtin_tools, tool_schemas
 from tools.snip import SnipTool

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.config.system_prompt import INSTRUCTIONS_HEAD, INTRO
 from agent.transcript.claude_code import THINKING_TYPES, same_model
-from agent.transcript.writer import SYSTEM_PROMPT
 from compact.stages.state import thinking_record
 from core.messages import Message
+from core.transcript_writer import SYSTEM_PROMPT
 
 if TYPE_CHECKING:
     from compact.context.conversation import Conversation

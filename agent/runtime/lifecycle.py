@@ -25,7 +25,6 @@ from agent.runtime.wiring import binding_record
 from agent.transcript.claude_code import same_model
 from agent.transcript.listing import earlier_usage, latest_session, session_info
 from agent.transcript.loader import load_transcript, messages_before
-from agent.transcript.writer import in_use
 from compact import request_cycle
 from compact.compaction.compactor import COMPACT_RESULT, WRAPPER_CLOSINGS, WRAPPER_OPENING
 from compact.compaction.server_summary import BLOCK as COMPACTION_BLOCK
@@ -36,6 +35,7 @@ from core.errors import SessionError
 from core.events import Event, Notice
 from core.messages import meta, new_uuid
 from core.model import context_window_for, cost_usd
+from core.transcript_writer import in_use
 from tools.permissions.engine import Rule, reads_files, writes_files
 from tools.permissions.path_rules import pattern_regexes
 

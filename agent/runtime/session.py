@@ -37,7 +37,6 @@ from agent.memory import service as memory
 from agent.runtime import context_updates, thinking, wiring
 from agent.runtime.hooks import HookRunner, base_payload
 from agent.runtime.sdk import default_model
-from agent.transcript.writer import SIDE_USAGE, TranscriptWriter
 from compact import owner
 from compact.context import discovered
 from compact.stages.state import ContextState
@@ -54,6 +53,7 @@ from core.model import (
     preserves_thinking,
 )
 from core.models import Family, family_of, resolve
+from core.transcript_writer import SIDE_USAGE, TranscriptWriter
 from tools.base import Tool, ToolContext
 from tools.bash import LIVE_OUTPUT
 from tools.permissions.engine import Permissions

@@ -42,13 +42,6 @@ from agent.runtime.tool_exec import (
     record_interruption,
     run_tools,
 )
-from agent.transcript.writer import (
-    SIDE_USAGE,
-    SidechainWriter,
-    TranscriptWriter,
-    agent_id_for,
-    sidechain_path,
-)
 from compact.owner import USAGE_KEYS
 from compact.request_cycle import after_response, before_request, send
 from core.errors import ContextLimitReached, Interrupted, ModelError
@@ -62,6 +55,13 @@ from core.events import (
     ToolStarted,
 )
 from core.messages import Message, user_prompt
+from core.transcript_writer import (
+    SIDE_USAGE,
+    SidechainWriter,
+    TranscriptWriter,
+    agent_id_for,
+    sidechain_path,
+)
 from tools.base import Tool, ToolResult
 from tools.permissions.engine import Decision, Permissions
 from tools.shell.readonly import refusal

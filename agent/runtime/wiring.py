@@ -13,8 +13,8 @@ from typing import Any, Callable
 from agent.config.settings import Settings
 from agent.runtime.hooks import HookRunner
 from agent.runtime.sdk import ModelClient
-from agent.transcript.writer import THINKING_BINDING
 from compact.decision.config import CompactConfig
+from core.transcript_writer import THINKING_BINDING
 
 NOTES_TEMPLATE = "session-memory-template.md"  # a user's own notes template, in COMPACT_AGENT_HOME
 

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agent.transcript.writer import MESSAGE_TYPES, is_boundary
 from core.messages import Message, from_record
+from core.transcript_writer import MESSAGE_TYPES, is_boundary
 
 THINKING_TYPES = ("thinking", "redacted_thinking")
 

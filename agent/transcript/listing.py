@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from agent.transcript.writer import MESSAGE_TYPES, SIDE_USAGE
 from core.messages import from_record
+from core.transcript_writer import MESSAGE_TYPES, SIDE_USAGE
 
 
 @dataclass(frozen=True)

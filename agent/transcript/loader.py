@@ -29,7 +29,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from agent.transcript.claude_code import Rec, clean, merge, recover_siblings
-from agent.transcript.writer import (
+from compact.context.cache_health import CACHE_MISS
+from compact.stages.state import STATE_TYPES, ContextState, replay
+from core.messages import Message, from_record, tool_result_block, tool_results
+from core.transcript_writer import (
     BINDING_NEEDLE,
     BOUNDARY_NEEDLE,
     MEMORY_LOAD,
@@ -43,9 +46,6 @@ from agent.transcript.writer import (
     is_boundary,
     sidechain_path,
 )
-from compact.context.cache_health import CACHE_MISS
-from compact.stages.state import STATE_TYPES, ContextState, replay
-from core.messages import Message, from_record, tool_result_block, tool_results
 
 REWIND = (
     "rewind"  # the user went back to an earlier point (agent.runtime.rewind): its leafUuid is the new leaf

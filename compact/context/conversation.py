@@ -60,7 +60,7 @@ Trigger = Literal["manual", "auto"]
 
 
 class TranscriptSink(Protocol):
-    """The append-only transcript (agent.transcript.writer.TranscriptWriter is the real one)."""
+    """The append-only transcript (core.transcript_writer.TranscriptWriter is the real one)."""
 
     path: Path
 

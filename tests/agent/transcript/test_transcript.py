@@ -13,7 +13,6 @@ import pytest
 from agent.transcript.claude_code import same_model
 from agent.transcript.listing import latest_session, list_sessions
 from agent.transcript.loader import INTERRUPTED_BY_STOP, load_transcript
-from agent.transcript.writer import TranscriptWriter
 from core.messages import (
     Message,
     assistant,
@@ -24,6 +23,7 @@ from core.messages import (
     tool_results,
     user_prompt,
 )
+from core.transcript_writer import TranscriptWriter
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "transcripts"
 FIXTURE_FILES = sorted(FIXTURES.glob("*.jsonl"))

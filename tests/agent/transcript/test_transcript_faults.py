@@ -183,8 +183,8 @@ def test_a_todowrite_of_50000_items_is_cut_in_the_history_and_continue_works(fak
 def test_continue_cuts_a_too_large_input_an_older_transcript_holds(fake_api, project, isolated_env, run_cli):
     """A transcript written before inputs were cut (one input past the window): --continue still works."""
     from agent.config.settings import load_settings
-    from agent.transcript.writer import TranscriptWriter
     from core.messages import assistant, tool_result_block, tool_results, user_prompt
+    from core.transcript_writer import TranscriptWriter
 
     settings = load_settings(cwd=project, environ=_env(fake_api, isolated_env), cli={})
     store = settings.project_dir
