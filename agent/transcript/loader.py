@@ -506,7 +506,9 @@ class _Loader:
 
     def _last_summarized(self) -> str | None:
         end = self.size
-        needle = b'"type":"session-memory"'
+        # the type's value alone (its record is checked below): a reverse search for a needle that starts
+        # with '"type":"' stops at every record's type and took ~15x as long over a 30 MB file
+        needle = b'"session-memory"'
         while (i := self.mm.rfind(needle, 0, end)) >= 0:
             start, stop = self._line_at(i)
             rec = self._parse_line(start, stop)

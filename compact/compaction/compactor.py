@@ -475,7 +475,7 @@ def finish(
         summary=compaction.summary,
         trigger=trigger,
         pre_tokens=pre_tokens,
-        post_tokens=post_tokens,
+        post=post_tokens,
         method=compaction.method,
         tail_uuid=conv.messages[-1].uuid,
         replaced=lambda: old,

@@ -145,12 +145,20 @@ class LastCompaction:
     summary: str
     trigger: str  # a Trigger; "?" when a resumed boundary did not record one
     pre_tokens: int
-    post_tokens: int
+    # the size it left, or how to count it: a resumed one whose records don't say is counted from its
+    # messages when first asked (``post_tokens``), not on the resume's way to its first request
+    post: int | Callable[[], int]
     method: str  # "notes", "summary", or "resumed"
     tail_uuid: str | None  # the last live message right after it (None after a resume)
     # the messages it replaced; a resumed session reads them from the transcript when asked
     replaced: Callable[[], list[Message]]
     candidate: str = ""  # "prepared" when a background candidate was applied, or why one was refused
+
+    @property
+    def post_tokens(self) -> int:
+        if callable(self.post):
+            object.__setattr__(self, "post", int(self.post()))  # counted once
+        return int(self.post)  # type: ignore[arg-type]
 
 
 class Background(Protocol):

@@ -26,7 +26,7 @@ from typing import Any
 from compact.stages.state import ContextState
 from core.declaration import declaration_of
 from core.messages import Block, Message
-from core.tokens import block_tokens, estimate_text
+from core.tokens import LONGEST_TOKEN_BYTES, block_tokens, estimate_text
 
 CLEARED = "[Old tool result content cleared]"
 
@@ -121,24 +121,26 @@ def stale_results(
     prefix anyway, so the kept tail loses them in the same stroke (compact.compaction.compactor, ``in_tail``).
     ``ratio`` turns our estimate into the server's count (the budget is in the server's unit); the results
     of the calls in ``unseen`` are never cleared."""
-    sizes: dict[str, int] = {}
+    # the answered calls' results; only the few recent ones a budget weighs are ever measured (a resumed
+    # session's first request would otherwise tokenize every result of its tail to clear nearly all)
+    results: dict[str, Block] = {}
     for m in messages:
         if m.role == "user":
             for b in m.content:
                 if b.get("type") == "tool_result":
-                    sizes[str(b.get("tool_use_id"))] = block_tokens(b)
+                    results[str(b.get("tool_use_id"))] = b
     ids = [
         b["id"]
         for m in messages
         if m.role == "assistant"
         for b in m.content
-        if b.get("type") == "tool_use" and _clearable(str(b.get("name"))) and b.get("id") in sizes
+        if b.get("type") == "tool_use" and _clearable(str(b.get("name"))) and b.get("id") in results
     ]
     keep = min(len(ids), max(0, keep_recent))
     if budget is not None and keep > 1:
         used, n = 0, 0
         for i in reversed(ids[len(ids) - keep :]):
-            size = _cleared_tokens() if i in state.cleared else sizes[i]
+            size = _cleared_tokens() if i in state.cleared else block_tokens(results[i])
             size = round(size * ratio)
             if n and used + size > budget:
                 break
@@ -208,5 +210,8 @@ def _worth_clearing(block: Block) -> bool:
         content = "\n".join(b.get("text", "") for b in content)
     if content == CLEARED or len(content) <= len(CLEARED):
         return False
-    # a long output always outweighs the marker; only a short one needs measuring
-    return len(content) >= 4_000 or estimate_text(content) > estimate_text(CLEARED)
+    # no token of the encoding is longer than LONGEST_TOKEN_BYTES (a character is a byte or more), so a
+    # text that many times the marker's tokens long outweighs it for sure; only a short one needs measuring
+    if len(content) > LONGEST_TOKEN_BYTES * _cleared_tokens():
+        return True
+    return estimate_text(content) > _cleared_tokens()

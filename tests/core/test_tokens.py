@@ -174,3 +174,9 @@ def test_a_message_caches_its_estimate_on_itself() -> None:
     m = Message("user", [{"type": "text", "text": "hello world"}])
     assert m.tokens == MESSAGE_OVERHEAD + BLOCK_OVERHEAD + 2
     assert "tokens" in m.__dict__
+
+
+def test_no_token_is_longer_than_the_bound_sizes_are_checked_against() -> None:
+    enc = tokens.encoding()
+    assert enc is not None
+    assert max(len(t) for t in enc.token_byte_values()) <= tokens.LONGEST_TOKEN_BYTES

@@ -157,7 +157,7 @@ def test_summary_and_history_before_and_after_a_compaction(fake_api, project):
         summary="The user wants the login bug fixed.",
         trigger="manual",
         pre_tokens=154_000,
-        post_tokens=18_000,
+        post=18_000,
         method="summary",
         tail_uuid=None,
         replaced=lambda: old,
