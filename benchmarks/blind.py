@@ -107,7 +107,7 @@ from core.errors import ContextLimitReached  # noqa: E402
 from core.events import CompactFailed, CompactFinished  # noqa: E402
 from core.messages import Message, assistant, to_api, tool_result_block, tool_results, user_prompt  # noqa: E402
 from tests.fakeapi import FakeAPI, PromptCache, request_text, validate  # noqa: E402
-from tests.harness import make_bench  # noqa: E402
+from tests.helpers.bench import make_bench  # noqa: E402
 
 WINDOWS = (43_000, 50_000, 200_000, 1_000_000)
 SHAPES = (
@@ -769,7 +769,7 @@ class Result:
 
 
 class Session:
-    """The real Conversation and Ports of a session (tests.harness), driven as the query loop would."""
+    """The real Conversation and Ports of a session (tests.helpers.bench), driven as the query loop would."""
 
     def __init__(
         self, tmp: Path, api: FakeAPI, window: int, kind: str, profile: str = "4.x", shape: str = ""

@@ -1,7 +1,7 @@
 """A ready ``Conversation``: its view's context and its background workers, built once for given Ports.
 
 ``conversation(...)`` is the only way the agent and the tests build one (through compact/owner.py, for
-agent/runtime/session.py and tests/harness.py): the live list and the replayed state, the view's settings from ``ports.config``, the
+agent/runtime/session.py and tests/helpers/bench.py): the live list and the replayed state, the view's settings from ``ports.config``, the
 notes worker, and — when context collapse is on — the collapser as the worker of the view's "collapse"
 stage (compact.stages.view.STAGES).
 """

@@ -260,7 +260,7 @@ def make_session(
 ) -> tuple[Any, list[Any]]:
     """The agent floor's session builder: a real Session in ``tmp``/project, its model the fake API
     (``api``: the wire, through the SDK) or ``model_api`` (a core.scripted.ScriptedModel: no wire);
-    returns it and its event list. (The compact floor's is tests/harness.py ``make_bench``.)"""
+    returns it and its event list. (The compact floor's is tests/helpers/bench.py ``make_bench``.)"""
     from agent.config.settings import Settings
     from agent.runtime.session import Session
     from compact.decision.config import CompactConfig

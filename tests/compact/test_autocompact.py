@@ -12,7 +12,7 @@ from core.events import CompactFailed, CompactFinished, Notice
 from core.messages import assistant, user_prompt
 from tests.compact.test_compactor import SUMMARY_REPLY, conversation, of_type
 from tests.fakeapi import FakeAPI, Reply
-from tests.harness import make_bench
+from tests.helpers.bench import make_bench
 
 T = 167_000  # a 200K window's threshold
 

@@ -20,7 +20,7 @@ from core.messages import Message, assistant, meta, tool_result_block, tool_resu
 from tests.compact.test_compactor import SUMMARY_REPLY, of_type, write_file
 from tests.conftest import records
 from tests.fakeapi import FakeAPI, Reply
-from tests.harness import Bench, make_bench
+from tests.helpers.bench import Bench, make_bench
 
 MODEL = "claude-sonnet-5-5"  # preserved thinking: the fake binds every thinking block to its prefix
 

@@ -16,7 +16,7 @@ from compact.stages.budget import (
 )
 from compact.stages.state import ContextState, replacement_record, replay
 from core.messages import Message, tool_pairs_ok
-from tests.histories import Builder, image_block, output, parallel_history, seq_history
+from tests.helpers.histories import Builder, image_block, output, parallel_history, seq_history
 
 
 def results_of(messages: list[Message]) -> dict[str, object]:

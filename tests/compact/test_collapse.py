@@ -45,8 +45,8 @@ from core.messages import (
 from core.model import Request
 from tests.conftest import records, transcripts
 from tests.fakeapi import Error, FakeAPI, Reply, estimate_tokens, last_user_text, request_text
-from tests.harness import Bench, make_bench
-from tests.histories import EXAMPLES, Builder, histories
+from tests.helpers.bench import Bench, make_bench
+from tests.helpers.histories import EXAMPLES, Builder, histories
 
 WORDS = "alpha beta gamma delta parser token stream buffer index value".split()
 

@@ -1,7 +1,7 @@
 """compact.compaction.compactor and compact.compaction.restore against the real loopback fake API: the whole compaction, its
 records, hooks, restoration, failures that change nothing, and the post-compaction guard.
 
-Each test builds a Conversation and its Ports with tests.harness (no Session). The helpers at the top
+Each test builds a Conversation and its Ports with tests.helpers.bench (no Session). The helpers at the top
 (``read_round``, ``main_request``...) are shared with test_summary.py and
 test_autocompact.py.
 """
@@ -22,7 +22,7 @@ from core.events import CompactFailed, CompactFinished, CompactStarted, Notice
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from core.scripted import ScriptedModel, reply_text
 from tests.fakeapi import FakeAPI, Reply, last_user_text, request_text
-from tests.harness import Bench, make_bench
+from tests.helpers.bench import Bench, make_bench
 from tools.read import number_lines, record_read
 
 SUMMARY_REPLY = (

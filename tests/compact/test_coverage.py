@@ -23,8 +23,8 @@ from tests.compact.test_session_memory import (
     transcript_records,
 )
 from tests.fakeapi import Error, FakeAPI, Reply, is_notes_update, request_text
-from tests.harness import Bench
-from tests.histories import EXAMPLES, HAND_WRITTEN, histories
+from tests.helpers.bench import Bench
+from tests.helpers.histories import EXAMPLES, HAND_WRITTEN, histories
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from tests.compact.test_compactor import SUMMARY_REPLY, read_round, write_file
 from tests.compact.test_notes_tool_chain import NotesWriter, run, write_files
 from tests.conftest import make_session
 from tests.fakeapi import FakeAPI, Reply, is_compaction, is_notes_update
-from tests.harness import Bench, make_bench
+from tests.helpers.bench import Bench, make_bench
 
 THINKING = "claude-sonnet-5-5"
 

@@ -31,7 +31,7 @@ from compact.stages.state import ContextState
 from compact.stages.view import WHOLE, Stage, Step, ViewContext, build_view
 from core import tokens
 from core.messages import Message, to_api, tool_pairs_ok
-from tests.histories import (
+from tests.helpers.histories import (
     EXAMPLES,
     HAND_WRITTEN,
     NOW,

@@ -17,7 +17,7 @@ from core.messages import user_prompt
 from tests.compact.test_backends import read_step, sent_messages, step, thinking_bench
 from tests.compact.test_compactor import SUMMARY_REPLY, conversation
 from tests.fakeapi import FakeAPI, Reply
-from tests.harness import make_bench
+from tests.helpers.bench import make_bench
 
 # the user named tests/legacy/ and the release, and refused both: every content word of the invention is
 # in the user's messages, so a check of words alone took it for a paraphrase

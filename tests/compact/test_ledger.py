@@ -20,7 +20,7 @@ from core.tokens import estimate_text
 from tests.compact.test_compactor import SUMMARY_REPLY, conversation, of_type
 from tests.conftest import make_session
 from tests.fakeapi import FakeAPI, Reply
-from tests.harness import make_bench
+from tests.helpers.bench import make_bench
 from tests.tools.test_tool_bash import make_ctx
 from tools.runner import run_tool
 from tools.todo import TodoWriteTool

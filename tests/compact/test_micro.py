@@ -18,7 +18,7 @@ from compact.stages.micro import (
 )
 from compact.stages.state import ContextState
 from core.messages import Message, tool_pairs_ok
-from tests.histories import NOW, Builder, image_block, old_bash_history, output
+from tests.helpers.histories import NOW, Builder, image_block, old_bash_history, output
 
 
 def sent_results(messages: list[Message]) -> list[object]:

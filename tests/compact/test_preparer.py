@@ -18,7 +18,7 @@ from core.events import CompactFinished
 from core.messages import user_prompt
 from tests.compact.test_compactor import of_type, read_round, write_file
 from tests.fakeapi import FakeAPI, Reply
-from tests.harness import Bench, make_bench
+from tests.helpers.bench import Bench, make_bench
 
 T = 167_000
 GOOD = "<analysis>walked through it</analysis>\n<summary>" + "\n".join(

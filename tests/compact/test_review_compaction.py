@@ -100,7 +100,7 @@ def test_reactive_compaction_calibrates_against_the_view_actually_sent(tmp_path)
 def test_a_snip_takes_effect_on_the_count_before_the_next_response(tmp_path):
     from compact.request_cycle import before_request
     from compact.stages.snip import NUDGE_TEXT, snip_id
-    from tests.harness import make_bench
+    from tests.helpers.bench import make_bench
 
     with FakeAPI() as api:
         bench = make_bench(tmp_path, api)

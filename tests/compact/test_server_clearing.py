@@ -18,7 +18,7 @@ from compact.decision.tokens import CLEARED
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from tests.compact.test_compactor import write_file
 from tests.fakeapi import FakeAPI, Reply
-from tests.harness import Bench, make_bench
+from tests.helpers.bench import Bench, make_bench
 
 MODEL = "claude-sonnet-5-5"
 

@@ -18,7 +18,7 @@ from core.events import Notice
 from core.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
 from core.tokens import estimate_text
 from tests.fakeapi import Error, FakeAPI, Reply, is_notes_update, last_user_text, request_text
-from tests.harness import Bench, make_bench
+from tests.helpers.bench import Bench, make_bench
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from compact.stages.snip import (
 )
 from compact.stages.state import ContextState
 from core.messages import Message, to_api, tool_pairs_ok
-from tests.histories import Builder, image_block, output
+from tests.helpers.histories import Builder, image_block, output
 from tools.base import ToolContext, ToolError
 from tools.snip import SnipTool
 

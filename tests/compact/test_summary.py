@@ -24,7 +24,7 @@ from core.messages import (
 from tests.compact.test_compactor import SUMMARY_REPLY, conversation, main_request
 from tests.fakeapi import FakeAPI, Reply, last_user_text, validate
 from tests.fakeapi import PromptTooLong as TooLong
-from tests.harness import make_bench
+from tests.helpers.bench import make_bench
 
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
 DOCUMENT = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "hello"}}

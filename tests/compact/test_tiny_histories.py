@@ -14,7 +14,7 @@ from core.messages import assistant, tool_result_block, tool_results, user_promp
 from core.tokens import estimate_text
 from tests.compact.test_compactor import conversation, of_type
 from tests.fakeapi import FakeAPI, request_text
-from tests.harness import make_bench
+from tests.helpers.bench import make_bench
 
 POOR = "<summary>We worked on some code.</summary>"
 
