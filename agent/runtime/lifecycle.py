@@ -24,7 +24,7 @@ from agent.runtime.tool_exec import for_history
 from agent.runtime.wiring import binding_record
 from agent.transcript.claude_code import same_model
 from agent.transcript.listing import earlier_usage, latest_session, session_info
-from agent.transcript.loader import load_transcript, messages_before
+from agent.transcript.loader import LoadedSession, load_transcript, messages_before
 from compact import request_cycle
 from compact.compaction.compactor import COMPACT_RESULT, WRAPPER_CLOSINGS, WRAPPER_OPENING
 from compact.compaction.server_summary import BLOCK as COMPACTION_BLOCK
@@ -33,7 +33,7 @@ from compact.owner import USAGE_KEYS
 from compact.stages.state import state_records
 from core.errors import SessionError
 from core.events import Event, Notice
-from core.messages import meta, new_uuid
+from core.messages import Message, meta, new_uuid
 from core.model import context_window_for, cost_usd
 from core.tokens import usage_total
 from core.transcript_writer import in_use
@@ -74,18 +74,7 @@ def _open(
     path = locate(settings, resume, continue_last)
     if path is None:
         return Session(settings, new_session_id(settings), emit, ask, environ=environ)
-    model = settings.model if settings.model_explicit else default_model()
-    try:
-        # the model this session will use (Session picks the same): thinking of any other is dropped
-        loaded = load_transcript(path, model=model)
-        # no model named: our own session goes on with the model it was last on (a /model switch), so
-        # it sends what the live one would have sent, that model's thinking included
-        last = _last_model(loaded.messages) if not settings.model_explicit else None
-        switched = bool(last) and not same_model(last, model) and path.parent == settings.project_dir
-        if switched:
-            loaded = load_transcript(path, model=last)
-    except OSError as e:
-        raise SessionError(f"Can't read session {path}: {e.strerror or e}") from None
+    loaded, last = _read(settings, path)
     if not loaded.readable:
         raise SessionError(f"{path} holds no session records (not a transcript?); nothing to resume")
     for warning in loaded.warnings:
@@ -105,28 +94,9 @@ def _open(
                 "warning",
             )
         )
-    if ours:
-        session = Session(
-            settings,
-            loaded.session_id,
-            emit,
-            ask,
-            history=messages,
-            replayed=loaded.state,
-            last_uuid=loaded.last_uuid,
-            environ=environ,
-            resumed_size=loaded.size,
-        )
-    else:
-        session = Session(settings, new_uuid(), emit, ask, replayed=loaded.state, environ=environ)
-        # seed our own store; the foreign file is only read. Not through add(): the imported replies
-        # are no turns of this run and their usage was paid for back then (num_turns, cost)
-        for m in messages:
-            session.conv.append(m)
-        for rec in state_records(loaded.state):
-            session.record(rec)
+    session = _continued(settings, loaded, messages, ours, emit, ask, environ)
     session.memory_text = loaded.memory_text  # the memory it started with, not loaded again
-    if switched and last:
+    if last:
         session.set_model(last)
     if loaded.system_prompt is not None:  # the prompt its thinking is bound to, byte for byte
         session.restore_system(loaded.system_prompt, record=not ours)
@@ -142,6 +112,55 @@ def _open(
         (m.message_id for m in reversed(session.messages) if m.role == "assistant" and m.message_id), None
     )
     request_cycle.resumed(session.conv)  # what its thinking is bound to: the next request extends it
+    return session
+
+
+def _read(settings: Settings, path: Path) -> tuple[LoadedSession, str | None]:
+    """The transcript at ``path`` read for the model the session goes on with; and that model when it is
+    the one our own session was last on (a /model switch) rather than the settings' (None otherwise)."""
+    model = settings.model if settings.model_explicit else default_model()
+    try:
+        # the model this session will use (Session picks the same): thinking of any other is dropped
+        loaded = load_transcript(path, model=model)
+        # no model named: our own session goes on with the model it was last on (a /model switch), so
+        # it sends what the live one would have sent, that model's thinking included
+        last = _last_model(loaded.messages) if not settings.model_explicit else None
+        if last and not same_model(last, model) and path.parent == settings.project_dir:
+            return load_transcript(path, model=last), last
+    except OSError as e:
+        raise SessionError(f"Can't read session {path}: {e.strerror or e}") from None
+    return loaded, None
+
+
+def _continued(
+    settings: Settings,
+    loaded: LoadedSession,
+    messages: list[Message],
+    ours: bool,
+    emit: Callable[[Event], None],
+    ask: AskFn | None,
+    environ: dict[str, str],
+) -> Session:
+    """Our own session goes on under its id; a foreign one (or one open elsewhere) is seeded into a new one."""
+    if ours:
+        return Session(
+            settings,
+            loaded.session_id,
+            emit,
+            ask,
+            history=messages,
+            replayed=loaded.state,
+            last_uuid=loaded.last_uuid,
+            environ=environ,
+            resumed_size=loaded.size,
+        )
+    session = Session(settings, new_uuid(), emit, ask, replayed=loaded.state, environ=environ)
+    # seed our own store; the foreign file is only read. Not through add(): the imported replies
+    # are no turns of this run and their usage was paid for back then (num_turns, cost)
+    for m in messages:
+        session.conv.append(m)
+    for rec in state_records(loaded.state):
+        session.record(rec)
     return session
 
 

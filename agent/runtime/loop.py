@@ -6,6 +6,7 @@ Everything else (compaction, retries, permissions, rendering) lives in the named
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from agent.memory.harvest import explicit as remembers
 from agent.runtime import context_updates, mentions, paste
@@ -28,61 +29,84 @@ NOT_RUN_FAILED = "Not run: the agent failed before this tool call could run"
 
 
 def run_turn(session: Session, text: str, *, max_turns: int | None = None) -> TurnFinished:
-    conv, ports = session.conv, session.ports
-    conv.cancel.clear()
+    session.conv.cancel.clear()
     # a call a failure left unanswered would make every later request invalid: answer it first
     answer_open_calls(session, NOT_RUN_FAILED)
     blocked = submit_prompt(session, text)
     if blocked:
         return finish(session, "error", "", blocked)
-    calls, reply_text, stop_blocks = 0, "", 0
+    said = _Said()
     try:
-        while True:
-            context_updates.refresh(session)  # a changed CLAUDE.md or date, appended (fixed system prompt)
-            view = before_request(conv, ports)
-            asked = time.monotonic()
-            try:
-                reply = send(conv, ports, view)
-            except ModelError as e:
-                session.api_seconds += time.monotonic() - asked
-                if not session.fall_back(e):
-                    raise
-                continue  # the same request again, on the fallback model
-            session.api_seconds += time.monotonic() - asked
-            session.add(_kept(session, reply))
-            after_response(conv, ports)
-            calls, reply_text = calls + 1, reply.text
-            if reply.tool_uses:
-                session.add(run_tools(session, reply.tool_uses))
-            elif stop_hook_blocks(session, stop_blocks):
-                stop_blocks += 1
-            else:
-                return finish(session, "end_turn", reply_text)
-            if max_turns and calls >= max_turns:
-                return finish(session, "max_turns", reply_text, f"Reached the maximum of {max_turns} turns")
+        return _requests(session, said, max_turns)
     except Declined:  # the user said no to a tool call: the next step is theirs
-        return finish(session, "declined", reply_text)
+        return finish(session, "declined", said.text)
     except HookStopped as e:  # a hook's {"continue": false}: its stopReason is for the user
-        return finish(session, "hook_stopped", reply_text, f"Stopped by a hook: {e}")
+        return finish(session, "hook_stopped", said.text, f"Stopped by a hook: {e}")
     except Interrupted as e:
         if e.usage:  # the reply cut short was billed for what it had read and written
             session.account_unrecorded(session.model, e.usage)
         record_interruption(session)
-        return finish(session, "interrupted", reply_text, "Interrupted by user")
+        return finish(session, "interrupted", said.text, "Interrupted by user")
     except ContextLimitReached as e:
-        said = str(e)
-        if session.settings.compaction.disable_compact:  # no /compact to advise: /clear is what is left
-            said = said.replace(
-                "/compact or /clear to continue", "/clear to start anew (compaction is disabled)"
-            )
-        return finish(session, "context_limit", reply_text, said)
+        return finish(session, "context_limit", said.text, _limit_said(session, e))
     except ModelError as e:
-        return finish(session, "error", reply_text, str(e))
+        return finish(session, "error", said.text, str(e))
     except AgentError:
         raise  # one clear line where the front end reports it (a transcript that can't be written)
     except Exception as e:  # noqa: BLE001 - a bug must not leave a call unanswered (every request would fail)
         answer_open_calls(session, f"{NOT_RUN_FAILED} ({type(e).__name__})")
-        return finish(session, "error", reply_text, f"internal error: {type(e).__name__}: {e}")
+        return finish(session, "error", said.text, f"internal error: {type(e).__name__}: {e}")
+
+
+@dataclass
+class _Said:
+    """The text of the turn's latest reply (what the turn ends with, however it ends)."""
+
+    text: str = ""
+
+
+def _requests(session: Session, said: _Said, max_turns: int | None) -> TurnFinished:
+    """Request, record the reply, run its tool calls; until the model ends its turn (and no Stop hook keeps
+    it going) or ``max_turns`` replies came."""
+    calls, stop_blocks = 0, 0
+    while True:
+        reply = _ask(session)
+        session.add(_kept(session, reply))
+        after_response(session.conv, session.ports)
+        calls, said.text = calls + 1, reply.text
+        if reply.tool_uses:
+            session.add(run_tools(session, reply.tool_uses))
+        elif stop_hook_blocks(session, stop_blocks):
+            stop_blocks += 1
+        else:
+            return finish(session, "end_turn", said.text)
+        if max_turns and calls >= max_turns:
+            return finish(session, "max_turns", said.text, f"Reached the maximum of {max_turns} turns")
+
+
+def _ask(session: Session) -> Message:
+    """One request; sent again on the fallback model when the model is overloaded and there is one."""
+    conv, ports = session.conv, session.ports
+    while True:
+        context_updates.refresh(session)  # a changed CLAUDE.md or date, appended (fixed system prompt)
+        view = before_request(conv, ports)
+        asked = time.monotonic()
+        try:
+            reply = send(conv, ports, view)
+        except ModelError as e:
+            session.api_seconds += time.monotonic() - asked
+            if not session.fall_back(e):
+                raise
+            continue  # the same request again, on the fallback model
+        session.api_seconds += time.monotonic() - asked
+        return reply
+
+
+def _limit_said(session: Session, e: ContextLimitReached) -> str:
+    said = str(e)
+    if session.settings.compaction.disable_compact:  # no /compact to advise: /clear is what is left
+        said = said.replace("/compact or /clear to continue", "/clear to start anew (compaction is disabled)")
+    return said
 
 
 def _kept(session: Session, reply: Message) -> Message:

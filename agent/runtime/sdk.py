@@ -259,14 +259,27 @@ class ModelClient:
                 or self._falls_back(req, failure)
             ):
                 raise failure.give_up(attempt, time.monotonic() - started, delay, budget)
-            if req.retry == "compaction":  # the user is waiting for it: say why
-                self.on_event(Retrying(attempt, failure.reason, delay, compaction=True))
-            elif emit_text:  # other side requests (notes, candidates) wait quietly
-                self.on_event(Retrying(attempt, failure.reason, delay))
-            if cancel is not None and cancel.wait(delay):
-                raise Interrupted("interrupted")
-            elif cancel is None:
-                time.sleep(delay)
+            self._wait_to_retry(req, failure, attempt, delay, cancel, emit_text)
+
+    def _wait_to_retry(
+        self,
+        req: Request,
+        failure: _Failure,
+        attempt: int,
+        delay: float,
+        cancel: threading.Event | None,
+        emit_text: bool,
+    ) -> None:
+        """Say why a request waits (a compaction: the user is waiting for it; the main request), then wait
+        ``delay`` or until the turn is cancelled."""
+        if req.retry == "compaction":  # the user is waiting for it: say why
+            self.on_event(Retrying(attempt, failure.reason, delay, compaction=True))
+        elif emit_text:  # other side requests (notes, candidates) wait quietly
+            self.on_event(Retrying(attempt, failure.reason, delay))
+        if cancel is not None and cancel.wait(delay):
+            raise Interrupted("interrupted")
+        elif cancel is None:
+            time.sleep(delay)
 
     def _falls_back(self, req: Request, failure: _Failure) -> bool:
         fallback = self.fallback_model
@@ -527,16 +540,7 @@ class _Reply:
         if kind == "input_json_delta":
             self.json.setdefault(index, []).append(delta.partial_json)
         elif kind == "thinking_delta":
-            parts = self.parts.setdefault((index, "thinking"), [block.get("thinking", "")])
-            parts.append(delta.thinking)
-            if not self.progress:
-                return ThinkingDelta(delta.thinking)
-            if not delta.thinking:
-                return None
-            first = not "".join(parts[:-1])  # this block's first words
-            text = ("\n\n" if first and self._said else "") + delta.thinking
-            self._said = True
-            return TextDelta(text)
+            return self._thinking(block, index, delta.thinking)
         elif kind == "signature_delta":
             block["signature"] = delta.signature
         elif (
@@ -549,6 +553,19 @@ class _Reply:
         elif kind == "citations_delta":
             block.setdefault("citations", []).append(delta.citation.model_dump(exclude_none=True))
         return None
+
+    def _thinking(self, block: dict[str, Any], index: int, words: str) -> TextDelta | ThinkingDelta | None:
+        """Thinking words: shown as thinking, or, on a model that thinks its progress, as the reply's text."""
+        parts = self.parts.setdefault((index, "thinking"), [block.get("thinking", "")])
+        parts.append(words)
+        if not self.progress:
+            return ThinkingDelta(words)
+        if not words:
+            return None
+        first = not "".join(parts[:-1])  # this block's first words
+        text = ("\n\n" if first and self._said else "") + words
+        self._said = True
+        return TextDelta(text)
 
     def message(self) -> Message | None:
         """The complete message; None when the stream ended before its stop reason came."""

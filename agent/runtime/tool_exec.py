@@ -31,7 +31,7 @@ from core.errors import Interrupted
 from core.events import PermissionDenied, TodosChanged, ToolFinished, ToolStarted
 from core.messages import Message, meta, tool_result_block, tool_results
 from core.private import redact, secrets_of
-from tools.base import ToolResult
+from tools.base import Tool, ToolResult
 from tools.runner import precheck, run_tool
 
 INTERRUPTED = (
@@ -74,9 +74,33 @@ MAX_PARALLEL = 4
 
 def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
     uses = [_with_absolute_path(session, use) for use in uses]
-    verdicts: list[ToolResult | None] = []
     stops: list[str] = []  # a hook's {"continue": false}: nothing more is asked or run
-    for i, use in enumerate(uses):  # after a "no", nothing more is asked or run
+    results = _verdicts(session, uses, stops)
+    _run_permitted(session, uses, results, stops)
+    blocks = [tool_result_block(u["id"], r.content, r.is_error) for u, r in zip(uses, results)]  # type: ignore[union-attr]
+    message = tool_results(blocks)
+    facts = {u["id"]: r.facts for u, r in zip(uses, results) if r is not None and r.facts}
+    if (
+        facts
+    ):  # the ledger's record of what the calls did (compact.compaction.ledger); never sent to the model
+        message = message.replace(extra={ledger.FACTS_KEY: facts})
+    if session.cancel.is_set():
+        session.add(message)
+        raise Interrupted("interrupted")
+    if any(r is not None and r.content == DECLINED for r in results):
+        session.add(message)
+        raise Declined()
+    if stops:
+        session.add(message)
+        raise HookStopped(stops[0])
+    return message
+
+
+def _verdicts(session: Session, uses: list[dict[str, Any]], stops: list[str]) -> list[ToolResult | None]:
+    """Each call checked in order: None when it may run, else the result it gets instead. After a "no",
+    or a hook's stop, nothing more is asked."""
+    verdicts: list[ToolResult | None] = []
+    for i, use in enumerate(uses):
         declined = any(isinstance(v, ToolResult) and v.content == DECLINED for v in verdicts)
         verdicts.append(
             ToolResult(NOT_RUN_DECLINED, is_error=True)
@@ -85,7 +109,14 @@ def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
             if stops
             else _guarded(_permit, "checking", session, use, _touched(uses[:i]), stops)
         )
-    results: list[ToolResult | None] = [v if isinstance(v, ToolResult) else None for v in verdicts]
+    return [v if isinstance(v, ToolResult) else None for v in verdicts]
+
+
+def _run_permitted(
+    session: Session, uses: list[dict[str, Any]], results: list[ToolResult | None], stops: list[str]
+) -> None:
+    """Run the calls that may run, into ``results``: a run of read-only calls side by side, the others one
+    by one (after a PostToolUse hook's stop, none more)."""
     asked = len(stops)  # calls before a PreToolUse stop still run; after a PostToolUse stop none does
     i = 0
     while i < len(uses):
@@ -107,23 +138,6 @@ def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
                 else _execute_guarded(session, uses[i], stops)
             )
         i += 1
-    blocks = [tool_result_block(u["id"], r.content, r.is_error) for u, r in zip(uses, results)]  # type: ignore[union-attr]
-    message = tool_results(blocks)
-    facts = {u["id"]: r.facts for u, r in zip(uses, results) if r is not None and r.facts}
-    if (
-        facts
-    ):  # the ledger's record of what the calls did (compact.compaction.ledger); never sent to the model
-        message = message.replace(extra={ledger.FACTS_KEY: facts})
-    if session.cancel.is_set():
-        session.add(message)
-        raise Interrupted("interrupted")
-    if any(r is not None and r.content == DECLINED for r in results):
-        session.add(message)
-        raise Declined()
-    if stops:
-        session.add(message)
-        raise HookStopped(stops[0])
-    return message
 
 
 def _guarded(
@@ -246,25 +260,44 @@ def _permit(
             is_error=True,
         )
     if decision.behavior == "ask":
-        failure = None if args.get("file_path") in (touched or ()) else precheck(tool, args, session.tool_ctx)
-        if failure is not None:  # it would fail anyway: nobody is asked to approve it
-            session.emit(ToolStarted(use["id"], name, args))
-            session.emit(ToolFinished(use["id"], name, failure.content, True, failure.summary))
-            return failure
-        if session.ask is None or session.cancel.is_set():
-            _denied(session, use, f"needs approval ({decision.reason}) {NOBODY_TO_ASK}")
-            return ToolResult(
-                f"{name} needs the user's approval ({decision.reason}), and nobody can approve it in this "
-                "non-interactive session, so it was not run. Continue without it or tell the "
-                "user which permission to grant (for example with --allowedTools).",
-                is_error=True,
-            )
-        answer = session.ask(name, args, session.permissions.describe(name, args))
-        if answer == "always":
-            session.permissions.allow_for_session(session.permissions.suggest_rule(name, args))
-        elif answer != "yes":
-            _denied(session, use, USER_SAID_NO)
-            return ToolResult(DECLINED, is_error=True)
+        refused = _ask_user(session, use, tool, decision.reason, touched)
+        if refused is not None:
+            return refused
+    return _pre_tool_hooks(session, name, args, stops)
+
+
+def _ask_user(
+    session: Session, use: dict[str, Any], tool: Tool, reason: str, touched: set[str] | None
+) -> ToolResult | None:
+    """A call the rules ask about: None once the user approved it; else the result to send instead (it
+    would fail anyway, nobody can approve it, or the user said no)."""
+    name, args = use["name"], use.get("input") or {}
+    failure = None if args.get("file_path") in (touched or ()) else precheck(tool, args, session.tool_ctx)
+    if failure is not None:  # it would fail anyway: nobody is asked to approve it
+        session.emit(ToolStarted(use["id"], name, args))
+        session.emit(ToolFinished(use["id"], name, failure.content, True, failure.summary))
+        return failure
+    if session.ask is None or session.cancel.is_set():
+        _denied(session, use, f"needs approval ({reason}) {NOBODY_TO_ASK}")
+        return ToolResult(
+            f"{name} needs the user's approval ({reason}), and nobody can approve it in this "
+            "non-interactive session, so it was not run. Continue without it or tell the "
+            "user which permission to grant (for example with --allowedTools).",
+            is_error=True,
+        )
+    answer = session.ask(name, args, session.permissions.describe(name, args))
+    if answer == "always":
+        session.permissions.allow_for_session(session.permissions.suggest_rule(name, args))
+    elif answer != "yes":
+        _denied(session, use, USER_SAID_NO)
+        return ToolResult(DECLINED, is_error=True)
+    return None
+
+
+def _pre_tool_hooks(
+    session: Session, name: str, args: dict[str, Any], stops: list[str] | None
+) -> ToolResult | None:
+    """The PreToolUse hooks: None when they let the call run; a stop (collected in ``stops``) or a block."""
     outcomes = session.run_hooks("PreToolUse", name, tool_name=name, tool_input=args)
     stop = session.hooks.stop_reason(outcomes)
     if stop is not None:  # Claude Code's protocol: "continue": false wins over any decision
