@@ -70,9 +70,7 @@ class Request:
             p["system"] = self.system[:-1] + [{**self.system[-1], "cache_control": CACHE}]
         if self.tools:
             p["tools"] = _mark_tools(self.tools)
-        choice = self.tool_choice
-        if choice and choice.get("type") in ("any", "tool") and family.refuses_forced_tool:
-            choice = {"type": "auto"}  # the builder asks for the tool in words (and copes without it)
+        choice = self.legal_tool_choice(family)
         if choice:
             p["tool_choice"] = choice
         thinking, effort = self.legal_thinking(family)
@@ -80,6 +78,24 @@ class Request:
             p["thinking"] = thinking
         if effort:
             p["output_config"] = {"effort": effort}
+        extra = self.legal_extra_body(family, thinking)
+        if extra:
+            p["extra_body"] = extra
+        if (thinking or {}).get("display") == "updates":
+            p["betas"] = [DISPLAY_UPDATES_BETA]
+        return _chained(p, self)
+
+    def legal_tool_choice(self, family: Family) -> dict[str, Any] | None:
+        """``tool_choice`` as the model takes it: a forced choice it refuses becomes "auto" (the builder
+        asks for the tool in words, and copes without it)."""
+        choice = self.tool_choice
+        if choice and choice.get("type") in ("any", "tool") and family.refuses_forced_tool:
+            return {"type": "auto"}
+        return choice
+
+    def legal_extra_body(self, family: Family, thinking: dict[str, Any] | None) -> dict[str, Any]:
+        """``extra_body`` without the thinking edits of a request that doesn't think, and without the
+        sampling parameters a model refuses."""
         thinks = (
             thinking is not None
             and thinking.get("type") != "disabled"
@@ -88,11 +104,7 @@ class Request:
         extra = self.extra_body if thinks else _without_thinking_edits(self.extra_body)
         if family.refuses_sampling:
             extra = {k: v for k, v in extra.items() if k not in ("temperature", "top_p", "top_k")}
-        if extra:
-            p["extra_body"] = extra
-        if (thinking or {}).get("display") == "updates":
-            p["betas"] = [DISPLAY_UPDATES_BETA]
-        return _chained(p, self)
+        return extra
 
     def legal_thinking(self, family: Family) -> tuple[dict[str, Any] | None, str | None]:
         """(thinking, effort) as the model takes them: a type it doesn't accept is left out (its default

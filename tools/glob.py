@@ -180,15 +180,7 @@ def _tokens(pattern: str) -> list[tuple[int, Any]]:
             out.append((_ONE, None))
             i += 1
         elif char == "[" and (end := _class_end(pattern, i)) != -1:
-            inner = pattern[i + 1 : end]
-            if inner[:1] in ("!", "^"):
-                inner = "^" + inner[1:]
-            try:
-                out.append((_CLASS, re.compile("[" + inner.replace("\\", "\\\\") + "]")))
-            except re.error as exc:
-                raise ToolError(
-                    f"The pattern has a bad character class [{pattern[i + 1 : end]}]: {exc}."
-                ) from None
+            out.append((_CLASS, _char_class(pattern[i + 1 : end])))
             i = end + 1
         elif char == "\\" and i + 1 < len(pattern):
             out.append((_LIT, pattern[i + 1]))
@@ -212,6 +204,15 @@ def _regex(tokens: list[tuple[int, Any]]) -> re.Pattern[str] | None:
     return re.compile("".join(parts))
 
 
+def _char_class(written: str) -> re.Pattern[str]:
+    """``[...]`` (``[!...]`` and ``[^...]`` negated) as a regex; a ToolError when it is none."""
+    inner = "^" + written[1:] if written[:1] in ("!", "^") else written
+    try:
+        return re.compile("[" + inner.replace("\\", "\\\\") + "]")
+    except re.error as exc:
+        raise ToolError(f"The pattern has a bad character class [{written}]: {exc}.") from None
+
+
 def _class_end(pattern: str, i: int) -> int:
     return pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("!", "^") else i + 1)
 
@@ -223,31 +224,28 @@ def _matches(tokens: list[tuple[int, Any]], path: str) -> bool:
     for char in path:
         following: set[tuple[int, bool]] = set()
         for k, _inside in states:
-            if k == end:
-                continue
-            kind, value = tokens[k]
-            if kind == _LIT:
-                if char == value:
-                    following.add((k + 1, False))
-            elif kind == _ONE:
-                if char != "/":
-                    following.add((k + 1, False))
-            elif kind == _CLASS:
-                if value.fullmatch(char):
-                    following.add((k + 1, False))
-            elif kind == _STAR:
-                if char != "/":
-                    following.add((k, False))
-            elif kind == _DIRS:
-                following.add((k, True))
-                if char == "/":
-                    following.add((k + 1, False))
-            else:  # _REST
-                following.add((k, False))
+            if k != end:
+                following.update(_step(tokens[k], k, char))
         if not following:
             return False
         states = _closure(tokens, following)
     return (end, False) in states
+
+
+def _step(token: tuple[int, Any], k: int, char: str) -> tuple[tuple[int, bool], ...]:
+    """The states token ``k`` leads to on ``char``."""
+    kind, value = token
+    if kind == _LIT:
+        return ((k + 1, False),) if char == value else ()
+    if kind == _ONE:
+        return ((k + 1, False),) if char != "/" else ()
+    if kind == _CLASS:
+        return ((k + 1, False),) if value.fullmatch(char) else ()
+    if kind == _STAR:
+        return ((k, False),) if char != "/" else ()
+    if kind == _DIRS:
+        return ((k, True), (k + 1, False)) if char == "/" else ((k, True),)
+    return ((k, False),)  # _REST
 
 
 def _closure(tokens: list[tuple[int, Any]], states: set[tuple[int, bool]]) -> set[tuple[int, bool]]:

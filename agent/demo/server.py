@@ -773,6 +773,25 @@ def effort_of(body: dict[str, Any]) -> str:
     return str(effort) if effort is not None else DEFAULT_EFFORT
 
 
+def _refused_controls(body: dict[str, Any]) -> list[str]:
+    """What the 5.5 family refuses outside thinking: sampling parameters, a forced tool, a prefill."""
+    problems = []
+    for name in ("temperature", "top_p", "top_k"):
+        value = body.get(name)
+        if value is not None and not (name == "temperature" and value == 1):
+            problems.append(f"`{name}` is not supported for this model. Remove it from the request.")
+    choice = (body.get("tool_choice") or {}).get("type")
+    if choice in ("any", "tool"):
+        problems.append(
+            f'tool_choice.type "{choice}" is not supported for this model. Use "auto" or "none", and ask '
+            "for the tool in the prompt."
+        )
+    messages = body.get("messages")
+    if isinstance(messages, list) and messages and (messages[-1] or {}).get("role") == "assistant":
+        problems.append("Prefilling assistant messages is not supported for this model.")
+    return problems
+
+
 class Profile2026:
     """The 5.5 family's rules (see the section comment above)."""
 
@@ -782,8 +801,20 @@ class Profile2026:
     def problems(
         self, body: dict[str, Any], headers: dict[str, str], model: dict[str, Any] | None
     ) -> list[str]:
+        problems = self._thinking_problems(body, str(body.get("model")), model)
+        effort = effort_of(body)
+        if effort not in EFFORTS:
+            problems.append(f"output_config.effort: Input should be {', '.join(repr(e) for e in EFFORTS)}")
+        if _thinking_param(body).get("display") == "updates" and DISPLAY_UPDATES_BETA not in headers.get(
+            "anthropic-beta", ""
+        ):
+            problems.append(f'thinking.display "updates" requires the {DISPLAY_UPDATES_BETA} beta header.')
+        return problems + _refused_controls(body)
+
+    def _thinking_problems(
+        self, body: dict[str, Any], model_id: str, model: dict[str, Any] | None
+    ) -> list[str]:
         kind = _thinking_param(body).get("type", "adaptive")
-        model_id = str(body.get("model"))
         problems = []
         if kind == "enabled":
             problems.append(
@@ -801,26 +832,6 @@ class Profile2026:
             problems += self._between_tools_problems(body, model_id, model)
         elif kind != "adaptive":
             problems.append(f"thinking.type: Input tag '{kind}' does not match any of the expected tags")
-        effort = effort_of(body)
-        if effort not in EFFORTS:
-            problems.append(f"output_config.effort: Input should be {', '.join(repr(e) for e in EFFORTS)}")
-        if _thinking_param(body).get("display") == "updates" and DISPLAY_UPDATES_BETA not in headers.get(
-            "anthropic-beta", ""
-        ):
-            problems.append(f'thinking.display "updates" requires the {DISPLAY_UPDATES_BETA} beta header.')
-        for name in ("temperature", "top_p", "top_k"):
-            value = body.get(name)
-            if value is not None and not (name == "temperature" and value == 1):
-                problems.append(f"`{name}` is not supported for this model. Remove it from the request.")
-        choice = (body.get("tool_choice") or {}).get("type")
-        if choice in ("any", "tool"):
-            problems.append(
-                f'tool_choice.type "{choice}" is not supported for this model. Use "auto" or "none", and ask '
-                "for the tool in the prompt."
-            )
-        messages = body.get("messages")
-        if isinstance(messages, list) and messages and (messages[-1] or {}).get("role") == "assistant":
-            problems.append("Prefilling assistant messages is not supported for this model.")
         return problems
 
     @staticmethod
@@ -1075,31 +1086,27 @@ class Compactions:
                 if block.get("content") is None:
                     continue
                 with_content += 1
-                signature = str(block.get("signature"))
-                encrypted = block.get("encrypted_content")
-                if (
-                    encrypted is not None
-                    and signature in self._summarized
-                    and encrypted != "enc_" + signature[-16:]
-                ):
-                    problems.append(
-                        f"{where}: compaction_encrypted_content_invalid: "
-                        f"{COMPACTION_ERRORS['compaction_encrypted_content_invalid']}"
-                    )
-                    continue
-                if str(block.get("signature")) not in self._summarized:
-                    problems.append(
-                        f"{where}: compaction_signature_invalid: {COMPACTION_ERRORS['compaction_signature_invalid']}"
-                    )
-                elif not self._verifies(str(block.get("signature")), str(block["content"])):
-                    problems.append(
-                        f"{where}: compaction_content_mismatch: {COMPACTION_ERRORS['compaction_content_mismatch']}"
-                    )
+                error = self._block_error(block)
+                if error is not None:
+                    problems.append(f"{where}: {error}: {COMPACTION_ERRORS[error]}")
         if with_content > 1:
             problems.append(
                 f"messages: compaction_block_ambiguous: {COMPACTION_ERRORS['compaction_block_ambiguous']}"
             )
         return problems
+
+    def _block_error(self, block: dict[str, Any]) -> str | None:
+        """What is wrong with a compaction block that holds a summary: its encrypted content, its signature
+        (not one this server gave), or its content (not what it signed); None when nothing is."""
+        signature = str(block.get("signature"))
+        encrypted = block.get("encrypted_content")
+        if encrypted is not None and signature in self._summarized and encrypted != "enc_" + signature[-16:]:
+            return "compaction_encrypted_content_invalid"
+        if signature not in self._summarized:
+            return "compaction_signature_invalid"
+        if not self._verifies(signature, str(block["content"])):
+            return "compaction_content_mismatch"
+        return None
 
     @staticmethod
     def _summary(messages: list[dict[str, Any]]) -> str:
@@ -1321,16 +1328,20 @@ class ScriptedAPI:
         if self.context_window is not None and tokens > self.context_window:
             return PromptTooLong(tokens, self.context_window)
         if isinstance(body, dict) and "compaction" in body:
-            refused = self.compactions.refusal(request.headers, body)
-            if refused is None and not offers_compaction(self.models.get(str(body.get("model")))):
-                refused = "compaction: this model does not support on-demand compaction"
-            if refused is not None:
-                return self._refuse(request, 400, "invalid_request_error", refused)
-            return self.compactions.answer(body, tokens, self._usage(body))
+            return self._compaction(request, body, tokens)
         step = self._next_step(body)
         if step is None:
             return self._refuse(request, 500, "api_error", "unexpected request: the script is empty")
         return step
+
+    def _compaction(self, request: Request, body: dict[str, Any], tokens: int) -> Answer | Step:
+        """A request for the server's summary: refused as the API refuses it, else summarized."""
+        refused = self.compactions.refusal(request.headers, body)
+        if refused is None and not offers_compaction(self.models.get(str(body.get("model")))):
+            refused = "compaction: this model does not support on-demand compaction"
+        if refused is not None:
+            return self._refuse(request, 400, "invalid_request_error", refused)
+        return self.compactions.answer(body, tokens, self._usage(body))
 
     def _render(self, request: Request, step: Step) -> Answer:
         body = request.body
