@@ -418,18 +418,29 @@ def _tar(values: Values) -> Effects:
             if option == "--directory":
                 directory = word.partition("=")[2] or nxt
         elif (word.startswith("-") or k == 0) and word != "-":
-            letters = word.lstrip("-")
-            for j, letter in enumerate(letters):
-                if letter in "IF":
-                    return _why(values, f"-{letter} runs a program given in its arguments")
-                extract = extract or letter == "x"
-                if letter == "C":
-                    directory = letters[j + 1 :] or nxt
-                if letter in "fbCgHKLNTVX" and word.startswith("-"):
-                    break
+            why, extracts, into = _tar_letters(word.lstrip("-"), word.startswith("-"), nxt)
+            if why is not None:
+                return _why(values, why)
+            extract = extract or extracts
+            directory = into if into is not None else directory
     if not extract:
         return NONE
     return Effects(unpacks=(directory,), links=True)
+
+
+def _tar_letters(letters: str, dashed: bool, nxt: str) -> tuple[str | None, bool, str | None]:
+    """A bundle of tar's short options (``-xzf``, or ``xzf`` first): why it runs a program (None: it
+    doesn't), whether it extracts, and the directory -C names (None: none)."""
+    extract, directory = False, None
+    for j, letter in enumerate(letters):
+        if letter in "IF":
+            return f"-{letter} runs a program given in its arguments", extract, directory
+        extract = extract or letter == "x"
+        if letter == "C":
+            directory = letters[j + 1 :] or nxt
+        if letter in "fbCgHKLNTVX" and dashed:
+            break
+    return None, extract, directory
 
 
 def _unzip(values: Values) -> Effects:
@@ -495,23 +506,31 @@ def _ssh(values: Values) -> Effects:
                 else (values[k + 1] or "" if k + 1 < len(values) else "")
             )
             k += 0 if word[j + 1 :] else 1
-            if letter == "o" and re.search(
-                r"(?i)(proxy|local|knownhosts)command|permitlocalcommand|match|include|securitykeyprovider"
-                r"|pkcs11provider|askpass",
-                value,
-            ):
-                return _why(values, f"-o {value} runs a local command")
-            if letter == "F":
-                return _why(values, f"-F {value} makes it read a configuration, which can run commands")
-            if letter in "SD" and name != "ssh":
-                return _why(values, f"-{letter} {value} names a program it runs")
-            if letter == "b" and name == "sftp":
-                return _why(values, "-b reads commands from a batch file, where ! runs a local shell command")
+            why = _ssh_option(name, letter, value)
+            if why is not None:
+                return _why(values, why)
             break
         k += 1
     if name == "sftp" and not any(":" in v for v in operands):
         return _why(values, "reads commands from its input, where ! runs a local shell command")
     return NONE
+
+
+def _ssh_option(name: str, letter: str, value: str) -> str | None:
+    """Why ssh/scp/sftp's option ``-LETTER VALUE`` runs a local command (None: it doesn't)."""
+    if letter == "o" and re.search(
+        r"(?i)(proxy|local|knownhosts)command|permitlocalcommand|match|include|securitykeyprovider"
+        r"|pkcs11provider|askpass",
+        value,
+    ):
+        return f"-o {value} runs a local command"
+    if letter == "F":
+        return f"-F {value} makes it read a configuration, which can run commands"
+    if letter in "SD" and name != "ssh":
+        return f"-{letter} {value} names a program it runs"
+    if letter == "b" and name == "sftp":
+        return "-b reads commands from a batch file, where ! runs a local shell command"
+    return None
 
 
 def _awk(values: Values) -> Effects:
@@ -539,6 +558,11 @@ def _awk(values: Values) -> Effects:
         i += 1
     if not programs:
         programs.append(values[i] if i < len(values) else None)
+    return _awk_programs(values, programs)
+
+
+def _awk_programs(values: Values, programs: list[str | None]) -> Effects:
+    """awk's program texts: one that can't be read, or that can run commands or write files, is said."""
     for program in programs:
         if program is None:
             return _why(values, "has a program that can't be read")
@@ -633,13 +657,18 @@ def _sqlite(values: Values) -> Effects:
     texts.extend(operands[1:])
     if len(operands) < 2 and not safe:
         return _why(values, "reads commands from its input, where dot-commands can run programs")
+    return NONE if safe else _sqlite_texts(values, texts)
+
+
+def _sqlite_texts(values: Values, texts: list[str]) -> Effects:
+    """sqlite3's dot-commands and SQL (outside -safe): one that can run a program or touch files is said."""
     for text in texts:
         stripped = text.lstrip()
         if stripped.startswith("."):
             command = stripped.split(None, 1)[0]
-            if command not in _SQLITE_INERT_DOTS and not safe:
+            if command not in _SQLITE_INERT_DOTS:
                 return _why(values, f"runs the dot-command {command}, which can run a program or touch files")
-        elif _SQLITE_SQL_RUNS.search(text) and not safe:
+        elif _SQLITE_SQL_RUNS.search(text):
             return _why(values, "runs SQL that can run a program, load code or touch files (edit(), attach)")
     return NONE
 
