@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import deque
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Any, Callable, ClassVar
 
 from compact.compaction import (
@@ -64,11 +66,15 @@ DEFAULT_SHARE = {"notes": 0.80, "summary": 0.70, "server": 0.70}  # before anyth
 # context and writes a few edits: ~4 replies' time; a summary writes ~20K tokens: ~10)
 PRIOR_STEPS = {"notes": 4.0, "summary": 10.0, "server": 10.0}
 LEAD = 1.3  # margin on the expected time
+STEPS_KEPT = 7  # the recent steps between responses whose medians are the usual step (Preparer.steps)
 # notes and kept tail may take this share of T when applied from a prepared update (the usual one, 45%,
 # keeps room for restored files; a tail that began at P holds the recent reads verbatim anyway)
 PREPARED_SHARE = 0.6
-# a prepared notes compaction that would leave more than this share of T waits (clear of B) for an update
+# a prepared notes compaction that would leave more than this share of T waits (clear of B) for an update;
+# a prepared server's summary whose kept turns weigh more gives way to one of the next request sent, when
+# that one is quick (QUICK_SERVER)
 LAGGING_SHARE = 0.4
+QUICK_SERVER = 1.0  # seconds: a server's summary this fast (or faster than a step) is in before the next step
 MAX_REFRESH = 3  # updates of a notes candidate that lags behind, in one cycle, before a summary is prepared
 CANDIDATE_TIMEOUT = 180.0  # seconds before a background summary is abandoned
 # a compaction is put off, waiting for its candidate, at most this far past T (the default distance from
@@ -108,8 +114,9 @@ class Preparer(Worker):
     failed: str = ""  # why the cycle's candidate failed ("" when it did not)
     last_rejected: str = ""  # the reason the last candidate was refused (shown by /summary and /context)
     seconds: dict[str, float] = field(default_factory=dict)  # measured time per kind of candidate
-    growth: float = 0.0  # tokens per second, measured between responses (smoothed)
-    step_seconds: float = 0.0  # seconds between responses (smoothed)
+    # the last STEPS_KEPT steps between responses, (seconds, tokens added): their medians give the step's
+    # time and size, and the growth rate is their ratio (``growth``)
+    steps: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=STEPS_KEPT))
     last: tuple[float, int] | None = None
     step: int = 0  # the last response's growth in tokens
     notes_done: bool = False  # this cycle's notes update has finished (its edits and marker are in)
@@ -119,6 +126,26 @@ class Preparer(Worker):
     # replace what stood in for those messages too
     rebase: tuple[frozenset[str], frozenset[str]] | None = None
     stats: Stats = field(default_factory=Stats)
+    lagged: int = -2  # the cycle whose prepared server's summary gave way to a newer one (once a cycle)
+    awaited: bool = False  # that newer one is waited for at T, not put off again
+
+    @property
+    def step_seconds(self) -> float:
+        """The usual time between two responses (the median of the recent steps; 0 before any)."""
+        return median(dt for dt, _ in self.steps) if self.steps else 0.0
+
+    @property
+    def step_tokens(self) -> float:
+        """The usual growth of one step in tokens (the median of the recent steps; 0 before any)."""
+        return median(grown for _, grown in self.steps) if self.steps else 0.0
+
+    @property
+    def growth(self) -> float:
+        """Tokens per second: the usual step's size over its usual time, so a step's size times the steps a
+        candidate takes is the growth while it is prepared (0 before any step was measured)."""
+        seconds = self.step_seconds
+        return self.step_tokens / seconds if seconds > 0 else 0.0
+
     # the server's summary prepared ahead (kind "server"): its Compaction, kept turns still to be filled in
     server_ready: Compaction | None = None
     # the PreCompact hooks ran when this cycle's candidate was started: their instructions went into
@@ -300,14 +327,17 @@ def _serve(
 
 
 def _measure(p: Preparer, tokens: int) -> None:
+    """One step between two responses. Its time and size are kept as a pair and the level reads their
+    medians: one step far longer than the rest (the first after start-up, which waits for the SDK's
+    import; one across a pause of the user's) moves neither, where smoothing the rate and the time apart
+    multiplied the slow step's time by the fast steps' rate and put P at its floor (30-session-memory:
+    a summary of 43K prepared and applied in a 167K threshold's first turn)."""
     now = p.clock()
     if p.last is not None:
         dt, grown = now - p.last[0], tokens - p.last[1]
         p.step = max(0, grown)
         if dt > 0 and grown > 0:  # a compaction in between shrank it: no measure
-            rate = grown / dt
-            p.growth = rate if p.growth <= 0 else 0.7 * p.growth + 0.3 * rate
-            p.step_seconds = dt if p.step_seconds <= 0 else 0.7 * p.step_seconds + 0.3 * dt
+            p.steps.append((dt, grown))
     p.last = (now, tokens)
 
 
@@ -436,12 +466,26 @@ def at_threshold(
         p.notes_done = False
         notes_updater.update_in_background(conv, ports, on_done=lambda ok: _notes_done(p, ok))
         return False
+    if (
+        made is not None
+        and clear
+        and p.kind == "server"
+        and _server_lagging(conv, p, made)
+        and p.lagged != _cycle(conv)
+    ):
+        # the server's summary of an early request keeps everything sent since, verbatim: applied now it
+        # would leave most of T (24-env-manual: 24.0K -> 24.2K at a 27K threshold, larger by the server's
+        # count). Clear of B, it gives way to a summary of the next request sent, asked for after its
+        # reply (start_if_due: a new cycle), which keeps that reply's step alone
+        _discard(p)
+        p.cycle, p.lagged, p.awaited = -1, _cycle(conv), True  # once a cycle; the new one is waited for
+        return False
     if made is not None:
         return _apply(conv, ports, p, made, compact, waited=0.0)
     in_flight = cycle_ok and (p.running or (p.kind == "notes" and not p.notes_done))
-    if in_flight and clear:
+    if in_flight and clear and not p.awaited:
         return False  # not ready yet and still clear of B: carry on, it will be soon
-    if clear and counted < tokens and active(conv, ports) and not (cycle_ok and p.failed):
+    if clear and counted < tokens and active(conv, ports) and not (cycle_ok and p.failed) and not in_flight:
         # none started yet (the server's summary needs a request sent since the last compaction point),
         # and the server clears what keeps it clear of B: start one after the next response, not the
         # user's wait now
@@ -454,7 +498,7 @@ def at_threshold(
     note = f"prepared candidate refused: {p.last_rejected}" if p.last_rejected and cycle_ok else ""
     if cycle_ok and (p.ready is not None or p.kind):
         _discard(p)
-    started = p.clock()
+    started, p.awaited = p.clock(), False
     done = compact(conv, ports, "auto", note=note)
     p.stats.waited.append(p.clock() - started)
     p.stats.blocked.append(p.stats.waited[-1])  # its own request, mostly
@@ -481,6 +525,20 @@ def _lagging(conv: Conversation, ports: Ports, made: Compaction) -> bool:
     recent tail, whose results no update saw and which it keeps whole."""
     threshold = conv.window.thresholds().auto_compact
     return notes_compaction.leaves(conv, ports, made) > threshold * LAGGING_SHARE
+
+
+def _server_lagging(conv: Conversation, p: Preparer, made: Compaction) -> bool:
+    """Whether the prepared server's summary lags: its kept turns weigh more than LAGGING_SHARE of T and
+    more than the one step a summary of the next request keeps, and that summary was measured to take
+    no longer than a step (or QUICK_SERVER seconds): a slower one would keep as much by the time it is in
+    (then the prepared one is applied)."""
+    seconds = p.seconds.get("server")
+    if seconds is None or seconds > max(QUICK_SERVER, p.step_seconds):
+        return False
+    threshold = conv.window.thresholds().auto_compact
+    kept = conv.calibration.scale(sum(m.tokens for m in made.kept))  # the server's unit, as T
+    steps = sum(1 for m in made.kept if m.role == "assistant")
+    return kept > threshold * LAGGING_SHARE and steps > 1
 
 
 def _limit(conv: Conversation) -> int:
@@ -620,7 +678,7 @@ def _apply(
     compact: Callable[..., bool],
     waited: float,
 ) -> bool:
-    started = p.clock()
+    started, p.awaited = p.clock(), False
     before = {m.uuid for m in conv.messages}
     done = compact(conv, ports, "auto", prepared=made, note=PREPARED, waited=waited, hooked=p.hook_lines)
     p.stats.waited.append(waited + p.clock() - started)

@@ -624,3 +624,50 @@ def test_a_summary_billed_in_its_iterations_is_observed_from_them() -> None:
     assert prices.server_in == pytest.approx(0.1 + 0.1 * 1.25 + 0.8 * 0.05)
     assert prices.server_out == 2_000
     assert economics.observe({"input_tokens": 0, "output_tokens": 0}) is None  # nothing to learn from
+
+
+def test_a_prepared_server_summary_that_lags_behind_gives_way_to_one_of_the_next_request(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    """At a user's low threshold (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=15: T = 27K) a server's summary prepared
+    early keeps every step sent since: applied at T it left the context as large as it found it
+    (24-env-manual --rules 2026: 24.0K -> 24.2K). Clear of the blocking limit it gives way to a summary of
+    the next request sent, which is waited for at T and keeps that request's reply alone."""
+    from compact.workers import preparer
+
+    bench = thinking_bench(tmp_path, api, autocompact_pct=15)
+    threshold = bench.conv.window.thresholds().auto_compact
+    assert threshold == 27_000
+    bench.add(user_prompt("Read the modules and fix the parser."))
+    read_step(bench, api, "a.py", lines=450)
+    read_step(bench, api, "b.py", lines=450)
+    preparer.start_if_due(bench.conv, bench.ports, int(threshold * 0.9))
+    p = preparer.preparer(bench.conv)
+    assert p is not None and p.kind == "server" and p.thread is not None
+    p.thread.join(30)
+    assert p.server_ready is not None
+    p.seconds["server"] = 0.2  # as quick as the fake is when the machine is not loaded
+    stale = list(p.server_ready.summarized)
+    for name in ("c.py", "d.py"):  # two more steps since it was asked: most of T
+        read_step(bench, api, name, lines=450)
+    counted = threshold // 2  # the server clears old results: clear of the blocking limit
+
+    assert (
+        preparer.at_threshold(bench.conv, bench.ports, threshold, compactor.compact, counted=counted) is False
+    )
+
+    assert of_type(bench.events, CompactFinished) == [] and p.stats.wasted == 1
+    last = read_step(bench, api, "e.py", lines=450)  # the next request, and its reply
+    preparer.start_if_due(bench.conv, bench.ports, threshold + 6_000)  # after that reply: the new one
+    assert p.kind == "server" and p.running or p.server_ready is not None
+
+    assert preparer.at_threshold(
+        bench.conv, bench.ports, threshold + 6_000, compactor.compact, counted=counted
+    )
+
+    live = bench.messages
+    assert is_compaction(live[0]) and live[1].uuid == last.uuid  # the new reply's step alone is kept
+    assert not set(stale) & {m.uuid for m in live}
+    assert sum(binding.holds_thinking(m) for m in live) == 1
+    assert of_type(bench.events, CompactFinished)[0].candidate == "prepared"
+    step(bench, Reply.text("Done.", thinking="wrap up"), api)  # accepted: the kept thinking is valid

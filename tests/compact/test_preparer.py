@@ -143,7 +143,8 @@ def test_a_compaction_that_leaves_the_context_at_the_next_level_starts_the_next_
 ) -> None:
     bench, _ = start(tmp_path, api)
     p = ready(bench)
-    p.seconds["summary"], p.growth = 1e6, 1e6  # a summary far slower than the growth: P at its floor
+    p.seconds["summary"] = 1e6  # a summary far slower than the growth: P at its floor
+    p.steps.append((1.0, 10_000))
     monkeypatch.setattr(preparer, "MIN_SHARE", 0.0)  # and the floor below what the compaction leaves
     grow(bench, ["e.py", "f.py"])
     requests = len(api.message_requests)
@@ -161,3 +162,25 @@ def test_below_the_next_level_the_next_candidate_waits_for_a_response(tmp_path: 
     requests = len(api.message_requests)
     assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is True
     assert p.kind == "" and not p.running and len(api.message_requests) == requests
+
+
+def test_one_slow_step_at_start_up_does_not_move_the_preparation_level(tmp_path: Path, api: FakeAPI) -> None:
+    """The first step of a process waits for the SDK's import (the first request goes without it): 3 s,
+    where the rest take 0.1 s. Smoothing the growth rate and the step's time apart multiplied the slow
+    step's time by the fast steps' rate and put P at its floor (30% of T): a candidate at 43K of 167K in
+    30-session-memory --rules 2026. Medians of the steps leave P where the steady steps put it."""
+    bench = make_bench(tmp_path, api, cost_aware=False)
+    now = [0.0]
+    p = bench.conv.workers[preparer.WORKER] = preparer.Preparer(clock=lambda: now[0])
+    bench.add(user_prompt("Please read every module."))
+    step, tokens = 6_500, 4_500
+    for gap in (3.0, 0.1, 0.1, 0.1, 0.1, 0.1):
+        preparer.start_if_due(bench.conv, bench.ports, tokens)
+        now[0] += gap
+        tokens += step
+    th = bench.conv.window.thresholds()
+    level = preparer.level(p, th.auto_compact, preparer._limit(bench.conv), "summary")
+    # B (at most T + 10K) less a step less PRIOR_STEPS steps with LEAD: what steady steps give
+    assert level == int(min(th.blocking, th.auto_compact + 10_000) - step - 10 * step * 1.3)
+    assert preparer.start_if_due(bench.conv, bench.ports, tokens) is False and p.kind == ""  # 43,500: not yet
+    assert api.message_requests == []
