@@ -10,7 +10,6 @@ compact/, "prepare" means only that). The one diagram of the whole order is comp
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from compact import autocompact
 from compact.compaction import backend, compactor, economics, notes_compaction, notes_updater
@@ -18,7 +17,7 @@ from compact.context import cache_health, context_editing, coverage
 from compact.context.conversation import Conversation, Ports
 from compact.decision import thresholds
 from compact.decision.tokens import CLEARED
-from compact.stages import binding, micro, snip
+from compact.stages import binding, micro, refused, snip
 from compact.stages.binding import THINKING
 from compact.stages.state import clearing_record, context_edit_record, thinking_record
 from compact.stages.view import View
@@ -243,7 +242,7 @@ def send(conv: Conversation, ports: Ports, current: View) -> Message:
 
 
 MAX_REFUSED_BLOCKS = 8  # blocks left out for one request before its refusal is given up as it is
-REFUSED_BLOCK = "refused-block"  # the transcript record of a block left out
+REFUSED_BLOCK = refused.REFUSED_BLOCK  # the transcript record of a block left out
 
 
 def _short(e: RefusedBlock) -> str:
@@ -251,11 +250,19 @@ def _short(e: RefusedBlock) -> str:
     return text if len(text) <= 160 else text[:159] + "…"
 
 
+def _loop_refused(e: RefusedBlock) -> bool:
+    """The 400 a tool loop earns when its latest assistant message comes back without its thinking."""
+    text = str(e)
+    return "must start with a thinking block" in text or "Expected `thinking` or `redacted_thinking`" in text
+
+
 def leave_out(conv: Conversation, req: Request, e: RefusedBlock) -> bool:
-    """Take the block the API refused out of the conversation: a thinking block goes, a compaction block
-    becomes its summary as text, a picture or a document a line saying it was left out. Found by what was
-    sent (the request's block is the message's own object, or equal to it); False when it can't be found
-    or is of a kind that can't be left out (a tool call, a result: the conversation would break)."""
+    """Change the conversation so the block the API refused is not sent again (compact.stages.refused):
+    a thinking block goes, a compaction block becomes its summary as text, a picture or a document a line
+    saying it was left out, and a tool loop whose latest step lost its thinking is told as text. Found
+    by what was sent (the request's block is the message's own object, or equal to it); False when it
+    can't be found or is of a kind that can't be left out (a tool call, a result: the conversation would
+    break). Recorded, so a resume makes the same change (``refused.apply``)."""
     n, m, inner = e.where
     try:
         sent_block = req.messages[n]["content"][m]
@@ -263,55 +270,65 @@ def leave_out(conv: Conversation, req: Request, e: RefusedBlock) -> bool:
             sent_block = sent_block["content"][inner]
     except (IndexError, KeyError, TypeError):
         return False
-    kind = sent_block.get("type") if isinstance(sent_block, dict) else None
-    if kind not in ("thinking", "redacted_thinking", "compaction", "image", "document"):
+    if not isinstance(sent_block, dict):
         return False
+    kind = sent_block.get("type")
+    if _loop_refused(e) and inner is None and req.messages[n].get("role") == "assistant":
+        return _tell_loop(conv, e, sent_block)
+    if kind not in refused.REMOVABLE:
+        return False
+
+    def is_target(block: dict) -> bool:
+        return block is sent_block or block == sent_block
+
     with conv.lock:
         for i, message in enumerate(conv.messages):
-            changed = _without(message.content, sent_block, str(e))
+            originals = {id(b): b for b in _blocks_deep(message.content)}
+            changed = refused.without(message.content, is_target)
             if changed is not None:
+                target = next((b for b in originals.values() if is_target(b)), sent_block)
                 conv.messages[i] = message.replace(content=changed)
                 conv.record(
-                    {
-                        "type": REFUSED_BLOCK,
-                        "uuid": message.uuid,
-                        "path": e.path,
-                        "kind": kind,
-                        "reason": _short(e),
-                    }
+                    refused.record(
+                        message.uuid, str(kind), e.path, _short(e), block=refused.block_key(target)
+                    )
                 )
                 return True
     return False
 
 
-def _without(blocks: list, target: dict, why: str) -> list | None:
-    """``blocks`` with ``target`` replaced (None: not among them, nor inside one of their tool results)."""
-    out: list[Any] = []
-    found = False
-    for block in blocks:
-        if not found and (block is target or block == target):
-            found = True
-            kind = block.get("type")
-            if kind in ("thinking", "redacted_thinking"):
-                continue
-            if kind == "compaction":
-                text = block.get("content") or ""
-                out.append(
-                    {"type": "text", "text": f"Summary of the earlier conversation:\n{text}"}
-                    if text
-                    else {"type": "text", "text": "[the earlier conversation's summary could not be read]"}
-                )
-                continue
-            out.append({"type": "text", "text": f"[a {kind} the API refused was left out]"})
-            continue
-        if not found and isinstance(block, dict) and isinstance(block.get("content"), list):
-            inner = _without(block["content"], target, why)
-            if inner is not None:
-                found = True
-                out.append({**block, "content": inner})
-                continue
-        out.append(block)
-    return out if found else None
+def _blocks_deep(blocks: list) -> list[dict]:
+    out = []
+    for b in blocks:
+        if isinstance(b, dict):
+            out.append(b)
+            if isinstance(b.get("content"), list):
+                out += _blocks_deep(b["content"])
+    return out
+
+
+def _tell_loop(conv: Conversation, e: RefusedBlock, sent_block: dict) -> bool:
+    """The assistant message holding ``sent_block`` called tools and came back without the thinking it
+    was written with (the transcript could not keep it): the API refuses the loop going on without it,
+    and it can't be put back, so the step is told as text, with its results."""
+    with conv.lock:
+        at = next(
+            (
+                i
+                for i, msg in reversed(list(enumerate(conv.messages)))
+                if msg.role == "assistant"
+                and msg.tool_uses
+                and any(b is sent_block or b == sent_block for b in msg.content)
+            ),
+            None,
+        )
+        if at is None:
+            return False
+        uuid = conv.messages[at].uuid
+        for i in refused.loop_messages(conv.messages, at):
+            conv.messages[i] = refused.told(conv.messages[i])
+        conv.record(refused.record(uuid, refused.LOOP, e.path, _short(e)))
+        return True
 
 
 def settle_dropped(conv: Conversation, req: Request, current: View, reply: Message) -> set[str]:

@@ -129,6 +129,27 @@ class RefusedBlock(ModelError):
 _REFUSED_BLOCK = re.compile(r"^(messages\.(\d+)\.content\.(\d+)(?:\.content\.(\d+))?)\b")
 
 
+class RefusedSetting(ModelError):
+    """The API refused a setting of the request the model doesn't take: a thinking type (``setting`` is
+    ``enabled``, ``disabled``, ``adaptive`` or ``between_tools``) or an effort (``effort``). Raised when
+    the Models API said the model takes it and the model doesn't: the client stops believing that and
+    sends the request again without it (agent.runtime.sdk)."""
+
+    def __init__(self, message: str, setting: str):
+        super().__init__(message, status=400)
+        self.setting = setting
+
+
+_REFUSED_SETTING = (
+    re.compile(
+        r'"thinking\.type\.(enabled|disabled|adaptive|between_tools)" is not supported for this model'
+    ),
+    re.compile(r"thinking\.type: Input tag '(enabled|disabled|adaptive|between_tools)'"),
+    re.compile(r"thinking\.(budget_tokens)\b.*(?:not supported|not allowed)"),
+    re.compile(r"^output_config\.(effort)\b"),
+)
+
+
 def classify_bad_request(message: str) -> ModelError | None:
     """Recognise the context-size errors and preserved thinking's prefix check in a 400
     invalid_request_error's message."""
@@ -141,6 +162,9 @@ def classify_bad_request(message: str) -> ModelError | None:
         return PromptTooLong(message, int(m.group(1)), int(m.group(2)))
     if "prompt is too long" in message.lower():
         return PromptTooLong(message)
+    for pattern in _REFUSED_SETTING:
+        if m := pattern.search(message):
+            return RefusedSetting(message, "enabled" if m.group(1) == "budget_tokens" else m.group(1))
     if m := _REFUSED_BLOCK.match(message):
         inner = int(m.group(4)) if m.group(4) is not None else None
         return RefusedBlock(message, m.group(1), (int(m.group(2)), int(m.group(3)), inner))

@@ -276,6 +276,27 @@ def learn(model: str, info: dict[str, Any]) -> Family:
     return replace(family, **changes) if changes else family
 
 
+THINKING_TYPES = ("enabled", "disabled", "adaptive", "between_tools")
+
+
+def corrected(family: Family, model: str, refused: frozenset[str]) -> Family:
+    """``family`` without the settings the API refused for ``model`` (thinking types, ``effort``). Where
+    the family came from the Models API's report (it isn't the table's) and the API refused a thinking
+    type that report offered, the report is wrong about thinking: the table's thinking and efforts stand
+    instead, less what was refused, so the next request is one the API takes."""
+    if not refused:
+        return family
+    table = family_of(model)
+    kinds = refused & frozenset(THINKING_TYPES)
+    changes: dict[str, Any] = {}
+    if kinds and family != table:
+        changes.update(thinking=table.thinking, efforts=table.efforts, stop_efforts=table.stop_efforts)
+    changes["thinking"] = changes.get("thinking", family.thinking) - kinds
+    if "effort" in refused:
+        changes["efforts"] = ()
+    return replace(family, **changes)
+
+
 def _supported(node: Any) -> bool:
     return isinstance(node, dict) and bool(node.get("supported"))
 

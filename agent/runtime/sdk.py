@@ -27,11 +27,11 @@ from typing import Any, Callable
 from urllib.parse import quote
 
 from agent.runtime import first_request
-from core.errors import Interrupted, ModelError, ThinkingBindingMismatch, classify_bad_request
+from core.errors import Interrupted, ModelError, RefusedSetting, ThinkingBindingMismatch, classify_bad_request
 from core.events import Retrying, TextDelta, ThinkingDelta
 from core.messages import Message, assistant
 from core.model import BINDING_BETA, Request, api_model_name
-from core.models import PICKER, Family, family_of, learn
+from core.models import PICKER, Family, corrected, family_of, learn
 from core.private import redact, secrets_of
 from core.tokens import load_encoding
 
@@ -151,6 +151,9 @@ class ModelClient:
         # what the Models API said of each model (core.models.learn): every request of this client
         # follows it; a model not asked about (or not answered) follows core.models' table
         self._families: dict[str, Family] = {}
+        # settings the API refused for a model although its family offered them (the Models API said so):
+        # left out of every later request for that model (core.models.corrected)
+        self._refused: dict[str, frozenset[str]] = {}
         self.retry_seconds = retry_seconds
         self.side_idle_seconds = side_idle_seconds
         self._jitter = jitter
@@ -217,8 +220,26 @@ class ModelClient:
         return None
 
     def family(self, model: str) -> Family:
-        """What ``model`` accepts: as the Models API said, else as core.models' table says."""
-        return self._families.get(api_model_name(model)) or family_of(model)
+        """What ``model`` accepts: as the Models API said, else as core.models' table says, less what the
+        API refused for it."""
+        name = api_model_name(model)
+        return corrected(
+            self._families.get(name) or family_of(model), model, self._refused.get(name, frozenset())
+        )
+
+    def _unlearn(self, req: Request, e: RefusedSetting) -> bool:
+        """The API refused a setting the model's family offered: from now on the family goes without it.
+        False when it was refused already (the request could not have carried it)."""
+        name = api_model_name(req.model)
+        refused = self._refused.get(name, frozenset())
+        if e.setting in refused:
+            return False
+        self._refused[name] = refused | {e.setting}
+        after = req.params(self.family(req.model))
+        # only worth another try when the request goes without it now (else it is refused again)
+        if e.setting == "effort":
+            return "output_config" not in after
+        return (after.get("thinking") or {}).get("type") != e.setting
 
     def learn_in_background(self, model: str) -> threading.Thread:
         """Ask the Models API about ``model`` off the caller's thread (a session's start: the first
@@ -241,6 +262,12 @@ class ModelClient:
             attempt += 1
             try:
                 outcome = self._attempt(req, cancel, emit_text)
+            except RefusedSetting as e:
+                # a setting the family offered (the Models API said so) and the model refuses: never a dead
+                # session while a request without it can be sent
+                if not self._unlearn(req, e):
+                    raise
+                continue
             except ThinkingBindingMismatch as e:
                 # sending it again as it is can't work (the history still holds the change): once, with
                 # the invalid thinking dropped by the server; never a dead session

@@ -30,6 +30,7 @@ from typing import Any, Iterator
 
 from agent.transcript.claude_code import Rec, clean, merge, recover_siblings
 from compact.context.cache_health import CACHE_MISS
+from compact.stages import refused
 from compact.stages.state import STATE_TYPES, ContextState, replay
 from core.messages import Message, from_record, tool_result_block, tool_results
 from core.transcript_writer import (
@@ -293,7 +294,9 @@ class _Loader:
         live, pending = self._live(chain, main, kept)
 
         state_from = self._kept_start(kept, boundary_offset)
-        state = self._replay_state(records, state_from, boundary_offset, live)
+        before, after = self._state_records(records, state_from, boundary_offset)
+        live = refused.apply([r.data for r in before + after], live)  # a refusal never outlives its request
+        state = self._replay_state(before, after, live)
         return LoadedSession(
             self.path,
             session_id,
@@ -476,11 +479,16 @@ class _Loader:
         return [r for r in chain if r.is_message]
 
     # -- our own records ---------------------------------------------------------------------------------
-    def _replay_state(
-        self, records: list[Rec], state_from: int, boundary_offset: int, live: list[Message]
-    ) -> ContextState:
+    def _state_records(
+        self, records: list[Rec], state_from: int, boundary_offset: int
+    ) -> tuple[list[Rec], list[Rec]]:
+        """Our state records about the live messages: those between the kept head and the boundary, and
+        those after the boundary."""
         before = self._state_lines(state_from, boundary_offset)
         after = [r for r in records if r.type in STATE_TYPES and r.offset >= boundary_offset]
+        return before, after
+
+    def _replay_state(self, before: list[Rec], after: list[Rec], live: list[Message]) -> ContextState:
         # a compaction resets the collapses, so only commits after the boundary count
         return replay(
             [r.data for r in before + after],

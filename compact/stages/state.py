@@ -18,6 +18,9 @@ Transcript record types (one JSON line each; the writer adds "uuid", "timestamp"
                                                       (thinking an edit invalidated: left out from then on)
   {"type": "server-clearing", "throughToolUseId": str} (the automatic server-side clearing's point:
                                                       compact.context.context_editing)
+  {"type": "refused-block", "uuid": str, "kind": str, "block": str, ...}
+                                                      (a block the API refused, left out: written and
+                                                      applied to the loaded messages by compact.stages.refused)
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ STATE_TYPES = (
     "context-edit",
     "thinking-drop",
     "server-clearing",
+    "refused-block",
 )
 COLLAPSE_KEYS = ("collapsedUuids", "summary", "placeholderUuid")
 COLLAPSE_STATE = (

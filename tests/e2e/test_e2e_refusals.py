@@ -126,11 +126,16 @@ def _thinking_blocks(record: dict) -> list[dict]:
     )
 
 
+def _statuses(api: FakeAPI, since: int) -> list[int | None]:
+    return [r.status for r in api.message_requests[since:]]
+
+
 def test_a_thinking_signature_edited_on_disk_is_left_out_and_the_session_goes_on(
     fake_api, run_cli, isolated_env
 ):
     """Before: --continue ended 'API error 400: messages.1.content.0: Invalid `signature` in `thinking`
-    block', on every run."""
+    block', on every run; then each --continue got its own 400 before leaving the block out again (the
+    record of the refusal was written but not applied when the transcript was loaded)."""
     api = fake_api
     api.refusals_expected = True  # the one refusal the edited block earns is the subject
     api.reply_text("first answer", thinking="I considered the question.")
@@ -149,16 +154,28 @@ def test_a_thinking_signature_edited_on_disk_is_left_out_and_the_session_goes_on
     assert res.code == 0 and res.stdout.strip() == "second answer", res.stderr
     last = json.dumps(api.message_requests[-1].body["messages"])
     assert edited[0] not in last and "first answer" in last
+    for n in range(2):  # the refusal is recorded and applied on load: no request is refused again
+        since = len(api.message_requests)
+        api.reply_text(f"answer {n}")
+        res = run_cli(api, "-p", f"question {n}", "--continue")
+        assert res.code == 0 and res.stdout.strip() == f"answer {n}", res.stderr
+        assert _statuses(api, since) == [200], _statuses(api, since)
+        assert "unknown record type" not in res.stderr
+        assert edited[0] not in json.dumps(api.message_requests[-1].body["messages"])
 
 
 @pytest.mark.fake_profile(
     "4.x", reason="claude-sonnet-4-6: signed thinking with no prefix binding or drop_block"
 )
+@pytest.mark.parametrize("thinking", ["budget", "off"])
 def test_on_sonnet_4_6_the_key_inside_signed_thinking_never_makes_continue_fail(
-    fake_api, run_cli, isolated_env
+    fake_api, run_cli, isolated_env, thinking
 ):
     """The key the model read lands in its signed thinking; the transcript never holds the key, so the
-    block on disk no longer matches its signature. Before: every --continue got a 400."""
+    tool loop's latest step comes back without its thinking, which the API refuses while the request
+    thinks ("a final `assistant` message must start with a thinking block"). Before: with thinking on,
+    every --continue got that 400 and ended. Now the step is told as text once, recorded, and the next
+    --continue sends no refused request at all."""
     api = fake_api
     api.refusals_expected = True
     from tests.fakeapi import Reply
@@ -167,13 +184,24 @@ def test_on_sonnet_4_6_the_key_inside_signed_thinking_never_makes_continue_fail(
     # signed thinking back, as a tool loop must
     api.add(Reply.tools([("Bash", {"command": "echo hi"}, None)], thinking="The key is test-key-0123456789."))
     env = {"ANTHROPIC_API_KEY": "test-key-0123456789", "ANTHROPIC_MODEL": "claude-sonnet-4-6"}
+    if thinking == "budget":
+        env["MAX_THINKING_TOKENS"] = "4000"
     run_cli(api, "-p", "what is in .env?", "--max-turns", "1", "--dangerously-skip-permissions", env=env)
+    assert api.message_requests[0].body.get("thinking", {}).get("type") == (
+        "enabled" if thinking == "budget" else None
+    )
     path = next(isolated_env.rglob("*.jsonl"))
     assert "test-key-0123456789" not in path.read_text()
-    for n in range(2):
+    for n in range(3):
+        since = len(api.message_requests)
         api.reply_text(f"answer {n}")
         res = run_cli(api, "-p", f"go on {n}", "--continue", env=env)
         assert res.code == 0 and res.stdout.strip() == f"answer {n}", res.stderr
+        if n:  # the first --continue may meet the refusal once; never again
+            assert _statuses(api, since) == [200], _statuses(api, since)
+        assert "test-key-0123456789" not in path.read_text()
+    last = json.dumps(api.message_requests[-1].body["messages"])
+    assert "echo hi" in last  # the step is still in the conversation, told or as it was
 
 
 def test_a_compaction_block_with_unknown_encrypted_content_becomes_its_summary_and_the_session_goes_on(

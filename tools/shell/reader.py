@@ -36,6 +36,14 @@ from tools.shell.programs import Unwrapped, chdir_option, unwrap
 
 _MAX_DEPTH = 8  # nested scripts and wrappers (bash -c "eval 'sudo env ...'")
 _MAX_LEVELS = 120  # syntax-tree nesting followed before the line is refused as too deep ($( $( ... )))
+# nesting the words show (brackets, substitutions, if/case/loops) past which a line is refused as too deep
+# before it is parsed: deep input then costs a scan, never a parse and a walk (benchmarks/permission_parse.py)
+_MAX_NESTING = 60
+# what opens and closes a level, outside single quotes (a quoted span is one token, skipped)
+_NESTING = re.compile(
+    r"'[^']*'|\\.|\$\(|\$\{|[({]|[)}]|(?<![\w-])(?:if|case|while|until|for|select|fi|esac|done)(?![\w-])"
+)
+_CLOSERS = frozenset({")", "}", "fi", "esac", "done"})
 _MAX_DIRS = 32  # directories a line may cd to before we stop counting
 _MAX_SCRIPT = 256 * 1024  # a script file read to judge its commands (bash x.sh, ./x.sh)
 _SHELL_LINE = re.compile(r"^#!\s*\S*/(?:env\s+)?(?:ba|da|k|mk|a)?sh(?:\s|$)")
@@ -185,8 +193,13 @@ class Command:
         return self.words[0].value or ""
 
     def line(self) -> str:
-        """The words joined by spaces: values where known, text as written where not."""
-        return " ".join(w.value if w.value is not None else w.text for w in self.words)
+        """The words joined by spaces: values where known, text as written where not (made once: every
+        rule asks for it)."""
+        made = self.__dict__.get("_line")
+        if made is None:
+            made = " ".join(w.value if w.value is not None else w.text for w in self.words)
+            object.__setattr__(self, "_line", made)
+        return made
 
     def without_globals(self) -> str | None:
         """The line with the global options before the subcommand left out (``git push`` for ``git -C .
@@ -237,11 +250,31 @@ class Analysis:
 def analyze(command: str, cwd: Path) -> Analysis:
     """Everything the permission check needs to know about one Bash command line run in ``cwd``."""
     reader = _Reader(Path(os.path.normpath(cwd)))
+    if _nesting(command) > _MAX_NESTING:
+        return Analysis(error=f"it is nested more than {_MAX_NESTING} levels deep, too deep to judge")
     try:
         reader.script(command, 0)
     except RecursionError:  # the walk is bounded (_MAX_LEVELS); this only guards a caller already deep
         return Analysis(error="it is nested too deeply to judge")
     return reader.result()
+
+
+def _nesting(command: str) -> int:
+    """How deep the line's brackets, substitutions and compound commands nest, as the words show them (a
+    quoted bracket counts too: the count can only be over, never under, the parse's). Linear and cheap."""
+    depth = deepest = 0
+    for m in _NESTING.finditer(command):
+        token = m.group()
+        if token[0] in "'\\":
+            continue
+        if token in _CLOSERS:
+            depth = max(0, depth - 1)
+        else:
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > _MAX_NESTING:
+                break  # deep enough to refuse: the rest need not be read
+    return deepest
 
 
 def risky_variable(name: str) -> bool:
@@ -847,6 +880,8 @@ def _pieces(node: Any) -> tuple[str | None, str]:
 
 def _unescape(text: str) -> tuple[str, str]:
     """Quote removal in an unquoted word: ``\\x`` is x (masked), backslash-newline disappears."""
+    if "\\" not in text:
+        return text, text
     value, mask, i = [], [], 0
     while i < len(text):
         if text[i] == "\\" and i + 1 < len(text):

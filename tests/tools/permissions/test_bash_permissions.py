@@ -944,3 +944,57 @@ def test_a_script_file_is_judged_by_its_commands_under_a_deny_rule(project):
     allowing = perms(project, allow=["Bash(./ok.sh)", "Bash(bash ok.sh)"])
     assert allowing.check("Bash", {"command": "./ok.sh"}).behavior == "allow"  # the rule covers its commands
     assert allowing.check("Bash", {"command": "bash ok.sh"}).behavior == "allow"
+
+
+# ---- deep input costs a scan (issue 40: benchmarks/permission_parse.py's worst nested ≤ 25x) ----------
+
+
+def _paired(perms, a: str, b: str, runs: int = 15) -> tuple[float, float]:
+    import time
+
+    ta, tb = [], []
+    for _ in range(runs):
+        for text, times in ((a, ta), (b, tb)):
+            start = time.perf_counter()
+            perms.check("Bash", {"command": text})
+            times.append(time.perf_counter() - start)
+    return min(ta), min(tb)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "if true; then " * 500 + "rm f" + "; fi" * 500,
+        "echo " + "$(" * 400 + "x" + ")" * 400,
+        "(" * 2000 + "rm f" + ")" * 2000,
+        "for i in a; do echo $(" * 100 + "rm f" + "); done" * 100,
+    ],
+    ids=["500-deep if", "400-deep $()", "2000-deep ()", "100-deep for/$()"],
+)
+def test_deep_nesting_is_refused_after_a_scan_at_a_small_multiple_of_an_ordinary_check(tmp_path, command):
+    """Before: the 500-deep if was parsed and walked to 120 levels, 16x-129x an ordinary check on a loaded
+    machine (the goal is 25x). Now a line nested more than 60 levels as its words show is refused before
+    any parse."""
+    perms = Permissions(
+        RuleSettings(cwd=tmp_path, home=tmp_path / "h", user_home=tmp_path / "u", deny=["Bash(rm:*)"])
+    )
+    ordinary = "git status && pytest -q tests/test_a.py 2>&1 | tail -20"
+    perms.check("Bash", {"command": ordinary})
+    decision = perms.check("Bash", {"command": command})
+    assert decision.behavior == "deny" and "too deep" in decision.reason, decision.reason
+    base, deep = _paired(perms, ordinary, command)
+    assert deep < 5 * base, (deep, base)  # a scan: well under the ordinary check (25x is the goal)
+
+
+def test_ordinary_nesting_is_still_judged(tmp_path):
+    perms = Permissions(
+        RuleSettings(
+            cwd=tmp_path, home=tmp_path / "h", user_home=tmp_path / "u", allow=["Bash(echo:*)", "Bash(true)"]
+        )
+    )
+    line = (
+        "if true; then " * 20
+        + "echo $( echo $( echo '(((((((((((((((((((((((((((((((((((((((' ) )"
+        + "; fi" * 20
+    )
+    assert perms.check("Bash", {"command": line}).behavior == "allow"
