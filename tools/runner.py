@@ -49,7 +49,12 @@ def precheck(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult | None:
     check = getattr(tool, "check", None)
     if check is None:
         return None
-    return guarded(lambda: check(args, ctx), lambda exc: _failed(tool, exc))
+
+    def checked() -> ToolResult | None:
+        check(args, ctx)
+        return None
+
+    return guarded(checked, lambda exc: _failed(tool, exc))
 
 
 def _invalid(tool: Tool, problem: str) -> ToolResult:

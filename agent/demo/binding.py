@@ -144,7 +144,7 @@ class Binding:
 
     # -- the walk -----------------------------------------------------------------------------------
 
-    def _units(self, body: dict[str, Any]) -> Iterator[tuple[str, dict | None, str | None]]:
+    def _units(self, body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any] | None, str | None]]:
         """(canonical text, the thinking block or None, its path in the request or None), in prefix order;
         a compaction block yields the messages it stands for (their thinking with no path)."""
         yield "system:" + _text(_blocks(body.get("system"))), None, None

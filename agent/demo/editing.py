@@ -72,9 +72,9 @@ def _value(param: Any, default: int) -> int:
     return int(param["value"]) if isinstance(param, dict) and "value" in param else default
 
 
-def _uses(body: dict[str, Any]) -> list[tuple[dict[str, Any], dict | None]]:
+def _uses(body: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
     """Every tool use of the conversation, oldest first, with the block holding its result (or None)."""
-    results: dict[str, dict] = {}
+    results: dict[str, dict[str, Any]] = {}
     uses: list[dict[str, Any]] = []
     for message in body["messages"]:
         content = message.get("content")

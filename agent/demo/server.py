@@ -311,7 +311,7 @@ def _pieces(text: str, parts: int = 3) -> list[str]:
 
 def _block_events(
     index: int, block: dict[str, Any], raw_inputs: dict[str, str] | None = None, chunk: int | None = None
-) -> list[tuple[str, dict]]:
+) -> list[tuple[str, dict[str, Any]]]:
     kind = block["type"]
     if kind == "text":
         parts = max(3, math.ceil(len(block["text"]) / chunk)) if chunk else 3
@@ -347,7 +347,7 @@ def _block_events(
 
 def stream_events(
     message: dict[str, Any], raw_inputs: dict[str, str] | None = None, chunk: int | None = None
-) -> list[tuple[str, dict]]:
+) -> list[tuple[str, dict[str, Any]]]:
     """The SSE events (name, data) that stream ``message`` (tool inputs in ``raw_inputs`` as given, text
     in pieces of about ``chunk`` characters)."""
     opening = {
@@ -383,7 +383,7 @@ class Answer:
 
     status: int
     payload: Any = None
-    events: Iterable[tuple[str, dict]] | None = None
+    events: Iterable[tuple[str, dict[str, Any]]] | None = None
     cut_after: int | None = None
     stream_error: tuple[str, str] | None = None
     headers: dict[str, str] = field(default_factory=dict)
@@ -1170,7 +1170,7 @@ class ScriptedAPI:
         self.context_window = context_window
         self.tokenizer = tokenizer
         self.chunk, self.pace = chunk, pace
-        self.models: dict[str, dict] = {
+        self.models: dict[str, dict[str, Any]] = {
             m["id"]: m for m in models or [model_info(i, *_limits(i)) for i in DEFAULT_MODELS]
         }
         self.requests: list[Request] = []
@@ -1398,7 +1398,7 @@ class ScriptedAPI:
         )
 
     def _max_input(self, body: dict[str, Any]) -> int:
-        return self.models.get(str(body.get("model")), {}).get("max_input_tokens", 200_000)
+        return int(self.models.get(str(body.get("model")), {}).get("max_input_tokens", 200_000))
 
     def _message(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         if reply.stop_reason == COMPACTED:  # the server's summary: billed in usage.iterations only

@@ -75,7 +75,7 @@ def _literal(values: Values) -> list[str] | None:
 
 def _operands(
     values: Values, valued: frozenset[str], short_valued: str = ""
-) -> tuple[list[str | None], dict]:
+) -> tuple[list[str | None], dict[str, Any]]:
     """Operands and option values (``{"-t": "dir"}``) of a GNU-style command line; options may follow
     operands (GNU permutes them) until ``--``."""
     operands: list[str | None] = []
