@@ -53,27 +53,22 @@ def open_session(
 ) -> Session:
     """A new session, or one continued from a transcript (ours, or a foreign Claude Code file), with the
     Task tool and its subagents (agent.runtime.subagents). ``mcp``: the MCP servers (they outlive it)."""
-    session = _open(settings, emit=emit, ask=ask, resume=resume, continue_last=continue_last, environ=environ)
+    environ = dict(environ or {})
+    path = locate(settings, resume, continue_last)
+    if path is None:
+        session = Session(settings, new_session_id(settings), emit, ask, environ=environ)
+    else:
+        session = _resumed(settings, path, emit, ask, environ)
     if mcp is not None:
         session.attach_mcp(mcp)
     subagents.install(session)
     return session
 
 
-def _open(
-    settings: Settings,
-    *,
-    emit: Callable[[Event], None],
-    ask: AskFn | None,
-    resume: str | None = None,
-    continue_last: bool = False,
-    environ: dict[str, str] | None = None,
+def _resumed(
+    settings: Settings, path: Path, emit: Callable[[Event], None], ask: AskFn | None, environ: dict[str, str]
 ) -> Session:
-    """A new session, or one continued from a transcript (ours, or a foreign Claude Code file)."""
-    environ = dict(environ or {})
-    path = locate(settings, resume, continue_last)
-    if path is None:
-        return Session(settings, new_session_id(settings), emit, ask, environ=environ)
+    """A session continued from the transcript at ``path`` (ours, or a foreign Claude Code file)."""
     loaded, last = _read(settings, path)
     if not loaded.readable:
         raise SessionError(f"{path} holds no session records (not a transcript?); nothing to resume")

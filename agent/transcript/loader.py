@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from agent.transcript.claude_code import Rec, clean, merge, recover_siblings
 from compact.context.cache_health import CACHE_MISS
@@ -174,29 +174,28 @@ class _Loader:
             return None
         return rec if isinstance(rec, dict) else None
 
-    def _last_boundary(self, end: int) -> tuple[int, dict[str, Any]] | None:
-        while True:
-            i = self.mm.rfind(BOUNDARY_NEEDLE, 0, end)
-            if i < 0:
-                return None
-            start, stop = self._line_at(i)
-            rec = self._parse_line(start, stop)
-            if rec is not None and is_boundary(rec):
-                return start, rec
-            end = start
-
-    def _find_uuid(self, uuid: str, end: int) -> Rec | None:
-        """The record whose own uuid is ``uuid``, searching backwards from ``end``."""
-        needle = f'"{uuid}"'.encode()
+    def _search_back(
+        self, needle: bytes, end: int, wanted: Callable[[dict[str, Any]], bool]
+    ) -> tuple[int, dict[str, Any]] | None:
+        """(offset, record) of the last line before ``end`` that holds ``needle`` and is a record ``wanted``
+        takes (a bytes search: the lines passed over stay unparsed)."""
         while True:
             i = self.mm.rfind(needle, 0, end)
             if i < 0:
                 return None
             start, stop = self._line_at(i)
             rec = self._parse_line(start, stop)
-            if rec is not None and rec.get("uuid") == uuid:
-                return Rec(start, rec)
+            if rec is not None and wanted(rec):
+                return start, rec
             end = start
+
+    def _last_boundary(self, end: int) -> tuple[int, dict[str, Any]] | None:
+        return self._search_back(BOUNDARY_NEEDLE, end, is_boundary)
+
+    def _find_uuid(self, uuid: str, end: int) -> Rec | None:
+        """The record whose own uuid is ``uuid``, searching backwards from ``end``."""
+        found = self._search_back(f'"{uuid}"'.encode(), end, lambda rec: rec.get("uuid") == uuid)
+        return Rec(*found) if found is not None else None
 
     def _records(self, start: int) -> Iterator[Rec]:
         pos = start
@@ -249,16 +248,10 @@ class _Loader:
     def _last_record(self, needle: bytes, kind: str) -> dict[str, Any] | None:
         """The main conversation's last record of type ``kind``, wherever it lies (a bytes search: the
         setting and the fixed system prompt outlive compactions, and the rest of the file stays unparsed)."""
-        end = self.size
-        while True:
-            i = self.mm.rfind(needle, 0, end)
-            if i < 0:
-                return None
-            start, stop = self._line_at(i)
-            rec = self._parse_line(start, stop)
-            if rec is not None and rec.get("type") == kind and not rec.get("isSidechain"):
-                return rec
-            end = start
+        found = self._search_back(
+            needle, self.size, lambda rec: rec.get("type") == kind and not rec.get("isSidechain")
+        )
+        return found[1] if found is not None else None
 
     def _load_from(self, start: int, found: tuple[int, dict[str, Any]] | None) -> LoadedSession:
         partial = found is not None
