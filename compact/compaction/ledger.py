@@ -415,11 +415,16 @@ def _add_facts(ledger: Ledger, unread: list[tuple[dict[str, Any], str]], reply: 
         return
     for use, text in unread:
         asked = json.dumps(use.get("input") or {})  # the call's own path or pattern says nothing new
-        named = {n for n in wanted if n not in asked}
+        # a line names one only if it holds it as text: the names the result holds nowhere are left out
+        # first, and only lines holding one of the rest are parsed (the ledger is derived again at every
+        # decision near T: parsing each line of every result each time was seconds of a tool chain's turn)
+        named = {n for n in wanted if n not in asked and n in text}
+        if not named:
+            continue
         scored: list[tuple[int, int, str]] = []
         for i, line in enumerate(text.splitlines()):
             line = line.strip()
-            if not line or len(line) > FACT_SCAN_CHARS:
+            if not line or len(line) > FACT_SCAN_CHARS or not any(n in line for n in named):
                 continue
             hits = len(_names(_LINE_NUMBER.sub("", line)) & named)
             if hits:

@@ -458,3 +458,40 @@ def test_the_shortest_form_names_every_modified_file_of_a_short_list() -> None:
     named = [f"m{i}.py" for i in range(40) if f" m{i}.py" in text or f"m{i}.py," in text]
     assert named == [f"m{i}.py" for i in range(40 - ledger.MINIMAL_MODIFIED, 40)]
     assert "Files modified: 40 (the most recent, oldest first: " in text
+
+
+def test_deriving_the_ledger_parses_only_result_lines_that_hold_a_name_the_next_step_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ledger is derived again at every decision near T: each line of every result was parsed for
+    names each time (a tool chain of 20K-character reads spent seconds of its turn on it, the stall of
+    33-stall). Only a line that holds a name the next step used as text is parsed now; the facts are the same."""
+    parsed: list[str] = []
+    real = ledger._names
+
+    def counting(text: str) -> set[str]:
+        parsed.append(text)
+        return real(text)
+
+    messages: list[Message] = [user_prompt("read the modules")]
+    for i in range(12):
+        body = "\n".join(f"{n:>6}\tvalue_{i}_{n} = compute(x_{n})" for n in range(1, 300))
+        if i == 5:
+            body += "\n   300\tPOOL_LIMIT = 64"
+        read = {
+            "type": "tool_use",
+            "id": f"toolu_r{i}",
+            "name": "Read",
+            "input": {"file_path": f"/p/mod{i}.py"},
+        }
+        said = "POOL_LIMIT is the bound." if i == 6 else ""
+        messages.append(assistant([{"type": "text", "text": said}, read], stop_reason="tool_use"))
+        messages.append(tool_results([tool_result_block(f"toolu_r{i}", body)]))
+    messages.append(assistant([{"type": "text", "text": "Done."}]))
+    before = ledger.derive(messages, "/p")
+    monkeypatch.setattr(ledger, "_names", counting)
+    derived = ledger.derive(messages, "/p")
+    assert derived.facts == before.facts
+    assert [f["lines"] for f in derived.facts] == ["300\tPOOL_LIMIT = 64"]
+    result_lines = [t for t in parsed if "compute(" in t or "POOL_LIMIT = 64" in t]
+    assert len(result_lines) == 1  # the one line naming POOL_LIMIT (3,290 of the 3,589 were parsed)
