@@ -64,11 +64,25 @@ def no_refused_requests() -> Any:
 
 
 @pytest.fixture
-def fake_api():
+def fake_api(request: pytest.FixtureRequest) -> Any:
+    """The one fake Messages API fixture (tests/fakeapi.py), started for the test and stopped after it.
+    ``@pytest.mark.fake_api(profile=..., binding=..., ...)`` on the test, its class or its module (as
+    ``pytestmark``) gives the ``FakeAPI`` options: with none, the 5.5 family's rules (or FAKEAPI_PROFILE's,
+    or the test's ``fake_profile``). After the test the fake holds no violation the test did not clear
+    (an unscripted request too), unless the test declared ``api.expect_refusals()``."""
     from tests.fakeapi import FakeAPI
 
-    with FakeAPI() as api:
+    marker = request.node.get_closest_marker("fake_api")
+    with FakeAPI(**(marker.kwargs if marker else {})) as api:
         yield api
+    if not api.refusals_expected:  # a test of refusals looks at its own (api.expect_refusals())
+        assert api.violations == [], "the fake API recorded violations:\n" + "\n".join(api.violations)
+
+
+@pytest.fixture
+def api(fake_api: Any) -> Any:
+    """The same fake under the shorter name most tests use."""
+    return fake_api
 
 
 @pytest.fixture(scope="session")

@@ -469,6 +469,13 @@ class FakeAPI(ScriptedAPI):
         """Environment variables that point the SDK at this server."""
         return {"ANTHROPIC_BASE_URL": self.url, "ANTHROPIC_API_KEY": "test-key"}
 
+    def client(self, on_event: Callable[[Any], None] | None = None) -> Any:
+        """The agent's SDK client (agent.runtime.sdk.ModelClient, default retry budget) pointed at this
+        server: the wire for a test below the agent floor (tests/helpers/bench.py), which imports no agent."""
+        from agent.runtime.sdk import ModelClient
+
+        return ModelClient(api_key="test-key", auth_token=None, base_url=self.url, on_event=on_event)
+
     # -- scripting -------------------------------------------------------------------------------
 
     def add(self, step: Step) -> Step:

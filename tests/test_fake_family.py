@@ -12,10 +12,7 @@ MODEL = "claude-sonnet-5-5"
 HI = [{"role": "user", "content": "hi"}]
 
 
-@pytest.fixture
-def api():
-    with FakeAPI(profile="2026") as server:
-        yield server
+pytestmark = pytest.mark.fake_api(profile="2026")  # this file is about that profile
 
 
 @pytest.fixture

@@ -29,10 +29,7 @@ MODEL = "claude-sonnet-4-6"
 HI = [{"role": "user", "content": "hi"}]
 
 
-@pytest.fixture
-def api():
-    with FakeAPI(profile="4.x") as server:
-        yield server
+pytestmark = pytest.mark.fake_api(profile="4.x")  # this file is about that profile
 
 
 @pytest.fixture

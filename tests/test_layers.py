@@ -262,6 +262,59 @@ def test_the_bash_reader_loads_with_the_first_command_not_before_the_first_promp
     assert out.stdout.strip() == "[]"
 
 
+# the fake Messages API: the wire a test below the agent floor talks through (its server is agent/demo's
+# scripted server, its client the agent's SDK client), the one door from a compact test up to agent/
+WIRE = "tests.fakeapi"
+
+
+def module_path_in_tests(name: str) -> Path | None:
+    """The file of a tests module (a package: its __init__.py); None for a name that is not one."""
+    base = ROOT / name.replace(".", "/")
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.exists():
+            return path
+    return None
+
+
+def agent_imports_below(start: list[Path]) -> tuple[list[str], set[str]]:
+    """The imports of agent/ in ``start`` and in every tests module they import, followed through (the
+    wire excepted), and the tests modules walked."""
+    upward: list[str] = []
+    seen: set[str] = set()
+    todo = list(start)
+    while todo:
+        path = todo.pop()
+        name = module_name(path)
+        if name in seen:
+            continue
+        seen.add(name)
+        for i in imports_of(name, path):
+            if i.target == "agent" or i.target.startswith("agent."):
+                upward.append(f"{path.relative_to(ROOT)}:{i.line} imports {i.target}")
+            elif i.target.startswith("tests.") and i.target != WIRE:
+                found = module_path_in_tests(i.target)
+                if found is not None:
+                    todo.append(found)
+    return upward, seen
+
+
+def test_compact_tests_and_the_helpers_they_use_import_nothing_from_agent() -> None:
+    """tests/compact/** sit on compact's floor: they and the tests modules they import (the bench, the
+    histories, the shared helpers...) import nothing of agent/, the fake API's wire excepted."""
+    upward, seen = agent_imports_below(sorted((ROOT / "tests" / "compact").rglob("*.py")))
+    assert upward == []
+    assert {"tests.helpers.bench", "tests.helpers.compaction", "tests.helpers.histories"} <= seen
+
+
+def test_the_compact_floor_check_follows_a_helper_up_to_its_agent_imports() -> None:
+    """The walk reads a helper a compact test would import: the agent floor's session_parts is caught."""
+    helper = module_path_in_tests("tests.helpers.session_parts")
+    assert helper == ROOT / "tests" / "helpers" / "session_parts.py"
+    upward, seen = agent_imports_below([helper])
+    assert any("imports agent.runtime.hooks" in line for line in upward)
+    assert "tests.helpers.bench" in seen  # followed into the bench it builds on
+
+
 def test_the_ban_lists_are_generated_from_the_floors() -> None:
     """Every floor's and room's ruff.toml is what scripts/gen_bans.py writes from scripts/floors.py."""
     stale = [

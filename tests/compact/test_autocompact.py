@@ -10,17 +10,11 @@ from compact import autocompact
 from compact.compaction import guard
 from core.events import CompactFailed, CompactFinished, Notice
 from core.messages import assistant, user_prompt
-from tests.compact.test_compactor import SUMMARY_REPLY, conversation, of_type
 from tests.fakeapi import FakeAPI, Reply
 from tests.helpers.bench import make_bench
+from tests.helpers.compaction import SUMMARY_REPLY, conversation, of_type
 
 T = 167_000  # a 200K window's threshold
-
-
-@pytest.fixture
-def api(fake_api: FakeAPI):
-    yield fake_api
-    assert fake_api.violations == []
 
 
 @pytest.mark.parametrize(

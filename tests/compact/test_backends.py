@@ -7,60 +7,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from compact import request_cycle
 from compact.compaction import compactor, economics, summary
 from compact.compaction.server_summary import ERROR_CODES, is_compaction
 from compact.stages import binding
 from core.events import CompactFinished
 from core.messages import Message, assistant, meta, tool_result_block, tool_results, user_prompt
-from tests.compact.test_compactor import SUMMARY_REPLY, of_type, write_file
-from tests.conftest import records
 from tests.fakeapi import FakeAPI, Reply
-from tests.helpers.bench import Bench, make_bench
+from tests.helpers.bench import make_bench
+from tests.helpers.compaction import SUMMARY_REPLY, of_type, records, write_file
+from tests.helpers.thinking import MODEL, read_step, sent_messages, step, thinking_bench
 
-MODEL = "claude-sonnet-5-5"  # preserved thinking: the fake binds every thinking block to its prefix
-
-
-@pytest.fixture
-def api():
-    """The 5.5 family's fake with the prefix check enforced: a refused request is a violation."""
-    with FakeAPI(profile="2026", binding="error") as fake:
-        yield fake
-    assert fake.violations == [] and fake.binding.refused == [] and fake.binding.fallbacks == []
-
-
-def thinking_bench(tmp_path: Path, api: FakeAPI, **options: Any) -> Bench:
-    bench = make_bench(tmp_path, api, model=MODEL, **options)
-    bench.ports.offers_compaction = lambda: True
-    return bench
-
-
-def step(bench: Bench, reply: Reply, api: FakeAPI) -> Message:
-    """One main request through the pipeline (compact.request_cycle), its reply recorded as the loop would."""
-    api.add(reply)
-    view = request_cycle.before_request(bench.conv, bench.ports)
-    message = request_cycle.send(bench.conv, bench.ports, view)
-    bench.add(message)
-    return message
-
-
-def read_step(bench: Bench, api: FakeAPI, name: str, lines: int = 40) -> Message:
-    """A thinking reply that reads a file, then the file's content as its result."""
-    path = write_file(bench, name, lines=lines)
-    reply = Reply.tools(
-        [("Read", {"file_path": str(path)}, f"toolu_{name.replace('.', '_')}")], thinking=f"read {name}"
-    )
-    message = step(bench, reply, api)
-    bench.add(tool_results([tool_result_block(message.tool_uses[0]["id"], path.read_text())]))
-    return message
-
-
-def sent_messages(api: FakeAPI) -> list[dict]:
-    return api.message_requests[-1].body["messages"]
+pytestmark = pytest.mark.fake_api(profile="2026")  # this file is about that profile
 
 
 # --- the rule between compaction points ---------------------------------------------------------------
@@ -259,33 +219,6 @@ def test_the_server_summary_prepared_in_the_background_is_applied_at_t_without_a
     assert of_type(bench.events, CompactFinished)[0].candidate == "prepared"
     assert p.stats.applied == 1 and p.stats.wasted == 0
     step(bench, Reply.text("Done.", thinking="wrap up"), api)  # accepted: the kept thinking is valid
-
-
-def test_a_precompact_hook_runs_when_the_candidate_is_prepared_and_its_words_go_into_it(
-    tmp_path: Path, api: FakeAPI
-) -> None:
-    from compact.workers import preparer
-    from tests.compact.test_compactor import hook
-
-    log = tmp_path / "hook.log"
-    hooks = {"PreCompact": hook(f"echo ran >> {log}; echo 'Name every module.'", matcher="auto")}
-    bench = thinking_bench(tmp_path, api, hooks=hooks)
-    bench.add(user_prompt("Read the modules."))
-    read_step(bench, api, "a.py", lines=300)
-    read_step(bench, api, "b.py")  # its request sends a.py's result: what the server's summary stands for
-    preparer.start_if_due(bench.conv, bench.ports, int(bench.conv.window.thresholds().auto_compact * 0.9))
-    p = preparer.preparer(bench.conv)
-    assert p is not None and p.thread is not None
-    p.thread.join(30)
-    asked = next(r.body for r in api.message_requests if "compaction" in r.body)
-    assert "Name every module." in asked["compaction"]["instructions"]
-    read_step(bench, api, "c.py")
-
-    assert preparer.at_threshold(bench.conv, bench.ports, 10**9, compactor.compact) is True
-
-    assert log.read_text().split() == ["ran"]  # once, when it was prepared; not again at T
-    done = of_type(bench.events, CompactFinished)[0]
-    assert done.candidate == "prepared" and done.method == "server-summary"
 
 
 def test_a_chain_of_server_summaries_each_standing_for_what_it_replaced(tmp_path: Path, api: FakeAPI) -> None:
@@ -500,25 +433,6 @@ def test_a_notes_fold_of_a_span_that_ends_in_a_tool_loop_tells_its_latest_step(
     [fold] = route.hits  # accepted: the api fixture checks for refusals and fallbacks
     assert "tool_result" not in [b.get("type") for b in fold["messages"][-1]["content"]]
     assert "[called Read" in json.dumps(fold["messages"]) and "c.py" in json.dumps(fold["messages"][-2:])
-
-
-def test_a_resume_after_the_servers_summary_rebuilds_the_block_the_kept_turns_and_the_system_messages(
-    tmp_path: Path, api: FakeAPI
-) -> None:
-    from agent.transcript.loader import load_transcript
-
-    bench = thinking_bench(tmp_path, api)
-    bench.add(user_prompt("Read the modules."))
-    read_step(bench, api, "a.py")
-    read_step(bench, api, "b.py")
-    assert compactor.compact(bench.conv, bench.ports, "auto") is True
-    step(bench, Reply.text("Done.", thinking="done"), api)
-
-    loaded = load_transcript(bench.transcript_path, model=MODEL)
-
-    assert [(m.uuid, m.role, m.content) for m in loaded.messages] == [
-        (m.uuid, m.role, m.content) for m in bench.messages
-    ]
 
 
 # --- a local summary in a running tool loop -----------------------------------------------------------

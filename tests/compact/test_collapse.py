@@ -10,21 +10,15 @@ plain estimates and the tests can steer them exactly.
 from __future__ import annotations
 
 import copy
-import json
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.config.settings import Settings
-from agent.runtime.lifecycle import open_session
-from agent.transcript.loader import load_transcript
 from compact.context import cache_health
-from compact.decision.config import CompactConfig
 from compact.decision.tokens import count_tokens
 from compact.request_cycle import before_request, send, token_state
 from compact.stages import collapse
@@ -32,7 +26,6 @@ from compact.stages.collapse import apply_collapses, candidate_spans, placeholde
 from compact.stages.snip import tag_prompts, turns
 from compact.workers import collapse_worker
 from core.errors import Interrupted
-from core.events import Notice
 from core.messages import (
     Message,
     assistant,
@@ -43,78 +36,21 @@ from core.messages import (
     user_prompt,
 )
 from core.model import Request
-from tests.conftest import records, transcripts
-from tests.fakeapi import Error, FakeAPI, Reply, estimate_tokens, last_user_text, request_text
-from tests.helpers.bench import Bench, make_bench
+from tests.fakeapi import Error, FakeAPI, Reply, estimate_tokens, last_user_text
+from tests.helpers.bench import make_bench
+from tests.helpers.collapse import (
+    SESSION_ID,
+    add_turn,
+    collapse_bench,
+    fill,
+    is_collapse_request,
+    notices,
+    placeholders,
+    plain,
+    summaries,
+    text_of,
+)
 from tests.helpers.histories import EXAMPLES, Builder, histories
-
-WORDS = "alpha beta gamma delta parser token stream buffer index value".split()
-
-
-SHARED = "One part of the conversation above is being taken out"
-
-
-def is_collapse_request(body: dict) -> bool:
-    text = last_user_text(body)
-    return collapse_worker.INSTRUCTION.splitlines()[0] in text or SHARED in text
-
-
-@pytest.fixture
-def api(fake_api: FakeAPI):
-    yield fake_api
-    assert fake_api.violations == []
-
-
-SESSION_ID = "0c0a1a5e-1111-4222-8333-444455556666"
-
-
-def collapse_bench(tmp: Path, api: FakeAPI, **kw: Any) -> Bench:
-    """A bench with context collapse on in a 60K window (this file's preset of make_bench)."""
-    kw = {"session_id": SESSION_ID, "context_collapse": True, "context_window": 60_000, **kw}
-    return make_bench(tmp, api, **kw)
-
-
-def text_of(tokens: int, seed: int) -> str:
-    return " ".join(WORDS[(seed + i * 3) % 10] for i in range(tokens))
-
-
-def add_turn(bench: Bench, n: int, size: int = 3_000) -> list[Message]:
-    """A prompt, one Read call, its result (about ``size`` tokens) and a closing reply."""
-    call = f"toolu_turn{n:03d}"
-    ms = [
-        user_prompt(f"Turn {n}: check module_{n}.py"),
-        assistant(
-            [{"type": "tool_use", "id": call, "name": "Read", "input": {"file_path": f"module_{n}.py"}}],
-            stop_reason="tool_use",
-        ),
-        tool_results([tool_result_block(call, text_of(size, n))]),
-        assistant([{"type": "text", "text": f"module_{n}.py is fine."}]),
-    ]
-    for m in ms:
-        bench.add(m)
-    return ms
-
-
-def fill(bench: Bench, tokens: int, start: int = 0, size: int = 3_000) -> list[list[Message]]:
-    """Add turns until the request (system and tools included, as the view counts) holds ``tokens``."""
-    out = []
-    while count_tokens(bench.messages, bench.conv.calibration) < tokens:
-        out.append(add_turn(bench, start + len(out), size))
-    return out
-
-
-def summaries() -> Any:
-    n = iter(range(1, 1000))
-    return lambda body: Reply.text(f"SUMMARY-{next(n)}: read a module, it was fine.")
-
-
-def placeholders(messages: list[Message]) -> list[Message]:
-    return [m for m in messages if collapse.is_placeholder(m)]
-
-
-def notices(events: list[Any]) -> list[str]:
-    return [e.text for e in events if isinstance(e, Notice)]
-
 
 # --- apply_collapses (pure) ---------------------------------------------------------------------------
 
@@ -246,73 +182,6 @@ def test_the_worker_sees_the_span_as_text_with_long_blocks_cut() -> None:
 # --- the stage in a live session ----------------------------------------------------------------------
 
 
-def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api: FakeAPI) -> None:
-    bench = collapse_bench(tmp_path, api, compaction_model="claude-haiku-4-5")
-    events = bench.events
-    route = api.on(is_collapse_request, summaries())
-    ts = fill(bench, 23_000)  # over the start level: the worker starts; under T: nothing is committed yet
-    first = bench.view()
-    assert placeholders(first.messages) == [] and first.tokens >= 23_000
-    c = collapse_worker.collapser(bench.conv)
-    assert c.join(10)
-    # two turns fit in one span (8,000 tokens); two spans are needed to reach 15,000 once committed
-    assert [s.uuids for s in c.staged] == [[m.uuid for m in ts[0] + ts[1]], [m.uuid for m in ts[2] + ts[3]]]
-    body = route.hits[0]
-    assert body["model"] == "claude-haiku-4-5" and body["max_tokens"] == collapse_worker.SUMMARY_MAX_TOKENS
-    assert "tools" not in body and body["system"][0]["text"] == collapse_worker.SYSTEM
-    assert "User: Turn 0: check module_0.py" in last_user_text(body)
-    assert "Turn 2:" not in last_user_text(body)
-    assert bench.state.collapses == [] and not [
-        r for r in records(bench.transcript_path) if r["type"] == "collapse-commit"
-    ]
-
-    ts += fill(
-        bench, 27_500, start=len(ts)
-    )  # over T: every staged span goes in one stroke (one cache rewrite)
-    now = bench.view()
-    ph, ph2 = placeholders(now.messages)
-    # the summary, then what the span did, from its own calls: files read, the user's words verbatim
-    assert ph.text == (
-        "[Collapsed: 8 messages] SUMMARY-1: read a module, it was fine.\n\n"
-        "<working-state of-collapsed-span>\nFiles read (2, most recent last):\n"
-        "- module_0.py (whole file)\n- module_1.py (whole file)\n"
-        "The user's own messages in this span, word for word:\n"
-        "<user-message>\nTurn 0: check module_0.py\n</user-message>\n"
-        "<user-message>\nTurn 1: check module_1.py\n</user-message>\n</working-state>"
-    )
-    assert now.messages[0] is ph and now.messages[1] is ph2 and now.messages[2] is ts[4][0]
-    assert ph2.text.startswith("[Collapsed: 8 messages] SUMMARY-2: read a module, it was fine.")
-    assert now.tokens < 27_000 and now.tokens == count_tokens(now.messages, bench.conv.calibration)
-    assert "SUMMARY-1" in json.dumps(now.api[0]) and "toolu_turn000" not in json.dumps(now.api)
-    rec, rec2 = [r for r in records(bench.transcript_path) if r["type"] == "collapse-commit"]
-    assert rec["collapsedUuids"] == [m.uuid for m in ts[0] + ts[1]] and rec["placeholderUuid"] == ph.uuid
-    assert rec2["collapsedUuids"] == [m.uuid for m in ts[2] + ts[3]] and rec2["placeholderUuid"] == ph2.uuid
-    assert bench.state.collapses == [
-        {k: r[k] for k in ("collapsedUuids", "summary", "placeholderUuid", "workingState")}
-        for r in (rec, rec2)
-    ]
-    assert bench.messages[:4] == ts[0]  # the live list keeps everything
-    assert [s.uuids[0] for s in c.staged if s.uuids[0] in (ts[2][0].uuid, ts[0][0].uuid)] == []
-    assert any("Collapsed 2 earlier spans (16 messages" in n for n in notices(events))
-
-    # resume: the loader replays the commit, and the view is the very same
-    c.join(10)
-    loaded = load_transcript(bench.transcript_path)
-    assert loaded.state.collapses == bench.state.collapses
-    settings = Settings(
-        cwd=bench.cwd,
-        home=bench.home,
-        base_url=api.url,
-        api_key="test-key",
-        model=bench.model,
-        model_explicit=True,
-        compaction=CompactConfig(context_collapse=True, context_window=60_000, session_memory=False),
-    )
-    again = open_session(settings, emit=lambda e: None, ask=None, resume=SESSION_ID)
-    assert again.state.collapses == bench.state.collapses
-    assert again.conv.view().api == bench.view().api
-
-
 def test_usage_measured_before_a_commit_is_lowered_by_what_it_saved(tmp_path: Path, api: FakeAPI) -> None:
     bench = collapse_bench(tmp_path, api)
     api.on(is_collapse_request, summaries())
@@ -423,99 +292,6 @@ def test_placeholder_counts_its_messages() -> None:
 
 
 # --- end to end: the CLI ------------------------------------------------------------------------------
-
-
-def make_files(project: Path, count: int, lines: int = 120) -> list[Path]:
-    """Source files of about 2,600 tokens each as Read shows them."""
-    paths = []
-    for n in range(count):
-        body = [
-            f"def f{n}_{i}(x): return {' '.join(WORDS[(i * 7 + j + n) % 10] for j in range(9))!r}"
-            for i in range(lines)
-        ]
-        path = project / "src" / f"module_{n:02d}.py"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text("\n".join(body) + "\n")
-        paths.append(path)
-    return paths
-
-
-def plain(value: Any) -> Any:
-    """A request's messages without cache breakpoints (they move from request to request)."""
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
-
-
-class Model:
-    """Each turn reads its batch of files, one Read per reply, then says it is done."""
-
-    def __init__(self, batches: list[list[Path]]):
-        self.batches, self.turn, self.pos = batches, 0, 0
-
-    def __call__(self, body: dict) -> Reply:
-        if self.turn >= len(self.batches):
-            return Reply.text("All read.")
-        batch = self.batches[self.turn]
-        if self.pos < len(batch):
-            self.pos += 1
-            return Reply.tool("Read", {"file_path": str(batch[self.pos - 1])})
-        self.turn, self.pos = self.turn + 1, 0
-        return Reply.text(f"Batch {self.turn} read.")
-
-
-@pytest.mark.fake_profile(
-    "4.x",
-    reason="a long tool loop on the 4.x rules: on the 5.5 family an edit of earlier turns waits while a tool loop runs (compact/stages/binding.py), so collapse can't keep one long loop under T there and the server's summary compacts it (test_backends)",
-)
-def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(
-    run_cli, project: Path, isolated_env: Path
-) -> None:
-    paths = make_files(project, 10)
-    # six short turns, then one long tool loop: collapsing the old turns keeps it under T to the end (over
-    # T with nothing left to collapse, the agent would compact there)
-    batches = [[p] for p in paths[:6]] + [paths[6:]]
-    env = {
-        "CLAUDE_CONTEXT_COLLAPSE": "1",
-        "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "60000",
-        "COMPACT_AGENT_SESSION_MEMORY": "0",
-    }
-    with FakeAPI(context_window=60_000) as api:
-        api.on(is_collapse_request, summaries())
-        api.on(lambda body: True, Model(batches))
-        for k, _ in enumerate(batches):
-            res = run_cli(
-                api, "-p", f"Read batch {k + 1}.", *(["--continue"] if k else []), env=env, timeout=180
-            )
-            assert res.code == 0, res.stderr
-            assert res.stdout == f"Batch {k + 1} read.\n"
-        res = run_cli(api, "-p", "Anything left?", "--continue", env=env)
-        assert (res.code, res.stdout) == (0, "All read.\n"), res.stderr
-    assert api.violations == []
-    assert all(r.status == 200 for r in api.message_requests)
-    sent = [r.body for r in api.message_requests]
-    main = [b for b in sent if not is_collapse_request(b)]
-    assert [b for b in sent if is_collapse_request(b)]
-    assert not any("<summary>" in last_user_text(b) for b in sent)  # no compaction request, ever
-    [path] = transcripts(isolated_env)
-    recs = records(path)
-    assert not [r for r in recs if r.get("subtype") == "compact_boundary"]
-    commits = [r for r in recs if r["type"] == "collapse-commit"]
-    assert commits
-    first = next(i for i, b in enumerate(main) if "[Collapsed: " in request_text(b))
-    # the prompt itself is gone from the view; the placeholder quotes it as the user's words
-    assert "Read batch 1. [id:" in request_text(main[first - 1]) and "Read batch 1. [id:" not in request_text(
-        main[first]
-    )
-    assert "<user-message>\nRead batch 1.\n</user-message>" in request_text(main[first])
-    assert all("Read batch 7." in request_text(b) for b in main[first:-1])  # it happened in the long loop
-    # --continue replays the commit: the resumed request extends the last one of the live session
-    previous, resumed = plain(main[-2]["messages"]), plain(main[-1]["messages"])
-    assert resumed[: len(previous)] == previous and "[Collapsed: " in json.dumps(resumed[0])
-    assert [m["role"] for m in resumed[len(previous) :]] == ["assistant", "user"]
-    assert "Read batch 1." in json.dumps(recs)  # the transcript keeps everything
 
 
 # --- what collapse costs --------------------------------------------------------------------------------

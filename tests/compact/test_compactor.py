@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,99 +21,18 @@ from core.events import CompactFailed, CompactFinished, CompactStarted, Notice
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from core.scripted import ScriptedModel, reply_text
 from tests.fakeapi import FakeAPI, Reply, last_user_text, request_text
-from tests.helpers.bench import Bench, make_bench
-from tools.read import number_lines, record_read
-
-SUMMARY_REPLY = (
-    "<analysis>private walk through the conversation</analysis>\n"
-    "<summary>1. Primary Request and Intent: fix the parser\n9. Optional Next Step: none</summary>"
+from tests.helpers.bench import make_bench
+from tests.helpers.compaction import (
+    SUMMARY_REPLY,
+    conversation,
+    main_request,
+    of_type,
+    read_round,
+    transcript_records,
+    write_file,
 )
 
-
 # --- helpers --------------------------------------------------------------------------------------------
-
-
-def write_file(bench: Bench, name: str, lines: int = 20, width: int = 6) -> Path:
-    path = bench.tool_ctx.project_dir / name  # a Bench or a Session
-    path.write_text("".join(f"line {i} of {name} " + "word " * width + "\n" for i in range(1, lines + 1)))
-    return path
-
-
-def read_round(bench: Bench, path: Path, text: str = "Reading it.") -> None:
-    """An assistant Read call and its result, as the loop would record them (read state included)."""
-    use_id = f"toolu_{path.stem}_{len(bench.messages)}"
-    bench.add(
-        assistant(
-            [
-                {"type": "text", "text": text},
-                {"type": "tool_use", "id": use_id, "name": "Read", "input": {"file_path": str(path)}},
-            ],
-            stop_reason="tool_use",
-        )
-    )
-    body = number_lines(path.read_text().splitlines(), 1)
-    bench.add(tool_results([tool_result_block(use_id, body)]))
-    record_read(bench.tool_ctx, path)
-
-
-# a passing test run's output: the part of a history a summary stands in for (the ledger keeps the command
-# and its exit code, not the lines); without it these short conversations would have nothing to compact
-# (compact.compaction.compactor.least_left)
-TEST_RUN = "\n".join(f"tests/test_parser.py::test_case_{i} PASSED" for i in range(150)) + "\n150 passed"
-
-
-def run_round(bench: Bench, command: str, output: str) -> None:
-    """An assistant Bash call and its result (exit code 0), as the loop would record them."""
-    use_id = f"toolu_run_{len(bench.messages)}"
-    bench.add(
-        assistant(
-            [{"type": "tool_use", "id": use_id, "name": "Bash", "input": {"command": command}}],
-            stop_reason="tool_use",
-        )
-    )
-    bench.add(tool_results([tool_result_block(use_id, output)]))
-
-
-def conversation(bench: Bench, files: list[str], *, test_run: bool = True) -> list[Path]:
-    bench.add(user_prompt("Please fix the parser in this project. Never touch the secrets/ directory."))
-    if test_run:
-        run_round(bench, "python -m pytest tests/test_parser.py -v", TEST_RUN)
-    paths = []
-    for name in files:
-        path = write_file(bench, name)
-        read_round(bench, path)
-        paths.append(path)
-    return paths
-
-
-def main_request(bench: Bench) -> Message:
-    """One request of the main conversation (the prefix the compaction request should read from the cache)."""
-    current = bench.view()
-    return bench.client.stream(bench.request(current.api), cancel=bench.cancel, emit_text=False)
-
-
-def transcript_records(bench: Bench) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in bench.transcript_path.read_text().splitlines() if line.strip()]
-
-
-def of_type(events: list[Any], kind: type) -> list[Any]:
-    return [e for e in events if isinstance(e, kind)]
-
-
-def hook(command: str, matcher: str | None = None, timeout: float | None = None) -> list[dict[str, Any]]:
-    spec: dict[str, Any] = {"type": "command", "command": command}
-    if timeout is not None:
-        spec["timeout"] = timeout
-    group: dict[str, Any] = {"hooks": [spec]}
-    if matcher is not None:
-        group["matcher"] = matcher
-    return [group]
-
-
-@pytest.fixture
-def api(fake_api: FakeAPI):
-    yield fake_api
-    assert fake_api.violations == []
 
 
 # --- a compaction that works ------------------------------------------------------------------------------
@@ -440,71 +358,6 @@ def test_instructions_skip_the_notes(tmp_path: Path, api: FakeAPI, monkeypatch: 
 
 
 # --- hooks ---------------------------------------------------------------------------------------------
-
-
-def test_pre_compact_hook_output_reaches_the_summary_request(tmp_path: Path, api: FakeAPI) -> None:
-    hooks = {
-        "PreCompact": hook("echo 'Preserve the list of modified files.'", matcher="auto")
-        + hook("echo 'manual only'", matcher="manual")
-    }
-    bench = make_bench(tmp_path, api, hooks=hooks)
-    conversation(bench, ["a.py"])
-    (bench.cwd / "CLAUDE.md").write_text("# Compact Instructions\nMention the test command.\n")
-    api.reply_text(SUMMARY_REPLY)
-    assert compactor.compact(bench.conv, bench.ports, "auto")
-    text = last_user_text(api.message_requests[-1].body)
-    assert "<analysis>" in text and "<summary>" in text
-    extra = text.split("Additional instructions:")[1]
-    assert extra.index("Preserve the list of modified files.") < extra.index("Mention the test command.")
-    assert "manual only" not in text
-
-
-def test_custom_instructions_come_first(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api, hooks={"PreCompact": hook("echo from-the-hook")})
-    conversation(bench, ["a.py"])
-    (bench.cwd / "CLAUDE.md").write_text("## Compact Instructions\nfrom-claude-md\n")
-    api.reply_text(SUMMARY_REPLY)
-    assert compactor.compact(bench.conv, bench.ports, "manual", "from-the-command")
-    extra = last_user_text(api.message_requests[-1].body).split("Additional instructions:")[1]
-    assert extra.index("from-the-command") < extra.index("from-the-hook") < extra.index("from-claude-md")
-
-
-def test_session_start_and_post_compact_hooks(tmp_path: Path, api: FakeAPI) -> None:
-    seen = tmp_path / "post.json"
-    hooks = {
-        "SessionStart": hook("echo 'You are on branch feature/x.'", matcher="compact")
-        + hook("echo 'startup only'", matcher="startup"),
-        "PostCompact": hook(f"cat > {seen}"),
-    }
-    bench = make_bench(tmp_path, api, hooks=hooks)
-    events = bench.events
-    conversation(bench, ["a.py"])
-    api.reply_text(SUMMARY_REPLY)
-    api.reply_text("ok")
-    assert compactor.compact(bench.conv, bench.ports, "auto")
-    main_request(bench)
-    body = api.message_requests[-1].body
-    assert "You are on branch feature/x." in request_text(body)
-    assert "startup only" not in request_text(body)
-    payload = json.loads(seen.read_text())
-    assert payload["hook_event_name"] == "PostCompact" and payload["trigger"] == "auto"
-    assert payload["compact_summary"].startswith("1. Primary Request and Intent")
-    assert (
-        "SessionStart hook output added to the context" in of_type(events, CompactFinished)[0].hook_messages
-    )
-
-
-def test_failing_and_hanging_hooks_are_reported_and_compaction_proceeds(tmp_path: Path, api: FakeAPI) -> None:
-    hooks = {"PreCompact": hook("echo broken >&2; exit 3") + hook("sleep 5", timeout=1)}
-    bench = make_bench(tmp_path, api, hooks=hooks)
-    events = bench.events
-    conversation(bench, ["a.py"])
-    api.reply_text(SUMMARY_REPLY)
-    assert compactor.compact(bench.conv, bench.ports, "auto")
-    notices = [e.text for e in of_type(events, Notice)]
-    assert any("failed (exit 3): broken" in n for n in notices)
-    assert any("timed out after 1s" in n for n in notices)
-    assert of_type(events, CompactFinished)
 
 
 def test_a_resumed_session_restores_from_its_history(tmp_path: Path, api: FakeAPI) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,23 +14,11 @@ from compact.compaction import compactor, notes_compaction
 from compact.compaction.notes_updater import SPAN_LEAD, safe_marker
 from compact.context import coverage
 from core.messages import Message, assistant, meta, new_uuid, tool_result_block, tool_results
-from tests.compact.test_session_memory import (
-    answer,
-    notes_requests,
-    notes_session,
-    read_round,
-    transcript_records,
-)
 from tests.fakeapi import Error, FakeAPI, Reply, is_notes_update, request_text
 from tests.helpers.bench import Bench
+from tests.helpers.compaction import transcript_records
 from tests.helpers.histories import EXAMPLES, HAND_WRITTEN, histories
-
-
-@pytest.fixture
-def api():
-    with FakeAPI() as fake:
-        yield fake
-
+from tests.helpers.notes import answer, notes_requests, notes_session, read_round
 
 # --- a pure model of a session: updates, notes compactions, summary compactions -------------------------
 

@@ -20,17 +20,11 @@ from compact.stages.state import ContextState
 from compact.workers import preparer
 from core.events import CompactFailed, CompactFinished
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
-from tests.compact.test_compactor import of_type, read_round, write_file
 from tests.fakeapi import FakeAPI, Reply
 from tests.helpers.bench import Bench, make_bench
+from tests.helpers.compaction import of_type, read_round, write_file
 
 T = 27_000  # CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=15 on a 200K window: 15% of 180,000
-
-
-@pytest.fixture
-def api(fake_api: FakeAPI):
-    yield fake_api
-    assert fake_api.violations == []
 
 
 def facts(**kw: object) -> d.Facts:

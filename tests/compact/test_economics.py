@@ -13,18 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.runtime.loop import run_turn
-from compact.compaction import compactor, economics, ledger, notes_compaction, notes_updater
+from compact.compaction import compactor, economics, ledger, notes_compaction
 from compact.compaction.notes import template_for
-from core.events import CompactFailed, CompactFinished
+from core.events import CompactFailed
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
-from tests.compact.test_compactor import SUMMARY_REPLY, read_round, write_file
-from tests.compact.test_notes_tool_chain import NotesWriter, run, write_files
-from tests.conftest import make_session
-from tests.fakeapi import FakeAPI, Reply, is_compaction, is_notes_update
+from tests.fakeapi import FakeAPI
 from tests.helpers.bench import Bench, make_bench
-
-THINKING = "claude-sonnet-5-5"
+from tests.helpers.compaction import SUMMARY_REPLY, read_round, write_file
 
 
 def notes_template_text(bench: Bench) -> str:
@@ -134,96 +129,6 @@ def test_cost_aware_restore_brings_back_modified_files_only(tmp_path: Path, fake
         len(shown) == 1 and str(edited.resolve()) in shown[0]
     )  # the file the work changed, not the three read
     assert set(bench.tool_ctx.read_files) == {str(edited.resolve())}
-
-
-def _compactions(events: list) -> list[CompactFinished]:
-    return [e for e in events if isinstance(e, CompactFinished)]
-
-
-@pytest.mark.fake_profile(
-    "4.x",
-    reason="a notes compaction mid tool loop: on the 5.5 family a compaction mid loop keeps the loop's thinking through the server's summary instead (compact/compaction/backend.py)",
-)
-@pytest.mark.slow
-def test_a_long_read_only_run_compacts_early_from_the_notes_and_restores_nothing_it_only_read(
-    tmp_path: Path,
-) -> None:
-    with FakeAPI() as api:
-        (tmp_path / "project").mkdir()
-        paths = write_files(tmp_path / "project", 50, 220)  # ~4,000 tokens a read: 50 reads pass 167K
-        session, events, _ = run(tmp_path, api, paths)
-        t = session.thresholds().auto_compact
-        done = _compactions(events)
-        assert len(done) >= 2 and all(e.method == "session-memory" for e in done)
-        assert all(t * economics.FLOOR_SHARE <= e.pre_tokens < t / 2 for e in done)  # well before T
-        assert not [r for r in api.message_requests if is_compaction(r.body)]  # no summary request
-        restored = [m for m in session.messages if m.kind == "meta" and "read from disk again" in m.text]
-        assert restored == []  # every file was only read: none is worth a copy
-        updates = [r for r in api.message_requests if is_notes_update(r.body)]
-        assert len(updates) <= len(done) + 1  # about one notes update per compaction, no more
-        api.check()
-
-
-@pytest.mark.slow
-def test_with_the_setting_off_the_same_run_compacts_at_t(tmp_path: Path) -> None:
-    with FakeAPI() as api:
-        (tmp_path / "project").mkdir()
-        paths = write_files(tmp_path / "project", 50, 220)
-        session, events, _ = run(tmp_path, api, paths, cost_aware=False)
-        [done] = _compactions(events)
-        assert done.pre_tokens >= session.thresholds().auto_compact
-        api.check()
-
-
-class TurnReader:
-    """Each turn: one Read per reply over its own files (no text), then a closing line."""
-
-    def __init__(self, turns: list[list[Path]]) -> None:
-        self.turns, self.turn, self.next = turns, -1, 0
-
-    def start(self) -> None:
-        self.turn, self.next = self.turn + 1, 0
-
-    def __call__(self, body: dict) -> Reply:
-        files = self.turns[self.turn]
-        if self.next < len(files):
-            self.next += 1
-            use = {"file_path": str(files[self.next - 1])}
-            return Reply(
-                [{"type": "tool_use", "id": f"toolu_t{self.turn}_{self.next}", "name": "Read", "input": use}]
-            )
-        return Reply.text(f"Turn {self.turn + 1} read.")
-
-
-def test_on_a_thinking_model_a_turn_boundary_compacts_from_the_notes_with_no_call_and_no_kept_thinking(
-    tmp_path: Path,
-) -> None:
-    with FakeAPI(profile="2026", binding="error") as api:
-        project = tmp_path / "project"
-        project.mkdir()
-        paths = write_files(project, 24, 110)  # ~2,000 tokens a read; T = 27,000 at a 60K window
-        model = TurnReader([paths[i : i + 4] for i in range(0, 24, 4)])
-        api.on(is_notes_update, NotesWriter())
-        api.on(lambda body: True, model)
-        session, events = make_session(
-            tmp_path, api, permission_mode="bypassPermissions", model=THINKING, context_window=60_000
-        )
-        for k in range(6):
-            model.start()
-            finished = run_turn(session, f"Read batch {k + 1}.")
-            assert finished.stop_reason == "end_turn", finished.error
-            notes_updater.wait_for_update(session.conv, 30)
-        done = _compactions(events)
-        at_boundary = [e for e in done if e.method == "session-memory"]
-        assert at_boundary, [e.method for e in done]
-        assert all(e.pre_tokens < session.thresholds().auto_compact for e in at_boundary)
-        # no summary request, and a server's summary only for a compaction inside a tool loop
-        assert not [r for r in api.message_requests if is_compaction(r.body)]
-        server = [r for r in api.message_requests if "compaction" in r.body]
-        assert len(server) <= len(done) - len(at_boundary)
-        # what each kept: the new prompt alone, so no thinking was left out and none was refused
-        assert session.conv.view_ctx.thinking.dropped_at_compaction == 0
-        assert api.violations == [] and api.binding.refused == [] and api.binding.fallbacks == []
 
 
 def test_bare_notes_keep_only_a_prompt_after_a_finished_turn(tmp_path: Path, fake_api: FakeAPI) -> None:

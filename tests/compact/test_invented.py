@@ -14,10 +14,10 @@ from compact.compaction import compactor
 from compact.compaction.candidate import invented_user_words, scrub
 from compact.compaction.notes_template import TEMPLATE
 from core.messages import user_prompt
-from tests.compact.test_backends import read_step, sent_messages, step, thinking_bench
-from tests.compact.test_compactor import SUMMARY_REPLY, conversation
 from tests.fakeapi import FakeAPI, Reply
 from tests.helpers.bench import make_bench
+from tests.helpers.compaction import SUMMARY_REPLY, conversation
+from tests.helpers.thinking import read_step, sent_messages, step, thinking_bench
 
 # the user named tests/legacy/ and the release, and refused both: every content word of the invention is
 # in the user's messages, so a check of words alone took it for a paraphrase

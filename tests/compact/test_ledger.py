@@ -8,80 +8,19 @@ from typing import Any
 
 import pytest
 
-from agent.frontend import commands
-from agent.runtime.tool_exec import run_tools
 from compact import autocompact
-from compact.compaction import compactor, ledger, restore
+from compact.compaction import compactor, ledger
 from compact.compaction.ledger import Command, FileChange, Ledger
 from compact.request_cycle import overhead_tokens
-from core.events import CompactFailed, CompactFinished, Notice, TodosChanged
+from core.events import CompactFailed, CompactFinished, Notice
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from core.tokens import estimate_text
-from tests.compact.test_compactor import SUMMARY_REPLY, conversation, of_type
-from tests.conftest import make_session
 from tests.fakeapi import FakeAPI, Reply
 from tests.helpers.bench import make_bench
+from tests.helpers.compaction import SUMMARY_REPLY, TODOS, conversation, of_type
 from tests.tools.test_tool_bash import make_ctx
 from tools.runner import run_tool
 from tools.todo import TodoWriteTool
-
-TODOS = [
-    {"content": "Fix the parser", "status": "completed", "activeForm": "Fixing the parser"},
-    {"content": "Run the tests", "status": "in_progress", "activeForm": "Running the tests"},
-]
-
-
-def call(session: Any, name: str, args: dict[str, Any]) -> Message:
-    """One assistant tool call run for real, both messages recorded as the loop records them."""
-    use = {"type": "tool_use", "id": f"toolu_{len(session.messages):03d}", "name": name, "input": args}
-    session.add(assistant([use], stop_reason="tool_use"))
-    result = run_tools(session, [use])
-    session.add(result)
-    return result
-
-
-def test_the_ledger_follows_real_tool_runs(tmp_path: Path, fake_api: FakeAPI) -> None:
-    session, events = make_session(tmp_path, fake_api, permission_mode="bypassPermissions")
-    project = session.tool_ctx.project_dir
-    a, b = project / "a.py", project / "b.py"
-    b.write_text("".join(f"b{i}\n" for i in range(30)))
-    session.add(user_prompt("Fix a.py and keep b.py as it is. Never run rm."))
-    call(session, "Write", {"file_path": str(a), "content": "x = 1\ny = 2\n"})
-    call(session, "Read", {"file_path": str(a)})
-    call(session, "Edit", {"file_path": str(a), "old_string": "y = 2\n", "new_string": "y = 3\nz = 4\n"})
-    call(session, "Read", {"file_path": str(b), "offset": 10, "limit": 5})
-    call(session, "Bash", {"command": "echo nope; exit 2"})
-    call(session, "Bash", {"command": "mkdir -p sub && cd sub && echo moved"})
-    call(session, "Bash", {"command": "echo nope; exit 2"})
-    call(session, "TodoWrite", {"todos": TODOS})
-    times = [m.timestamp for m in session.messages if m.kind == "tool_results"]
-
-    state = ledger.derive(session.messages, str(project))
-
-    assert state == Ledger(
-        cwd=str(project / "sub"),
-        modified={str(a): FileChange(edits=2, added=4, removed=1, last=times[2])},
-        read={str(a): "whole file", str(b): "lines 10-14"},
-        commands=[  # each command's latest result only
-            Command("mkdir -p sub && cd sub && echo moved", 0, "moved", times[5]),
-            Command("echo nope; exit 2", 2, "nope", times[6]),
-        ],
-        todos=TODOS,
-        prompts=["Fix a.py and keep b.py as it is. Never run rm."],
-        named=[str(a), str(b)],
-    )
-    assert of_type(events, TodosChanged) == [TodosChanged(tuple(TODOS))]
-    text = ledger.render(state)
-    assert f"- {a}: 2 edits, +4 -1 lines, last changed {times[2]}" in text
-    assert "- [exit 2] $ echo nope; exit 2\n    → nope" in text
-    assert "- [x] Fix the parser\n- [>] Run the tests (in progress)" in text
-    # /state shows the same, with the user's words
-    shown = commands.run(session, "/state").text
-    assert "- [x] Fix the parser\n- [>] Run the tests (in progress)" in shown
-    assert f"- {a}: 2 edits, +4 -1 lines, last changed {times[2]}" in shown
-    assert "- Fix a.py and keep b.py as it is. Never run rm." in shown
-    assert "<" not in shown and "not instructions from the system" not in shown  # the model's wrapping
-    assert shown.endswith("state: 1 modified file, 2 read, 2 commands, 2 todos, 1 user message")
 
 
 def bash_round(n: int, command: str, code: int) -> list[Message]:
@@ -121,11 +60,6 @@ def test_todowrite_checks_its_input_and_says_the_list_was_updated(tmp_path: Path
         "status",
         "activeForm",
     ]
-
-
-def test_todowrite_never_asks(tmp_path: Path, fake_api: FakeAPI) -> None:
-    session, _ = make_session(tmp_path, fake_api)  # default mode: edits and commands would ask
-    assert session.permissions.check("TodoWrite", {"todos": TODOS}).behavior == "allow"
 
 
 def _log(lines: int, word: str = "") -> str:
@@ -183,7 +117,10 @@ def test_a_compaction_that_frees_too_little_is_a_failure_said_once(tmp_path: Pat
     bench = make_bench(tmp_path, fake_api)
     events = bench.events
     # a memory file of ~150K tokens: whatever the summary, the context stays above the warning level
-    (bench.cwd / "CLAUDE.md").write_text("# Notes\n" + "remember this word " * 49_000)
+    claude = bench.cwd / "CLAUDE.md"
+    claude.write_text("# Notes\n" + "remember this word " * 49_000)
+    bench.system = [*bench.system, {"type": "text", "text": claude.read_text()}]  # sent as a session sends it
+    bench.instruction_files = lambda: [claude]
     bench.conv.calibration.overhead = compactor_overhead(bench)
     conversation(bench, ["a.py"])
     bench.add(
@@ -231,31 +168,6 @@ def test_a_compaction_from_a_small_context_is_not_judged(tmp_path: Path, fake_ap
 
 
 # --- a Read of a restored file --------------------------------------------------------------------------------
-
-
-def test_rereading_a_restored_unchanged_file_is_answered_from_the_restore(
-    tmp_path: Path, fake_api: FakeAPI
-) -> None:
-    session, _ = make_session(
-        tmp_path, fake_api, permission_mode="bypassPermissions", session_memory=False, cost_aware=False
-    )  # read files restored (cost-aware compaction restores only modified ones)
-    project = session.tool_ctx.project_dir
-    path = project / "m.py"
-    path.write_text("".join(f"line {i}\n" for i in range(40)))
-    session.add(user_prompt("look at m.py"))
-    call(session, "Bash", {"command": "seq 1 600"})  # what the compaction takes away (else it has nothing to)
-    call(session, "Read", {"file_path": str(path)})
-    fake_api.reply_text(SUMMARY_REPLY)
-    assert compactor.compact(session.conv, session.ports, "manual")
-    assert str(path) in session.conv.restored
-
-    short = call(session, "Read", {"file_path": str(path)}).tool_results[0]["content"]
-    assert short == restore.UNCHANGED.format(path=path, first=1, last=40)
-    part = call(session, "Read", {"file_path": str(path), "offset": 5, "limit": 3}).tool_results[0]["content"]
-    assert part.startswith("     5\tline 4")  # another range: read for real
-    path.write_text("changed\n")
-    again = call(session, "Read", {"file_path": str(path)}).tool_results[0]["content"]
-    assert again.startswith("     1\tchanged")  # changed on disk since: read for real
 
 
 @pytest.mark.parametrize(

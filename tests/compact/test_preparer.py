@@ -16,21 +16,15 @@ from compact.compaction.candidate import SUMMARY_SECTIONS
 from compact.workers import preparer
 from core.events import CompactFinished
 from core.messages import user_prompt
-from tests.compact.test_compactor import of_type, read_round, write_file
 from tests.fakeapi import FakeAPI, Reply
 from tests.helpers.bench import Bench, make_bench
+from tests.helpers.compaction import of_type, read_round, write_file
 
 T = 167_000
 GOOD = "<analysis>walked through it</analysis>\n<summary>" + "\n".join(
     f"{i}. {name}: the parser work, part {i}." for i, name in enumerate(SUMMARY_SECTIONS, 1)
 )
 GOOD += "</summary>"
-
-
-@pytest.fixture
-def api(fake_api: FakeAPI):
-    yield fake_api
-    assert fake_api.violations == []
 
 
 def grow(bench: Bench, names: list[str], lines: int = 600) -> None:

@@ -7,116 +7,16 @@ weighs) each drive what they should."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from compact import request_cycle
 from compact.context import context_editing
-from compact.context.context_editing import AUTO_AT_LEAST, AUTO_TRIGGER, CLEAR_TOOL_USES, advance, automatic
-from compact.decision.tokens import CLEARED
+from compact.context.context_editing import AUTO_TRIGGER, advance, automatic
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
-from tests.compact.test_compactor import write_file
-from tests.fakeapi import FakeAPI, Reply
-from tests.helpers.bench import Bench, make_bench
+from tests.fakeapi import FakeAPI
+from tests.helpers.clearing import bench_for, cleared_through, read_step
 
-MODEL = "claude-sonnet-5-5"
-
-
-@pytest.fixture
-def api():
-    with FakeAPI(profile="2026", binding="error") as fake:
-        yield fake
-    assert fake.violations == [] and fake.binding.refused == [] and fake.binding.fallbacks == []
-
-
-def bench_for(tmp_path: Path, api: FakeAPI, preserves: bool = True, **options: Any) -> Bench:
-    options.setdefault("auto_compact", False)  # clearing alone: no compaction point in these tests
-    bench = make_bench(tmp_path, api, model=MODEL, window=60_000, keep_recent=2, **options)
-    bench.ports.preserves_thinking = lambda: preserves
-    return bench
-
-
-def read_step(bench: Bench, api: FakeAPI, n: int, seen: bool = True) -> Message:
-    """One main request through the pipeline: a thinking reply reading a ~3,000-token file, and its result.
-    ``seen``: a summary request saw everything up to the request (as a candidate prepared ahead would:
-    the clearing may reach that far; compact.context.context_editing ``advance``)."""
-    path = write_file(bench, f"m{n}.py", lines=250, width=6)
-    api.add(Reply.tools([("Read", {"file_path": str(path)}, f"toolu_r{n}")], thinking=f"read m{n}"))
-    if seen and bench.messages:
-        bench.conv.summary_seen = bench.messages[-1].uuid
-    view = request_cycle.before_request(bench.conv, bench.ports)
-    message = request_cycle.send(bench.conv, bench.ports, view)
-    bench.add(message)
-    bench.add(tool_results([tool_result_block(f"toolu_r{n}", path.read_text())]))
-    return message
-
-
-def cleared_through(body: dict) -> str | None:
-    """The last tool use a request asks the server to clear (by how many it keeps), or None."""
-    edits = (body.get("context_management") or {}).get("edits") or []
-    if not edits:
-        return None
-    (edit,) = edits
-    assert edit["type"] == CLEAR_TOOL_USES and edit["trigger"] == {"type": "tool_uses", "value": 1}
-    ids = [b["id"] for m in body["messages"] for b in m["content"] if b.get("type") == "tool_use"]
-    kept = edit["keep"]["value"]
-    return ids[len(ids) - kept - 1] if kept < len(ids) else None
-
-
-def test_the_server_clears_in_batches_and_the_history_stays_as_sent(tmp_path: Path, api: FakeAPI) -> None:
-    bench = bench_for(tmp_path, api)
-    threshold = bench.conv.window.thresholds().auto_compact
-    bench.add(user_prompt("Read every module."))
-    for n in range(20):
-        read_step(bench, api, n)
-
-    requests = api.message_requests
-    replies = [m for m in bench.messages if m.role == "assistant"]
-    assert len(replies) == len(requests)
-    points = [cleared_through(r.body) for r in requests]
-    moves = [i for i in range(1, len(points)) if points[i] != points[i - 1]]
-    assert points[0] is None and points[-1] is not None
-    assert 2 <= len(moves) <= 5  # in batches, not one more result each request
-    ids = [f"toolu_r{n}" for n in range(20)]
-    for i in moves:  # each move clears more than one result (at least AUTO_AT_LEAST of T), the server too
-        before = ids.index(points[i - 1]) if points[i - 1] else -1
-        assert ids.index(points[i]) - before >= 2
-        cleared = [int((r.usage or {}).get(CLEARED) or 0) for r in replies[i - 1 : i + 1]]
-        assert cleared[1] - cleared[0] >= threshold * AUTO_AT_LEAST
-    # between moves the server clears the same uses: the prompt cache holds what came before
-    steady = [i for i in range(1, len(points)) if i not in moves and points[i] is not None]
-    assert steady
-
-    def read(u: dict) -> int:
-        return int(u.get("cache_read_input_tokens") or 0)
-
-    def whole(u: dict) -> int:
-        return int(u.get("input_tokens") or 0) + int(u.get("cache_creation_input_tokens") or 0) + read(u)
-
-    for i in steady:  # everything the previous request sent is read from the cache
-        assert read(replies[i].usage or {}) >= 0.95 * whole(replies[i - 1].usage or {})
-    for i in moves:  # a move rewrites what follows the first result it clears
-        assert read(replies[i].usage or {}) < 0.5 * whole(replies[i - 1].usage or {})
-    # the server read less; the history as kept is whole, and no thinking was left out or held back
-    last = bench.messages[-2]
-    assert last.usage is not None and last.usage[CLEARED] > 0
-    view = bench.conv.view()
-    assert view.raw_tokens == view.tokens + last.usage[CLEARED]
-    assert view.tokens < threshold * AUTO_TRIGGER + 4_000 < view.raw_tokens
-    assert all(
-        b["content"] != "[tool result cleared by the server's context editing]"
-        for m in requests[-1].body["messages"]
-        for b in m["content"]
-        if b.get("type") == "tool_result"
-    )
-    counts = bench.conv.view_ctx.thinking
-    assert counts.dropped_between == 0 and counts.held == 0
-    # a resumed session asks for the same clearing (else its first request would send all of it)
-    from agent.transcript.loader import load_transcript
-
-    loaded = load_transcript(bench.transcript_path, model=MODEL)
-    assert loaded.state.server_clear_through == bench.conv.state.server_clear_through == points[-1]
+pytestmark = pytest.mark.fake_api(profile="2026")  # this file is about that profile
 
 
 @pytest.mark.parametrize("case", ["contextEditing false", "a model without preserved thinking"])

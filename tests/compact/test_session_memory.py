@@ -9,58 +9,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from compact.compaction import compactor, notes_compaction, notes_updater
 from compact.compaction import notes as notes_doc
 from compact.compaction.notes_template import SECTIONS, TEMPLATE, section_tokens, update_instruction
-from core.events import Notice
 from core.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
 from core.tokens import estimate_text
-from tests.fakeapi import Error, FakeAPI, Reply, is_notes_update, last_user_text, request_text
-from tests.helpers.bench import Bench, make_bench
-
-
-@pytest.fixture
-def api():
-    with FakeAPI() as fake:
-        yield fake
-
-
-def notes_bench(tmp_path: Path, api: FakeAPI, **settings: Any) -> Bench:
-    """A bench with session notes on (this file's preset of make_bench)."""
-    settings = {"session_memory": True, "session_id": "sid", **settings}
-    return make_bench(tmp_path, api, **settings)
-
-
-def filler(tokens: int) -> str:
-    return "alpha " * tokens  # one token a word
-
-
-def read_round(bench: Bench, tokens: int, text: str | None = "Reading the next file.") -> None:
-    """An assistant Read call and its result of about ``tokens`` tokens."""
-    use_id = f"toolu_{len(bench.messages):04d}"
-    content = [{"type": "text", "text": text}] if text else []
-    bench.add(
-        assistant(
-            [
-                *content,
-                {"type": "tool_use", "id": use_id, "name": "Read", "input": {"file_path": "/src/f.py"}},
-            ],
-            stop_reason="tool_use",
-        )
-    )
-    bench.add(tool_results([tool_result_block(use_id, filler(tokens))]))
-
-
-def answer(bench: Bench, text: str = "Done for now.") -> Message:
-    reply = assistant([{"type": "text", "text": text}])
-    bench.add(reply)
-    return reply
-
-
-def notes_requests(api: FakeAPI) -> list[dict]:
-    return [r.body for r in api.message_requests if is_notes_update(r.body)]
+from tests.fakeapi import Reply, is_notes_update, last_user_text, request_text
+from tests.helpers.bench import Bench
+from tests.helpers.compaction import transcript_records
+from tests.helpers.notes import (
+    answer,
+    filler,
+    guide,
+    notes_bench,
+    notes_requests,
+    notes_session,
+    read_round,
+    tokens,
+    warnings,
+)
 
 
 def edit(bench: Bench, old: str, new: str, path: str | None = None) -> dict:
@@ -70,18 +37,6 @@ def edit(bench: Bench, old: str, new: str, path: str | None = None) -> dict:
         "name": "Edit",
         "input": {"file_path": path or str(bench.notes_path), "old_string": old, "new_string": new},
     }
-
-
-def guide(name: str) -> str:
-    return f"_{dict(SECTIONS)[name]}_"
-
-
-def warnings(events: list[Any]) -> list[str]:
-    return [e.text for e in events if isinstance(e, Notice) and e.level == "warning"]
-
-
-def transcript_records(bench: Bench) -> list[dict]:
-    return [json.loads(line) for line in bench.transcript_path.read_text().splitlines()]
 
 
 # --- the template and the notes file -----------------------------------------------------------------
@@ -325,32 +280,6 @@ def test_an_edit_that_removes_a_header_is_undone(tmp_path, api):
     assert "header" in warnings(events)[0]
 
 
-def test_api_errors_are_reported_once_and_the_conversation_goes_on(tmp_path, api):
-    from agent.runtime.loop import run_turn
-    from tests.conftest import make_session
-
-    session, events = make_session(tmp_path, api, session_id="sid")  # the whole loop runs here
-    notes_route = api.on(is_notes_update, Error(500, "api_error", "notes backend down"))
-    session.add(user_prompt("read the sources"))
-    read_round(session, 12_000)
-    api.reply_text("Here is what I found.")
-    api.reply_text("And here is more.")
-
-    # the loop calls after_response after each reply: the update starts, fails, and the turn is unaffected
-    assert run_turn(session, "what did you find?").text == "Here is what I found."
-    assert notes_updater.wait_for_update(session.conv, 30)
-    finished = run_turn(session, "more?")
-    assert finished.stop_reason == "end_turn" and finished.text == "And here is more."
-    assert notes_updater.wait_for_update(session.conv, 30)
-    assert notes_updater.update_notes(session.conv, session.ports) is False  # later failures are not reported
-    assert len(notes_route.hits) >= 1  # a background update retries on an eighth of the budget: 0.25 s here
-    [warning] = warnings(events)
-    assert "Session notes were not updated" in warning and "500" in warning
-    assert notes_doc.notes_text(session.notes_path) == TEMPLATE
-    assert session.state.last_summarized_uuid is None
-    api.check()
-
-
 def test_a_slow_update_times_out_without_applying_anything(tmp_path, api):
     bench = notes_bench(tmp_path, api)
     events = bench.events
@@ -451,10 +380,6 @@ def rounds(n: int, result_tokens: int, *, with_text: bool = True) -> list[Messag
     return out
 
 
-def tokens(ms: list[Message]) -> int:
-    return sum(m.tokens for m in ms)
-
-
 def test_kept_tail_reaches_10k_tokens_and_5_text_messages_without_splitting_pairs():
     ms = rounds(30, 1_000)
     start = notes_compaction.kept_start(ms, len(ms))
@@ -507,21 +432,6 @@ def test_kept_tail_keeps_the_blocks_of_one_streamed_response_together():
 
 
 # --- compaction with the notes ---------------------------------------------------------------------
-
-
-def notes_session(tmp_path: Path, api: FakeAPI, n_rounds: int = 30, **settings: Any) -> Bench:
-    bench = notes_bench(tmp_path, api, **settings)
-    bench.add(user_prompt("Please fix the parser."))
-    for _ in range(n_rounds):
-        read_round(bench, 1_500)
-    reply = answer(bench, "The parser is fixed.")
-    notes_doc.ensure_notes(bench.conv, bench.ports).write_text(
-        TEMPLATE.replace(guide("Current State"), guide("Current State") + "\nParser fixed; tests pass.")
-    )
-    bench.state.last_summarized_uuid = reply.uuid
-    bench.add(user_prompt("Now add a test."))
-    read_round(bench, 800)
-    return bench
 
 
 def test_compact_with_notes_keeps_a_tail_and_uses_the_notes(tmp_path, api):

@@ -21,10 +21,10 @@ from core.messages import (
     tool_results,
     user_prompt,
 )
-from tests.compact.test_compactor import SUMMARY_REPLY, conversation, main_request
 from tests.fakeapi import FakeAPI, Reply, last_user_text, validate
 from tests.fakeapi import PromptTooLong as TooLong
 from tests.helpers.bench import make_bench
+from tests.helpers.compaction import SUMMARY_REPLY, conversation, main_request
 
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
 DOCUMENT = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "hello"}}
@@ -39,12 +39,6 @@ SECTIONS = [
     "Current Work",
     "Optional Next Step",
 ]
-
-
-@pytest.fixture
-def api(fake_api: FakeAPI):
-    yield fake_api
-    assert fake_api.violations == []
 
 
 # --- the instruction --------------------------------------------------------------------------------------

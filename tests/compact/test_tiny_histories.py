@@ -12,9 +12,9 @@ from compact.compaction import compactor, ledger
 from core.events import CompactFailed, CompactFinished
 from core.messages import assistant, tool_result_block, tool_results, user_prompt
 from core.tokens import estimate_text
-from tests.compact.test_compactor import conversation, of_type
 from tests.fakeapi import FakeAPI, request_text
 from tests.helpers.bench import make_bench
+from tests.helpers.compaction import conversation, of_type
 
 POOR = "<summary>We worked on some code.</summary>"
 

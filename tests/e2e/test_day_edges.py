@@ -26,8 +26,8 @@ from core.errors import SessionError
 from core.messages import assistant, tool_result_block, tool_results, user_prompt
 from tests.agent.frontend.test_commands import chat, new_session
 from tests.agent.frontend.test_repl import ESC, repl_for
-from tests.compact.test_compactor import TEST_RUN, run_round
 from tests.fakeapi import Reply, last_user_text
+from tests.helpers.compaction import TEST_RUN, run_round
 from tools.todo import RESULT
 
 

@@ -1,5 +1,13 @@
 """What the tests share, in one place (a test module imports from here, never from another test module):
 
-bench.py       make_bench: a Conversation and its Ports without a Session, for compact/'s tests
-histories.py   message histories built to order, and the stage cases the invariants run
+    bench.py          make_bench: a Conversation and its Ports without a Session, on compact's floor
+    histories.py      message histories built to order, and the stage cases the invariants run
+    compaction.py     a conversation to compact on the bench: files read, a test run, a summary reply
+    notes.py          session notes on the bench: rounds of a given size, answers, notes updates
+    thinking.py       preserved thinking on the bench: a 5.5-family bench and its steps
+    clearing.py       the server's clearing on the bench: its bench, a reading step, what a request clears
+    collapse.py       context collapse on the bench: turns, span summaries, placeholders
+    session_parts.py  a session's hook runner, instruction files and system prompt put on a bench (agent floor)
+
+Everything here but session_parts.py imports nothing from agent/ (tests/test_layers.py).
 """

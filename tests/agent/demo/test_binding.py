@@ -75,12 +75,6 @@ def refused(chat: Chat, messages: list[dict] | None = None, **extra: Any) -> str
     return caught.value.body["error"]["message"]
 
 
-@pytest.fixture
-def api():
-    with FakeAPI(binding="error") as api:
-        yield api
-
-
 def two_turns(api: FakeAPI) -> Chat:
     chat = Chat(api)
     chat.turn(user("first question"), thinking_reply("thought one"))

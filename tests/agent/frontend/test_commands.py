@@ -13,8 +13,8 @@ from agent.runtime.session import Session
 from compact.context.conversation import LastCompaction
 from core.events import CompactFinished, Notice
 from core.messages import assistant, user_prompt
-from tests.compact.test_compactor import TEST_RUN, run_round
 from tests.fakeapi import last_user_text
+from tests.helpers.compaction import TEST_RUN, run_round
 
 
 def new_session(api, project: Path, events: list | None = None, **env: str) -> Session:

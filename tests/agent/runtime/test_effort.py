@@ -30,10 +30,7 @@ SONNET, OPUS, OLD = "claude-sonnet-5-5", "claude-opus-5-5", "claude-sonnet-4-5"
 USER = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
 
 
-@pytest.fixture
-def api():
-    with FakeAPI(profile="2026") as server:
-        yield server
+pytestmark = pytest.mark.fake_api(profile="2026")  # this file is about that profile
 
 
 # --- the mapping of every control --------------------------------------------------------------------

@@ -27,10 +27,7 @@ MODEL_4X = "claude-sonnet-4-5"
 PIN = {"ANTHROPIC_MODEL": MODEL_4X}
 
 
-@pytest.fixture
-def fake_api():
-    with FakeAPI(profile="4.x") as api:
-        yield api
+pytestmark = pytest.mark.fake_api(profile="4.x")  # the budget rules, for the 4.x models these tests pin
 
 
 @pytest.fixture
