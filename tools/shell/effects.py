@@ -1031,6 +1031,11 @@ def _git(values: Values) -> Effects:
         )
     if command in ("filter-branch", "send-email", "instaweb"):
         return _why(values, f"{command} runs commands given in its arguments or configuration")
+    return _git_command(values, command, rest)
+
+
+def _git_command(values: Values, command: str, rest: list[str | None]) -> Effects:
+    """A known git command with its arguments: what it runs or writes."""
     if any(v is None for v in rest) and command in (
         "rebase",
         "bisect",
@@ -1056,6 +1061,11 @@ def _git(values: Values) -> Effects:
     for option in _GIT_RUN_OPTIONS.get(command, ()):
         if any(_is_option(w, option) for w in words if w.startswith("-")):
             return _why(values, f"{command} {option} runs a program given in its arguments or configuration")
+    return Effects(writes=tuple(w for w in _git_writes(command, words) if w and w != "-"))
+
+
+def _git_writes(command: str, words: list[str]) -> list[str]:
+    """The files a git command writes: --output (and format-patch's and archive's -o), a bundle created."""
     writes = []
     for k, w in enumerate(words):
         option, eq, value = w.partition("=")
@@ -1064,7 +1074,7 @@ def _git(values: Values) -> Effects:
             writes.append(value if eq else (words[k + 1] if k + 1 < len(words) else ""))
     if command == "bundle" and words[:1] == ["create"] and len(words) > 1:
         writes.append(words[1])
-    return Effects(writes=tuple(w for w in writes if w and w != "-"))
+    return writes
 
 
 def _git_rebase(values: Values, words: list[str]) -> Effects:

@@ -18,6 +18,7 @@ Everything else is refused with a sentence saying why; the user's permission rul
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,43 +48,58 @@ def _only(
 ) -> Check:
     """A program whose read-only options are exactly these: any other option refuses the line. Long options
     must be spelled out (``--outp`` is not ``--output`` here, whatever getopt_long would do)."""
-    flags, valued = _o(long), _o(long_valued)
+    return _Options(short, _o(long), short_valued, _o(long_valued), operands, numbers)
 
-    def check(program: str, words: list[str]) -> str | None:
+
+@dataclass(frozen=True)
+class _Options:
+    """The check ``_only`` makes: ``(program, words)`` -> why the line is not read-only, or None."""
+
+    short: str
+    long: frozenset[str]
+    short_valued: str
+    long_valued: frozenset[str]
+    operands: int | None
+    numbers: bool
+
+    def __call__(self, program: str, words: list[str]) -> str | None:
         count, i, rest = 0, 0, False
         while i < len(words):
             word = words[i]
             i += 1
             if rest or not word.startswith(("-", "+")) or word in ("-", "+"):
                 count += 1
-                if operands is not None and count > operands:
-                    return f"{program} with more than {operands} file operand(s) writes the last one"
+                if self.operands is not None and count > self.operands:
+                    return f"{program} with more than {self.operands} file operand(s) writes the last one"
                 continue
             if word == "--":
                 rest = True
                 continue
-            if word.startswith("+"):
-                if program != "date":
-                    return f"{program} {word} is not one of its read-only options"
-                continue  # date +FORMAT
-            if word.startswith("--"):
-                name, eq, _ = word.partition("=")
-                if name in valued:
-                    i += 0 if eq else 1
-                elif name not in flags or eq:
-                    return f"{program} {name} is not one of its read-only options"
-                continue
-            if numbers and word[1:].isdigit():
-                continue
-            for j, letter in enumerate(word[1:], 1):
-                if letter in short_valued:
-                    i += 0 if j < len(word) - 1 else 1
-                    break
-                if letter not in short:
-                    return f"{program} -{letter} is not one of its read-only options"
+            why, takes_next = self._option(program, word)
+            if why is not None:
+                return why
+            i += takes_next
         return None
 
-    return check
+    def _option(self, program: str, word: str) -> tuple[str | None, int]:
+        """Why option ``word`` is not read-only (None: it is), and whether it takes the next word (0 or 1)."""
+        if word.startswith("+"):  # date +FORMAT
+            return (None if program == "date" else f"{program} {word} is not one of its read-only options"), 0
+        if word.startswith("--"):
+            name, eq, _ = word.partition("=")
+            if name in self.long_valued:
+                return None, 0 if eq else 1
+            if name not in self.long or eq:
+                return f"{program} {name} is not one of its read-only options", 0
+            return None, 0
+        if self.numbers and word[1:].isdigit():
+            return None, 0
+        for j, letter in enumerate(word[1:], 1):
+            if letter in self.short_valued:
+                return None, 0 if j < len(word) - 1 else 1
+            if letter not in self.short:
+                return f"{program} -{letter} is not one of its read-only options", 0
+        return None, 0
 
 
 def _tree(program: str, words: list[str]) -> str | None:
