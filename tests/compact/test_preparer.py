@@ -63,7 +63,9 @@ def test_prepared_at_the_level_applied_at_t_without_waiting(tmp_path: Path, api:
     assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is True
     assert len(api.message_requests) == requests  # no request at T: nothing to wait for
     [done] = of_type(events, CompactFinished)
-    assert done.candidate == "prepared" and done.duration < 1.0
+    assert (
+        done.candidate == "prepared"
+    )  # applied as prepared (its speed: benchmarks/stall.py, not a timer here)
     # what it did not see stays, verbatim and in order; the first messages it covered are gone
     live = bench.messages
     kept_uuids = [m.uuid for m in live]
