@@ -20,7 +20,7 @@ COMMAND_LIST = """\
   /mcp [reconnect NAME]          MCP servers: state and tools; reconnect one
   /add-dir DIR                   Let the tools read and edit another directory, like the project
   /status                        Version, session, model, API endpoint, permission mode, settings files and MCP at a glance
-  /config                        The settings in effect: each one's value and where it came from
+  /config [key [value]]          The settings in effect and where each came from; change the model, auto-compact, thinking and more
   /doctor                        Check the setup: settings problems, stale permission rules, MCP servers, credentials
   /export [file]                 Write the conversation as Markdown to FILE (default: a dated file here)
   /init                          Write a starting CLAUDE.md for this project from what the repository shows

@@ -155,6 +155,14 @@ class ToolOutput:
 
 
 @dataclass(frozen=True)
+class CallsInParallel:
+    """These calls of one message (in its order) are about to run side by side: their events may arrive
+    in any order, and a front end shows each call whole, in this order."""
+
+    tool_use_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class PermissionDenied:
     """A tool call was not run for want of permission: a deny rule, the user's "no", or nobody to ask."""
 
@@ -184,4 +192,5 @@ Event = (
     | TurnFinished
     | PermissionDenied
     | ToolOutput
+    | CallsInParallel
 )

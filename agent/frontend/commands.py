@@ -12,11 +12,12 @@ from __future__ import annotations
 import difflib
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
-from agent.config import trust
+from agent.config import trust, user_settings
 from agent.config.settings import Settings, reload_settings
 from agent.memory import service as memory
 from agent.runtime import lifecycle, mentions, rewind
@@ -402,7 +403,7 @@ def mcp_lines(session: Session) -> list[str]:
     how = {"api": "the API's tool search", "client": "ToolSearch", "off": "none: all loaded"}[catalog.mode]
     return [
         "",
-        f"MCP tools: {c['tools']} from {len(catalog.hub.states)} server(s); search: {how}  ",
+        f"MCP tools: {c['tools']} from {plural(len(catalog.hub.states), 'server')}; search: {how}  ",
         f"- loaded (in the context, part of System tools): {fmt_tokens(c['loaded'])} tokens  ",
         f"- deferred (not in the context until a search finds them): {fmt_tokens(c['deferred'])} tokens",
     ]
@@ -435,10 +436,10 @@ def subagent_lines(session: Session) -> list[str]:
     sub = session.subagents
     if sub is None or not sub.runs:
         return []
-    lines = ["", "Subagents (each in its own context; only their answers are in the messages above):"]
+    lines = ["", "Subagents (each in its own context; only their answers are above):"]
     lines += [
-        f"- {r.agent_id} {r.description} ({r.subagent_type}, {r.status}): {plural(r.tool_uses, 'tool use')} · "
-        f"{fmt_tokens(r.tokens)} tokens of its own context"
+        f"- {r.description} ({r.subagent_type}, {r.status}): {plural(r.tool_uses, 'tool use')} · "
+        f"{fmt_tokens(r.tokens)} tokens of its own · {r.agent_id}"
         for r in sub.runs
     ]
     return lines
@@ -530,9 +531,18 @@ def session_lines(sessions: list[Any], cwd: str, current: str | None = None) -> 
 
 @dataclass(kw_only=True)
 class ModelMenu(Result):
-    """/model without a name: the table of models to pick from; the REPL asks which (by number)."""
+    """/model without a name: the table of models to pick from; the REPL asks which (by number). ``text``
+    is the table at ``MENU_WIDTH`` columns (print mode); ``lines(width)`` lays it out for a terminal."""
 
     choices: list[str] = field(default_factory=list)  # the model ids, in the table's order
+    current: str = ""
+    notes: list[tuple[str, str]] = field(default_factory=list)  # (alias, what it is for)
+
+    def lines(self, width: int) -> list[str]:
+        return model_menu_lines(self.current, self.choices, self.notes, width)
+
+
+MENU_WIDTH = 120  # the /model table's width where no terminal says otherwise (print mode)
 
 
 @command(
@@ -565,26 +575,52 @@ def model_menu(session: Session) -> ModelMenu:
     rows = [(alias, model, note) for alias, model, note in PICKER]
     if session.model not in {m for _, m, _ in rows}:
         rows.append(("", session.model, "the model in use"))
-    table = [("", "alias", "model", "family", "window", "$ per Mtok in / out / cached", "effort (default)")]
-    for i, (alias, model, _) in enumerate(rows, 1):
+    choices, notes = [m for _, m, _ in rows], [(alias, note) for alias, _, note in rows]
+    text = "\n".join(model_menu_lines(session.model, choices, notes, MENU_WIDTH))
+    return ModelMenu(text, choices=choices, current=session.model, notes=notes)
+
+
+def model_menu_lines(current: str, models: list[str], notes: list[tuple[str, str]], width: int) -> list[str]:
+    """The /model table laid out for ``width`` columns: every column with the current row marked
+    "← current" where it fits (with what each model is for beside it when there is room for that too, as
+    at 160 columns); else the family column goes (the id names it) and the headings and the mark are
+    shortened, which fits 80 columns."""
+    full: list[tuple[str, ...]] = [
+        ("", "alias", "model", "family", "window", "$ per Mtok in / out / cached", "effort (default)")
+    ]
+    for i, (model, (alias, _)) in enumerate(zip(models, notes, strict=True), 1):
         f = family_of(model)
-        table.append((f"{i}.", alias, model, f.name, _window(f.window), _prices(f), _efforts(f)))
+        full.append((f"{i}.", alias, model, f.name, _window(f.window), _prices(f), _efforts(f)))
+    mark = "  ← current"
+    beside = False
+    table = full
+    if _table_width(full) + len(mark) > width:
+        table = [(n, a, m, w, p, e) for n, a, m, _, w, p, e in full]
+        table[0] = ("", "alias", "model", "window", "$/Mtok in/out/cached", "effort")
+        mark = " ←"
+    elif _table_width(full) + 2 + max(len(n) for _, n in notes) + len(mark) <= width:
+        beside = True  # what each model is for, on its row
+        table = [(*row, "" if i == 0 else notes[i - 1][1]) for i, row in enumerate(full)]
     widths = [max(len(row[c]) for row in table) for c in range(len(table[0]))]
-    lines = [f"Model: {session.model} ({family_of(session.model).name})", ""]
+    lines = [f"Model: {current} ({family_of(current).name})", ""]
     for n, row in enumerate(table):
-        text = "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        if n and rows[n - 1][1] == session.model:
-            text += "  ← current"
+        text = ("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))).rstrip()
+        if n and models[n - 1] == current:
+            text += mark
         lines.append(text)
-    banded = [family_of(m) for _, m, _ in rows if family_of(m).long_prompt]
+    banded = [family_of(m) for m in models if family_of(m).long_prompt]
     for f in {f.name: f for f in banded}.values():
         lines.append(
-            f"  * {f.name}: a prompt over {_window(f.long_prompt)} tokens bills every token of its request "
-            f"at {f.long_factor:g}x"
+            f"  * {f.name}: past a {_window(f.long_prompt)}-token prompt, every token bills at {f.long_factor:g}x"
         )
-    lines += ["", *(f"  {alias}: {note}" for alias, _, note in rows if alias)]
-    lines += ["", "Switch with /model N or /model NAME (an alias, or any model id the API offers)."]
-    return ModelMenu("\n".join(lines), choices=[m for _, m, _ in rows])
+    if not beside:
+        lines += ["", *(f"  {alias}: {note}" for alias, note in notes if alias)]
+    lines += ["", "Switch with /model N or /model NAME (an alias, or any model id the API has)."]
+    return lines
+
+
+def _table_width(table: Sequence[tuple[str, ...]]) -> int:
+    return 2 + sum(max(len(row[c]) for row in table) for c in range(len(table[0]))) + 2 * (len(table[0]) - 1)
 
 
 def family_line(f: Family) -> str:
@@ -1003,10 +1039,24 @@ def _source(s: Settings, name: str) -> str:
     return s.report.sources.get(name, "the environment").removeprefix("env ")
 
 
-@command("config", "The settings in effect: each one's value and where it came from")
+@dataclass(kw_only=True)
+class ConfigMenu(Result):
+    """/config: the settings in effect, then the ones the user may change here; the REPL asks which."""
+
+    choices: list[str] = field(default_factory=list)  # the changeable keys, numbered from 1
+
+
+@command(
+    "config",
+    "The settings in effect and where each came from; change the model, auto-compact, thinking and more",
+    usage="[key [value]]",
+)
 def _config(session: Session, args: str) -> Result:
     from agent.config.settings import TABLE
 
+    if args.strip():
+        key, _, typed = args.strip().partition(" ")
+        return config_change(session, key, typed)
     s = session.settings
     rows = []
     for row in TABLE:
@@ -1032,8 +1082,71 @@ def _config(session: Session, args: str) -> Result:
         "Values without a source are the defaults. Change them in ~/.claude/settings.json or "
         f"{_shown_path(s.home / 'settings.json', s)} (yours), .claude/settings.json (the project's), "
         "or the environment.",
+        "",
+        f"Change these here (saved to {_shown_path(user_settings.settings_file(s), s)}, yours):",
     ]
-    return Result("\n".join(lines))
+    width = max(len(c.key) for c in user_settings.CHANGEABLE)
+    for i, item in enumerate(user_settings.CHANGEABLE, 1):
+        now = session.model if item.key == "model" else user_settings.current(s, item.key)
+        what = "a model id or alias" if item.choices == ("",) else " | ".join(item.choices)
+        later = "" if item.live else " (from the next start)"
+        lines.append(f"  {i}. {item.key.ljust(width)}  {user_settings.shown(now):<17}  {what}{later}")
+    lines.append("/config KEY VALUE changes one (KEY: a number or a name).")
+    return ConfigMenu("\n".join(lines), choices=[c.key for c in user_settings.CHANGEABLE])
+
+
+def config_change(session: Session, name: str, typed: str) -> Result:
+    """/config SETTING VALUE: checked by the setting's row, written to the user's settings file (0600),
+    and applied to this session where it can be."""
+    item = user_settings.find(name)
+    if item is None:
+        keys = ", ".join(c.key for c in user_settings.CHANGEABLE)
+        return Result(f"/config can't change {name!r} here; it changes: {keys}.", ok=False)
+    if not typed.strip():
+        now = session.model if item.key == "model" else user_settings.current(session.settings, item.key)
+        return Result(f"{item.key} is {user_settings.shown(now)}: /config {item.key} VALUE changes it.")
+    try:
+        value = user_settings.parse(item, typed)
+    except ValueError as e:
+        return Result(f"{item.key} takes {e}; nothing changed.", ok=False)
+    if item.key == "model":  # checked as /model checks it: a typo is answered with the ids the API has
+        switched = _model(session, str(value))
+        if not switched.ok:
+            return switched
+    s = session.settings
+    try:
+        path = user_settings.write(s, item.key, value)
+    except OSError as e:
+        return Result(f"Could not save {item.key}: {e}", ok=False)
+    above = user_settings.overridden(s, item.key)
+    if item.live:
+        _apply_setting(session, item.key, value)
+    where = _shown_path(path, s)
+    said = f"{item.key} set to {user_settings.shown(value)} (saved to {where})"
+    if above is not None:
+        return Result(f"{said}, but {_shown_path(above, s) if '/' in above else above} sets it too and wins.")
+    return Result(said + ("." if item.live else "; it applies from the next start."))
+
+
+def _apply_setting(session: Session, key: str, value: Any) -> None:
+    """A setting /config changed, applied to the running session (the model was switched already)."""
+    from dataclasses import replace
+
+    s = session.settings
+    if key == "alwaysThinkingEnabled":
+        s.always_thinking = bool(value)
+        session.thinking_on = session.thinking_default()
+    elif key == "effortLevel":
+        s.effort = None if value == "auto" else str(value)
+        session.set_effort(s.effort)
+    elif key == "autoCompactEnabled":
+        s.compaction = replace(s.compaction, auto_compact=bool(value))
+        # every holder of the conversation's compaction settings (compact.start) gets the new ones
+        session.ports.config = session.conv.window.config = s.compaction
+        if session.conv.view_ctx is not None:
+            session.conv.view_ctx.config = s.compaction
+    elif key == "permissions.defaultMode":
+        s.permission_mode = session.permissions.mode = str(value)
 
 
 def _value(value: Any) -> str:

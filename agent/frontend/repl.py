@@ -43,10 +43,10 @@ from prompt_toolkit.styles import Style
 from rich.console import Console
 
 from agent import RESUME_PICK, __version__
-from agent.config import trust
+from agent.config import trust, user_settings
 from agent.config.settings import Settings, reload_settings
 from agent.frontend import commands, memory_note, shell_escape
-from agent.frontend.ui import Renderer, SafeConsole, relative_paths, warning_of
+from agent.frontend.ui import Renderer, SafeConsole, relative_paths, shown_path, warning_of
 from agent.mcp import setup as mcp_setup
 from agent.mcp.client import McpHub
 from agent.runtime import first_request, lifecycle, mentions, rewind, sdk
@@ -78,6 +78,17 @@ STYLE = Style.from_dict(
 )
 INTERRUPT_KEYS = (Keys.Escape, Keys.ControlC)
 ANSWERS: dict[str, Answer] = {"y": "yes", "n": "no", "a": "always"}
+ANSWER_WORDS = ("y", "yes", "n", "no", "a", "always")
+ANSWER_PROMPT = "  › "  # where every question's answer is typed
+YES_NO = "[y]es / [n]o"
+PERMISSION_KEYS = "type y, n or a, then Enter (Enter alone: no)"
+
+
+def asked(question: str, enter: str) -> str:
+    """A question as the REPL asks every one: what Enter alone does is said at its end."""
+    return f"{question} · Enter: {enter}"
+
+
 SHOW_SUMMARY = "/summary"
 THINKING_ON = "✻ thinking on (tab to turn off)"
 KEY_HOLD = 0.05  # seconds a key typed holds the background import (first_request.hold_imports)
@@ -475,7 +486,7 @@ class Repl:
             self.renderer.line("This project's .mcp.json configures MCP servers:", "bold")
             for config in setup.unapproved:
                 self.renderer.line(f"  - {config.name}: {config.describe()}")
-            approved = self._yes("Start them, now and in later sessions? (y/n) ")
+            approved = self._yes("Start them, now and in later sessions?")
             setup = mcp_setup.approve(self.settings, list(setup.unapproved), approved)
             if not approved:
                 self.renderer.line(
@@ -491,7 +502,7 @@ class Repl:
             return None
         for line in commands.session_lines(found, str(self.settings.cwd)):
             self.renderer.line(line)
-        answer = self._ask_line(f"Resume which session? (1-{len(found)}, Enter for a new one) ")
+        answer = self._ask(f"Resume which session? 1-{len(found)}", "a new one")
         if answer.isdigit() and 1 <= int(answer) <= len(found):
             return str(found[int(answer) - 1].path)
         if answer:
@@ -516,7 +527,7 @@ class Repl:
             )
             for line in trust.dialog_lines(untrusted):
                 self.renderer.line(line)
-            if not self._yes("Trust this project and apply them? [y/N] "):
+            if not self._yes("Trust this project and apply them?"):
                 self.renderer.line("Not trusted: going on without them (/trust shows them).", "dim")
                 return
         confirmed: list[str] = []
@@ -529,7 +540,7 @@ class Repl:
             )
             (
                 confirmed
-                if self._yes(f"Use {visible(item.key, one_line=True)} from this project? [y/N] ")
+                if self._yes(f"Use {visible(item.key, one_line=True)} from this project?")
                 else declined
             ).append(item.confirm)
         trust.grant(s.home, s.root, tuple(confirmed), tuple(declined), s.report.trust_fingerprint)
@@ -539,16 +550,36 @@ class Repl:
         self.renderer.line("Trusted: its settings apply (/trust revoke withdraws it).", "dim")
 
     def _yes(self, question: str) -> bool:
-        return self._ask_line(question).lower() in ("y", "yes")
+        return self._ask(f"{question} {YES_NO}", "no").lower() in ("y", "yes")
 
-    def _ask_line(self, question: str) -> str:
-        """One line typed in answer to ``question`` ("" for Ctrl-C / Ctrl-D)."""
+    def _ask(self, question: str, enter: str) -> str:
+        """Every question the REPL asks is asked this one way (permission questions, confirmations and
+        pickers alike): the question on its line, ending with what Enter alone does, and the answer typed
+        after ``›`` and sent with Enter. Enter alone, Esc, Ctrl-C or Ctrl-D give "" (``enter``: what that
+        does, always the answer that changes nothing)."""
+        self.renderer.line(asked(question, enter), "bold")
+        return self._ask_line() or ""
+
+    def _ask_line(self) -> str | None:
+        """The answer typed at the question's prompt (None for Esc, Ctrl-C or Ctrl-D)."""
+        keys = KeyBindings()
+
+        @keys.add("escape", eager=True)
+        @keys.add("c-c")
+        @keys.add("c-d", filter=Condition(lambda: not get_app().current_buffer.text))
+        def _leave(event: Any) -> None:
+            event.app.exit(result=None)
+
         try:
             with patch_stdout(raw=True) if self.real_terminal else nullcontext():
-                answer = PromptSession[str](input=self.input, output=self.output).prompt(question)
+                answer = PromptSession[str | None](
+                    input=self.input, output=self.output, key_bindings=keys
+                ).prompt([("class:prompt", ANSWER_PROMPT)], style=STYLE)
         except (KeyboardInterrupt, EOFError):
-            return ""
-        return answer.strip()
+            return None
+        if answer is not None and self.echo_lines:
+            self.renderer.line(ANSWER_PROMPT + answer, "dim")  # nothing drew the answer's line
+        return None if answer is None else answer.strip()
 
     @property
     def live(self) -> Session:
@@ -674,10 +705,10 @@ class Repl:
     def remember(self, note: str) -> None:
         """# note: appended to the project's or the user's CLAUDE.md, as the user picks."""
         places = memory_note.targets(self.settings)
-        self.renderer.line(
-            f"Add to memory: [p]roject {places['project']} or [u]ser {places['user']}? (Enter cancels)"
-        )
-        answer = self._ask_line("p / u: ").lower()
+        answer = self._ask(
+            f"Add to memory: [p]roject {self._shown(places['project'])} or [u]ser {self._shown(places['user'])}?",
+            "cancel",
+        ).lower()
         where = next((k for k in memory_note.CHOICES if answer and k.startswith(answer)), None)
         if where is None:
             self.renderer.line("Not saved.", "dim")
@@ -690,9 +721,13 @@ class Repl:
         try:
             memory_note.add(target.resolve(), note)
         except OSError as e:
-            self.renderer.line(f"Could not save the note to {places[where]}: {e}", "red")
+            self.renderer.line(f"Could not save the note to {self._shown(places[where])}: {e}", "red")
             return
-        self.renderer.line(f"Noted in {places[where]} (read with every request).", "dim")
+        self.renderer.line(f"Noted in {self._shown(places[where])} (read with every request).", "dim")
+
+    def _shown(self, path: Path) -> str:
+        """A path as the rest of the screen shows paths (relative in the project, ~/… at home)."""
+        return shown_path(str(path), Path(self.settings.cwd))
 
     def turn(self, text: str, allowed: tuple[str, ...] = ()) -> None:
         if not sdk.sdk_loaded():  # a prompt typed at once: its request goes first, the import waits
@@ -735,6 +770,8 @@ class Repl:
             self._pick_model(len(result.choices))
         elif isinstance(result, commands.RewindMenu) and result.points:
             self._pick_rewind(result.points)
+        elif isinstance(result, commands.ConfigMenu) and result.choices:
+            self._pick_setting(result.choices)
         self.refresh_tokens()
         return True
 
@@ -743,10 +780,10 @@ class Repl:
         n = len(points)
         self.renderer.line(
             f"N (1-{n}) takes the conversation back to just before prompt N · cN the code too (the files "
-            "the agent changed since) · sN summarizes what came before it, keeping the rest · Enter stays here",
+            "the agent changed since) · sN summarizes what came before it, keeping the rest",
             "dim",
         )
-        answer = self._ask_line("Rewind: ").lower()
+        answer = self._ask(f"Rewind to which prompt? N, cN or sN (1-{n})", "stay here").lower()
         summarize, code = answer.startswith("s"), answer.startswith("c")
         number = answer[1:].strip() if summarize or code else answer
         if not number.isdigit() or not 1 <= int(number) <= n:
@@ -772,14 +809,27 @@ class Repl:
         self.refresh_tokens()
 
     def _pick_model(self, count: int) -> None:
-        answer = self._ask_line(
-            f"Switch to which model? (1-{count} or a name, Enter keeps {self.live.model}) "
-        )
+        answer = self._ask(f"Switch to which model? 1-{count} or a name", f"keep {self.live.model}")
         if answer:
             self.command(f"/model {answer}")
 
+    def _pick_setting(self, keys: list[str]) -> None:
+        """After /config: which setting to change, then its value, asked as every question is."""
+        answer = self._ask(f"Change which setting? 1-{len(keys)} or a name", "none")
+        if not answer:
+            return
+        item = user_settings.find(answer)
+        if item is None:
+            self.renderer.line(f"No setting {answer!r} to change here; nothing changed.", "dim")
+            return
+        now = self.live.model if item.key == "model" else user_settings.current(self.live.settings, item.key)
+        what = "a model id or alias" if item.choices == ("",) else " | ".join(item.choices)
+        value = self._ask(f"{item.key} (now {user_settings.shown(now)}): {what}?", "keep it")
+        if value:
+            self.command(f"/config {item.key} {value}")
+
     def _pick_session(self, count: int) -> None:
-        answer = self._ask_line(f"Resume which session? (1-{count}, Enter to stay here) ")
+        answer = self._ask(f"Resume which session? 1-{count}", "stay here")
         if answer:
             self.command(f"/resume {answer}")
 
@@ -854,27 +904,28 @@ class Repl:
         always = self.session.permissions.suggest_rule(question.tool, question.args) if self.session else None
         self.renderer.permission(question.tool, question.args, question.description, always)
         scripted = self.driver.answer(question.tool, question.args) if self.driver is not None else None
-        question.answer = scripted or self._read_answer(reader)
+        question.answer = scripted or self._read_answer()
         label = {"yes": "Yes", "no": "No", "always": "Yes, and don't ask again this session"}[question.answer]
         self.renderer.answered(question.tool, question.args, label)
         question.done.set()
         self.renderer.resume()
 
-    def _read_answer(self, reader: KeyReader) -> Answer:
+    def _read_answer(self) -> Answer:
+        """The permission question's answer, asked as every question is (``_ask``): y, n or a (or the
+        word), then Enter; Enter alone is no, and Esc or Ctrl-C also stop the turn, as while it runs."""
         while True:
             if self.session is not None and self.session.cancel.is_set():
                 return "no"
-            try:
-                keys = reader.poll(0.05)
-            except KeyboardInterrupt:
-                keys = [KeyPress(Keys.ControlC)]
-            for key in keys:
-                if key.key in INTERRUPT_KEYS:
-                    self.interrupt()
-                    return "no"
-                answer = ANSWERS.get(str(key.key).lower()) if len(str(key.key)) == 1 else None
-                if answer:
-                    return answer
+            typed = self._ask_line()
+            if typed is None:
+                self.interrupt()
+                return "no"
+            answer = ANSWERS.get(typed[:1].lower()) if typed.lower() in ANSWER_WORDS else None
+            if not typed or answer is not None:
+                return answer or "no"
+            self.renderer.line(
+                f"{visible(typed, one_line=True)!r} is not an answer: {PERMISSION_KEYS}", "yellow"
+            )
 
     # --- the warning bar -----------------------------------------------------------------------------
     def refresh_tokens(self) -> None:

@@ -24,6 +24,7 @@ import difflib
 import functools
 import os
 import re
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -43,6 +44,7 @@ from agent.runtime.tool_exec import INTERRUPTED, NOBODY_TO_ASK, NOT_RUN, USER_SA
 from compact.decision import thresholds
 from core.declaration import declaration_of
 from core.events import (
+    CallsInParallel,
     CompactFailed,
     CompactFinished,
     CompactStarted,
@@ -50,6 +52,7 @@ from core.events import (
     Notice,
     PermissionDenied,
     Retrying,
+    SubagentEvent,
     SubagentFinished,
     SubagentProgress,
     SubagentStarted,
@@ -504,6 +507,8 @@ class Renderer:
         self._in_question: set[str] = set()
         # running subagents (agent.runtime.subagents): id -> [description, tool uses, tokens], one status line each
         self._subagents: dict[str, list[Any]] = {}
+        self._group: list[str] = []  # calls running side by side not shown whole yet, in order
+        self._held: list[ToolStarted | ToolFinished] = []  # ... their events not shown yet
         self._open_tasks: set[str] = set()  # Task calls on screen without their result yet
         self._shared_tasks: set[str] = set()  # ... of which others ran beside them: results name them
 
@@ -512,7 +517,29 @@ class Renderer:
         handler = getattr(self, "_on_" + type(event).__name__, None)
         if handler is not None:
             with self._lock:
-                handler(event)
+                if isinstance(event, (ToolStarted, ToolFinished)) and event.tool_use_id in self._group:
+                    self._held.append(event)  # a call running beside others: shown whole, in order
+                    self._release()
+                else:
+                    handler(event)
+
+    def _on_CallsInParallel(self, event: CallsInParallel) -> None:
+        self._release(everything=True)
+        self._group = list(event.tool_use_ids)
+
+    def _release(self, everything: bool = False) -> None:
+        """The held events of the calls running side by side, in the message's order: each call's header
+        and result together, the next one once the one before it has finished (``everything``: all of
+        them, as far as they got, when the turn ends)."""
+        while self._group:
+            call = self._group[0]
+            mine = [e for e in self._held if e.tool_use_id == call]
+            self._held = [e for e in self._held if e.tool_use_id != call]
+            for event in mine:
+                getattr(self, "_on_" + type(event).__name__)(event)
+            if not everything and not any(isinstance(e, ToolFinished) for e in mine):
+                return  # still running: its result comes through here
+            self._group.pop(0)
 
     def _on_TextDelta(self, event: TextDelta) -> None:
         self._flush_thinking()
@@ -567,7 +594,7 @@ class Renderer:
         """A call refused without a question (a deny rule, a hook's or a mode's refusal): its header and
         why, on screen as the model is told. A "no" shows under its question, and a call left unasked by
         an interruption ends with the turn's own line."""
-        if event.reason == USER_SAID_NO or event.reason.endswith(NOBODY_TO_ASK):
+        if _shown_elsewhere(event.reason):
             return
         self._flush_thinking()
         self._end_text()
@@ -575,7 +602,7 @@ class Renderer:
         self.console.print(
             tool_header(event.tool_name, relative_paths(event.tool_input, self.cwd)), highlight=False
         )
-        self._result_lines([f"Not run: {visible(event.reason, one_line=True)}"], "yellow")
+        self._result_lines(f"Not run: {event.reason}".splitlines(), "yellow")
 
     def _on_ToolStarted(self, event: ToolStarted) -> None:
         self._flush_thinking()
@@ -642,6 +669,22 @@ class Renderer:
         if event.agent_id in self._subagents:
             self._subagents[event.agent_id][1:] = [event.tool_uses, event.tokens]
 
+    def _on_SubagentEvent(self, event: SubagentEvent) -> None:
+        """A subagent's own loop shows only in its progress line, but a call of its that was refused
+        leaves a line saying which subagent, what and why, as one of ours does."""
+        inner = event.event
+        if not isinstance(inner, PermissionDenied) or _shown_elsewhere(inner.reason):
+            return
+        self._flush_thinking()
+        self._end_text()
+        self._just_asked = None
+        who = self._subagents.get(event.agent_id, ["a subagent"])[0]
+        call = f"{visible(inner.tool_name, one_line=True)}({key_argument(inner.tool_name, relative_paths(inner.tool_input, self.cwd))})"
+        self._result_lines(
+            [f"{flat(str(who))}: {call} not run: {flat(inner.reason)}"],
+            "yellow",
+        )
+
     def _on_SubagentFinished(self, event: SubagentFinished) -> None:
         self._subagents.pop(event.agent_id, None)  # the Task's result line sums it up
 
@@ -699,6 +742,7 @@ class Renderer:
         self.token_state = event
 
     def _on_TurnFinished(self, event: TurnFinished) -> None:
+        self._release(everything=True)
         self._end_text()
         self._turn_since = None
         self._stop_status()
@@ -721,6 +765,7 @@ class Renderer:
     def end_work(self) -> None:
         """After a turn or a command: no spinner, the cursor on a fresh line."""
         with self._lock:
+            self._release(everything=True)
             self._end_text()
             self._turn_since = None
             self._compact_since = None
@@ -758,9 +803,9 @@ class Renderer:
             parts.append(f"↓ {commands.fmt_tokens(self._out_chars // 4)} tokens")
         parts.append("esc to interrupt")
         if self.queued.strip():
-            parts.append(f"queued: {visible(self.queued, one_line=True)[-QUEUED_CHARS:]}")
+            parts.append(f"queued: {flat(self.queued)[-QUEUED_CHARS:]}")
         return " · ".join(parts) + "".join(
-            f"\n{RESULT}{desc} · {uses} tool use{'' if uses == 1 else 's'} · "
+            f"\n{RESULT}{flat(desc)} · {uses} tool use{'' if uses == 1 else 's'} · "
             f"{commands.fmt_tokens(tokens)} tokens"
             for desc, uses, tokens in list(self._subagents.values())
         )
@@ -830,7 +875,7 @@ class Renderer:
             self._end_text()
             self._just_asked = None
             # the whole argument, wrapped: what is approved is what was shown, however long
-            self.console.print(tool_header(tool, args, whole=True), highlight=False)
+            self.console.print(tool_header(tool, relative_paths(args, self.cwd), whole=True), highlight=False)
             details = question_details(tool, args, description)
             if details:
                 body = Text()
@@ -844,11 +889,10 @@ class Renderer:
                         REPLY_INDENT,
                     )
                 )
-            self.console.print(
-                Text(REPLY_INDENT + "Allow? [y]es / [n]o / [a]lways for this session", style="bold")
-                + Text(f" (adds {visible(always, one_line=True)})" if always else "", style="bold"),
-                highlight=False,
-            )
+            rule = "a rule for exactly this command" if always and "\n" in always else flat(always or "")
+            adds = f" (adds {rule})" if always else ""
+            question = Text(f"Allow? [y]es / [n]o / [a]lways for this session{adds} · Enter: no", "bold")
+            self.console.print(indented(self.console, question, REPLY_INDENT, REPLY_INDENT))
 
     def answered(self, tool: str, args: dict[str, Any], label: str) -> None:
         with self._lock:
@@ -861,6 +905,9 @@ class Renderer:
             self._end_text()
             if isinstance(result, commands.ContextUsage):
                 self.console.print(context_grid(result), highlight=False)
+            elif isinstance(result, commands.ModelMenu):  # laid out for this terminal's width
+                text = "\n".join(result.lines(self.console.width))
+                self.console.print(Text(visible(text)), highlight=False, soft_wrap=True)
             elif result.markdown:
                 head, rest = markdown_head(visible(result.text))
                 if head:  # a line naming a path: not wrapped by us, so the path is never cut mid-word
@@ -961,24 +1008,49 @@ def recent_exchanges(messages: list[Any], exchanges: int, *, progress: bool = Fa
     return out[::-1]
 
 
+def flat(text: str) -> str:
+    """Text for one line of the screen: its line breaks and tabs as spaces (never an escaped "\\n"), any
+    other control character shown as its escape."""
+    return visible(" ".join(text.split()))
+
+
+def _shown_elsewhere(reason: str) -> bool:
+    """A refusal the screen shows already: a "no" under its question, a call left unasked by an
+    interruption at the turn's end."""
+    return reason == USER_SAID_NO or reason.endswith(NOBODY_TO_ASK)
+
+
 def relative_paths(args: dict[str, Any], cwd: Path | None) -> dict[str, Any]:
-    """``args`` with a path under ``cwd`` shown relative to it, as Claude Code shows them (a permission
-    question keeps the whole path: it is what the user approves)."""
+    """``args`` with their path shown as the rest of the screen shows paths, as Claude Code does: relative
+    to the project inside it, ``~/…`` under the home directory, whole elsewhere. A permission question
+    shows them so too: a relative path names one file as surely, with ``cwd`` on the banner."""
     out = dict(args)
     for key in ("file_path", "path"):
         value = out.get(key)
-        if cwd is not None and isinstance(value, str) and os.path.isabs(value):
-            rel = os.path.relpath(value, cwd)
-            if not rel.startswith(".."):
-                out[key] = rel
+        if isinstance(value, str) and os.path.isabs(value):
+            out[key] = shown_path(value, cwd)
     return out
+
+
+def shown_path(path: str, cwd: Path | None) -> str:
+    """One absolute path as the screen shows it (see relative_paths)."""
+    if cwd is not None:
+        rel = os.path.relpath(path, cwd)
+        if not rel.startswith(".."):
+            return rel
+    home = os.path.expanduser("~")
+    if home not in ("", "/") and (path == home or path.startswith(home.rstrip(os.sep) + os.sep)):
+        return "~" + path[len(home.rstrip(os.sep)) :]
+    return path
 
 
 def tool_header(name: str, args: dict[str, Any], whole: bool = False) -> Text:
     """``● Name(argument)``: the argument on one short line, or (``whole``: a question) all of it."""
     line = Text(BULLET, style="bold")
     line.append(visible(name, one_line=True), style="bold")
-    line.append(f"({whole_argument(name, args) if whole else key_argument(name, args)})")
+    # a question's whole argument: its lines under the header's text, not back at the margin
+    shown = whole_argument(name, args).replace("\n", "\n  ") if whole else key_argument(name, args)
+    line.append(f"({shown})")
     return line
 
 
@@ -989,7 +1061,7 @@ def question_details(tool: str, args: dict[str, Any], description: str) -> list[
     that open a diff; nothing at all is left when it would only repeat the header's own argument.
     """
     lines = visible(description).splitlines()
-    if lines and lines[0].startswith(f"{tool} "):
+    if lines and (lines[0] == tool or lines[0].startswith(f"{tool} ")):
         lines = lines[1:]
     if len(lines) > 1 and lines[0].startswith("--- ") and lines[1].startswith("+++ "):
         lines = lines[2:]
@@ -1037,10 +1109,11 @@ def todo_lines(todos: tuple[dict[str, Any], ...]) -> list[tuple[str, str]]:
     for i, t in enumerate(todos):
         mark, style = TODO_MARKS.get(str(t.get("status")), ("☐", ""))
         text = t.get("activeForm") if t.get("status") == "in_progress" else t.get("content")
-        out.append((f"{RESULT if i == 0 else INDENT}{mark} {visible(str(text), one_line=True)}", style))
+        out.append((f"{RESULT if i == 0 else INDENT}{mark} {flat(str(text))}", style))
     return out
 
 
+CONTEXT_WIDTH = 80  # /context's lines, whatever the terminal (a wider one leaves them as they are)
 LEGEND_WIDTH = 80 - 22  # the grid (19 columns) and its gap (3): the legend fits the rest of 80 columns
 
 
@@ -1081,7 +1154,14 @@ def context_grid(usage: commands.ContextUsage) -> Text:
         line = Text.assemble(row, "   ", legend[i]) if i < len(legend) and legend[i].plain else row
         out.append_text(line)
         out.append("\n")
-    for said in usage.extra:
-        out.append(visible(said) + "\n", style="dim")
+    for said in usage.extra:  # broken between words to fit 80 columns, a list item under its dash
+        wrapped = textwrap.wrap(
+            flat(said),
+            width=CONTEXT_WIDTH,
+            subsequent_indent="  " if said.startswith("- ") else "",
+            break_on_hyphens=False,
+        )
+        for part in wrapped or [""]:
+            out.append(part + "\n", style="dim")
     out.rstrip()
     return out

@@ -1,7 +1,8 @@
 """Running the tool calls of one assistant message: permission, hooks, execution, results in order.
 
-Permission questions are asked one at a time, in order; then the approved calls run, consecutive
-read-only ones concurrently. A call that would fail anyway (an Edit of a file not read, an old_string
+Each call is asked about (when it needs a question) just before it runs, in order, so the screen shows
+each call once: its header, its question, its result. Consecutive read-only calls allowed without a
+question run concurrently. A call that would fail anyway (an Edit of a file not read, an old_string
 not found) fails before its question is asked. A "no" ends the turn: the calls after it are neither
 asked nor run, and ``Declined`` tells the loop to wait for the user. Every call gets exactly one
 tool_result, so the conversation stays valid even when the user interrupts half-way or says no (calls
@@ -28,7 +29,7 @@ from compact.compaction import ledger, restore
 from core.boundary import guarded
 from core.declaration import declaration_of
 from core.errors import Interrupted
-from core.events import PermissionDenied, TodosChanged, ToolFinished, ToolStarted
+from core.events import CallsInParallel, PermissionDenied, TodosChanged, ToolFinished, ToolStarted
 from core.messages import Message, meta, tool_result_block, tool_results
 from core.private import redact, secrets_of
 from tools.base import Tool, ToolResult
@@ -75,8 +76,7 @@ MAX_PARALLEL = 4
 def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
     uses = [_with_absolute_path(session, use) for use in uses]
     stops: list[str] = []  # a hook's {"continue": false}: nothing more is asked or run
-    results = _verdicts(session, uses, stops)
-    _run_permitted(session, uses, results, stops)
+    results = _run_in_order(session, uses, stops)
     blocks = [tool_result_block(u["id"], r.content, r.is_error) for u, r in zip(uses, results)]  # type: ignore[union-attr]
     message = tool_results(blocks)
     facts = {u["id"]: r.facts for u, r in zip(uses, results) if r is not None and r.facts}
@@ -96,48 +96,44 @@ def run_tools(session: Session, uses: list[dict[str, Any]]) -> Message:
     return message
 
 
-def _verdicts(session: Session, uses: list[dict[str, Any]], stops: list[str]) -> list[ToolResult | None]:
-    """Each call checked in order: None when it may run, else the result it gets instead. After a "no",
-    or a hook's stop, nothing more is asked."""
-    verdicts: list[ToolResult | None] = []
-    for i, use in enumerate(uses):
-        declined = any(isinstance(v, ToolResult) and v.content == DECLINED for v in verdicts)
-        verdicts.append(
-            ToolResult(NOT_RUN_DECLINED, is_error=True)
-            if declined
-            else ToolResult(STOPPED, is_error=True)
-            if stops
-            else _guarded(_permit, "checking", session, use, _touched(uses[:i]), stops)
-        )
-    return [v if isinstance(v, ToolResult) else None for v in verdicts]
+def _run_in_order(session: Session, uses: list[dict[str, Any]], stops: list[str]) -> list[ToolResult | None]:
+    """Each call checked, asked about and run in order; consecutive calls allowed without a question
+    that may run side by side (readers, Task) run together. After a "no" or a hook's stop nothing more is
+    asked or run (the calls before a PreToolUse stop have run)."""
+    results: list[ToolResult | None] = [None] * len(uses)
+    group: list[int] = []  # waiting to run side by side
 
-
-def _run_permitted(
-    session: Session, uses: list[dict[str, Any]], results: list[ToolResult | None], stops: list[str]
-) -> None:
-    """Run the calls that may run, into ``results``: a run of read-only calls side by side, the others one
-    by one (after a PostToolUse hook's stop, none more)."""
-    asked = len(stops)  # calls before a PreToolUse stop still run; after a PostToolUse stop none does
-    i = 0
-    while i < len(uses):
-        j = i
-        while j < len(uses) and results[j] is None and _read_only(session, uses[j]):
-            j += 1
-        if j - i > 1:
-            with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, j - i)) as pool:
+    def run_group() -> None:
+        if len(group) > 1:
+            session.emit(CallsInParallel(tuple(str(uses[k]["id"]) for k in group)))
+            with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(group))) as pool:
                 for k, res in zip(
-                    range(i, j), pool.map(lambda u: _execute_guarded(session, u, stops), uses[i:j])
+                    list(group), pool.map(lambda k: _execute_guarded(session, uses[k], stops), group)
                 ):
                     results[k] = res
-            i = j
+        elif group:
+            results[group[0]] = _execute_guarded(session, uses[group[0]], stops)
+        group.clear()
+
+    for i, use in enumerate(uses):
+        declined = any(r is not None and r.content == DECLINED for r in results)
+        if declined or stops:
+            run_group()
+            results[i] = ToolResult(NOT_RUN_DECLINED if declined else STOPPED, is_error=True)
             continue
-        if results[i] is None:
-            results[i] = (
-                ToolResult(STOPPED, is_error=True)
-                if len(stops) > asked
-                else _execute_guarded(session, uses[i], stops)
-            )
-        i += 1
+        parallel = _read_only(session, use)
+        if not parallel:
+            run_group()
+        asked: list[bool] = []
+        verdict = _guarded(_permit, "checking", session, use, _touched(uses[:i]), stops, run_group, asked)
+        if isinstance(verdict, ToolResult):
+            results[i] = verdict
+            continue
+        group.append(i)
+        if not parallel or asked:  # a call asked about runs right under its question
+            run_group()
+    run_group()
+    return results
 
 
 def _guarded(
@@ -232,13 +228,19 @@ def _touched(uses: list[dict[str, Any]]) -> set[str]:
 
 
 def _permit(
-    session: Session, use: dict[str, Any], touched: set[str] | None = None, stops: list[str] | None = None
+    session: Session,
+    use: dict[str, Any],
+    touched: set[str] | None = None,
+    stops: list[str] | None = None,
+    before_ask: Callable[[], None] | None = None,
+    asked: list[bool] | None = None,
 ) -> ToolResult | None:
     """None when the call may run; otherwise the error result to send instead.
 
     ``touched``: files earlier calls of the same message name; a call on one of them is not checked
     ahead (a Read just before it in the message has not run yet). ``stops`` collects the stopReason of
-    a PreToolUse hook that ends the turn."""
+    a PreToolUse hook that ends the turn. ``before_ask`` runs before the user is asked (the calls
+    waiting to run beside this one run first); ``asked`` gets True when the user was asked."""
     name, args = use["name"], use.get("input") or {}
     if isinstance(args, dict) and isinstance(args.get(INVALID_INPUT), dict):
         problem = str(args[INVALID_INPUT].get("error", ""))[:300]
@@ -260,14 +262,20 @@ def _permit(
             is_error=True,
         )
     if decision.behavior == "ask":
-        refused = _ask_user(session, use, tool, decision.reason, touched)
+        refused = _ask_user(session, use, tool, decision.reason, touched, before_ask, asked)
         if refused is not None:
             return refused
-    return _pre_tool_hooks(session, name, args, stops)
+    return _pre_tool_hooks(session, use, stops)
 
 
 def _ask_user(
-    session: Session, use: dict[str, Any], tool: Tool, reason: str, touched: set[str] | None
+    session: Session,
+    use: dict[str, Any],
+    tool: Tool,
+    reason: str,
+    touched: set[str] | None,
+    before_ask: Callable[[], None] | None = None,
+    asked: list[bool] | None = None,
 ) -> ToolResult | None:
     """A call the rules ask about: None once the user approved it; else the result to send instead (it
     would fail anyway, nobody can approve it, or the user said no)."""
@@ -285,6 +293,10 @@ def _ask_user(
             "user which permission to grant (for example with --allowedTools).",
             is_error=True,
         )
+    if before_ask is not None:
+        before_ask()
+    if asked is not None:
+        asked.append(True)
     answer = session.ask(name, args, session.permissions.describe(name, args))
     if answer == "always":
         session.permissions.allow_for_session(session.permissions.suggest_rule(name, args))
@@ -294,10 +306,10 @@ def _ask_user(
     return None
 
 
-def _pre_tool_hooks(
-    session: Session, name: str, args: dict[str, Any], stops: list[str] | None
-) -> ToolResult | None:
-    """The PreToolUse hooks: None when they let the call run; a stop (collected in ``stops``) or a block."""
+def _pre_tool_hooks(session: Session, use: dict[str, Any], stops: list[str] | None) -> ToolResult | None:
+    """The PreToolUse hooks: None when they let the call run; a stop (collected in ``stops``) or a block
+    (on screen as a refusal, with the hook's reason)."""
+    name, args = use["name"], use.get("input") or {}
     outcomes = session.run_hooks("PreToolUse", name, tool_name=name, tool_input=args)
     stop = session.hooks.stop_reason(outcomes)
     if stop is not None:  # Claude Code's protocol: "continue": false wins over any decision
@@ -306,6 +318,7 @@ def _pre_tool_hooks(
         return ToolResult(STOPPED, is_error=True)
     reason = session.hooks.blocked(outcomes)
     if reason is not None:
+        _denied(session, use, f"a PreToolUse hook blocked it: {' '.join(reason.split())[:200]}")
         return ToolResult(f"A PreToolUse hook blocked this call: {reason}", is_error=True)
     return None
 

@@ -176,7 +176,7 @@ def test_the_spoofed_question_through_the_repl(fake_api, project):
     with repl_for(fake_api, project) as d:
         d.type("go\r")
         d.wait_for("Allow?")
-        d.type("n")
+        d.type("n\r")
         d.wait_for("→ No")
         d.wait_idle()
         d.type("/exit\r")

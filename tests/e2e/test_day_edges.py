@@ -229,7 +229,7 @@ def test_a_running_command_shows_its_last_lines_and_ctrl_c_gives_the_model_what_
     with repl_for(fake_api, project) as d:
         d.type("count\r")
         d.wait_for("Allow?")
-        d.type("y")
+        d.type("y\r")
         # the last five lines, live, while it runs
         wait_until(lambda: d.repl.renderer.live_lines() == [f"line{i}" for i in range(3, 8)])
         d.type(ESC)

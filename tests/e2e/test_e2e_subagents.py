@@ -362,7 +362,8 @@ def test_cost_and_context_count_subagents_apart(tmp_path: Path, fake_api: FakeAP
     assert side_usage["type"] == "side-usage" and side_usage["usage"] == run.usage
     assert f"{run.usage['output_tokens']:,} output" in cost.splitlines()[-1]
     context = commands.run(session, "/context")
-    assert f"{run.agent_id} Find f3 modules (Explore, completed): 3 tool uses" in context.text
+    assert "- Find f3 modules (Explore, completed): 3 tool uses" in context.text
+    assert context.text.rstrip().endswith(f"tokens of its own · {run.agent_id}")
     assert context.used < run.tokens  # the reads are in the subagent's context, not this one
     kinds = [type(e).__name__ for e in events]
     assert kinds.count("SubagentStarted") == 1 and kinds.count("SubagentFinished") == 1

@@ -18,7 +18,7 @@ def test_the_question_names_the_rule_and_always_adds_only_that(fake_api, project
     with repl_for(fake_api, project) as d:
         d.type("run the tests\r")
         d.wait_for("(adds Bash(python3 -m unittest:*))")
-        d.type("a")
+        d.type("a\r")
         d.wait_for("Tests ran.")
         d.wait_idle()
         d.type("again\r")
@@ -26,7 +26,7 @@ def test_the_question_names_the_rule_and_always_adds_only_that(fake_api, project
         d.wait_idle()
         d.type("now this\r")
         d.wait_for("(adds Bash(python3 -c")  # never widened to Bash(python3:*)
-        d.type("n")
+        d.type("n\r")
         d.wait_for("→ No")
         d.wait_idle()  # a "no" ends the turn
         d.type("/exit\r")

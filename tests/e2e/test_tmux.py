@@ -37,7 +37,9 @@ LONG_REPLY = (
 class Pane:
     """One agent process in a private tmux server."""
 
-    def __init__(self, home: Path, project: Path, env: dict[str, str], args: list[str]) -> None:
+    def __init__(
+        self, home: Path, project: Path, env: dict[str, str], args: list[str], width: int = 120
+    ) -> None:
         self.socket = f"ca-test-{uuid.uuid4().hex[:10]}"
         command = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "agent"]
         full_env = {
@@ -49,8 +51,21 @@ class Pane:
             **env,
         }
         self.home = home
-        shell = " ".join(["env", *(f"{k}={v}" for k, v in full_env.items()), *command, *args])
-        self.tmux("new-session", "-d", "-s", "main", "-x", "120", "-y", "40", "-c", str(project), shell)
+        # the pane's own size, as in a terminal: readline in this process may have exported COLUMNS=80 and
+        # LINES=24 into the environment tmux hands on, and Rich would take them over the pane's width
+        shell = " ".join(
+            [
+                "env",
+                "-u",
+                "COLUMNS",
+                "-u",
+                "LINES",
+                *(f"{k}={v}" for k, v in full_env.items()),
+                *command,
+                *args,
+            ]
+        )
+        self.tmux("new-session", "-d", "-s", "main", "-x", str(width), "-y", "40", "-c", str(project), shell)
 
     def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -93,6 +108,13 @@ class Pane:
             assert time.monotonic() < deadline, f"no prompt:\n{self.visible().rstrip()}"
             time.sleep(0.05)
 
+    def wait_answer(self, timeout: float = 30) -> None:
+        """Until a question's answer line (``›``, where every question's answer is typed) is the last line."""
+        deadline = time.monotonic() + timeout
+        while [ln for ln in self.visible().splitlines() if ln.strip()][-1:] != ["  ›"]:
+            assert time.monotonic() < deadline, f"no question waits:\n{self.visible().rstrip()}"
+            time.sleep(0.05)
+
     def alive(self) -> bool:
         return self.tmux("has-session", "-t", "main").returncode == 0
 
@@ -112,9 +134,13 @@ class Pane:
 def agent_in_tmux(fake_api, project, isolated_env):
     panes: list[Pane] = []
 
-    def start(*args: str, **env: str) -> Pane:
+    def start(*args: str, width: int = 120, **env: str) -> Pane:
         pane = Pane(
-            isolated_env, project, {**fake_api.env(), "COMPACT_AGENT_SESSION_MEMORY": "0", **env}, list(args)
+            isolated_env,
+            project,
+            {**fake_api.env(), "COMPACT_AGENT_SESSION_MEMORY": "0", **env},
+            list(args),
+            width,
         )
         panes.append(pane)
         pane.wait_for(r"/help for commands")
@@ -344,7 +370,8 @@ def test_a_spoofing_command_title_and_clipboard_sequences_are_shown_never_obeyed
     pane.wait_for("Allow\\?")
     screen = pane.screen()
     assert "Bash(touch PWNED #\\x1b[2K\\x1b[1G● Bash(echo hello)" in screen, screen
-    pane.keys("n")
+    pane.wait_answer()
+    pane.type("n")
     pane.wait_for("→ No")
     pane.wait_prompt()
     # 2. model text and a command's output that set the title and write the clipboard
@@ -362,7 +389,8 @@ def test_a_spoofing_command_title_and_clipboard_sequences_are_shown_never_obeyed
     fake_api.reply_text("Ran it.")
     pane.type("run")
     pane.wait_for("Allow\\?", count=2)
-    pane.keys("y")
+    pane.wait_answer()
+    pane.type("y")
     pane.wait_for("Ran it.")
     pane.wait_prompt()
     screen = pane.screen()
@@ -403,6 +431,7 @@ def test_ctrl_c_stops_a_hanging_pre_tool_use_hook(agent_in_tmux, fake_api, proje
     fake_api.reply_text("Still here after the hook.")
     pane.type("and now?")
     pane.wait_for("Still here after the hook.")
+    pane.wait_prompt()  # a Ctrl-D typed while the turn ends is the next prompt's type-ahead: racy under load
     assert fake_api.violations == []
     pane.keys("C-d")
     pane.wait_exit()

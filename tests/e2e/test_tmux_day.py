@@ -139,7 +139,7 @@ def test_model_is_a_picker_and_a_bad_model_id_is_answered_with_the_valid_ones(ag
     fake_api.strict_models = True  # a model id the server does not list is a 404, as on the real API
     pane = agent_in_tmux()
     pane.type("/model")
-    screen = pane.wait_for(r"Switch to which model\? \(1-4 or a name, Enter keeps claude-sonnet-5-5\)")
+    screen = pane.wait_for(r"Switch to which model\? 1-4 or a name · Enter: keep claude-sonnet-5-5")
     rows = {
         line.split()[1]: line for line in screen.splitlines() if line.strip()[:2] in ("1.", "2.", "3.", "4.")
     }
@@ -148,6 +148,7 @@ def test_model_is_a_picker_and_a_bad_model_id_is_answered_with_the_valid_ones(ag
     assert "2 / 10 / 0.10" in rows["sonnet"] and "low–max (high)" in rows["sonnet"]
     assert "claude-fable-5-2   Fable 5.2   1M" in rows["fable"] and "8 / 40 / 0.20" in rows["fable"]
     assert "0.10 / 0.50 / 0.01 *" in rows["haiku"] and "at 5x" in screen
+    pane.wait_answer()
     pane.type("2")
     pane.wait_for(r"Model set to claude-opus-5-5 · Opus 5.5, 1M window, \$4 in / \$20 out")
     pane.wait_prompt()

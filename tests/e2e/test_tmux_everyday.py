@@ -82,6 +82,8 @@ def test_status_config_doctor_init_and_export(agent_in_tmux, fake_api, project, 
 
     pane.type("/config")
     screen = pane.wait_for(r"Values without a source are the defaults")
+    pane.wait_answer()  # which setting to change: Enter alone changes none
+    pane.keys("Enter")
     pane.wait_prompt()
     assert re.search(r"  model +claude-sonnet-4-6  \(~/\.compact-agent/settings\.json\)", screen)
     assert re.search(r"  disableCompact +off\n", screen) and "SHELL" not in screen
@@ -126,7 +128,8 @@ def test_trust_lists_the_rules_always_answers_added(agent_in_tmux, fake_api, pro
     pane = agent_in_tmux()
     pane.type("make a file")
     pane.wait_for(r"Allow\?|\[y\]")
-    pane.keys("a")
+    pane.wait_answer()
+    pane.type("a")
     pane.wait_for("Made it.")
     pane.wait_prompt()
     pane.type("/trust")
@@ -162,7 +165,8 @@ def test_rewind_reaches_prompts_before_the_compaction_and_restores_code_after_co
 
     pane = agent_in_tmux("--continue", "--dangerously-skip-permissions", **env)
     pane.type("/rewind")
-    screen = pane.wait_for(r"Rewind:")
+    screen = pane.wait_for(r"Rewind to which prompt\?")
+    pane.wait_answer()
     assert re.search(
         r"1\. first: write new\.txt and keep\.txt  \(before the compaction; 2 files changed since\)", screen
     )
@@ -173,7 +177,8 @@ def test_rewind_reaches_prompts_before_the_compaction_and_restores_code_after_co
     pane.wait_prompt()
     pane.keys("C-u")
     pane.type("/rewind")
-    pane.wait_for(r"Rewind:", count=2)
+    pane.wait_for(r"Rewind to which prompt\?", count=2)
+    pane.wait_answer()
     pane.type("c1")
     screen = pane.wait_for(r"Code restored: \S", count=2)
     assert not (project / "new.txt").exists() and not (project / "keep.txt").exists()

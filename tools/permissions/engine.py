@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -237,6 +238,11 @@ class Permissions:
             target = self._target(tool_name, args, self.project_dir)
             if not inside(target, self._readable_dirs()):
                 folder = normal(target if tool_name != "Read" else target.parent)
+                home = normal(self.user_home) if self.user_home is not None else None
+                if home is not None and home != Path("/") and folder.is_relative_to(home):
+                    # under the home directory: as the screen shows it, and the same rule
+                    below = folder.relative_to(home).as_posix()
+                    return f"Read(~/{'' if below == '.' else below + '/'}**)"
                 return f"Read(/{folder.as_posix().rstrip('/')}/**)"
             return "Read"
         return tool_name
@@ -254,8 +260,7 @@ class Permissions:
             return f"Read {target}"
         if tool_name in ("Grep", "Glob"):
             return f'{tool_name} "{args.get("pattern", "")}" in {target}'
-        shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
-        return f"{tool_name}({shown})"
+        return "\n".join([tool_name, *_argument_lines(args)])
 
     # ---- MCP tools -----------------------------------------------------------------------------
 
@@ -930,7 +935,7 @@ def _edit_preview(tool_name: str, target: Path, args: dict[str, Any]) -> str:
         shown = "\n".join("+" + line for line in lines[:_PREVIEW_LINES])
         extra = len(lines) - _PREVIEW_LINES
         more = f"\n... ({extra} more line{'' if extra == 1 else 's'})" if extra > 0 else ""
-        return f"(new file, {len(lines)} lines)\n{shown}{more}"
+        return f"(new file, {len(lines)} line{'' if len(lines) == 1 else 's'})\n{shown}{more}"
     return _diff(existing, content, f"{target.name} now", f"{target.name} after")
 
 
@@ -951,3 +956,14 @@ def _diff(old: str, new: str, old_label: str, new_label: str) -> str:
         return "(no change)"
     more = f"\n... ({len(lines) - _PREVIEW_LINES} more diff lines)" if len(lines) > _PREVIEW_LINES else ""
     return "\n".join(lines[:_PREVIEW_LINES]) + more
+
+
+def _argument_lines(args: dict[str, Any]) -> list[str]:
+    """A call's arguments as a person reads them, one ``name: value`` each: a text's lines broken where
+    it breaks (continued under two spaces), anything else as JSON (never an escaped newline)."""
+    out: list[str] = []
+    for key, value in args.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        first, *rest = text.split("\n")
+        out += [f"{key}: {first}", *(f"  {line}" for line in rest)]
+    return out

@@ -166,7 +166,7 @@ def test_in_the_repl_a_users_commands_mention_outside_the_project_asks_first(
     with repl_for(fake_api, project) as d:
         d.type("/peek\r")
         d.wait_for("Allow?")
-        d.type("n")
+        d.type("n\r")
         d.wait_for("first")
         d.wait_idle()
         d.type("/peek\r")
@@ -174,7 +174,7 @@ def test_in_the_repl_a_users_commands_mention_outside_the_project_asks_first(
         while d.out.count("Allow?") < 2:  # the second question, not the first one still on screen
             assert time.monotonic() < deadline, d.out
             time.sleep(0.05)
-        d.type("y")
+        d.type("y\r")
         d.wait_for("second")
         d.wait_idle()
     first, second = (json.dumps(r.body["messages"][-1]) for r in fake_api.message_requests)

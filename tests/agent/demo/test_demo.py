@@ -124,7 +124,7 @@ def test_demo_offers_each_line_and_the_user_answers_the_question(tmp_path: Path)
         wait_for("demo ▸ An Edit changes a file, so the agent asks first: answer y")
         pipe.send_text("\r")
         wait_for("Allow? [y]es")
-        pipe.send_text("n")
+        pipe.send_text("n\r")
         wait_for("→ No")
         # the narration does not go on as if the fix had been made: the same line comes back
         wait_for("demo ▸ That step did not finish")
@@ -139,7 +139,7 @@ def test_demo_offers_each_line_and_the_user_answers_the_question(tmp_path: Path)
         while buf.getvalue().count("Allow? [y]es") < 2:
             assert time.monotonic() < deadline, buf.getvalue()
             time.sleep(0.02)
-        pipe.send_text("y")
+        pipe.send_text("y\r")
         wait_for("All tests pass now")
         wait_for("demo ▸ This command prints")
         while not repl.prompt.app.is_running:  # back at the prompt, with the next line offered

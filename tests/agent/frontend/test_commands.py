@@ -67,7 +67,8 @@ def test_help_lists_every_command(fake_api, project):
         "  /mcp [reconnect NAME]    MCP servers: state and tools; reconnect one\n"
         "  /add-dir DIR             Let the tools read and edit another directory, like the project\n"
         "  /status                  Version, session, model, API endpoint, permission mode, settings files and MCP at a glance\n"
-        "  /config                  The settings in effect: each one's value and where it came from\n"
+        "  /config [key [value]]    The settings in effect and where each came from; change the model, "
+        "auto-compact, thinking and more\n"
         "  /doctor                  Check the setup: settings problems, stale permission rules, MCP servers, credentials\n"
         "  /export [file]           Write the conversation as Markdown to FILE (default: a dated file here)\n"
         "  /init                    Write a starting CLAUDE.md for this project from what the repository shows\n"
@@ -110,6 +111,12 @@ def test_model_shows_the_table_and_switches(fake_api, project):
     assert menu.text.startswith("Model: claude-sonnet-4-5 (Claude 4)\n")
     assert "  5.          claude-sonnet-4-5  Claude 4    200K    3 / 15 / 0.30" in menu.text
     assert menu.text.splitlines()[7].endswith("by budget  ← current")
+    # laid out for the terminal (issue 41 item 4): 80 columns fit, 160 put what each model is for beside it
+    narrow, wide = menu.lines(80), menu.lines(160)
+    assert max(map(len, narrow)) <= 80 and narrow[7].endswith("by budget ←")
+    assert "claude-opus-5-5" in narrow[4] and "4 / 20 / 0.20" in narrow[4]
+    assert max(map(len, wide)) <= 160 and "deeper work; thinking can't be turned off" in wide[4]
+    assert wide[7].endswith("the model in use  ← current")
     assert commands.run(session, "/model claude-opus-4-1").text == (
         "Model set to claude-opus-4-1 · Claude 4, 200K window, $15 in / $75 out / $1.50 cached per Mtok, "
         "effort by budget"
@@ -344,3 +351,47 @@ def test_fmt_tokens():
         "154k",
         "1000k",
     ]
+
+
+def test_config_changes_a_setting_in_the_users_file_and_in_the_session(fake_api, project):
+    """Issue 41 item 8: /config changes what Claude Code's /config does, written to the user's settings
+    file (0600, the rest of it kept) and applied to the session; a value the row refuses changes nothing."""
+    import json
+    import stat
+
+    home = Path(os.environ["COMPACT_AGENT_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Bash(make:*)"]}}))
+    session = new_session(fake_api, project)
+    menu = commands.run(session, "/config")
+    assert isinstance(menu, commands.ConfigMenu) and menu.choices[:2] == ["model", "autoCompactEnabled"]
+    assert "  2. autoCompactEnabled       on                 on | off" in menu.text
+    said = commands.run(session, "/config autoCompactEnabled off")
+    assert said.ok and said.text == "autoCompactEnabled set to off (saved to ~/.compact-agent/settings.json)."
+    assert not session.ports.config.auto_compact and not session.conv.window.config.auto_compact
+    assert commands.run(session, "/config effortLevel max").ok and session.effort == "max"
+    assert commands.run(session, "/config alwaysThinkingEnabled on").ok and session.thinking_on
+    assert commands.run(session, "/config 5 plan").ok and session.permissions.mode == "plan"
+    assert commands.run(session, "/config model opus").ok and session.model == "claude-opus-5-5"
+    later = commands.run(session, "/config noColor on")
+    assert later.ok and later.text.endswith("it applies from the next start.")
+    for refused in ("/config noColor maybe", "/config effortLevel huge", "/config hooks {}", "/config 9 on"):
+        assert not commands.run(session, refused).ok, refused
+    path = home / "settings.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert json.loads(path.read_text()) == {
+        "permissions": {"allow": ["Bash(make:*)"], "defaultMode": "plan"},
+        "autoCompactEnabled": False,
+        "effortLevel": "max",
+        "alwaysThinkingEnabled": True,
+        "model": "opus",
+        "noColor": True,
+    }
+    # the next start reads every value back through the same rows, with no warning
+    again = load_settings(cwd=project, environ={**os.environ, **fake_api.env()}, cli={})
+    assert again.report.warnings == [] and not again.compaction.auto_compact and again.effort == "max"
+    assert again.permission_mode == "plan" and again.no_color and again.always_thinking
+    # a value the environment sets wins over the file: said so
+    session = new_session(fake_api, project, CLAUDE_CODE_EFFORT_LEVEL="low")
+    said = commands.run(session, "/config effortLevel high")
+    assert said.ok and said.text.endswith("but env CLAUDE_CODE_EFFORT_LEVEL sets it too and wins."), said.text

@@ -141,18 +141,18 @@ def test_permission_question_yes_and_no(fake_api, project):
     with repl_for(fake_api, project) as d:
         d.type("say hi\r")
         d.wait_for("Allow?")
-        d.type("y")
+        d.type("y\r")
         d.wait_for("Ran it.")
         d.wait_idle()
         d.type("clean up\r")
         d.wait_for("rm -rf build")
-        d.type("n")
+        d.type("n\r")
         d.wait_for("→ No")
         d.wait_idle()  # a "no" ends the turn: no further model call, the next step is the user's
         d.type("/exit\r")
         assert d.finish() == 0
     # the call's header once, above the question; a box only when it says more than the header
-    question = "  Allow? [y]es / [n]o / [a]lways for this session (adds Bash({}:*))\n"
+    question = "  Allow? [y]es / [n]o / [a]lways for this session (adds Bash({}:*)) · Enter: no\n"
     assert d.out == banner(d.repl, project) + (
         "● Bash(echo hi > hi.txt && cat hi.txt)\n" + question.format("echo") + "  → Yes\n"
         "  ⎿  hi\n"
@@ -332,7 +332,7 @@ def test_an_edit_after_a_read_in_the_same_message_is_asked_not_failed_early(fake
     with repl_for(fake_api, project) as d:
         d.type("read and change it\r")
         d.wait_for("Allow?")  # the Read runs before the Edit, so the Edit is not refused ahead
-        d.type("y")
+        d.type("y\r")
         d.wait_for("Changed.")
         d.type("/exit\r")
         assert d.finish() == 0

@@ -11,6 +11,7 @@ from agent.frontend.ui import Renderer, complete_blocks, context_grid, numbered_
 from agent.runtime.tool_exec import INTERRUPTED, NOBODY_TO_ASK, USER_SAID_NO
 from compact.decision import thresholds
 from core.events import (
+    CallsInParallel,
     CompactFailed,
     CompactFinished,
     CompactStarted,
@@ -18,6 +19,8 @@ from core.events import (
     Notice,
     PermissionDenied,
     Retrying,
+    SubagentEvent,
+    SubagentStarted,
     TextDelta,
     TodosChanged,
     TokenState,
@@ -262,7 +265,7 @@ def test_permission_question_shows_exactly_what_will_run_and_the_call_does_not_r
         "  │    1 -x = 1 │\n"
         "  │    1 +x = 2 │\n"
         "  ╰─────────────╯\n"
-        "  Allow? [y]es / [n]o / [a]lways for this session\n"
+        "  Allow? [y]es / [n]o / [a]lways for this session · Enter: no\n"
         "  → Yes\n"
         "  ⎿  Updated /p/app.py\n"
         "● Bash(rm -rf build)\n"
@@ -270,10 +273,10 @@ def test_permission_question_shows_exactly_what_will_run_and_the_call_does_not_r
         "  │ rm -rf build      │\n"
         "  │ # clean the build │\n"
         "  ╰───────────────────╯\n"
-        "  Allow? [y]es / [n]o / [a]lways for this session\n"
+        "  Allow? [y]es / [n]o / [a]lways for this session · Enter: no\n"
         "  → No\n"
         "● Bash(ls)\n"
-        "  Allow? [y]es / [n]o / [a]lways for this session\n"
+        "  Allow? [y]es / [n]o / [a]lways for this session · Enter: no\n"
         "  → Yes\n"
         "PreToolUse hook said hi\n"
         "● Bash(ls)\n"  # something came in between: the header again
@@ -329,6 +332,52 @@ def test_a_call_refused_by_a_rule_says_what_and_why_and_a_no_is_not_repeated():
         PermissionDenied("t3", "Edit", {"file_path": "/p/a"}, f"needs approval (x) {NOBODY_TO_ASK}"),
     )
     assert out == f"● Bash(rm -rf build)\n  ⎿  Not run: {reason}\n"
+
+
+def test_calls_run_side_by_side_show_in_the_messages_order_each_once():
+    """Issue 41 item 6: readers run in parallel finish in any order; each call is shown whole (its header,
+    then its result), once, in the order of the message."""
+    read = {n: {"file_path": f"/p/{n}.txt"} for n in "abc"}
+    out = render(
+        CallsInParallel(("t1", "t2", "t3")),
+        ToolStarted("t3", "Read", read["c"]),
+        ToolStarted("t1", "Read", read["a"]),
+        ToolFinished("t3", "Read", "c", False, "Read 3 lines"),
+        ToolStarted("t2", "Read", read["b"]),
+        ToolFinished("t2", "Read", "b", False, "Read 2 lines"),
+        ToolFinished("t1", "Read", "a", False, "Read 1 line"),
+        ToolStarted("t4", "Bash", {"command": "ls"}),
+        ToolFinished("t4", "Bash", "x", False),
+    )
+    assert out == (
+        "● Read(/p/a.txt)\n  ⎿  Read 1 line\n● Read(/p/b.txt)\n  ⎿  Read 2 lines\n"
+        "● Read(/p/c.txt)\n  ⎿  Read 3 lines\n● Bash(ls)\n  ⎿  x\n"
+    )
+    # an interruption: what had started is shown when the turn ends, in order
+    out = render(
+        CallsInParallel(("t1", "t2")),
+        ToolStarted("t2", "Read", read["b"]),
+        TurnFinished("", "interrupted"),
+    )
+    assert out.index("● Read(/p/b.txt)") < out.index("Interrupted by user")
+
+
+def test_a_subagents_refused_call_says_which_subagent_what_and_why():
+    reason = 'Bash is denied by the rule "Bash(rm:*)" in the settings'
+    out = render(
+        SubagentStarted("a1", "t1", "Clean the build", "general-purpose"),
+        SubagentEvent("a1", "t1", PermissionDenied("s1", "Bash", {"command": "rm -rf build"}, reason)),
+        SubagentEvent("a1", "t1", PermissionDenied("s2", "Bash", {"command": "ls"}, USER_SAID_NO)),
+        SubagentEvent("a1", "t1", ToolStarted("s3", "Bash", {"command": "ls"})),
+    )
+    assert " ".join(out.split()) == f"⎿ Clean the build: Bash(rm -rf build) not run: {reason}"
+
+
+def test_a_refusal_whose_reason_has_several_lines_shows_them_as_lines():
+    out = render(
+        PermissionDenied("t1", "Bash", {"command": "make"}, "a PreToolUse hook blocked it:\nnot now")
+    )
+    assert "\\n" not in out and out.endswith("  ⎿  Not run: a PreToolUse hook blocked it:\n     not now\n")
 
 
 def test_an_attached_file_shows_a_line_and_a_refused_one_why():
@@ -626,3 +675,22 @@ def test_a_resumed_recap_shows_the_progress_written_between_tool_calls_as_it_was
     con, buf = console()
     Renderer(con).recap(history, progress=False)
     assert "First I will read" not in buf.getvalue() and "It says alpha." in buf.getvalue()
+
+
+def test_text_with_line_breaks_on_a_line_of_its_own_never_shows_an_escaped_newline():
+    """Issue 41 item 3: a todo, a rule an "always" would add, text typed meanwhile, a subagent's task:
+    one line each, with spaces where the text broke (real line breaks where there is room for them)."""
+    con, buf = console()
+    r = Renderer(con, spinner=False)
+    r(TodosChanged(({"content": "fix the bug\nthen test", "status": "pending"},)))
+    r.permission("Bash", {"command": "echo a\necho b"}, "echo a\necho b", always="Bash(echo a\necho b)")
+    r(SubagentStarted("a1", "t1", "Look\nat it", "Explore"))
+    r.queued = "first line\nsecond"
+    r.begin_turn()
+    status = r.status_text()
+    out = buf.getvalue() + status
+    assert "\\n" not in out, out
+    words = " ".join(out.split())
+    assert "fix the bug then test" in words and "(adds a rule for exactly this command)" in words
+    assert "● Bash(echo a\n  echo b)" in out  # the whole command asked about, its lines under the header
+    assert "queued: first line second" in status and "Look at it · 0 tool uses" in status

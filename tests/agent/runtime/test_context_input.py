@@ -26,7 +26,7 @@ def test_an_at_path_attaches_the_file_counts_as_read_and_is_named_in_the_ledger(
     with repl_for(fake_api, project) as d:
         d.type("fix @calc.py, see @pkg and @nobody\r")
         d.wait_for("Allow?")
-        d.type("y")
+        d.type("y\r")
         d.wait_for("Fixed the sign.")
         d.wait_idle()
         d.type("/state\r")
@@ -77,7 +77,7 @@ def test_a_bang_command_runs_and_its_output_reaches_the_model(fake_api, project)
     with repl_for(fake_api, project) as d:
         d.type("!echo from-the-shell > shell.txt && cat shell.txt\r")
         d.wait_for("Allow?")  # the user's own command is asked like the model's would be (it writes a file)
-        d.type("y")
+        d.type("y\r")
         d.wait_for("  from-the-shell")
         d.wait_idle()
         d.type("what did it print?\r")
@@ -99,7 +99,7 @@ def test_a_bang_command_follows_the_permission_rules(fake_api, project):
         d.wait_idle()
         d.type("!touch made.txt\r")  # writes a file: asked, as the model's call would be
         d.wait_for("Allow?")
-        d.type("n")
+        d.type("n\r")
         d.wait_for("Not run: declined.")
     assert (project / "keep.txt").exists() and not (project / "made.txt").exists()
     assert fake_api.message_requests == []

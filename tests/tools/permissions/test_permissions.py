@@ -449,6 +449,18 @@ def test_suggest_rule(project, tool, args, rule):
     assert perms(project).suggest_rule(tool, args) == rule
 
 
+def test_a_read_under_the_home_directory_suggests_a_home_rule_that_allows_it(project, tmp_path):
+    """The question shows ~/… for the home directory (issue 41 item 6): the rule "always" adds reads so too."""
+    home = tmp_path / "home"
+    p = perms(project, home)
+    target = {"file_path": str(home / "notes" / "a.txt")}
+    assert p.suggest_rule("Read", target) == "Read(~/notes/**)"
+    assert p.suggest_rule("Read", {"file_path": str(home / "a.txt")}) == "Read(~/**)"
+    p.allow_for_session(p.suggest_rule("Read", target))
+    assert behavior(p, "Read", **target) == "allow"
+    assert behavior(p, "Read", file_path=str(home / "b.txt")) == "ask"
+
+
 def test_suggested_read_rule_allows_the_read(project, tmp_path):
     p = perms(project)
     target = {"file_path": str(tmp_path / "data" / "a.csv")}
@@ -475,7 +487,15 @@ def test_describe(project):
     )
     assert p.describe("Read", {"file_path": "src/a.py"}) == f"Read {target}"
     assert p.describe("Grep", {"pattern": "TODO"}) == f'Grep "TODO" in {project}'
-    assert p.describe("Snip", {"ids": ["a1"]}) == "Snip(ids=['a1'])"
+    assert p.describe("Snip", {"ids": ["a1"]}) == 'Snip\nids: ["a1"]'
+    # a text's line breaks are real ones, never an escaped "\\n" (issue 41, item 3)
+    assert p.describe("mcp__notes__save", {"title": "plan", "body": "one\ntwo"}) == (
+        "mcp__notes__save\ntitle: plan\nbody: one\n  two"
+    )
+    target.unlink()
+    assert p.describe("Write", {"file_path": str(target), "content": "a\n"}).splitlines()[1] == (
+        "(new file, 1 line)"
+    )
 
 
 def test_describe_an_edit_with_the_files_line_numbers(project):

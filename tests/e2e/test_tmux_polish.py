@@ -1,0 +1,237 @@
+"""Polish in a real terminal (issue 41, item 6, and what its round left): the calls of one message shown in
+order and each once, real line breaks where a text has them, paths as the rest of the screen shows them,
+a subagent's refused call on screen. The real REPL in tmux (tests/e2e/test_tmux.py's panes), 80 columns."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from tests.e2e.test_e2e_mcp import config_file
+from tests.e2e.test_tmux import Pane, agent_in_tmux  # noqa: F401 - the fixture
+from tests.fakeapi import Reply
+
+
+def test_a_batch_of_calls_is_shown_in_order_each_once_with_paths_as_elsewhere(
+    agent_in_tmux,  # noqa: F811 - the fixture imported above
+    fake_api,
+    project,
+    isolated_env,
+    tmp_path,
+):
+    for name in "abc":
+        (project / f"{name}.txt").write_text(f"{name}\n")
+    (isolated_env / "outside.txt").write_text("from home\n")
+    cfg = config_file(tmp_path, {"basic": "basic"})
+    pane = agent_in_tmux("--mcp-config", str(cfg), "--disallowedTools", "'Bash(rm:*)'", width=80)
+    deadline = time.monotonic() + 60  # the server connects once the prompt is up
+    while "connected, " not in pane.screen():
+        assert time.monotonic() < deadline, pane.screen()
+        pane.type("/mcp")
+        pane.wait_prompt()
+        time.sleep(0.5)
+    fake_api.reply_tools(
+        [
+            *((("Read", {"file_path": str(project / f"{n}.txt")}, f"t_{n}") for n in "abc")),
+            ("Write", {"file_path": str(project / "d.txt"), "content": "x\n"}, "t_write"),
+            ("Read", {"file_path": str(isolated_env / "outside.txt")}, "t_home"),
+            ("mcp__basic__echo", {"text": "first line\nsecond line"}, "t_echo"),
+            ("Bash", {"command": "echo a\nrm -rf build"}, "t_rm"),
+        ]
+    )
+    fake_api.reply_text("All done.")
+    pane.type("do the batch")
+    for n in range(3):  # the Write, the Read outside the project, the MCP call
+        pane.wait_for(r"Allow\? \[y\]es", count=n + 1)
+        pane.wait_answer()
+        pane.type("y")
+    screen = pane.wait_for("All done.")
+    pane.wait_prompt()
+    turn = screen[screen.index("> do the batch") :]
+    # (a header is found wherever it starts: on a loaded machine the spinner's last frame may stay before it)
+    headers = [
+        line[line.index("● ") :] for line in turn.splitlines() if "● " in line and "All done" not in line
+    ]
+    assert headers == [
+        "● Read(a.txt)",
+        "● Read(b.txt)",
+        "● Read(c.txt)",
+        "● Write(d.txt)",
+        "● Read(~/outside.txt)",
+        "● mcp__basic__echo(first line",
+        "● Bash(echo a …)",
+    ], turn
+    # each call's result under its own header, before the next call
+    blocks = re.split(r"\n(?=● )", turn)
+    assert "Wrote 1 line to d.txt" in next(b for b in blocks if b.startswith("● Write(d.txt)"))
+    assert "Read 1 line" in next(b for b in blocks if b.startswith("● Read(~/outside.txt)"))
+    echo = next(b for b in blocks if b.startswith("● mcp__basic__echo"))
+    assert "text: first line" in echo and "  second line" in echo and "echo: first line" in echo
+    assert "Not run: Bash is denied" in " ".join(next(b for b in blocks if b.startswith("● Bash")).split())
+    assert "\\n" not in turn  # real line breaks, never an escaped one
+    assert str(project) not in turn and str(isolated_env) not in turn  # relative, or under ~
+    assert "(new file, 1 line)" in turn
+    assert all(len(line) <= 80 for line in turn.splitlines())
+    # /context's MCP lines laid out for 80 columns by us, not by the terminal's wrapping (item 7)
+    pane.type("/context")
+    screen = pane.wait_for(r"- deferred \(not in the context until a search finds\s+them\): ")
+    pane.wait_prompt()
+    tail = screen[screen.rindex("MCP tools: 5 from 1 server; search: ToolSearch") :]
+    assert all(len(line) <= 80 for line in tail.splitlines()), tail
+    assert fake_api.violations == []
+
+
+def test_a_subagents_refused_call_is_on_screen(agent_in_tmux, fake_api, project):  # noqa: F811
+    task = "TASK-PROMPT-clean: remove the build folder."
+
+    def child(body: dict) -> Reply:
+        if sum(1 for m in body["messages"] if m["role"] == "assistant") == 0:
+            return Reply.tool("Bash", {"command": "rm -rf build"})
+        return Reply.text("CHILD-REPORT: the rm was refused.")
+
+    fake_api.conversation("TASK-PROMPT-clean", child)
+    pane = agent_in_tmux("--disallowedTools", "'Bash(rm:*)'", width=80)
+    fake_api.reply_tool(
+        "Task", {"description": "Clean the build", "prompt": task, "subagent_type": "general-purpose"}
+    )
+    fake_api.reply_text("PARENT: the subagent could not remove it.")
+    pane.type("clean the build with a subagent")
+    screen = pane.wait_for("PARENT: the subagent")
+    words = " ".join(screen.split())
+    assert (
+        '⎿ Clean the build: Bash(rm -rf build) not run: Bash is denied by the rule "Bash(rm:*)" in the settings'
+        in words
+    ), screen
+    assert words.index("● Task(Clean the build)") < words.index("Clean the build: Bash(rm -rf build) not run")
+    pane.wait_prompt()
+    # /context's subagent lines laid out for 80 columns (item 7)
+    pane.type("/context")
+    screen = pane.wait_for(r"Subagents \(each in its own context; only their answers are above\):")
+    pane.wait_prompt()
+    tail = screen[screen.rindex("Subagents (each") :]
+    assert all(len(line) <= 80 for line in tail.splitlines()), tail
+    assert re.search(
+        r"- Clean the build \(general-purpose, completed\): 0 tool uses · [\d.]+k? tokens of its\s", tail
+    )
+    assert fake_api.violations == []
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_the_model_table_fits_80_columns_and_uses_160(agent_in_tmux, fake_api, width):  # noqa: F811
+    """Issue 41 item 4: the /model table is laid out for the terminal, never wrapped by it."""
+    pane = agent_in_tmux(width=width)
+    pane.type("/model")
+    screen = pane.wait_for(r"Switch to which model\? 1-4 or a name")
+    pane.keys("Enter")
+    pane.wait_prompt()
+    table = screen[screen.index("Model: claude-sonnet-5-5") : screen.index("Switch with /model N")]
+    lines = table.splitlines()
+    assert all(len(line) <= width for line in lines), table  # -J joins what the terminal wrapped
+    rows = [line for line in lines if line.lstrip().startswith(("1.", "2.", "3.", "4."))]
+    assert len(rows) == 4 and "claude-opus-5-5" in rows[1] and "4 / 20 / 0.20" in rows[1]
+    if width == 80:
+        assert rows[0].endswith("low–max (high) ←") and "opus: deeper work" in table
+    else:  # the family, the whole mark, and what each model is for on its row
+        assert "Opus 5.5" in rows[1] and "deeper work; thinking can't be turned off" in rows[1]
+        assert rows[0].endswith("← current")
+
+
+def test_every_question_is_answered_one_way(fake_api, project, isolated_env):
+    """Issue 41 item 6: the trust dialog, a permission question, the /model and /rewind pickers and a
+    # note's question all end with what Enter alone does, and all take their answer the same way: typed
+    after ›, sent with Enter (a single key alone answers nothing)."""
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(
+        json.dumps({"permissions": {"allow": ["Bash(make:*)"]}})
+    )
+    env = {**fake_api.env(), "COMPACT_AGENT_SESSION_MEMORY": "0"}
+    pane = Pane(isolated_env, project, env, [], width=80)
+    try:
+        pane.wait_for(r"Trust this project and apply them\? \[y\]es / \[n\]o · Enter: no")
+        pane.wait_answer()
+        pane.keys("Enter")  # Enter alone: the answer that changes nothing
+        pane.wait_for("Not trusted: going on without them")
+        pane.wait_prompt()
+
+        fake_api.reply_tool("Bash", {"command": "touch made.txt"})
+        fake_api.reply_text("Made it.")
+        pane.type("make a file")
+        screen = pane.wait_for(r"Allow\? \[y\]es / \[n\]o / \[a\]lways for this session")
+        assert "(adds Bash(touch:*)) · Enter: no" in " ".join(screen.split())  # wrapped at 80
+        pane.wait_answer()
+        pane.keys("y")  # a key alone is only typed ...
+        time.sleep(1.5)
+        assert "→ Yes" not in pane.screen() and not (project / "made.txt").exists()
+        pane.keys("Enter")  # ... Enter sends it
+        pane.wait_for("Made it.")
+        pane.wait_prompt()
+        assert (project / "made.txt").exists()
+
+        pane.type("/model")
+        pane.wait_for(r"Switch to which model\? 1-4 or a name · Enter: keep claude-sonnet-5-5")
+        pane.wait_answer()
+        pane.keys("Enter")
+        pane.wait_prompt()
+
+        pane.type("# indent with tabs")
+        pane.wait_for(
+            r"Add to memory: \[p\]roject CLAUDE.md or \[u\]ser ~/.claude/CLAUDE.md\? · Enter: cancel"
+        )
+        pane.wait_answer()
+        pane.type("u")
+        pane.wait_for(r"Noted in ~/.claude/CLAUDE.md \(read with every request\)")
+        pane.wait_prompt()
+
+        pane.type("/rewind")
+        pane.wait_for(r"Rewind to which prompt\? N, cN or sN \(1-1\) · Enter: stay here")
+        pane.wait_answer()
+        pane.keys("Escape")  # Esc is Enter alone
+        pane.wait_prompt()
+        screen = pane.screen()
+        assert len(re.findall(r" · Enter: ", " ".join(screen.split()))) == 5, screen
+        answers = [line.strip() for line in screen.splitlines() if line.startswith("  ›")]
+        assert answers == ["›", "› y", "›", "› u", "›"], screen
+        assert "Model set to" not in screen and "Rewound" not in screen
+        assert "indent with tabs" in (isolated_env / ".claude" / "CLAUDE.md").read_text()
+    finally:
+        pane.close()
+
+
+def test_config_changes_settings_through_its_rows_and_keeps_them(agent_in_tmux, fake_api, isolated_env):  # noqa: F811
+    """Issue 41 item 8: /config asks which setting and its value, as every question is asked; the value
+    goes to the user's settings file (0600) and into the session, and the next start reads it back."""
+    pane = agent_in_tmux(width=80)
+    pane.type("/config")
+    screen = pane.wait_for(r"Change which setting\? 1-7 or a name · Enter: none")
+    assert "Change these here (saved to ~/.compact-agent/settings.json, yours):" in screen
+    pane.wait_answer()
+    pane.type("2")
+    pane.wait_for(r"autoCompactEnabled \(now on\): on \| off\? · Enter: keep it")
+    pane.wait_answer()
+    pane.type("off")
+    pane.wait_for(r"autoCompactEnabled set to off \(saved to ~/.compact-agent/settings.json\)\.")
+    pane.wait_prompt()
+    pane.type("/config effortLevel max")
+    pane.wait_for(r"effortLevel set to max")
+    pane.wait_prompt()
+    path = isolated_env / ".compact-agent" / "settings.json"
+    assert json.loads(path.read_text()) == {"autoCompactEnabled": False, "effortLevel": "max"}
+    assert path.stat().st_mode & 0o777 == 0o600
+    pane.type("/context")  # the session compacts no more on its own: the bar says so
+    screen = pane.wait_for(r"Context usage")
+    pane.wait_prompt()
+    pane.type("/exit")
+    pane.wait_exit()
+
+    pane = agent_in_tmux(width=80)
+    pane.type("/config")
+    screen = pane.wait_for(r"Change which setting\?")
+    pane.wait_answer()
+    pane.keys("Enter")
+    pane.wait_prompt()
+    assert re.search(r"  autoCompactEnabled +off +\(~/\.compact-agent/settings\.json\)", screen), screen
+    assert re.search(r"  2\. autoCompactEnabled +off +on \| off", screen)
+    assert re.search(r"  4\. effortLevel +max ", screen)
