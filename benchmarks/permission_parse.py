@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import tools.registry  # noqa: E402, F401  (declares the built-in tools, as a session does)
-from tests.tools.permissions.test_permissions import RuleSettings  # noqa: E402
+from tests.helpers.permissions import RuleSettings  # noqa: E402
 from tools.permissions.engine import Permissions  # noqa: E402
 
 ORDINARY = "git status && pytest -q tests/test_a.py 2>&1 | tail -20"

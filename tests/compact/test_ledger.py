@@ -18,7 +18,7 @@ from core.tokens import estimate_text
 from tests.fakeapi import FakeAPI, Reply
 from tests.helpers.bench import make_bench
 from tests.helpers.compaction import SUMMARY_REPLY, TODOS, conversation, of_type
-from tests.tools.test_tool_bash import make_ctx
+from tests.helpers.tools import make_ctx
 from tools.runner import run_tool
 from tools.todo import TodoWriteTool
 

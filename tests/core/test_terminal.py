@@ -22,8 +22,8 @@ from agent.frontend.printmode import PrintRenderer
 from agent.frontend.ui import Renderer, SafeConsole
 from core.events import Notice, TextDelta, TodosChanged, ToolFinished, ToolStarted, TurnFinished
 from core.terminal import visible
-from tests.agent.frontend.test_repl import repl_for
 from tests.e2e.test_e2e_print import SECRET
+from tests.helpers.frontend import repl_for
 
 ESC = "\x1b"
 SPOOF = f"touch PWNED #{ESC}[2K{ESC}[1G● Bash(echo hello"

@@ -24,10 +24,9 @@ from agent.runtime.loop import run_turn
 from compact.stages.snip import snip_id
 from core.errors import SessionError
 from core.messages import assistant, tool_result_block, tool_results, user_prompt
-from tests.agent.frontend.test_commands import chat, new_session
-from tests.agent.frontend.test_repl import ESC, repl_for
 from tests.fakeapi import Reply, last_user_text
 from tests.helpers.compaction import TEST_RUN, run_round
+from tests.helpers.frontend import ESC, chat, new_session, repl_for
 from tools.todo import RESULT
 
 

@@ -208,8 +208,8 @@ def test_the_repl_asks_before_a_projects_servers_start_and_connects_them_after_t
 
     from agent.config.settings import load_settings
     from agent.frontend.repl import Repl
-    from tests.agent.frontend.test_repl import Driver
     from tests.conftest import wait_for
+    from tests.helpers.frontend import Driver
 
     (project / ".git").mkdir()
     (project / ".mcp.json").write_text(

@@ -8,6 +8,11 @@
     clearing.py       the server's clearing on the bench: its bench, a reading step, what a request clears
     collapse.py       context collapse on the bench: turns, span summaries, placeholders
     session_parts.py  a session's hook runner, instruction files and system prompt put on a bench (agent floor)
+    frontend.py       the REPL on a pipe input, the banner, slash commands on a session, the UI rendered
+    client.py         a request as the SDK client is given one
+    permissions.py    settings holding permission rules; a working day's commands and their rules
+    tools.py          a tool context on a temporary directory
+    memory.py         the agent's own records as a live list holds them, for the memory tests
 
-Everything here but session_parts.py imports nothing from agent/ (tests/test_layers.py).
+What tests/compact/ uses imports nothing from agent/ (tests/test_layers.py).
 """

@@ -9,14 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.tools import make_ctx
 from tools.base import ToolContext, ToolError, ToolResult
 from tools.bash import BashTool
 from tools.process import spill as output_module
 from tools.runner import run_tool
-
-
-def make_ctx(tmp_path: Path) -> ToolContext:
-    return ToolContext(project_dir=tmp_path, session_dir=tmp_path / ".session", cwd=tmp_path)
 
 
 def bash(ctx: ToolContext, command: str, **extra: object) -> ToolResult:

@@ -11,8 +11,8 @@ from pathlib import Path
 from prompt_toolkit.document import Document
 
 from agent.config import frontmatter
-from tests.agent.frontend.test_repl import repl_for
 from tests.fakeapi import Reply, last_user_text
+from tests.helpers.frontend import repl_for
 
 REVIEW = """---
 description: Review a file for bugs

@@ -8,37 +8,12 @@ from pathlib import Path
 
 from agent.config.settings import load_settings
 from agent.frontend import commands
-from agent.runtime.lifecycle import open_session
-from agent.runtime.session import Session
 from compact.context.conversation import LastCompaction
 from core.events import CompactFinished, Notice
 from core.messages import assistant, user_prompt
 from tests.fakeapi import last_user_text
 from tests.helpers.compaction import TEST_RUN, run_round
-
-
-def new_session(api, project: Path, events: list | None = None, **env: str) -> Session:
-    environ = {
-        "HOME": os.environ["HOME"],
-        "COMPACT_AGENT_HOME": os.environ["COMPACT_AGENT_HOME"],
-        **api.env(),
-        **env,
-    }
-    settings = load_settings(cwd=project, environ=environ, cli={})
-    sink = events if events is not None else []
-    return open_session(settings, emit=sink.append, ask=None, environ=environ)
-
-
-def chat(session: Session, prompt: str, reply: str, tokens: int = 1200) -> None:
-    """A finished exchange, recorded without calling the model."""
-    session.add(user_prompt(prompt))
-    session.add(
-        assistant(
-            [{"type": "text", "text": reply}],
-            model=session.model,
-            usage={"input_tokens": tokens, "output_tokens": 30},
-        )
-    )
+from tests.helpers.frontend import chat, new_session
 
 
 def test_help_lists_every_command(fake_api, project):

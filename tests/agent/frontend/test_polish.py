@@ -14,7 +14,7 @@ from agent.frontend import commands
 from agent.frontend.ui import Renderer
 from agent.runtime.loop import run_turn
 from core.events import ToolFinished, ToolStarted
-from tests.agent.frontend.test_commands import chat, new_session
+from tests.helpers.frontend import chat, new_session
 from tools.base import ToolContext
 from tools.grep import GrepTool
 from tools.read import ReadTool

@@ -6,87 +6,15 @@ rendered output, which goes to a StringIO console without colour, so whole strin
 
 from __future__ import annotations
 
-import io
-import os
 import stat
 import threading
 import time
-from contextlib import contextmanager
-from pathlib import Path
 
 from prompt_toolkit.document import Document
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
-from rich.console import Console
 
-from agent.config.settings import load_settings
-from agent.frontend.repl import Repl, SlashCompleter, history_file
-from tests.agent.frontend.test_commands import chat, new_session
+from agent.frontend.repl import SlashCompleter, history_file
 from tests.fakeapi import Reply, last_user_text
-
-ESC, CTRL_C, CTRL_D = "\x1b", "\x03", "\x04"
-
-
-class Driver:
-    def __init__(self, repl: Repl, pipe, buf: io.StringIO, first: str | None = None) -> None:
-        self.repl, self.pipe, self.buf, self.first = repl, pipe, buf, first
-        self.code: int | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        self.code = self.repl.run(self.first)
-
-    @property
-    def out(self) -> str:
-        return self.buf.getvalue()
-
-    def type(self, text: str) -> None:
-        self.pipe.send_text(text)
-
-    def wait_for(self, text: str, timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
-        while text not in self.out:
-            assert time.monotonic() < deadline, f"{text!r} never appeared in:\n{self.out}"
-            time.sleep(0.02)
-        return self.out
-
-    def wait_idle(self, timeout: float = 30) -> None:
-        """Until the REPL is back at its prompt (no worker running)."""
-        deadline = time.monotonic() + timeout
-        while not self.repl.prompt.app.is_running:
-            assert time.monotonic() < deadline, f"the prompt never came back:\n{self.out}"
-            time.sleep(0.02)
-
-    def finish(self, timeout: float = 30) -> int | None:
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), f"the REPL did not exit:\n{self.out}"
-        return self.code
-
-
-@contextmanager
-def repl_for(api, project: Path, first: str | None = None, resume: str | None = None, **env: str):
-    environ = {
-        "HOME": os.environ["HOME"],
-        "COMPACT_AGENT_HOME": os.environ["COMPACT_AGENT_HOME"],
-        **api.env(),
-        **env,
-    }
-    settings = load_settings(cwd=project, environ=environ, cli={})
-    buf = io.StringIO()
-    console = Console(file=buf, width=100, force_terminal=False, color_system=None)
-    with create_pipe_input() as pipe:
-        repl = Repl(settings, console, environ=environ, input=pipe, output=DummyOutput())
-        repl.open(resume=resume)
-        driver = Driver(repl, pipe, buf, first)
-        driver.thread.start()
-        yield driver
-        if driver.thread.is_alive():
-            driver.type("/exit\r")
-            driver.finish()
-
-
-def banner(repl: Repl, project: Path) -> str:
-    return f"✻ Compact Agent v0.1.0 · {repl.session.model} · {project}\n/help for commands\n"
+from tests.helpers.frontend import CTRL_C, CTRL_D, ESC, banner, chat, new_session, repl_for
 
 
 def test_a_message_gets_the_streamed_reply_then_exit(fake_api, project):

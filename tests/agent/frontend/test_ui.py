@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import io
-
-from rich.console import Console
-
 from agent.frontend import commands
 from agent.frontend.ui import Renderer, complete_blocks, context_grid, numbered_diff, warning_of
 from agent.runtime.tool_exec import INTERRUPTED, NOBODY_TO_ASK, USER_SAID_NO
@@ -30,20 +26,7 @@ from core.events import (
     TurnFinished,
 )
 from core.messages import assistant
-
-
-def console(**kw) -> tuple[Console, io.StringIO]:
-    buf = io.StringIO()
-    options = {"width": 80, "force_terminal": False, "color_system": None, **kw}
-    return Console(file=buf, **options), buf
-
-
-def render(*events, **kw) -> str:
-    con, buf = console(**kw)
-    r = Renderer(con)
-    for e in events:
-        r(e)
-    return buf.getvalue()
+from tests.helpers.frontend import console, render
 
 
 def test_a_short_session_renders_text_tools_diffs_errors_and_retries():

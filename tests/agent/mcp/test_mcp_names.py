@@ -19,7 +19,7 @@ from agent.mcp.catalog import McpCatalog
 from agent.mcp.client import McpHub
 from agent.mcp.tools import split_name, tool_name
 from tests.conftest import ROOT, cli_env
-from tests.tools.permissions.test_permissions import RuleSettings
+from tests.helpers.permissions import RuleSettings
 from tools.permissions.engine import Permissions
 
 SERVERS = str(ROOT / "tests" / "mcp_servers.py")

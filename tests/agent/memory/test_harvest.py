@@ -13,7 +13,7 @@ from agent.memory import service
 from agent.memory.entries import EXPIRED
 from agent.memory.harvest import harvest
 from agent.memory.secrets import has_secret, redact
-from tests.agent.memory.records import NOW, Records, repo, settings_for
+from tests.helpers.memory import NOW, Records, repo, settings_for
 
 FILES = {
     "Makefile": "test:\n\tpytest -q\n\nlint:\n\truff check .\n",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agent.memory import service
 from agent.memory.entries import CURRENT, REFRESHED, STALE
-from tests.agent.memory.records import NOW, Records, repo, settings_for
+from tests.helpers.memory import NOW, Records, repo, settings_for
 
 MAKEFILE = "include mk/test.mk\n\nbuild:\n\tpython3 -m compileall -q src\n\nlint:\n\truff check src\n"
 FILES = {

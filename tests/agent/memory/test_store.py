@@ -14,8 +14,8 @@ from pathlib import Path
 from agent.memory import service
 from agent.memory.entries import FORGOTTEN
 from agent.memory.store import END, START
-from tests.agent.memory.records import NOW, Records, repo, settings_for
 from tests.conftest import ROOT
+from tests.helpers.memory import NOW, Records, repo, settings_for
 
 FILES = {
     "Makefile": "build:\n\tcc -o app app.c\n\ntest:\n\t./run-tests\n",
@@ -165,7 +165,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 sys.path.insert(0, {root!r})
 from agent.memory import service
-from tests.agent.memory.records import Records, settings_for
+from tests.helpers.memory import Records, settings_for
 project, home, who = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 for i in range(15):
     r = Records().say(f"Always keep rule {{who}}-{{i}} in mind.")

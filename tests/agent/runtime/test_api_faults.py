@@ -237,7 +237,7 @@ def test_ctrl_c_in_print_mode_ends_a_retry_wait_at_once(spawn) -> None:  # noqa:
 
 
 def test_the_repl_shows_the_wait_rounded_and_the_next_attempt() -> None:
-    from tests.agent.frontend.test_ui import render
+    from tests.helpers.frontend import render
 
     assert (
         render(Retrying(2, "API error 529: Overloaded", 3.7412))

@@ -10,21 +10,11 @@ import pytest
 
 from agent.runtime.sdk import ModelClient
 from core.errors import Interrupted, MaxTokensOverflow, ModelError, PromptTooLong
-from core.model import Request
 from tests.fakeapi import Reply
+from tests.helpers.client import request
 
 # the SDK is loaded before any test here times something (conftest.py's warm_sdk)
 pytestmark = pytest.mark.usefixtures("warm_sdk")
-
-
-def request(text: str = "hi") -> Request:
-    return Request(
-        model="claude-sonnet-4-6",
-        system=[{"type": "text", "text": "sys"}],
-        tools=[{"name": "T", "description": "d", "input_schema": {"type": "object"}}],
-        messages=[{"role": "user", "content": [{"type": "text", "text": text}]}],
-        max_tokens=1000,
-    )
 
 
 def _cancel_once_stalled(arrived: threading.Event, cancel: threading.Event) -> list[float]:

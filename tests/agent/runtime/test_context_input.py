@@ -11,8 +11,8 @@ from prompt_toolkit.document import Document
 
 from agent.frontend.repl import SlashCompleter
 from agent.runtime import mentions
-from tests.agent.frontend.test_repl import repl_for
 from tests.fakeapi import last_user_text
+from tests.helpers.frontend import repl_for
 
 
 def test_an_at_path_attaches_the_file_counts_as_read_and_is_named_in_the_ledger(fake_api, project):

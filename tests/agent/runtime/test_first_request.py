@@ -11,7 +11,7 @@ from agent.runtime import first_request
 from agent.runtime import sdk as client_module
 from agent.runtime.sdk import ModelClient
 from core.errors import PromptTooLong
-from tests.agent.runtime.test_client import request
+from tests.helpers.client import request
 
 QUICK = "compact-agent"  # the user-agent the standard library's way sends (the SDK sends its own)
 

@@ -9,8 +9,7 @@ from agent.runtime import rewind
 from agent.transcript.loader import load_transcript
 from compact.compaction import notes
 from core.messages import assistant, tool_result_block, tool_results, user_prompt
-from tests.agent.frontend.test_commands import chat, new_session
-from tests.agent.frontend.test_repl import ESC, repl_for
+from tests.helpers.frontend import ESC, chat, new_session, repl_for
 
 
 def texts(messages) -> list[str]:

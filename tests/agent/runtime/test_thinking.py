@@ -19,9 +19,9 @@ from agent.runtime.thinking import DEFAULT_BUDGET, budget_for, fit, prompt_budge
 from core.events import MessageRecorded, ThinkingDelta
 from core.messages import assistant
 from core.model import Request
-from tests.agent.frontend.test_repl import repl_for
 from tests.conftest import records, transcripts
 from tests.fakeapi import FakeAPI, Reply, thinking_block
+from tests.helpers.frontend import repl_for
 
 MODEL_4X = "claude-sonnet-4-5"
 PIN = {"ANTHROPIC_MODEL": MODEL_4X}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.permissions.test_permissions import RuleSettings
+from tests.helpers.permissions import RuleSettings
 from tools.permissions.engine import Permissions
 
 DENY_RM = ["Bash(rm:*)"]

@@ -1,12 +1,12 @@
 import ast
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 import tools.registry  # noqa: F401  (declares the built-in tools whose rules the engine judges, as a session does)
 from agent.config.settings import load_settings
+from tests.helpers.permissions import RuleSettings
 from tools.permissions.engine import Decision, Permissions
 from tools.shell.reader import analyze
 
@@ -24,24 +24,6 @@ def home(tmp_path):
     path = tmp_path / "home"
     (path / ".ssh").mkdir(parents=True)
     return path
-
-
-@dataclass
-class RuleSettings:
-    """Just what tools.permissions.engine.PermissionSettings asks for (the agent's Settings has it too)."""
-
-    cwd: Path
-    home: Path
-    user_home: Path | None = None
-    permission_mode: str = "default"
-    allow: list[str] = field(default_factory=list)
-    deny: list[str] = field(default_factory=list)
-    ask: list[str] = field(default_factory=list)
-    additional_dirs: list[Path] = field(default_factory=list)
-
-    @property
-    def project_dir(self) -> Path:
-        return self.home / "projects" / "this-project"
 
 
 def perms(project, home=None, *, mode="default", allow=(), deny=(), ask=(), session_dir=None):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.permissions.test_permissions import RuleSettings
+from tests.helpers.permissions import RuleSettings
 from tools.permissions.engine import Permissions
 
 ENV_SECRET = "ENV-SECRET-41a"
@@ -409,7 +409,7 @@ def test_the_working_day_under_read_deny_rules(tmp_path):
     """The price: of the 92-line working day (test_bash_permissions.WORKING_DAY) under its allow rules, with
     Read(.env) and Read(~/.ssh/**) denied and a .env in the project, three lines ask, each for a read that
     can't be told before it runs; the rest run as before, in default mode and in bypassPermissions."""
-    from tests.tools.permissions.test_bash_permissions import WORKING_DAY, WORKING_DAY_RULES
+    from tests.helpers.permissions import WORKING_DAY, WORKING_DAY_RULES
 
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)
