@@ -1,4 +1,4 @@
-"""Review: bad input and security edges (the API key in tool and hook output, relative paths and
+"""Bad input and security edges (the API key in tool and hook output, relative paths and
 permissions, deny rules that a shell wrapper must not dodge, special files)."""
 
 from __future__ import annotations
