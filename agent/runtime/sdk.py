@@ -190,8 +190,8 @@ class ModelClient:
             except first_request.Handover:  # unreachable or unknown: the table's facts stand
                 return {}
         else:
-            retrieve = self.client.with_options(max_retries=0, timeout=5.0).models.retrieve
             try:
+                retrieve = self.client.with_options(max_retries=0, timeout=5.0).models.retrieve
                 found = _dump(retrieve(api_model_name(model)))
             except sdk().APIError:  # unreachable or unknown: the table's facts stand
                 return {}
