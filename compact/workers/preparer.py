@@ -127,6 +127,8 @@ class Preparer(Worker):
     rebase: tuple[frozenset[str], frozenset[str]] | None = None
     stats: Stats = field(default_factory=Stats)
     lagged: int = -2  # the cycle whose prepared server's summary gave way to a newer one (once a cycle)
+    caught_up: int = -2  # the cycle whose lagging notes were brought up to date at T (once a cycle)
+    covered_at: int = 0  # the context's size when this cycle's last notes update was started
     awaited: bool = False  # that newer one is waited for at T, not put off again
 
     @property
@@ -213,9 +215,14 @@ def start_if_due(conv: Conversation, ports: Ports, tokens: int) -> bool:
     ):  # prepared ahead of where a compaction pays for itself (compact.compaction.economics)
         threshold = economics.point(conv, ports, kind, threshold)
     if p.cycle == _cycle(conv):
-        if p.kind == "notes" and p.notes_done and _notes_plan(conv, ports) is None:
+        if p.kind == "notes" and p.notes_done:
+            # an update taken before the notes' level (one that started right after the last compaction)
+            # is far behind by T: the one from the level is in just before the limit
+            early = p.covered_at < level(p, threshold, blocking, "notes") <= tokens
+            missing = _notes_plan(conv, ports) is None
             if (
-                not p.failed
+                (missing or early)
+                and not p.failed
                 and p.refreshed < MAX_REFRESH
                 and not _still_template(conv, ports)
                 and notes_compaction.could_serve(conv, ports)
@@ -223,9 +230,13 @@ def start_if_due(conv: Conversation, ports: Ports, tokens: int) -> bool:
                 # the notes lag behind what the tail would keep whole (nothing leaves unseen): brought up
                 # to date, they serve — one more update of this cycle's candidate, not a summary
                 p.refreshed += 1
-                p.notes_done = False
-                notes_updater.update_in_background(conv, ports, on_done=lambda ok: _notes_done(p, ok))
-            elif not p.failed and not p.running and tokens >= level(p, threshold, blocking, "summary"):
+                _refresh(conv, ports, p, tokens)
+            elif (
+                missing
+                and not p.failed
+                and not p.running
+                and tokens >= level(p, threshold, blocking, "summary")
+            ):
                 _start_summary(conv, ports, p, p.custom)  # the notes can't serve this compaction: summarize
         return p.kind == "notes"
     if p.running or tokens < level(p, threshold, blocking, kind):
@@ -233,6 +244,14 @@ def start_if_due(conv: Conversation, ports: Ports, tokens: int) -> bool:
     if kind == "server" and backend.server_plan(conv, ports) is None:
         return False  # the server's summary needs a request sent since the compaction point: next time
     return _start(conv, ports, p, tokens)
+
+
+def _refresh(conv: Conversation, ports: Ports, p: Preparer, tokens: int) -> None:
+    """One more update of this cycle's notes candidate, timed from now (``seconds["notes"]`` is one
+    update's time: timed from the candidate's start it was the whole cycle's, ~3x, which put the level at
+    its floor and the last update too late)."""
+    p.notes_done, p.started_at, p.covered_at = False, p.clock(), tokens
+    notes_updater.update_in_background(conv, ports, on_done=lambda ok: _notes_done(p, ok))
 
 
 def _still_template(conv: Conversation, ports: Ports) -> bool:
@@ -258,7 +277,7 @@ def _start(conv: Conversation, ports: Ports, p: Preparer, tokens: int) -> bool:
         _start_server(conv, ports, p, plan)
         return False
     if _notes_usable(conv, ports) and not p.hook_lines:  # the notes can't follow instructions
-        p.kind, p.notes_done = "notes", False
+        p.kind, p.notes_done, p.covered_at = "notes", False, tokens
         p.stats.prepared += 1
         notes_updater.update_in_background(conv, ports, on_done=lambda ok: _notes_done(p, ok))
         return True
@@ -460,11 +479,21 @@ def at_threshold(
     clear = counted + max(p.step, (limit - threshold) // 4) < limit and tokens < RAW_ROOM * th.window
     cycle_ok = p.cycle == _cycle(conv)
     made = _usable(conv, ports, p) if cycle_ok else None
-    if made is not None and clear and p.kind == "notes" and _lagging(conv, ports, made):
+    if (
+        made is not None
+        and clear
+        and p.kind == "notes"
+        and p.caught_up != _cycle(conv)
+        and _lagging(conv, ports, made)
+    ):
         # what the notes never saw stays whole (nothing leaves unseen): when that is most of the tail,
-        # bring the notes up to date first, in the background, while the context is clear of B
-        p.notes_done = False
-        notes_updater.update_in_background(conv, ports, on_done=lambda ok: _notes_done(p, ok))
+        # bring the notes up to date first, in the background, while the context is clear of B. Once a
+        # cycle: a session that grows faster than an update can follow lags again by the time it is in
+        # (33-stall: 4 steps of 6.5K while an update ran), and chasing it again and again ran the
+        # history to RAW_ROOM windows, where the user waited for the last one (6 s); the notes as they
+        # stand then serve, the tail they never saw kept whole
+        p.caught_up = _cycle(conv)
+        _refresh(conv, ports, p, tokens)
         return False
     if (
         made is not None

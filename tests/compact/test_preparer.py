@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from compact.compaction import compactor
+from compact.compaction import compactor, notes_updater
 from compact.compaction.candidate import SUMMARY_SECTIONS
+from compact.compaction.notes_template import SECTIONS
 from compact.workers import preparer
 from core.events import CompactFinished
 from core.messages import user_prompt
-from tests.fakeapi import FakeAPI, Reply
+from tests.fakeapi import FakeAPI, Reply, is_notes_update, read_paths
 from tests.helpers.bench import Bench, make_bench
 from tests.helpers.compaction import of_type, read_round, write_file
 
@@ -180,3 +181,94 @@ def test_one_slow_step_at_start_up_does_not_move_the_preparation_level(tmp_path:
     assert level == int(min(th.blocking, th.auto_compact + 10_000) - step - 10 * step * 1.3)
     assert preparer.start_if_due(bench.conv, bench.ports, tokens) is False and p.kind == ""  # 43,500: not yet
     assert api.message_requests == []
+
+
+def test_lagging_notes_are_brought_up_to_date_once_a_cycle_then_serve_as_they_stand(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    """A tool chain that grows faster than a notes update can follow: each update is behind again by the
+    time it is in. At T the notes are brought up to date once; lagging again, they serve as they stand
+    (only what they saw goes, the rest stays whole) instead of another update chased while the history
+    grew to RAW_ROOM windows, where the user waited for the last one (33-stall: 6 s)."""
+    bench = make_bench(tmp_path, api, session_memory=True, session_id="sid", context_window=60_000)
+    updates: list[dict] = []
+
+    def notes(body: dict) -> Reply:
+        updates.append(body)
+        old = "_" + dict(SECTIONS)["Current State"] + "_"
+        new = f"{old}\nRead {len(read_paths(body))} files so far."
+        edit = {"file_path": str(bench.notes_path), "old_string": old, "new_string": new}
+        return Reply([{"type": "tool_use", "id": f"toolu_n{len(updates)}", "name": "Edit", "input": edit}])
+
+    api.on(is_notes_update, notes)
+    bench.add(user_prompt("Read every module and report the findings."))
+    names = iter(f"m{i:02d}.py" for i in range(60))
+    threshold = bench.conv.window.thresholds().auto_compact
+
+    def until_lagging() -> None:
+        while True:
+            grow(bench, [next(names)], lines=60)
+            made = preparer._usable(bench.conv, bench.ports, p)
+            if made is not None and preparer._lagging(bench.conv, bench.ports, made):
+                return
+
+    def update_done() -> None:
+        deadline = time.monotonic() + 30
+        while not p.notes_done and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert p.notes_done and not p.failed
+
+    grow(bench, [next(names) for _ in range(6)], lines=60)
+    assert preparer.start_if_due(bench.conv, bench.ports, int(threshold * 0.86)) is True  # a notes update
+    p = preparer.preparer(bench.conv)
+    assert p is not None
+    update_done()
+    until_lagging()
+    tokens = bench.view().tokens
+    assert preparer.at_threshold(bench.conv, bench.ports, max(tokens, threshold), compactor.compact) is False
+    assert not p.notes_done  # brought up to date, in the background
+    update_done()
+    assert len(updates) == 2
+    until_lagging()  # behind again by the time it is in
+    covered = bench.conv.state.last_summarized_uuid
+    live = bench.messages
+    unseen = [m.uuid for m in live[[m.uuid for m in live].index(covered) + 1 :]]
+    assert unseen
+    tokens = bench.view().tokens
+    assert preparer.at_threshold(bench.conv, bench.ports, max(tokens, threshold), compactor.compact) is True
+    assert p.notes_done or p.kind != "notes"  # not chased again
+    assert notes_updater.wait_for_update(bench.conv, 30) and len(updates) == 2
+    [done] = of_type(bench.events, CompactFinished)
+    assert done.method == "session-memory" and done.candidate == "prepared"
+    assert set(unseen) <= {m.uuid for m in bench.messages}  # what the notes never saw stays whole
+
+
+def test_an_update_of_a_notes_candidate_is_timed_from_its_own_start(tmp_path: Path, api: FakeAPI) -> None:
+    """A notes candidate started as a compaction left the context (``_start_next``) covers only that
+    much, so it is updated again later in the cycle. That update's time is its own: timed from the
+    candidate's start it was the whole cycle's (~3x in 33-stall), which put the notes' level at its
+    floor and the last update too late (the user waited 1-2 s at each compaction for it)."""
+    bench = make_bench(tmp_path, api, session_memory=True, session_id="sid")
+    updates: list[dict] = []
+
+    def notes(body: dict) -> Reply:
+        updates.append(body)
+        old = "_" + dict(SECTIONS)["Current State"] + "_"
+        new = f"{old}\nRead {len(read_paths(body))} files so far."
+        edit = {"file_path": str(bench.notes_path), "old_string": old, "new_string": new}
+        return Reply([{"type": "tool_use", "id": f"toolu_n{len(updates)}", "name": "Edit", "input": edit}])
+
+    api.on(is_notes_update, notes)
+    bench.add(user_prompt("Read every module and report the findings."))
+    grow(bench, ["a.py", "b.py"])
+    p = preparer._preparer(bench.conv)
+    now = [1000.0]
+    p.clock = lambda: now[0]
+    assert preparer._start(bench.conv, bench.ports, p, int(T * 0.3)) is True  # as a compaction left it
+    assert notes_updater.wait_for_update(bench.conv, 30) and p.notes_done
+    now[0] += 100.0  # the context grows for a while
+    grow(bench, ["c.py", "d.py"])
+    assert preparer.start_if_due(bench.conv, bench.ports, int(T * 0.85)) is True
+    assert not p.notes_done  # updated again
+    assert notes_updater.wait_for_update(bench.conv, 30) and p.notes_done
+    assert len(updates) == 2 and p.seconds["notes"] == 0.0  # the fake clock stood still during it
