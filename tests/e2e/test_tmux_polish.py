@@ -235,3 +235,43 @@ def test_config_changes_settings_through_its_rows_and_keeps_them(agent_in_tmux, 
     assert re.search(r"  autoCompactEnabled +off +\(~/\.compact-agent/settings\.json\)", screen), screen
     assert re.search(r"  2\. autoCompactEnabled +off +on \| off", screen)
     assert re.search(r"  4\. effortLevel +max ", screen)
+
+
+def test_the_rounds_polish_holds_in_a_real_terminal_at_80_columns(agent_in_tmux, fake_api, project):  # noqa: F811
+    """Issue 41 item 6, as its first round fixed it (tests/agent/frontend/test_polish.py), seen in tmux at
+    80 columns: '1 tool use', the CLAUDE.md row right under its category, the subagent under /context and
+    /cost, and /compact with instructions on a tiny context answered without a model call."""
+    (project / "CLAUDE.md").write_text("Use tabs.\n" * 40)
+    (project / "a.txt").write_text("one\n")
+
+    def child(body: dict) -> Reply:
+        if sum(1 for m in body["messages"] if m["role"] == "assistant") == 0:
+            return Reply.tool("Read", {"file_path": str(project / "a.txt")})
+        return Reply.text("CHILD done.")
+
+    fake_api.conversation("TASK-PROMPT-look", child)
+    pane = agent_in_tmux("--dangerously-skip-permissions", width=80)
+    fake_api.reply_tool(
+        "Task", {"description": "Look at a", "prompt": "TASK-PROMPT-look: read a", "subagent_type": "Explore"}
+    )
+    fake_api.reply_text("Parent done.")
+    pane.type("look with a subagent")
+    screen = pane.wait_for("Parent done.")
+    pane.wait_prompt()
+    assert re.search(r"⎿  Done \(1 tool use · [\d.]+k tokens · \d+s\)", screen), screen
+    sent = len(fake_api.message_requests)
+    pane.type("/compact focus on the files")
+    pane.wait_for(r"Nothing worth compacting")
+    pane.wait_prompt()
+    assert len(fake_api.message_requests) == sent  # no call that could save nothing
+    pane.type("/context")
+    screen = pane.wait_for(r"- Look at a \(Explore, completed\): 1 tool use")
+    pane.wait_prompt()
+    grid = screen[screen.rindex("Context usage") :].splitlines()
+    memory = next(i for i, line in enumerate(grid) if "■ Memory files:" in line)
+    assert "└ CLAUDE.md: " in grid[memory + 1]
+    assert all(len(line) <= 80 for line in grid), "\n".join(grid)
+    pane.type("/cost")
+    screen = pane.wait_for(r"of which subagents \(1 task\)")
+    pane.wait_prompt()
+    assert fake_api.violations == []
