@@ -126,10 +126,11 @@ class Preparer(Worker):
     # replace what stood in for those messages too
     rebase: tuple[frozenset[str], frozenset[str]] | None = None
     stats: Stats = field(default_factory=Stats)
-    lagged: int = -2  # the cycle whose prepared server's summary gave way to a newer one (once a cycle)
+    # the cycle whose prepared server's summary gave way to a newer one (once a cycle), which is waited
+    # for at T, not put off again
+    lagged: int = -2
     caught_up: int = -2  # the cycle whose lagging notes were brought up to date at T (once a cycle)
     covered_at: int = 0  # the context's size when this cycle's last notes update was started
-    awaited: bool = False  # that newer one is waited for at T, not put off again
 
     @property
     def step_seconds(self) -> float:
@@ -507,14 +508,16 @@ def at_threshold(
         # count). Clear of B, it gives way to a summary of the next request sent, asked for after its
         # reply (start_if_due: a new cycle), which keeps that reply's step alone
         _discard(p)
-        p.cycle, p.lagged, p.awaited = -1, _cycle(conv), True  # once a cycle; the new one is waited for
+        p.cycle, p.lagged = -1, _cycle(conv)  # once a cycle; the new one is waited for
         return False
     if made is not None:
         return _apply(conv, ports, p, made, compact, waited=0.0)
     in_flight = cycle_ok and (p.running or (p.kind == "notes" and not p.notes_done))
-    if in_flight and clear and not p.awaited:
+    # the one a lagging server's summary gave way to in this cycle is waited for
+    awaited = in_flight and p.kind == "server" and p.lagged == _cycle(conv)
+    if in_flight and clear and not awaited:
         return False  # not ready yet and still clear of B: carry on, it will be soon
-    if clear and counted < tokens and active(conv, ports) and not (cycle_ok and p.failed) and not in_flight:
+    if clear and counted < tokens and active(conv, ports) and not (cycle_ok and p.failed) and not awaited:
         # none started yet (the server's summary needs a request sent since the last compaction point),
         # and the server clears what keeps it clear of B: start one after the next response, not the
         # user's wait now
@@ -527,7 +530,7 @@ def at_threshold(
     note = f"prepared candidate refused: {p.last_rejected}" if p.last_rejected and cycle_ok else ""
     if cycle_ok and (p.ready is not None or p.kind):
         _discard(p)
-    started, p.awaited = p.clock(), False
+    started = p.clock()
     done = compact(conv, ports, "auto", note=note)
     p.stats.waited.append(p.clock() - started)
     p.stats.blocked.append(p.stats.waited[-1])  # its own request, mostly
@@ -707,7 +710,7 @@ def _apply(
     compact: Callable[..., bool],
     waited: float,
 ) -> bool:
-    started, p.awaited = p.clock(), False
+    started = p.clock()
     before = {m.uuid for m in conv.messages}
     done = compact(conv, ports, "auto", prepared=made, note=PREPARED, waited=waited, hooked=p.hook_lines)
     p.stats.waited.append(waited + p.clock() - started)
