@@ -72,9 +72,11 @@ STEPS_KEPT = 7  # the recent steps between responses whose medians are the usual
 PREPARED_SHARE = 0.6
 # a prepared notes compaction that would leave more than this share of T waits (clear of B) for an update;
 # a prepared server's summary whose kept turns weigh more gives way to one of the next request sent, when
-# that one is quick (QUICK_SERVER)
+# that one is quick (QUICK_STEPS)
 LAGGING_SHARE = 0.4
-QUICK_SERVER = 1.0  # seconds: a server's summary this fast (or faster than a step) is in before the next step
+QUICK_STEPS = (
+    1.5  # a server's summary measured within this many steps' time is quick: waited for, it keeps one
+)
 MAX_REFRESH = 3  # updates of a notes candidate that lags behind, in one cycle, before a summary is prepared
 CANDIDATE_TIMEOUT = 180.0  # seconds before a background summary is abandoned
 # a compaction is put off, waiting for its candidate, at most this far past T (the default distance from
@@ -561,11 +563,12 @@ def _lagging(conv: Conversation, ports: Ports, made: Compaction) -> bool:
 
 def _server_lagging(conv: Conversation, p: Preparer, made: Compaction) -> bool:
     """Whether the prepared server's summary lags: its kept turns weigh more than LAGGING_SHARE of T and
-    more than the one step a summary of the next request keeps, and that summary was measured to take
-    no longer than a step (or QUICK_SERVER seconds): a slower one would keep as much by the time it is in
-    (then the prepared one is applied)."""
+    more than the one step a summary of the next request keeps, and the server's summaries were
+    measured to take no longer than QUICK_STEPS steps' time: that one is waited for at the next request
+    for a fraction of a step. A slower one would keep as much by the time it is in and keep the user
+    waiting (issue 31's stall): then the prepared one is applied."""
     seconds = p.seconds.get("server")
-    if seconds is None or seconds > max(QUICK_SERVER, p.step_seconds):
+    if seconds is None or p.step_seconds <= 0 or seconds > QUICK_STEPS * p.step_seconds:
         return False
     threshold = conv.window.thresholds().auto_compact
     kept = conv.calibration.scale(sum(m.tokens for m in made.kept))  # the server's unit, as T
