@@ -66,8 +66,15 @@ from core import mcp_names
 from core.declaration import declaration_of
 from tools.permissions import bash_rules, git_config
 from tools.permissions.bash_rules import BashPattern
-from tools.permissions.links import twin_denied
-from tools.permissions.path_rules import inside, normal, path_forms, pattern_regexes, pattern_shapes
+from tools.permissions.links import denied_names, twin_denied
+from tools.permissions.path_rules import (
+    inside,
+    normal,
+    path_forms,
+    pattern_regexes,
+    pattern_root,
+    pattern_shapes,
+)
 from tools.permissions.protected import Places, tree_steers_agent, why_protected
 from tools.shell.reads import SHAPE_ANY, SHAPE_NAME, SHAPE_ONE, Reads, Shape, Tree, line_reads, overlap
 
@@ -361,6 +368,8 @@ class Permissions:
             return Decision("ask", question)
         if verdict is not None:  # a read that may be denied: asked in every mode, refused in print mode
             return verdict
+        if reads is not None and (code := self._code_read_question(a)):
+            return Decision("ask", code[0], code[1])
         if rule := self._bash_ask_rule(command, a):
             if self.mode == "bypassPermissions":
                 return Decision("allow", "bypassPermissions mode", rule)
@@ -447,7 +456,7 @@ class Permissions:
         ``.env`` below); a read that can't be told exactly and may be covered (``cat $HOME/.ssh/id_rsa``, a
         glob under ``shopt``, a file list, a repository's history) asks, in every mode: print mode refuses."""
         doubts: list[Decision] = []  # asked about once nothing is refused outright
-        for path, _ in (*reads.paths, *reads.names):
+        for path, _ in (*reads.paths, *reads.names, *reads.attached):
             if not os.path.lexists(path):
                 continue
             if rule := self._path_rule(self.deny, "Read", path, every=False):
@@ -501,6 +510,14 @@ class Permissions:
             return None
         if st.st_nlink <= 1 or not os.path.isfile(path):
             return None
+        if denied := self._denied_names().get((st.st_dev, st.st_ino)):
+            rule = self._path_rule(self.deny, "Read", denied, every=False)
+            return Decision(
+                "deny",
+                f"the command reads {normal(path)}, another name (a hard link) of {normal(denied)}, and the rule "
+                f'"{rule}" in the settings denies reading it',
+                rule,
+            )
         if twin_denied(Path(path), (st.st_dev, st.st_ino), st.st_nlink, self.read_denied, [self.project_dir]):
             return Decision(
                 "ask",
@@ -508,6 +525,19 @@ class Permissions:
                 "rule covers or can't be found in the project to be judged; it needs the user's approval",
             )
         return None
+
+    def _denied_names(self) -> dict[tuple[int, int], Path]:
+        """The multiply linked files the Read deny rules cover, by (device, inode), found below each
+        rule's literal directory (``~/.ssh`` for ``Read(~/.ssh/**)``): looked for only when a line reads
+        a file with more than one name, and anew each time (a link may be made between two checks)."""
+        roots: list[Path] = []
+        for rule in self._read_rules():
+            if rule.content is None:
+                continue
+            root = pattern_root(rule.content, self.project_dir, self.user_home)
+            if root is not None and root not in roots:
+                roots.append(root)
+        return denied_names(roots, self.read_denied)
 
     def _shape_rule(self, shape: Shape) -> str | None:
         for rule, patterns in self._rule_shapes():
@@ -709,6 +739,58 @@ class Permissions:
             "user's approval"
         )
 
+    def _code_read_question(self, a: Analysis) -> tuple[str, str] | None:
+        """With a Read deny rule in force, code the line runs and that can't be read here (``python -c``, a
+        script file that isn't bash, an unknown program, a repository's hook) may read what the rule
+        denies: asked about in every mode (print mode refuses). A script file of another language
+        (``python3 x.py``) is looked through instead: it asks when its text names what a rule denies
+        (``.env``, ``.ssh``, ``id_rsa``), or can't be read. (The question, the rule.)"""
+        rules = [r for r in self._read_rules() if r.content is not None] or self._read_rules()
+        if not rules:
+            return None
+        first = rules[0].text
+        tail = f'it may read a file the rule "{first}" denies, so it needs the user\'s approval (a deny rule holds in every mode)'
+        if a.unresolved:
+            return f"{a.unresolved[0]}: what that code reads can't be told; {tail}", first
+        if a.untold:
+            return f"{a.untold[0]}; what it reads can't be told either: {tail}", first
+        names = self._denied_literals()
+        for name, dirs in a.code_files:
+            if not dirs or name.startswith("~"):
+                return f"{name} is run from a directory unknown here; {tail}", first
+            for d in dirs:
+                path = Path(name) if name.startswith("/") else d / name
+                try:
+                    with open(path, "rb") as f:
+                        data = f.read(_MAX_CODE_FILE + 1)
+                except FileNotFoundError:
+                    continue  # nothing to run
+                except OSError:
+                    return f"{normal(path)} can't be read to see what it reads; {tail}", first
+                if len(data) > _MAX_CODE_FILE:
+                    return f"{normal(path)} is too big to look through for what it reads; {tail}", first
+                text = data.decode("utf-8", errors="replace")
+                if hit := next(((n, r) for n, r in names if n in text), None):
+                    return (
+                        f'{normal(path)} runs code that names "{hit[0]}", which the rule "{hit[1]}" denies '
+                        "reading; it needs the user's approval (a deny rule holds in every mode)",
+                        hit[1],
+                    )
+        return None
+
+    def _denied_literals(self) -> list[tuple[str, str]]:
+        """(a name a Read deny rule spells out, the rule): each literal path component of its pattern
+        (``.ssh`` and ``id_rsa`` of ``~/.ssh/id_rsa``; ``.env`` of ``.env``), for looking through code."""
+        out: list[tuple[str, str]] = []
+        for rule in self._read_rules():
+            for part in (rule.content or "").split("/"):
+                part = part.strip()
+                if part and part not in ("~", ".", "..") and not re.search(r"[*?\[]", part):
+                    out.append((part, rule.text))
+                elif part and (literal := re.split(r"[*?\[]", part)[0]) and len(literal) >= 3:
+                    out.append((literal, rule.text))  # the literal head of ".env*"
+        return out
+
     def _tree_write_rule(self, directory: Path) -> str | None:
         """A Write deny rule that may match a file a command puts below ``directory`` (tar -x, cp -r):
         tried with the rule's own last name there (``Edit(.env)`` covers ``dir/.env``)."""
@@ -839,6 +921,9 @@ def _analyze(command: str, cwd: Path) -> Analysis:
     from tools.shell.reader import analyze
 
     return analyze(command, cwd)
+
+
+_MAX_CODE_FILE = 1024 * 1024  # a script file of another language looked through for denied names
 
 
 def _with_repository_config(a: Analysis, here: Path) -> Analysis:

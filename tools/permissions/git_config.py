@@ -1,7 +1,8 @@
 """A repository's own git configuration, when it can make git run a program (issue 40).
 
 ``git status`` runs ``core.fsmonitor``; ``git diff`` runs ``diff.external`` and textconv drivers; almost any
-command runs an alias, a pager, a filter, or the ``post-index-change`` hook. A repository can set these in
+command runs an alias, a pager, a filter, or the ``post-index-change`` hook; ``git commit`` its commit
+hooks (``pre-commit``, ``commit-msg``..., the pre-commit framework's among them), ``git push`` ``pre-push``. A repository can set these in
 its ``.git/config`` (a project unpacked from an archive, an embedded repository, a bare one) and git obeys
 them with no question. ``doubt(words, dirs)`` finds the repository a git command works on (``-C`` options
 followed, ``.git`` files and bare repositories as git finds them) and says why it may run a program the
@@ -73,6 +74,32 @@ _LFS_FILTER = {
 _BOOLEAN = frozenset({"", "true", "false", "yes", "no", "on", "off", "1", "0"})
 # hooks git runs for commands that only look too: writing the index (git status refreshes it) and refs
 _ALWAYS_HOOKS = ("post-index-change", "reference-transaction")
+# hooks git runs for the commands that make commits, move HEAD or talk to a remote (a repository's own code:
+# .git/hooks/pre-commit, or the hook the pre-commit framework installs from .pre-commit-config.yaml)
+_COMMIT_HOOKS = (
+    "pre-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "post-rewrite",
+    "pre-auto-gc",
+)
+_MERGE_HOOKS = ("pre-merge-commit", "prepare-commit-msg", "commit-msg", "post-merge", "pre-auto-gc")
+_SUBCOMMAND_HOOKS = {
+    "commit": _COMMIT_HOOKS,
+    "merge": _MERGE_HOOKS,
+    "pull": (*_MERGE_HOOKS, "post-checkout", "post-rewrite", "pre-rebase"),
+    "cherry-pick": _COMMIT_HOOKS,
+    "revert": _COMMIT_HOOKS,
+    "rebase": ("pre-rebase", "post-rewrite", "post-checkout", *_COMMIT_HOOKS),
+    "am": ("applypatch-msg", "pre-applypatch", "post-applypatch", *_COMMIT_HOOKS),
+    "push": ("pre-push",),
+    "checkout": ("post-checkout",),
+    "switch": ("post-checkout",),
+    "worktree": ("post-checkout",),
+    "fetch": ("pre-auto-gc",),
+    "gc": ("pre-auto-gc",),
+}
 _SECTION = re.compile(r'\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\\n]|\\.)*)")?\s*\](.*)')
 _KEY = re.compile(r"([A-Za-z][A-Za-z0-9-]*)\s*(?:=(.*))?")
 
@@ -83,6 +110,7 @@ def doubt(words: Sequence[str | None], dirs: Sequence[Path] | None) -> str | Non
     if dirs is None:
         return "git runs in a directory that can't be told, so its repository's configuration can't be read"
     starts = list(dirs)
+    hooks: tuple[str, ...] = _ALWAYS_HOOKS
     k = 1
     while k < len(words) and (word := words[k]) is not None and word.startswith("-"):
         if word == "-C":
@@ -94,13 +122,18 @@ def doubt(words: Sequence[str | None], dirs: Sequence[Path] | None) -> str | Non
         elif word in ("-c", "--config-env", "--git-dir", "--work-tree", "--namespace", "--exec-path"):
             k += 1
         k += 1
+    sub = words[k] if k < len(words) else None
+    if sub is None and k < len(words):
+        hooks = tuple(dict.fromkeys([*_ALWAYS_HOOKS, *(h for hs in _SUBCOMMAND_HOOKS.values() for h in hs)]))
+    elif sub in _SUBCOMMAND_HOOKS:
+        hooks = (*_ALWAYS_HOOKS, *_SUBCOMMAND_HOOKS[sub])
     for start in dict.fromkeys(starts):
-        if why := _repository_doubt(start):
+        if why := _repository_doubt(start, hooks):
             return why
     return None
 
 
-def _repository_doubt(start: Path) -> str | None:
+def _repository_doubt(start: Path, hooks: tuple[str, ...] = _ALWAYS_HOOKS) -> str | None:
     found = _find_git_dir(str(start))
     if found is None:
         return None
@@ -131,7 +164,7 @@ def _repository_doubt(start: Path) -> str | None:
             return f"{name} can't be read ({e.strerror}), so the repository's configuration can't be judged"
         if why := _config_doubt(name, st.st_mtime_ns, st.st_size, st.st_ino):
             return why
-    for hook in _ALWAYS_HOOKS:
+    for hook in dict.fromkeys(hooks):
         path = os.path.join(common, "hooks", hook)
         if os.access(path, os.X_OK) and os.path.isfile(path):
             return f"the repository has a {hook} hook ({path}), which git runs for this command too"

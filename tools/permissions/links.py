@@ -59,3 +59,34 @@ def twin_denied(
                     if denied(Path(other)):
                         return True
     return len(found) < names
+
+
+def denied_names(
+    roots: list[Path], denied: Callable[[Path], bool], limit: int = WALK_LIMIT
+) -> dict[tuple[int, int], Path]:
+    """The files below ``roots`` (a rule's literal directory, or a file) that ``denied`` covers and that
+    have more than one name, by (device, inode): another name of one of them, wherever it is, is the
+    denied file itself. Only multiply linked files are kept (a file with one name has no other)."""
+    out: dict[tuple[int, int], Path] = {}
+    seen = 0
+
+    def take(path: str) -> None:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        if st.st_nlink > 1 and os.path.isfile(path) and not os.path.islink(path) and denied(Path(path)):
+            out.setdefault((st.st_dev, st.st_ino), Path(path))
+
+    for root in roots:
+        if os.path.isfile(root):
+            take(str(root))
+            continue
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
+            for name in files:
+                seen += 1
+                if seen > limit:
+                    return out
+                take(os.path.join(folder, name))
+    return out

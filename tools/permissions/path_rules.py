@@ -65,6 +65,30 @@ def pattern_regexes(pattern: str, project_dir: Path, user_home: Path | None) -> 
     return out
 
 
+def pattern_root(pattern: str, project_dir: Path, user_home: Path | None) -> Path | None:
+    """The directory (or file) a rule pattern's literal head names: every path the pattern matches lies
+    at or below it (the project for a bare name, which matches at any depth); None without a home."""
+    if pattern.startswith("//"):
+        base, rest = Path("/"), pattern[2:]
+    elif pattern == "~" or pattern.startswith("~/"):
+        if user_home is None:
+            return None
+        base, rest = user_home, pattern[2:]
+    elif pattern.startswith("/"):
+        base, rest = project_dir, pattern[1:]
+    else:
+        base, rest = project_dir, pattern.removeprefix("./")
+    rest = rest.rstrip("/")
+    if "/" not in rest and not pattern.startswith(("/", "~")):
+        return base  # a bare name: anywhere in the project
+    literal = []
+    for part in rest.split("/"):
+        if re.search(r"[*?\[]", part):
+            break
+        literal.append(part)
+    return base.joinpath(*literal) if literal else base
+
+
 def pattern_shapes(pattern: str, project_dir: Path, user_home: Path | None) -> list[str]:
     """The rule pattern as shapes (``tools.shell.reads``): literal characters and wildcards, wide enough to
     cover every path ``pattern_regexes`` matches, for asking whether a word known only when it runs may

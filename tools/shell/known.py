@@ -52,6 +52,9 @@ INERT = frozenset(
     """.split()
 )
 
+# programs that run the repository's own code whatever their arguments (bare included): hook managers
+REPOSITORY_CODE = frozenset({"pre-commit", "prek", "lefthook", "husky", "overcommit"})
+
 # variables a program reads a command, a program path or its own options from: never inert for it.
 # "*" means every variable is one (make imports the environment as make variables: CC, SHELL, MAKEFILES).
 _PROGRAM_VARIABLES: dict[str, tuple[str, ...]] = {
@@ -132,6 +135,11 @@ def untold(values: Values, modelled: bool) -> str | None:
     """Why whether the simple command ``values`` runs another command can't be told (None: it is known
     not to, or what it runs is reported elsewhere). ``modelled``: ``programs``/``effects`` know it."""
     name = base(values)
+    if name in REPOSITORY_CODE:
+        return (
+            f"{name} runs the hooks the repository configures (.pre-commit-config.yaml and the like), code no "
+            "one has read here"
+        )
     if modelled or name in INERT or len(values) < 2:
         return None
     if "/" in (values[0] or ""):

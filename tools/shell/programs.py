@@ -40,6 +40,9 @@ class Unwrapped:
     settings: tuple[str, ...] = ()  # other ways it changes what a program runs, as a clause
     untold: str | None = None  # whether it runs another command can't be told (an unknown option)
     script_file: str | None = None  # a shell script file it runs (bash x.sh): read and judged when it can be
+    # a script file of another language it runs (python3 x.py): not judged as bash; under a Read deny rule its
+    # text is looked through for the names the rules deny (tools.permissions.engine)
+    code_file: str | None = None
 
 
 NOTHING = Unwrapped()
@@ -316,7 +319,8 @@ def unwrap(values: Values) -> Unwrapped:
     """What the simple command ``values`` runs besides itself (``values[0]`` is its program, a literal)."""
     name = (values[0] or "").rsplit("/", 1)[-1]
     if name in _CODE_BUILTINS:
-        return Unwrapped(unresolved=f"{name} {_CODE_BUILTINS[name]}")
+        sourced = values[1] if name in ("source", ".") and len(values) > 1 else None
+        return Unwrapped(unresolved=f"{name} {_CODE_BUILTINS[name]}", script_file=sourced)
     if name in _RUNNERS:
         return Unwrapped(unresolved=f"{name} runs a program given in its arguments")
     special = _SPECIAL.get(name)
@@ -805,7 +809,7 @@ def _interpreter(name: str, spec: _Interpreter, values: Values) -> Unwrapped:
                     break
         else:
             # a script file: what it does is the allow rule's business, unless -i reads more code after it
-            return stdin if interactive else NOTHING
+            return stdin if interactive else Unwrapped(code_file=word)
         i += 1
     return stdin
 
@@ -830,10 +834,21 @@ _INERT_STDLIB_MODULES = frozenset(
 )
 
 
+# installed tools run as modules whose command lines take no code (what a project's tests or build do is the
+# allow rule's business, as for the same tools run by name)
+_INERT_TOOL_MODULES = frozenset(
+    """
+    pytest pip mypy black ruff flake8 pylint isort build twine tox nox setuptools wheel pyright bandit
+    pycodestyle pyflakes pydocstyle coverage.html mkdocs sphinx poetry pipx uv hatch maturin pre_commit
+    """.split()
+)
+
+
 def _python_module(name: str, module: str | None, rest: Values, interactive: bool) -> Unwrapped:
-    """``python -m MODULE ARGS``: a module known to run code from its arguments or input is code; a
-    standard-library module not known to be inert can't be told; a module of the project or an installed
-    package (pytest, mypy) runs like a script file, whose doing is the allow rule's business."""
+    """``python -m MODULE ARGS``: a module known to run code from its arguments or input is code; a module
+    known to take no code (the inert standard modules, installed tools such as pytest and mypy) runs as
+    that tool does; any other (a module of the project, a package not known here) runs code no one has
+    read, so what it does can't be told (issue 40)."""
     if module is None:
         return Unwrapped(unresolved=f"{name} -m runs a module named by an expansion")
     if not module:
@@ -850,14 +865,17 @@ def _python_module(name: str, module: str | None, rest: Values, interactive: boo
         return _coverage(["coverage", *rest])
     if module == "pip" and any(v is None or _abbreviates_long(v, "--python") for v in rest):
         return Unwrapped(unresolved=f"{name} -m pip --python runs the interpreter it names")
-    if module in _INERT_STDLIB_MODULES:
+    if module in _INERT_STDLIB_MODULES or top in _INERT_TOOL_MODULES:
         return NOTHING
     if top in _stdlib_modules():
         return Unwrapped(
             untold=f"{name} -m {module} is a standard module not known here, so whether it runs code from "
             "its arguments or input can't be told"
         )
-    return NOTHING
+    return Unwrapped(
+        untold=f"{name} -m {module} runs a module not known here (the project's own, or a package's), whose "
+        "code can run any program"
+    )
 
 
 @functools.cache

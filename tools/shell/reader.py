@@ -245,6 +245,11 @@ class Analysis:
     opaque: tuple[Command, ...] = ()
     # a for loop's variable set by nothing else in the line: the words it walks (for f in src/*.py)
     loops: dict[str, tuple[Word, ...]] = field(default_factory=dict)
+    # every value the line gives each variable it sets (None: one not known statically, an append, an array
+    # element, a value read when it runs), for computing $NAME where it is read (tools.shell.reads)
+    values: dict[str, tuple[str | None, ...]] = field(default_factory=dict)
+    # script files of other languages the line runs (python3 x.py), with the directories they may be in
+    code_files: tuple[tuple[str, tuple[Path, ...] | None], ...] = ()
 
 
 def analyze(command: str, cwd: Path) -> Analysis:
@@ -275,6 +280,24 @@ def _nesting(command: str) -> int:
             if deepest > _MAX_NESTING:
                 break  # deep enough to refuse: the rest need not be read
     return deepest
+
+
+def _script_text(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_MAX_SCRIPT + 1)
+    except (OSError, ValueError):
+        return None
+    if len(data) > _MAX_SCRIPT or b"\0" in data:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    first = text.split("\n", 1)[0]
+    if first.startswith("#!") and not _SHELL_LINE.search(first):
+        return None  # python, node...: its code can't be judged as bash
+    return text
 
 
 def risky_variable(name: str) -> bool:
@@ -326,6 +349,8 @@ class _Reader:
     evals: Evaluations = field(default_factory=Evaluations)  # what bash evaluates as code
     assignments: dict[str, int] = field(default_factory=dict)  # how many times the line sets each name
     loop_words: dict[str, tuple[tuple[Word, ...], int]] = field(default_factory=dict)
+    values: dict[str, list[str | None]] = field(default_factory=dict)  # Analysis.values
+    code_files: list[tuple[str, tuple[Path, ...] | None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.dirs = [self.cwd]
@@ -350,6 +375,8 @@ class _Reader:
             tuple(dict.fromkeys(self.shell_options)),
             tuple(self.opaque),
             {n: w for n, (w, count) in self.loop_words.items() if self.assignments.get(n) == count},
+            {n: tuple(v) for n, v in self.values.items()},
+            tuple(self.code_files),
         )
 
     def here(self) -> tuple[Path, ...] | None:
@@ -449,6 +476,8 @@ class _Reader:
                 self.untold.append(
                     f"{_short(text)}: {words[0].value} is a program file whose commands can't be read here"
                 )
+        if how.code_file is not None:
+            self.code_files.append((how.code_file, self.here()))
         untold = known.untold(values, modelled) if file_script is None else None
         for why in (untold, how.untold):
             if why:
@@ -517,25 +546,20 @@ class _Reader:
 
     def script_file(self, name: str) -> str | None:
         """The text of a shell script file the line runs, when it can be judged: a readable text file of at
-        most _MAX_SCRIPT bytes, with a sh/bash #! line or none, in the one directory the line is in."""
-        if not (self.dirs_known and len(self.dirs) == 1) or name.startswith("~"):
+        most _MAX_SCRIPT bytes, with a sh/bash #! line or none, in each directory the command may run in
+        (``cd scripts && bash x.sh`` reads scripts/x.sh; where it may be in two, both are judged)."""
+        here = self.here()
+        if not here or name.startswith("~"):
             return None
-        path = Path(name) if name.startswith("/") else self.dirs[0] / name
-        try:
-            with open(path, "rb") as f:
-                data = f.read(_MAX_SCRIPT + 1)
-        except (OSError, ValueError):
-            return None
-        if len(data) > _MAX_SCRIPT or b"\0" in data:
-            return None
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        first = text.split("\n", 1)[0]
-        if first.startswith("#!") and not _SHELL_LINE.search(first):
-            return None  # python, node...: its code can't be judged as bash
-        return text
+        texts = []
+        for path in dict.fromkeys(Path(name) if name.startswith("/") else d / name for d in here):
+            if not os.path.lexists(path) and len(here) > 1:
+                continue  # not there: bash would not run it from that directory
+            text = _script_text(path)
+            if text is None:
+                return None
+            texts.append(text)
+        return "\n".join(texts) if texts else None
 
     def effects(self, values: list[str | None], text: str, depth: int) -> None:
         """Commands a program runs and files it writes through its arguments (sed, tar, git, cp...)."""
@@ -606,6 +630,8 @@ class _Reader:
         else:
             literal = _literal(value)[0]
         written = _text(value) if value is not None else ""
+        if name is not None and _text(node)[len(_text(name_node)) :].startswith("+="):
+            literal = None  # an append: the value is what was there plus this
         if name_node is not None:  # a[...]=x too: the subscript is arithmetic
             self.assigned(name or _text(name_node), literal, written)
         return False  # the value may hold substitutions: visit it
@@ -616,6 +642,7 @@ class _Reader:
             self.variables.append(f"sets {name}")
         base = name.split("[", 1)[0]
         self.assignments[base] = self.assignments.get(base, 0) + 1
+        self.values.setdefault(base, []).append(None if base != name or self.loops else value)
         if base in _DIRECTORY_VARIABLES:
             self.dirs_known = False
         if base in _GLOB_VARIABLES or base == "HOME":

@@ -105,11 +105,17 @@ class Reads:
     maybe: list[tuple[Path, str]] = field(default_factory=list)
     trees: list[tuple[Tree, str]] = field(default_factory=list)
     shapes: list[Shape] = field(default_factory=list)
+    # what a short option's attached value may name (-f.env: grep's -f with .env): judged against the Read
+    # deny rules only, since "-d/" is as likely a delimiter as a path
+    attached: list[tuple[Path, str]] = field(default_factory=list)
+    # the values the line gives its variables (Analysis.values) and the user's home: $NAME computed
+    values: dict[str, tuple[str | None, ...]] = field(default_factory=dict, repr=False)
+    home: Path | None = field(default=None, repr=False)
 
 
 def line_reads(a: Analysis, home: Path | None) -> Reads:
     """What the analysed line reads (see the module's docstring)."""
-    out = Reads()
+    out = Reads(values=a.values, home=home)
     options = bool(a.shell_options) or bool(os.environ.keys() & {"GLOBIGNORE", "BASHOPTS", "SHELLOPTS"})
     for w, dirs in a.reads:
         text = w.value if w.value is not None else w.text
@@ -140,6 +146,8 @@ def _command_reads(
                 out.shapes.append(Shape(SHAPE_ANY, f"{program} {option} reads the files a list names"))
             _word_reads(out, value, None, dirs, home, options, text)
             continue
+        if w.value is not None and w.value.startswith("-") and not w.value.startswith("--"):
+            _attached(out, w.value, dirs, home)
         if w.value is not None and _FILE_LISTS.fullmatch(w.value) and program != "diff":
             out.shapes.append(Shape(SHAPE_ANY, f"{program} {w.value} reads the files a list names"))
         if not reader:
@@ -177,6 +185,13 @@ def _command_reads(
         _diff_pairs(out, c, values)
     if program == "git" and c.subcommand is not None:
         _git_reads(out, c, values)
+
+
+def _attached(out: Reads, value: str, dirs: tuple[Path, ...] | None, home: Path | None) -> None:
+    """``-f.env``, ``-rf.env``: after any option letter the rest of the word may be that option's value,
+    and so a file it reads (a ``~`` there is not expanded: bash expands it only at a word's start)."""
+    for i in range(2, len(value)):
+        out.attached.extend((base, value) for base in _bases(value[i:], dirs))
 
 
 def _moves(program: str, values: list[str | None]) -> bool:
@@ -249,9 +264,61 @@ def _word_reads(
         if found is not None:
             out.paths.extend((p, shown) for p in found)
             return
+    if w is not None and not options and (computed := _computed(w.text, out, dirs)) is not None:
+        for value in computed:  # $f of "f=.env; cat $f", $HOME/.ssh/id_rsa: what bash would make of it
+            _word_reads(out, value, None, dirs, home, options, shown)
+        return
     fold = options and w is not None and w.glob is not None
     for pattern in _shapes(text if w is None else w.text, dirs, home if not options else None):
         out.shapes.append(Shape(pattern, f"what {shown} names is known only when it runs", fold))
+
+
+_SIMPLE_WORD = re.compile(r'"?(?:[\w./@%+,:=-]|\$[A-Za-z_]\w*|\$\{[A-Za-z_]\w*\})*"?')
+_PARAMETER_USE = re.compile(r"\$(?:([A-Za-z_]\w*)|\{([A-Za-z_]\w*)\})")
+_MAX_COMPUTED = 16  # values of one word computed before it counts as unknown
+
+
+def _computed(text: str, out: Reads, dirs: tuple[Path, ...] | None) -> list[str] | None:
+    """What a word made of plain characters and ``$NAME``/``${NAME}`` may expand to: each variable by the
+    values the line gives it (and the environment's value, which it has until the line sets it), ``HOME``
+    and ``PWD`` as the shell has them when the line doesn't set them; None when one can't be told (a
+    variable neither the line nor that list sets, a value known only when it runs) or the result would be
+    split or globbed."""
+    if not _SIMPLE_WORD.fullmatch(text) or "$" not in text:
+        return None
+    quoted = text.startswith('"') and text.endswith('"') and len(text) >= 2
+    if text.count('"') not in (0, 2) or ('"' in text and not quoted):
+        return None
+    body = text[1:-1] if quoted else text
+    results = [""]
+    at = 0
+    for m in _PARAMETER_USE.finditer(body):
+        options = _possible(m.group(1) or m.group(2), out, dirs)
+        if options is None:
+            return None
+        results = [r + body[at : m.start()] + o for r in results for o in options]
+        if len(results) > _MAX_COMPUTED:
+            return None
+        at = m.end()
+    results = [r + body[at:] for r in results]
+    if not quoted and any(re.search(r"[\s*?\[]", r) for r in results):
+        return None  # split into words or matched as a glob: not one path
+    return [r for r in results if r]
+
+
+def _possible(name: str, out: Reads, dirs: tuple[Path, ...] | None) -> list[str] | None:
+    assigned = out.values.get(name)
+    if assigned is not None:
+        if any(v is None for v in assigned):
+            return None
+        found = [v for v in assigned if v is not None]
+        inherited = os.environ.get(name)
+        return list(dict.fromkeys([*found, *([inherited] if inherited is not None else [])]))
+    if name == "HOME" and out.home is not None:
+        return [str(out.home)]
+    if name == "PWD" and dirs:
+        return [str(d) for d in dirs]
+    return None
 
 
 def _bases(text: str, dirs: tuple[Path, ...] | None) -> list[Path]:

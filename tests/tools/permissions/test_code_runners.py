@@ -112,7 +112,6 @@ ORDINARY = [
     "python3 -m json.tool data.json",
     "python3 -m venv .venv",
     "python3 -m pip install -e .",
-    "python3 -m mypackage --flag",
     "python3 script.py",
     "coverage run -m pytest -q",
     "coverage report -m",

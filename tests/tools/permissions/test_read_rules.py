@@ -287,11 +287,11 @@ def test_an_expansion_that_may_name_a_denied_file_never_runs_in_bypass_mode(worl
         ("pushd src && cat ../.env", "deny"),  # followed: src/../.env
         ("shopt -s nocaseglob; cat .EN?", "ask"),  # a shell option: not computed, asked
         ("cat .{e,x}nv", "ask"),  # a brace: asked
-        ('cat "$PWD/.env"', "ask"),
+        ('cat "$PWD/.env"', "deny"),  # $PWD is where it runs: computed (issue 40 follow-up)
         ("cat *.py src/*.py", "allow"),  # bash's rules: * doesn't match .env, src has no secret
         ("cat *", "deny"),  # ... but keys -> ~/.ssh/id_rsa is one of *'s names
         ("cat .[^e]nv", "allow"),  # matches nothing: passed as written, and no such file exists
-        ("cat $HOME/notes.txt", "ask"),  # $HOME may be anything: asked under the rules
+        ("cat $HOME/notes.txt", "allow"),  # $HOME is the user's home: computed, and no rule covers it
         ("echo $HOME", "allow"),  # echo reads no file
         ("for f in src/*.py; do wc -l $f; done", "allow"),  # $f walks src/*.py, computed
         ('for f in .e* src/*.py; do cat "$f"; done', "deny"),  # ... which may name .env
