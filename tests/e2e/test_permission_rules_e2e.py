@@ -115,3 +115,47 @@ def test_print_mode_refuses_what_a_deny_rule_cant_vouch_for_in_an_open_world(fak
     assert 'the deny rule "Bash(touch:*)"' in untold
     assert results[-1].get("is_error") is not True and "a\nb" in result_text(results[-1])
     assert not (project / "PWNED").exists()
+
+
+def test_print_mode_keeps_a_denied_file_out_through_code_variables_links_and_options(
+    fake_api, run_cli, project, isolated_env
+):
+    """Issue 40 follow-up, under Read(.env) and Read(~/.ssh/**) with --dangerously-skip-permissions: each
+    form reached the secret before (it ran, and the next request carried it); now each is refused or asked
+    about (print mode refuses) and no request holds the secret."""
+    import os
+
+    claude = project / ".claude"
+    claude.mkdir()
+    (claude / "settings.json").write_text(
+        json.dumps({"permissions": {"deny": ["Read(.env)", "Read(~/.ssh/**)"]}})
+    )
+    (project / ".env").write_text("TOKEN=ENV-SECRET-40f\n")
+    (isolated_env / ".ssh").mkdir(exist_ok=True)
+    (isolated_env / ".ssh" / "id_rsa").write_text("KEY-SECRET-40f\n")
+    os.link(isolated_env / ".ssh" / "id_rsa", project / "key-copy")
+    (project / "notes.txt").write_text("x\n")
+    (project / "scripts").mkdir()
+    (project / "scripts" / "show.sh").write_text("cat ../.env\n")
+    (project / "leak.py").write_text("print(open('.env').read())\n")
+    forms = [
+        "f=.env; cat $f",
+        "cat $HOME/.ssh/id_rsa",
+        "cat key-copy",
+        "grep -f.env notes.txt",
+        "cd scripts && bash show.sh",
+        "bash < scripts/show.sh",
+        "python3 leak.py",
+    ]
+    for form in forms:
+        fake_api.reply_tool("Bash", {"command": form})
+    fake_api.reply_text("done")
+    res = run_cli(fake_api, "-p", "try", "--dangerously-skip-permissions")
+    assert res.code == 0, res.stderr
+    results = [tool_results_of(r.body)[0] for r in fake_api.message_requests[1:]]
+    assert len(results) == len(forms)
+    for form, result in zip(forms, results, strict=True):
+        text = result_text(result)
+        assert result["is_error"] is True and ("denied" in text or "approval" in text), (form, text)
+    sent = json.dumps([r.body for r in fake_api.message_requests])
+    assert "ENV-SECRET-40f" not in sent and "KEY-SECRET-40f" not in sent
