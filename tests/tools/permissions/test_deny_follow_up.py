@@ -21,13 +21,43 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.permissions.test_permissions import RuleSettings
-from tests.tools.permissions.test_read_rules import ENV_SECRET, KEY_SECRET, decision, run_bash, world
+from tests.helpers.permissions import RuleSettings
 from tools.permissions.engine import Permissions
 
-__all__ = ["world"]  # the fixture, used by name
-
 MODES = ("bypassPermissions", "default", "acceptEdits")
+ENV_SECRET = "ENV-SECRET-40d"
+KEY_SECRET = "PRIVATE-KEY-40e"
+RULES = ["Read(.env)", "Read(~/.ssh/**)"]
+
+
+@pytest.fixture
+def world(tmp_path):
+    """A home with a key and a project inside it (so ``..`` is the home) holding ``.env``."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text(KEY_SECRET + "\n")
+    (home / "outside.txt").write_text("outside\n")
+    project = home / "project"
+    (project / "src").mkdir(parents=True)
+    (project / ".env").write_text(f"TOKEN={ENV_SECRET}\n")
+    (project / "src" / "app.py").write_text("print('hello')\n")
+    return project, home
+
+
+def run_bash(command: str, project: Path, home: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("GLOBIGNORE", "BASHOPTS", "CDPATH")}
+    env.update({"HOME": str(home)})
+    done = subprocess.run(
+        ["bash", "-c", command], cwd=project, env=env, capture_output=True, text=True, timeout=60
+    )
+    return done.stdout + done.stderr
+
+
+def decision(project: Path, home: Path, command: str, mode: str):
+    settings = RuleSettings(
+        cwd=project, home=home / ".compact-agent", user_home=home, permission_mode=mode, deny=list(RULES)
+    )
+    return Permissions(settings).check("Bash", {"command": command})
 
 
 def _files(project: Path, home: Path) -> None:
