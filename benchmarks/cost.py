@@ -58,8 +58,8 @@ from compact.workers import collapse_worker
 from core.errors import ContextLimitReached  # noqa: E402
 from core.messages import Message  # noqa: E402
 from core.model import cost_usd  # noqa: E402
-from tests.conftest import make_session  # noqa: E402
 from tests.fakeapi import DEFAULT_MODELS, Reply, model_info  # noqa: E402
+from tests.helpers.session import make_session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TRANSCRIPTS = ROOT / "tests" / "fixtures" / "transcripts"

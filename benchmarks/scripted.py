@@ -1,6 +1,6 @@
 """Scripted sessions through the real agent, shared by benchmarks/fidelity.py and benchmarks/cost.py.
 
-A session is an in-process ``agent.runtime.session.Session`` (tests/conftest.py ``make_session``) talking to the
+A session is an in-process ``agent.runtime.session.Session`` (tests/helpers/session.py ``make_session``) talking to the
 loopback fake API (tests/fakeapi.py ``FakeAPI``) through the official SDK. The fake plays every model:
 
   main requests      the scenario's script: each turn's tool calls, one reply after another, then a
@@ -40,8 +40,8 @@ from compact.context import cache_health  # noqa: E402
 from compact.workers import collapse_worker  # noqa: E402
 from core.events import CompactFinished, MessageRecorded, Notice  # noqa: E402
 from core.messages import Message  # noqa: E402
-from tests.conftest import make_session  # noqa: E402
 from tests.fakeapi import FakeAPI, PromptTooLong, Reply, estimate_tokens, last_user_text  # noqa: E402
+from tests.helpers.session import make_session  # noqa: E402
 
 POOR = "We worked on some code."
 # what a real model spends on its private analysis before a summary (stripped from the summary), and on a

@@ -49,8 +49,8 @@ from agent.runtime.loop import run_turn  # noqa: E402
 from compact import preparer  # noqa: E402
 from compact.compaction.candidate import SUMMARY_SECTIONS  # noqa: E402
 from core.events import CompactFinished  # noqa: E402
-from tests.conftest import make_session  # noqa: E402
 from tests.fakeapi import Reply, model_info  # noqa: E402
+from tests.helpers.session import make_session  # noqa: E402
 
 SCALE = 10.0  # every delay is divided by this; stalls are reported in the model's seconds
 PACES = {

@@ -52,9 +52,9 @@ import thinking  # noqa: E402
 from agent.runtime import subagents  # noqa: E402
 from agent.runtime.loop import run_turn  # noqa: E402
 from compact import notes_updater  # noqa: E402
-from tests.conftest import make_session  # noqa: E402
 from tests.e2e.test_e2e_compaction import make_files  # noqa: E402
 from tests.fakeapi import Reply, first_user_text  # noqa: E402
+from tests.helpers.session import make_session  # noqa: E402
 
 PRICE = {
     "input_tokens": 1.0,

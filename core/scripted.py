@@ -3,7 +3,7 @@
 Loop and pipeline tests give it the replies they want, in order, and read back what was asked::
 
     model = ScriptedModel([reply_tool("Bash", {"command": "ls"}), reply_text("done")])
-    session = make_session(tmp_path, model=model)       # tests/conftest.py
+    session = make_session(tmp_path, model=model)       # tests/helpers/session.py
     run_turn(session, "list the files")
     assert len(model.requests) == 2
 

@@ -1,25 +1,25 @@
 """Shared fixtures: an isolated HOME / COMPACT_AGENT_HOME / environment for every test, the fake API,
 and two ways to run the real CLI against it: in this process (``run_cli``) or as a subprocess
-(``run_cli_process``, where the process is what is tested)."""
+(``run_cli_process``, where the process is what is tested). The functions they and the tests share are
+in tests/helpers/ (a test imports those from there, never from here)."""
 
 from __future__ import annotations
 
-import io
-import json
 import os
-import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-_SCRUB = ("ANTHROPIC_", "CLAUDE_", "COMPACT_AGENT_", "DISABLE_COMPACT", "DISABLE_AUTO_COMPACT", "NO_COLOR")
+from tests.helpers.cli import (
+    SCRUBBED,
+    CliResult,
+    cli_env,
+    run_in_process,
+    run_process,
+)
+
 # COMPACT_TESTS_CLI=process: run_cli starts a real process too (to check the in-process runner against it)
 
 
@@ -27,7 +27,7 @@ _SCRUB = ("ANTHROPIC_", "CLAUDE_", "COMPACT_AGENT_", "DISABLE_COMPACT", "DISABLE
 def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path_factory.mktemp("home")
     for key in list(os.environ):
-        if key.startswith(_SCRUB):
+        if key.startswith(SCRUBBED):
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("COMPACT_AGENT_HOME", str(home / ".compact-agent"))
@@ -107,39 +107,11 @@ def warm_sdk() -> None:
         )
 
 
-@dataclass
-class CliResult:
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> dict[str, Any]:
-        return json.loads(self.stdout.strip().splitlines()[-1])
-
-
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     p = tmp_path / "project"
     p.mkdir()
     return p
-
-
-def cli_env(home: Path, api: Any = None, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of the real CLI in a test: this process's without our variables (_SCRUB), HOME and
-    COMPACT_AGENT_HOME under ``home``, a test key, the fake API's URL if there is one, and ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB)}
-    env.update(
-        {
-            "HOME": str(home),
-            "COMPACT_AGENT_HOME": str(home / ".compact-agent"),
-            "ANTHROPIC_API_KEY": "test-key",
-            "PYTHONPATH": str(ROOT),
-        }
-    )
-    if api is not None:
-        env["ANTHROPIC_BASE_URL"] = api.url
-    env.update(extra or {})
-    return env
 
 
 @pytest.fixture
@@ -178,164 +150,3 @@ def run_cli_process(project: Path, isolated_env: Path):
         return run_process(list(args), cli_env(isolated_env, api, env), cwd or project, stdin, timeout)
 
     return run
-
-
-def run_process(
-    args: list[str], env: dict[str, str], cwd: Path, stdin: str | None, timeout: float = 120
-) -> CliResult:
-    """``python -m agent`` with ``args`` as a real subprocess."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "agent", *args],
-        cwd=cwd,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    return CliResult(proc.returncode, proc.stdout, proc.stderr)
-
-
-def _join(thread: threading.Thread, deadline: float) -> None:
-    """``thread.join`` up to ``deadline``; a thread whose ``start()`` was called but which is not yet running
-    is listed by ``threading.enumerate`` and can't be joined yet: wait for it to begin (a loaded machine
-    makes that moment long enough to see)."""
-    while True:
-        try:
-            thread.join(max(0.0, deadline - time.monotonic()))
-            return
-        except RuntimeError:
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(0.01)
-
-
-def run_in_process(
-    args: list[str], env: dict[str, str], cwd: Path, stdin: str | None, timeout: float = 120
-) -> CliResult:
-    """``agent.cli.main`` with ``args``, as a process would run it: ``env`` as the whole environment,
-    ``cwd`` as the working directory, ``stdin`` (else an empty, closed one) and the output captured; then
-    what a process's exit does: notes updates in flight are waited for (the exit hook), the watchdog's
-    groups die, the transcripts' locks are released, and the threads the run started are given ``timeout`` to end (a daemon thread dies
-    with a process: here one still running fails the test rather than outlive it)."""
-    from agent.cli import main
-    from compact.compaction import notes_updater
-    from core import transcript_writer as writer
-    from tools.process import watchdog
-
-    saved = (dict(os.environ), os.getcwd(), sys.argv, sys.stdin, sys.stdout, sys.stderr)
-    before = set(threading.enumerate())
-    locked = set(writer._locks)
-    out, err = io.StringIO(), io.StringIO()
-    code: int | str | None = 0
-    try:
-        os.environ.clear()
-        os.environ.update(env)
-        os.chdir(cwd)
-        sys.argv = ["compact-agent", *args]
-        sys.stdin, sys.stdout, sys.stderr = io.StringIO(stdin or ""), out, err
-        try:
-            main()
-        except SystemExit as e:
-            code = e.code
-    finally:
-        notes_updater.wait_at_exit()
-        watchdog.close()
-        for path in set(writer._locks) - locked:  # an exit closes the descriptors: the transcripts' locks go
-            os.close(writer._locks.pop(path)[0])
-        os.environ.clear()
-        os.environ.update(saved[0])
-        os.chdir(saved[1])
-        sys.argv, sys.stdin, sys.stdout, sys.stderr = saved[2:]
-    deadline = time.monotonic() + timeout
-    for thread in set(threading.enumerate()) - before - {t for t in threading.enumerate() if not _ours(t)}:
-        _join(thread, deadline)
-        assert not thread.is_alive(), f"the run left {thread.name} running"
-    number = code if isinstance(code, int) else (0 if code is None else 1)
-    if isinstance(code, str):
-        err.write(code + "\n")
-    return CliResult(number, out.getvalue(), err.getvalue())
-
-
-def _ours(thread: threading.Thread) -> bool:
-    """Whether the agent started ``thread`` (not the fake API's server, which serves its connections)."""
-    target = getattr(thread, "_target", None)
-    return getattr(target, "__module__", "").split(".")[0] in ("agent", "compact", "tools", "core")
-
-
-def make_session(
-    tmp: Path,
-    api: Any = None,
-    *,
-    session_id: str = "0b5e3c1e-1111-4222-8333-444455556666",
-    environ: dict[str, str] | None = None,
-    model_api: Any = None,
-    **settings: Any,
-) -> tuple[Any, list[Any]]:
-    """The agent floor's session builder: a real Session in ``tmp``/project, its model the fake API
-    (``api``: the wire, through the SDK) or ``model_api`` (a core.scripted.ScriptedModel: no wire);
-    returns it and its event list. (The compact floor's is tests/helpers/bench.py ``make_bench``.)"""
-    from agent.config.settings import Settings
-    from agent.runtime.session import Session
-    from compact.decision.config import CompactConfig
-
-    project = tmp / "project"
-    project.mkdir(exist_ok=True)
-    settings.setdefault("home", tmp / "home")
-    settings.setdefault("retry_seconds", 2.0)  # a persistent API error fails in seconds, not minutes
-    compaction = {k: settings.pop(k) for k in list(settings) if k in CompactConfig.__dataclass_fields__}
-    events: list[Any] = []
-    s = Settings(
-        cwd=project,
-        base_url=api.url if api is not None else None,
-        api_key="test-key",
-        compaction=CompactConfig(**compaction),
-        **settings,
-    )
-    session = Session(s, session_id, events.append, None, environ=environ or {}, model_api=model_api)
-    return session, events
-
-
-def transcripts(home: Path) -> list[Path]:
-    return sorted((home / ".compact-agent" / "projects").glob("*/*.jsonl"))
-
-
-def records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 60) -> Any:
-    """Poll ``condition`` until it returns something true (returned), failing after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting")
-
-
-def runs_under(pid: int, command: str) -> bool:
-    """Whether a process whose command line contains ``command`` runs below ``pid`` (read from /proc)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-    for child in parents:
-        p = parents[child]
-        while p > 1 and p != pid:
-            p = parents.get(p, 0)
-        if p == pid and command in _cmdline(child):
-            return True
-    return False
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return (
-            (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        )
-    except OSError:
-        return ""

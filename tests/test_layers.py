@@ -19,7 +19,7 @@ from pathlib import Path
 
 from scripts import gen_bans
 from scripts.floors import FLOORS, OWNERS, SUBFLOORS
-from tests.conftest import ROOT
+from tests.helpers.cli import ROOT
 
 # function-local imports of the project's own modules allowed, each for start-up speed
 # (None: any of them; commands: custom commands read on first use; tools: the Bash reader and its program

@@ -17,8 +17,9 @@ from core.events import CompactFinished
 from core.messages import Message, assistant, meta, tool_result_block, tool_results, user_prompt
 from tests.fakeapi import FakeAPI, Reply
 from tests.helpers.bench import make_bench
-from tests.helpers.compaction import SUMMARY_REPLY, of_type, records, write_file
+from tests.helpers.compaction import SUMMARY_REPLY, of_type, write_file
 from tests.helpers.thinking import MODEL, read_step, sent_messages, step, thinking_bench
+from tests.helpers.transcripts import records
 
 pytestmark = pytest.mark.fake_api(profile="2026")  # this file is about that profile
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_env, records, runs_under, transcripts, wait_for
 from tests.e2e.test_e2e_compaction import make_files
 from tests.fakeapi import FakeAPI, Reply, Route, is_compaction, request_text
+from tests.helpers.cli import cli_env, runs_under, wait_for
+from tests.helpers.transcripts import records, transcripts
 
 SUMMARY = (
     "<analysis>thinking it over</analysis>\n"

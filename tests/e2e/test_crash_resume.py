@@ -11,9 +11,9 @@ import signal
 from pathlib import Path
 
 from agent.transcript.loader import INTERRUPTED_BY_STOP
-from tests.conftest import records, transcripts
 from tests.e2e.test_crash import has_tool_use, spawn, the_transcript, wait_for  # noqa: F401 - spawn is a fixture
 from tests.fakeapi import FakeAPI, request_text
+from tests.helpers.transcripts import records, transcripts
 
 
 def alive(pid: int) -> bool:

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import records, transcripts
 from tests.fakeapi import (
     Error,
     FakeAPI,
@@ -29,6 +28,7 @@ from tests.fakeapi import (
     read_paths,
     request_text,
 )
+from tests.helpers.transcripts import records, transcripts
 
 SUMMARY = (
     "<analysis>PRIVATE-ANALYSIS walking through every read</analysis>\n"

@@ -22,8 +22,9 @@ from agent.runtime.loop import run_turn
 from compact.compaction import ledger
 from compact.compaction.notes_template import SECTIONS
 from compact.decision.config import CompactConfig
-from tests.conftest import make_session, records, transcripts
 from tests.fakeapi import FakeAPI, Reply, is_compaction, is_notes_update, last_user_text, request_text
+from tests.helpers.session import make_session
+from tests.helpers.transcripts import records, transcripts
 
 POOR = "We worked on some code."
 CONSTRAINT = (

@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 from agent.config import trust
-from tests.conftest import ROOT, records, transcripts
 from tests.fakeapi import server_tool_search
+from tests.helpers.cli import ROOT
+from tests.helpers.transcripts import records, transcripts
 
 SERVERS = str(ROOT / "tests" / "mcp_servers.py")
 
@@ -208,7 +209,7 @@ def test_the_repl_asks_before_a_projects_servers_start_and_connects_them_after_t
 
     from agent.config.settings import load_settings
     from agent.frontend.repl import Repl
-    from tests.conftest import wait_for
+    from tests.helpers.cli import wait_for
     from tests.helpers.frontend import Driver
 
     (project / ".git").mkdir()

@@ -9,8 +9,9 @@ import re
 from pathlib import Path
 
 from agent.config import trust
-from tests.conftest import records, runs_under, transcripts, wait_for
 from tests.fakeapi import last_user_text
+from tests.helpers.cli import runs_under, wait_for
+from tests.helpers.transcripts import records, transcripts
 
 SECRET = "sk-ant-test-SECRET-0123456789"
 
@@ -362,7 +363,7 @@ def test_ctrl_c_in_print_mode_leaves_a_valid_session(fake_api, run_cli, project,
     import subprocess
     import sys
 
-    from tests.conftest import ROOT
+    from tests.helpers.cli import ROOT
 
     fake_api.reply_tool("Bash", {"command": "sleep 30"})
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}

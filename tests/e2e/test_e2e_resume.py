@@ -19,9 +19,9 @@ from agent.runtime.sdk import default_model
 from core.messages import assistant, tool_result_block, tool_results, user_prompt
 from core.tokens import MEDIA_TOKENS, estimate_blocks
 from core.transcript_writer import TranscriptWriter
-from tests.conftest import records, transcripts
 from tests.e2e.test_e2e_compaction import make_files
 from tests.fakeapi import FakeAPI, Reply, is_compaction, is_notes_update, last_user_text, request_text
+from tests.helpers.transcripts import records, transcripts
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
 SUMMARY = (

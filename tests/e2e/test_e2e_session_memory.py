@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from compact.compaction.notes_template import SECTIONS, TEMPLATE
-from tests.conftest import records, transcripts
 from tests.fakeapi import (
     FakeAPI,
     Reply,
@@ -24,6 +23,7 @@ from tests.fakeapi import (
     read_paths,
     request_text,
 )
+from tests.helpers.transcripts import records, transcripts
 
 THRESHOLD = 167_000  # a 200K model: E = 180K, T = 167K
 SUMMARY = (

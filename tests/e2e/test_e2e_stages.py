@@ -15,8 +15,8 @@ import pytest
 from compact.context.context_editing import BETA, CLEAR_TOOL_USES
 from compact.stages.micro import CLEARED
 from compact.stages.snip import snip_id
-from tests.conftest import records, transcripts
 from tests.fakeapi import Reply
+from tests.helpers.transcripts import records, transcripts
 
 TAG = re.compile(r"\[id:([0-9a-z]+)\]")
 

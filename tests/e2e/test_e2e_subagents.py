@@ -14,7 +14,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import records, transcripts
 from tests.e2e.test_crash import spawn, wait_for  # noqa: F401 - spawn is a fixture
 from tests.e2e.test_e2e_compaction import make_files
 from tests.e2e.test_e2e_resume import Reader
@@ -26,6 +25,7 @@ from tests.fakeapi import (
     last_user_text,
     request_text,
 )
+from tests.helpers.transcripts import records, transcripts
 
 PARENT = "PARENT-PROMPT-7k2: which modules define f3 functions?"
 TASK = "TASK-PROMPT-q9w: read every file under src/ and report which define f3 functions."
@@ -342,7 +342,7 @@ def test_cost_and_context_count_subagents_apart(tmp_path: Path, fake_api: FakeAP
     from agent.frontend import commands
     from agent.runtime import subagents
     from agent.runtime.loop import run_turn
-    from tests.conftest import make_session
+    from tests.helpers.session import make_session
 
     session, events = make_session(tmp_path, fake_api, session_memory=False)
     subagents.install(session)
@@ -425,7 +425,7 @@ def test_a_permission_question_names_the_subagent_and_a_no_ends_both_turns(
     from agent.runtime import subagents
     from agent.runtime.loop import run_turn
     from core.messages import from_record, tool_pairs_ok
-    from tests.conftest import make_session
+    from tests.helpers.session import make_session
 
     session, _ = make_session(tmp_path, fake_api, session_memory=False)
     asked: list[tuple[str, str]] = []
@@ -473,7 +473,7 @@ def test_an_explore_subagent_only_looks_even_when_everything_is_allowed(
 ) -> None:
     from agent.runtime import subagents
     from agent.runtime.loop import run_turn
-    from tests.conftest import make_session
+    from tests.helpers.session import make_session
 
     session, _ = make_session(tmp_path, fake_api, session_memory=False, permission_mode="bypassPermissions")
     subagents.install(session)
@@ -502,7 +502,7 @@ def test_an_explore_subagent_writes_nothing_through_looking_programs(
     read-only agent; run for real in bypassPermissions, each is refused and no file appears."""
     from agent.runtime import subagents
     from agent.runtime.loop import run_turn
-    from tests.conftest import make_session
+    from tests.helpers.session import make_session
 
     session, _ = make_session(tmp_path, fake_api, session_memory=False, permission_mode="bypassPermissions")
     subagents.install(session)

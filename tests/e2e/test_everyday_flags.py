@@ -8,10 +8,11 @@ import json
 import sys
 import uuid
 
-from tests.conftest import transcripts, wait_for
 from tests.e2e.test_e2e_mcp import SERVERS
 from tests.e2e.test_tmux import Pane
 from tests.fakeapi import last_user_text
+from tests.helpers.cli import wait_for
+from tests.helpers.transcripts import transcripts
 
 
 def _system(body: dict) -> str:

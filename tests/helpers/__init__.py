@@ -13,6 +13,9 @@
     permissions.py    settings holding permission rules; a working day's commands and their rules
     tools.py          a tool context on a temporary directory
     memory.py         the agent's own records as a live list holds them, for the memory tests
+    session.py        make_session: a real Session for agent/'s tests (the agent floor's builder)
+    cli.py            the CLI's environment, run in this process or as a process; waiting; the checkout (ROOT)
+    transcripts.py    the sessions' transcripts under a home, and a file's records
 
 What tests/compact/ uses imports nothing from agent/ (tests/test_layers.py).
 """

@@ -198,7 +198,7 @@ def make_bench(
     core.scripted.ScriptedModel: no wire; with neither, an empty script); ``hooks``, ``system``,
     ``instructions`` and ``instruction_files`` replace the bench's stand-ins (see the module docstring);
     ``options`` are CompactConfig fields (session_memory defaults to off) and Limits fields. (The agent
-    floor's is tests/conftest.py ``make_session``.)"""
+    floor's is tests/helpers/session.py ``make_session``.)"""
     cwd = tmp / "project"
     cwd.mkdir(exist_ok=True)
     home = home or tmp / "agent-home"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from tests.helpers.bench import Bench
+from tests.helpers.transcripts import records
 from tools.read import number_lines, record_read
 
 SUMMARY_REPLY = (
@@ -73,11 +73,6 @@ def main_request(bench: Bench) -> Message:
     """One request of the main conversation (the prefix the compaction request should read from the cache)."""
     current = bench.view()
     return bench.client.stream(bench.request(current.api), cancel=bench.cancel, emit_text=False)
-
-
-def records(path: Path) -> list[dict[str, Any]]:
-    """A transcript's records, one per line."""
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def transcript_records(bench: Bench) -> list[dict[str, Any]]:

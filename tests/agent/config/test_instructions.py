@@ -178,7 +178,7 @@ def test_the_system_prompt_says_how_to_work_and_keeps_the_stable_part_first(fake
 
 
 def test_git_facts_wait_for_the_first_request(fake_api, tmp_path, repo):
-    from tests.conftest import make_session
+    from tests.helpers.session import make_session
 
     session, _ = make_session(tmp_path, fake_api)
     assert session._git_taken is False  # building a session (the way to the first prompt) runs no git

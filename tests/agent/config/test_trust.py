@@ -28,10 +28,10 @@ from agent.frontend.repl import Repl
 from agent.runtime.lifecycle import start
 from agent.runtime.loop import MAX_STOP_BLOCKS, run_turn
 from agent.runtime.session import Session
-from tests.conftest import make_session
 from tests.e2e.test_e2e_print import SECRET, result_text, tool_results_of
 from tests.fakeapi import FakeAPI, Reply, request_text
 from tests.helpers.frontend import Driver
+from tests.helpers.session import make_session
 
 
 @pytest.fixture
@@ -437,7 +437,7 @@ def test_eight_parallel_trust_project_runs_keep_all_eight_records(tmp_path, isol
     import subprocess
     import sys
 
-    from tests.conftest import cli_env
+    from tests.helpers.cli import cli_env
 
     env = cli_env(isolated_env)
     projects = []

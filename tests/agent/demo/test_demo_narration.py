@@ -21,7 +21,7 @@ from rich.console import Console
 from agent.demo.run import demo
 from agent.frontend.repl import Repl
 from agent.frontend.ui import warning_of
-from tests.conftest import ROOT
+from tests.helpers.cli import ROOT
 
 AUTO = "Compacted · auto"
 PROMISE = re.compile(r"next (read|request|turn)[^.]*compact", re.IGNORECASE)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.config.settings import Settings
-from tests.conftest import records, transcripts
+from tests.helpers.transcripts import records, transcripts
 from tools.base import ToolContext
 from tools.permissions.engine import Permissions
 from tools.read import ReadTool

@@ -18,7 +18,7 @@ from agent.config.mcp_servers import Sources, load, parse_server
 from agent.config.settings import Settings
 from agent.mcp.client import CallFailed, McpHub
 from agent.mcp.tools import CAP_TOKENS, McpTool, rank, result_of, tool_name
-from tests.conftest import ROOT, wait_for
+from tests.helpers.cli import ROOT, wait_for
 from tools.base import ToolContext, ToolError
 from tools.permissions.engine import Permissions
 
@@ -326,7 +326,7 @@ def test_descriptions_are_capped_and_odd_schemas_become_objects():
 
 def test_slash_mcp_lists_servers_with_their_state(fake_api, tmp_path):
     from agent.frontend import commands
-    from tests.conftest import make_session
+    from tests.helpers.session import make_session
 
     session, _ = make_session(tmp_path, fake_api)
     broken = parse_server("db", {"command": "${DB_BIN}"}, "local", "mcp.json", {})

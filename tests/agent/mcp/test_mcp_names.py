@@ -18,7 +18,7 @@ from agent.config.settings import load_settings
 from agent.mcp.catalog import McpCatalog
 from agent.mcp.client import McpHub
 from agent.mcp.tools import split_name, tool_name
-from tests.conftest import ROOT, cli_env
+from tests.helpers.cli import ROOT, cli_env
 from tests.helpers.permissions import RuleSettings
 from tools.permissions.engine import Permissions
 

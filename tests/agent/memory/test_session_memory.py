@@ -11,9 +11,9 @@ from pathlib import Path
 from agent.frontend import commands
 from agent.memory import service
 from agent.runtime import loop
-from tests.conftest import records, transcripts
 from tests.fakeapi import FakeAPI, Reply, is_compaction
 from tests.helpers.frontend import banner, chat, new_session, repl_for
+from tests.helpers.transcripts import records, transcripts
 
 MAKEFILE = "build:\n\tpython3 -c 'print(1)'\n\ntest:\n\tpython3 -c 'print(2)'\n"
 

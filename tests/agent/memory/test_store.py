@@ -14,7 +14,7 @@ from pathlib import Path
 from agent.memory import service
 from agent.memory.entries import FORGOTTEN
 from agent.memory.store import END, START
-from tests.conftest import ROOT
+from tests.helpers.cli import ROOT
 from tests.helpers.memory import NOW, Records, repo, settings_for
 
 FILES = {

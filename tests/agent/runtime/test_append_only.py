@@ -11,8 +11,9 @@ from pathlib import Path
 
 from agent.runtime import context_updates, lifecycle, subagents
 from agent.runtime.loop import run_turn
-from tests.conftest import make_session, records
 from tests.fakeapi import FakeAPI, Reply, thinking_block
+from tests.helpers.session import make_session
+from tests.helpers.transcripts import records
 
 MODEL = "claude-sonnet-5-5"
 

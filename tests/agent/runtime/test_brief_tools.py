@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agent.runtime.loop import run_turn
 from core.scripted import ScriptedModel, reply_text
-from tests.conftest import make_session
+from tests.helpers.session import make_session
 from tools.registry import builtin_tools
 
 

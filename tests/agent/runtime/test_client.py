@@ -113,7 +113,7 @@ def test_breakpoints_on_tools_system_and_tail_and_input_not_mutated(fake_api):
 def test_a_stream_without_usage_still_makes_a_reply(fake_api, tmp_path, monkeypatch):
     """message_start and message_delta with no ``usage`` (a proxy that drops it): the turn completes."""
     from agent.runtime.loop import run_turn
-    from tests.conftest import make_session
+    from tests.helpers.session import make_session
 
     render = fake_api._render
 

@@ -21,7 +21,6 @@ from compact.request_cycle import overhead_tokens
 from core import tokens as core_tokens
 from core.events import CompactFinished, CompactStarted, TodosChanged, TokenState
 from core.messages import Message, assistant, user_prompt
-from tests.conftest import make_session
 from tests.fakeapi import (
     Error,
     FakeAPI,
@@ -43,6 +42,7 @@ from tests.helpers.notes import (
     read_round,
     warnings,
 )
+from tests.helpers.session import make_session
 
 THINKING = "claude-sonnet-5-5"
 
@@ -139,7 +139,7 @@ def test_on_a_thinking_model_a_turn_boundary_compacts_from_the_notes_with_no_cal
 
 def test_api_errors_are_reported_once_and_the_conversation_goes_on(tmp_path, api):
     from agent.runtime.loop import run_turn
-    from tests.conftest import make_session
+    from tests.helpers.session import make_session
 
     session, events = make_session(tmp_path, api, session_id="sid")  # the whole loop runs here
     notes_route = api.on(is_notes_update, Error(500, "api_error", "notes backend down"))
@@ -248,8 +248,8 @@ def test_rereading_a_restored_unchanged_file_is_answered_from_the_restore(
 
 def test_reactive_compaction_calibrates_against_the_view_actually_sent(tmp_path):
     from agent.runtime.loop import run_turn
-    from tests.conftest import make_session
     from tests.helpers.compaction import SUMMARY_REPLY
+    from tests.helpers.session import make_session
 
     with FakeAPI() as api:
         session, _ = make_session(tmp_path, api, auto_compact=False, session_memory=False)

@@ -16,7 +16,6 @@ from compact.compaction import notes_updater
 from compact.workers import collapse_worker
 from core.model import Request
 from core.models import ALIASES, EFFORTS, family_of, learn, resolve
-from tests.conftest import make_session
 from tests.fakeapi import (
     FakeAPI,
     Reply,
@@ -25,6 +24,7 @@ from tests.fakeapi import (
     is_notes_update,
     is_server_compaction,
 )
+from tests.helpers.session import make_session
 
 SONNET, OPUS, OLD = "claude-sonnet-5-5", "claude-opus-5-5", "claude-sonnet-4-5"
 USER = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]

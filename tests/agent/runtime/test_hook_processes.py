@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from agent.runtime.hooks import OUTPUT_LIMIT, HookRunner
-from tests.conftest import cli_env
+from tests.helpers.cli import cli_env
 
 
 def _start_cli(api, project: Path, home: Path, *args: str) -> subprocess.Popen[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from agent.runtime.loop import run_turn
 from core.errors import ModelError
 from core.scripted import ScriptedModel, reply_text, reply_tool, reply_tools
-from tests.conftest import make_session
+from tests.helpers.session import make_session
 
 
 def _shape(session) -> list[tuple[str, str]]:

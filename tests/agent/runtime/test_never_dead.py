@@ -16,8 +16,9 @@ from compact.owner import FALLBACK_NOTICE
 from core.events import Notice
 from core.messages import user_prompt
 from core.model import BINDING_BETA
-from tests.conftest import make_session, records
 from tests.fakeapi import FakeAPI, Reply, thinking_block
+from tests.helpers.session import make_session
+from tests.helpers.transcripts import records
 
 MODEL = "claude-sonnet-5-5"
 

@@ -12,10 +12,10 @@ from agent.runtime import rewind, subagents
 from agent.runtime.loop import run_turn
 from compact.context import cache_health
 from core.events import Notice
-from tests.conftest import make_session
 from tests.e2e.test_e2e_compaction import make_files
 from tests.e2e.test_e2e_resume import Reader
 from tests.fakeapi import FakeAPI, Reply, is_compaction, thinking_block
+from tests.helpers.session import make_session
 
 MODEL = "claude-sonnet-5-5"
 

@@ -15,8 +15,8 @@ from agent.frontend import commands
 from agent.runtime import lifecycle
 from agent.runtime.loop import run_turn
 from compact.stages.micro import CLEARED
-from tests.conftest import make_session
 from tests.fakeapi import FakeAPI, Reply
+from tests.helpers.session import make_session
 
 ROUNDS = 30
 RESULT_CHARS = 3_000

@@ -14,8 +14,8 @@ from pathlib import Path
 from agent.runtime.loop import run_turn
 from compact.workers.preparer import WAIT_NOTICE
 from core.events import CompactFailed, CompactFinished, Notice, TokenState
-from tests.conftest import make_session
 from tests.fakeapi import FakeAPI, Reply, estimate_tokens, model_info
+from tests.helpers.session import make_session
 
 MODEL = "claude-sonnet-5-5"
 WINDOW = 60_000

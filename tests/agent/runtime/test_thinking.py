@@ -19,9 +19,9 @@ from agent.runtime.thinking import DEFAULT_BUDGET, budget_for, fit, prompt_budge
 from core.events import MessageRecorded, ThinkingDelta
 from core.messages import assistant
 from core.model import Request
-from tests.conftest import records, transcripts
 from tests.fakeapi import FakeAPI, Reply, thinking_block
 from tests.helpers.frontend import repl_for
+from tests.helpers.transcripts import records, transcripts
 
 MODEL_4X = "claude-sonnet-4-5"
 PIN = {"ANTHROPIC_MODEL": MODEL_4X}
@@ -247,7 +247,7 @@ def test_tab_on_an_empty_line_toggles_thinking(fake_api, project: Path):
 def test_context_shows_what_thinking_takes(fake_api, tmp_path):
     from agent.frontend import commands
     from agent.runtime.loop import run_turn
-    from tests.conftest import make_session
+    from tests.helpers.session import make_session
 
     session, _ = make_session(
         tmp_path, fake_api, max_thinking_tokens=2048, model=MODEL_4X, model_explicit=True

@@ -23,7 +23,6 @@ from core.messages import (
     tool_results,
     user_prompt,
 )
-from tests.conftest import records, transcripts
 from tests.fakeapi import FakeAPI, Reply, last_user_text, request_text
 from tests.helpers.clearing import bench_for, cleared_through
 from tests.helpers.clearing import read_step as clearing_step
@@ -41,6 +40,7 @@ from tests.helpers.collapse import (
 )
 from tests.helpers.notes import answer, guide, notes_bench, read_round
 from tests.helpers.thinking import MODEL, read_step, step, thinking_bench
+from tests.helpers.transcripts import records, transcripts
 from tools.read import number_lines, record_read
 
 

@@ -13,8 +13,9 @@ import sys
 import threading
 from pathlib import Path
 
-from tests.conftest import CliResult, cli_env, records, transcripts
 from tests.fakeapi import Reply, last_user_text
+from tests.helpers.cli import CliResult, cli_env
+from tests.helpers.transcripts import records, transcripts
 
 QUIET = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.conftest import wait_for
+from tests.helpers.cli import wait_for
 from tools.process import spawn
 from tools.process.spill import SpillingOutput
 
