@@ -276,12 +276,15 @@ def _word_reads(
 _SIMPLE_WORD = re.compile(r'"?(?:[\w./@%+,:=-]|\$[A-Za-z_]\w*|\$\{[A-Za-z_]\w*\})*"?')
 _PARAMETER_USE = re.compile(r"\$(?:([A-Za-z_]\w*)|\{([A-Za-z_]\w*)\})")
 _MAX_COMPUTED = 16  # values of one word computed before it counts as unknown
+# variables the shell takes from the agent's own environment unchanged: computed from it
+_ENVIRONMENT_NAMES = frozenset({"USER", "LOGNAME", "TMPDIR"})
 
 
 def _computed(text: str, out: Reads, dirs: tuple[Path, ...] | None) -> list[str] | None:
     """What a word made of plain characters and ``$NAME``/``${NAME}`` may expand to: each variable by the
     values the line gives it (and the environment's value, which it has until the line sets it), ``HOME``
-    and ``PWD`` as the shell has them when the line doesn't set them; None when one can't be told (a
+    and ``PWD`` as the shell has them and ``USER``, ``LOGNAME``, ``TMPDIR`` as the agent's environment has
+    them, when the line doesn't set them; None when one can't be told (a
     variable neither the line nor that list sets, a value known only when it runs) or the result would be
     split or globbed."""
     if not _SIMPLE_WORD.fullmatch(text) or "$" not in text:
@@ -318,6 +321,8 @@ def _possible(name: str, out: Reads, dirs: tuple[Path, ...] | None) -> list[str]
         return [str(out.home)]
     if name == "PWD" and dirs:
         return [str(d) for d in dirs]
+    if name in _ENVIRONMENT_NAMES and (inherited := os.environ.get(name)):
+        return [inherited]  # what the agent's commands inherit
     return None
 
 

@@ -246,3 +246,15 @@ def test_a_hook_manager_runs_the_repositorys_code_even_bare(repo):
             "Bash", {"command": command}
         )
         assert got.behavior == "ask", (command, got)
+
+
+def test_the_users_name_is_computed_from_the_environment(world, monkeypatch):
+    """$USER, $LOGNAME and $TMPDIR are what the agent's commands inherit: computed, not asked about."""
+    project, home = world
+    monkeypatch.setenv("USER", "tester")
+    (home / ".ssh" / "tester").write_text(KEY_SECRET + "\n")
+    (home / "tester.txt").write_text("fine\n")
+    assert KEY_SECRET in run_bash("cat $HOME/.ssh/$USER", project, home)
+    for mode in MODES:
+        assert decision(project, home, "cat $HOME/.ssh/$USER", mode).behavior == "deny"
+    assert decision(project, home, "cat $HOME/${USER}.txt", "bypassPermissions").behavior == "allow"
