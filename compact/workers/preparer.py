@@ -519,6 +519,17 @@ def at_threshold(
     awaited = in_flight and p.kind == "server" and p.lagged == _cycle(conv)
     if in_flight and clear and not awaited:
         return False  # not ready yet and still clear of B: carry on, it will be soon
+    if (
+        in_flight
+        and not awaited
+        and counted < limit
+        and tokens < RAW_ROOM * th.window
+        and _in_by_next_step(p)
+    ):
+        # this request still fits under B and the candidate is due before the next one is sent: that one
+        # waits for it if it must (33-stall --rules 2026: a 20 s summary lost the race by 2 s, and the
+        # user waited now for what the next step would have found ready)
+        return False
     if clear and counted < tokens and active(conv, ports) and not (cycle_ok and p.failed) and not awaited:
         # none started yet (the server's summary needs a request sent since the last compaction point),
         # and the server clears what keeps it clear of B: start one after the next response, not the
@@ -574,6 +585,14 @@ def _server_lagging(conv: Conversation, p: Preparer, made: Compaction) -> bool:
     kept = conv.calibration.scale(sum(m.tokens for m in made.kept))  # the server's unit, as T
     steps = sum(1 for m in made.kept if m.role == "assistant")
     return kept > threshold * LAGGING_SHARE and steps > 1
+
+
+def _in_by_next_step(p: Preparer) -> bool:
+    """The candidate in flight is due (by the time its kind was measured to take) within one usual step."""
+    took = p.seconds.get(p.kind)
+    if took is None or p.step_seconds <= 0:
+        return False
+    return took - (p.clock() - p.started_at) <= p.step_seconds
 
 
 def _limit(conv: Conversation) -> int:

@@ -272,3 +272,41 @@ def test_an_update_of_a_notes_candidate_is_timed_from_its_own_start(tmp_path: Pa
     assert not p.notes_done  # updated again
     assert notes_updater.wait_for_update(bench.conv, 30) and p.notes_done
     assert len(updates) == 2 and p.seconds["notes"] == 0.0  # the fake clock stood still during it
+
+
+def test_a_candidate_due_before_the_next_step_is_not_waited_for_while_this_request_fits(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    """Near B, a candidate in flight that is due (by its measured time) before the next request is not
+    waited for while this request still fits under B: the next one finds it ready (33-stall --rules 2026:
+    a 20 s summary lost the race by 2 s and the user waited). Once a request would pass B it waits."""
+    bench = make_bench(tmp_path, api)
+    events = bench.events
+    bench.add(user_prompt("Please fix the parser."))
+    grow(bench, ["a.py", "b.py", "c.py", "d.py", "e.py", "f.py"])
+    release = threading.Event()
+
+    def slow(body: dict) -> Reply:
+        release.wait(20)
+        return Reply.text(GOOD)
+
+    api.on(lambda body: body.get("tool_choice", {}).get("type") == "none", slow)
+    p = preparer._preparer(bench.conv)
+    now = [1000.0]
+    p.clock = lambda: now[0]
+    preparer.start_if_due(bench.conv, bench.ports, int(T * 0.86))
+    assert p.running and p.kind == "summary"
+    p.seconds["summary"] = 20.0  # measured on an earlier one
+    p.steps.extend([(2.0, 6_000)] * 3)  # a step: 2 s, 6K tokens
+    p.step = 6_000
+    limit = preparer._limit(bench.conv)
+    now[0] += 18.5  # due in 1.5 s, within a step
+    started = time.monotonic()
+    assert preparer.at_threshold(bench.conv, bench.ports, limit - 2_000, compactor.compact) is False
+    assert time.monotonic() - started < 10 and of_type(events, CompactFinished) == []  # not waited for
+    assert not any("Waiting for the compaction" in getattr(e, "text", "") for e in events)
+    release.set()
+    now[0] += 2.0
+    assert preparer.at_threshold(bench.conv, bench.ports, limit + 4_000, compactor.compact) is True
+    [done] = of_type(events, CompactFinished)
+    assert done.candidate == "prepared"
