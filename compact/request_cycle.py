@@ -197,6 +197,9 @@ def send(conv: Conversation, ports: Ports, current: View) -> Message:
     """Send the view; on prompt-too-long compact once per turn and retry (docs/compaction.md). The request names
     its predecessor and a cache miss is kept (compact.context.cache_health)."""
     req = request_for(conv, ports, current)
+    if _tell_lost_loop(conv, req):  # the API would refuse it: told as text before it is sent
+        current = conv.view()
+        req = request_for(conv, ports, current)
     at_compaction = cache_health.chain(conv, req)
     shrunk, refusals = False, 0
     while True:
@@ -295,6 +298,36 @@ def leave_out(conv: Conversation, req: Request, e: RefusedBlock) -> bool:
                 )
                 return True
     return False
+
+
+LOST_THINKING = "thinkingDropped"  # set on a loaded message whose thinking the transcript left out (the key)
+
+
+def _tell_lost_loop(conv: Conversation, req: Request) -> bool:
+    """A request that thinks with a budget (the 4.x rules) and continues a tool loop whose latest step
+    lost its thinking when it was saved (it held the key) is refused: a final assistant message must
+    start with its thinking. Told as text before it is sent, and recorded, as after that refusal."""
+    if (req.thinking or {}).get("type") != "enabled":
+        return False
+    with conv.lock:
+        at = next(
+            (i for i in range(len(conv.messages) - 1, -1, -1) if conv.messages[i].role == "assistant"), None
+        )
+        if at is None:
+            return False
+        last = conv.messages[at]
+        if not last.tool_uses or not last.extra.get(LOST_THINKING) or binding.holds_thinking(last):
+            return False
+        if len(refused.loop_messages(conv.messages, at)) < 2:
+            return False  # its results are not in yet: nothing continues the loop
+        for i in refused.loop_messages(conv.messages, at):
+            conv.messages[i] = refused.told(conv.messages[i])
+        conv.record(
+            refused.record(
+                last.uuid, refused.LOOP, "", "its thinking was left out of the transcript (it held the key)"
+            )
+        )
+        return True
 
 
 def _blocks_deep(blocks: list) -> list[dict]:

@@ -174,8 +174,9 @@ def test_on_sonnet_4_6_the_key_inside_signed_thinking_never_makes_continue_fail(
     """The key the model read lands in its signed thinking; the transcript never holds the key, so the
     tool loop's latest step comes back without its thinking, which the API refuses while the request
     thinks ("a final `assistant` message must start with a thinking block"). Before: with thinking on,
-    every --continue got that 400 and ended. Now the step is told as text once, recorded, and the next
-    --continue sends no refused request at all."""
+    every --continue got that 400 and ended. Now the step is told as text before the first request that
+    would be refused (the loaded message says its thinking was left out), recorded, and no --continue
+    sends a refused request at all."""
     api = fake_api
     api.refusals_expected = True
     from tests.fakeapi import Reply
@@ -197,8 +198,8 @@ def test_on_sonnet_4_6_the_key_inside_signed_thinking_never_makes_continue_fail(
         api.reply_text(f"answer {n}")
         res = run_cli(api, "-p", f"go on {n}", "--continue", env=env)
         assert res.code == 0 and res.stdout.strip() == f"answer {n}", res.stderr
-        if n:  # the first --continue may meet the refusal once; never again
-            assert _statuses(api, since) == [200], _statuses(api, since)
+        # the step is told as text before the first request, and that is recorded: no request is refused
+        assert _statuses(api, since) == [200], _statuses(api, since)
         assert "test-key-0123456789" not in path.read_text()
     last = json.dumps(api.message_requests[-1].body["messages"])
     assert "echo hi" in last  # the step is still in the conversation, told or as it was
