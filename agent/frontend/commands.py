@@ -322,8 +322,8 @@ def too_small_to_compact(session: Session) -> str:
     if view.raw_tokens - least >= MIN_SAVING:
         return ""
     return (
-        f"Nothing worth compacting: the conversation is {view.raw_tokens:,} tokens and a compaction "
-        f"would leave at least {least:,} plus its summary."
+        f"Nothing worth compacting: the conversation is {view.raw_tokens:,} tokens,\n"  # two lines: 80 columns
+        f"and a compaction would leave at least {least:,} plus its summary."
     )
 
 
@@ -719,12 +719,12 @@ def _cost(session: Session, args: str) -> Result:
         s = dict(before.get("usage", {}))
         for key, value in (sub.usage if sub is not None else {}).items():
             s[key] = s.get(key, 0) + value
-        lines.append(
-            f"of which subagents ({plural(runs, 'task')}): ${sub_cost + before.get('cost', 0.0):.4f} · "
-            f"{s.get('input_tokens', 0):,} input · {s.get('output_tokens', 0):,} output · "
+        lines += [  # its usage on a line of its own, as the session's: each fits 80 columns
+            f"of which subagents ({plural(runs, 'task')}): ${sub_cost + before.get('cost', 0.0):.4f}",
+            f"  usage: {s.get('input_tokens', 0):,} input · {s.get('output_tokens', 0):,} output · "
             f"{s.get('cache_read_input_tokens', 0):,} cache read · "
-            f"{s.get('cache_creation_input_tokens', 0):,} cache write"
-        )
+            f"{s.get('cache_creation_input_tokens', 0):,} cache write",
+        ]
     return Result("\n".join(lines))
 
 

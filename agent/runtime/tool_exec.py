@@ -280,6 +280,8 @@ def _ask_user(
     """A call the rules ask about: None once the user approved it; else the result to send instead (it
     would fail anyway, nobody can approve it, or the user said no)."""
     name, args = use["name"], use.get("input") or {}
+    if before_ask is not None:  # the calls waiting to run beside this one run first, above its question
+        before_ask()
     failure = None if args.get("file_path") in (touched or ()) else precheck(tool, args, session.tool_ctx)
     if failure is not None:  # it would fail anyway: nobody is asked to approve it
         session.emit(ToolStarted(use["id"], name, args))
@@ -293,8 +295,6 @@ def _ask_user(
             "user which permission to grant (for example with --allowedTools).",
             is_error=True,
         )
-    if before_ask is not None:
-        before_ask()
     if asked is not None:
         asked.append(True)
     answer = session.ask(name, args, session.permissions.describe(name, args))

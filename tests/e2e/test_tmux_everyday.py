@@ -218,4 +218,6 @@ def test_cost_keeps_the_subagent_line_after_continue_and_shows_time_and_changes(
     pane.type("/cost")
     screen = pane.wait_for(r"of which subagents \(1 task\)")
     assert "Code changes: 3 lines added, 0 lines removed" in screen
-    assert re.search(r"of which subagents \(1 task\): \$0\.\d{4} · .* [1-9][\d,]* cache write", screen)
+    assert re.search(
+        r"of which subagents \(1 task\): \$0\.\d{4}\n  usage: .* [1-9][\d,]* cache write", screen
+    )

@@ -274,4 +274,6 @@ def test_the_rounds_polish_holds_in_a_real_terminal_at_80_columns(agent_in_tmux,
     pane.type("/cost")
     screen = pane.wait_for(r"of which subagents \(1 task\)")
     pane.wait_prompt()
+    said = screen[screen.rindex("> /compact focus") :].splitlines()
+    assert all(len(line) <= 80 for line in said), "\n".join(said)  # laid out, not wrapped by the terminal
     assert fake_api.violations == []

@@ -208,3 +208,50 @@ def test_no_process_a_command_can_see_holds_the_api_key_in_its_environment(fake_
     assert secret.encode() not in everything
     own = base64.b64decode((project / "own.b64").read_text())
     assert b"HOME=" in own and secret.encode() not in own
+
+
+def test_each_call_of_a_message_is_asked_about_just_before_it_runs(fake_api, tmp_path):
+    """Issue 41: a question comes right before its call runs, after the calls before it have run, so the
+    screen shows each call once (its header, its question, its result) in the message's order; readers
+    allowed without a question run side by side, told to the front end as such."""
+    from core.events import CallsInParallel, PermissionDenied, ToolFinished, ToolStarted
+
+    session, events = make_session(tmp_path, fake_api)
+    project = Path(session.settings.cwd)
+    for name in "ab":
+        (project / f"{name}.txt").write_text(name)
+    log: list[str] = []
+
+    def ask(tool, args, description):
+        log.append(f"ask {tool}")
+        return "yes"
+
+    session.ask = ask
+    session.emit = lambda e: (events.append(e), log.append(type(e).__name__ + " " + getattr(e, "name", "")))
+    uses = [
+        {"type": "tool_use", "id": "r1", "name": "Read", "input": {"file_path": str(project / "a.txt")}},
+        {"type": "tool_use", "id": "r2", "name": "Read", "input": {"file_path": str(project / "b.txt")}},
+        {
+            "type": "tool_use",
+            "id": "w1",
+            "name": "Write",
+            "input": {"file_path": str(project / "c.txt"), "content": "c"},
+        },
+        {"type": "tool_use", "id": "b1", "name": "Bash", "input": {"command": "touch d.txt"}},
+    ]
+    message = run_tools(session, uses)
+    assert [r.get("is_error", False) for r in message.tool_results] == [False] * 4
+    assert [e.tool_use_ids for e in events if isinstance(e, CallsInParallel)] == [("r1", "r2")]
+    calls = [line for line in log if not line.startswith(("ToolOutput", "MessageRecorded", "TodosChanged"))]
+    tail = calls[calls.index("ask Write") :]
+    assert tail == [
+        "ask Write",
+        "ToolStarted Write",
+        "ToolFinished Write",
+        "ask Bash",
+        "ToolStarted Bash",
+        "ToolFinished Bash",
+    ], calls
+    assert sum(1 for e in events if isinstance(e, ToolFinished)) == 4
+    assert not any(isinstance(e, PermissionDenied) for e in events)
+    assert [e.tool_use_id for e in events if isinstance(e, ToolStarted)][-2:] == ["w1", "b1"]
