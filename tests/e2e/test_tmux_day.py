@@ -5,6 +5,7 @@ transcript on disk."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -40,10 +41,14 @@ def test_the_compaction_stays_readable_after_exit_and_continue(
     pane.type("/compact")
     pane.wait_for(r"Compacted · manual", timeout=60)
     pane.wait_prompt()
+    # the summary itself, as shown live: the one scripted above, or the one the fake's server wrote
+    said = LOCAL_SUMMARY if writer == "local" else "Summary of the conversation so far"
     pane.type("/summary")
     pane.wait_for(r"Summary from the last compaction \(manual · [^)]*\):")
+    # its body is printed after its heading line (a heading under the echoed "> /summary" looks like a
+    # prompt over its toolbar to wait_prompt: wait for the body itself)
+    live = pane.wait_for(re.escape(said))
     pane.wait_prompt()
-    live = pane.screen()  # the summary's body is printed after its heading line
     # three exchanges after it: the recap's walk back no longer reaches the summary itself
     for n in range(3):
         fake_api.reply_text(f"ANSWER-{n} after the compaction.")
@@ -69,8 +74,6 @@ def test_the_compaction_stays_readable_after_exit_and_continue(
     assert f"(manual · {written} · " in screen
     assert "No compaction in this session yet" not in screen
     assert "This session continues an earlier conversation" not in screen  # the model's wrapper
-    # the summary itself, as shown live: the one scripted above, or the one the fake's server wrote
-    said = LOCAL_SUMMARY if writer == "local" else "Summary of the conversation so far"
     assert live.count(said) == 1 and screen.count(said) == 1
     pane.type("/history")
     screen = pane.wait_for(r"Before the last compaction \(\d+ messages\):")
