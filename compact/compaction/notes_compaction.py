@@ -6,10 +6,11 @@ Drops     only messages the last completed notes update covered (compact.context
           trimmed to the size the update instruction gave it, notes_template.section_tokens, keeping
           its newest lines) stand in for them.
 Keeps     every message after "summarized up to here", extended backwards to ≥10,000 tokens and ≥5
-          messages with text, ≤40,000 tokens — a range scaled by T / 167,000 for smaller windows — never past the previous boundary's summary, never splitting a
+          messages with text, ≤40,000 tokens — a range scaled by T / 167,000 for smaller windows — never past the previous boundary's summary (nor the working state attached after it), never splitting a
           tool_use from its tool_result or the blocks of one streamed response.
 Folds     when the uncovered messages don't fit beside the notes (or an earlier summary is uncovered):
-          one notes update of just that span (notes_updater.update_span), then plans again.
+          one notes update of just that span (notes_updater.update_span), then plans again; a prompt
+          typed after the last reply stays out of it (kept verbatim, it never reaches the notes' text).
 Gives up  (None: the caller falls back to the LLM summary) when session memory is off, the notes are
           missing or still the bare template, the fold failed, or notes and tail would take more than
           45% of the threshold (no room left for the restored files). Never drops a message unseen.
@@ -19,6 +20,7 @@ Model calls none, unless it folds (one update); it waits (at most 15 s) for an u
 
 from __future__ import annotations
 
+from compact.compaction.ledger import SNAPSHOT_KEY
 from compact.compaction.notes import headers, is_template, notes_text, template_for, trim_sections
 from compact.compaction.notes_template import section_tokens
 from compact.compaction.notes_updater import safe_marker, update_span, wait_for_update
@@ -57,11 +59,22 @@ def compact_with_notes(conv: Conversation, ports: Ports, trigger: str) -> Compac
     with conv.lock:
         messages = list(conv.messages)
     first = coverage.covered_count(messages, conv.state.last_summarized_uuid)
-    if not (_worth_folding(messages, first, conv) and could_serve(conv, ports)):
+    end = fold_end(messages, first)
+    if not (_worth_folding(messages[:end], first, conv) and could_serve(conv, ports)):
         return None  # even current notes would not make a compaction that fits: summarize, no fold
-    if not update_span(conv, ports, messages[first:]):
+    if not update_span(conv, ports, messages[first:end]):
         return None
     return plan(conv, ports)
+
+
+def fold_end(messages: list[Message], first: int) -> int:
+    """Where a fold's span ends: before the prompts typed after the last reply (the current request),
+    which every kept tail holds verbatim. Notes that saw the current request would carry it in the
+    summary, and a /rewind to it (agent.runtime.rewind) would leave it there."""
+    end = len(messages)
+    while end > first and messages[end - 1].is_typed_prompt:
+        end -= 1
+    return end
 
 
 def _worth_folding(messages: list[Message], first: int, conv: Conversation) -> bool:
@@ -232,10 +245,12 @@ def kept_start(
     Everything from ``first_uncovered`` on is kept whatever its size (the notes don't cover it). Going
     backwards from there, whole units are added (a cut never lands on a tool_results message or inside
     one streamed response) until both minimums are met; a unit that would pass ``max_tokens`` is not
-    added; a previous compaction's summary is never crossed.
+    added; a previous compaction's summary is never crossed, nor, going backwards, the working state
+    attached after it (it marked the request of its time current; the new one supersedes it).
     """
     floor = summary_floor(messages)
     start = _safe_cut(messages, min(max(first_uncovered, floor), len(messages)), floor)
+    floor = max(floor, min(start, state_floor(messages)))
     tokens = sum(m.tokens for m in messages[start:])
     texts = sum(1 for m in messages[start:] if _has_text(m))
     while start > floor and not (tokens >= min_tokens and texts >= min_text):
@@ -252,6 +267,11 @@ def summary_floor(messages: list[Message]) -> int:
     """Index just past the last compaction summary in ``messages`` (0 without one): a kept tail never
     starts before it."""
     return max((i + 1 for i, m in enumerate(messages) if m.kind == "summary"), default=0)
+
+
+def state_floor(messages: list[Message]) -> int:
+    """Index just past the last working state a compaction attached (0 without one)."""
+    return max((i + 1 for i, m in enumerate(messages) if SNAPSHOT_KEY in m.extra), default=0)
 
 
 def _safe_cut(messages: list[Message], i: int, floor: int) -> int:

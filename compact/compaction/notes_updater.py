@@ -239,7 +239,8 @@ def update_span(conv: Conversation, ports: Ports, span: list[Message], timeout: 
     sends just that span; True when it succeeded and the notes now cover it (docs/compaction.md).
 
     A compaction calls it when the uncovered messages would not fit beside the notes. A span that is
-    itself bigger than the auto-compact threshold is refused (False): the caller summarizes instead."""
+    itself bigger than the auto-compact threshold is refused (False): the caller summarizes instead.
+    Messages after the span are neither sent nor covered (the notes' marker stays before them)."""
     if not ports.config.notes_enabled or not span:
         return False
     w = worker(conv)
@@ -247,10 +248,14 @@ def update_span(conv: Conversation, ports: Ports, span: list[Message], timeout: 
     try:
         with conv.lock:
             view = list(conv.view().tagged)
-            marker = safe_marker(conv.messages)
+            live = list(conv.messages)
         ids = {m.uuid for m in span}
         first = next((i for i, m in enumerate(view) if m.uuid in ids), len(view))
-        part = _without_open_calls(view[first:])
+        # the span's end too: what comes after it (a typed prompt a compaction keeps verbatim) is not sent
+        end = next((i + 1 for i in range(len(view) - 1, -1, -1) if view[i].uuid in ids), len(view))
+        last = next((i + 1 for i in range(len(live) - 1, -1, -1) if live[i].uuid in ids), len(live))
+        marker = safe_marker(live[:last])
+        part = _without_open_calls(view[first:end])
         if ports.offers_compaction():
             # preserved thinking (compact.stages.binding): behind the lead-in instead of what came before them,
             # every thinking block of the span is bound to a prefix this request doesn't have, and would

@@ -5,15 +5,26 @@ and generated), then the real compactor and notes updater on the loopback fake A
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compact.compaction import compactor, notes_compaction
+from compact.compaction.ledger import SNAPSHOT_KEY
 from compact.compaction.notes_updater import SPAN_LEAD, safe_marker
 from compact.context import coverage
-from core.messages import Message, assistant, meta, new_uuid, tool_result_block, tool_results
+from core.messages import (
+    Message,
+    assistant,
+    meta,
+    new_uuid,
+    to_api,
+    tool_result_block,
+    tool_results,
+    user_prompt,
+)
 from tests.fakeapi import Error, FakeAPI, Reply, is_notes_update, request_text
 from tests.helpers.bench import Bench
 from tests.helpers.compaction import transcript_records
@@ -219,3 +230,42 @@ def test_no_fold_when_even_current_notes_would_not_fit(tmp_path, api: FakeAPI) -
     assert not notes_compaction.could_serve(bench.conv, bench.ports)
     assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
     assert api.message_requests == []  # straight to the summary: no update paid for and thrown away
+
+
+def test_a_fold_leaves_out_the_prompt_typed_after_the_last_reply(tmp_path, api: FakeAPI) -> None:
+    """Issue 38 item 12: a fold that sent the new prompt wrote it into the notes, which became the
+    summary: a /rewind to that prompt (kept verbatim in the tail) left it in the summary. The fold covers
+    up to the last reply; the prompt stays verbatim and uncovered."""
+    bench, _ = compacted_then_grown(tmp_path, api, context_window=120_000)
+    api.on(is_notes_update, Reply.text("Noted."))
+    bench.add(user_prompt("Rename the module lexer to scanner everywhere."))
+    prompt = bench.messages[-1]
+    result = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
+    [fold] = notes_requests(api)
+    text = request_text(fold)
+    assert "The lexer is ported." in text and "Rename the module lexer" not in text
+    assert result is not None and result.kept[-1].uuid == prompt.uuid
+    assert bench.state.last_summarized_uuid == bench.messages[-2].uuid  # the reply, not the prompt
+
+
+def test_a_kept_tail_never_keeps_an_earlier_compactions_working_state(tmp_path, api: FakeAPI) -> None:
+    """Issue 38 item 12: a notes compaction's tail reached back over the previous compaction's working
+    state, whose user messages still marked the prompt of that time current-request: the request after
+    it had two current requests, the older first (and a /rewind into the tail found that stale state
+    instead of attaching the kept branch's own). The tail starts after it."""
+    bench = notes_session(tmp_path, api)
+    assert compactor.compact(bench.conv, bench.ports, "auto")
+    assert any(SNAPSHOT_KEY in m.extra for m in bench.messages)
+    bench.state.last_summarized_uuid = bench.messages[-1].uuid  # an update covered it all
+    bench.add(user_prompt("Next: port the lexer."))
+    for _ in range(5):  # less than the tail's 10,000 tokens: it reaches back past the working state
+        read_round(bench, 1_500)
+    answer(bench, "The lexer is ported.")
+    bench.state.last_summarized_uuid = bench.messages[-1].uuid
+    bench.add(user_prompt("Now the scanner."))
+    assert compactor.compact(bench.conv, bench.ports, "auto")
+    assert bench.conv.last_compaction is not None and bench.conv.last_compaction.method == "session-memory"
+    assert [m for m in bench.messages if SNAPSHOT_KEY in m.extra] == [bench.messages[-1]]  # the new one only
+    text = request_text(bench.ports.request(to_api(bench.conv.view().tagged)).params())
+    labels = re.findall(r'<user-message[^>]*current-request="true"[^>]*>\n(.*)', text)
+    assert labels == ["Now the scanner."]
