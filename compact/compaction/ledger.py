@@ -84,7 +84,8 @@ MINIMAL_MODIFIED = 12  # modified files the shortest form names (a few words eac
 FULL, SHORT, GROUPED = 0, 1, 2  # the ledger's levels of detail (render)
 FULL_LIST_DIR = "working-state"  # under the session directory: the complete lists, one file a compaction
 MAX_PROMPTS = 500  # prompts a snapshot carries (the budget chooses how each is shown)
-PROMPT_CHARS = 200_000  # a longer prompt is carried by its head (the transcript has the rest)
+PROMPT_CHARS = 200_000  # a longer prompt is carried by its head and its tail (the transcript has the rest)
+PROMPT_TAIL_CHARS = 4_000  # of those, its last lines
 OUTCOME_CHARS = 160
 COMMAND_CHARS = 1_000
 USER_SHARE = 0.06  # of T for the user's own messages (user_budget), at least USER_FLOOR, at most USER_CAP
@@ -573,8 +574,22 @@ def _range(args: dict[str, Any]) -> str:
     return f"lines {start}-{start + int(limit) - 1}" if limit else f"lines {start}-end"
 
 
+def carried(text: str) -> str:
+    """A prompt as a snapshot carries it: whole up to PROMPT_CHARS; past that its head and its last
+    lines (PROMPT_TAIL_CHARS: an instruction often closes a paste, also a paste of 1M tokens), the
+    lines between counted (the transcript has them)."""
+    if len(text) <= PROMPT_CHARS:
+        return text
+    head, tail = text[: PROMPT_CHARS - PROMPT_TAIL_CHARS], text[-PROMPT_TAIL_CHARS:]
+    if "\n" not in head or "\n" not in tail:  # one long line: its first and last characters
+        return f"{head} {CUT_CHARS_NOTE.format(n=len(text) - len(head) - len(tail))} {tail}"
+    head, tail = head[: head.rfind("\n")], tail[tail.find("\n") + 1 :]
+    left = text.count("\n") - head.count("\n") - tail.count("\n") - 1
+    return f"{head}\n{CUT_NOTE.format(n=max(1, left))}\n{tail}"
+
+
 def _add_prompt(ledger: Ledger, text: str) -> None:
-    ledger.prompts.append(text if len(text) <= PROMPT_CHARS else text[:PROMPT_CHARS] + "\n" + FIRST_LINE_NOTE)
+    ledger.prompts.append(carried(text))
     del ledger.prompts[:-MAX_PROMPTS]
     base = Path(ledger.cwd)
     for token in text.split():

@@ -110,6 +110,23 @@ def test_sixty_one_line_prompts_and_five_pastes_stay_within_the_user_budget() ->
     assert all(f"Paste {k}:" in ledger.render_user(out) for k in range(5))  # each by its head
 
 
+def test_a_paste_past_what_a_snapshot_carries_keeps_its_closing_instruction() -> None:
+    """Issue 38 item 10 at 1M: a pasted log of ~1.5M characters was carried by its first 200,000 only,
+    so the instruction on its last line was gone from the working state (blind.py's pastes shape at 1M,
+    the current request). The head and the last lines are carried, the lines between counted."""
+    instruction = "Fix the first timeout above, and leave the retry settings alone."
+    paste = "Here is the deploy log:\n" + _log(30_000) + "\n" + instruction
+    assert len(paste) > ledger.PROMPT_CHARS
+    carried = ledger.derive([user_prompt(paste)], "/p").prompts[0]
+    assert len(carried) <= ledger.PROMPT_CHARS + 100
+    assert carried.startswith("Here is the deploy log:\n") and carried.endswith("\n" + instruction)
+    assert "lines left out here" in carried
+    text = ledger.render_user(ledger.user_messages([carried], [], 500, whole=500))
+    assert "Here is the deploy log:" in text and instruction in text
+    line = "x" * (ledger.PROMPT_CHARS + 10) + " and stop there."
+    assert ledger.carried(line).endswith("and stop there.") and "characters left out" in ledger.carried(line)
+
+
 # --- the post-compaction guard ----------------------------------------------------------------------------------
 
 
