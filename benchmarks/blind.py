@@ -17,7 +17,8 @@ Shapes (each continues with ordinary work turns until the session has compacted 
   planonce     a plan document written once (PLAN.md, never edited again)
   subagent     two Task calls whose answers hold findings the next steps need
   rewind       a prompt the user rewinds after a notes update saw it
-  threshold    CLAUDE_AUTOCOMPACT_PCT_OVERRIDE set (T at 60% of the effective window), notes off: every
+  threshold    CLAUDE_AUTOCOMPACT_PCT_OVERRIDE set (the ``autocompact_pct`` setting it sets: 60% of the
+               effective window below 200K, 15% from 200K on), notes off: every
                compaction by the one decision (compact.autocompact, prepared candidates included); no
                local summary may run below the threshold the user set
   readfact     each turn reads files whose output alone holds a fact the next step needs ("FACT-…"),
@@ -31,6 +32,9 @@ Shapes (each continues with ordinary work turns until the session has compacted 
                server's summary
   rewindc      a rewind to a prompt a compaction kept (the working state attached after it is cut)
   toolfact     facts that live only in a Read or a Grep's output, which the next step names
+  tiny         tiny histories (a few hundred tokens a turn at every window) compacted by /compact every
+               other turn: facts only a tool result held, and no compaction larger than its input by the
+               server's count (agent.demo.server.estimate_tokens: what the fake bills)
 Every shape also keeps a plan in TODO.md (rewritten every other turn), runs commands that fail and
 later pass (narrower, then wider runs of the same program) and searches with Grep and Glob.
 
@@ -50,7 +54,7 @@ codes, the user's rules and revisions verbatim and in order, the current request
 the last three turns, the last three searches, the plan's current state, the instructions that close
 pastes, the tool-output facts the next step used, the current-request label on the request in progress;
 that no invented instruction reaches the request unflagged (the server's signed summary can't be edited:
-it must be flagged in the working state); that a compaction never leaves the context larger; tool pairs valid (the fake API's validator); the cache-read share
+it must be flagged in the working state); that a compaction never leaves the context larger (in our estimate and by the server's count); tool pairs valid (the fake API's validator); the cache-read share
 of the compaction request and of the request after it; the post-compaction context as a share of T;
 compaction failures, the circuit breaker and requests at the blocking limit ("Context limit reached").
 
@@ -69,7 +73,8 @@ Printed: refused requests, drop_block fallbacks, thinking dropped between / at c
 ``--profile 4.x``: last round's run (claude-sonnet-4-5, no thinking, no request checked but at compaction).
 
 Run: .venv/bin/python benchmarks/blind.py [--windows 43000,50000] [--shapes rules] [--summarizers vague]
-[--jobs 2] [--profile 2026|4.x]. Prints one table (item class x summarizer x chain length) and the run
+[--jobs 2] [--profile 2026|4.x] [--chain 10] (--chain 2: each session stops after its second compaction,
+for the slow 1M runs). Prints one table (item class x summarizer x chain length) and the run
 figures.
 """
 
@@ -96,7 +101,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import thinking  # noqa: E402
 
 from agent.demo.binding import BINDING_BETA, Binding  # noqa: E402
-from agent.demo.server import COMPACTED, PROFILE_2026, Compactions  # noqa: E402
+from agent.demo.server import COMPACTED, PROFILE_2026, Compactions, estimate_tokens  # noqa: E402
 from agent.runtime import rewind  # noqa: E402
 from compact import request_cycle  # noqa: E402
 from compact.compaction import compactor, notes_updater  # noqa: E402
@@ -128,10 +133,12 @@ SHAPES = (
     "approval",
     "rewindc",
     "toolfact",
+    "tiny",
 )
 # shapes compacted by the one decision (compact.autocompact: early compactions, prepared candidates)
 # rather than at T by the driver; with their own settings
 DECIDED = {"threshold": {"autocompact_pct": 60, "session_memory": False}, "readfact": {}}
+LOW_PCT = 15  # the threshold shape's CLAUDE_AUTOCOMPACT_PCT_OVERRIDE from 200K on
 SUMMARIZERS = ("empty", "vague", "truncated", "invented", "unquoted", "pending", "oracle")
 CHAINS = (1, 2, 5, 10)
 ITEMS = (
@@ -418,6 +425,7 @@ class Turn:
     rewind: bool = False  # the user rewinds to just before this prompt once it is answered
     rewind_across: bool = False  # compacted right after its prompt, then rewound to it once answered
     instruction: str = ""  # the last line of a block pasted into the prompt
+    compact_before: bool = False  # the user types /compact before this prompt
 
 
 def filler(tokens: int) -> str:
@@ -718,6 +726,28 @@ def shape_turns(shape: str, unit: int, window: int) -> Iterator[tuple[Turn, list
             )
             turn.rewind_across = True
             yield turn, []
+    elif shape == "tiny":
+        # tiny histories (a few hundred tokens a turn, whatever the window) compacted by /compact every
+        # other turn: facts that live only in a tool result, and a compaction never larger by the server's
+        # count (one that would be is refused: "nothing to compact")
+        for t in range(400):
+            fact = f"limit_{t} = {10 + t}  # FACT-T{t}"
+            ops = [
+                ("Read", {"path": f"conf/tiny_{t}.py", "tokens": 120, "fact": fact}),
+                ("Edit", {"path": f"src/tiny_{t}.py", "uses": f"limit_{t}", "fact": fact}),
+                ("Grep", {"pattern": f"limit_{t}", "path": "src", "found": "Found 1 file"}),
+                (
+                    "Bash",
+                    {"command": f"./dev.sh test tests/test_tiny_{t}.py", "code": 1 if t % 3 == 0 else 0},
+                ),
+            ]
+            turn = Turn(
+                f"Make tiny_{t} use the limit its config sets.",
+                ops,
+                f"CONCLUSION-Y{t}: tiny_{t} uses its configured limit.",
+            )
+            turn.compact_before = t % 2 == 0 and t > 0
+            yield turn, []
     elif shape == "toolfact":
         for f in range(4):
             k += 1
@@ -766,6 +796,9 @@ class Result:
     at_limit: int
     seconds: float
     thinking: thinking.Tally = field(default_factory=thinking.Tally)
+    server_ratios: list[float] = field(
+        default_factory=list
+    )  # after / before each compaction (server's count)
 
 
 class Session:
@@ -777,6 +810,8 @@ class Session:
         self.wire = Wire() if profile == "2026" else None
         model = thinking.model(profile)
         options: dict[str, Any] = {"session_memory": True, **DECIDED.get(shape, {})}
+        if shape == "threshold" and window >= 200_000:
+            options["autocompact_pct"] = LOW_PCT  # the issue's setting: T near 27K at 200K
         self.decided = shape in DECIDED  # compacted by the one decision, not at T by this driver
         self.bench = make_bench(tmp, api, window=window, model=model, **options)
         if self.wire is not None:
@@ -791,13 +826,14 @@ class Session:
         self.compactions = 0
         self.checks: list[Check] = []
         self.at_limit = 0
+        self.server_ratios: list[float] = []  # each compaction's request after / before, the server's count
 
     def abs(self, path: str) -> str:
         return str(self.project / path)
 
-    def before_call(self, force: bool = False) -> None:
+    def before_call(self, force: bool = False, trigger: str = "auto") -> None:
         """What happens before each main request: auto-compact at T, then the request is scored
-        (``force``: compact now, as an early compaction would)."""
+        (``force``: compact now, as an early compaction would; ``trigger`` "manual": as /compact)."""
         if self.decided and not force:
             self.decide()
             return
@@ -806,15 +842,23 @@ class Session:
         if (view.tokens < th.auto_compact and not force) or self.conv.breaker.open:
             self.at_limit += view.tokens >= th.blocking  # the loop would stop: "Context limit reached"
             return
-        self.model.account(self._body(view))  # the request before it: what the cache holds
+        before = self._body(view)
+        self.model.account(before)  # the request before it: what the cache holds
         self.model.last_read_share = None
-        if not compactor.compact(self.conv, self.ports, "auto"):
+        if not compactor.compact(self.conv, self.ports, trigger):  # type: ignore[arg-type]
             self.at_limit += self.conv.view().tokens >= th.blocking
             return
         self.compactions += 1
         compaction_read = self.model.last_read_share
+        self.check(compaction_read, self._grew(view, before))
+
+    def _grew(self, view: Any, before: dict[str, Any]) -> bool:
+        """The compaction left the context no smaller than it found it: in our estimate, or in the
+        server's count of the request (agent.demo.server.estimate_tokens, what the fake API bills)."""
         after = self.conv.view()
-        self.check(compaction_read, after.raw_tokens >= view.raw_tokens)
+        ratio = estimate_tokens(self._body(after)) / max(1, estimate_tokens(before))
+        self.server_ratios.append(ratio)
+        return after.raw_tokens >= view.raw_tokens or ratio >= 1
 
     def check(self, compaction_read: float | None = None, grew: bool = False, rewound: bool = False) -> None:
         """Score the request the model would be sent now (``rewound``: right after a rewind across a
@@ -844,7 +888,9 @@ class Session:
         whether it kept the user's threshold and recorded its reason."""
         th = self.conv.window.thresholds()
         last = self.conv.last_compaction
-        self.model.account(self._body(self.conv.view()))
+        view = self.conv.view()
+        before = self._body(view)
+        self.model.account(before)
         self.model.last_read_share = None
         try:
             request_cycle.before_request(self.conv, self.ports)
@@ -870,6 +916,7 @@ class Session:
                 self.model.last_read_share,
                 self.model.account(body),
                 after.tokens / th.auto_compact,
+                self._grew(view, before),
             )
         )
 
@@ -895,6 +942,8 @@ class Session:
 
     def play(self, turn: Turn, rules: list[str]) -> None:
         self.before_call()  # (a compaction here comes before the prompt is typed)
+        if turn.compact_before:
+            self.before_call(force=True, trigger="manual")
         before = (self.truth.current, list(self.truth.conclusions))
         self.truth.current = turn.prompt
         self.truth.rules += rules
@@ -1173,6 +1222,7 @@ def run(shape: str, window: int, kind: str, chain: int = max(CHAINS), profile: s
             s.at_limit,
             time.monotonic() - started,
             tally,
+            s.server_ratios,
         )
 
 
@@ -1230,6 +1280,7 @@ def report(results: list[Result]) -> None:
             f"post-compaction max {max((ch.post_share for r in codemod for ch in r.checks), default=0):.0%} of T"
         )
     print(f"sessions: {len(results)}, {sum(r.seconds for r in results):.0f} s of work")
+    shape_table(results)
     total = thinking.Tally(results[0].thinking.profile if results else thinking.DEFAULT)
     for window in sorted({r.window for r in results}):
         mine = thinking.Tally(total.profile)
@@ -1251,9 +1302,42 @@ def report(results: list[Result]) -> None:
             print(f"  {r.shape} {r.window // 1000}K {r.kind}: {r.thinking.line()}")
 
 
-def _run(args: tuple[str, int, str, str]) -> Result:
-    shape, window, kind, profile = args
-    return run(shape, window, kind, profile=profile)
+def shape_table(results: list[Result]) -> None:
+    """One line per shape and window: the items kept over every summarizer and check, the invented text
+    that reached a request unflagged, the post-compaction context's largest share of T, the compactions
+    that left it no smaller, and the largest after/before ratio of a compaction by the server's count."""
+    print()
+    print(
+        f"{'shape':<12} {'window':>6} {'kept':>13} {'invented':>8} {'post max':>8} {'larger':>6} {'server':>6}"
+    )
+    for shape in dict.fromkeys(r.shape for r in results):
+        for window in sorted({r.window for r in results if r.shape == shape}):
+            mine = [r for r in results if r.shape == shape and r.window == window]
+            cs = [ch for r in mine for ch in r.checks]
+            kept = sum(k for ch in cs for k, _ in ch.items.values())
+            total = sum(n for ch in cs for _, n in ch.items.values())
+            ratios = [x for r in mine for x in r.server_ratios]
+            print(
+                f"{shape:<12} {window // 1000:>5}K {_pct(kept, total):>5} {kept:>3}/{total:<4}"
+                f" {sum(ch.invented_as_user for ch in cs):>8} {max((ch.post_share for ch in cs), default=0):>8.0%}"
+                f" {sum(ch.grew for ch in cs):>6} {max(ratios, default=0):>6.2f}"
+            )
+
+
+def _run(args: tuple[str, int, str, str, int]) -> Result:
+    shape, window, kind, profile, chain = args
+    r = run(shape, window, kind, chain, profile=profile)
+    short = sorted({i for ch in r.checks for i, (k, n) in ch.items.items() if k < n})
+    print(
+        f"done {profile} {shape} {window // 1000}K {kind}: {r.seconds:.0f} s, {len(r.checks)} checks, short on "
+        f"{short}, invented unflagged {sum(ch.invented_as_user for ch in r.checks)}, post max "
+        f"{max((ch.post_share for ch in r.checks), default=0):.0%} of T, larger {sum(ch.grew for ch in r.checks)}, "
+        f"server after/before max {max(r.server_ratios, default=0):.2f}, failures {r.failures}, "
+        f"breaker {r.breaker}, at limit {r.at_limit}, thinking ok {r.thinking.ok}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return r
 
 
 def main() -> int:
@@ -1262,10 +1346,13 @@ def main() -> int:
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--summarizers", default=",".join(SUMMARIZERS))
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--chain", type=int, default=max(CHAINS), help="stop each session after this many compactions"
+    )
     thinking.add_argument(parser)
     args = parser.parse_args()
     plan = [
-        (shape, int(w), kind, args.profile)
+        (shape, int(w), kind, args.profile, args.chain)
         for w in args.windows.split(",")
         for shape in args.shapes.split(",")
         for kind in args.summarizers.split(",")
