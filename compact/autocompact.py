@@ -6,9 +6,11 @@ history weighs it, the window's thresholds (compact.decision.window: compaction'
 the backend the next compaction would use (compact.compaction.backend), whether the notes are current,
 this cycle's prepared candidate (compact.workers.preparer), where a compaction with no call pays for
 itself (compact.compaction.economics) — and ``decide`` says what happens and why:
-  early     below T, no call, nobody waits: from the notes as they are (``notes_compaction.plan``), at
-            a turn boundary they cover (``bare``), or the prepared notes / server's summary applied;
-            a candidate refused at its checks leaves the conversation as it is
+  early     below T, no call: from the notes as they are (``notes_compaction.plan``), at a turn
+            boundary they cover (``bare``), or the prepared notes / server's summary applied; a
+            candidate refused at its checks leaves the conversation as it is. Past the point where the
+            prepared one pays, while it is in flight and expected to end within EARLY_WAIT, the request
+            waits for it that long at most (preparer.finish_soon) — never below a threshold the user set
   at T      the prepared candidate when usable, else put off while it is prepared and the context is
             clear of the blocking limit, else the foreground compaction (compact.compaction.compactor)
   context collapse on (auto-compact then off): at the blocking limit, or over T with nothing collapse
@@ -23,10 +25,14 @@ from __future__ import annotations
 from compact.compaction import backend, compactor, economics, notes_compaction
 from compact.context.conversation import Conversation, Ports
 from compact.decision.breaker import MAX_FAILURES
-from compact.decision.decide import EARLY, Decision, Facts, decide
+from compact.decision.decide import EARLY, EARLY_PREPARED, Decision, Facts, decide
 from compact.workers import preparer
 from compact.workers.collapse_worker import collapser
 from core.messages import Message
+
+# seconds an early compaction waits, at most, for its prepared candidate when that is about to end
+# (compact.workers.preparer.finish_soon); never below a threshold the user set
+EARLY_WAIT = 1.0
 
 
 def should_compact(
@@ -126,6 +132,8 @@ def maybe_autocompact(
     history weighs as kept; ``counted``, what the server counts of it (less when it clears old tool
     results), decides how long a compaction at T may be put off."""
     d = decision(conv, ports, tokens, view)
+    if _worth_a_moment(conv, ports, d) and preparer.finish_soon(conv, EARLY_WAIT):
+        d = decision(conv, ports, tokens, view)
     if d.source == "breaker" and tokens >= conv.window.thresholds().auto_compact:
         conv.breaker.say_once(ports.emit)
     if not d.compacts:
@@ -135,6 +143,22 @@ def maybe_autocompact(
         return _run(conv, ports, d, tokens, counted)
     finally:
         conv.decision = None
+
+
+def _worth_a_moment(conv: Conversation, ports: Ports, d: Decision) -> bool:
+    """Nothing now, below T, past the point from which a prepared candidate pays, while it is in flight,
+    and the user set no threshold (below theirs nobody waits)."""
+    if (
+        d.compacts
+        or d.source == "breaker"
+        or not d.point
+        or d.tokens >= conv.window.thresholds().auto_compact
+    ):
+        return False
+    if conv.window.user_set or not ports.config.cost_aware:
+        return False
+    state, kind = preparer.candidate_state(conv)
+    return state == "running" and kind in EARLY_PREPARED and d.tokens >= d.point
 
 
 def _run(conv: Conversation, ports: Ports, d: Decision, tokens: int, counted: int | None) -> bool:

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 from agent.transcript.claude_code import Rec, clean, merge, recover_siblings
 from compact.context.cache_health import CACHE_MISS
 from compact.stages import refused
-from compact.stages.state import STATE_TYPES, ContextState, replay
+from compact.stages.state import STATE_TYPES, ContextState, price_of, replay
 from core.messages import Message, from_record, tool_result_block, tool_results
 from core.transcript_writer import (
     BINDING_NEEDLE,
@@ -488,6 +488,7 @@ class _Loader:
             live,
             collapses_from=len(before),
             last_summarized=self._last_summarized(),
+            server_price=self._server_price(),
         )
 
     def _state_lines(self, start: int, end: int) -> list[Rec]:
@@ -504,6 +505,19 @@ class _Loader:
                     out.append(Rec(pos, rec))
             pos += len(line) + 1
         return out
+
+    def _server_price(self) -> dict[str, float] | None:
+        """The newest server-price record anywhere in the file (an earlier cycle's server summary priced
+        the compactions after it, whatever compacted last)."""
+        end = self.size
+        needle = b'"server-price"'
+        while (i := self.mm.rfind(needle, 0, end)) >= 0:
+            start, stop = self._line_at(i)
+            price = price_of(self._parse_line(start, stop))
+            if price is not None:
+                return price
+            end = start
+        return None
 
     def _last_summarized(self) -> str | None:
         end = self.size

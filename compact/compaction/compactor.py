@@ -480,6 +480,7 @@ def finish(
         tail_uuid=conv.messages[-1].uuid,
         replaced=lambda: old,
         candidate=candidate,
+        written=max(0, post_tokens - cal.scale(cal.fixed_tokens() + _unsent(kept, stale))),
     )
     early = conv.decision.line() if conv.decision is not None else ""
     lines = [
@@ -600,6 +601,13 @@ def _move_coverage(
     if marker:
         conv.record(notes_record(marker))
         save_version(conv.notes_path, marker)  # what /rewind puts back (agent.runtime.rewind)
+
+
+def _unsent(kept: list[Message], stale: list[str]) -> int:
+    """The kept messages no request has sent yet (after the last reply: the newest tool results), as the
+    view will count them: the next request writes them to the cache whether or not a compaction ran."""
+    last = max((i for i, m in enumerate(kept) if m.role == "assistant"), default=-1)
+    return micro.size_after(kept[last + 1 :], stale)
 
 
 def _stale_in_kept(

@@ -5,7 +5,11 @@ P × read on every request it is sent with. A compaction replaces it with R toke
 tools (still cached), plus the summary, tail and attachments, which are written to the cache once more.
 It pays once
 
-    requests left × (P − R) × read  >  (R − fixed) × write + the compaction's call
+    requests left × (P − R) × read  >  rewritten × write + the compaction's call
+
+where rewritten is R less the fixed part and less the newest tool results no request has sent yet (the
+next request writes those to the cache whether or not a compaction ran): the last compaction's
+(``LastCompaction.written``), before the first R − fixed.
 
 Prices are the model family's (core.models), relative to an uncached input token: a cache write 1.25, a
 cache read the family's (a tenth of input unless the table says otherwise), output the family's ratio.
@@ -126,14 +130,19 @@ def call_cost(kind: str, tokens: int, prices: Prices) -> float:
     raise ValueError(f"unknown compaction kind: {kind}")
 
 
-def pays(tokens: int, post: int, fixed: int, left: int, kind: str, prices: Prices) -> bool:
+def pays(
+    tokens: int, post: int, fixed: int, left: int, kind: str, prices: Prices, written: int | None = None
+) -> bool:
     """Whether a reset from ``tokens`` to ``post`` (``fixed`` of it still cached) pays for itself over
-    ``left`` more requests."""
+    ``left`` more requests; ``written``: what of ``post`` the reset writes to the cache that the next
+    request would not have written anyway (default: all but ``fixed``)."""
     saved = left * max(0, tokens - post) * prices.read
-    return saved > max(0, post - fixed) * prices.write + call_cost(kind, tokens, prices)
+    return saved > _rewrite(post, fixed, written) * prices.write + call_cost(kind, tokens, prices)
 
 
-def break_even(post: int, fixed: int, left: int, kind: str, prices: Prices) -> float:
+def break_even(
+    post: int, fixed: int, left: int, kind: str, prices: Prices, written: int | None = None
+) -> float:
     """The smallest context at which ``pays`` holds (infinite when none does: too few requests left to
     win back the call)."""
     a = {"notes-current": 0.0, "notes": prices.read, "summary": prices.read, "server": prices.server_in}[kind]
@@ -141,7 +150,11 @@ def break_even(post: int, fixed: int, left: int, kind: str, prices: Prices) -> f
     slope = left * prices.read - a
     if slope <= 0:
         return math.inf
-    return (max(0, post - fixed) * prices.write + b + left * prices.read * post) / slope
+    return (_rewrite(post, fixed, written) * prices.write + b + left * prices.read * post) / slope
+
+
+def _rewrite(post: int, fixed: int, written: int | None) -> int:
+    return max(0, post - fixed) if written is None else max(0, min(written, post - fixed))
 
 
 def requests_in_cycle(messages: list[Message], after: str | None = None) -> int:
@@ -168,6 +181,17 @@ def post_estimate(conv: Conversation, threshold: int) -> tuple[int, int]:
     return fixed + int(threshold * RESET_SHARE), fixed
 
 
+def written_estimate(conv: Conversation, threshold: int) -> int:
+    """What a compaction is expected to write to the cache beyond what the next request writes anyway:
+    the last one's (its summary, attachments and the kept messages already sent — the newest results,
+    sent for the first time, are written either way), else R less the system prompt and tools."""
+    post, fixed = post_estimate(conv, threshold)
+    last = conv.last_compaction
+    if last is not None and last.post_tokens > fixed and last.written is not None:
+        return min(last.written, post - fixed)
+    return post - fixed
+
+
 def requests_left(conv: Conversation) -> int:
     """The requests the current piece of work is expected to go on for: as many as since the last
     compaction point (``requests_in_cycle``)."""
@@ -188,7 +212,9 @@ def point(conv: Conversation, ports: Ports, kind: str, threshold: int | None = N
         return th
     left = requests_left(conv)
     post, fixed = post_estimate(conv, th)
-    even = break_even(post, fixed, left, kind, Prices.of(model_name(ports), conv.server_price))
+    written = written_estimate(conv, th)
+    prices = Prices.of(model_name(ports), conv.state.server_price)
+    even = break_even(post, fixed, left, kind, prices, written)
     low = max(th * FLOOR_SHARE, 2 * post)
     if not math.isfinite(even):
         return th

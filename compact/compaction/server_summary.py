@@ -26,6 +26,7 @@ from typing import Any
 from compact.compaction import economics
 from compact.context.conversation import Conversation, Ports
 from compact.context.result import Compaction
+from compact.stages.state import price_record
 from core.errors import CompactionError, Interrupted, ModelError
 from core.messages import Message, to_api
 
@@ -128,7 +129,8 @@ def summarize(
     ports.account(reply.replace(usage=billed(reply.usage)))
     seen = economics.observe(reply.usage)
     if seen is not None:
-        conv.server_price = seen
+        conv.state.server_price = seen
+        conv.record(price_record(seen))  # a resumed session prices the next one the same way
     block = block_of(reply)
     stand_in = Message("assistant", [block], kind="compaction", model=reply.model, stop_reason=STOP_REASON)
     return Compaction(

@@ -153,6 +153,9 @@ class LastCompaction:
     # the messages it replaced; a resumed session reads them from the transcript when asked
     replaced: Callable[[], list[Message]]
     candidate: str = ""  # "prepared" when a background candidate was applied, or why one was refused
+    # what it wrote to the prompt cache that the next request would not have written anyway (its post
+    # tokens less the system prompt and tools and the kept messages no request had sent yet); None: unknown
+    written: int | None = None
 
     @property
     def post_tokens(self) -> int:
@@ -221,9 +224,6 @@ class Conversation:
     # thinking blocks left out because the model now in use can't read them (a /model switch), counted
     foreign_thinking_dropped: int = 0
     cache_misses: list[dict[str, Any]] = field(default_factory=list)
-    # what the server's summary was seen to cost in this conversation (compact.compaction.economics.observe);
-    # None until the first one answered: cost-aware compaction prices it by its prior until then
-    server_price: dict[str, float] | None = None
 
     def begin_turn(self, prompt_uuid: str | None) -> None:
         """A typed prompt starts a turn: it is the current request (Snip can't take it), and the turn's one

@@ -17,10 +17,12 @@ executor above it (compact.autocompact ``facts``), in; what happens and why, out
 
 At T the executor applies a prepared candidate when one passes its checks (compact.workers.preparer),
 puts the compaction off while one is in flight and the context is clear of the blocking limit, and runs
-the decided backend in the foreground otherwise. Below T nothing runs in the foreground and nobody
-waits: an early compaction whose candidate is refused at its checks becomes nothing (the refusal is
-recorded), never a local summary. So a threshold the user set (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE, the
-window cap) is kept: no local summary and no wait below it.
+the decided backend in the foreground otherwise. Below T nothing runs in the foreground: an early
+compaction whose candidate is refused at its checks becomes nothing (the refusal is recorded), never a
+local summary; past the point where a prepared candidate pays, while it is still in flight and expected
+to end within a second, the executor waits for it at most that second (compact.autocompact EARLY_WAIT)
+— except below a threshold the user set (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE, the window cap), which is kept:
+no local summary and no wait below it.
 
 The decision of a compaction is written on its boundary (``record``) and an early one is shown in one
 line (``line``): why, and what it saves on each later request.

@@ -21,6 +21,10 @@ Transcript record types (one JSON line each; the writer adds "uuid", "timestamp"
   {"type": "refused-block", "uuid": str, "kind": str, "block": str, ...}
                                                       (a block the API refused, left out: written and
                                                       applied to the loaded messages by compact.stages.refused)
+  {"type": "server-price", "price": {"uncached": f, "written": f, "read": f, "output": f}}
+                                                      (what the server's summary was seen to cost:
+                                                      compact.compaction.economics.observe; the newest
+                                                      in the file stands)
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ STATE_TYPES = (
     "thinking-drop",
     "server-clearing",
     "refused-block",
+    "server-price",
 )
+PRICE_KEYS = ("uncached", "written", "read", "output")
 COLLAPSE_KEYS = ("collapsedUuids", "summary", "placeholderUuid")
 COLLAPSE_STATE = (
     "workingState"  # optional: the span's working state as text (compact.compaction.ledger.span_text)
@@ -71,6 +77,10 @@ class ContextState:
     # the tool use through which the server clears old results (compact.context.context_editing's automatic
     # clearing): a resumed session asks for the same clearing, or it would send more than the window
     server_clear_through: str | None = None
+    # what the server's summary was seen to cost in this conversation (compact.compaction.economics.observe);
+    # None until the first one answered: cost-aware compaction prices it by its prior until then. A
+    # resumed session prices compaction as the live one did
+    server_price: dict[str, float] | None = None
 
     def reset_after_compaction(self, tokens: int) -> None:
         """A compaction replaces the history; decisions about dropped messages no longer matter."""
@@ -120,6 +130,21 @@ def clearing_record(through: str) -> dict[str, Any]:
     return {"type": "server-clearing", "throughToolUseId": through}
 
 
+def price_record(price: dict[str, float]) -> dict[str, Any]:
+    return {"type": "server-price", "price": {k: float(price[k]) for k in PRICE_KEYS}}
+
+
+def price_of(rec: dict[str, Any] | None) -> dict[str, float] | None:
+    """The price a server-price record holds (None when it holds none that is whole)."""
+    price = rec.get("price") if isinstance(rec, dict) else None
+    if not isinstance(price, dict):
+        return None
+    try:
+        return {k: float(price[k]) for k in PRICE_KEYS}
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def state_records(state: ContextState) -> list[dict[str, Any]]:
     """The records that replay ``state`` (for a session seeded from another file)."""
     recs: list[dict[str, Any]] = []
@@ -136,6 +161,8 @@ def state_records(state: ContextState) -> list[dict[str, Any]]:
         recs.append(notes_record(state.last_summarized_uuid))
     if state.server_clear_through:
         recs.append(clearing_record(state.server_clear_through))
+    if state.server_price:
+        recs.append(price_record(state.server_price))
     return recs
 
 
@@ -148,12 +175,14 @@ def replay(
     *,
     collapses_from: int = 0,
     last_summarized: str | None = None,
+    server_price: dict[str, float] | None = None,
 ) -> ContextState:
     """The state the records describe, for the live list a resume rebuilt.
 
     Only decisions about messages still live are kept. ``records`` are in file order; the collapse
     commits among the first ``collapses_from`` of them predate the last compaction, which reset them.
-    The notes marker is the newest anywhere in the file (``last_summarized``), not only among these.
+    The notes marker is the newest anywhere in the file (``last_summarized``), not only among these, and
+    so is the server summary's price (``server_price``; else the newest among these).
     """
     live_uuids = {m.uuid for m in live}
     tool_ids = {b.get("id") for m in live for b in m.content if b.get("type") == "tool_use"}
@@ -171,6 +200,8 @@ def replay(
         elif kind == "server-clearing":
             if rec.get("throughToolUseId") in tool_ids:  # the newest one stands
                 state.server_clear_through = rec["throughToolUseId"]
+        elif kind == "server-price":
+            state.server_price = price_of(rec) or state.server_price
         elif kind == "thinking-drop":
             state.thinking_dropped |= set(rec.get("droppedThinkingUuids") or []) & live_uuids
         elif kind == "collapse-commit" and i >= collapses_from:
@@ -180,4 +211,6 @@ def replay(
                     commit[COLLAPSE_STATE] = rec[COLLAPSE_STATE]
                 state.collapses.append(commit)
     state.last_summarized_uuid = last_summarized
+    if server_price is not None:
+        state.server_price = server_price
     return state

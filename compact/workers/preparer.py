@@ -182,14 +182,35 @@ def level(p: Preparer, threshold: int, blocking: int, kind: str) -> int:
     window with a model that answers in 2 s, a notes update taking 8 s and a summary 20 s, a text-turn
     session starts notes at the cap and a summary in the 80s; a tool chain adding ~5,500 tokens a step
     at a 100K window starts a summary at the 30% floor, right after the previous compaction."""
+    lead = _lead(p, kind)
+    if lead is None:
+        return int(threshold * DEFAULT_SHARE[kind])
+    # the last response before B where a compaction can still be put off is one step short of it
+    start = blocking - lead
+    return int(min(threshold * MAX_SHARE, max(threshold * MIN_SHARE, start)))
+
+
+def _lead(p: Preparer, kind: str) -> float | None:
+    """The tokens the conversation is expected to add while a candidate of this kind is prepared, and
+    one step more (None before anything was measured)."""
     seconds = p.seconds.get(kind)
     if seconds is None and p.step_seconds > 0:
         seconds = PRIOR_STEPS[kind] * p.step_seconds
     if seconds is None or p.growth <= 0:
-        return int(threshold * DEFAULT_SHARE[kind])
-    # the last response before B where a compaction can still be put off is one step short of it
-    start = blocking - p.step - seconds * p.growth * LEAD
-    return int(min(threshold * MAX_SHARE, max(threshold * MIN_SHARE, start)))
+        return None
+    return p.step + seconds * p.growth * LEAD
+
+
+def _due(p: Preparer, point: int, threshold: int, blocking: int, kind: str) -> int:
+    """Where this cycle's candidate starts: the preparation level, or, for an early compaction (a point
+    below T), the point itself when the candidate would still be ready before T. Below T nothing forces
+    a compaction, so it need not be prepared ahead; started ahead, the notes would lag behind the results
+    read meanwhile by the time it pays, and what they never saw stays whole in the tail, written to the
+    cache once more."""
+    lead = _lead(p, kind)
+    if point < threshold and kind in economics.EARLY_KINDS and (lead is None or point + lead < threshold):
+        return point
+    return level(p, point, blocking, kind)
 
 
 def _cycle(conv: Conversation) -> int:
@@ -213,10 +234,12 @@ def start_if_due(conv: Conversation, ports: Ports, tokens: int) -> bool:
         return False
     threshold, blocking = conv.window.thresholds().auto_compact, _limit(conv)
     kind = _kind(conv, ports)
+    t = threshold
     if (
         ports.config.cost_aware
     ):  # prepared ahead of where a compaction pays for itself (compact.compaction.economics)
         threshold = economics.point(conv, ports, kind, threshold)
+    due = _due(p, threshold, t, blocking, kind)
     if p.cycle == _cycle(conv):
         if p.kind == "notes" and p.notes_done:
             # an update taken before the notes' level (one that started right after the last compaction)
@@ -242,7 +265,7 @@ def start_if_due(conv: Conversation, ports: Ports, tokens: int) -> bool:
             ):
                 _start_summary(conv, ports, p, p.custom)  # the notes can't serve this compaction: summarize
         return p.kind == "notes"
-    if p.running or tokens < level(p, threshold, blocking, kind):
+    if p.running or tokens < due:
         return False  # (one in flight at a time: an older one, overtaken by a compaction, ends first)
     if kind == "server" and backend.server_plan(conv, ports) is None:
         return False  # the server's summary needs a request sent since the compaction point: next time
@@ -610,6 +633,31 @@ def _wait(conv: Conversation, ports: Ports, p: Preparer) -> float:
         if p.kind == "notes" and p.notes_done:
             break  # its edits and marker are in; the thread only winds down
         worker.join(0.02)
+    return p.clock() - started
+
+
+def finish_soon(conv: Conversation, limit: float) -> float:
+    """Before an early compaction: wait for this cycle's candidate in flight (the notes update or the
+    server's summary) when it is expected to end within ``limit`` seconds by its kind's measured time (the
+    first of a kind: not known, tried) — and at most that long (Ctrl-C ends it). Its call is paid for already;
+    applied one request later, the result read meanwhile stays whole in the kept tail, unseen by it, and
+    is written to the cache once more. The seconds waited (0 when it is not expected to end that soon)."""
+    p = _preparer(conv)
+    if p.cycle != _cycle(conv) or p.kind not in ("notes", "server") or p.failed or candidate_ready(conv):
+        return 0.0
+    started = p.clock()
+    expected = p.seconds.get(p.kind)
+    if expected is not None and expected - (started - p.started_at) > limit:
+        return 0.0
+    worker = p if p.kind == "server" else conv.workers.get("notes")
+    while (
+        isinstance(worker, Worker)
+        and worker.busy
+        and not candidate_ready(conv)
+        and not conv.cancel.is_set()
+        and p.clock() - started < limit
+    ):
+        worker.join(min(0.02, max(0.0, limit - (p.clock() - started))))
     return p.clock() - started
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from compact.compaction import compactor, economics, summary
 from compact.compaction.server_summary import ERROR_CODES, is_compaction
-from compact.stages import binding
+from compact.stages import binding, state
 from core.events import CompactFinished
 from core.messages import Message, assistant, meta, tool_result_block, tool_results, user_prompt
 from tests.fakeapi import FakeAPI, Reply
@@ -497,14 +497,14 @@ def test_the_server_summarys_price_is_learned_from_its_usage(tmp_path: Path, api
     bench.add(user_prompt("Read the modules and fix the parser."))
     for name in ("a.py", "b.py", "c.py"):
         read_step(bench, api, name, lines=400)
-    assert bench.conv.server_price is None  # nothing seen yet: the prior prices it
+    assert bench.conv.state.server_price is None  # nothing seen yet: the prior prices it
     prior = economics.Prices.of(MODEL)
 
     assert compactor.compact(bench.conv, bench.ports, "auto") is True
 
     [answer] = [r for r in api.message_requests if "compaction" in r.body]
     [step_usage] = answer.message["usage"]["iterations"]
-    seen = bench.conv.server_price
+    seen = bench.conv.state.server_price
     assert seen is not None
     total = sum(
         step_usage[k] for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
@@ -515,6 +515,11 @@ def test_the_server_summarys_price_is_learned_from_its_usage(tmp_path: Path, api
     # a read of the cache, not the prior's margin over it, and its real output
     assert learned.server_in < prior.server_in and learned.server_in < 1.1 * learned.read
     assert economics.call_cost("server", 100_000, learned) < economics.call_cost("server", 100_000, prior)
+    # a resumed session prices the next compaction the same way: the price is in the transcript, and the
+    # state a resume replays from it holds it
+    recorded = [r for r in records(bench.transcript_path) if r["type"] == "server-price"]
+    assert [r["price"] for r in recorded] == [seen]
+    assert state.replay(recorded, bench.messages).server_price == seen
 
 
 def test_a_summary_billed_in_its_iterations_is_observed_from_them() -> None:

@@ -77,6 +77,20 @@ def test_the_cycle_counts_the_replies_after_what_the_last_compaction_added() -> 
     assert economics.requests_in_cycle(new) == 2  # no compaction yet: the whole session
 
 
+def test_what_the_next_request_writes_anyway_is_not_a_cost_of_the_reset() -> None:
+    # R = 12,000 of which 4,500 system prompt and tools and 6,500 the newest result no request has sent
+    # yet: the reset rewrites 1,000, not 7,500, so it pays from a smaller context
+    whole = economics.break_even(12_000, 4_500, 4, "notes-current", PRICES)
+    written = economics.break_even(12_000, 4_500, 4, "notes-current", PRICES, written=1_000)
+    assert written < whole
+    assert economics.pays(30_000, 12_000, 4_500, 4, "notes-current", PRICES, written=1_000)
+    assert not economics.pays(30_000, 12_000, 4_500, 4, "notes-current", PRICES)
+    # never more than R less the fixed part
+    assert economics.break_even(12_000, 4_500, 4, "notes", PRICES, written=50_000) == economics.break_even(
+        12_000, 4_500, 4, "notes", PRICES
+    )
+
+
 def test_the_point_is_t_when_off_and_between_the_floor_and_t_when_on(
     tmp_path: Path, fake_api: FakeAPI
 ) -> None:
