@@ -812,10 +812,20 @@ class Renderer:
 
     # --- other output --------------------------------------------------------------------------------
     def banner(self, version: str, model: str, cwd: str) -> None:
+        """``✻ Compact Agent vX · model · directory`` on one line when it fits the terminal; else the
+        directory on a line of its own (``~/…`` under home, its middle left out past the width), so a path
+        is never broken mid-word by the terminal's wrapping."""
         line = Text("✻ ", style="bold magenta")
         line.append(f"Compact Agent v{version}", style="bold")
-        line.append(f" · {visible(model, one_line=True)} · {visible(cwd, one_line=True)}")
-        self.console.print(line, highlight=False, soft_wrap=True)
+        line.append(f" · {visible(model, one_line=True)}")
+        where = visible(shown_path(cwd, None), one_line=True)
+        width = self.console.width
+        if len(line.plain) + 3 + len(where) <= width:
+            line.append(f" · {where}")
+            self.console.print(line, highlight=False, soft_wrap=True)
+        else:
+            self.console.print(line, highlight=False, soft_wrap=True)
+            self.console.print(Text("  " + middle_out(where, width - 2)), highlight=False, soft_wrap=True)
         self.console.print(Text("/help for commands", style="dim"), highlight=False)
 
     def recap(self, messages: list[Any], *, progress: bool = False, compacted: bool = False) -> None:
@@ -1042,6 +1052,15 @@ def shown_path(path: str, cwd: Path | None) -> str:
     if home not in ("", "/") and (path == home or path.startswith(home.rstrip(os.sep) + os.sep)):
         return "~" + path[len(home.rstrip(os.sep)) :]
     return path
+
+
+def middle_out(text: str, width: int) -> str:
+    """``text`` within ``width`` characters: its head and its end with "…" between (a path keeps the
+    directory it names, at its end)."""
+    if len(text) <= width or width < 5:
+        return text
+    tail = (width - 1) * 2 // 3
+    return text[: width - 1 - tail] + "…" + text[len(text) - tail :]
 
 
 def tool_header(name: str, args: dict[str, Any], whole: bool = False) -> Text:

@@ -81,8 +81,12 @@ def repl_for(api, project: Path, first: str | None = None, resume: str | None = 
             driver.finish()
 
 
-def banner(repl: Repl, project: Path) -> str:
-    return f"✻ Compact Agent v0.1.0 · {repl.session.model} · {project}\n/help for commands\n"
+def banner(repl: Repl, project: Path, width: int = 100) -> str:
+    """The first screen's two lines (three when the directory doesn't fit beside the model at ``width``)."""
+    head = f"✻ Compact Agent v0.1.0 · {repl.session.model}"
+    if len(head) + 3 + len(str(project)) <= width:
+        return f"{head} · {project}\n/help for commands\n"
+    return f"{head}\n  {project}\n/help for commands\n"
 
 
 def new_session(api, project: Path, events: list | None = None, **env: str) -> Session:

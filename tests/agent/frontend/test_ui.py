@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agent.frontend import commands
 from agent.frontend.ui import Renderer, complete_blocks, context_grid, numbered_diff, warning_of
 from agent.runtime.tool_exec import INTERRUPTED, NOBODY_TO_ASK, USER_SAID_NO
@@ -677,3 +679,26 @@ def test_text_with_line_breaks_on_a_line_of_its_own_never_shows_an_escaped_newli
     assert "fix the bug then test" in words and "(adds a rule for exactly this command)" in words
     assert "● Bash(echo a\n  echo b)" in out  # the whole command asked about, its lines under the header
     assert "queued: first line second" in status and "Look at it · 0 tool uses" in status
+
+
+def test_the_banner_never_breaks_the_directory_mid_word(monkeypatch, tmp_path) -> None:
+    """Issue 41 item 6: at 80 columns a long project path wrapped mid-word on the first screen. Beside the
+    model when it fits; on its own line when not (``~/…`` under home), its middle left out past the width."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    short = home / "work" / "app"
+    deep = home / "src" / ("a-rather-long-directory-name-" * 3) / "the-project"
+    for cwd, width in ((short, 80), (deep, 80), (deep, 160), (Path("/srv/" + "x" * 150 + "/end"), 80)):
+        con, buf = console(width=width)
+        Renderer(con).banner("0.1.0", "claude-sonnet-5-5", str(cwd))
+        lines = buf.getvalue().splitlines()
+        assert all(len(line) <= width for line in lines), lines
+        assert lines[-1] == "/help for commands"
+        shown = "\n".join(lines[:-1])
+        assert shown.endswith("/app" if cwd == short else "/the-project" if cwd == deep else "/end")
+        if cwd == short:
+            assert lines[0] == "✻ Compact Agent v0.1.0 · claude-sonnet-5-5 · ~/work/app"
+        if cwd == deep and width == 160:
+            assert len(lines) == 2 and lines[0].endswith(
+                "~/src/" + "a-rather-long-directory-name-" * 3 + "/the-project"
+            )
