@@ -10,6 +10,7 @@ the conversation.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import time
 from collections.abc import Sequence
@@ -1041,9 +1042,45 @@ def _source(s: Settings, name: str) -> str:
 
 @dataclass(kw_only=True)
 class ConfigMenu(Result):
-    """/config: the settings in effect, then the ones the user may change here; the REPL asks which."""
+    """/config: the settings in effect, then the ones the user may change here; the REPL asks which.
+    ``text`` is the list at ``MENU_WIDTH`` columns (print mode); ``lines(width)`` lays it out for a
+    terminal, every line within its width and broken between words only."""
 
     choices: list[str] = field(default_factory=list)  # the changeable keys, numbered from 1
+    rows: list[tuple[str, str, str]] = field(default_factory=list)  # (name, value, source) in effect
+    files: tuple[str, str] = ("", "")  # the user's own settings file as shown; where /config saves
+    changes: list[tuple[str, str, str]] = field(default_factory=list)  # (key, value now, what it takes)
+
+    def lines(self, width: int) -> list[str]:
+        return config_lines(self, width)
+
+
+def config_lines(menu: ConfigMenu, width: int) -> list[str]:
+    """/config's list for ``width`` columns: a row's source beside its value when the line fits, else
+    under it; a value too long for its column shortened in the middle; prose broken between words."""
+    from agent.frontend.layout import columns, fill
+
+    at = 2 + min(34, max(len(n) for n, _, _ in menu.rows)) + 2
+    out = ["Settings in effect (docs/settings.md says what each does):"]
+    for name, value, source in menu.rows:
+        out += columns(f"  {name}", value, f"({source})" if source else "", at, width)
+    yours, saved = menu.files
+    out += [
+        "",
+        *fill(
+            "Values without a source are the defaults. Change them in ~/.claude/settings.json or "
+            f"{yours} (yours), .claude/settings.json (the project's), or the environment.",
+            width,
+        ),
+        "",
+        *fill(f"Change these here (saved to {saved}, yours):", width),
+    ]
+    key_width = max(len(key) for key, _, _ in menu.changes)
+    for i, (key, now, what) in enumerate(menu.changes, 1):
+        head = f"  {i}. {key.ljust(key_width)}  {now:<17}  "
+        out += fill(what, width, " " * len(head), first=head)
+    out += fill("/config KEY VALUE changes one (KEY: a number or a name).", width)
+    return out
 
 
 @command(
@@ -1070,29 +1107,25 @@ def _config(session: Session, args: str) -> Result:
             value, source = session.model, source or "default: the newest Sonnet"
         elif row.name == "environ":  # the files' variables only: the whole environment is no setting
             value = sorted(k for k in s.environ if s.report.sources.get(f"env.{k}"))
-        shown = _shown_path(source, s) if source and "/" in source else source
-        rows.append((name, _value(value), shown))
-    width = min(34, max(len(n) for n, _, _ in rows))
-    lines = ["Settings in effect (docs/settings.md says what each does):"]
-    for name, value, source in rows:
-        tail = f"  ({source})" if source else ""
-        lines.append(f"  {name.ljust(width)}  {value}{tail}")
-    lines += [
-        "",
-        "Values without a source are the defaults. Change them in ~/.claude/settings.json or "
-        f"{_shown_path(s.home / 'settings.json', s)} (yours), .claude/settings.json (the project's), "
-        "or the environment.",
-        "",
-        f"Change these here (saved to {_shown_path(user_settings.settings_file(s), s)}, yours):",
-    ]
-    width = max(len(c.key) for c in user_settings.CHANGEABLE)
-    for i, item in enumerate(user_settings.CHANGEABLE, 1):
+        shown = _value(value)
+        if isinstance(value, (str, os.PathLike)) and os.path.isabs(value):  # a path as the screen shows it
+            shown = _shown_path(value, s)
+        rows.append((name, shown, _shown_path(source, s) if source and "/" in source else source or ""))
+    changes = []
+    for item in user_settings.CHANGEABLE:
         now = session.model if item.key == "model" else user_settings.current(s, item.key)
         what = "a model id or alias" if item.choices == ("",) else " | ".join(item.choices)
         later = "" if item.live else " (from the next start)"
-        lines.append(f"  {i}. {item.key.ljust(width)}  {user_settings.shown(now):<17}  {what}{later}")
-    lines.append("/config KEY VALUE changes one (KEY: a number or a name).")
-    return ConfigMenu("\n".join(lines), choices=[c.key for c in user_settings.CHANGEABLE])
+        changes.append((item.key, user_settings.shown(now), what + later))
+    menu = ConfigMenu(
+        "",
+        choices=[c.key for c in user_settings.CHANGEABLE],
+        rows=rows,
+        files=(_shown_path(s.home / "settings.json", s), _shown_path(user_settings.settings_file(s), s)),
+        changes=changes,
+    )
+    menu.text = "\n".join(menu.lines(MENU_WIDTH))
+    return menu
 
 
 def config_change(session: Session, name: str, typed: str) -> Result:

@@ -39,6 +39,7 @@ from rich.style import Style
 from rich.text import Text
 
 from agent.frontend import commands
+from agent.frontend.layout import middle_out
 from agent.runtime import mentions
 from agent.runtime.tool_exec import INTERRUPTED, NOBODY_TO_ASK, NOT_RUN, USER_SAID_NO
 from compact.decision import thresholds
@@ -915,7 +916,7 @@ class Renderer:
             self._end_text()
             if isinstance(result, commands.ContextUsage):
                 self.console.print(context_grid(result), highlight=False)
-            elif isinstance(result, commands.ModelMenu):  # laid out for this terminal's width
+            elif isinstance(result, (commands.ModelMenu, commands.ConfigMenu)):  # laid out for this width
                 text = "\n".join(result.lines(self.console.width))
                 self.console.print(Text(visible(text)), highlight=False, soft_wrap=True)
             elif result.markdown:
@@ -1052,15 +1053,6 @@ def shown_path(path: str, cwd: Path | None) -> str:
     if home not in ("", "/") and (path == home or path.startswith(home.rstrip(os.sep) + os.sep)):
         return "~" + path[len(home.rstrip(os.sep)) :]
     return path
-
-
-def middle_out(text: str, width: int) -> str:
-    """``text`` within ``width`` characters: its head and its end with "…" between (a path keeps the
-    directory it names, at its end)."""
-    if len(text) <= width or width < 5:
-        return text
-    tail = (width - 1) * 2 // 3
-    return text[: width - 1 - tail] + "…" + text[len(text) - tail :]
 
 
 def tool_header(name: str, args: dict[str, Any], whole: bool = False) -> Text:
