@@ -30,7 +30,7 @@ MARK = "demo ▸ "
 WIDTH = 80  # narration is broken at word boundaries to fit this many columns
 STOPPED = (
     'That step did not finish: a "no" stops the model, so nothing it would have changed was '
-    "changed. The same line is offered again (answer y this time to go on)."
+    "changed. The same line is offered again: press Enter to send it, then type y and press Enter to go on."
 )
 
 

@@ -114,7 +114,8 @@ def _intro(url: str, project: Path, home: Path, auto: bool) -> list[str]:
     keys = (
         "--auto: the demo types and answers by itself."
         if auto
-        else "Press Enter to send each line the demo puts in the prompt, and answer the questions it asks. "
+        else "Press Enter to send each line the demo puts in the prompt. A question is answered by typing "
+        "the answer after › and pressing Enter; Enter alone takes the answer that changes nothing. "
         "Ctrl-D leaves."
     )
     return [

@@ -360,7 +360,11 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
             f"**{count} orders, {total:,.2f} to refund in all.**"
         )
 
-    answer = "--auto answers y" if auto else "answer y to allow it (n tells the model no)"
+    answer = (
+        "--auto answers y"
+        if auto
+        else "type y and press Enter to allow it (n and Enter, or Enter alone, tells the model no)"
+    )
     first, second, third = YEARS
     return [
         Beat(

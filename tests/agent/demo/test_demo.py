@@ -121,7 +121,7 @@ def test_demo_offers_each_line_and_the_user_answers_the_question(tmp_path: Path)
         wait_for("demo ▸ The model explores")
         pipe.send_text("\r")  # Enter sends the offered line as it is
         wait_for("Found it.")
-        wait_for("demo ▸ An Edit changes a file, so the agent asks first: answer y")
+        wait_for("demo ▸ An Edit changes a file, so the agent asks first: type y and press Enter")
         pipe.send_text("\r")
         wait_for("Allow? [y]es")
         pipe.send_text("n\r")

@@ -2,7 +2,8 @@
 driver through the real REPL (prompt_toolkit's pipe input), at 80 and 160 columns; each narration is
 checked against the REPL at the moment it is printed: the bar's colour it names is the bar's colour,
 a compaction it tells of happened, a compaction it promises for the next turn comes. Then ``--demo
---auto`` into a file: plain lines, no carriage returns, no warning."""
+--auto`` into a file: plain lines, no carriage returns, no warning. And the interactive tour's narration,
+played with the keys it names, at 80 and 160 columns: how a question is answered, as the screen asks it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
+from agent.demo.driver import STOPPED
 from agent.demo.run import demo
 from agent.frontend.repl import Repl
 from agent.frontend.ui import warning_of
@@ -25,6 +29,8 @@ from tests.helpers.cli import ROOT
 
 AUTO = "Compacted · auto"
 PROMISE = re.compile(r"next (read|request|turn)[^.]*compact", re.IGNORECASE)
+# narration that tells the user how to answer: "answer y", "type y", "answer the questions"
+HOW_TO_ANSWER = re.compile(r"\b(answer|type)\b[^.]*", re.IGNORECASE)
 
 
 @pytest.mark.parametrize("width", [80, 160])
@@ -96,3 +102,65 @@ def test_demo_auto_into_a_file_writes_plain_lines(tmp_path: Path) -> None:
     text = data.decode()
     assert "> Fix it and run the tests.\n" in text and "> /summary\n" in text  # each line sent, once
     assert text.count("> Fix it and run the tests.") == 1
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_the_interactive_narration_says_how_a_question_is_answered(tmp_path: Path, width: int) -> None:
+    """Every question takes a typed answer and Enter (docs/usage.md). The interactive tour's narration says
+    so wherever it tells the user to answer ("type y and press Enter", not "answer y"), and doing just what
+    it says plays the tour: n and Enter refuses the fix (the narration offers it again), Enter sends the
+    line again, y alone answers nothing, Enter then allows it."""
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, force_terminal=False, color_system=None)
+    with demo(tmp_path, auto=False, environ={"HOME": os.environ["HOME"]}) as d, create_pipe_input() as pipe:
+        told = [*d.driver.intro, *(b.say for b in d.story.beats), *d.driver.outro, STOPPED]
+        for text in told:  # the whole tour's narration, including what only a "no" brings
+            for found in HOW_TO_ANSWER.finditer(text):
+                assert "Enter" in found.group(0), f"{found.group(0)!r} does not say to press Enter"
+        repl = Repl(d.settings, console, environ=d.environ, input=pipe, output=DummyOutput(), driver=d.driver)
+        repl.open()
+        box: dict[str, int] = {}
+        thread = threading.Thread(target=lambda: box.setdefault("code", repl.run()), daemon=True)
+        thread.start()
+
+        def wait_for(text: str, count: int = 1) -> str:
+            deadline = time.monotonic() + 60
+            while " ".join(buf.getvalue().split()).count(text) < count:
+                assert time.monotonic() < deadline, f"{text!r} never appeared in:\n{buf.getvalue()}"
+                time.sleep(0.02)
+            return buf.getvalue()
+
+        def at_prompt() -> None:
+            while not repl.prompt.app.is_running:
+                time.sleep(0.02)
+
+        wait_for("demo ▸ The model explores")
+        at_prompt()
+        pipe.send_text("\r")  # "Press Enter to send each line the demo puts in the prompt"
+        wait_for("demo ▸ An Edit changes a file, so the agent asks first: type y and press Enter")
+        at_prompt()
+        pipe.send_text("\r")
+        screen = wait_for("Allow? [y]es")
+        assert " ".join(screen.split()).count("[a]lways for this session (adds Edit) · Enter: no") == 1
+        pipe.send_text("n\r")  # "n and Enter ... tells the model no"
+        wait_for("demo ▸ That step did not finish")
+        at_prompt()
+        pipe.send_text("\r")  # "press Enter to send it"
+        wait_for("Allow? [y]es", count=2)
+        pipe.send_text("y")  # "then type y ..."
+        time.sleep(0.5)
+        assert "All tests pass now" not in buf.getvalue() and d.story.played == d.story.beats[:1]
+        pipe.send_text("\r")  # "... and press Enter"
+        wait_for("All tests pass now")
+        wait_for("demo ▸ This command prints")
+        at_prompt()
+        pipe.send_text("\x03/exit\r")  # Ctrl-C clears the offered line first
+        thread.join(20)
+        assert not thread.is_alive() and box["code"] == 0
+        assert d.story.played == d.story.beats[:2]
+    out = buf.getvalue()
+    words = " ".join(out.split())
+    for text in (*d.driver.intro, d.story.beats[1].say, STOPPED):
+        assert "demo ▸ " + text in words  # said as the tests above read it
+    narration = [line for line in out.splitlines() if "demo ▸" in line]
+    assert narration and all(len(line) <= 80 for line in narration)  # at 160 columns too
