@@ -23,7 +23,6 @@ On prompt-too-long the oldest whole rounds are summarized on their own first::
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from typing import Any
@@ -31,6 +30,7 @@ from typing import Any
 from compact.context.conversation import Conversation, Ports
 from compact.context.result import Compaction
 from compact.stages import binding
+from compact.stages.refused import told
 from core.errors import CompactionError, MaxTokensOverflow, PromptTooLong
 from core.messages import Message, meta, to_api
 from core.model import max_output_tokens
@@ -248,31 +248,8 @@ def close_loop(messages: list[Message]) -> list[Message]:
         return messages
     if any(m.is_typed_prompt for m in messages[at + 1 :]):
         return messages
-    after = [_told(m) if m.tool_results else m for m in messages[at + 1 :]]
-    return [*messages[:at], _told(messages[at]), *after]
-
-
-def _told(m: Message) -> Message:
-    lines = []
-    for b in m.content:
-        kind = b.get("type")
-        if kind == "text" and b.get("text", "").strip():
-            lines.append(b["text"])
-        elif kind == "tool_use":
-            lines.append(f"[called {b.get('name')}: {json.dumps(b.get('input', {}), ensure_ascii=False)}]")
-        elif kind == "tool_result":
-            label = "tool error" if b.get("is_error") else "tool result"
-            lines.append(f"[{label}]\n{_result_text(b.get('content'))}")
-        elif kind in ("image", "document"):
-            lines.append(f"[{kind}]")
-    return m.replace(content=[{"type": "text", "text": "\n\n".join(lines) or "(empty)"}])
-
-
-def _result_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = [b.get("text", "") if b.get("type") == "text" else f"[{b.get('type')}]" for b in content or []]
-    return "\n".join(parts)
+    after = [told(m) if m.tool_results else m for m in messages[at + 1 :]]
+    return [*messages[:at], told(messages[at]), *after]
 
 
 def summary_request(

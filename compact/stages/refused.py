@@ -81,7 +81,9 @@ def without(blocks: list[Any], is_target: Any) -> list[Any] | None:
 
 
 def told(m: Message) -> Message:
-    """A message of a tool loop as plain text: calls and results in words, pictures named."""
+    """A message of a tool loop as plain text: calls and results in words, pictures and documents named
+    (``[image]``, inside a result too). The one copy: a refused tool loop (here) and a summary request
+    that can't continue its loop (compact.compaction.summary.close_loop) tell a step the same way."""
     lines = []
     for b in m.content:
         kind = b.get("type")
@@ -100,10 +102,10 @@ def told(m: Message) -> Message:
 def _result_text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    parts = [
-        str(b.get("text", "")) if isinstance(b, dict) and b.get("type") == "text" else "[non-text content]"
-        for b in content or []
-    ]
+    parts = []
+    for b in content or []:
+        kind = b.get("type") if isinstance(b, dict) else None
+        parts.append(str(b.get("text", "")) if kind == "text" else f"[{kind or 'non-text content'}]")
     return "\n".join(parts)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from compact.compaction import summary
+from compact.stages import refused
 from core.errors import CompactionError
 from core.messages import (
     Message,
@@ -91,6 +92,22 @@ def test_strip_media_replaces_images_and_documents_without_mutating() -> None:
     ]
     assert [m.uuid for m in out] == [plain.uuid, with_image.uuid, nested.uuid]
     assert [plain.content, with_image.content, nested.content] == before
+
+
+def test_a_tool_loop_step_is_told_alike_for_a_summary_and_for_a_refusal() -> None:
+    """One ``told`` (compact.stages.refused): a summary request that can't continue a tool loop and a
+    refused loop replayed on resume tell the step in the same words, a picture in a result named."""
+    use = {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "shot.png"}}
+    call = assistant([use], stop_reason="tool_use")
+    result = tool_results([tool_result_block("t1", [{"type": "text", "text": "shot.png"}, IMAGE])])
+    history = [user_prompt("look at the screenshot"), call, result]
+
+    closed = summary.close_loop(history)
+    replayed = refused.apply([refused.record(call.uuid, refused.LOOP, "messages.1.content.0", "x")], history)
+
+    assert [m.text for m in closed] == [m.text for m in replayed]
+    assert closed[1].text == '[called Read: {"file_path": "shot.png"}]'
+    assert closed[2].text == "[tool result]\nshot.png\n[image]"
 
 
 # --- parsing ----------------------------------------------------------------------------------------------
