@@ -18,6 +18,7 @@ from compact.compaction.ledger import Command, FileChange, Ledger
 from compact.compaction.notes_template import TEMPLATE
 from compact.decision import thresholds
 from compact.request_cycle import overhead_tokens
+from compact.workers import preparer
 from core import tokens as core_tokens
 from core.events import CompactFinished, CompactStarted, TodosChanged, TokenState
 from core.messages import Message, assistant, user_prompt
@@ -128,10 +129,15 @@ def test_on_a_thinking_model_a_turn_boundary_compacts_from_the_notes_with_no_cal
         at_boundary = [e for e in done if e.method == "session-memory"]
         assert at_boundary, [e.method for e in done]
         assert all(e.pre_tokens < session.thresholds().auto_compact for e in at_boundary)
-        # no summary request, and a server's summary only for a compaction inside a tool loop
+        # no summary request, and a server's summary only for a compaction inside a tool loop or for a
+        # candidate prepared in the background that no compaction used (yet: one started after the last
+        # turn's reply, in flight or not by now, is why a bare count failed 4 runs in 16 at b394d09)
+        prepared = preparer.preparer(session.conv)
+        assert prepared is not None and prepared.join(30)
         assert not [r for r in api.message_requests if is_compaction(r.body)]
         server = [r for r in api.message_requests if "compaction" in r.body]
-        assert len(server) <= len(done) - len(at_boundary)
+        unused = prepared.stats.prepared - prepared.stats.applied
+        assert len(server) <= len(done) - len(at_boundary) + unused
         # what each kept: the new prompt alone, so no thinking was left out and none was refused
         assert session.conv.view_ctx.thinking.dropped_at_compaction == 0
         assert api.violations == [] and api.binding.refused == [] and api.binding.fallbacks == []
