@@ -1110,9 +1110,10 @@ def bounded(text: str, tokens: int, where: str) -> str:
     return "\n".join(out) + f"\n[… {len(lines) - len(out)} more lines: {where}]"
 
 
-def render_findings(ledger: Ledger, budget: int) -> str:
+def render_findings(ledger: Ledger, budget: int, spare: int = 0) -> str:
     """What the work found that a summary tends to drop, within ``budget``: the plan file as it is on
-    disk, the subagents' answers (newest first chosen), the milestones of older turns."""
+    disk, the subagents' answers (newest first chosen), the milestones of older turns (``spare`` fewer
+    tokens of them: what the working state's shortest form took past its share)."""
     parts: list[str] = []
     left = budget
     plan = plan_file(ledger)
@@ -1141,6 +1142,7 @@ def render_findings(ledger: Ledger, budget: int) -> str:
             *answers,
         ]
     steps: list[str] = []
+    left -= spare
     for m in reversed(ledger.milestones):
         if estimate_text(m) + 2 > left:
             break
@@ -1195,6 +1197,7 @@ def attachment(
         budgets = [max(MIN_PART, int(rest * share)) for share in TIGHT_SHARES]
     budget, answer_room, findings_room = budgets
     full_list = None
+    spare = 0
     flags = contradictions(summary, failing_commands(ledger), list(ledger.modified)) if summary else []
     flags = [*(INVENTED_FLAG.format(passage=_clip(p, INVENTED_CHARS)) for p in invented or []), *flags]
     if session_dir is not None and estimate_text(_render(ledger, FULL)) > budget:
@@ -1205,9 +1208,11 @@ def attachment(
         # cut): the answers give the difference back (down to their floor), so the room still holds; the
         # findings keep theirs (a subagent's answer is nowhere else once its result is cleared)
         over = max(0, estimate_text(state) - budget)
-        answer_room -= min(over, max(0, answer_room - MIN_PART))
+        given = min(over, max(0, answer_room - MIN_PART))
+        answer_room -= given
+        spare = over - given  # and then the older milestones (the first lines of answers: the least of it)
     answers = recent_answers(ledger.answers, kept, answer_room)
-    found = render_findings(ledger, findings_room)
+    found = render_findings(ledger, findings_room, spare)
     said = render_answers(answers)
     left = sum(budgets) - sum(estimate_text(p) for p in (state, said, found))
     if left > 0 and any(how.startswith("head") or how == "older" for _, how in users):

@@ -424,3 +424,28 @@ def test_deriving_the_ledger_parses_only_result_lines_that_hold_a_name_the_next_
     assert [f["lines"] for f in derived.facts] == ["300\tPOOL_LIMIT = 64"]
     result_lines = [t for t in parsed if "compute(" in t or "POOL_LIMIT = 64" in t]
     assert len(result_lines) == 1  # the one line naming POOL_LIMIT (3,290 of the 3,589 were parsed)
+
+
+def test_when_the_working_state_passes_its_share_the_older_milestones_give_way() -> None:
+    """blind.py, prose at 43K with the pending summary: after ten compactions the working state's
+    shortest form (a contradiction flag, every failing command, the last ten) passed its share of a tight
+    room by ~500 tokens; the answers gave back 50 (down to their floor), the milestones kept theirs, and
+    the context was left at 50.6% of T. Past the answers, the older milestones give the rest back."""
+    task = " ".join(["Read the modules under src/ one by one and tell me how invoices are computed."] * 40)
+    messages: list[Message] = [user_prompt(task)]
+    for k in range(30):
+        messages.append(user_prompt(f"Go on with part {k}: read it, fix step_{k} and run its tests."))
+        messages += used(
+            "Edit", {"file_path": f"/p/src/part_{k}.py", "old_string": "a", "new_string": "b"}, "ok"
+        )
+        messages += used("Bash", {"command": f"python3 tools/check_{k}.py --strict"}, "Exit code 2", True)
+        messages.append(assistant([{"type": "text", "text": f"CONCLUSION-{k}: step_{k} fixed."}]))
+    summary = "Nothing is finished yet. All tests pass."
+    roomy = ledger.attachment(messages, [], "/p", 10_000, summary=summary).message.text
+    tight = ledger.attachment(messages, [], "/p", 10_000, summary=summary, room=1_700).message.text
+    assert "- CONCLUSION-5: step_5 fixed." in roomy  # a milestone, where there is room
+    state = tight[: tight.index("Your final answers")]
+    assert estimate_text(state) > 1_700 * 0.35  # the shortest form, past its share
+    assert all(f"python3 tools/check_{k}.py --strict" in state for k in range(30))  # every failing one
+    assert "Milestones of earlier turns" not in tight  # they gave way (they took ~250 tokens before)
+    assert "CONCLUSION-29: step_29 fixed." in tight and task in tight  # the newest answer, the task whole
