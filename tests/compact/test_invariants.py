@@ -1,7 +1,8 @@
 """Every context stage, and the whole view, over generated and hand-written histories.
 
-For every stage registered in compact.stages.view.STAGES (as the view runs it, on a fresh state), and for each
-StageCase in histories.REGISTRY (a stage driven into its decisions): the output is valid for the API, the
+For every case of histories.stage_cases(), derived from the one registry compact.stages.view.STAGES (each
+stage as the view runs it on a fresh state, driven into its decisions where it has a driver, and the view's
+own steps around them): the output is valid for the API, the
 input is not mutated, the output is no larger than the input (a few tokens of slack per empty result,
 which gets a "(Tool completed with no output)" placeholder), and applying the stage twice equals
 applying it once. A stage added to the registry joins these tests without a line here; the last tests
@@ -16,7 +17,7 @@ import itertools
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,18 +29,19 @@ from compact.stages import view
 from compact.stages.micro import CLEARED
 from compact.stages.snip import snip_id
 from compact.stages.state import ContextState
-from compact.stages.view import WHOLE, Stage, Step, ViewContext, build_view
+from compact.stages.view import Stage, Step, ViewContext, build_view
 from core import tokens
 from core.messages import Message, to_api, tool_pairs_ok
 from tests.helpers.histories import (
+    DRIVERS,
     EXAMPLES,
     HAND_WRITTEN,
     NOW,
-    REGISTRY,
     StageCase,
     histories,
     old_bash_history,
     seq_history,
+    stage_cases,
 )
 
 EMPTY_RESULT_SLACK = 12  # tokens a "(Tool completed with no output)" placeholder may add
@@ -125,23 +127,7 @@ def check_stage(case: StageCase, messages: list[Message]) -> None:
         drop(tmp)
 
 
-def registered(stage: Stage) -> StageCase:
-    """A registered stage as the view runs it over the whole list, on a fresh state and directory."""
-
-    def make(tmp: Path) -> Callable[[list[Message]], list[Message]]:
-        ctx = ViewContext(ContextState(), tmp / "tool-results", now=lambda: NOW, keep_recent=2)
-        return lambda ms: stage.run(ms, ctx, WHOLE)
-
-    return StageCase(f"registered:{stage.name}", make)
-
-
-@pytest.mark.parametrize("stage", view.STAGES, ids=lambda s: s.name)
-@pytest.mark.parametrize("history", sorted(HAND_WRITTEN))
-def test_registered_stage_on_hand_written_histories(stage: Stage, history: str) -> None:
-    check_stage(registered(stage), HAND_WRITTEN[history]())
-
-
-@pytest.mark.parametrize("case", REGISTRY, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", stage_cases(), ids=lambda c: c.name)
 @pytest.mark.parametrize("history", sorted(HAND_WRITTEN))
 def test_stage_on_hand_written_histories(case: StageCase, history: str) -> None:
     messages = HAND_WRITTEN[history]()
@@ -156,11 +142,11 @@ def test_stage_on_hand_written_histories(case: StageCase, history: str) -> None:
 )
 @given(messages=histories())
 def test_every_stage_on_generated_histories(messages: list[Message]) -> None:
-    """Each generated history is valid for the API and goes through every stage: each registered one as
-    the view runs it, and each case of the registry. One history serves them all (generating it is most
+    """Each generated history is valid for the API and goes through every case of ``stage_cases()``.
+    One history serves them all (generating it is most
     of the cost: a property per stage generated the same kind of history a dozen times over)."""
     assert api_problems(messages) == []
-    for case in [*map(registered, view.STAGES), *REGISTRY]:
+    for case in stage_cases():
         check_stage(case, messages)  # its assertions name the stage
 
 
@@ -244,6 +230,16 @@ def test_whole_stages_run_in_order_after_microcompact(
     assert p.tokens == count_tokens(p.messages) and tool_pairs_ok(p.messages)
 
 
+def test_each_driver_drives_a_registered_stage() -> None:
+    """The stage cases hang off compact.stages.view.STAGES: a driver is found by its stage's name, so a
+    driver whose stage was renamed or removed would drive nothing."""
+    names = [s.name for s in view.STAGES]
+    assert set(DRIVERS) <= set(names)
+    assert [c.name for c in stage_cases() if c.name.startswith("registered:")] == [
+        f"registered:{n}" for n in names
+    ]
+
+
 def test_the_registry_is_the_order_the_diagram_draws() -> None:
     """compact/stages/view.py draws the one diagram of the order; its first part names the registered stages."""
     drawn = re.findall(r"^    ([\w-]+)\s+\(compact\.", view.__doc__ or "", re.M)
@@ -290,9 +286,10 @@ def tiny_registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stage]:
 def test_a_registered_stage_joins_the_invariants(tiny_registered: Stage, history: str) -> None:
     messages = HAND_WRITTEN[history]()
     HIDDEN.update(b["id"] for m in messages[::3] for b in m.tool_uses)
-    assert tiny_registered in view.STAGES
-    for stage in view.STAGES:  # what the parametrized tests above do, on the registry as it is now
-        check_stage(registered(stage), messages)
+    cases = stage_cases()  # what the tests above run, on the registry as it is now
+    assert "registered:hide" in [c.name for c in cases]
+    for case in cases:
+        check_stage(case, messages)
 
 
 def test_a_registered_stage_runs_in_the_view_and_its_fingerprint_keeps_reuse_honest(

@@ -3,9 +3,10 @@
 ``histories()`` is a hypothesis strategy for valid message lists: typed prompts, assistant text,
 thinking blocks, parallel tool calls and their results (empty, error, image, list-of-blocks, huge),
 injected meta messages, a leading compaction summary, old and recent timestamps. ``HAND_WRITTEN``
-holds a few named histories built by hand. ``REGISTRY`` lists every context stage wrapped as
-``messages -> messages`` with a fresh state and directory; a new stage joins the invariant tests by
-appending a ``StageCase`` here.
+holds a few named histories built by hand. ``stage_cases()`` derives the stages under test from the one
+registry, compact.stages.view.STAGES, each wrapped as ``messages -> messages`` on a fresh state and
+directory: a new stage joins the invariant tests by its registration alone (a ``DRIVERS`` entry under
+its name when it needs decisions made from outside the view to act).
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from typing import Callable
 
 from hypothesis import strategies as st
 
-from compact.stages.budget import apply_budget
-from compact.stages.micro import microcompact
+import tools.registry  # noqa: F401  (the built-in tools declare themselves, as in a session: Bash's and Read's results are clearable)
+from compact.stages import view
+from compact.stages.collapse import apply_collapses, candidate_spans, placeholder
 from compact.stages.snip import apply_snips, plan_snip, snip_id, tag_prompts, turns
 from compact.stages.state import ContextState
-from compact.stages.view import ViewContext, build_view
+from compact.stages.view import WHOLE, Stage, ViewContext, build_view
 from core.messages import Message
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
@@ -261,9 +263,9 @@ HAND_WRITTEN: dict[str, Callable[[], list[Message]]] = {
 }
 
 
-# --- the registry of stages -----------------------------------------------------------------------
+# --- the stages under test: compact.stages.view.STAGES, the one registry ------------------------------
 
-Stage = Callable[[list[Message]], list[Message]]
+StageFn = Callable[[list[Message]], list[Message]]
 
 
 @dataclass(frozen=True)
@@ -273,21 +275,27 @@ class StageCase:
     few tokens (the [id:…] tags), so the size invariant doesn't apply."""
 
     name: str
-    make: Callable[[Path], Stage]
+    make: Callable[[Path], StageFn]
     grows: bool = False
 
 
-def _budget(tmp: Path) -> Stage:
-    state = ContextState()
-    return lambda ms: apply_budget(ms, state, None, tmp / "tool-results").messages
+def registered(stage: Stage) -> StageCase:
+    """A registered stage as the view runs it over the whole list, on a fresh state and directory."""
+
+    def make(tmp: Path) -> StageFn:
+        ctx = ViewContext(ContextState(), tmp / "tool-results", now=lambda: NOW, keep_recent=2)
+        return lambda ms: stage.run(ms, ctx, WHOLE)
+
+    return StageCase(f"registered:{stage.name}", make)
 
 
-def _snip(tmp: Path) -> Stage:
+def _snip(tmp: Path) -> StageFn:
+    """The model snips every other turn but the current one (what the Snip tool records)."""
     state = ContextState()
 
     def run(ms: list[Message]) -> list[Message]:
         if not state.snipped:
-            old = turns(ms)[:-1:2]  # every other turn but the current one
+            old = turns(ms)[:-1:2]
             if old:
                 state.snipped.update(plan_snip(ms, [snip_id(t[0].uuid) for t in old], None).removed_uuids)
         return apply_snips(ms, state)
@@ -295,33 +303,8 @@ def _snip(tmp: Path) -> Stage:
     return run
 
 
-def _micro(tmp: Path) -> Stage:
-    state = ContextState()
-    return lambda ms: microcompact(ms, state, NOW, keep_recent=2).messages
-
-
-def _tags(tmp: Path) -> Stage:
-    return lambda ms: tag_prompts(ms)
-
-
-def _pipeline(tmp: Path) -> Stage:
-    ctx = ViewContext(ContextState(), tmp / "tool-results", now=lambda: NOW, keep_recent=2)
-    return lambda ms: build_view(ms, ctx).messages
-
-
-REGISTRY: list[StageCase] = [
-    StageCase("budget", _budget),
-    StageCase("snip", _snip),
-    StageCase("microcompact", _micro),
-    StageCase("tag_prompts", _tags, grows=True),
-    StageCase("view", _pipeline),
-]
-
-
-def _collapse(tmp: Path) -> Stage:
+def _collapse(tmp: Path) -> StageFn:
     """Commit every old span the selection offers (keeping only the last turn), each with a short summary."""
-    from compact.stages.collapse import apply_collapses, candidate_spans, placeholder
-
     collapses: list[dict] = []
 
     def run(ms: list[Message]) -> list[Message]:
@@ -339,4 +322,31 @@ def _collapse(tmp: Path) -> Stage:
     return run
 
 
-REGISTRY.append(StageCase("collapse", _collapse))
+# A registered stage whose decisions come from outside the view (the model's Snip calls, the collapse
+# worker's summaries) decides nothing on a fresh state: its driver, under the stage's name, makes those
+# decisions so the invariants see it act too. The others (budget, microcompact) decide as the view runs them.
+DRIVERS: dict[str, Callable[[Path], StageFn]] = {"snip": _snip, "collapse": _collapse}
+
+
+def _tags(tmp: Path) -> StageFn:
+    return lambda ms: tag_prompts(ms)
+
+
+def _view(tmp: Path) -> StageFn:
+    ctx = ViewContext(ContextState(), tmp / "tool-results", now=lambda: NOW, keep_recent=2)
+    return lambda ms: build_view(ms, ctx).messages
+
+
+# the view's own steps around the stages: the [id:…] tags of the API copy, and the view as a whole
+AROUND = [StageCase("tag_prompts", _tags, grows=True), StageCase("view", _view)]
+
+
+def stage_cases() -> list[StageCase]:
+    """Every stage of compact.stages.view.STAGES as the view runs it (read when called: a stage registered
+    there is here with no line of its own), each one a driver drives also driven, then the view's steps."""
+    cases = []
+    for stage in view.STAGES:
+        cases.append(registered(stage))
+        if stage.name in DRIVERS:
+            cases.append(StageCase(f"driven:{stage.name}", DRIVERS[stage.name]))
+    return cases + AROUND
