@@ -452,6 +452,7 @@ class SafeConsole(Console):
 
 
 LIVE_LINES = 5  # a running command's last lines under the spinner
+SPINNER_FRAME = 1 / 8  # seconds between the spinner's frames
 LIVE_LINE_CHARS = 160
 LIVE_TAIL_CHARS = 4000
 QUEUED_CHARS = 60  # the end of the text typed during a turn, as the status line shows it
@@ -967,15 +968,28 @@ class Renderer:
         if not self.spinner_enabled or self._paused:
             return
         if self._live is None:
-            self._live = Live(
+            live = self._live = Live(
                 _Status(self),
                 console=self.console,
                 transient=True,
-                refresh_per_second=8,
+                auto_refresh=False,  # its frames are drawn by _turn_spinner, under this renderer's lock
                 redirect_stdout=False,
                 redirect_stderr=False,
             )
-            self._live.start()
+            live.start(refresh=True)
+            threading.Thread(target=self._turn_spinner, args=(live,), name="spinner", daemon=True).start()
+
+    def _turn_spinner(self, live: Live) -> None:
+        """The spinner's next frame every eighth of a second, drawn under the renderer's lock, so no frame
+        comes between a line being printed and the cursor move that made room for it. (Rich's own
+        refresh thread drew one there: on a loaded machine a printing thread paused in between left the
+        frame on screen, a tool's header after it on the same line.)"""
+        while True:
+            time.sleep(SPINNER_FRAME)
+            with self._lock:
+                if self._live is not live:
+                    return  # stopped, or paused and started again: that spinner has its own thread
+                live.refresh()
 
     def _stop_status(self, keep_label: bool = False) -> None:
         if self._live is not None:
