@@ -837,7 +837,7 @@ def _memory(session: Session, args: str) -> Result:
         if not text or not text.strip():
             parts.append("No session notes yet; they start once the conversation reaches about 10k tokens.")
         else:
-            parts.append(f"Session notes ({session.notes_path}):\n\n{text}")
+            parts.append(f"Session notes ({_shown_path(session.notes_path, session.settings)}):\n\n{text}")
     parts.append(project_memory(session))  # what outlives the session, after this session's own notes
     return Result("\n\n".join(parts), markdown=True)
 
@@ -851,7 +851,7 @@ def project_memory(session: Session) -> str:
             "/memory off)."
         )
     loaded = session.memory
-    where = memory.folder(s) / "MEMORY.md"
+    where = _shown_path(memory.folder(s) / "MEMORY.md", s)  # ~/… as the rest of the screen shows paths
     if loaded is not None:
         head = (
             f"Project memory ({where}): at this session's start {loaded.served} loaded, {loaded.stale} stale, "

@@ -3,7 +3,11 @@ ui.py its banner): a line is never left to the terminal's wrapping, which cuts w
 
 from __future__ import annotations
 
+import re
 import textwrap
+
+# holds two words together on a line: "·" and the word after it, "Enter:" and what Enter alone does
+GLUE = "\x00"
 
 
 def middle_out(text: str, width: int) -> str:
@@ -20,7 +24,13 @@ def middle_out(text: str, width: int) -> str:
 
 def fill(text: str, width: int, indent: str = "", first: str | None = None) -> list[str]:
     """``text`` as lines of at most ``width`` columns, broken between words only (a word longer than the
-    line, a path, stays whole on its own line). ``first`` starts the first line (default ``indent``)."""
+    line, a path, stays whole on its own line; "· Enter: no" stays together). ``first`` starts the first
+    line (default ``indent``)."""
+    glued = text.replace("· ", "·" + GLUE).replace("Enter: ", "Enter:" + GLUE)
+    return [line.replace(GLUE, " ") for line in _wrap(glued, width, indent, first)] or [first or indent]
+
+
+def _wrap(text: str, width: int, indent: str, first: str | None) -> list[str]:
     return textwrap.wrap(
         text,
         width,
@@ -28,7 +38,7 @@ def fill(text: str, width: int, indent: str = "", first: str | None = None) -> l
         subsequent_indent=indent,
         break_long_words=False,
         break_on_hyphens=False,
-    ) or [first or indent]
+    )
 
 
 def columns(label: str, value: str, note: str, at: int, width: int) -> list[str]:
@@ -47,3 +57,32 @@ def columns(label: str, value: str, note: str, at: int, width: int) -> list[str]
     if note:
         rows.append(pad + middle_out(note, room))
     return rows
+
+
+def hanging(line: str, width: int) -> str:
+    """Where a long line's next lines start: under an item's text ("- ", "✗ ", "2. "), under the line's
+    second column when it has one ("  /help    List the commands": under "List", two spaces or more
+    apart from the first, in the line's first half), else under its own indent."""
+    lead = len(line) - len(line.lstrip(" "))
+    marker = re.match(r"(?:[-•*✓✗…]|\d+\.) ", line[lead:])
+    if marker:  # a list's item: under its text
+        return " " * (lead + marker.end())
+    gap = line.find("  ", lead)
+    while 0 <= gap < len(line) and line[gap] == " ":
+        gap += 1
+    if lead < gap <= width // 2 and line[gap:].strip():
+        return " " * gap
+    return " " * lead
+
+
+def wrap_lines(text: str, width: int) -> list[str]:
+    """A command's plain output for ``width`` columns: a line that fits stays as it is; a longer one is
+    broken between words (a word longer than the line, a path, stays whole), its next lines under its
+    second column or its indent (``hanging``)."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+        else:
+            out += fill(line, width, hanging(line, width), first="")
+    return out

@@ -39,7 +39,7 @@ from rich.style import Style
 from rich.text import Text
 
 from agent.frontend import commands
-from agent.frontend.layout import middle_out
+from agent.frontend.layout import middle_out, wrap_lines
 from agent.runtime import mentions
 from agent.runtime.tool_exec import INTERRUPTED, NOBODY_TO_ASK, NOT_RUN, USER_SAID_NO
 from compact.decision import thresholds
@@ -875,7 +875,8 @@ class Renderer:
             shown = Text(visible(text), style=style)
             if wrap:
                 self.console.print(shown, highlight=False, width=min(wrap, self.console.width))
-            else:
+            else:  # broken between words for this terminal, never by it
+                shown = Text("\n".join(wrap_lines(visible(text), self.console.width)), style=style)
                 self.console.print(shown, highlight=False, soft_wrap=True)
 
     def permission(
@@ -926,11 +927,10 @@ class Renderer:
                     self.console.print(Text(head, style="bold"), highlight=False, soft_wrap=True)
                     self.console.print()
                 self.console.print(indented(self.console, _reply_markdown()(rest), "", ""))
-            elif result.text:
+            elif result.text:  # broken between words for this terminal, never by it
+                text = "\n".join(wrap_lines(visible(result.text), self.console.width))
                 self.console.print(
-                    Text(visible(result.text), style="" if result.ok else "red"),
-                    highlight=False,
-                    soft_wrap=True,
+                    Text(text, style="" if result.ok else "red"), highlight=False, soft_wrap=True
                 )
 
     # --- internals -----------------------------------------------------------------------------------

@@ -175,8 +175,8 @@ def test_every_question_is_answered_one_way(fake_api, project, isolated_env):
         pane.wait_prompt()
 
         pane.type("# indent with tabs")
-        pane.wait_for(
-            r"Add to memory: \[p\]roject CLAUDE.md or \[u\]ser ~/.claude/CLAUDE.md\? · Enter: cancel"
+        pane.wait_for(  # 81 characters: the hint on a line of its own at 80 columns
+            r"Add to memory: \[p\]roject CLAUDE.md or \[u\]ser ~/.claude/CLAUDE.md\?\n· Enter: cancel"
         )
         pane.wait_answer()
         pane.type("u")
@@ -321,3 +321,34 @@ def test_config_is_laid_out_for_the_terminal_never_wrapped_by_it(
         assert lines[effort + 1].index("max") == lines[effort].index("low")
     assert "  COMPACT_AGENT_HOME" in said and "~/.compact-agent  (env COMPACT_AGENT_HOME)" in said
     assert str(isolated_env) not in said  # a path under home as ~/…, as on the rest of the screen
+
+
+def test_a_commands_output_breaks_between_words_never_mid_word(agent_in_tmux, fake_api):  # noqa: F811
+    """Issue 41 item 6: /help, /rewind's explanation and /memory's paths at 80 columns were cut mid-word by
+    the terminal ("optionall|y focused"). Each line now fits and a long one goes on under its second column
+    (a command's description) or its indent; the memory file's path under home reads ~/…."""
+    pane = agent_in_tmux(width=80)
+    fake_api.reply_text("Hello.")
+    pane.type("hello")
+    pane.wait_for("Hello.")
+    pane.wait_prompt()
+    for command in ("/help", "/memory"):
+        pane.type(command)
+        pane.wait_for(r"Esc Esc rewinds" if command == "/help" else r"Project memory\s+\(")
+        pane.wait_prompt()
+    pane.type("/rewind")
+    pane.wait_for(r"Rewind to which prompt\?")
+    pane.wait_answer()
+    pane.keys("Enter")
+    pane.wait_prompt()
+    screen = pane.screen()
+    said = screen[screen.index("> /help") :].splitlines()
+    assert all(len(line) <= 80 for line in said), "\n".join(line for line in said if len(line) > 80)
+    compact = next(i for i, line in enumerate(said) if line.startswith("  /compact [instructions]  "))
+    column = said[compact].index("Summarize")
+    assert said[compact + 1].startswith(" " * column + "optionally focused by INSTRUCTIONS"), said[
+        compact + 1
+    ]
+    words = " ".join(screen.split())
+    assert "Project memory (~/.compact-agent/projects/" in words
+    assert "sN summarizes what came before it, keeping the rest" in words

@@ -189,8 +189,10 @@ def session_messages_tool_result():
 def test_memory_shows_the_notes_file(fake_api, project):
     session = new_session(fake_api, project)
     folder = session.settings.home / "projects" / session.settings.project_key / "memory"
+    home = session.settings.user_home
+    assert home is not None and folder.is_relative_to(home)  # shown as ~/…, as the rest of the screen
     none_yet = (
-        f"\n\nProject memory ({folder / 'MEMORY.md'}): none yet. It is written from what the agent records at "
+        f"\n\nProject memory (~/{(folder / 'MEMORY.md').relative_to(home)}): none yet. It is written from what the agent records at "
         'a compaction, at the end of a session, and when you say "remember ...".'
     )
     assert commands.run(session, "/memory").text == (
@@ -199,7 +201,8 @@ def test_memory_shows_the_notes_file(fake_api, project):
     session.notes_path.parent.mkdir(parents=True)
     session.notes_path.write_text("# Current State\nFixing the login bug.\n")
     assert commands.run(session, "/memory").text == (
-        f"Session notes ({session.notes_path}):\n\n# Current State\nFixing the login bug.\n" + none_yet
+        f"Session notes (~/{session.notes_path.relative_to(home)}):\n\n# Current State\nFixing the login bug.\n"
+        + none_yet
     )
     off = new_session(fake_api, project, COMPACT_AGENT_SESSION_MEMORY="0")
     assert (
