@@ -11,8 +11,8 @@ itself (compact.compaction.economics) — and ``decide`` says what happens and w
             candidate refused at its checks leaves the conversation as it is. Past the point where the
             prepared one pays, while it is in flight and expected to end within EARLY_WAIT, the request
             waits for it that long at most (preparer.finish_soon) — never below a threshold the user set
-  at T      the prepared candidate when usable, else put off while it is prepared and the context is
-            clear of the blocking limit, else the foreground compaction (compact.compaction.compactor)
+  at T      the prepared candidate when usable, else put off while it is prepared and the request still
+            fits under the blocking limit, else the foreground compaction (compact.compaction.compactor)
   context collapse on (auto-compact then off): at the blocking limit, or over T with nothing collapse
             could take.
 The decision goes with the compaction (``conv.decision``): the compactor records it on the boundary and

@@ -201,6 +201,9 @@ def send(conv: Conversation, ports: Ports, current: View) -> Message:
         current = conv.view()
         req = request_for(conv, ports, current)
     at_compaction = cache_health.chain(conv, req)
+    # the compaction request of a cycle whose server's summary would lose the race started after its
+    # reply: that summary goes now, over exactly what this request sends (compact.workers.preparer)
+    preparer.start_with(conv, ports, current.tagged)
     shrunk, refusals = False, 0
     while True:
         try:

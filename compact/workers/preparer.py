@@ -5,22 +5,24 @@ Triggers  ``start_if_due`` (after each main response, from compact.request_cycle
           ``level``), one candidate is prepared per compaction cycle in a background thread: a session-notes
           update when the notes are on (compact.compaction.notes_updater), else a summary request (compact.compaction.summary's,
           text only) over the model's view as it stands (right after a compaction that left the context at P
-          already, at once). One in flight at a time; a failed one is not tried again before the next
+          already, at once; the server's summary, which needs a request, after the next response — or with the
+          compaction request itself when started after it, it is predicted to lose the race to B: ``start_with``,
+          from compact.request_cycle.send). One in flight at a time; a failed one is not tried again before the next
           compaction. A summary still in flight when a compaction is applied (the notes' fallback) becomes the
           next cycle's: that compaction only replaced messages it saw, so it may replace that compaction's
           summary and attachments too (``rebase``); a newer candidate replaces an older one only when it
           completes. ``at_threshold`` (auto-compact, at T): applies the newest completed candidate that passes
           compact.compaction.candidate's checks — what it covers, by message identity, is replaced; everything after it
-          stays verbatim. With none usable yet but one in flight, the compaction is put off while the context
-          stays clear of the blocking limit B (at most DEFER_ROOM past T); near it the user waits for it, and
-          is told so and for how long. With none at all (the context jumped from below P to T, or the
+          stays verbatim. With none usable yet but one in flight, the compaction is put off while each request
+          still fits under the blocking limit B (at most DEFER_ROOM past T); the first that would not waits for
+          it, and the user is told so and for how long. With none at all (the context jumped from below P to T, or the
           candidate failed or was refused), the foreground compaction of compact.compaction.compactor.
 Writes    nothing itself: the compactor writes the boundary, the summary and the kept tail.
 Model calls one side request per candidate (same system, tools and message prefix: the prompt cache),
           on the short retry budget of a compaction's own requests, quietly.
 
     P ─────────── candidate in flight ──────────── T ── apply the ready one (wait 0) ── B
-                                                    └─ not ready: carry on ─ near B: wait, say so
+                                                    └─ not ready: carry on ─ past B: wait, say so
 
 A candidate that was never applied is money spent: ``Stats`` counts prepared, applied, rejected and
 wasted ones (benchmarks/stall.py prints them).
@@ -53,7 +55,7 @@ from compact.compaction.candidate import (
     validate,
 )
 from compact.compaction.notes import headers, is_template, notes_text, section_name, template_for
-from compact.context import coverage
+from compact.context import context_editing, coverage
 from compact.context.conversation import Conversation, Ports
 from compact.context.result import Compaction
 from compact.context.worker import Worker, failure
@@ -133,6 +135,12 @@ class Preparer(Worker):
     lagged: int = -2
     caught_up: int = -2  # the cycle whose lagging notes were brought up to date at T (once a cycle)
     covered_at: int = 0  # the context's size when this cycle's last notes update was started
+    # this cycle's server's summary is started over the compaction request itself, as it is sent
+    # (``start_with``): started after its reply, it was predicted to lose the race to the limit (``_race_lost``)
+    with_request: bool = False
+    # what the server's summary started that way summarized, by fingerprint: applied only over a request
+    # that sent exactly that (a retry that changed a message would bind the kept thinking elsewhere)
+    sent_prints: tuple[str, ...] = ()
 
     @property
     def step_seconds(self) -> float:
@@ -287,18 +295,22 @@ def _still_template(conv: Conversation, ports: Ports) -> bool:
     return text is None or is_template(text, template_for(ports))
 
 
-def _start(conv: Conversation, ports: Ports, p: Preparer, tokens: int) -> bool:
-    """Start this cycle's candidate; True when it is a notes update."""
+def _start(
+    conv: Conversation, ports: Ports, p: Preparer, tokens: int, plan: backend.ServerPlan | None = None
+) -> bool:
+    """Start this cycle's candidate; True when it is a notes update. ``plan``: the server's summary over
+    the request about to be sent (``start_with``), else over the last one sent when it serves."""
     if p.ready is not None or p.kind:
         _discard(p)  # the previous cycle's, never used
     p.cycle, p.failed, p.rebase, p.last_rejected, p.refreshed = _cycle(conv), "", None, "", 0
+    p.with_request, p.sent_prints = False, ()
     p.started_at = p.clock()
     # the PreCompact hooks run now, so what they print goes into this candidate's request (run at the
     # threshold, instructions would leave the candidate unusable and the user waiting)
     p.custom, p.hook_lines = compactor.pre_compact(ports, "auto", None)
     if p.hook_lines:
         ports.emit(Notice(HOOK_NOTICE, "info"))
-    plan = backend.server_plan(conv, ports)
+    plan = plan or backend.server_plan(conv, ports)
     if plan is not None:
         _start_server(conv, ports, p, plan)
         return False
@@ -542,16 +554,11 @@ def at_threshold(
     awaited = in_flight and p.kind == "server" and p.lagged == _cycle(conv)
     if in_flight and clear and not awaited:
         return False  # not ready yet and still clear of B: carry on, it will be soon
-    if (
-        in_flight
-        and not awaited
-        and counted < limit
-        and tokens < RAW_ROOM * th.window
-        and _in_by_next_step(p)
-    ):
-        # this request still fits under B and the candidate is due before the next one is sent: that one
-        # waits for it if it must (33-stall --rules 2026: a 20 s summary lost the race by 2 s, and the
-        # user waited now for what the next step would have found ready)
+    if in_flight and not awaited and counted < limit and tokens < RAW_ROOM * th.window:
+        # this request still fits under B: it goes, and the first one that would not fit waits for the
+        # candidate if it must — a step's time less than waiting here, and the same step kept either way
+        # (33-stall --rules 2026: the user waited 2.7 s here for a summary the next request would have
+        # waited 0.6 s for; waiting here only when it was due within a step still cost the rest)
         return False
     if clear and counted < tokens and active(conv, ports) and not (cycle_ok and p.failed) and not awaited:
         # none started yet (the server's summary needs a request sent since the last compaction point),
@@ -608,14 +615,6 @@ def _server_lagging(conv: Conversation, p: Preparer, made: Compaction) -> bool:
     kept = conv.calibration.scale(sum(m.tokens for m in made.kept))  # the server's unit, as T
     steps = sum(1 for m in made.kept if m.role == "assistant")
     return kept > threshold * LAGGING_SHARE and steps > 1
-
-
-def _in_by_next_step(p: Preparer) -> bool:
-    """The candidate in flight is due (by the time its kind was measured to take) within one usual step."""
-    took = p.seconds.get(p.kind)
-    if took is None or p.step_seconds <= 0:
-        return False
-    return took - (p.clock() - p.started_at) <= p.step_seconds
 
 
 def _limit(conv: Conversation) -> int:
@@ -734,7 +733,20 @@ def _from_server(conv: Conversation, p: Preparer, made: Compaction) -> Compactio
     if at is None or at + 1 >= len(live) or live[at + 1].role != "assistant":
         _reject(p, "the messages it summarized are gone")
         return None
+    if p.sent_prints and not _sent_as_summarized(conv, p):
+        _reject(p, "the request it was started with went out changed")
+        return None
     return dataclasses.replace(made, kept=live[at + 1 :])
+
+
+def _sent_as_summarized(conv: Conversation, p: Preparer) -> bool:
+    """The server's summary started with a request (``start_with``): the last request sent begins with
+    exactly what it summarized (between compaction points each request extends the one before)."""
+    ctx = conv.view_ctx
+    sent = ctx.sent_tagged if ctx is not None else None
+    if not sent or len(sent) < len(p.sent_prints):
+        return False
+    return tuple(fingerprint(m) for m in sent[: len(p.sent_prints)]) == p.sent_prints
 
 
 def _stands_in(p: Preparer, c: Candidate) -> frozenset[str]:
@@ -801,13 +813,71 @@ def _apply(
 def _start_next(conv: Conversation, ports: Ports, p: Preparer) -> None:
     """Start the next cycle's candidate at once when the compaction left the context at its level
     already (a session growing fast at a small window: its summary needs every step it can get), not
-    one response later."""
+    one response later. The server's summary needs a request: it starts after the next response, or,
+    when that is predicted to lose the race to the limit, with the compaction request itself
+    (``start_with``)."""
     tokens = conv.view().tokens
     kind = _kind(conv, ports)
     if kind == "server" and backend.server_plan(conv, ports) is None:
-        return  # after the next response: the server's summary needs a request sent since the compaction
+        p.with_request = _race_lost(conv, ports, p)
+        return
     if tokens >= level(p, conv.window.thresholds().auto_compact, _limit(conv), kind):
         _start(conv, ports, p, tokens)
+
+
+def _race_lost(conv: Conversation, ports: Ports, p: Preparer) -> bool:
+    """At a compaction point whose next candidate is the server's summary: whether, started after the
+    compaction request's reply, it is expected (its measured time × LEAD, as ``level`` expects it) to be
+    in only after the first request that would pass the limit — which would then wait for it. Measured:
+    the usual step's time and growth, the server's summary's time, and what the compaction request
+    leaves once the server's clearing moves as far as that summary lets it (all but the newest results).
+    The first request after the compaction point is step 1; the candidate started after its reply is in
+    one step plus its time later. Nothing measured: not lost (it starts after the reply, as before)."""
+    took, step, grown = p.seconds.get("server"), p.step_seconds, p.step_tokens
+    if took is None or step <= 0 or grown <= 0:
+        return False
+    view = conv.view()
+    at = view.tokens
+    if context_editing.automatic_on(ports):
+        # once the summary has read the compaction request, the next request's clearing reaches all of
+        # its results but the newest (counted here as kept beside that request's own new result: about
+        # one result more than the server will count, so a close race counts as lost)
+        msgs, point = view.messages, conv.state.server_clear_through
+        moved = context_editing.advance(
+            msgs,
+            point,
+            at,
+            conv.window.thresholds().auto_compact,
+            ports.config.keep_recent,
+            rewritten=True,
+            seen=len(msgs),
+        )
+        freed = context_editing.clearable_tokens(msgs, moved) - context_editing.clearable_tokens(msgs, point)
+        at -= conv.calibration.scale(max(0, freed))
+    # the steps that fit under the limit after the compaction request: the first that would not fit
+    # waits for the candidate if it is not in (at_threshold)
+    fit = max(0, int((_limit(conv) - 1 - at) // grown))
+    return step + took * LEAD > (fit + 1) * step
+
+
+def start_with(conv: Conversation, ports: Ports, sent: list[Message]) -> bool:
+    """The compaction request after a compaction is about to be sent over ``sent`` (its messages, tagged):
+    when this cycle's server's summary was predicted to lose the race started after its reply
+    (``_race_lost``), start it now, over exactly those messages — one step earlier. Its prefix is not in
+    the prompt cache yet (the compaction request writes it, and a cache entry serves only once a
+    response has begun): one more write of it, paid only where the user would otherwise wait. True when
+    it started."""
+    p = preparer(conv)
+    if p is None or not p.with_request:
+        return False
+    p.with_request = False
+    if p.running or p.cycle == _cycle(conv) or not sent or not active(conv, ports) or conv.compacting:
+        return False
+    if not backend.server_expected(conv, ports):
+        return False
+    _start(conv, ports, p, conv.view().raw_tokens, plan=backend.ServerPlan(list(sent), []))
+    p.sent_prints = tuple(fingerprint(m) for m in sent)
+    return True
 
 
 def describe(conv: Conversation, ports: Ports) -> str:

@@ -592,3 +592,70 @@ def test_a_prepared_server_summary_that_lags_behind_gives_way_to_one_of_the_next
     assert sum(binding.holds_thinking(m) for m in live) == 1
     assert of_type(bench.events, CompactFinished)[0].candidate == "prepared"
     step(bench, Reply.text("Done.", thinking="wrap up"), api)  # accepted: the kept thinking is valid
+
+
+def _compacted_with_a_prepared_server_summary(bench, api: FakeAPI, took: float):  # type: ignore[no-untyped-def]
+    """A server's summary prepared and applied at T, with this pace measured: a step of 2 s adding 6,000
+    tokens, and the server's summaries taking ``took`` seconds. The preparer, ready for the next cycle."""
+    from compact.workers import preparer
+
+    bench.add(user_prompt("Read the modules and report the findings."))
+    read_step(bench, api, "a.py")
+    read_step(bench, api, "b.py")
+    threshold = bench.conv.window.thresholds().auto_compact
+    assert preparer.start_if_due(bench.conv, bench.ports, int(threshold * 0.9)) is False
+    p = preparer.preparer(bench.conv)
+    assert p is not None and p.kind == "server" and p.thread is not None
+    p.thread.join(30)
+    assert p.server_ready is not None
+    read_step(bench, api, "c.py")
+    p.seconds["server"] = took
+    p.steps.clear()
+    p.steps.extend([(2.0, 6_000)] * 3)
+    assert preparer.at_threshold(bench.conv, bench.ports, threshold, compactor.compact) is True
+    assert is_compaction(bench.messages[0])
+    return p
+
+
+def test_a_server_summary_that_would_lose_the_race_starts_with_the_compaction_request(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    """After a compaction whose next candidate is the server's summary, that summary needs a request: it
+    started after the compaction request's reply, one step late. When the measured pace says it would
+    then be in only after the context passed the limit (33-stall --rules 2026: a 20 s summary, 2 s steps
+    of 6.5K at a 100K window, the user waited 2.3-3.5 s), it goes with the compaction request, over
+    exactly what that request sends, and is applied later like any prepared one."""
+    bench = thinking_bench(tmp_path, api)
+    p = _compacted_with_a_prepared_server_summary(bench, api, took=120.0)  # slow: lost started late
+    served = api.compactions.served
+    compaction_request = read_step(bench, api, "d.py")  # the compaction point's request
+
+    assert p.kind == "server" and p.thread is not None  # started with it, not after its reply
+    p.thread.join(30)
+    assert p.server_ready is not None and api.compactions.served == served + 1
+    [asked] = [r.body for r in api.message_requests if "compaction" in r.body][-1:]
+    [main] = [r.body for r in api.message_requests if "compaction" not in r.body][-1:]
+    strip = lambda ms: json.dumps(ms, sort_keys=True).replace(', "cache_control": {"type": "ephemeral"}', "")  # noqa: E731
+    assert strip(asked["messages"]) == strip(main["messages"])  # exactly what that request sent
+    read_step(bench, api, "e.py")
+    threshold = bench.conv.window.thresholds().auto_compact
+    from compact.workers import preparer
+
+    assert preparer.at_threshold(bench.conv, bench.ports, threshold, compactor.compact) is True
+    live = bench.messages
+    assert is_compaction(live[0]) and live[1].uuid == compaction_request.uuid  # its reply kept first
+    step(bench, Reply.text("Done.", thinking="wrap up"), api)  # accepted: the kept thinking is valid
+
+
+def test_a_server_summary_that_wins_the_race_anyway_waits_for_the_compaction_requests_reply(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    """Started with the compaction request, the server's summary reads a prefix not in the prompt cache
+    yet (one more write of it): where the measured pace says it is in before the limit anyway, it starts
+    after that request's reply, as before."""
+    bench = thinking_bench(tmp_path, api)
+    p = _compacted_with_a_prepared_server_summary(bench, api, took=1.0)  # quick: in long before the limit
+    served = api.compactions.served
+    read_step(bench, api, "d.py")
+
+    assert p.kind == "" and api.compactions.served == served  # nothing asked with it

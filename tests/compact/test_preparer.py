@@ -119,8 +119,9 @@ def test_put_off_while_in_flight_and_clear_of_the_blocking_limit(tmp_path: Path,
     assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is False  # carry on
     assert of_type(events, CompactFinished) == []
     release.set()
-    # near the blocking limit (177K) the user waits for it: told so, then it is applied
-    assert preparer.at_threshold(bench.conv, bench.ports, 176_000, compactor.compact) is True
+    # at the blocking limit (177K), where this request would not fit, the user waits for it: told so,
+    # then it is applied (below it the request goes, and the first that would not fit waits)
+    assert preparer.at_threshold(bench.conv, bench.ports, 177_000, compactor.compact) is True
     [done] = of_type(events, CompactFinished)
     assert done.candidate == "prepared"
     assert any(
@@ -308,5 +309,45 @@ def test_a_candidate_due_before_the_next_step_is_not_waited_for_while_this_reque
     release.set()
     now[0] += 2.0
     assert preparer.at_threshold(bench.conv, bench.ports, limit + 4_000, compactor.compact) is True
+    [done] = of_type(events, CompactFinished)
+    assert done.candidate == "prepared"
+
+
+def test_a_candidate_far_from_due_is_waited_for_only_by_the_request_that_would_not_fit(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    """Near B, a candidate in flight is not waited for while this request still fits under B, however long
+    it is still expected to take: the first request that would pass B waits for it, a step's time less
+    than this one would have (33-stall --rules 2026: 2.7 s waited at the last request that fitted, where
+    the next one would have waited 0.6 s)."""
+    bench = make_bench(tmp_path, api)
+    events = bench.events
+    bench.add(user_prompt("Please fix the parser."))
+    grow(bench, ["a.py", "b.py", "c.py", "d.py", "e.py", "f.py"])
+    release = threading.Event()
+
+    def slow(body: dict) -> Reply:
+        release.wait(20)
+        return Reply.text(GOOD)
+
+    api.on(lambda body: body.get("tool_choice", {}).get("type") == "none", slow)
+    p = preparer._preparer(bench.conv)
+    now = [1000.0]
+    p.clock = lambda: now[0]
+    preparer.start_if_due(bench.conv, bench.ports, int(T * 0.86))
+    assert p.running and p.kind == "summary"
+    p.seconds["summary"] = 20.0  # measured on an earlier one
+    p.steps.extend([(2.0, 6_000)] * 3)  # a step: 2 s, 6K tokens
+    p.step = 6_000
+    limit = preparer._limit(bench.conv)
+    now[0] += 5.0  # due in 15 s: several steps away
+    started = time.monotonic()
+    assert preparer.at_threshold(bench.conv, bench.ports, limit - 2_000, compactor.compact) is False
+    assert time.monotonic() - started < 10 and of_type(events, CompactFinished) == []  # not waited for
+    assert not any("Waiting for the compaction" in getattr(e, "text", "") for e in events)
+    threading.Timer(0.5, release.set).start()
+    now[0] += 2.0
+    assert preparer.at_threshold(bench.conv, bench.ports, limit + 4_000, compactor.compact) is True
+    assert any("Waiting for the compaction" in getattr(e, "text", "") for e in events)  # this one waited
     [done] = of_type(events, CompactFinished)
     assert done.candidate == "prepared"
