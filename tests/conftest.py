@@ -5,6 +5,7 @@ in tests/helpers/ (a test imports those from there, never from here)."""
 
 from __future__ import annotations
 
+import compileall
 import os
 import sys
 from pathlib import Path
@@ -21,6 +22,20 @@ from tests.helpers.cli import (
 )
 
 # COMPACT_TESTS_CLI=process: run_cli starts a real process too (to check the in-process runner against it)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Bytecode cached as Python caches it by default (``__pycache__``, ignored by git), also under
+    PYTHONDONTWRITEBYTECODE: with it, every xdist worker rewrote and compiled every test module again (5
+    of its 9 s of collection) and every process a test starts (the CLI, a tmux pane's agent, an MCP server,
+    test_layers' 163 first imports) compiled our sources again. The process that starts the workers
+    compiles ours once before they start; the workers and what they start inherit the setting."""
+    if hasattr(config, "workerinput") or not os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
+        return
+    sys.dont_write_bytecode = False
+    root = Path(__file__).resolve().parents[1]
+    for folder in ("core", "tools", "compact", "agent", "scripts"):
+        compileall.compile_dir(root / folder, quiet=1)
 
 
 @pytest.fixture(autouse=True)
