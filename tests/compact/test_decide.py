@@ -86,8 +86,8 @@ def test_the_window_and_its_thresholds_are_compaction_s_own() -> None:
     assert capped.thresholds().window == 60_000 and capped.user_set
 
 
-def test_the_session_does_not_hand_compaction_its_thresholds(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api, autocompact_pct=15)
+def test_the_session_does_not_hand_compaction_its_thresholds(tmp_path: Path) -> None:
+    bench = make_bench(tmp_path, autocompact_pct=15)  # the scripted model: no request is made
     assert not hasattr(bench.ports, "thresholds")
     assert bench.conv.window.thresholds().auto_compact == T == bench.thresholds().auto_compact
     assert bench.conv.window.config is bench.ports.config  # one copy of the settings
@@ -163,9 +163,9 @@ def test_the_tail_keeps_what_no_summary_saw_and_counts_its_budget_as_the_server_
     assert micro.in_tail(messages, state, 5, threshold, unseen=unseen) == ["r0", "r1", "r2"]
 
 
-def test_a_notes_compaction_clears_only_results_the_notes_saw(tmp_path: Path, api: FakeAPI) -> None:
+def test_a_notes_compaction_clears_only_results_the_notes_saw(tmp_path: Path) -> None:
     """The kept tail's results after the notes' marker stay whole (20-autocompact: 4 files lost before)."""
-    bench = make_bench(tmp_path, api, session_memory=True)
+    bench = make_bench(tmp_path, session_memory=True)  # the scripted model: no request is made
     for m in _reads(8, chars=12_000):
         bench.add(m)
     marker = bench.messages[8].uuid  # the notes saw r0..r3

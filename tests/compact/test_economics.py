@@ -1,9 +1,9 @@
 """compact.compaction.economics: cost-aware compaction — when a reset pays for itself, what is restored, and which call.
 
 The arithmetic is checked on its own (break-even, the server's summary priced uncached, the cycle's
-request count); then whole runs through the real agent and the loopback fake: a long read-only tool run
-compacts from the notes well before T with no summary request and restores none of the files it only
-read, and the same run with the setting off compacts at T as before.
+request count); then on the bench with the scripted model: the point between the floor and T, what a
+compaction restores, bare notes. (Whole runs through the agent on the fake API, early from the notes and
+at T with the setting off: tests/agent/runtime/test_compaction_in_whole_runs.py.)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from compact.compaction import compactor, economics, ledger, notes_compaction
 from compact.compaction.notes import template_for
 from core.events import CompactFailed
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
-from tests.fakeapi import FakeAPI
+from core.scripted import ScriptedModel, reply_text
 from tests.helpers.bench import Bench, make_bench
 from tests.helpers.compaction import SUMMARY_REPLY, read_round, write_file
 
@@ -91,13 +91,11 @@ def test_what_the_next_request_writes_anyway_is_not_a_cost_of_the_reset() -> Non
     )
 
 
-def test_the_point_is_t_when_off_and_between_the_floor_and_t_when_on(
-    tmp_path: Path, fake_api: FakeAPI
-) -> None:
+def test_the_point_is_t_when_off_and_between_the_floor_and_t_when_on(tmp_path: Path) -> None:
     for name in ("off", "on", "fresh"):
         (tmp_path / name).mkdir()
-    off = make_bench(tmp_path / "off", fake_api, cost_aware=False)
-    on = make_bench(tmp_path / "on", fake_api)
+    off = make_bench(tmp_path / "off", cost_aware=False)  # no request is made
+    on = make_bench(tmp_path / "on")
     for bench in (off, on):
         bench.add(user_prompt("read them all"))
         for _ in range(40):  # a long cycle: 40 requests so far
@@ -109,13 +107,14 @@ def test_the_point_is_t_when_off_and_between_the_floor_and_t_when_on(
     assert t * economics.FLOOR_SHARE <= early < t / 2
     assert economics.point(on.conv, on.ports, "summary") == t  # the local summary runs at T
     # one request into the cycle, nothing pays back: T
-    fresh = make_bench(tmp_path / "fresh", fake_api)
+    fresh = make_bench(tmp_path / "fresh")
     fresh.add(user_prompt("hello"))
     assert economics.point(fresh.conv, fresh.ports, "server") == t
 
 
-def test_cost_aware_restore_brings_back_modified_files_only(tmp_path: Path, fake_api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, fake_api)
+def test_cost_aware_restore_brings_back_modified_files_only(tmp_path: Path) -> None:
+    model = ScriptedModel([reply_text(SUMMARY_REPLY)])
+    bench = make_bench(tmp_path, model_api=model)
     bench.add(user_prompt("Fix the parser."))
     read_only = [write_file(bench, f"ref{i}.py") for i in range(3)]
     for path in read_only:
@@ -131,7 +130,6 @@ def test_cost_aware_restore_brings_back_modified_files_only(tmp_path: Path, fake
     )
     bench.add(tool_results([tool_result_block(edit_id, "The file was edited.")]))
     bench.add(said("Fixed."))
-    fake_api.reply_text(SUMMARY_REPLY)
 
     assert compactor.compact(bench.conv, bench.ports, "auto"), [
         e for e in bench.events if isinstance(e, CompactFailed)
@@ -143,10 +141,11 @@ def test_cost_aware_restore_brings_back_modified_files_only(tmp_path: Path, fake
         len(shown) == 1 and str(edited.resolve()) in shown[0]
     )  # the file the work changed, not the three read
     assert set(bench.tool_ctx.read_files) == {str(edited.resolve())}
+    assert len(model.requests) == 1  # the summary
 
 
-def test_bare_notes_keep_only_a_prompt_after_a_finished_turn(tmp_path: Path, fake_api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, fake_api, session_memory=True)
+def test_bare_notes_keep_only_a_prompt_after_a_finished_turn(tmp_path: Path) -> None:
+    bench = make_bench(tmp_path, session_memory=True)  # no request is made
     bench.add(user_prompt("Read the files."))
     read_round(bench, write_file(bench, "a.py"))
     answer = said("Read a.py.")

@@ -14,6 +14,7 @@ from compact.compaction import compactor
 from compact.compaction.candidate import invented_user_words, scrub
 from compact.compaction.notes_template import TEMPLATE
 from core.messages import user_prompt
+from core.scripted import ScriptedModel, reply_text
 from tests.fakeapi import FakeAPI, Reply
 from tests.helpers.bench import make_bench
 from tests.helpers.compaction import SUMMARY_REPLY, conversation
@@ -57,15 +58,16 @@ def test_a_permission_under_the_notes_task_specification_is_checked(bullet: str)
     assert invented_user_words(fine, USER) == []
 
 
-def test_a_summary_loses_an_invented_approval_at_a_compaction(tmp_path: Path, fake_api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, fake_api)
+def test_a_summary_loses_an_invented_approval_at_a_compaction(tmp_path: Path) -> None:
+    reply = SUMMARY_REPLY.replace("</summary>", f"\n{INVENTED}\n</summary>")
+    assert INVENTED in reply
+    model = ScriptedModel([reply_text(reply)])
+    bench = make_bench(tmp_path, model_api=model)
     for text in USER:
         bench.add(user_prompt(text))
     conversation(bench, ["a.py", "b.py", "c.py"])
-    reply = SUMMARY_REPLY.replace("</summary>", f"\n{INVENTED}\n</summary>")
-    assert INVENTED in reply
-    fake_api.on(lambda body: True, Reply.text(reply))
     assert compactor.compact(bench.conv, bench.ports, "manual") is True
+    assert model.left == 0
     shown = "\n".join(m.text for m in bench.messages)
     assert "approved deleting" not in shown and "removed a statement" in shown
 

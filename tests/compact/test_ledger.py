@@ -14,8 +14,8 @@ from compact.compaction.ledger import Command, FileChange, Ledger
 from compact.request_cycle import overhead_tokens
 from core.events import CompactFailed, CompactFinished, Notice
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
+from core.scripted import ScriptedModel, reply_text
 from core.tokens import estimate_text
-from tests.fakeapi import FakeAPI, Reply
 from tests.helpers.bench import make_bench
 from tests.helpers.compaction import SUMMARY_REPLY, TODOS, conversation, of_type
 from tests.helpers.tools import make_ctx
@@ -130,8 +130,9 @@ def test_a_paste_past_what_a_snapshot_carries_keeps_its_closing_instruction() ->
 # --- the post-compaction guard ----------------------------------------------------------------------------------
 
 
-def test_a_compaction_that_frees_too_little_is_a_failure_said_once(tmp_path: Path, fake_api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, fake_api)
+def test_a_compaction_that_frees_too_little_is_a_failure_said_once(tmp_path: Path) -> None:
+    model = ScriptedModel([reply_text(SUMMARY_REPLY), reply_text(SUMMARY_REPLY)])
+    bench = make_bench(tmp_path, model_api=model)
     events = bench.events
     # a memory file of ~150K tokens: whatever the summary, the context stays above the warning level
     claude = bench.cwd / "CLAUDE.md"
@@ -143,7 +144,6 @@ def test_a_compaction_that_frees_too_little_is_a_failure_said_once(tmp_path: Pat
     bench.add(
         assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": 168_000, "output_tokens": 5})
     )
-    fake_api.on(lambda body: True, Reply.text(SUMMARY_REPLY))
     th = bench.thresholds()
 
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, 168_000) is True
@@ -158,16 +158,16 @@ def test_a_compaction_that_frees_too_little_is_a_failure_said_once(tmp_path: Pat
     assert int(parts["memory files"].replace(",", "")) > 140_000  # the biggest, named first
     assert list(parts)[0] == "memory files"
     # the same content is not compacted again on the next request
-    requests = len(fake_api.message_requests)
+    requests = len(model.requests)
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, 168_000) is False
-    assert len(fake_api.message_requests) == requests
+    assert len(model.requests) == requests
     # new content, another weak compaction: counted again, but not said again
     bench.add(user_prompt("go on"))
     bench.add(
         assistant([{"type": "text", "text": "ok"}], usage={"input_tokens": 168_000, "output_tokens": 5})
     )
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, 168_000) is True
-    assert bench.conv.breaker.failures == 2
+    assert bench.conv.breaker.failures == 2 and model.left == 0
     assert len([e for e in of_type(events, Notice) if "did not free enough room" in e.text]) == 1
 
 
@@ -175,11 +175,10 @@ def compactor_overhead(bench: Any) -> int:
     return overhead_tokens(bench.ports.request([]))  # what before_request sets before each request
 
 
-def test_a_compaction_from_a_small_context_is_not_judged(tmp_path: Path, fake_api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, fake_api)
+def test_a_compaction_from_a_small_context_is_not_judged(tmp_path: Path) -> None:
+    bench = make_bench(tmp_path, model_api=ScriptedModel([reply_text(SUMMARY_REPLY)]))
     events = bench.events
     conversation(bench, ["a.py"])
-    fake_api.reply_text(SUMMARY_REPLY)
     assert compactor.compact(bench.conv, bench.ports, "auto")
     assert bench.conv.breaker.failures == 0 and not [e for e in of_type(events, Notice) if "room" in e.text]
 

@@ -27,7 +27,6 @@ from core.messages import (
     tool_results,
     user_prompt,
 )
-from tests.fakeapi import FakeAPI
 from tests.helpers.histories import Builder, image_block, output
 from tools.base import ToolContext, ToolError
 from tools.snip import SnipTool
@@ -207,43 +206,42 @@ def test_a_snip_takes_effect_on_the_count_before_the_next_response(tmp_path):
     from compact.stages.snip import NUDGE_TEXT, snip_id
     from tests.helpers.bench import make_bench
 
-    with FakeAPI() as api:
-        bench = make_bench(tmp_path, api)
-        old = user_prompt("Show me the whole log.")
-        bench.add(old)
-        bench.add(
-            assistant(
-                [{"type": "text", "text": "log line " * 30_000}],
-                usage={"input_tokens": 100, "output_tokens": 60_000},
-            )
+    bench = make_bench(tmp_path)  # the scripted model: no request is made
+    old = user_prompt("Show me the whole log.")
+    bench.add(old)
+    bench.add(
+        assistant(
+            [{"type": "text", "text": "log line " * 30_000}],
+            usage={"input_tokens": 100, "output_tokens": 60_000},
         )
-        prompt = user_prompt("That log is no longer needed; snip it.")
-        bench.add(prompt)
-        bench.conv.current_prompt_uuid = prompt.uuid
-        bench.add(
-            assistant(
-                [
-                    {
-                        "type": "tool_use",
-                        "id": "toolu_snip1",
-                        "name": "Snip",
-                        "input": {"ids": [snip_id(old.uuid)]},
-                    }
-                ],
-                stop_reason="tool_use",
-                usage={"input_tokens": 60_200, "output_tokens": 50},
-            )
+    )
+    prompt = user_prompt("That log is no longer needed; snip it.")
+    bench.add(prompt)
+    bench.conv.current_prompt_uuid = prompt.uuid
+    bench.add(
+        assistant(
+            [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_snip1",
+                    "name": "Snip",
+                    "input": {"ids": [snip_id(old.uuid)]},
+                }
+            ],
+            stop_reason="tool_use",
+            usage={"input_tokens": 60_200, "output_tokens": 50},
         )
-        bench.state.tokens_at_last_nudge = 55_000  # a nudge came at 55K, before the log grew
-        before = bench.view().tokens
-        assert before > 60_000
+    )
+    bench.state.tokens_at_last_nudge = 55_000  # a nudge came at 55K, before the log grew
+    before = bench.view().tokens
+    assert before > 60_000
 
-        sentence = bench.snip([snip_id(old.uuid)], None)
-        bench.add(tool_results([tool_result_block("toolu_snip1", sentence)]))
-        after = before_request(bench.conv, bench.ports)
+    sentence = bench.snip([snip_id(old.uuid)], None)
+    bench.add(tool_results([tool_result_block("toolu_snip1", sentence)]))
+    after = before_request(bench.conv, bench.ports)
 
-        # the Snip reply's usage measured the log; it no longer counts once the log is gone
-        assert after.tokens < 1_000
-        # and the snip restarts the nudge's count: no reminder right after it
-        assert NUDGE_TEXT not in [m.text for m in bench.messages]
-        assert bench.state.tokens_at_last_nudge < 1_000
+    # the Snip reply's usage measured the log; it no longer counts once the log is gone
+    assert after.tokens < 1_000
+    # and the snip restarts the nudge's count: no reminder right after it
+    assert NUDGE_TEXT not in [m.text for m in bench.messages]
+    assert bench.state.tokens_at_last_nudge < 1_000
