@@ -92,6 +92,8 @@ def asked(question: str, enter: str) -> str:
 SHOW_SUMMARY = "/summary"
 THINKING_ON = "✻ thinking on (tab to turn off)"
 KEY_HOLD = 0.05  # seconds a key typed holds the background import (first_request.hold_imports)
+QUIET = 0.3  # seconds with no key typed and no prompt being sent before the SDK starts loading
+LATEST = 1.0  # ... but keys typed on and on postpone it this long at most after the prompt is drawn
 ALWAYS_LOAD_WAIT = 5.0  # seconds the first prompt waits for servers configured with "alwaysLoad"
 
 
@@ -156,7 +158,7 @@ def run_repl(
         # with drawing the prompt for the GIL and nearly doubles the time to the first prompt.
         # A prompt typed at once then never waits for them: its request goes the standard library's way
         # (agent.runtime.first_request), its estimate is characters / 4 until the tokenizer is in.
-        repl.when_drawn(warm_up_deferred)
+        repl.when_drawn(lambda: warm_up_deferred(repl))
         repl.hold_imports_while_typing()
     repl.open(resume=resume, continue_last=continue_last)
     try:
@@ -171,9 +173,11 @@ def run_repl(
     return code
 
 
-def warm_up_deferred() -> None:
+def warm_up_deferred(repl: Repl) -> None:
+    """Once the prompt is drawn: estimates are characters / 4 until the tokenizer is in, and the SDK and
+    the tokenizer load once the user is quiet (Repl.when_quiet)."""
     defer_loading()
-    import_in_background()
+    repl.when_quiet(import_in_background)
 
 
 def resume_hint(session_id: str) -> str:
@@ -383,6 +387,7 @@ class Repl:
         self._questions: queue.Queue[_Question] = queue.Queue()
         self._ctrl_c_armed = False
         self._draft = ""  # text typed before ctrl+o, put back at the next prompt
+        self._typed_at = self._sent_at = 0.0  # the last key typed; the last prompt sent before the SDK loaded
         self.prompt: PromptSession[str] = PromptSession(
             history=history if history is not None else self._history(),
             input=self.input,
@@ -403,10 +408,38 @@ class Repl:
         most of the GIL from the prompt), so a line typed at once reaches ``turn`` without delay."""
 
         def typed(_buffer: Any) -> None:
+            self._typed_at = time.monotonic()
             if not sdk.sdk_loaded():
                 first_request.hold_imports(KEY_HOLD)
 
         self.prompt.default_buffer.on_text_changed += typed
+
+    def when_quiet(self, fn: Callable[[], Any]) -> None:
+        """Call fn (the SDK's import, ~2 s of Python) on a thread of its own once no key has been typed for
+        ``QUIET`` seconds (or ``LATEST`` seconds have gone by), and not within ``QUIET`` seconds of a
+        prompt's request being prepared (``sending``). A prompt typed the moment the REPL appears is
+        then prepared and sent (agent.runtime.first_request) with the interpreter to itself: a running
+        import is held only at its next Python call, and its native parts (pydantic's validators) can't
+        be, so it still took the first request from ~45 ms to ~110-230 ms (benchmarks/startup_repl.py)."""
+        start = time.monotonic()
+
+        def due() -> float:
+            now = time.monotonic()
+            typing = max(start + QUIET, min(self._typed_at + QUIET, start + LATEST))
+            return max(typing, self._sent_at + QUIET) - now
+
+        def wait() -> None:
+            while (left := due()) > 0:
+                time.sleep(left)
+            fn()
+
+        threading.Thread(target=wait, name="sdk-import-when-quiet", daemon=True).start()
+
+    def sending(self) -> None:
+        """A prompt's request is being prepared before the SDK has loaded: the SDK's import, running or
+        not started, waits (``when_quiet``, first_request.hold_imports)."""
+        self._sent_at = time.monotonic()
+        first_request.hold_imports()
 
     def when_drawn(self, fn: Callable[[], Any]) -> None:
         """Call fn once, right after the prompt is first drawn."""
@@ -731,7 +764,7 @@ class Repl:
 
     def turn(self, text: str, allowed: tuple[str, ...] = ()) -> None:
         if not sdk.sdk_loaded():  # a prompt typed at once: its request goes first, the import waits
-            first_request.hold_imports()
+            self.sending()
         self.renderer.begin_turn()
         session = self.live
 

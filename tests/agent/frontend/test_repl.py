@@ -325,3 +325,37 @@ def test_slash_completion():
     found = [c.text for c in SlashCompleter().get_completions(Document("/co"), None)]
     assert found == ["/compact", "/config", "/context", "/cost"]
     assert list(SlashCompleter().get_completions(Document("/compact ke"), None)) == []
+
+
+def test_the_sdk_starts_loading_once_the_user_is_quiet_never_while_a_prompt_is_sent(
+    fake_api, project, monkeypatch
+):
+    """Issue 41 item 5: a prompt typed the moment the REPL appears reached the server 2-5x later than the
+    same prompt typed once the REPL had sat idle (benchmarks/startup_repl.py), the SDK's import taking
+    the interpreter from it. The import now starts once no key has come for QUIET seconds (or LATEST
+    seconds after the prompt was drawn, however fast the keys), and never within QUIET seconds of a
+    prompt's request being prepared. (QUIET and LATEST larger here, so a loaded machine can't blur them.)"""
+    from agent.frontend import repl as repl_module
+
+    monkeypatch.setattr(repl_module, "QUIET", 1.0)
+    monkeypatch.setattr(repl_module, "LATEST", 3.0)
+    with repl_for(fake_api, project) as d:
+        d.repl.hold_imports_while_typing()
+        started: list[float] = []
+        begun = time.monotonic()
+        d.repl.when_quiet(lambda: started.append(time.monotonic()))
+        while not started and time.monotonic() - begun < 10:  # keys every 0.1 s: never quiet
+            d.repl.prompt.default_buffer.insert_text("x")
+            time.sleep(0.1)
+        assert started and started[0] - begun >= 2.95  # not before LATEST, keys or not
+
+        started.clear()
+        begun = time.monotonic()
+        d.repl.when_quiet(lambda: started.append(time.monotonic()))
+        time.sleep(0.5)
+        sent = time.monotonic()
+        d.repl.sending()  # a prompt's request is prepared: QUIET seconds more from now
+        while not started and time.monotonic() - begun < 10:
+            time.sleep(0.05)
+        assert started and started[0] - sent >= 0.95  # (the clocks' granularity)
+        d.repl.prompt.default_buffer.reset()
