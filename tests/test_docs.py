@@ -96,8 +96,9 @@ def test_every_package_and_room_readme_lists_exactly_its_files() -> None:
 
 def test_the_documented_defaults_are_what_the_screen_shows(tmp_path: Path) -> None:
     """docs/settings.md's table and docs/usage.md say what a session started with no settings shows: the
-    model's row default is the model the banner names, and the thinking section says thinking is on or off
-    as the toolbar does for it (issue 41: the docs said claude-sonnet-4-5 and "off" over a 5.5 screen)."""
+    model's row default is the model the banner names, every row's default is what /config shows for it,
+    and the thinking section says thinking is on or off as the toolbar does for it (issue 41: the docs said
+    claude-sonnet-4-5 and "off" over a 5.5 screen; /config showed "(none)" where they said false)."""
     from agent.config.settings import load_settings
     from agent.frontend.repl import thinking_status
     from agent.runtime import lifecycle
@@ -112,6 +113,25 @@ def test_the_documented_defaults_are_what_the_screen_shows(tmp_path: Path) -> No
         if len(cells) == 5 and cells[0].startswith("`"):
             rows[cells[0].strip("`")] = cells[3]
     assert rows["model"] == session.model  # the banner's model
+    # every documented default is what /config's settings rows show where no source set the value
+    shown = {"on": "true", "off": "false", "(none)": "—", "[]": "—", "{}": "—"}
+    documented = {}
+    for line in (DOCS / "settings.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and "`" in cells[0] + cells[1]:
+            documented[(cells[0] if cells[0] != "—" else cells[1]).strip("`")] = cells[3]
+    menu = commands.run(session, "/config")
+    assert isinstance(menu, commands.ConfigMenu)
+    defaults = [
+        (name, value) for name, value, source in menu.rows if not source or source.startswith("default")
+    ]
+    assert len(defaults) >= 30, menu.rows
+    differ = {
+        name: (value, documented.get(name))
+        for name, value in defaults
+        if re.sub(r"^(\d+)\.0$", r"\1", shown.get(value, value)) != documented.get(name)
+    }
+    assert differ == {}, "screen vs docs/settings.md"
     thinking = (DOCS / "usage.md").read_text().split("## Extended thinking", 1)[1].strip()
     first = thinking.split(".", 1)[0]
     on = session.thinking_on and "thinking off" not in thinking_status(session)

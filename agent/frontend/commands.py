@@ -1110,6 +1110,8 @@ def _config(session: Session, args: str) -> Result:
         shown = _value(value)
         if isinstance(value, (str, os.PathLike)) and os.path.isabs(value):  # a path as the screen shows it
             shown = _shown_path(value, s)
+        elif value is None and row.shown_default is not None:  # what docs/settings.md says it is
+            shown = {"true": "on", "false": "off"}.get(row.shown_default, row.shown_default)
         rows.append((name, shown, _shown_path(source, s) if source and "/" in source else source or ""))
     changes = []
     for item in user_settings.CHANGEABLE:
