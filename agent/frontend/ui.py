@@ -923,7 +923,8 @@ class Renderer:
                 self.console.print(Text(visible(text)), highlight=False, soft_wrap=True)
             elif result.markdown:
                 head, rest = markdown_head(visible(result.text))
-                if head:  # a line naming a path: not wrapped by us, so the path is never cut mid-word
+                if head:  # often naming a path: broken between words only, so the path is never cut
+                    head = "\n".join(wrap_lines(head, self.console.width))
                     self.console.print(Text(head, style="bold"), highlight=False, soft_wrap=True)
                     self.console.print()
                 self.console.print(indented(self.console, _reply_markdown()(rest), "", ""))

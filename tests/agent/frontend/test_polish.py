@@ -90,3 +90,15 @@ def test_context_at_the_limit_shows_no_free_space_and_names_the_way_out(fake_api
     free = next(c for c in usage.categories if c.key == "free")
     assert free.tokens == 0 and "Context limit reached" in usage.text
     assert re.search(r"Free space: 0 tokens", screen(usage))
+
+
+def test_a_markdown_results_heading_breaks_between_words() -> None:
+    """/summary's heading at 80 columns left its colon alone on the next line, cut by the terminal."""
+    heading = "Summary from the last compaction (manual · server's summary · 14k → 5.4k tokens):"
+    out = screen(commands.Result(f"{heading}\n\nThe user asked for a **long** reply.", markdown=True))
+    lines = out.splitlines()
+    assert all(len(line) <= 80 for line in lines), out
+    assert lines[:2] == [
+        "Summary from the last compaction (manual · server's summary · 14k → 5.4k",
+        "tokens):",
+    ], out
