@@ -6,7 +6,7 @@ Triggers  ``start_if_due`` (after each main response, from compact.request_cycle
           update when the notes are on (compact.compaction.notes_updater), else a summary request (compact.compaction.summary's,
           text only) over the model's view as it stands (right after a compaction that left the context at P
           already, at once; the server's summary, which needs a request, after the next response — or with the
-          compaction request itself when started after it, it is predicted to lose the race to B: ``start_with``,
+          compaction request itself when, started after it, it is predicted to keep a request waiting: ``start_with``,
           from compact.request_cycle.send). One in flight at a time; a failed one is not tried again before the next
           compaction. A summary still in flight when a compaction is applied (the notes' fallback) becomes the
           next cycle's: that compaction only replaced messages it saw, so it may replace that compaction's
@@ -81,6 +81,11 @@ QUICK_STEPS = (
 )
 MAX_REFRESH = 3  # updates of a notes candidate that lags behind, in one cycle, before a summary is prepared
 CANDIDATE_TIMEOUT = 180.0  # seconds before a background summary is abandoned
+# the wait a request may be expected to have for the server's summary started after the compaction
+# request's reply, before that summary starts with the compaction request instead (its prefix then
+# written to the cache once more): as long as an early compaction waits for its candidate
+# (compact.autocompact.EARLY_WAIT)
+RACE_WAIT = 1.0
 # a compaction is put off, waiting for its candidate, at most this far past T (the default distance from
 # T to the blocking limit): a lowered threshold (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE) is still honoured
 DEFER_ROOM = 10_000
@@ -136,7 +141,7 @@ class Preparer(Worker):
     caught_up: int = -2  # the cycle whose lagging notes were brought up to date at T (once a cycle)
     covered_at: int = 0  # the context's size when this cycle's last notes update was started
     # this cycle's server's summary is started over the compaction request itself, as it is sent
-    # (``start_with``): started after its reply, it was predicted to lose the race to the limit (``_race_lost``)
+    # (``start_with``): started after its reply, it was predicted to keep a request waiting (``_race_lost``)
     with_request: bool = False
     # what the server's summary started that way summarized, by fingerprint: applied only over a request
     # that sent exactly that (a retry that changed a message would bind the kept thinking elsewhere)
@@ -814,8 +819,8 @@ def _start_next(conv: Conversation, ports: Ports, p: Preparer) -> None:
     """Start the next cycle's candidate at once when the compaction left the context at its level
     already (a session growing fast at a small window: its summary needs every step it can get), not
     one response later. The server's summary needs a request: it starts after the next response, or,
-    when that is predicted to lose the race to the limit, with the compaction request itself
-    (``start_with``)."""
+    when that is predicted to keep a request waiting more than RACE_WAIT, with the compaction request
+    itself (``start_with``)."""
     tokens = conv.view().tokens
     kind = _kind(conv, ports)
     if kind == "server" and backend.server_plan(conv, ports) is None:
@@ -827,8 +832,8 @@ def _start_next(conv: Conversation, ports: Ports, p: Preparer) -> None:
 
 def _race_lost(conv: Conversation, ports: Ports, p: Preparer) -> bool:
     """At a compaction point whose next candidate is the server's summary: whether, started after the
-    compaction request's reply, it is expected (its measured time × LEAD, as ``level`` expects it) to be
-    in only after the first request that would pass the limit — which would then wait for it. Measured:
+    compaction request's reply, it is expected (by its measured time) to be in more than RACE_WAIT after
+    the first request that would pass the limit is due — which would wait for it that long. Measured:
     the usual step's time and growth, the server's summary's time, and what the compaction request
     leaves once the server's clearing moves as far as that summary lets it (all but the newest results).
     The first request after the compaction point is step 1; the candidate started after its reply is in
@@ -857,12 +862,12 @@ def _race_lost(conv: Conversation, ports: Ports, p: Preparer) -> bool:
     # the steps that fit under the limit after the compaction request: the first that would not fit
     # waits for the candidate if it is not in (at_threshold)
     fit = max(0, int((_limit(conv) - 1 - at) // grown))
-    return step + took * LEAD > (fit + 1) * step
+    return step + took - (fit + 1) * step > RACE_WAIT
 
 
 def start_with(conv: Conversation, ports: Ports, sent: list[Message]) -> bool:
     """The compaction request after a compaction is about to be sent over ``sent`` (its messages, tagged):
-    when this cycle's server's summary was predicted to lose the race started after its reply
+    when this cycle's server's summary started after its reply was predicted to keep a request waiting
     (``_race_lost``), start it now, over exactly those messages — one step earlier. Its prefix is not in
     the prompt cache yet (the compaction request writes it, and a cache entry serves only once a
     response has begun): one more write of it, paid only where the user would otherwise wait. True when
