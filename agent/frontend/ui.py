@@ -357,8 +357,8 @@ def _key_arg(name: str) -> str:
     return (d.key_arg or "") if d is not None else ""
 
 
-def key_argument(name: str, args: dict[str, Any]) -> str:
-    """The one argument that says what a tool call does, on one short line."""
+def key_argument(name: str, args: dict[str, Any], limit: int = 80) -> str:
+    """The one argument that says what a tool call does, on one short line (``limit`` characters)."""
     value = args.get(_key_arg(name))
     if value is None:
         value = next((v for v in args.values() if isinstance(v, str)), "")
@@ -368,7 +368,7 @@ def key_argument(name: str, args: dict[str, Any]) -> str:
     text = lines[0] + (" …" if len(lines) > 1 else "")
     if name == "Grep" and args.get("path"):
         text += f" in {visible(str(args['path']), one_line=True)}"
-    return text if len(text) <= 80 else text[:79] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def whole_argument(name: str, args: dict[str, Any]) -> str:
@@ -602,7 +602,10 @@ class Renderer:
         self._end_text()
         self._just_asked = None
         self.console.print(
-            tool_header(event.tool_name, relative_paths(event.tool_input, self.cwd)), highlight=False
+            tool_header(
+                event.tool_name, relative_paths(event.tool_input, self.cwd), width=self.console.width
+            ),
+            highlight=False,
         )
         self._result_lines(f"Not run: {event.reason}".splitlines(), "yellow")
 
@@ -614,7 +617,8 @@ class Renderer:
             self._in_question.add(event.tool_use_id)  # its header and diff are on screen just above
         else:
             self.console.print(
-                tool_header(event.name, relative_paths(event.input, self.cwd)), highlight=False
+                tool_header(event.name, relative_paths(event.input, self.cwd), width=self.console.width),
+                highlight=False,
             )
         self._just_asked = None
         self._inputs[event.tool_use_id] = call
@@ -726,8 +730,8 @@ class Renderer:
         self._compact_since = None
         self._stop_status()
         self.console.print(Text(compaction_line(event), style="bold"), highlight=False)
-        for line in event.hook_messages:
-            self.console.print(Text(RESULT + visible(line), style="dim"), highlight=False)
+        for line in event.hook_messages:  # its next lines under its text, not at the margin
+            self.console.print(indented(self.console, Text(visible(line), style="dim"), RESULT, INDENT))
         self.console.print(Text(RESULT + SUMMARY_HINT, style="dim"), highlight=False)
         self._resume_turn_status()
 
@@ -1070,12 +1074,18 @@ def shown_path(path: str, cwd: Path | None) -> str:
     return path
 
 
-def tool_header(name: str, args: dict[str, Any], whole: bool = False) -> Text:
-    """``● Name(argument)``: the argument on one short line, or (``whole``: a question) all of it."""
+def tool_header(name: str, args: dict[str, Any], whole: bool = False, width: int = 0) -> Text:
+    """``● Name(argument)``: the argument on one short line (within ``width`` columns when given), or
+    (``whole``: a question) all of it."""
     line = Text(BULLET, style="bold")
     line.append(visible(name, one_line=True), style="bold")
     # a question's whole argument: its lines under the header's text, not back at the margin
-    shown = whole_argument(name, args).replace("\n", "\n  ") if whole else key_argument(name, args)
+    limit = min(80, width - len(name) - 4) if width else 80
+    shown = (
+        whole_argument(name, args).replace("\n", "\n  ")
+        if whole
+        else key_argument(name, args, max(limit, 20))
+    )
     line.append(f"({shown})")
     return line
 

@@ -703,3 +703,28 @@ def test_the_banner_never_breaks_the_directory_mid_word(monkeypatch, tmp_path) -
             assert len(lines) == 2 and lines[0].endswith(
                 "~/src/" + "a-rather-long-directory-name-" * 3 + "/the-project"
             )
+
+
+def test_a_long_line_under_a_compaction_goes_on_under_its_text():
+    """The demo at 80 columns: "Compacted early: …" went on at the margin, under the ⎿, not its text."""
+    said = (
+        "Compacted early: the session notes, prepared in the background, pays for itself from 9,524 tokens "
+        "(now 20,943 of 27,000): ~14 more requests × 16,181 fewer tokens each"
+    )
+    out = render(
+        CompactStarted("auto"), CompactFinished("auto", 21_000, 4_300, 0.1, "session-memory", "S", (said,))
+    )
+    lines = out.splitlines()
+    assert lines[1].startswith("  ⎿  Compacted early: ") and all(len(line) <= 80 for line in lines), out
+    assert lines[2].startswith("     ") and lines[2].strip() and lines[3].startswith("     "), out
+    assert " ".join(line.strip().removeprefix("⎿").strip() for line in lines[1:4]) == said, out
+
+
+def test_a_tool_header_fits_the_terminal():
+    """The demo at 80 columns: a Grep's header with a long path ran to 88 characters and wrapped."""
+    path = "/tmp/day/compact-agent-demo-bvt7nwjs/home/projects/-tmp-day-tinyshop/tool-results/toolu_1.txt"
+    for width in (60, 80, 160):
+        out = render(ToolStarted("t1", "Grep", {"pattern": "^TOTAL", "path": path}), width=width)
+        [header] = out.splitlines()
+        assert header.startswith("● Grep(^TOTAL in /tmp/day/") and header.endswith(")"), out
+        assert len(header) <= min(width, 88) and "…" in header, out  # the argument: 80 characters at most
