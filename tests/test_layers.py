@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from scripts import gen_bans
 from scripts.floors import FLOORS, OWNERS, SUBFLOORS
 from tests.helpers.cli import ROOT
@@ -38,6 +40,10 @@ LOCAL_IMPORTS_ALLOWED: dict[str, set[str] | None] = {
 def _allowed_locally(i: Import) -> bool:
     targets = LOCAL_IMPORTS_ALLOWED.get(i.module, set())
     return targets is None or i.target in targets
+
+
+# one worker runs them all, so the import graph (all_imports) is parsed once in a run, not once per worker
+pytestmark = pytest.mark.xdist_group("layers")
 
 
 @dataclass(frozen=True)
