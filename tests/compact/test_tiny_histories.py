@@ -11,18 +11,17 @@ from pathlib import Path
 from compact.compaction import compactor, ledger
 from core.events import CompactFailed, CompactFinished
 from core.messages import assistant, tool_result_block, tool_results, user_prompt
+from core.scripted import ScriptedModel, reply_text
 from core.tokens import estimate_text
-from tests.fakeapi import FakeAPI, request_text
 from tests.helpers.bench import make_bench
 from tests.helpers.compaction import conversation, of_type
 
 POOR = "<summary>We worked on some code.</summary>"
 
 
-def test_a_compaction_that_barely_shrinks_the_context_is_not_applied(
-    tmp_path: Path, fake_api: FakeAPI
-) -> None:
-    bench = make_bench(tmp_path, fake_api)
+def test_a_compaction_that_barely_shrinks_the_context_is_not_applied(tmp_path: Path) -> None:
+    model = ScriptedModel()
+    bench = make_bench(tmp_path, model_api=model)
     conversation(bench, ["a.py"])
     pre = bench.view().raw_tokens
     least = compactor.least_left(bench.conv, bench.ports, bench.view().messages)
@@ -32,7 +31,7 @@ def test_a_compaction_that_barely_shrinks_the_context_is_not_applied(
     fixed = bench.conv.calibration.scale(bench.conv.calibration.fixed_tokens())
     target = fixed + int((pre - fixed) * 1.035) - least
     assert target > 0
-    fake_api.reply_text("<summary>" + phrase * (target // estimate_text(phrase)) + "</summary>")
+    model.steps.append(reply_text("<summary>" + phrase * (target // estimate_text(phrase)) + "</summary>"))
     messages = list(bench.messages)
 
     assert compactor.compact(bench.conv, bench.ports, "manual") is False
@@ -44,10 +43,9 @@ def test_a_compaction_that_barely_shrinks_the_context_is_not_applied(
     assert bench.messages == messages and of_type(bench.events, CompactFinished) == []
 
 
-def test_lines_of_tool_output_the_next_step_used_reach_the_working_state(
-    tmp_path: Path, fake_api: FakeAPI
-) -> None:
-    bench = make_bench(tmp_path, fake_api)
+def test_lines_of_tool_output_the_next_step_used_reach_the_working_state(tmp_path: Path) -> None:
+    model = ScriptedModel()
+    bench = make_bench(tmp_path, model_api=model)
     conversation(bench, ["a.py", "b.py"])  # earlier work, so there is something to compact
     bench.add(assistant([{"type": "text", "text": "The parser is fixed."}]))
     bench.add(
@@ -100,29 +98,28 @@ def test_lines_of_tool_output_the_next_step_used_reach_the_working_state(
     bench.add(assistant([edit], stop_reason="tool_use"))
     bench.add(tool_results([tool_result_block("toolu_edit", "The file was updated.")]))
     bench.add(assistant([{"type": "text", "text": "Fixed."}]))
-    fake_api.reply_text(POOR)
+    model.steps.append(reply_text(POOR))
 
     assert compactor.compact(bench.conv, bench.ports, "manual") is True, of_type(bench.events, CompactFailed)
 
-    text = request_text({"messages": [{"role": "user", "content": m.text} for m in bench.messages]})
+    text = "\n".join(m.text for m in bench.messages)
     assert "DEFAULT_PORT = 8443" in text and "RETRY_LIMIT = 7" in text  # the Read's lines the next step named
     assert "app.listen(80)" in text  # the Grep's line the Edit changed
     assert "value_50" not in text  # not the rest of the file
 
 
-def test_a_fact_whose_result_left_at_a_compaction_is_kept_when_the_next_step_names_it(
-    tmp_path: Path, fake_api: FakeAPI
-) -> None:
+def test_a_fact_whose_result_left_at_a_compaction_is_kept_when_the_next_step_names_it(tmp_path: Path) -> None:
     """The compaction came between a Read and the step that used it: the result is gone by then, so the
     working state carries the results no reply has answered yet, and the step after it says which line."""
-    bench = make_bench(tmp_path, fake_api)
+    model = ScriptedModel()
+    bench = make_bench(tmp_path, model_api=model)
     conversation(bench, ["a.py", "b.py", "c.py"])
     read = {"type": "tool_use", "id": "toolu_conf", "name": "Read", "input": {"file_path": "/p/conf.py"}}
     bench.add(assistant([read], stop_reason="tool_use"))
     # a long file whose last line holds the fact (past what the working state carries of a result's middle)
     body = "\n".join([f"{i:>6}\tsetting_{i} = None" for i in range(1, 2000)] + ["  2000\tPOOL_SIZE = 12"])
     bench.add(tool_results([tool_result_block("toolu_conf", body)]))
-    fake_api.reply_text(POOR)
+    model.steps.append(reply_text(POOR))
     assert compactor.compact(bench.conv, bench.ports, "auto") is True
     assert not any("POOL_SIZE" in m.text for m in bench.messages if m.kind == "tool_results")
 
