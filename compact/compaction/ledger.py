@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -588,14 +589,41 @@ def carried(text: str) -> str:
     return f"{head}\n{CUT_NOTE.format(n=max(1, left))}\n{tail}"
 
 
+# what a long text is and the words in it that look like paths, remembered by the text's length and hash
+# (not the text: a 1M-token paste is not kept alive): every compaction derives the ledger and shapes the
+# user's words again, and at 1M a pasted log of ~1.5M characters cost ~3 s of each compaction's wait
+MEMO_CHARS = 20_000  # shorter texts are cheap to look at again
+MEMO_SIZE = 64  # each a few words, or a carried prompt (200,000 characters at most)
+_memo: dict[tuple[str, int, int], Any] = {}
+_memo_lock = threading.Lock()
+
+
+def _remembered(kind: str, text: str, compute: Any) -> Any:
+    if len(text) < MEMO_CHARS:
+        return compute(text)
+    key = (kind, len(text), hash(text))
+    with _memo_lock:
+        if key in _memo:
+            return _memo[key]
+    value = compute(text)
+    with _memo_lock:
+        _memo[key] = value
+        while len(_memo) > MEMO_SIZE:
+            del _memo[next(iter(_memo))]
+    return value
+
+
+def _pathish(text: str) -> tuple[str, ...]:
+    """The words of ``text`` that look like paths (the user naming a file), in order."""
+    words = (token.strip(_STRIP).rstrip(".") for token in text.split())
+    return tuple(w for w in words if len(w) >= 3 and _PATHISH.match(w))
+
+
 def _add_prompt(ledger: Ledger, text: str) -> None:
-    ledger.prompts.append(carried(text))
+    ledger.prompts.append(_remembered("carried", text, carried))
     del ledger.prompts[:-MAX_PROMPTS]
     base = Path(ledger.cwd)
-    for token in text.split():
-        word = token.strip(_STRIP).rstrip(".")
-        if len(word) < 3 or not _PATHISH.match(word):
-            continue
+    for word in _remembered("paths", text, _pathish):
         path = Path(word).expanduser()
         path = path if path.is_absolute() else base / path
         try:
@@ -635,6 +663,10 @@ def shape_of(text: str) -> str:
     """What a message is, from its shape alone: "paste" (many lines that are mostly not prose — a log,
     a file, a trace — or one very long line), "long line" (one line past HEAD_CHARS that is not prose)
     or "prose". Never from the words in it: a log that says "must" is still a log."""
+    return str(_remembered("shape", text, _shape))
+
+
+def _shape(text: str) -> str:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if _prose_share(text) >= PROSE_SHARE:
         return "prose"  # whatever its line count: a 600-word spec on one line is the task, not a paste
@@ -678,7 +710,8 @@ def head_of(text: str, head_lines: int = HEAD_LINES, tail_chars: int = TAIL_CHAR
         else:
             shown = lines[0]
     what = {"paste": "pasted text", "long line": "one long line"}.get(shape_of(text), "a long message")
-    return f"{shown}\n" + HEAD_NOTE.format(what=what, lines=len(lines), tokens=estimate_text(text))
+    size = _remembered("tokens", text, estimate_text)
+    return f"{shown}\n" + HEAD_NOTE.format(what=what, lines=len(lines), tokens=size)
 
 
 def user_messages(
@@ -724,7 +757,7 @@ def user_messages(
 
     def tokens(t: str) -> int:  # each text tokenized once: size() is asked after every change
         if t not in counted:
-            counted[t] = estimate_text(t)
+            counted[t] = _remembered("tokens", t, estimate_text)
         return counted[t]
 
     def size() -> int:  # as rendered: each message in its tags

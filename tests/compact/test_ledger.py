@@ -448,3 +448,30 @@ def test_when_the_working_state_passes_its_share_the_older_milestones_give_way()
     assert all(f"python3 tools/check_{k}.py --strict" in state for k in range(30))  # every failing one
     assert "Milestones of earlier turns" not in tight  # they gave way (they took ~250 tokens before)
     assert "CONCLUSION-29: step_29 fixed." in tight and task in tight  # the newest answer, the task whole
+
+
+def test_a_long_paste_is_shaped_and_searched_for_paths_once_over_many_compactions(monkeypatch: Any) -> None:
+    """blind.py, pastes at 1M (a pasted log of ~1.4M characters): every compaction derived the ledger
+    and shaped the user's words again, each time going through the paste character by character and
+    word by word: ~6 of the ~9 s a compaction took there. What a long text is and the words in it that
+    look like paths are remembered by its length and hash."""
+    paste = "\n".join(f"2026-11-01T03:{i % 60:02d}:00Z WARN worker-{i}: job {i} slow" for i in range(30_000))
+    messages = [user_prompt("Fix the parser."), assistant([{"type": "text", "text": "Done."}])]
+    messages += [user_prompt(f"Here is the log of the nightly run:\n{paste}")]
+    shaped: list[int] = []
+    share = ledger._prose_share
+    monkeypatch.setattr(ledger, "_prose_share", lambda t: shaped.append(len(t)) or share(t))
+
+    class Counting:
+        words = 0
+
+        def match(self, word: str) -> Any:
+            Counting.words += 1
+            return pattern.match(word)
+
+    pattern = ledger._PATHISH
+    monkeypatch.setattr(ledger, "_PATHISH", Counting())
+    texts = [ledger.attachment(messages, [], "/p", 167_000, room=5_000).message.text for _ in range(3)]
+    assert texts[0] == texts[1] == texts[2] and "Here is the log of the nightly run:" in texts[0]
+    assert len([n for n in shaped if n > 20_000]) == 1, shaped  # was 6: twice a compaction
+    assert Counting.words < 1.1 * len(paste.split())  # was 3x: once a compaction
