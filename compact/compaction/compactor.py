@@ -4,7 +4,9 @@ Triggers: ``/compact`` ("manual"), auto-compact over the threshold ("auto"), a p
 (reactive: recorded and hooked as "auto", shown as "reactive").
 Drops: the whole live history (or, on the session-memory path, all but a recent verbatim tail).
 Keeps: the summary, the kept tail (its old tool results cleared as microcompact would, the newest kept
-within 10% of T: the cached prefix is rewritten anyway; micro.in_tail), the working-state ledger
+within 10% of T: the cached prefix is rewritten anyway; micro.in_tail — of those the stand-in saw, only
+the newest once the session did not go back to the ones the last compaction kept:
+notes_compaction.lean_tail), the working-state ledger
 (compact.compaction.ledger), restored files and plan, SessionStart hook context — in that order.
 Writes to disk: nothing until a summary is in hand; then the boundary, the summary and the new
 messages are appended to the transcript (nothing before is touched), then a compact_result record
@@ -389,7 +391,9 @@ def finish(
     server = compaction.stand_in is not None
     # the server's summary keeps the kept turns' thinking valid as long as they stay as they were sent:
     # their old results are not cleared then
-    stale = [] if server else _stale_in_kept(conv, ports, kept, _unseen(conv, compaction, old))
+    unseen = frozenset() if server else _unseen(conv, compaction, old)
+    lean = notes_compaction.lean_tail(conv, ports, trigger)
+    stale = [] if server else _stale_in_kept(conv, ports, kept, unseen, lean)
     visible = micro.without_calls(kept, stale)  # files whose reads stay visible in the kept tail
     summary_msg = (
         compaction.stand_in
@@ -471,6 +475,7 @@ def finish(
     # the "a → b" figure: recorded once, so /summary after a resume shows the same b as the live line
     conv.record(compact_result_record(post_tokens, compaction, trigger, pre_tokens, candidate))
     conv.state.reset_after_compaction(post_tokens)
+    kept_seen = () if server else _kept_seen(conv, kept, stale, unseen)
     conv.last_compaction = LastCompaction(
         summary=compaction.summary,
         trigger=trigger,
@@ -481,6 +486,9 @@ def finish(
         replaced=lambda: old,
         candidate=candidate,
         written=max(0, post_tokens - cal.scale(cal.fixed_tokens() + _unsent(kept, stale))),
+        kept_seen=kept_seen,
+        kept_seen_tokens=cal.scale(micro.size_after(kept, []) - micro.size_after(kept, kept_seen)),
+        lean=lean,
     )
     early = conv.decision.line() if conv.decision is not None else ""
     lines = [
@@ -611,17 +619,38 @@ def _unsent(kept: list[Message], stale: list[str]) -> int:
 
 
 def _stale_in_kept(
-    conv: Conversation, ports: Ports, kept: list[Message], unseen: frozenset[str] = frozenset()
+    conv: Conversation,
+    ports: Ports,
+    kept: list[Message],
+    unseen: frozenset[str] = frozenset(),
+    lean: bool = False,
 ) -> list[str]:
     """Old tool results of a kept tail: the compaction rewrites the cached prefix anyway, so microcompact's
     clearing (all but the most recent few, within their share of T as the server counts) costs nothing
     extra now and saves on every later request — except results no notes update or summary saw
-    (``unseen``): those stay, or they would leave the context unseen."""
+    (``unseen``): those stay, or they would leave the context unseen. ``lean`` (``notes_compaction.lean_tail``): of the
+    results they saw, only the newest stays."""
     c = ports.config
     if not kept or not c.microcompact or c.disable_compact:
         return []
     th = conv.window.thresholds().auto_compact
-    return micro.in_tail(kept, conv.state, c.keep_recent, th, ratio=conv.calibration.ratio, unseen=unseen)
+    keep = 1 if lean else c.keep_recent
+    return micro.in_tail(kept, conv.state, keep, th, ratio=conv.calibration.ratio, unseen=unseen)
+
+
+def _kept_seen(
+    conv: Conversation, kept: list[Message], stale: list[str], unseen: frozenset[str]
+) -> tuple[str, ...]:
+    """The tool calls whose results the kept tail holds whole although the stand-in saw them (those
+    microcompact could clear)."""
+    gone = set(stale) | set(unseen) | conv.state.cleared
+    calls = {str(b.get("id")) for m in kept for b in m.tool_uses if micro.clearable(str(b.get("name")))}
+    return tuple(
+        str(b.get("tool_use_id"))
+        for m in kept
+        for b in m.tool_results
+        if str(b.get("tool_use_id")) in calls - gone and micro.holds_output(b)
+    )
 
 
 def _unseen(conv: Conversation, compaction: Compaction, old: list[Message]) -> frozenset[str]:

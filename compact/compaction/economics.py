@@ -15,8 +15,9 @@ Prices are the model family's (core.models), relative to an uncached input token
 cache read the family's (a tenth of input unless the table says otherwise), output the family's ratio.
 The compaction's call, by the backend the next compaction would use (compact.compaction.backend):
 
-    notes       a notes update reads P from the cache and writes a few hundred tokens (none when the notes
-                are current already: then the compaction makes no call at all)
+    notes       a notes update reads P from the cache and writes what the last one was seen to write out
+                and to the cache (``observe_notes``; before one, NOTES_OUT tokens out) — none when the
+                notes are current already: then the compaction makes no call at all
     summary     the local summary reads P from the cache and writes ~2,500 tokens
     server      the server's summary at the price it was seen to cost (``observe``: its response's
                 ``usage.iterations`` say what the compaction step read uncached, wrote to and read from the
@@ -33,8 +34,8 @@ the background preparation use in place of the threshold T (compact.autocompact,
 ``costAwareCompaction`` is on, for the notes and the server's summary (the local summary, which keeps
 nothing verbatim, still runs at T). It is never below FLOOR_SHARE of T nor twice R (a compaction must free
 something worth having; below that there is nothing to compact), and never above T: at T a compaction runs
-whatever the arithmetic says, as before. The budgets of a compaction (tail, ledger, restored files) stay
-scaled by T. What is restored follows the same arithmetic (compact.compaction.restore.worth_restoring).
+whatever the arithmetic says, as before. (On a model that keeps its thinking, a turn's first server's
+summary starts no lower than BOUNDARY_SHARE of T either: compact.workers.preparer, ``turn_compacted``.) The budgets of a compaction (tail, ledger, restored files) stay scaled by T. What is restored follows the same arithmetic (compact.compaction.restore.worth_restoring).
 
 Pure arithmetic over the conversation's state; no I/O, no model calls.
 """
@@ -45,6 +46,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from compact.compaction.ledger import referred_to, result_text
 from compact.context.conversation import Conversation, Ports
 from core.messages import Message
 from core.models import family_of
@@ -81,14 +83,20 @@ class Prices:
     output: float = 5.0
     server_in: float = 1.0
     server_out: float = SERVER_OUT
+    notes_out: float = NOTES_OUT  # a notes update's output tokens (learned: ``observe_notes``)
+    notes_written: float = 0.0  # and what it writes to the cache beyond the context it reads
 
     @classmethod
-    def of(cls, model: str, seen: dict[str, float] | None = None) -> Prices:
+    def of(
+        cls, model: str, seen: dict[str, float] | None = None, notes: dict[str, float] | None = None
+    ) -> Prices:
         """The family's prices; with ``seen`` (an ``observe`` of this conversation) the server summary's
-        price as observed, at these prices."""
+        price as observed, and with ``notes`` (``observe_notes``) a notes update's, at these prices."""
         family = family_of(model)
         read = family.cache_read / family.price_in if family.cache_read is not None else READ
         prices = cls(read=read, output=family.price_out / family.price_in, server_in=read * SERVER_PRIOR)
+        if notes:
+            prices = replace(prices, notes_out=notes["output"], notes_written=notes["written"])
         if not seen:
             return prices
         server_in = seen["uncached"] + seen["written"] * prices.write + seen["read"] * prices.read
@@ -117,12 +125,24 @@ def observe(usage: dict[str, Any] | None) -> dict[str, float] | None:
     return {"uncached": uncached / seen, "written": written / seen, "read": read / seen, "output": float(out)}
 
 
+def observe_notes(usage: dict[str, Any] | None) -> dict[str, float] | None:
+    """What one notes update cost beyond reading the context from the cache, from its response's
+    ``usage``: the tokens it wrote out and those it wrote to the cache (its instruction, and whatever of
+    the context was not cached yet). None when it says nothing usable."""
+    usage = usage or {}
+    out = int(usage.get("output_tokens") or 0)
+    if out <= 0:
+        return None
+    written = int(usage.get("cache_creation_input_tokens") or 0) + int(usage.get("input_tokens") or 0)
+    return {"output": float(out), "written": float(written)}
+
+
 def call_cost(kind: str, tokens: int, prices: Prices) -> float:
     """What the compaction's own model call costs for a context of ``tokens`` (see the docstring)."""
     if kind == "notes-current":
         return 0.0
     if kind == "notes":
-        return tokens * prices.read + NOTES_OUT * prices.output
+        return tokens * prices.read + prices.notes_written * prices.write + prices.notes_out * prices.output
     if kind == "summary":
         return tokens * prices.read + SUMMARY_OUT * prices.output
     if kind == "server":
@@ -171,25 +191,72 @@ def requests_in_cycle(messages: list[Message], after: str | None = None) -> int:
     return sum(1 for m in messages[at + 1 :] if m.role == "assistant")
 
 
+def tail_unused(conv: Conversation) -> bool:
+    """Whether the session has not gone back to the results the last compaction kept verbatim although
+    its notes or summary had seen them: no reply since made the same call again or named anything they
+    hold (compact.compaction.ledger ``referred_to``). Then the next compaction keeps, of the seen results,
+    only the newest (compact.compaction.compactor): kept again, they would be written to the prompt cache
+    once more and read on every request after it, where the working state names them and a Read brings
+    one back. False before a first compaction (it keeps the usual tail); a compaction that kept no seen
+    result passes on the verdict it was made with."""
+    last = conv.last_compaction
+    if last is None:
+        return False
+    if not last.kept_seen:
+        return last.lean
+    with conv.lock:
+        messages = list(conv.messages)
+    at = next((i for i, m in enumerate(messages) if m.uuid == last.tail_uuid), None)
+    if at is None:
+        return False
+    wanted = set(last.kept_seen)
+    uses = {str(b.get("id")): b for m in messages[:at] for b in m.tool_uses if b.get("id") in wanted}
+    results = [
+        (uses[str(b.get("tool_use_id"))], result_text(b.get("content")))
+        for m in messages[:at]
+        for b in m.tool_results
+        if str(b.get("tool_use_id")) in uses
+    ]
+    replies = [m for m in messages[at + 1 :] if m.role == "assistant"]
+    return bool(results) and not referred_to(results, replies)
+
+
 def post_estimate(conv: Conversation, threshold: int) -> tuple[int, int]:
-    """(R, fixed): what a compaction is expected to leave, and the part of it that stays cached."""
+    """(R, fixed): what a compaction is expected to leave, and the part of it that stays cached: what the
+    last one left (less the seen results it kept when the next one won't keep them: ``tail_unused``)."""
     cal = conv.calibration
     fixed = cal.scale(cal.fixed_tokens())
     last = conv.last_compaction
     if last is not None and last.post_tokens > fixed:
-        return last.post_tokens, fixed
+        return last.post_tokens - _unkept(conv), fixed
     return fixed + int(threshold * RESET_SHARE), fixed
+
+
+def _unkept(conv: Conversation) -> int:
+    """What of the last compaction's post the next one will not keep again (``tail_unused``)."""
+    last = conv.last_compaction
+    return last.kept_seen_tokens if last is not None and last.kept_seen and tail_unused(conv) else 0
 
 
 def written_estimate(conv: Conversation, threshold: int) -> int:
     """What a compaction is expected to write to the cache beyond what the next request writes anyway:
     the last one's (its summary, attachments and the kept messages already sent — the newest results,
-    sent for the first time, are written either way), else R less the system prompt and tools."""
+    sent for the first time, are written either way), else R less the system prompt and tools and less
+    the newest results as large as the last step's (``_last_results``), at least half of R less them."""
     post, fixed = post_estimate(conv, threshold)
     last = conv.last_compaction
     if last is not None and last.post_tokens > fixed and last.written is not None:
-        return min(last.written, post - fixed)
-    return post - fixed
+        return max(0, min(last.written - _unkept(conv), post - fixed))
+    # never below half of it: the summary and the working state are written whatever the step
+    return max((post - fixed) // 2, post - fixed - _last_results(conv))
+
+
+def _last_results(conv: Conversation) -> int:
+    """The size of the newest tool results in the conversation (the last step's), as the server counts:
+    what the next step is expected to bring, which its request writes to the cache either way."""
+    with conv.lock:
+        last = next((m for m in reversed(conv.messages) if m.role == "user" and m.tool_results), None)
+    return conv.calibration.scale(last.tokens) if last is not None else 0
 
 
 def requests_left(conv: Conversation) -> int:
@@ -198,6 +265,19 @@ def requests_left(conv: Conversation) -> int:
     last = conv.last_compaction
     with conv.lock:
         return requests_in_cycle(conv.messages, last.tail_uuid if last is not None else None)
+
+
+def turn_compacted(conv: Conversation) -> bool:
+    """Whether the current turn has compacted: a summary or the server's block stands after the prompt
+    it began with, or right before it (a compaction at the turn's boundary keeps the prompt)."""
+    with conv.lock:
+        messages = list(conv.messages)
+    stand_in = max((i for i, m in enumerate(messages) if m.kind in ("summary", "compaction")), default=-1)
+    if stand_in < 0:
+        return False
+    prompt = max((i for i, m in enumerate(messages) if m.is_typed_prompt), default=-1)
+    # a compaction at a turn boundary keeps the new prompt right after its summary: that turn has compacted
+    return stand_in > prompt or not any(m.role == "assistant" for m in messages[stand_in + 1 : prompt])
 
 
 def model_name(ports: Ports) -> str:
@@ -213,7 +293,7 @@ def point(conv: Conversation, ports: Ports, kind: str, threshold: int | None = N
     left = requests_left(conv)
     post, fixed = post_estimate(conv, th)
     written = written_estimate(conv, th)
-    prices = Prices.of(model_name(ports), conv.state.server_price)
+    prices = Prices.of(model_name(ports), conv.state.server_price, conv.state.notes_price)
     even = break_even(post, fixed, left, kind, prices, written)
     low = max(th * FLOOR_SHARE, 2 * post)
     if not math.isfinite(even):

@@ -445,6 +445,23 @@ def _add_facts(ledger: Ledger, unread: list[tuple[dict[str, Any], str]], reply: 
         ][-MAX_FACTS:]
 
 
+def referred_to(results: list[tuple[dict[str, Any], str]], replies: list[Message]) -> bool:
+    """Whether any of ``replies`` went back to one of these tool results: made the same call again, or
+    named a value, an identifier or a path the result holds (other than the call's own input), as
+    ``_add_facts`` finds what a reply depends on."""
+    calls = {json.dumps([u.get("name"), u.get("input")], sort_keys=True) for u, _ in results}
+    wanted: set[str] = set()
+    for reply in replies:
+        if any(json.dumps([b.get("name"), b.get("input")], sort_keys=True) in calls for b in reply.tool_uses):
+            return True
+        wanted |= _names(reply.text + "\n" + "\n".join(str(b.get("input") or "") for b in reply.tool_uses))
+    for use, text in results:
+        asked = json.dumps(use.get("input") or {})
+        if any(n not in asked and n in text for n in wanted):
+            return True
+    return False
+
+
 def _target(args: dict[str, Any]) -> str:
     """What a call was about, in a few words: its path, command, pattern or first argument."""
     for key in ("file_path", "path", "notebook_path", "command", "pattern", "url", "query"):

@@ -20,6 +20,7 @@ Model calls none, unless it folds (one update); it waits (at most 15 s) for an u
 
 from __future__ import annotations
 
+from compact.compaction import economics
 from compact.compaction.ledger import SNAPSHOT_KEY
 from compact.compaction.notes import headers, is_template, notes_text, template_for, trim_sections
 from compact.compaction.notes_template import section_tokens
@@ -189,9 +190,18 @@ def tail_tokens(kept: list[Message], conv: Conversation, ports: Ports) -> int:
         messages, coverage.covered_count(messages, conv.state.last_summarized_uuid)
     )
     th = conv.window.thresholds().auto_compact
+    keep = 1 if lean_tail(conv, ports, "auto") else c.keep_recent
     return micro.size_after(
-        kept, micro.in_tail(kept, conv.state, c.keep_recent, th, ratio=conv.calibration.ratio, unseen=unseen)
+        kept, micro.in_tail(kept, conv.state, keep, th, ratio=conv.calibration.ratio, unseen=unseen)
     )
+
+
+def lean_tail(conv: Conversation, ports: Ports, trigger: str) -> bool:
+    """Whether this automatic, cost-aware compaction keeps, of the results its notes or summary saw, only
+    the newest (what they did not see stays whole whatever happens): when the session has not gone back
+    to the seen results the last compaction kept (compact.compaction.economics ``tail_unused``)."""
+    c = ports.config
+    return trigger == "auto" and c.cost_aware and c.auto_enabled and economics.tail_unused(conv)
 
 
 def leaves(conv: Conversation, ports: Ports, made: Compaction) -> int:

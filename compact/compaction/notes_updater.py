@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
-from compact.compaction import summary
+from compact.compaction import economics, summary
 from compact.compaction.notes import ensure_notes, headers, oversized_sections, save_version, template_for
 from compact.compaction.notes_template import section_tokens, update_instruction
 from compact.context import context_editing, coverage
@@ -360,6 +360,7 @@ def _update(conv: Conversation, ports: Ports, job: _Job, cancel: threading.Event
     req.retry = "background"  # a compaction candidate: a failed one costs nothing, the next one retries
     reply = ports.model.stream(req, cancel=cancel, emit_text=False)
     ports.account(reply)
+    conv.state.notes_price = economics.observe_notes(reply.usage) or conv.state.notes_price
     return apply_edits(conv, path, reply.tool_uses, header_lines)
 
 

@@ -156,6 +156,12 @@ class LastCompaction:
     # what it wrote to the prompt cache that the next request would not have written anyway (its post
     # tokens less the system prompt and tools and the kept messages no request had sent yet); None: unknown
     written: int | None = None
+    # the tool calls whose results it kept verbatim although its notes or summary had seen them (the
+    # usual recent tail), and whether it kept none such because the session had not gone back to those
+    # the compaction before it kept (compact.compaction.economics ``tail_unused``)
+    kept_seen: tuple[str, ...] = ()
+    kept_seen_tokens: int = 0  # their size as the server counts (less the marker that would replace them)
+    lean: bool = False
 
     @property
     def post_tokens(self) -> int:

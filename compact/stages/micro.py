@@ -202,6 +202,16 @@ def _cleared(m: Message, cleared: set[str]) -> Message:
     return m.replace(content=blocks) if changed else m
 
 
+def clearable(tool: str) -> bool:
+    """Whether microcompact may clear this tool's results."""
+    return _clearable(tool)
+
+
+def holds_output(block: Block) -> bool:
+    """Whether a tool_result block still holds its output (not cleared, not a few words)."""
+    return _worth_clearing(block)
+
+
 def _worth_clearing(block: Block) -> bool:
     content = block.get("content", "")
     if isinstance(content, list):

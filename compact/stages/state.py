@@ -81,6 +81,9 @@ class ContextState:
     # None until the first one answered: cost-aware compaction prices it by its prior until then. A
     # resumed session prices compaction as the live one did
     server_price: dict[str, float] | None = None
+    # what the last notes update was seen to cost beyond its cached read (economics.observe_notes); None
+    # until one answered (the prior then). Not recorded: a resumed session learns it at its first update
+    notes_price: dict[str, float] | None = None
 
     def reset_after_compaction(self, tokens: int) -> None:
         """A compaction replaces the history; decisions about dropped messages no longer matter."""

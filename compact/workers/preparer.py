@@ -253,6 +253,10 @@ def start_if_due(conv: Conversation, ports: Ports, tokens: int) -> bool:
     ):  # prepared ahead of where a compaction pays for itself (compact.compaction.economics)
         threshold = economics.point(conv, ports, kind, threshold)
     due = _due(p, threshold, t, blocking, kind)
+    if kind == "server" and ports.config.cost_aware and not economics.turn_compacted(conv):
+        # a turn's first compaction inside its tool loop: below half of T the turn may yet end, and the
+        # next prompt compacts from the notes with no call and no kept thinking (request_cycle.turn_end_notes)
+        due = max(due, int(t * economics.BOUNDARY_SHARE))
     if p.cycle == _cycle(conv):
         if p.kind == "notes" and p.notes_done:
             # an update taken before the notes' level (one that started right after the last compaction)

@@ -552,10 +552,11 @@ def test_a_prepared_server_summary_that_lags_behind_gives_way_to_one_of_the_next
     """At a user's low threshold (CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=15: T = 27K) a server's summary prepared
     early keeps every step sent since: applied at T it left the context as large as it found it
     (24-env-manual --rules 2026: 24.0K -> 24.2K). Clear of the blocking limit it gives way to a summary of
-    the next request sent, which is waited for at T and keeps that request's reply alone."""
+    the next request sent, which is waited for at T and keeps that request's reply alone. (Cost-aware
+    compaction off: this is about T; with it on, the arithmetic may apply the candidate below T.)"""
     from compact.workers import preparer
 
-    bench = thinking_bench(tmp_path, api, autocompact_pct=15)
+    bench = thinking_bench(tmp_path, api, autocompact_pct=15, cost_aware=False)
     threshold = bench.conv.window.thresholds().auto_compact
     assert threshold == 27_000
     bench.add(user_prompt("Read the modules and fix the parser."))
@@ -659,3 +660,40 @@ def test_a_server_summary_that_wins_the_race_anyway_waits_for_the_compaction_req
     read_step(bench, api, "d.py")
 
     assert p.kind == "" and api.compactions.served == served  # nothing asked with it
+
+
+def test_a_turn_s_first_server_summary_starts_no_lower_than_half_of_t(tmp_path: Path, api: FakeAPI) -> None:
+    # below half of T the turn may yet end, and its next prompt compacts from the notes with no call and
+    # no kept thinking (30-session-memory, --rules 2026: a summary prepared at 70K of 167K in the first
+    # turn compacted it, and no notes were ever written). Fails without the rule: the candidate starts
+    # at the arithmetic's point, a long cycle's point far below half of T
+    from compact.workers import preparer
+
+    bench = thinking_bench(tmp_path, api)
+    bench.add(user_prompt("Read the modules, one at a time."))
+    for i in range(24):  # a long cycle: the arithmetic's point is low
+        read_step(bench, api, f"m{i}.py")
+    t = bench.conv.window.thresholds().auto_compact
+    assert economics.point(bench.conv, bench.ports, "server", t) < int(t * 0.45)
+    assert not economics.turn_compacted(bench.conv)
+    preparer.start_if_due(bench.conv, bench.ports, int(t * 0.45))
+    p = preparer.preparer(bench.conv)
+    assert p is not None and p.kind == "" and api.compactions.served == 0
+    preparer.start_if_due(bench.conv, bench.ports, int(t * 0.55))
+    assert p.kind == "server" and p.thread is not None
+    p.thread.join(30)
+    assert p.server_ready is not None
+
+
+def test_a_turn_has_compacted_inside_its_loop_or_at_its_prompt(tmp_path: Path, api: FakeAPI) -> None:
+    bench = thinking_bench(tmp_path, api)
+    bench.add(user_prompt("Read the modules."))
+    read_step(bench, api, "a.py")
+    read_step(bench, api, "b.py")
+    assert not economics.turn_compacted(bench.conv)
+    assert compactor.compact(bench.conv, bench.ports, "auto") is True
+    assert economics.turn_compacted(bench.conv)  # inside the loop: its later compactions come where they pay
+    read_step(bench, api, "c.py")
+    step(bench, Reply.text("Read them.", thinking="done"), api)
+    bench.add(user_prompt("Now the tests."))
+    assert not economics.turn_compacted(bench.conv)  # a new turn: its first compaction waits again

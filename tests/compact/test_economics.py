@@ -161,3 +161,40 @@ def test_bare_notes_keep_only_a_prompt_after_a_finished_turn(tmp_path: Path) -> 
     assert made is not None and made.kept == [prompt] and "Read a.py." in made.summary
     read_round(bench, write_file(bench, "b.py"))  # a tool loop began: its messages can't follow the notes
     assert notes_compaction.bare(bench.conv, bench.ports) is None
+
+
+def test_a_notes_update_is_priced_as_it_was_seen_to_cost() -> None:
+    # its usage says what it wrote out and to the cache beyond the context it read: a short update (one
+    # Edit, 72 tokens out, its instruction written) costs less than the prior's 500 tokens out, and the
+    # point where a compaction that needs one pays comes earlier. Fails without learning: the prior stays
+    seen = economics.observe_notes(
+        {
+            "input_tokens": 3,
+            "cache_creation_input_tokens": 800,
+            "cache_read_input_tokens": 50_000,
+            "output_tokens": 72,
+        }
+    )
+    assert seen == {"output": 72.0, "written": 803.0}
+    learned = economics.Prices.of("claude-haiku-4-5", notes=seen)
+    prior = economics.Prices.of("claude-haiku-4-5")
+    assert economics.call_cost("notes", 50_000, learned) == pytest.approx(50_000 * 0.1 + 803 * 1.25 + 72 * 5)
+    assert economics.call_cost("notes", 50_000, learned) < economics.call_cost("notes", 50_000, prior)
+    assert economics.break_even(12_000, 4_500, 4, "notes", learned, written=1_000) < economics.break_even(
+        12_000, 4_500, 4, "notes", prior, written=1_000
+    )
+    assert economics.observe_notes({"output_tokens": 0}) is None
+
+
+def test_before_a_first_compaction_the_newest_results_are_not_counted_as_rewritten(tmp_path: Path) -> None:
+    # the prior R (the system prompt and tools + 8% of T) holds the newest results, which the next request
+    # writes to the cache whether or not a compaction ran: as large as the last step's, they are left out
+    # of what a first compaction rewrites. Fails without it: written = R - fixed
+    bench = make_bench(tmp_path)  # no request is made
+    bench.add(user_prompt("read them all"))
+    read_round(bench, write_file(bench, "a.py", lines=400))
+    t = bench.thresholds().auto_compact
+    post, fixed = economics.post_estimate(bench.conv, t)
+    step = bench.conv.calibration.scale(bench.messages[-1].tokens)
+    assert step > 1_000
+    assert economics.written_estimate(bench.conv, t) == post - fixed - step

@@ -230,6 +230,9 @@ def test_the_models_edits_are_applied_and_nothing_joins_the_conversation(tmp_pat
     assert bench.messages == before  # the side request is not part of the conversation
     assert bench.usage_total["output_tokens"] > 0  # but its usage counts
     assert oct(bench.notes_path.stat().st_mode & 0o777) == "0o600"
+    # and what it cost prices the next one (compact.compaction.economics.observe_notes)
+    seen = bench.conv.state.notes_price
+    assert seen is not None and seen["output"] == bench.usage_total["output_tokens"]
 
 
 def test_edits_on_other_files_and_other_tools_are_refused_and_reported_once(tmp_path, api):
@@ -511,3 +514,74 @@ def test_an_update_is_due_before_one_more_step_like_the_last_would_reach_the_thr
     t.updating(48_000)
     assert not t.observe(52_000, 1, init, growth, threshold=54_000)  # not again without new growth
     assert not t.observe(55_000, 1, init, growth, threshold=54_000)  # at T: the compaction decides
+
+
+# --- what an automatic compaction keeps of the results its notes saw --------------------------------------
+
+
+def _read(bench: Bench, name: str, text: str = "") -> str:
+    """A Read of a file of its own (~6,000 tokens, identifiers only it holds); the call's id."""
+    use_id = f"toolu_{name}"
+    body = "\n".join(f"def {name}_func_{i}(x):  # {name}-{i}\n    return x * {i} + 7" for i in range(220))
+    blocks = [{"type": "text", "text": text}] if text else []
+    blocks.append(
+        {"type": "tool_use", "id": use_id, "name": "Read", "input": {"file_path": f"/src/{name}.py"}}
+    )
+    bench.add(assistant(blocks, stop_reason="tool_use"))
+    bench.add(tool_results([tool_result_block(use_id, body)]))
+    return use_id
+
+
+def _notes_cover_all_but_the_newest(bench: Bench, note: str) -> None:
+    notes_doc.ensure_notes(bench.conv, bench.ports).write_text(
+        TEMPLATE.replace(guide("Current State"), guide("Current State") + "\n" + note)
+    )
+    covered = [m for m in bench.messages[:-2] if m.tool_results]
+    bench.state.last_summarized_uuid = covered[-1].uuid
+
+
+def _whole(bench: Bench, use_id: str) -> bool:
+    """The result is in what the next request sends, whole (the compaction clears in the view)."""
+    return any(
+        b.get("tool_use_id") == use_id and "func_" in str(b.get("content"))
+        for m in bench.view().messages
+        for b in m.tool_results
+    )
+
+
+def _cycle(bench: Bench, tag: str, n: int, refer: str = "") -> tuple[str, str]:
+    """n reads, the notes covering all but the newest, one automatic compaction: (the read before the
+    newest, the newest). ``refer``: the text of the first reply of the cycle."""
+    ids = [_read(bench, f"{tag}{i}", refer if i == 0 else "") for i in range(n)]
+    _notes_cover_all_but_the_newest(bench, f"read {tag}0..{tag}{n - 1}")
+    assert compactor.compact(bench.conv, bench.ports, "auto")
+    return ids[-2], ids[-1]
+
+
+def test_an_automatic_compaction_keeps_seen_results_again_only_while_the_session_goes_back_to_them(
+    tmp_path, api
+):
+    # the first compaction keeps the usual recent tail (the read before the newest, which its notes saw,
+    # whole); the next one keeps of the seen results only the newest when no reply since went back to
+    # those the first kept: kept again at every compaction they were written to the prompt cache each time
+    # (62-cost, 2025 rules: 0.68x of Claude Code's bill with them, 0.60x without). Fails without the rule:
+    # the second compaction keeps the seen read before the newest whole too
+    bench = notes_bench(tmp_path, api)
+    bench.add(user_prompt("Read every file in src/, one by one."))
+    before, newest = _cycle(bench, "a", 9)
+    assert _whole(bench, before) and _whole(bench, newest)  # the usual tail
+    last = bench.conv.last_compaction
+    assert last is not None and before in last.kept_seen and not last.lean
+    before, newest = _cycle(bench, "b", 4)  # the replies only read on: nothing refers back
+    assert not _whole(bench, before) and _whole(bench, newest)
+    assert bench.conv.last_compaction is not None and bench.conv.last_compaction.lean
+
+
+def test_a_session_that_goes_back_to_a_kept_result_keeps_the_usual_tail(tmp_path, api):
+    bench = notes_bench(tmp_path, api)
+    bench.add(user_prompt("Read every file in src/, one by one."))
+    before, _ = _cycle(bench, "a", 9)
+    # a reply names an identifier only the kept result holds: the session uses what the tail keeps
+    before, newest = _cycle(bench, "b", 4, refer="a7_func_17 calls into this one.")
+    assert _whole(bench, before) and _whole(bench, newest)
+    assert bench.conv.last_compaction is not None and not bench.conv.last_compaction.lean
