@@ -204,21 +204,30 @@ def tail_unused(conv: Conversation) -> bool:
         return False
     if not last.kept_seen:
         return last.lean
+    looked = last.looked  # each reply is read once: the verdict so far, and what it was made from
+    if looked.get("used"):
+        return False
     with conv.lock:
         messages = list(conv.messages)
     at = next((i for i, m in enumerate(messages) if m.uuid == last.tail_uuid), None)
     if at is None:
         return False
-    wanted = set(last.kept_seen)
-    uses = {str(b.get("id")): b for m in messages[:at] for b in m.tool_uses if b.get("id") in wanted}
-    results = [
-        (uses[str(b.get("tool_use_id"))], result_text(b.get("content")))
-        for m in messages[:at]
-        for b in m.tool_results
-        if str(b.get("tool_use_id")) in uses
-    ]
-    replies = [m for m in messages[at + 1 :] if m.role == "assistant"]
-    return bool(results) and not referred_to(results, replies)
+    if "results" not in looked:
+        wanted = set(last.kept_seen)
+        uses = {str(b.get("id")): b for m in messages[:at] for b in m.tool_uses if b.get("id") in wanted}
+        looked["results"] = [
+            (uses[str(b.get("tool_use_id"))], result_text(b.get("content")))
+            for m in messages[:at]
+            for b in m.tool_results
+            if str(b.get("tool_use_id")) in uses
+        ]
+        looked["read"] = set()
+    read: set[str] = looked["read"]
+    replies = [m for m in messages[at + 1 :] if m.role == "assistant" and m.uuid not in read]
+    read.update(m.uuid for m in replies)
+    if replies and referred_to(looked["results"], replies):
+        looked["used"] = True
+    return bool(looked["results"]) and not looked.get("used")
 
 
 def post_estimate(conv: Conversation, threshold: int) -> tuple[int, int]:

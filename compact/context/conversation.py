@@ -162,6 +162,9 @@ class LastCompaction:
     kept_seen: tuple[str, ...] = ()
     kept_seen_tokens: int = 0  # their size as the server counts (less the marker that would replace them)
     lean: bool = False
+    # what economics.tail_unused has found so far (the replies it read, whether one went back to them):
+    # each reply is read once
+    looked: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def post_tokens(self) -> int:
