@@ -154,10 +154,11 @@ def run_repl(
     if initial_prompt:
         import_in_background()  # the first request needs it at once
     else:
-        # The SDK loads while the user types. Started any earlier, its import (~2 s of Python) competes
-        # with drawing the prompt for the GIL and nearly doubles the time to the first prompt.
-        # A prompt typed at once then never waits for them: its request goes the standard library's way
-        # (agent.runtime.first_request), its estimate is characters / 4 until the tokenizer is in.
+        # The SDK loads once the prompt is up and the user is quiet (Repl.when_quiet). Started any earlier,
+        # its import (~2 s of Python) competes with drawing the prompt for the GIL and nearly doubles the
+        # time to the first prompt. A prompt typed at once never waits for it: its request goes the
+        # standard library's way (agent.runtime.first_request), its estimate is characters / 4 until the
+        # tokenizer is in.
         repl.when_drawn(lambda: warm_up_deferred(repl))
         repl.hold_imports_while_typing()
     repl.open(resume=resume, continue_last=continue_last)
