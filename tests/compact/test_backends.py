@@ -648,14 +648,18 @@ def test_a_server_summary_that_would_lose_the_race_starts_with_the_compaction_re
     step(bench, Reply.text("Done.", thinking="wrap up"), api)  # accepted: the kept thinking is valid
 
 
+@pytest.mark.parametrize("took", [1.0, 50.0])
 def test_a_server_summary_that_wins_the_race_anyway_waits_for_the_compaction_requests_reply(
-    tmp_path: Path, api: FakeAPI
+    tmp_path: Path, api: FakeAPI, took: float
 ) -> None:
     """Started with the compaction request, the server's summary reads a prefix not in the prompt cache
-    yet (one more write of it): where the measured pace says it is in before the limit anyway, it starts
-    after that request's reply, as before."""
+    yet (one more write of it): where the measured pace says it is in before the limit anyway, or keeps
+    a request waiting no more than RACE_WAIT, it starts after that request's reply, as before. At 50 s
+    (2 s steps of 6K, ~28 of them fitting under B) it is expected in ~6 s before the first request that
+    would not fit: within the preparation level's 1.3 margin (65 s) of losing, which started it early at
+    every cycle of 33-stall (c896582)."""
     bench = thinking_bench(tmp_path, api)
-    p = _compacted_with_a_prepared_server_summary(bench, api, took=1.0)  # quick: in long before the limit
+    p = _compacted_with_a_prepared_server_summary(bench, api, took=took)
     served = api.compactions.served
     read_step(bench, api, "d.py")
 
