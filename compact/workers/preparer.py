@@ -219,10 +219,12 @@ def _due(p: Preparer, point: int, threshold: int, blocking: int, kind: str) -> i
     below T), the point itself when the candidate would still be ready before T. Below T nothing forces
     a compaction, so it need not be prepared ahead; started ahead, the notes would lag behind the results
     read meanwhile by the time it pays, and what they never saw stays whole in the tail, written to the
-    cache once more."""
+    cache once more. The server's summary starts a step before the point (see below)."""
     lead = _lead(p, kind)
     if point < threshold and kind in economics.EARLY_KINDS and (lead is None or point + lead < threshold):
-        return point
+        # the server's summary stands for the request just sent and is applied at the next one, the
+        # first past the point when one more step like the last reaches it: nothing it keeps was sent before
+        return point - p.step if kind == "server" else point
     return level(p, point, blocking, kind)
 
 

@@ -701,3 +701,32 @@ def test_a_turn_has_compacted_inside_its_loop_or_at_its_prompt(tmp_path: Path, a
     step(bench, Reply.text("Read them.", thinking="done"), api)
     bench.add(user_prompt("Now the tests."))
     assert not economics.turn_compacted(bench.conv)  # a new turn: its first compaction waits again
+
+
+def test_a_server_summary_is_started_one_step_before_the_point_where_it_pays(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    # it stands for the request just sent and is applied at the next one: started when one more step like
+    # the last reaches the point, it lands at the request that would be the first past it, and what it
+    # keeps (that request's reply and the results after it) was never sent before. Started at the point,
+    # it landed a step later (62-cost --rules 2026 haiku-4-5: 424,111 -> 420,211). Fails without: no start
+    from compact.workers import preparer
+
+    bench = thinking_bench(tmp_path, api)
+    bench.add(user_prompt("Read the modules, one at a time."))
+    read_step(bench, api, "a.py")
+    read_step(bench, api, "b.py")
+    assert compactor.compact(bench.conv, bench.ports, "auto") is True
+    assert economics.turn_compacted(bench.conv)  # later compactions of the turn: where they pay
+    for i in range(24):
+        read_step(bench, api, f"m{i}.py")
+    t = bench.conv.window.thresholds().auto_compact
+    point = economics.point(bench.conv, bench.ports, "server", t)
+    assert point < t // 2
+    preparer.start_if_due(bench.conv, bench.ports, point - 9_000)  # a step measured: 6,000 tokens
+    p = preparer.preparer(bench.conv)
+    assert p is not None and p.kind == ""
+    preparer.start_if_due(bench.conv, bench.ports, point - 3_000)
+    assert p.kind == "server" and p.thread is not None
+    p.thread.join(30)
+    assert p.server_ready is not None
