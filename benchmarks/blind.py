@@ -73,9 +73,9 @@ Printed: refused requests, drop_block fallbacks, thinking dropped between / at c
 ``--profile 4.x``: last round's run (claude-sonnet-4-5, no thinking, no request checked but at compaction).
 
 Run: .venv/bin/python benchmarks/blind.py [--windows 43000,50000] [--shapes rules] [--summarizers vague]
-[--jobs 2] [--profile 2026|4.x] [--chain 10] (--chain 2: each session stops after its second compaction,
-for the slow 1M runs). Prints one table (item class x summarizer x chain length) and the run
-figures.
+[--jobs 2] [--profile 2026|4.x] [--chain 10] (--chain N: each session stops after its Nth compaction; at
+1M a session reaches 10 in seconds, a few minutes for the pasted shapes). Prints one table (item class x
+summarizer x chain length) and the run figures.
 """
 
 from __future__ import annotations
