@@ -111,18 +111,26 @@ def run_in_process(
         watchdog.close()
         for path in set(writer._locks) - locked:  # an exit closes the descriptors: the transcripts' locks go
             os.close(writer._locks.pop(path)[0])
+        # the run's threads end under the run's environment, as in a process: restoring it first changed
+        # os.environ under a thread still reading it (the SDK's proxy scan: KeyError 'PYTHONPATH')
+        left = _join_started(before, time.monotonic() + timeout)
         os.environ.clear()
         os.environ.update(saved[0])
         os.chdir(saved[1])
         sys.argv, sys.stdin, sys.stdout, sys.stderr = saved[2:]
-    deadline = time.monotonic() + timeout
-    for thread in set(threading.enumerate()) - before - {t for t in threading.enumerate() if not _ours(t)}:
-        _join(thread, deadline)
-        assert not thread.is_alive(), f"the run left {thread.name} running"
+    assert not left, f"the run left {left[0].name} running"
     number = code if isinstance(code, int) else (0 if code is None else 1)
     if isinstance(code, str):
         err.write(code + "\n")
     return CliResult(number, out.getvalue(), err.getvalue())
+
+
+def _join_started(before: set[threading.Thread], deadline: float) -> list[threading.Thread]:
+    """Join the threads the agent started since ``before`` until ``deadline``; those still running."""
+    started = [t for t in set(threading.enumerate()) - before if _ours(t)]
+    for thread in started:
+        _join(thread, deadline)
+    return [t for t in started if t.is_alive()]
 
 
 def _ours(thread: threading.Thread) -> bool:
