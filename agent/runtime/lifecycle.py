@@ -226,15 +226,32 @@ def _last_compaction(loaded: Any) -> LastCompaction | None:
         return None
     post = recorded.get("postTokens")
     return LastCompaction(
+        **_economics_facts(recorded),
         summary=summary,
         trigger=str(recorded.get("trigger") or meta_.get("trigger") or "?"),
         pre_tokens=int(recorded.get("preTokens") or meta_.get("preTokens") or 0),
         post=int(post) if isinstance(post, int) else _size_left(loaded.messages),
         method=str(recorded.get("method") or "resumed"),
-        tail_uuid=None,
         replaced=lambda: messages_before(loaded.path, loaded.boundary_offset),
         candidate=str(recorded.get("candidate") or ""),
     )
+
+
+def _economics_facts(recorded: dict[str, Any]) -> dict[str, Any]:
+    """What the next compaction's arithmetic reads of the last one (compact.compaction.economics), as its
+    compact_result record kept it; a record without them (an older one, Claude Code's) knows no tail."""
+    facts = recorded.get("economics")
+    if not isinstance(facts, dict):
+        return {"tail_uuid": None}
+    written = facts.get("written")
+    seen = facts.get("kept_seen")
+    return {
+        "tail_uuid": facts.get("tail_uuid") if isinstance(facts.get("tail_uuid"), str) else None,
+        "written": written if isinstance(written, int) else None,
+        "kept_seen": tuple(str(x) for x in seen) if isinstance(seen, list) else (),
+        "kept_seen_tokens": int(facts.get("kept_seen_tokens") or 0),
+        "lean": bool(facts.get("lean")),
+    }
 
 
 def _size_left(messages: list[Any]) -> int | Callable[[], int]:

@@ -472,23 +472,29 @@ def finish(
     restore.apply_read_state(conv, restored, visible)
     post_text = ports.hooks("PostCompact", trigger, trigger=trigger, compact_summary=compaction.summary)
     post_tokens = conv.view().tokens
-    # the "a → b" figure: recorded once, so /summary after a resume shows the same b as the live line
-    conv.record(compact_result_record(post_tokens, compaction, trigger, pre_tokens, candidate))
-    conv.state.reset_after_compaction(post_tokens)
     kept_seen = () if server else _kept_seen(conv, kept, stale, unseen)
+    economics_facts: dict[str, Any] = {
+        "tail_uuid": conv.messages[-1].uuid,
+        "written": max(0, post_tokens - cal.scale(cal.fixed_tokens() + _unsent(kept, stale))),
+        "kept_seen": kept_seen,
+        "kept_seen_tokens": cal.scale(micro.size_after(kept, []) - micro.size_after(kept, kept_seen)),
+        "lean": lean,
+    }
+    # the "a → b" figure and what the next compaction's arithmetic reads of this one: recorded once, so
+    # /summary after a resume shows the same b as the live line and the resumed session decides as it would
+    conv.record(
+        compact_result_record(post_tokens, compaction, trigger, pre_tokens, candidate, economics_facts)
+    )
+    conv.state.reset_after_compaction(post_tokens)
     conv.last_compaction = LastCompaction(
         summary=compaction.summary,
         trigger=trigger,
         pre_tokens=pre_tokens,
         post=post_tokens,
         method=compaction.method,
-        tail_uuid=conv.messages[-1].uuid,
         replaced=lambda: old,
         candidate=candidate,
-        written=max(0, post_tokens - cal.scale(cal.fixed_tokens() + _unsent(kept, stale))),
-        kept_seen=kept_seen,
-        kept_seen_tokens=cal.scale(micro.size_after(kept, []) - micro.size_after(kept, kept_seen)),
-        lean=lean,
+        **economics_facts,
     )
     early = conv.decision.line() if conv.decision is not None else ""
     lines = [
@@ -573,10 +579,13 @@ def compact_result_record(
     trigger: str = "",
     pre_tokens: int = 0,
     candidate: str = "",
+    economics_facts: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What a compaction left, written right after its messages (the boundary can't know it yet): the
     "a → b" figures and the summary as a person reads it, whatever wrote it (a local summary, the notes,
-    the server), so /summary shows after a resume what it showed live (agent.runtime.lifecycle)."""
+    the server), so /summary shows after a resume what it showed live (agent.runtime.lifecycle); and, as
+    ``economics``, the facts of ``LastCompaction`` the next compaction's arithmetic reads (its tail, what it
+    wrote to the cache, the seen results it kept), so a resumed session decides as the live one would."""
     rec: dict[str, Any] = {
         "type": "system",
         "subtype": COMPACT_RESULT,
@@ -591,6 +600,8 @@ def compact_result_record(
             summary=compaction.summary,
             **({"candidate": candidate} if candidate else {}),
         )
+    if economics_facts:
+        rec["economics"] = {k: list(v) if isinstance(v, tuple) else v for k, v in economics_facts.items()}
     return rec
 
 

@@ -114,3 +114,43 @@ def test_a_resume_measures_only_what_its_first_request_sends(
     assert (
         shown.startswith("Summary from the last compaction (auto · ") and "SUMMARY-OF-THE-OLD-PART" in shown
     )
+
+
+def test_a_resumed_session_reads_the_last_compactions_arithmetic_as_the_live_one_did(tmp_path: Path) -> None:
+    """What the next compaction's arithmetic reads of the last one (its tail, what it wrote to the prompt
+    cache, the seen results it kept) comes back from its compact_result record: without it a resumed
+    session knew no tail, kept the usual tail again and priced the reset with no written figure, so it
+    compacted where the live session would not have."""
+    from compact.compaction import economics
+    from compact.compaction.compactor import compact_result_record
+
+    path = tmp_path / "cc.jsonl"
+    with FakeAPI() as api:
+        session, _ = make_session(tmp_path, api, model="claude-sonnet-4-6", model_explicit=True)
+        claude_code_session(path, session.settings.cwd, datetime.now(timezone.utc))
+        recs = [json.loads(line) for line in path.read_text().splitlines()]
+        live = {r["uuid"]: r for r in recs if r.get("type") == "user"}
+        result_of = {  # the user record holding each call's result
+            b["tool_use_id"]: uuid
+            for uuid, r in live.items()
+            if isinstance(r["message"]["content"], list)
+            for b in r["message"]["content"]
+        }
+        facts = {
+            "tail_uuid": result_of["toolu_0010"],
+            "written": 7_345,
+            "kept_seen": ("toolu_0009", "toolu_0010"),
+            "kept_seen_tokens": 1_500,
+            "lean": False,
+        }
+        at = next(i for i, r in enumerate(recs) if r.get("isCompactSummary")) + 1
+        record = compact_result_record(2_000, None, "auto", 150_000, "", facts)
+        path.write_text("".join(json.dumps(r) + "\n" for r in [*recs[:at], record, *recs[at:]]))
+        resumed = lifecycle.open_session(session.settings, emit=lambda e: None, ask=None, resume=str(path))
+    last = resumed.conv.last_compaction
+    assert last is not None
+    assert (last.tail_uuid, last.written, last.kept_seen, last.kept_seen_tokens, last.lean) == tuple(
+        facts.values()
+    )
+    # the replies after the tail only read on: the verdict the live session would reach
+    assert economics.tail_unused(resumed.conv)
