@@ -275,14 +275,10 @@ def test_an_update_of_a_notes_candidate_is_timed_from_its_own_start(tmp_path: Pa
     assert len(updates) == 2 and p.seconds["notes"] == 0.0  # the fake clock stood still during it
 
 
-def test_a_candidate_due_before_the_next_step_is_not_waited_for_while_this_request_fits(
-    tmp_path: Path, api: FakeAPI
-) -> None:
-    """Near B, a candidate in flight that is due (by its measured time) before the next request is not
-    waited for while this request still fits under B: the next one finds it ready (33-stall --rules 2026:
-    a 20 s summary lost the race by 2 s and the user waited). Once a request would pass B it waits."""
+def summary_in_flight(tmp_path: Path, api: FakeAPI) -> tuple[Bench, threading.Event, list[float], int]:
+    """A summary candidate in flight near B that answers when ``release`` is set, on a clock the test moves
+    (``now[0]``): its earlier one took 20 s, a step takes 2 s and adds 6K tokens; and B."""
     bench = make_bench(tmp_path, api)
-    events = bench.events
     bench.add(user_prompt("Please fix the parser."))
     grow(bench, ["a.py", "b.py", "c.py", "d.py", "e.py", "f.py"])
     release = threading.Event()
@@ -300,7 +296,17 @@ def test_a_candidate_due_before_the_next_step_is_not_waited_for_while_this_reque
     p.seconds["summary"] = 20.0  # measured on an earlier one
     p.steps.extend([(2.0, 6_000)] * 3)  # a step: 2 s, 6K tokens
     p.step = 6_000
-    limit = preparer._limit(bench.conv)
+    return bench, release, now, preparer._limit(bench.conv)
+
+
+def test_a_candidate_due_before_the_next_step_is_not_waited_for_while_this_request_fits(
+    tmp_path: Path, api: FakeAPI
+) -> None:
+    """Near B, a candidate in flight that is due (by its measured time) before the next request is not
+    waited for while this request still fits under B: the next one finds it ready (33-stall --rules 2026:
+    a 20 s summary lost the race by 2 s and the user waited). Once a request would pass B it waits."""
+    bench, release, now, limit = summary_in_flight(tmp_path, api)
+    events = bench.events
     now[0] += 18.5  # due in 1.5 s, within a step
     started = time.monotonic()
     assert preparer.at_threshold(bench.conv, bench.ports, limit - 2_000, compactor.compact) is False
@@ -320,26 +326,8 @@ def test_a_candidate_far_from_due_is_waited_for_only_by_the_request_that_would_n
     it is still expected to take: the first request that would pass B waits for it, a step's time less
     than this one would have (33-stall --rules 2026: 2.7 s waited at the last request that fitted, where
     the next one would have waited 0.6 s)."""
-    bench = make_bench(tmp_path, api)
+    bench, release, now, limit = summary_in_flight(tmp_path, api)
     events = bench.events
-    bench.add(user_prompt("Please fix the parser."))
-    grow(bench, ["a.py", "b.py", "c.py", "d.py", "e.py", "f.py"])
-    release = threading.Event()
-
-    def slow(body: dict) -> Reply:
-        release.wait(20)
-        return Reply.text(GOOD)
-
-    api.on(lambda body: body.get("tool_choice", {}).get("type") == "none", slow)
-    p = preparer._preparer(bench.conv)
-    now = [1000.0]
-    p.clock = lambda: now[0]
-    preparer.start_if_due(bench.conv, bench.ports, int(T * 0.86))
-    assert p.running and p.kind == "summary"
-    p.seconds["summary"] = 20.0  # measured on an earlier one
-    p.steps.extend([(2.0, 6_000)] * 3)  # a step: 2 s, 6K tokens
-    p.step = 6_000
-    limit = preparer._limit(bench.conv)
     now[0] += 5.0  # due in 15 s: several steps away
     started = time.monotonic()
     assert preparer.at_threshold(bench.conv, bench.ports, limit - 2_000, compactor.compact) is False
