@@ -224,7 +224,9 @@ def test_the_repl_asks_before_a_projects_servers_start_and_connects_them_after_t
     }
     settings = load_settings(cwd=project, environ=environ, cli={})
     buf = io.StringIO()
-    console = Console(file=buf, width=100, force_terminal=False, color_system=None)
+    # wide enough that the /mcp line (which names the interpreter's and the server's full paths) never
+    # wraps "connected, 5 tools", whatever directory the checkout sits in
+    console = Console(file=buf, width=400, force_terminal=False, color_system=None)
     with create_pipe_input() as pipe:
         pipe.send_text("y\r")  # the answer to the question open() asks
         repl = Repl(settings, console, environ=environ, input=pipe, output=DummyOutput())
