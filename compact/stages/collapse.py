@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compact.decision.thresholds import Thresholds
+from compact.stages.refused import result_text
 from compact.stages.snip import is_typed_prompt
 from core.messages import Message
 
@@ -179,7 +180,7 @@ def render_span(messages: list[Message]) -> str:
                 lines.append(f"Assistant called {b.get('name')}: {_cut(args)}")
             elif kind == "tool_result":
                 label = "Tool error" if b.get("is_error") else "Tool result"
-                lines.append(f"{label}: {_cut(_result_text(b.get('content'))) or '(empty)'}")
+                lines.append(f"{label}: {_cut(result_text(b.get('content'))) or '(empty)'}")
             elif kind in ("image", "document"):
                 lines.append(f"{who}: [{kind}]")
     text = "\n".join(lines)
@@ -187,18 +188,6 @@ def render_span(messages: list[Message]) -> str:
         half = REQUEST_CHARS // 2
         text = f"{text[:half]}\n[… {len(text) - 2 * half:,} characters left out …]\n{text[-half:]}"
     return text
-
-
-def _result_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for b in content or []:
-        if b.get("type") == "text":
-            parts.append(b.get("text", ""))
-        elif b.get("type") in ("image", "document"):
-            parts.append(f"[{b['type']}]")
-    return "\n".join(parts)
 
 
 def _cut(text: str) -> str:

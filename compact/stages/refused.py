@@ -93,13 +93,16 @@ def told(m: Message) -> Message:
             lines.append(f"[called {b.get('name')}: {json.dumps(b.get('input', {}), ensure_ascii=False)}]")
         elif kind == "tool_result":
             label = "tool error" if b.get("is_error") else "tool result"
-            lines.append(f"[{label}]\n{_result_text(b.get('content'))}")
+            lines.append(f"[{label}]\n{result_text(b.get('content'))}")
         elif kind in ("image", "document"):
             lines.append(f"[{kind}]")
     return m.replace(content=[{"type": "text", "text": "\n\n".join(lines) or "(empty)"}])
 
 
-def _result_text(content: Any) -> str:
+def result_text(content: Any) -> str:
+    """A tool result's content as text: its text blocks as they are, anything else named (``[image]``).
+    The one copy: ``told`` here and a collapse span's rendering (compact.stages.collapse) read a result
+    alike."""
     if isinstance(content, str):
         return content
     parts = []

@@ -23,6 +23,7 @@ from compact.decision.tokens import count_tokens
 from compact.request_cycle import before_request, send, token_state
 from compact.stages import collapse
 from compact.stages.collapse import apply_collapses, candidate_spans, placeholder
+from compact.stages.refused import told
 from compact.stages.snip import tag_prompts, turns
 from compact.workers import collapse_worker
 from core.errors import Interrupted
@@ -177,6 +178,27 @@ def test_the_worker_sees_the_span_as_text_with_long_blocks_cut() -> None:
     assert text.splitlines()[:2] == ["User: task 0", 'Assistant called Read: {"arg": "read"}']
     assert "Tool result: " + "x" * collapse.BLOCK_CHARS + " […7,000 more characters]" in text
     assert text.splitlines()[-1] == "Assistant: done 0"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "plain text",
+        [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}],
+        [{"type": "text", "text": "a chart:"}, {"type": "image", "source": {"type": "base64", "data": "AA"}}],
+        [{"type": "document", "source": {"type": "text", "data": "notes"}}],
+        [{"type": "tool_reference", "tool_name": "Grep"}],
+        [],
+    ],
+)
+def test_a_span_tells_a_result_as_told_does(content: object) -> None:
+    """One reading of a result's content (compact.stages.refused.result_text): a collapse span's line for a
+    result is what told() says of it, for text, blocks of text, a picture, a document, other blocks."""
+    result = tool_results([tool_result_block("t1", content)])  # type: ignore[arg-type]
+    told_text = told(result).content[0]["text"]
+    assert told_text.startswith("[tool result]\n")
+    said = told_text.removeprefix("[tool result]\n")
+    assert collapse.render_span([result]) == f"Tool result: {said.strip() or '(empty)'}"
 
 
 # --- the stage in a live session ----------------------------------------------------------------------
