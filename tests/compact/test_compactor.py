@@ -1,5 +1,6 @@
-"""compact.compaction.compactor and compact.compaction.restore against the real loopback fake API: the whole compaction, its
-records, hooks, restoration, failures that change nothing, and the post-compaction guard.
+"""compact.compaction.compactor and compact.compaction.restore on the scripted model: the whole compaction, its
+records, hooks, restoration, failures that change nothing, and the post-compaction guard (the summary
+request as sent is test_summary's and tests/agent's subject).
 
 Each test builds a Conversation and its Ports with tests.helpers.bench (no Session). The helpers at the top
 (``read_round``, ``main_request``...) are shared with test_summary.py and
@@ -20,7 +21,6 @@ from core.errors import Interrupted
 from core.events import CompactFailed, CompactFinished, CompactStarted, Notice
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from core.scripted import ScriptedModel, reply_text
-from tests.fakeapi import FakeAPI, Reply, last_user_text, request_text
 from tests.helpers.bench import make_bench
 from tests.helpers.compaction import (
     SUMMARY_REPLY,
@@ -31,19 +31,24 @@ from tests.helpers.compaction import (
     transcript_records,
     write_file,
 )
+from tests.helpers.scripted import Model, api_error, last_user_text, request_text
 
-# --- helpers --------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def model() -> Model:
+    """The bench's model: the summaries a test scripts, its requests read back."""
+    return Model()
 
 
 # --- a compaction that works ------------------------------------------------------------------------------
 
 
-def test_compaction_replaces_history_with_summary_and_writes_boundary(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api)
+def test_compaction_replaces_history_with_summary_and_writes_boundary(tmp_path: Path, model: Model) -> None:
+    bench = make_bench(tmp_path, model_api=model)
     events = bench.events
     conversation(bench, [f"m{i}.py" for i in range(8)])
     old = list(bench.messages)
-    api.reply_text(SUMMARY_REPLY)
+    model.steps.append(reply_text(SUMMARY_REPLY))
 
     assert compactor.compact(bench.conv, bench.ports, "auto") is True
 
@@ -84,18 +89,20 @@ def test_manual_summary_does_not_tell_the_model_to_carry_on(tmp_path: Path) -> N
     assert boundary["compactMetadata"]["trigger"] == "manual"
 
 
-def test_the_next_main_request_is_the_compacted_view(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api, cost_aware=False)  # the recent files restored (today's policy)
+def test_the_next_main_request_is_the_compacted_view(tmp_path: Path, model: Model) -> None:
+    bench = make_bench(
+        tmp_path, model_api=model, cost_aware=False
+    )  # the recent files restored (today's policy)
     conversation(bench, ["a.py", "b.py", "c.py"])
-    api.reply_text(SUMMARY_REPLY)
-    api.reply_text("Carrying on.")
+    model.steps.append(reply_text(SUMMARY_REPLY))
+    model.steps.append(reply_text("Carrying on."))
     assert compactor.compact(bench.conv, bench.ports, "auto")
     main_request(bench)
-    body = api.message_requests[-1].body
-    first = "\n".join(b["text"] for b in body["messages"][0]["content"] if b["type"] == "text")
-    assert "fix the parser" in first and "<analysis>" not in request_text(body)
-    assert "line 1 of c.py" in request_text(body)  # the most recent file, restored
-    assert "tool_use" not in json.dumps(body["messages"])
+    sent = model.requests[-1]
+    first = "\n".join(b["text"] for b in sent.messages[0]["content"] if b["type"] == "text")
+    assert "fix the parser" in first and "<analysis>" not in request_text(sent)
+    assert "line 1 of c.py" in request_text(sent)  # the most recent file, restored
+    assert "tool_use" not in json.dumps(sent.messages)
 
 
 # --- failures change nothing -------------------------------------------------------------------------------
@@ -106,15 +113,15 @@ def test_the_next_main_request_is_the_compacted_view(tmp_path: Path, api: FakeAP
     "reply", ["API Error: 529 overloaded", "<analysis>only thinking, no summary</analysis>"]
 )
 def test_unusable_reply_leaves_conversation_and_transcript_untouched(
-    tmp_path: Path, api: FakeAPI, reply: str
+    tmp_path: Path, model: Model, reply: str
 ) -> None:
-    bench = make_bench(tmp_path, api)
+    bench = make_bench(tmp_path, model_api=model)
     events = bench.events
     conversation(bench, ["a.py"])
     before_messages = list(bench.messages)
     before_bytes = bench.transcript_path.read_bytes()
     before_read = dict(bench.tool_ctx.read_files)
-    api.add(Reply([{"type": "text", "text": reply}] if reply else []))
+    model.steps.append(reply_text(reply))
 
     assert compactor.compact(bench.conv, bench.ports, "auto") is False
 
@@ -128,30 +135,30 @@ def test_unusable_reply_leaves_conversation_and_transcript_untouched(
     assert bench.conv.breaker.failures == 1
 
 
-def test_api_error_is_a_failure_that_changes_nothing(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api)
+def test_api_error_is_a_failure_that_changes_nothing(tmp_path: Path, model: Model) -> None:
+    bench = make_bench(tmp_path, model_api=model)
     events = bench.events
     conversation(bench, ["a.py"])
     before = bench.transcript_path.read_bytes()
-    api.error(401)
+    model.steps.append(api_error(401))
     assert compactor.compact(bench.conv, bench.ports, "manual") is False
     assert bench.transcript_path.read_bytes() == before
     assert "401" in of_type(events, CompactFailed)[0].reason
     assert bench.conv.breaker.failures == 0  # manual failures don't feed the breaker
 
 
-def test_ctrl_c_during_the_summary_cancels_and_changes_nothing(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api)
+def test_ctrl_c_during_the_summary_cancels_and_changes_nothing(tmp_path: Path, model: Model) -> None:
+    bench = make_bench(tmp_path, model_api=model)
     events = bench.events
     conversation(bench, ["a.py"])
     before = bench.transcript_path.read_bytes()
     messages = list(bench.messages)
 
-    def press_ctrl_c(body: dict) -> Reply:
-        bench.cancel.set()
-        return Reply.text("<summary>too late</summary>")
+    def press_ctrl_c(req: object) -> Interrupted:
+        bench.cancel.set()  # the client stops reading the reply and raises, as it does on Ctrl-C
+        return Interrupted()
 
-    api.on(lambda body: True, press_ctrl_c)
+    model.steps.append(press_ctrl_c)
     with pytest.raises(Interrupted):
         compactor.compact(bench.conv, bench.ports, "auto")
     assert bench.messages == messages
@@ -160,27 +167,27 @@ def test_ctrl_c_during_the_summary_cancels_and_changes_nothing(tmp_path: Path, a
     assert bench.conv.breaker.failures == 0
 
 
-def test_disable_compact_says_why_and_sends_nothing(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api, disable_compact=True)
+def test_disable_compact_says_why_and_sends_nothing(tmp_path: Path, model: Model) -> None:
+    bench = make_bench(tmp_path, model_api=model, disable_compact=True)
     events = bench.events
     conversation(bench, ["a.py"])
     assert compactor.compact(bench.conv, bench.ports, "manual") is False
     assert of_type(events, Notice)[-1].text == "Compaction is disabled (DISABLE_COMPACT is set)"
-    assert api.message_requests == []
+    assert model.requests == []
 
 
-def test_an_empty_conversation_is_not_compacted(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api)
+def test_an_empty_conversation_is_not_compacted(tmp_path: Path, model: Model) -> None:
+    bench = make_bench(tmp_path, model_api=model)
     events = bench.events
     assert compactor.compact(bench.conv, bench.ports, "manual") is False
     assert of_type(events, CompactFailed) == [CompactFailed("manual", "there is nothing to compact yet")]
-    assert api.message_requests == [] and not bench.transcript_path.exists()
+    assert model.requests == [] and not bench.transcript_path.exists()
 
 
 def test_a_conversation_smaller_than_what_a_compaction_leaves_has_nothing_to_compact(
-    tmp_path: Path, api: FakeAPI
+    tmp_path: Path, model: Model
 ) -> None:
-    bench = make_bench(tmp_path, api)
+    bench = make_bench(tmp_path, model_api=model)
     events = bench.events
     bench.add(user_prompt("What does the parser do?"))
     bench.add(assistant([{"type": "text", "text": "It splits the text into words."}]))
@@ -191,18 +198,20 @@ def test_a_conversation_smaller_than_what_a_compaction_leaves_has_nothing_to_com
 
     [failed] = of_type(events, CompactFailed)
     assert failed.reason.startswith("nothing to compact (")
-    assert api.message_requests == []  # told before any model call
+    assert model.requests == []  # told before any model call
     assert bench.messages == messages and bench.transcript_path.read_text() == before
 
 
-def test_a_compaction_that_would_grow_the_context_is_not_applied(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api)
+def test_a_compaction_that_would_grow_the_context_is_not_applied(tmp_path: Path, model: Model) -> None:
+    bench = make_bench(tmp_path, model_api=model)
     events = bench.events
     conversation(bench, ["a.py"])
     pre = bench.view().tokens
     messages = list(bench.messages)
     # a summary longer than everything it replaces (within the summary's bound of 15% of T)
-    api.reply_text("<summary>" + "Every detail of the parser work, kept at length. " * 300 + "</summary>")
+    model.steps.append(
+        reply_text("<summary>" + "Every detail of the parser work, kept at length. " * 300 + "</summary>")
+    )
 
     assert compactor.compact(bench.conv, bench.ports, "manual") is False
 
@@ -213,13 +222,13 @@ def test_a_compaction_that_would_grow_the_context_is_not_applied(tmp_path: Path,
 
 @pytest.mark.parametrize("files", [1, 2, 4])
 def test_a_compaction_never_leaves_the_context_larger_than_it_was(
-    tmp_path: Path, api: FakeAPI, files: int
+    tmp_path: Path, model: Model, files: int
 ) -> None:
     # the restored files are what goes first when they would make it grow: a.py alone restored beside the
     # summary and the working state would leave more than the history it replaces
-    bench = make_bench(tmp_path, api)
+    bench = make_bench(tmp_path, model_api=model)
     conversation(bench, [f"f{i}.py" for i in range(files)])
-    api.reply_text(SUMMARY_REPLY)
+    model.steps.append(reply_text(SUMMARY_REPLY))
 
     assert compactor.compact(bench.conv, bench.ports, "manual") is True
 
@@ -231,11 +240,13 @@ def test_a_compaction_never_leaves_the_context_larger_than_it_was(
 # --- the post-compaction guard --------------------------------------------------------------------------
 
 
-def test_still_over_threshold_is_kept_but_counted_as_a_failure(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api, autocompact_pct=1)
+def test_still_over_threshold_is_kept_but_counted_as_a_failure(tmp_path: Path, model: Model) -> None:
+    bench = make_bench(tmp_path, model_api=model, autocompact_pct=1)
     events = bench.events  # T = 1% of 180K = 1,800 tokens
     conversation(bench, ["a.py"])
-    api.reply_text("<summary>" + "a long summary that keeps every detail " * 400 + "</summary>")
+    model.steps.append(
+        reply_text("<summary>" + "a long summary that keeps every detail " * 400 + "</summary>")
+    )
     assert compactor.compact(bench.conv, bench.ports, "auto") is True
     assert bench.messages[0].kind == "summary"
     assert of_type(events, CompactFailed) == [
@@ -248,8 +259,10 @@ def test_still_over_threshold_is_kept_but_counted_as_a_failure(tmp_path: Path, a
 # --- restoration ---------------------------------------------------------------------------------------
 
 
-def test_restores_most_recent_files_first_and_resets_read_state(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api, cost_aware=False)  # the recent files restored (today's policy)
+def test_restores_most_recent_files_first_and_resets_read_state(tmp_path: Path, model: Model) -> None:
+    bench = make_bench(
+        tmp_path, model_api=model, cost_aware=False
+    )  # the recent files restored (today's policy)
     paths = conversation(bench, [f"f{i}.py" for i in range(7)])
     read_round(bench, paths[2])  # read again: now the most recent
     (bench.cwd / "CLAUDE.md").write_text("# Project\nUse tabs.\n")
@@ -257,7 +270,7 @@ def test_restores_most_recent_files_first_and_resets_read_state(tmp_path: Path, 
     read_round(bench, claude)
     paths[6].write_text("changed on disk after the read\n")
     paths[5].unlink()
-    api.reply_text(SUMMARY_REPLY)
+    model.steps.append(reply_text(SUMMARY_REPLY))
 
     assert compactor.compact(bench.conv, bench.ports, "auto")
 
@@ -269,8 +282,8 @@ def test_restores_most_recent_files_first_and_resets_read_state(tmp_path: Path, 
     assert set(bench.tool_ctx.read_files) == {str(paths[i].resolve()) for i in (2, 6, 4, 3, 1)}
 
 
-def test_restoration_budgets_scale_with_a_small_window(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api, autocompact_pct=15)  # T = 27,000: budgets x 0.16
+def test_restoration_budgets_scale_with_a_small_window(tmp_path: Path, model: Model) -> None:
+    bench = make_bench(tmp_path, model_api=model, autocompact_pct=15)  # T = 27,000: budgets x 0.16
     bench.add(user_prompt("read the big files"))
     for i in range(3):
         read_round(bench, write_file(bench, f"big{i}.py", lines=2_000))
@@ -285,8 +298,8 @@ def test_restoration_budgets_scale_with_a_small_window(tmp_path: Path, api: Fake
     assert len(small.messages) == 1  # the room the compactor offers caps the total
 
 
-def test_files_visible_in_kept_messages_are_not_restored_again(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api)
+def test_files_visible_in_kept_messages_are_not_restored_again(tmp_path: Path, model: Model) -> None:
+    bench = make_bench(tmp_path, model_api=model)
     paths = conversation(bench, ["a.py", "b.py", "c.py"])
     kept = bench.messages[-2:]  # the Read of c.py and its result
     plan = restore.plan_restore(bench.conv, bench.ports, kept, bench.messages)
@@ -298,8 +311,8 @@ def test_files_visible_in_kept_messages_are_not_restored_again(tmp_path: Path, a
     assert set(bench.tool_ctx.read_files) == {str(p.resolve()) for p in paths}
 
 
-def test_plan_file_is_restored(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api)
+def test_plan_file_is_restored(tmp_path: Path, model: Model) -> None:
+    bench = make_bench(tmp_path, model_api=model)
     conversation(bench, ["a.py"])
     bench.session_dir.mkdir(parents=True, exist_ok=True)
     (bench.session_dir / "plan.md").write_text("1. parse\n2. test\n")
@@ -311,9 +324,9 @@ def test_plan_file_is_restored(tmp_path: Path, api: FakeAPI) -> None:
 
 
 def test_notes_compaction_keeps_a_tail_and_records_the_segment(
-    tmp_path: Path, api: FakeAPI, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, model: Model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bench = make_bench(tmp_path, api, session_memory=True, cost_aware=False)
+    bench = make_bench(tmp_path, model_api=model, session_memory=True, cost_aware=False)
     events = bench.events
     conversation(bench, ["a.py", "b.py"])
     bench.add(
@@ -328,7 +341,7 @@ def test_notes_compaction_keeps_a_tail_and_records_the_segment(
 
     assert compactor.compact(bench.conv, bench.ports, "auto")
 
-    assert api.message_requests == []
+    assert model.requests == []
     assert [m.uuid for m in bench.messages[1:4]] == [m.uuid for m in tail]
     assert bench.messages[3].usage is None  # stale after the compaction
     boundary = next(r for r in transcript_records(bench) if r.get("subtype") == "compact_boundary")
@@ -344,24 +357,24 @@ def test_notes_compaction_keeps_a_tail_and_records_the_segment(
     assert len(restored) == 1 and "a.py" in restored[0]
 
 
-def test_instructions_skip_the_notes(tmp_path: Path, api: FakeAPI, monkeypatch: pytest.MonkeyPatch) -> None:
-    bench = make_bench(tmp_path, api, session_memory=True)
+def test_instructions_skip_the_notes(tmp_path: Path, model: Model, monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = make_bench(tmp_path, model_api=model, session_memory=True)
     conversation(bench, ["a.py"])
     monkeypatch.setattr(
         notes_compaction,
         "compact_with_notes",
         lambda conv, ports, trigger: pytest.fail("notes used despite instructions"),
     )
-    api.reply_text(SUMMARY_REPLY)
+    model.steps.append(reply_text(SUMMARY_REPLY))
     assert compactor.compact(bench.conv, bench.ports, "manual", "keep the file names")
-    assert "keep the file names" in last_user_text(api.message_requests[-1].body)
+    assert "keep the file names" in last_user_text(model.requests[-1])
 
 
 # --- hooks ---------------------------------------------------------------------------------------------
 
 
-def test_a_resumed_session_restores_from_its_history(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api)
+def test_a_resumed_session_restores_from_its_history(tmp_path: Path, model: Model) -> None:
+    bench = make_bench(tmp_path, model_api=model)
     paths = conversation(bench, ["a.py", "b.py"])
     bench.tool_ctx.read_files.clear()  # as after --continue: nothing read in this process yet
     plan = restore.plan_restore(bench.conv, bench.ports, [], bench.messages)
@@ -371,8 +384,10 @@ def test_a_resumed_session_restores_from_its_history(tmp_path: Path, api: FakeAP
     assert set(bench.tool_ctx.read_files) == {str(p.resolve()) for p in paths}  # editable again
 
 
-def test_a_file_the_session_keeps_editing_is_restored_first(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api, cost_aware=False)  # the recent files restored (today's policy)
+def test_a_file_the_session_keeps_editing_is_restored_first(tmp_path: Path, model: Model) -> None:
+    bench = make_bench(
+        tmp_path, model_api=model, cost_aware=False
+    )  # the recent files restored (today's policy)
     paths = conversation(bench, [f"f{i}.py" for i in range(3)])
     plan = write_file(bench, "TODO.md", lines=4)
     for n in range(2):  # two successful edits of the plan, early in the session
@@ -380,7 +395,7 @@ def test_a_file_the_session_keeps_editing_is_restored_first(tmp_path: Path, api:
         bench.add(assistant([use], stop_reason="tool_use"))
         bench.add(tool_results([tool_result_block(f"toolu_plan{n}", "The file was updated.")]))
     paths += conversation(bench, [f"g{i}.py" for i in range(6)])  # six reads since: the plan is not recent
-    api.reply_text(SUMMARY_REPLY)
+    model.steps.append(reply_text(SUMMARY_REPLY))
     assert compactor.compact(bench.conv, bench.ports, "auto")
     restored = [m for m in bench.messages[1:] if m.kind == "meta" and ledger.SNAPSHOT_KEY not in m.extra]
     assert str(plan.resolve()) in restored[0].text and "line 4 of TODO.md" in restored[0].text

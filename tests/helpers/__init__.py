@@ -1,6 +1,7 @@
 """What the tests share, in one place (a test module imports from here, never from another test module):
 
     bench.py          make_bench: a Conversation and its Ports without a Session, on compact's floor
+    scripted.py       the scripted model on the bench: replies routed by what a request is, its texts read back
     histories.py      message histories built to order, and the stage cases the invariants run
     compaction.py     a conversation to compact on the bench: files read, a test run, a summary reply
     notes.py          session notes on the bench: rounds of a given size, answers, notes updates

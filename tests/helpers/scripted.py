@@ -1,0 +1,116 @@
+"""The scripted model (core.scripted) as the compaction tests drive it, on compact's floor: replies chosen by
+what a request is (a summary, a notes update, a collapse span's summary), and a request's texts read back.
+
+No wire here: where the request's JSON as sent, the server's count or its own summary is what a test is
+about, the test is on the fake Messages API (tests/fakeapi.py) under tests/agent/.
+
+    model = Model()
+    model.on(is_notes_update, lambda req: reply_text("noted"))   # every notes update, before the script
+    model.steps.append(reply_text(SUMMARY_REPLY))                # then the script, in order
+    bench = make_bench(tmp_path, model_api=model)
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from core.errors import ModelError
+from core.messages import Message
+from core.model import Request
+from core.scripted import ScriptedModel, Step
+
+Predicate = Callable[[Request], bool]
+
+
+@dataclass
+class Route:
+    predicate: Predicate
+    step: Step
+    once: bool = False
+    served: int = 0
+
+
+class Model(ScriptedModel):
+    """A ScriptedModel that answers a request a route takes (``on``) before its script: the first route
+    whose predicate holds answers (a ``once`` route only its first request); any other request takes the
+    script's next step."""
+
+    def __init__(self, steps: Any = (), window: int | None = None) -> None:
+        super().__init__(steps, window)
+        self.routes: list[Route] = []
+
+    def on(self, predicate: Predicate, step: Step, *, once: bool = False) -> Route:
+        route = Route(predicate, step, once)
+        self.routes.append(route)
+        return route
+
+    def stream(
+        self, req: Request, *, cancel: threading.Event | None = None, emit_text: bool = True
+    ) -> Message:
+        with self._lock:
+            route = next(
+                (r for r in self.routes if not (r.once and r.served) and r.predicate(req)),
+                None,
+            )
+            if route is not None:
+                route.served += 1
+                self.requests.append(req)
+        if route is None:
+            return super().stream(req, cancel=cancel, emit_text=emit_text)
+        step = route.step
+        outcome = step(req) if callable(step) and not isinstance(step, (Message, BaseException)) else step
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome.replace(model=outcome.model or req.model)
+
+
+def api_error(status: int, message: str = "the API refused the request") -> ModelError:
+    """What the client raises for an HTTP error the API answered (no retry left)."""
+    return ModelError(f"API Error: {status} {message}", status=status)
+
+
+def _texts(content: Any, *, deep: bool) -> Iterator[str]:
+    for block in [{"type": "text", "text": content}] if isinstance(content, str) else content or []:
+        kind = block.get("type")
+        if kind == "text":
+            yield block.get("text", "")
+        elif deep and kind == "tool_result":
+            yield from _texts(block.get("content"), deep=True)
+        elif deep and kind == "tool_use":
+            yield json.dumps(block.get("input"))
+        elif deep and kind == "thinking":
+            yield block.get("thinking", "")
+
+
+def last_user_text(req: Request) -> str:
+    """The text blocks of the request's last user message, joined by newlines ("" when there is none)."""
+    users = [m for m in req.messages if m.get("role") == "user"]
+    return "\n".join(_texts(users[-1].get("content"), deep=False)) if users else ""
+
+
+def request_text(req: Request) -> str:
+    """Everything textual in a request: system, texts, tool inputs and results, thinking."""
+    parts = list(_texts(req.system, deep=True))
+    for message in req.messages:
+        parts.extend(_texts(message.get("content"), deep=True))
+    return "\n".join(parts)
+
+
+def is_compaction(req: Request) -> bool:
+    """A compaction's full summary request: its instruction asks for <analysis> and <summary>."""
+    text = last_user_text(req)
+    return "<analysis>" in text and "<summary>" in text
+
+
+def is_notes_update(req: Request) -> bool:
+    """A session-notes update: its instruction names the notes file."""
+    return "summary.md" in last_user_text(req)
+
+
+def no_tools(req: Request) -> bool:
+    """A request that may call no tool (a summary's, a candidate's)."""
+    return (req.tool_choice or {}).get("type") == "none"
