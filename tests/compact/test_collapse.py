@@ -20,24 +20,23 @@ from hypothesis import strategies as st
 
 from compact.context import cache_health
 from compact.decision.tokens import count_tokens
-from compact.request_cycle import before_request, send, token_state
+from compact.request_cycle import before_request, token_state
 from compact.stages import collapse
 from compact.stages.collapse import apply_collapses, candidate_spans, placeholder
 from compact.stages.refused import told
-from compact.stages.snip import tag_prompts, turns
+from compact.stages.snip import turns
 from compact.workers import collapse_worker
 from core.errors import Interrupted
 from core.messages import (
     Message,
     assistant,
-    to_api,
     tool_pairs_ok,
     tool_result_block,
     tool_results,
     user_prompt,
 )
 from core.model import Request
-from tests.fakeapi import Error, FakeAPI, Reply, estimate_tokens, last_user_text
+from tests.fakeapi import Error, FakeAPI, Reply
 from tests.helpers.bench import make_bench
 from tests.helpers.collapse import (
     SESSION_ID,
@@ -47,7 +46,6 @@ from tests.helpers.collapse import (
     is_collapse_request,
     notices,
     placeholders,
-    plain,
     summaries,
     text_of,
 )
@@ -337,37 +335,6 @@ def test_commits_start_at_the_auto_compact_threshold_never_at_the_blocking_limit
         )
     else:  # at 50K, 90% E (27,000) is the blocking limit itself: commits come at T instead
         assert lv.commit == th.auto_compact and lv.start == th.auto_compact - round(th.effective * 0.2)
-
-
-def test_span_summaries_read_the_cache_the_main_requests_wrote(tmp_path: Path, api: FakeAPI) -> None:
-    bench = collapse_bench(tmp_path, api)
-    spans = api.on(is_collapse_request, summaries())
-    api.on(lambda body: not is_collapse_request(body), Reply.text("ok"))
-    fill(bench, 14_000)  # under the start level (19,000): no side request yet
-    bench.add(user_prompt("Go on."))
-    main = send(bench.conv, bench.ports, bench.view())
-    bench.add(main)
-    assert spans.hits == [] and bench.usage_total.get("cache_read_input_tokens", 0) == 0
-    [main_body] = [r.body for r in api.message_requests]
-    n = 99
-    while bench.view().tokens < collapse.levels(bench.thresholds()).start:  # over it: the worker starts
-        add_turn(bench, n)
-        n += 1
-    view = bench.view()
-    assert collapse_worker.collapser(bench.conv).join(10)
-    body = spans.hits[0]
-    assert body["system"] == main_body["system"] and body["tools"] == main_body["tools"]
-    sent = plain(body["messages"])
-    assert sent[: len(main_body["messages"]) - 1] == plain(main_body["messages"])[:-1]  # the same prefix
-    shown = plain(to_api(tag_prompts(view.messages)))
-    assert sent[: len(shown) - 1] == shown[:-1] and len(sent) in (len(shown), len(shown) + 1)
-    assert "Turn 0: check module_0.py" in last_user_text(body)  # the span is named, not sent again
-    assert (
-        "Tool result:" not in last_user_text(body)
-        and body["max_tokens"] <= collapse_worker.SUMMARY_MAX_TOKENS
-    )
-    read = bench.usage_total["cache_read_input_tokens"]
-    assert read >= 0.9 * estimate_tokens(main_body)  # the whole main prefix came from the cache
 
 
 def test_over_t_with_nothing_to_collapse_it_compacts_at_t_not_at_the_blocking_limit(

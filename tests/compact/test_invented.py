@@ -5,7 +5,6 @@ what it invents is flagged in the working state, first."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,9 @@ from compact.compaction.candidate import invented_user_words, scrub
 from compact.compaction.notes_template import TEMPLATE
 from core.messages import user_prompt
 from core.scripted import ScriptedModel, reply_text
-from tests.fakeapi import FakeAPI, Reply
 from tests.helpers.bench import make_bench
-from tests.helpers.compaction import SUMMARY_REPLY, conversation
-from tests.helpers.thinking import read_step, sent_messages, step, thinking_bench
-
-# the user named tests/legacy/ and the release, and refused both: every content word of the invention is
-# in the user's messages, so a check of words alone took it for a paraphrase
-USER = [
-    "Clean up the test suite under tests/. Don't delete tests/legacy/ yet: we may need those fixtures.",
-    "And never tag the release without a review.",
-]
-INVENTED = "The user approved deleting tests/legacy/ and tagging the release without a review."
+from tests.helpers.compaction import INVENTED, SUMMARY_REPLY, conversation
+from tests.helpers.compaction import REFUSING_USER as USER
 
 
 def notes_with(bullet: str) -> str:
@@ -70,31 +60,3 @@ def test_a_summary_loses_an_invented_approval_at_a_compaction(tmp_path: Path) ->
     assert model.left == 0
     shown = "\n".join(m.text for m in bench.messages)
     assert "approved deleting" not in shown and "removed a statement" in shown
-
-
-@pytest.mark.fake_profile("2026", reason="the server's summary is the 5.5 family's")
-def test_what_the_servers_summary_invents_is_flagged_first_in_the_working_state(
-    tmp_path: Path, fake_api: FakeAPI
-) -> None:
-    api = fake_api
-    api.compactions._summary = lambda messages: f"We cleaned up the test suite. {INVENTED}"  # type: ignore[method-assign]
-    bench = thinking_bench(tmp_path, api)
-    for text in USER:
-        bench.add(user_prompt(text))
-    read_step(bench, api, "a.py")
-    read_step(bench, api, "b.py")
-    assert compactor.compact(bench.conv, bench.ports, "auto") is True
-
-    step(bench, Reply.text("Done.", thinking="wrap up"), api)
-    sent = sent_messages(api)
-    assert sent[0]["content"][0]["type"] == "compaction" and INVENTED in sent[0]["content"][0]["content"]
-    text = "\n".join(
-        b.get("text", "")
-        for m in sent[1:]
-        for b in m["content"]
-        if isinstance(b, dict) and b.get("type") == "text"
-    )
-    state = re.search(r"<working-state>\n.*?</working-state>", text, re.S)
-    assert state is not None
-    flags = state.group(0).split("Working directory:")[0]  # first, before the records
-    assert "no message of the user says" in flags and INVENTED in flags

@@ -3,10 +3,8 @@ compaction that keeps a recent tail verbatim behind the notes. Requests go to th
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from compact.compaction import compactor, notes_compaction, notes_updater
@@ -179,30 +177,6 @@ def test_no_update_when_session_memory_or_compaction_is_off(tmp_path, api):
 # --- what an update sends and applies ------------------------------------------------------------------
 
 
-def test_update_request_shares_the_prefix_names_the_notes_and_allows_only_edit(tmp_path, api):
-    bench = notes_bench(tmp_path, api)
-    api.on(is_notes_update, Reply.text("Nothing new."))
-    bench.add(user_prompt("read the sources"))
-    read_round(bench, 11_000)
-    answer(bench)
-    main_view = bench.view().api
-
-    assert notes_updater.update_notes(bench.conv, bench.ports)
-    [body] = notes_requests(api)
-    last = last_user_text(body)
-    path = str(bench.notes_path)
-    assert path.endswith("/session-memory/summary.md") and Path(path).is_absolute()
-    assert path in last and "Edit" in last and "only" in last.lower()
-    assert "one reply" in last and "Current State" in last
-    assert "2,000 tokens" in last and "12,000" in last
-    assert TEMPLATE.strip() in last  # the current notes are shown
-    # same system, tools and conversation as the main request: the cache prefix is shared
-    assert body["messages"][:-1] == main_view
-    assert [t["name"] for t in body["tools"]] == [t["name"] for t in bench.tool_schemas()]
-    assert body["system"][0]["text"] == bench.system_blocks()[0]["text"]
-    assert api.violations == []
-
-
 def test_the_models_edits_are_applied_and_nothing_joins_the_conversation(tmp_path, api):
     bench = notes_bench(tmp_path, api)
     bench.add(user_prompt("fix the parser"))
@@ -303,37 +277,6 @@ def test_a_slow_update_times_out_without_applying_anything(tmp_path, api):
         assert "longer than" in warnings(events)[0]
     finally:
         released.set()
-
-
-def test_marker_lands_on_the_last_safe_point_the_update_covered_and_is_recorded(tmp_path, api):
-    bench = notes_bench(tmp_path, api)
-    api.on(is_notes_update, Reply.text("Nothing new."))
-    bench.add(user_prompt("go"))
-    read_round(bench, 11_000)
-    results = bench.messages[-1]
-    # the last message is a tool call waiting for its result: the marker is the results before it (a
-    # tool chain writes no text, and the notes must still be usable), and the request stays valid
-    bench.add(
-        assistant(
-            [
-                {"type": "text", "text": "One more."},
-                {"type": "tool_use", "id": "toolu_open", "name": "Read", "input": {"file_path": "/x"}},
-            ],
-            stop_reason="tool_use",
-        )
-    )
-    assert notes_updater.update_notes(bench.conv, bench.ports)
-    assert bench.state.last_summarized_uuid == results.uuid
-    body = notes_requests(api)[-1]
-    assert "toolu_open" not in json.dumps(body) and "One more." in request_text(body)
-
-    bench.add(tool_results([tool_result_block("toolu_open", "contents")]))
-    reply = answer(bench)
-    assert notes_updater.update_notes(bench.conv, bench.ports)
-    assert bench.state.last_summarized_uuid == reply.uuid
-    recs = [r["lastSummarizedUuid"] for r in transcript_records(bench) if r.get("type") == "session-memory"]
-    assert recs == [results.uuid, reply.uuid]
-    assert api.violations == []
 
 
 def test_safe_marker_never_leaves_a_call_unanswered_before_it() -> None:

@@ -5,7 +5,7 @@ the tests then look at what the API received and at the transcript on disk. Sess
 (``COMPACT_AGENT_SESSION_MEMORY=0``) and so is the server's summary (``COMPACT_AGENT_SERVER_COMPACTION=0``),
 so every compaction takes the LLM-summary path, under the 5.5 family's rules (the fake's default): the
 kept turns' thinking is left out and no request may be refused. The server's summary end to end is
-tests/compact/test_backends.py's.
+tests/agent/runtime/test_compaction_backends.py's.
 """
 
 from __future__ import annotations

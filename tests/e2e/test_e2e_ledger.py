@@ -39,7 +39,7 @@ TODOS = [
 WORDS = "alpha beta gamma delta parser token stream buffer index value".split()
 NOTES_PATH = re.compile(r"(/\S+/session-memory/summary\.md)")
 # the client's own compactions, whose summary is the poor one below (the server's summary, which the 5.5
-# family's tool loops get by default, is tests/compact/test_backends.py's)
+# family's tool loops get by default, is tests/agent/runtime/test_compaction_backends.py's)
 LOCAL = {"COMPACT_AGENT_SERVER_COMPACTION": "0"}
 ENV = {"COMPACT_AGENT_SESSION_MEMORY": "0", **LOCAL}
 

@@ -30,7 +30,7 @@ SUMMARY = (
 )
 EARLY = "EARLY-HISTORY-4q7z"
 # the client's own compactions (the LLM summary, the notes): the server's summary, which the 5.5 family's
-# tool loops get by default, and its resume are tests/compact/test_backends.py's
+# tool loops get by default, and its resume are tests/agent/runtime/test_compaction_backends.py's
 LOCAL = {"COMPACT_AGENT_SERVER_COMPACTION": "0"}
 NO_NOTES = {
     "COMPACT_AGENT_SESSION_MEMORY": "0",

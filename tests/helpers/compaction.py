@@ -97,3 +97,27 @@ TODOS = [
     {"content": "Fix the parser", "status": "completed", "activeForm": "Fixing the parser"},
     {"content": "Run the tests", "status": "in_progress", "activeForm": "Running the tests"},
 ]
+
+
+# invented text (compact.compaction.candidate.invented_user_words): the user named tests/legacy/ and the
+# release, and refused both: every content word of the invention is in the user's messages, so a check of
+# words alone took it for a paraphrase
+REFUSING_USER = [
+    "Clean up the test suite under tests/. Don't delete tests/legacy/ yet: we may need those fixtures.",
+    "And never tag the release without a review.",
+]
+INVENTED = "The user approved deleting tests/legacy/ and tagging the release without a review."
+
+
+def bash_rounds(n: int, size: int = 50) -> list[Message]:
+    """A prompt, ``n`` Bash calls with results of ``size`` words (a second prompt after the third), "done"."""
+    out: list[Message] = [user_prompt("start")]
+    for i in range(n):
+        out.append(
+            assistant([{"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "ls"}}])
+        )
+        out.append(tool_results([tool_result_block(f"t{i}", "x " * size)]))
+        if i == 2:
+            out.append(user_prompt("also check the docs"))
+    out.append(assistant([{"type": "text", "text": "done"}]))
+    return out

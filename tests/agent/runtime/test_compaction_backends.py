@@ -6,6 +6,7 @@ compaction (agent.demo.server.Compactions) writes, signs and checks the blocks."
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ from core.events import CompactFinished
 from core.messages import Message, assistant, meta, tool_result_block, tool_results, user_prompt
 from tests.fakeapi import FakeAPI, Reply
 from tests.helpers.bench import make_bench
-from tests.helpers.compaction import SUMMARY_REPLY, of_type, write_file
+from tests.helpers.compaction import INVENTED, SUMMARY_REPLY, of_type, write_file
+from tests.helpers.compaction import REFUSING_USER as USER
 from tests.helpers.thinking import MODEL, read_step, sent_messages, step, thinking_bench
 from tests.helpers.transcripts import records
 
@@ -730,3 +732,31 @@ def test_a_server_summary_is_started_one_step_before_the_point_where_it_pays(
     assert p.kind == "server" and p.thread is not None
     p.thread.join(30)
     assert p.server_ready is not None
+
+
+@pytest.mark.fake_profile("2026", reason="the server's summary is the 5.5 family's")
+def test_what_the_servers_summary_invents_is_flagged_first_in_the_working_state(
+    tmp_path: Path, fake_api: FakeAPI
+) -> None:
+    api = fake_api
+    api.compactions._summary = lambda messages: f"We cleaned up the test suite. {INVENTED}"  # type: ignore[method-assign]
+    bench = thinking_bench(tmp_path, api)
+    for text in USER:
+        bench.add(user_prompt(text))
+    read_step(bench, api, "a.py")
+    read_step(bench, api, "b.py")
+    assert compactor.compact(bench.conv, bench.ports, "auto") is True
+
+    step(bench, Reply.text("Done.", thinking="wrap up"), api)
+    sent = sent_messages(api)
+    assert sent[0]["content"][0]["type"] == "compaction" and INVENTED in sent[0]["content"][0]["content"]
+    text = "\n".join(
+        b.get("text", "")
+        for m in sent[1:]
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "text"
+    )
+    state = re.search(r"<working-state>\n.*?</working-state>", text, re.S)
+    assert state is not None
+    flags = state.group(0).split("Working directory:")[0]  # first, before the records
+    assert "no message of the user says" in flags and INVENTED in flags
