@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from compact.context import context_editing
-from compact.context.context_editing import AUTO_TRIGGER, advance, automatic
-from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
+from compact.context.context_editing import AUTO_TRIGGER
+from core.messages import user_prompt
 from tests.fakeapi import FakeAPI
 from tests.helpers.clearing import bench_for, cleared_through, read_step
 
@@ -49,42 +49,6 @@ def test_the_server_never_clears_a_result_no_notes_or_summary_saw(tmp_path: Path
     points = [cleared_through(r.body) for r in api.message_requests]
     assert points[-1] is not None
     assert all(p is None or int(p.removeprefix("toolu_r")) <= 8 for p in points)
-
-
-def test_the_point_never_passes_what_was_seen() -> None:
-    history = [user_prompt("go"), *[m for n in range(10) for m in _use(n)]]
-    threshold = 10_000
-    assert advance(history, None, threshold, threshold, 3, seen=0) is None
-    assert advance(history, None, threshold, threshold, 3, seen=2 * 5 + 1) == "t4"  # t0..t4 answered
-    assert advance(history, None, threshold, threshold, 3, seen=2 * 5) == "t3"  # t4's result not seen
-
-
-def _use(n: int) -> list[Message]:
-    call = assistant(
-        [{"type": "tool_use", "id": f"t{n}", "name": "ToolSearch" if n == 1 else "Read", "input": {}}]
-    )
-    return [call, tool_results([tool_result_block(f"t{n}", "x" * 4_000)])]  # ~1,000 tokens a result
-
-
-def test_the_point_moves_once_over_the_trigger_and_worth_it_and_is_said_by_how_many_to_keep() -> None:
-    history = [user_prompt("go"), *[m for n in range(10) for m in _use(n)]]
-    threshold = 10_000
-    assert (
-        advance(history, None, int(threshold * AUTO_TRIGGER) - 1, threshold, 3) is None
-    )  # under the trigger
-    moved = advance(history, None, int(threshold * AUTO_TRIGGER), threshold, 3)
-    assert moved == "t6"  # all but the 3 newest
-    assert advance(history, moved, threshold, threshold, 3) == "t6"  # nothing more to clear yet
-    longer = [*history, *[m for n in range(10, 12) for m in _use(n)]]
-    assert advance(longer, moved, threshold, threshold, 3) == "t6"  # 2 more results: under AT_LEAST of T
-    assert advance(longer, moved, threshold, threshold, 1) == "t10"  # 4 more: worth a cache write
-    # a compaction point rewrites the prefix anyway: the point moves whatever the count
-    assert advance(history, None, 0, threshold, 3, rewritten=True) == "t6"
-    body, betas = automatic(longer, "t6")
-    (edit,) = body["context_management"]["edits"]
-    assert edit["keep"] == {"type": "tool_uses", "value": 5} and betas == [context_editing.BETA]
-    assert edit["exclude_tools"] == ["ToolSearch"]  # its results make deferred tools callable
-    assert automatic(longer, None) == ({}, []) and automatic(longer, "gone") == ({}, [])
 
 
 def test_with_nothing_prepared_ahead_the_compaction_still_comes_at_t(tmp_path: Path, api: FakeAPI) -> None:
