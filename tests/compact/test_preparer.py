@@ -1,4 +1,4 @@
-"""compact.workers.preparer against the real loopback fake API: a summary prepared in the background from the
+"""compact.workers.preparer on the scripted model: a summary prepared in the background from the
 preparation level, applied at T without a request (only what it covers goes, the rest stays verbatim),
 applied only to what it saw when messages changed meanwhile, refused with its reason, and put off while
 it is still being prepared and the context is clear of the blocking limit."""
@@ -16,16 +16,24 @@ from compact.compaction.candidate import SUMMARY_SECTIONS
 from compact.compaction.notes_template import SECTIONS
 from compact.workers import preparer
 from core.events import CompactFinished
-from core.messages import user_prompt
-from tests.fakeapi import FakeAPI, Reply, is_notes_update, read_paths
+from core.messages import Message, user_prompt
+from core.model import Request
+from core.scripted import reply_text, reply_tool
 from tests.helpers.bench import Bench, make_bench
 from tests.helpers.compaction import of_type, read_round, write_file
+from tests.helpers.scripted import Model, is_notes_update, no_tools, read_paths
 
 T = 167_000
 GOOD = "<analysis>walked through it</analysis>\n<summary>" + "\n".join(
     f"{i}. {name}: the parser work, part {i}." for i, name in enumerate(SUMMARY_SECTIONS, 1)
 )
 GOOD += "</summary>"
+
+
+@pytest.fixture
+def model() -> Model:
+    """The bench's model: the candidates' summaries and notes updates a test routes, its requests read back."""
+    return Model()
 
 
 def grow(bench: Bench, names: list[str], lines: int = 600) -> None:
@@ -43,26 +51,26 @@ def ready(bench: Bench) -> preparer.Preparer:
     return p
 
 
-def start(tmp_path: Path, api: FakeAPI, reply: str = GOOD) -> tuple[Bench, list]:
-    bench = make_bench(tmp_path, api)
+def start(tmp_path: Path, model: Model, reply: str = GOOD) -> tuple[Bench, list]:
+    bench = make_bench(tmp_path, model_api=model)
     events = bench.events  # session notes off: the candidate is a summary
     bench.add(user_prompt("Please fix the parser. Never touch the secrets/ directory."))
     grow(bench, ["a.py", "b.py", "c.py", "d.py"])
-    api.on(lambda body: body.get("tool_choice", {}).get("type") == "none", Reply.text(reply))
+    model.on(no_tools, reply)
     assert preparer.start_if_due(bench.conv, bench.ports, int(T * 0.86)) is False
     return bench, events
 
 
-def test_prepared_at_the_level_applied_at_t_without_waiting(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = start(tmp_path, api)
+def test_prepared_at_the_level_applied_at_t_without_waiting(tmp_path: Path, model: Model) -> None:
+    bench, events = start(tmp_path, model)
     p = ready(bench)
-    assert p.ready is not None and api.message_requests  # the summary was asked for before T
+    assert p.ready is not None and model.requests  # the summary was asked for before T
     seen = {u for u, _ in p.ready.seen}
     grow(bench, ["e.py", "f.py"])  # the conversation went on meanwhile
     newer = [m for m in bench.messages if m.uuid not in seen]
-    requests = len(api.message_requests)
+    requests = len(model.requests)
     assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is True
-    assert len(api.message_requests) == requests  # no request at T: nothing to wait for
+    assert len(model.requests) == requests  # no request at T: nothing to wait for
     [done] = of_type(events, CompactFinished)
     assert (
         done.candidate == "prepared"
@@ -76,8 +84,8 @@ def test_prepared_at_the_level_applied_at_t_without_waiting(tmp_path: Path, api:
     assert p.stats.applied == 1 and p.stats.prepared == 1
 
 
-def test_messages_changed_meanwhile_are_kept_and_only_what_it_saw_goes(tmp_path: Path, api: FakeAPI) -> None:
-    bench, events = start(tmp_path, api)
+def test_messages_changed_meanwhile_are_kept_and_only_what_it_saw_goes(tmp_path: Path, model: Model) -> None:
+    bench, events = start(tmp_path, model)
     p = ready(bench)
     assert p.ready is not None
     # microcompact cleared the result of the third read meanwhile: text the candidate never saw
@@ -91,9 +99,9 @@ def test_messages_changed_meanwhile_are_kept_and_only_what_it_saw_goes(tmp_path:
     assert results[0].uuid not in kept  # what it saw unchanged before it went
 
 
-def test_a_refused_candidate_is_recorded_and_the_foreground_path_taken(tmp_path: Path, api: FakeAPI) -> None:
+def test_a_refused_candidate_is_recorded_and_the_foreground_path_taken(tmp_path: Path, model: Model) -> None:
     cut = GOOD.replace("8. Current Work", "8. Lately")
-    bench, events = start(tmp_path, api, reply=cut)
+    bench, events = start(tmp_path, model, reply=cut)
     ready(bench)
     assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is True
     [done] = of_type(events, CompactFinished)
@@ -103,18 +111,18 @@ def test_a_refused_candidate_is_recorded_and_the_foreground_path_taken(tmp_path:
     assert p is not None and p.stats.rejected == 1
 
 
-def test_put_off_while_in_flight_and_clear_of_the_blocking_limit(tmp_path: Path, api: FakeAPI) -> None:
-    bench = make_bench(tmp_path, api)
+def test_put_off_while_in_flight_and_clear_of_the_blocking_limit(tmp_path: Path, model: Model) -> None:
+    bench = make_bench(tmp_path, model_api=model)
     events = bench.events
     bench.add(user_prompt("Please fix the parser."))
     grow(bench, ["a.py", "b.py", "c.py", "d.py", "e.py", "f.py"])
     release = threading.Event()
 
-    def slow(body: dict) -> Reply:
+    def slow(req: object) -> Message:
         release.wait(30)  # the model takes its time
-        return Reply.text(GOOD)
+        return reply_text(GOOD)
 
-    api.on(lambda body: body.get("tool_choice", {}).get("type") == "none", slow)
+    model.on(no_tools, slow)
     preparer.start_if_due(bench.conv, bench.ports, int(T * 0.86))
     assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is False  # carry on
     assert of_type(events, CompactFinished) == []
@@ -129,45 +137,45 @@ def test_put_off_while_in_flight_and_clear_of_the_blocking_limit(tmp_path: Path,
     )
 
 
-def test_context_shows_whether_a_candidate_is_ready(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = start(tmp_path, api)
+def test_context_shows_whether_a_candidate_is_ready(tmp_path: Path, model: Model) -> None:
+    bench, _ = start(tmp_path, model)
     ready(bench)
     line = preparer.describe(bench.conv, bench.ports)
     assert line.startswith("Prepared compaction: a summary, ready · covers ") and "tokens" in line
 
 
 def test_a_compaction_that_leaves_the_context_at_the_next_level_starts_the_next_candidate_at_once(
-    tmp_path: Path, api: FakeAPI, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, model: Model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bench, _ = start(tmp_path, api)
+    bench, _ = start(tmp_path, model)
     p = ready(bench)
     p.seconds["summary"] = 1e6  # a summary far slower than the growth: P at its floor
     p.steps.append((1.0, 10_000))
     monkeypatch.setattr(preparer, "MIN_SHARE", 0.0)  # and the floor below what the compaction leaves
     grow(bench, ["e.py", "f.py"])
-    requests = len(api.message_requests)
+    requests = len(model.requests)
     assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is True
     assert p.kind == "summary" and p.cycle == preparer._cycle(bench.conv)  # the next cycle's, at once
     ready(bench)
-    assert len(api.message_requests) == requests + 1 and p.ready is not None
+    assert len(model.requests) == requests + 1 and p.ready is not None
     assert p.stats.prepared == 2 and p.stats.applied == 1
 
 
-def test_below_the_next_level_the_next_candidate_waits_for_a_response(tmp_path: Path, api: FakeAPI) -> None:
-    bench, _ = start(tmp_path, api)
+def test_below_the_next_level_the_next_candidate_waits_for_a_response(tmp_path: Path, model: Model) -> None:
+    bench, _ = start(tmp_path, model)
     p = ready(bench)
     grow(bench, ["e.py", "f.py"])
-    requests = len(api.message_requests)
+    requests = len(model.requests)
     assert preparer.at_threshold(bench.conv, bench.ports, T, compactor.compact) is True
-    assert p.kind == "" and not p.running and len(api.message_requests) == requests
+    assert p.kind == "" and not p.running and len(model.requests) == requests
 
 
-def test_one_slow_step_at_start_up_does_not_move_the_preparation_level(tmp_path: Path, api: FakeAPI) -> None:
+def test_one_slow_step_at_start_up_does_not_move_the_preparation_level(tmp_path: Path, model: Model) -> None:
     """The first step of a process waits for the SDK's import (the first request goes without it): 3 s,
     where the rest take 0.1 s. Smoothing the growth rate and the step's time apart multiplied the slow
     step's time by the fast steps' rate and put P at its floor (30% of T): a candidate at 43K of 167K in
     30-session-memory --rules 2026. Medians of the steps leave P where the steady steps put it."""
-    bench = make_bench(tmp_path, api, cost_aware=False)
+    bench = make_bench(tmp_path, model_api=model, cost_aware=False)
     now = [0.0]
     p = bench.conv.workers[preparer.WORKER] = preparer.Preparer(clock=lambda: now[0])
     bench.add(user_prompt("Please read every module."))
@@ -181,27 +189,32 @@ def test_one_slow_step_at_start_up_does_not_move_the_preparation_level(tmp_path:
     # B (at most T + 10K) less a step less PRIOR_STEPS steps with LEAD: what steady steps give
     assert level == int(min(th.blocking, th.auto_compact + 10_000) - step - 10 * step * 1.3)
     assert preparer.start_if_due(bench.conv, bench.ports, tokens) is False and p.kind == ""  # 43,500: not yet
-    assert api.message_requests == []
+    assert model.requests == []
 
 
 def test_lagging_notes_are_brought_up_to_date_once_a_cycle_then_serve_as_they_stand(
-    tmp_path: Path, api: FakeAPI
+    tmp_path: Path, model: Model
 ) -> None:
     """A tool chain that grows faster than a notes update can follow: each update is behind again by the
     time it is in. At T the notes are brought up to date once; lagging again, they serve as they stand
     (only what they saw goes, the rest stays whole) instead of another update chased while the history
     grew to RAW_ROOM windows, where the user waited for the last one (33-stall: 6 s)."""
-    bench = make_bench(tmp_path, api, session_memory=True, session_id="sid", context_window=60_000)
-    updates: list[dict] = []
+    bench = make_bench(
+        tmp_path, model_api=model, session_memory=True, session_id="sid", context_window=60_000
+    )
+    updates: list[Request] = []
+    second = threading.Event()  # the second update is held until the test saw it under way
 
-    def notes(body: dict) -> Reply:
-        updates.append(body)
+    def notes(req: Request) -> Message:
+        updates.append(req)
+        if len(updates) == 2:
+            second.wait(30)
         old = "_" + dict(SECTIONS)["Current State"] + "_"
-        new = f"{old}\nRead {len(read_paths(body))} files so far."
+        new = f"{old}\nRead {len(read_paths(req))} files so far."
         edit = {"file_path": str(bench.notes_path), "old_string": old, "new_string": new}
-        return Reply([{"type": "tool_use", "id": f"toolu_n{len(updates)}", "name": "Edit", "input": edit}])
+        return reply_tool("Edit", edit)
 
-    api.on(is_notes_update, notes)
+    model.on(is_notes_update, notes)
     bench.add(user_prompt("Read every module and report the findings."))
     names = iter(f"m{i:02d}.py" for i in range(60))
     threshold = bench.conv.window.thresholds().auto_compact
@@ -228,6 +241,7 @@ def test_lagging_notes_are_brought_up_to_date_once_a_cycle_then_serve_as_they_st
     tokens = bench.view().tokens
     assert preparer.at_threshold(bench.conv, bench.ports, max(tokens, threshold), compactor.compact) is False
     assert not p.notes_done  # brought up to date, in the background
+    second.set()
     update_done()
     assert len(updates) == 2
     until_lagging()  # behind again by the time it is in
@@ -244,22 +258,25 @@ def test_lagging_notes_are_brought_up_to_date_once_a_cycle_then_serve_as_they_st
     assert set(unseen) <= {m.uuid for m in bench.messages}  # what the notes never saw stays whole
 
 
-def test_an_update_of_a_notes_candidate_is_timed_from_its_own_start(tmp_path: Path, api: FakeAPI) -> None:
+def test_an_update_of_a_notes_candidate_is_timed_from_its_own_start(tmp_path: Path, model: Model) -> None:
     """A notes candidate started as a compaction left the context (``_start_next``) covers only that
     much, so it is updated again later in the cycle. That update's time is its own: timed from the
     candidate's start it was the whole cycle's (~3x in 33-stall), which put the notes' level at its
     floor and the last update too late (the user waited 1-2 s at each compaction for it)."""
-    bench = make_bench(tmp_path, api, session_memory=True, session_id="sid")
-    updates: list[dict] = []
+    bench = make_bench(tmp_path, model_api=model, session_memory=True, session_id="sid")
+    updates: list[Request] = []
+    second = threading.Event()  # the second update is held until the test saw it under way
 
-    def notes(body: dict) -> Reply:
-        updates.append(body)
+    def notes(req: Request) -> Message:
+        updates.append(req)
+        if len(updates) == 2:
+            second.wait(30)
         old = "_" + dict(SECTIONS)["Current State"] + "_"
-        new = f"{old}\nRead {len(read_paths(body))} files so far."
+        new = f"{old}\nRead {len(read_paths(req))} files so far."
         edit = {"file_path": str(bench.notes_path), "old_string": old, "new_string": new}
-        return Reply([{"type": "tool_use", "id": f"toolu_n{len(updates)}", "name": "Edit", "input": edit}])
+        return reply_tool("Edit", edit)
 
-    api.on(is_notes_update, notes)
+    model.on(is_notes_update, notes)
     bench.add(user_prompt("Read every module and report the findings."))
     grow(bench, ["a.py", "b.py"])
     p = preparer._preparer(bench.conv)
@@ -271,23 +288,24 @@ def test_an_update_of_a_notes_candidate_is_timed_from_its_own_start(tmp_path: Pa
     grow(bench, ["c.py", "d.py"])
     assert preparer.start_if_due(bench.conv, bench.ports, int(T * 0.85)) is True
     assert not p.notes_done  # updated again
+    second.set()
     assert notes_updater.wait_for_update(bench.conv, 30) and p.notes_done
     assert len(updates) == 2 and p.seconds["notes"] == 0.0  # the fake clock stood still during it
 
 
-def summary_in_flight(tmp_path: Path, api: FakeAPI) -> tuple[Bench, threading.Event, list[float], int]:
+def summary_in_flight(tmp_path: Path, model: Model) -> tuple[Bench, threading.Event, list[float], int]:
     """A summary candidate in flight near B that answers when ``release`` is set, on a clock the test moves
     (``now[0]``): its earlier one took 20 s, a step takes 2 s and adds 6K tokens; and B."""
-    bench = make_bench(tmp_path, api)
+    bench = make_bench(tmp_path, model_api=model)
     bench.add(user_prompt("Please fix the parser."))
     grow(bench, ["a.py", "b.py", "c.py", "d.py", "e.py", "f.py"])
     release = threading.Event()
 
-    def slow(body: dict) -> Reply:
+    def slow(req: object) -> Message:
         release.wait(20)
-        return Reply.text(GOOD)
+        return reply_text(GOOD)
 
-    api.on(lambda body: body.get("tool_choice", {}).get("type") == "none", slow)
+    model.on(no_tools, slow)
     p = preparer._preparer(bench.conv)
     now = [1000.0]
     p.clock = lambda: now[0]
@@ -300,12 +318,12 @@ def summary_in_flight(tmp_path: Path, api: FakeAPI) -> tuple[Bench, threading.Ev
 
 
 def test_a_candidate_due_before_the_next_step_is_not_waited_for_while_this_request_fits(
-    tmp_path: Path, api: FakeAPI
+    tmp_path: Path, model: Model
 ) -> None:
     """Near B, a candidate in flight that is due (by its measured time) before the next request is not
     waited for while this request still fits under B: the next one finds it ready (33-stall --rules 2026:
     a 20 s summary lost the race by 2 s and the user waited). Once a request would pass B it waits."""
-    bench, release, now, limit = summary_in_flight(tmp_path, api)
+    bench, release, now, limit = summary_in_flight(tmp_path, model)
     events = bench.events
     now[0] += 18.5  # due in 1.5 s, within a step
     started = time.monotonic()
@@ -320,13 +338,13 @@ def test_a_candidate_due_before_the_next_step_is_not_waited_for_while_this_reque
 
 
 def test_a_candidate_far_from_due_is_waited_for_only_by_the_request_that_would_not_fit(
-    tmp_path: Path, api: FakeAPI
+    tmp_path: Path, model: Model
 ) -> None:
     """Near B, a candidate in flight is not waited for while this request still fits under B, however long
     it is still expected to take: the first request that would pass B waits for it, a step's time less
     than this one would have (33-stall --rules 2026: 2.7 s waited at the last request that fitted, where
     the next one would have waited 0.6 s)."""
-    bench, release, now, limit = summary_in_flight(tmp_path, api)
+    bench, release, now, limit = summary_in_flight(tmp_path, model)
     events = bench.events
     now[0] += 5.0  # due in 15 s: several steps away
     started = time.monotonic()

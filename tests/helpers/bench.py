@@ -195,7 +195,7 @@ def make_bench(
 ) -> Bench:
     """The compact floor's session builder: a Bench in ``tmp``/project, its transcript under
     ``home``/projects, its model the fake API (``api``: the wire, through the SDK) or ``model_api`` (a
-    core.scripted.ScriptedModel: no wire; with neither, an empty script); ``hooks``, ``system``,
+    core.scripted.ScriptedModel, also taken as ``api``: no wire; with neither, an empty script); ``hooks``, ``system``,
     ``instructions`` and ``instruction_files`` replace the bench's stand-ins (see the module docstring);
     ``options`` are CompactConfig fields (session_memory defaults to off) and Limits fields. (The agent
     floor's is tests/helpers/session.py ``make_session``.)"""
@@ -209,6 +209,8 @@ def make_bench(
     limits = Limits(**options)
     compaction = CompactConfig(**config)
     events: list[Any] = []
+    if model_api is None and isinstance(api, ScriptedModel):
+        api, model_api = None, api  # a model where the fake would be (a helper serving both): no wire
     client = model_api or (api.client(events.append) if api is not None else ScriptedModel())
     tools = ToolContext(project_dir=cwd, session_dir=store / session_id, cwd=cwd)
     writer = TranscriptWriter(store / f"{session_id}.jsonl", session_id, str(cwd), "test")

@@ -5,7 +5,7 @@ No wire here: where the request's JSON as sent, the server's count or its own su
 about, the test is on the fake Messages API (tests/fakeapi.py) under tests/agent/.
 
     model = Model()
-    model.on(is_notes_update, lambda req: reply_text("noted"))   # every notes update, before the script
+    model.on(is_notes_update, "Noted.")                          # every notes update, before the script
     model.steps.append(reply_text(SUMMARY_REPLY))                # then the script, in order
     bench = make_bench(tmp_path, model_api=model)
 """
@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import ModelError
 from core.messages import Message
 from core.model import Request
-from core.scripted import ScriptedModel, Step
+from core.scripted import ScriptedModel, Step, reply_text
 
 Predicate = Callable[[Request], bool]
 
@@ -32,18 +32,23 @@ class Route:
     step: Step
     once: bool = False
     served: int = 0
+    hits: list[Request] = field(default_factory=list)  # the requests it answered
 
 
 class Model(ScriptedModel):
     """A ScriptedModel that answers a request a route takes (``on``) before its script: the first route
     whose predicate holds answers (a ``once`` route only its first request); any other request takes the
-    script's next step."""
+    script's next step. A route's step is a step of the script's kinds, or a text: a new reply of that
+    text for each request it answers."""
 
     def __init__(self, steps: Any = (), window: int | None = None) -> None:
         super().__init__(steps, window)
         self.routes: list[Route] = []
 
-    def on(self, predicate: Predicate, step: Step, *, once: bool = False) -> Route:
+    def on(self, predicate: Predicate, step: Step | str, *, once: bool = False) -> Route:
+        if isinstance(step, str):
+            text = step
+            step = lambda req: reply_text(text)  # noqa: E731 - a reply of its own each time
         route = Route(predicate, step, once)
         self.routes.append(route)
         return route
@@ -58,6 +63,7 @@ class Model(ScriptedModel):
             )
             if route is not None:
                 route.served += 1
+                route.hits.append(req)
                 self.requests.append(req)
         if route is None:
             return super().stream(req, cancel=cancel, emit_text=emit_text)
@@ -109,6 +115,17 @@ def is_compaction(req: Request) -> bool:
 def is_notes_update(req: Request) -> bool:
     """A session-notes update: its instruction names the notes file."""
     return "summary.md" in last_user_text(req)
+
+
+def read_paths(req: Request) -> list[str]:
+    """The files a request's conversation has read, in order (its Read calls' paths)."""
+    return [
+        b["input"]["file_path"]
+        for m in req.messages
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b.get("type") == "tool_use" and b["name"] == "Read"
+    ]
 
 
 def no_tools(req: Request) -> bool:
