@@ -20,9 +20,9 @@ from compact.stages.state import ContextState
 from compact.workers import preparer
 from core.events import CompactFailed, CompactFinished
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
-from tests.fakeapi import FakeAPI, Reply
 from tests.helpers.bench import Bench, make_bench
 from tests.helpers.compaction import of_type, read_round, write_file
+from tests.helpers.scripted import Model, no_tools
 
 T = 27_000  # CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=15 on a 200K window: 15% of 180,000
 
@@ -111,26 +111,27 @@ def ready(bench: Bench) -> preparer.Preparer:
     return p
 
 
-def test_below_a_user_threshold_no_local_summary_and_no_wait(tmp_path: Path, api: FakeAPI) -> None:
+def test_below_a_user_threshold_no_local_summary_and_no_wait(tmp_path: Path) -> None:
     """Issue 38 item 2: CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=15, notes off, cost-aware on. A prepared summary
     that would be refused at its checks is not applied early, and no local summary runs in the
     foreground below T; at T the foreground compaction runs as before."""
-    bench = make_bench(tmp_path, api, autocompact_pct=15)
+    model = Model()
+    bench = make_bench(tmp_path, model_api=model, autocompact_pct=15)
     bench.add(user_prompt("Please fix the parser. Never touch the secrets/ directory."))
     for name in ("a.py", "b.py", "c.py"):
         read_round(bench, write_file(bench, name, lines=300))
-    api.on(lambda body: body.get("tool_choice", {}).get("type") == "none", Reply.text(REFUSED))
+    model.on(no_tools, REFUSED)
     preparer.start_if_due(bench.conv, bench.ports, int(T * 0.86))
     assert preparer.candidate_state(bench.conv) in (("running", "summary"), ("ready", "summary"))
     ready(bench)
-    requests = len(api.message_requests)
+    requests = len(model.requests)
     before = [m.uuid for m in bench.messages]
     assert autocompact.decision(bench.conv, bench.ports, 25_500).action == d.NONE
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, 25_500) is False
-    assert len(api.message_requests) == requests  # no summary request below T
+    assert len(model.requests) == requests  # no summary request below T
     assert [m.uuid for m in bench.messages] == before
     assert of_type(bench.events, CompactFinished) == [] and of_type(bench.events, CompactFailed) == []
-    api.on(lambda body: body.get("tool_choice", {}).get("type") == "none", Reply.text(GOOD + "</summary>"))
+    model.on(no_tools, GOOD + "</summary>")
     assert autocompact.maybe_autocompact(bench.conv, bench.ports, T) is True  # at T: as before
     [done] = of_type(bench.events, CompactFinished)
     assert "refused" in done.candidate
