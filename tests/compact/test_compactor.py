@@ -31,19 +31,21 @@ from tests.helpers.compaction import (
     transcript_records,
     write_file,
 )
-from tests.helpers.scripted import Model, api_error, last_user_text, request_text
+from tests.helpers.scripted import RoutedModel, api_error, last_user_text, request_text
 
 
 @pytest.fixture
-def model() -> Model:
+def model() -> RoutedModel:
     """The bench's model: the summaries a test scripts, its requests read back."""
-    return Model()
+    return RoutedModel()
 
 
 # --- a compaction that works ------------------------------------------------------------------------------
 
 
-def test_compaction_replaces_history_with_summary_and_writes_boundary(tmp_path: Path, model: Model) -> None:
+def test_compaction_replaces_history_with_summary_and_writes_boundary(
+    tmp_path: Path, model: RoutedModel
+) -> None:
     bench = make_bench(tmp_path, model_api=model)
     events = bench.events
     conversation(bench, [f"m{i}.py" for i in range(8)])
@@ -89,7 +91,7 @@ def test_manual_summary_does_not_tell_the_model_to_carry_on(tmp_path: Path) -> N
     assert boundary["compactMetadata"]["trigger"] == "manual"
 
 
-def test_the_next_main_request_is_the_compacted_view(tmp_path: Path, model: Model) -> None:
+def test_the_next_main_request_is_the_compacted_view(tmp_path: Path, model: RoutedModel) -> None:
     bench = make_bench(
         tmp_path, model_api=model, cost_aware=False
     )  # the recent files restored (today's policy)
@@ -113,7 +115,7 @@ def test_the_next_main_request_is_the_compacted_view(tmp_path: Path, model: Mode
     "reply", ["API Error: 529 overloaded", "<analysis>only thinking, no summary</analysis>"]
 )
 def test_unusable_reply_leaves_conversation_and_transcript_untouched(
-    tmp_path: Path, model: Model, reply: str
+    tmp_path: Path, model: RoutedModel, reply: str
 ) -> None:
     bench = make_bench(tmp_path, model_api=model)
     events = bench.events
@@ -135,7 +137,7 @@ def test_unusable_reply_leaves_conversation_and_transcript_untouched(
     assert bench.conv.breaker.failures == 1
 
 
-def test_api_error_is_a_failure_that_changes_nothing(tmp_path: Path, model: Model) -> None:
+def test_api_error_is_a_failure_that_changes_nothing(tmp_path: Path, model: RoutedModel) -> None:
     bench = make_bench(tmp_path, model_api=model)
     events = bench.events
     conversation(bench, ["a.py"])
@@ -147,7 +149,7 @@ def test_api_error_is_a_failure_that_changes_nothing(tmp_path: Path, model: Mode
     assert bench.conv.breaker.failures == 0  # manual failures don't feed the breaker
 
 
-def test_ctrl_c_during_the_summary_cancels_and_changes_nothing(tmp_path: Path, model: Model) -> None:
+def test_ctrl_c_during_the_summary_cancels_and_changes_nothing(tmp_path: Path, model: RoutedModel) -> None:
     bench = make_bench(tmp_path, model_api=model)
     events = bench.events
     conversation(bench, ["a.py"])
@@ -167,7 +169,7 @@ def test_ctrl_c_during_the_summary_cancels_and_changes_nothing(tmp_path: Path, m
     assert bench.conv.breaker.failures == 0
 
 
-def test_disable_compact_says_why_and_sends_nothing(tmp_path: Path, model: Model) -> None:
+def test_disable_compact_says_why_and_sends_nothing(tmp_path: Path, model: RoutedModel) -> None:
     bench = make_bench(tmp_path, model_api=model, disable_compact=True)
     events = bench.events
     conversation(bench, ["a.py"])
@@ -176,7 +178,7 @@ def test_disable_compact_says_why_and_sends_nothing(tmp_path: Path, model: Model
     assert model.requests == []
 
 
-def test_an_empty_conversation_is_not_compacted(tmp_path: Path, model: Model) -> None:
+def test_an_empty_conversation_is_not_compacted(tmp_path: Path, model: RoutedModel) -> None:
     bench = make_bench(tmp_path, model_api=model)
     events = bench.events
     assert compactor.compact(bench.conv, bench.ports, "manual") is False
@@ -185,7 +187,7 @@ def test_an_empty_conversation_is_not_compacted(tmp_path: Path, model: Model) ->
 
 
 def test_a_conversation_smaller_than_what_a_compaction_leaves_has_nothing_to_compact(
-    tmp_path: Path, model: Model
+    tmp_path: Path, model: RoutedModel
 ) -> None:
     bench = make_bench(tmp_path, model_api=model)
     events = bench.events
@@ -202,7 +204,7 @@ def test_a_conversation_smaller_than_what_a_compaction_leaves_has_nothing_to_com
     assert bench.messages == messages and bench.transcript_path.read_text() == before
 
 
-def test_a_compaction_that_would_grow_the_context_is_not_applied(tmp_path: Path, model: Model) -> None:
+def test_a_compaction_that_would_grow_the_context_is_not_applied(tmp_path: Path, model: RoutedModel) -> None:
     bench = make_bench(tmp_path, model_api=model)
     events = bench.events
     conversation(bench, ["a.py"])
@@ -222,7 +224,7 @@ def test_a_compaction_that_would_grow_the_context_is_not_applied(tmp_path: Path,
 
 @pytest.mark.parametrize("files", [1, 2, 4])
 def test_a_compaction_never_leaves_the_context_larger_than_it_was(
-    tmp_path: Path, model: Model, files: int
+    tmp_path: Path, model: RoutedModel, files: int
 ) -> None:
     # the restored files are what goes first when they would make it grow: a.py alone restored beside the
     # summary and the working state would leave more than the history it replaces
@@ -240,7 +242,7 @@ def test_a_compaction_never_leaves_the_context_larger_than_it_was(
 # --- the post-compaction guard --------------------------------------------------------------------------
 
 
-def test_still_over_threshold_is_kept_but_counted_as_a_failure(tmp_path: Path, model: Model) -> None:
+def test_still_over_threshold_is_kept_but_counted_as_a_failure(tmp_path: Path, model: RoutedModel) -> None:
     bench = make_bench(tmp_path, model_api=model, autocompact_pct=1)
     events = bench.events  # T = 1% of 180K = 1,800 tokens
     conversation(bench, ["a.py"])
@@ -259,7 +261,7 @@ def test_still_over_threshold_is_kept_but_counted_as_a_failure(tmp_path: Path, m
 # --- restoration ---------------------------------------------------------------------------------------
 
 
-def test_restores_most_recent_files_first_and_resets_read_state(tmp_path: Path, model: Model) -> None:
+def test_restores_most_recent_files_first_and_resets_read_state(tmp_path: Path, model: RoutedModel) -> None:
     bench = make_bench(
         tmp_path, model_api=model, cost_aware=False
     )  # the recent files restored (today's policy)
@@ -282,7 +284,7 @@ def test_restores_most_recent_files_first_and_resets_read_state(tmp_path: Path, 
     assert set(bench.tool_ctx.read_files) == {str(paths[i].resolve()) for i in (2, 6, 4, 3, 1)}
 
 
-def test_restoration_budgets_scale_with_a_small_window(tmp_path: Path, model: Model) -> None:
+def test_restoration_budgets_scale_with_a_small_window(tmp_path: Path, model: RoutedModel) -> None:
     bench = make_bench(tmp_path, model_api=model, autocompact_pct=15)  # T = 27,000: budgets x 0.16
     bench.add(user_prompt("read the big files"))
     for i in range(3):
@@ -298,7 +300,7 @@ def test_restoration_budgets_scale_with_a_small_window(tmp_path: Path, model: Mo
     assert len(small.messages) == 1  # the room the compactor offers caps the total
 
 
-def test_files_visible_in_kept_messages_are_not_restored_again(tmp_path: Path, model: Model) -> None:
+def test_files_visible_in_kept_messages_are_not_restored_again(tmp_path: Path, model: RoutedModel) -> None:
     bench = make_bench(tmp_path, model_api=model)
     paths = conversation(bench, ["a.py", "b.py", "c.py"])
     kept = bench.messages[-2:]  # the Read of c.py and its result
@@ -311,7 +313,7 @@ def test_files_visible_in_kept_messages_are_not_restored_again(tmp_path: Path, m
     assert set(bench.tool_ctx.read_files) == {str(p.resolve()) for p in paths}
 
 
-def test_plan_file_is_restored(tmp_path: Path, model: Model) -> None:
+def test_plan_file_is_restored(tmp_path: Path, model: RoutedModel) -> None:
     bench = make_bench(tmp_path, model_api=model)
     conversation(bench, ["a.py"])
     bench.session_dir.mkdir(parents=True, exist_ok=True)
@@ -324,7 +326,7 @@ def test_plan_file_is_restored(tmp_path: Path, model: Model) -> None:
 
 
 def test_notes_compaction_keeps_a_tail_and_records_the_segment(
-    tmp_path: Path, model: Model, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, model: RoutedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bench = make_bench(tmp_path, model_api=model, session_memory=True, cost_aware=False)
     events = bench.events
@@ -357,7 +359,9 @@ def test_notes_compaction_keeps_a_tail_and_records_the_segment(
     assert len(restored) == 1 and "a.py" in restored[0]
 
 
-def test_instructions_skip_the_notes(tmp_path: Path, model: Model, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_instructions_skip_the_notes(
+    tmp_path: Path, model: RoutedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bench = make_bench(tmp_path, model_api=model, session_memory=True)
     conversation(bench, ["a.py"])
     monkeypatch.setattr(
@@ -373,7 +377,7 @@ def test_instructions_skip_the_notes(tmp_path: Path, model: Model, monkeypatch: 
 # --- hooks ---------------------------------------------------------------------------------------------
 
 
-def test_a_resumed_session_restores_from_its_history(tmp_path: Path, model: Model) -> None:
+def test_a_resumed_session_restores_from_its_history(tmp_path: Path, model: RoutedModel) -> None:
     bench = make_bench(tmp_path, model_api=model)
     paths = conversation(bench, ["a.py", "b.py"])
     bench.tool_ctx.read_files.clear()  # as after --continue: nothing read in this process yet
@@ -384,7 +388,7 @@ def test_a_resumed_session_restores_from_its_history(tmp_path: Path, model: Mode
     assert set(bench.tool_ctx.read_files) == {str(p.resolve()) for p in paths}  # editable again
 
 
-def test_a_file_the_session_keeps_editing_is_restored_first(tmp_path: Path, model: Model) -> None:
+def test_a_file_the_session_keeps_editing_is_restored_first(tmp_path: Path, model: RoutedModel) -> None:
     bench = make_bench(
         tmp_path, model_api=model, cost_aware=False
     )  # the recent files restored (today's policy)

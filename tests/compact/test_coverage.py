@@ -1,6 +1,6 @@
 """compact.context.coverage: no message leaves the context unless a notes update or a summary request that included
 it completed before (docs/compaction.md). A pure model of a session over the shared tricky histories (hand-written
-and generated), then the real compactor and notes updater on the loopback fake API."""
+and generated), then the real compactor and notes updater on the scripted model."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,11 +26,12 @@ from core.messages import (
     tool_results,
     user_prompt,
 )
-from tests.fakeapi import Error, FakeAPI, Reply, is_notes_update, request_text
+from core.model import Request
 from tests.helpers.bench import Bench
 from tests.helpers.compaction import transcript_records
 from tests.helpers.histories import EXAMPLES, HAND_WRITTEN, histories
 from tests.helpers.notes import answer, notes_requests, notes_session, read_round
+from tests.helpers.scripted import RoutedModel, api_error, is_notes_update, request_text
 
 # --- a pure model of a session: updates, notes compactions, summary compactions -------------------------
 
@@ -141,8 +143,14 @@ def test_the_coverage_check() -> None:
 # --- the real compaction --------------------------------------------------------------------------------
 
 
-def summary_reply(body: dict) -> bool:
-    return "<analysis>" in json.dumps(body) and not is_notes_update(body)
+@pytest.fixture
+def model() -> RoutedModel:
+    """The bench's model: the notes updates and summaries a test routes, its requests read back."""
+    return RoutedModel()
+
+
+def summary_reply(req: Request) -> bool:
+    return "<analysis>" in json.dumps(req.messages) and not is_notes_update(req)
 
 
 def lexer_round(bench: Bench, i: int) -> None:
@@ -161,10 +169,10 @@ def lexer_round(bench: Bench, i: int) -> None:
     bench.add(tool_results([tool_result_block(use["id"], "beta " * 1_500)]))
 
 
-def compacted_then_grown(tmp_path, api: FakeAPI, **settings: object) -> tuple[Bench, list[Message]]:
+def compacted_then_grown(tmp_path, model: RoutedModel, **settings: object) -> tuple[Bench, list[Message]]:
     """A notes compaction, then a long new stretch with no update in between; the live list before the
     next compaction and the messages the notes never saw."""
-    bench = notes_session(tmp_path, api, **settings)
+    bench = notes_session(tmp_path, model, **settings)
     assert compactor.compact(bench.conv, bench.ports, "auto")
     marker = bench.state.last_summarized_uuid
     assert marker in {m.uuid for m in bench.messages}  # the covered point moved onto the new list
@@ -177,19 +185,19 @@ def compacted_then_grown(tmp_path, api: FakeAPI, **settings: object) -> tuple[Be
     return bench, bench.messages[coverage.covered_count(bench.messages, marker) :]
 
 
-def test_what_the_notes_never_saw_stays_verbatim_when_it_fits(tmp_path, api: FakeAPI) -> None:
-    bench, uncovered = compacted_then_grown(tmp_path, api)
+def test_what_the_notes_never_saw_stays_verbatim_when_it_fits(tmp_path, model: RoutedModel) -> None:
+    bench, uncovered = compacted_then_grown(tmp_path, model)
     result = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
-    assert result is not None and notes_requests(api) == []  # no update needed
+    assert result is not None and notes_requests(model) == []  # no update needed
     assert [m.uuid for m in result.kept[-len(uncovered) :]] == [m.uuid for m in uncovered]
 
 
-def test_what_does_not_fit_is_folded_in_by_one_update_of_just_that_span(tmp_path, api: FakeAPI) -> None:
-    bench, uncovered = compacted_then_grown(tmp_path, api, context_window=120_000)
-    api.on(is_notes_update, Reply.text("Noted."))
+def test_what_does_not_fit_is_folded_in_by_one_update_of_just_that_span(tmp_path, model: RoutedModel) -> None:
+    bench, uncovered = compacted_then_grown(tmp_path, model, context_window=120_000)
+    model.on(is_notes_update, "Noted.")
     before = list(bench.messages)
     result = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
-    [fold] = notes_requests(api)
+    [fold] = notes_requests(model)
     text = request_text(fold)
     assert "The lexer is ported." in text and "Next: port the lexer." in text
     assert SPAN_LEAD in text and before[0].text[:200] not in text  # the covered part is not re-sent
@@ -199,61 +207,63 @@ def test_what_does_not_fit_is_folded_in_by_one_update_of_just_that_span(tmp_path
     assert coverage.uncovered_before(before, len(dropped), bench.state.last_summarized_uuid) == []
 
 
-def test_after_a_summary_the_notes_cover_nothing_until_an_update_reads_it(tmp_path, api: FakeAPI) -> None:
-    bench = notes_session(tmp_path, api)
-    api.on(summary_reply, Reply.text("<summary>The user wants the parser fixed. ZEBRA-42.</summary>"))
+def test_after_a_summary_the_notes_cover_nothing_until_an_update_reads_it(
+    tmp_path, model: RoutedModel
+) -> None:
+    bench = notes_session(tmp_path, model)
+    model.on(summary_reply, "<summary>The user wants the parser fixed. ZEBRA-42.</summary>")
     assert compactor.compact(bench.conv, bench.ports, "manual", instructions="keep it short")
     assert bench.state.last_summarized_uuid is None
     bench.add(Message("user", [{"type": "text", "text": "Carry on."}]))
     read_round(bench, 400)
     answer(bench, "Carried on.")
-    api.on(is_notes_update, Reply.text("Noted."))
+    model.on(is_notes_update, "Noted.")
     result = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
-    [fold] = notes_requests(api)
+    [fold] = notes_requests(model)
     assert "ZEBRA-42" in request_text(fold)  # the LLM summary was folded in before it could go
     assert result is not None and bench.messages[0].uuid not in {m.uuid for m in result.kept}
 
 
-def test_when_the_fold_fails_the_compaction_falls_back_to_the_summary(tmp_path, api: FakeAPI) -> None:
-    bench = notes_session(tmp_path, api)
+def test_when_the_fold_fails_the_compaction_falls_back_to_the_summary(tmp_path, model: RoutedModel) -> None:
+    bench = notes_session(tmp_path, model)
     bench.state.last_summarized_uuid = None  # a resumed session: no record of what the notes saw
-    api.on(is_notes_update, Error(400, "invalid_request_error", "no"))
+    model.on(is_notes_update, api_error(400, "no"))
     before = [m.uuid for m in bench.messages]
     assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
     assert [m.uuid for m in bench.messages] == before and bench.state.last_summarized_uuid is None
 
 
-def test_no_fold_when_even_current_notes_would_not_fit(tmp_path, api: FakeAPI) -> None:
+def test_no_fold_when_even_current_notes_would_not_fit(tmp_path, model: RoutedModel) -> None:
     # window capped at 40K: T = 7K, and the system prompt, the notes and the smallest tail are more
-    bench = notes_session(tmp_path, api, context_window=40_000)
+    bench = notes_session(tmp_path, model, context_window=40_000)
     bench.state.last_summarized_uuid = None
     assert not notes_compaction.could_serve(bench.conv, bench.ports)
     assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
-    assert api.message_requests == []  # straight to the summary: no update paid for and thrown away
+    assert model.requests == []  # straight to the summary: no update paid for and thrown away
 
 
-def test_a_fold_leaves_out_the_prompt_typed_after_the_last_reply(tmp_path, api: FakeAPI) -> None:
+def test_a_fold_leaves_out_the_prompt_typed_after_the_last_reply(tmp_path, model: RoutedModel) -> None:
     """Issue 38 item 12: a fold that sent the new prompt wrote it into the notes, which became the
     summary: a /rewind to that prompt (kept verbatim in the tail) left it in the summary. The fold covers
     up to the last reply; the prompt stays verbatim and uncovered."""
-    bench, _ = compacted_then_grown(tmp_path, api, context_window=120_000)
-    api.on(is_notes_update, Reply.text("Noted."))
+    bench, _ = compacted_then_grown(tmp_path, model, context_window=120_000)
+    model.on(is_notes_update, "Noted.")
     bench.add(user_prompt("Rename the module lexer to scanner everywhere."))
     prompt = bench.messages[-1]
     result = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
-    [fold] = notes_requests(api)
+    [fold] = notes_requests(model)
     text = request_text(fold)
     assert "The lexer is ported." in text and "Rename the module lexer" not in text
     assert result is not None and result.kept[-1].uuid == prompt.uuid
     assert bench.state.last_summarized_uuid == bench.messages[-2].uuid  # the reply, not the prompt
 
 
-def test_a_kept_tail_never_keeps_an_earlier_compactions_working_state(tmp_path, api: FakeAPI) -> None:
+def test_a_kept_tail_never_keeps_an_earlier_compactions_working_state(tmp_path, model: RoutedModel) -> None:
     """Issue 38 item 12: a notes compaction's tail reached back over the previous compaction's working
     state, whose user messages still marked the prompt of that time current-request: the request after
     it had two current requests, the older first (and a /rewind into the tail found that stale state
     instead of attaching the kept branch's own). The tail starts after it."""
-    bench = notes_session(tmp_path, api)
+    bench = notes_session(tmp_path, model)
     assert compactor.compact(bench.conv, bench.ports, "auto")
     assert any(SNAPSHOT_KEY in m.extra for m in bench.messages)
     bench.state.last_summarized_uuid = bench.messages[-1].uuid  # an update covered it all
@@ -266,6 +276,6 @@ def test_a_kept_tail_never_keeps_an_earlier_compactions_working_state(tmp_path, 
     assert compactor.compact(bench.conv, bench.ports, "auto")
     assert bench.conv.last_compaction is not None and bench.conv.last_compaction.method == "session-memory"
     assert [m for m in bench.messages if SNAPSHOT_KEY in m.extra] == [bench.messages[-1]]  # the new one only
-    text = request_text(bench.ports.request(to_api(bench.conv.view().tagged)).params())
+    text = request_text(bench.ports.request(to_api(bench.conv.view().tagged)))
     labels = re.findall(r'<user-message[^>]*current-request="true"[^>]*>\n(.*)', text)
     assert labels == ["Now the scanner."]

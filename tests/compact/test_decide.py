@@ -22,7 +22,7 @@ from core.events import CompactFailed, CompactFinished
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
 from tests.helpers.bench import Bench, make_bench
 from tests.helpers.compaction import of_type, read_round, write_file
-from tests.helpers.scripted import Model, no_tools
+from tests.helpers.scripted import RoutedModel, no_tools
 
 T = 27_000  # CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=15 on a 200K window: 15% of 180,000
 
@@ -115,7 +115,7 @@ def test_below_a_user_threshold_no_local_summary_and_no_wait(tmp_path: Path) -> 
     """Issue 38 item 2: CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=15, notes off, cost-aware on. A prepared summary
     that would be refused at its checks is not applied early, and no local summary runs in the
     foreground below T; at T the foreground compaction runs as before."""
-    model = Model()
+    model = RoutedModel()
     bench = make_bench(tmp_path, model_api=model, autocompact_pct=15)
     bench.add(user_prompt("Please fix the parser. Never touch the secrets/ directory."))
     for name in ("a.py", "b.py", "c.py"):

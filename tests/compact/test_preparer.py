@@ -21,7 +21,7 @@ from core.model import Request
 from core.scripted import reply_text, reply_tool
 from tests.helpers.bench import Bench, make_bench
 from tests.helpers.compaction import of_type, read_round, write_file
-from tests.helpers.scripted import Model, is_notes_update, no_tools, read_paths
+from tests.helpers.scripted import RoutedModel, is_notes_update, no_tools, read_paths
 
 T = 167_000
 GOOD = "<analysis>walked through it</analysis>\n<summary>" + "\n".join(
@@ -31,9 +31,9 @@ GOOD += "</summary>"
 
 
 @pytest.fixture
-def model() -> Model:
+def model() -> RoutedModel:
     """The bench's model: the candidates' summaries and notes updates a test routes, its requests read back."""
-    return Model()
+    return RoutedModel()
 
 
 def grow(bench: Bench, names: list[str], lines: int = 600) -> None:
@@ -51,7 +51,7 @@ def ready(bench: Bench) -> preparer.Preparer:
     return p
 
 
-def start(tmp_path: Path, model: Model, reply: str = GOOD) -> tuple[Bench, list]:
+def start(tmp_path: Path, model: RoutedModel, reply: str = GOOD) -> tuple[Bench, list]:
     bench = make_bench(tmp_path, model_api=model)
     events = bench.events  # session notes off: the candidate is a summary
     bench.add(user_prompt("Please fix the parser. Never touch the secrets/ directory."))
@@ -61,7 +61,7 @@ def start(tmp_path: Path, model: Model, reply: str = GOOD) -> tuple[Bench, list]
     return bench, events
 
 
-def test_prepared_at_the_level_applied_at_t_without_waiting(tmp_path: Path, model: Model) -> None:
+def test_prepared_at_the_level_applied_at_t_without_waiting(tmp_path: Path, model: RoutedModel) -> None:
     bench, events = start(tmp_path, model)
     p = ready(bench)
     assert p.ready is not None and model.requests  # the summary was asked for before T
@@ -84,7 +84,9 @@ def test_prepared_at_the_level_applied_at_t_without_waiting(tmp_path: Path, mode
     assert p.stats.applied == 1 and p.stats.prepared == 1
 
 
-def test_messages_changed_meanwhile_are_kept_and_only_what_it_saw_goes(tmp_path: Path, model: Model) -> None:
+def test_messages_changed_meanwhile_are_kept_and_only_what_it_saw_goes(
+    tmp_path: Path, model: RoutedModel
+) -> None:
     bench, events = start(tmp_path, model)
     p = ready(bench)
     assert p.ready is not None
@@ -99,7 +101,9 @@ def test_messages_changed_meanwhile_are_kept_and_only_what_it_saw_goes(tmp_path:
     assert results[0].uuid not in kept  # what it saw unchanged before it went
 
 
-def test_a_refused_candidate_is_recorded_and_the_foreground_path_taken(tmp_path: Path, model: Model) -> None:
+def test_a_refused_candidate_is_recorded_and_the_foreground_path_taken(
+    tmp_path: Path, model: RoutedModel
+) -> None:
     cut = GOOD.replace("8. Current Work", "8. Lately")
     bench, events = start(tmp_path, model, reply=cut)
     ready(bench)
@@ -111,7 +115,7 @@ def test_a_refused_candidate_is_recorded_and_the_foreground_path_taken(tmp_path:
     assert p is not None and p.stats.rejected == 1
 
 
-def test_put_off_while_in_flight_and_clear_of_the_blocking_limit(tmp_path: Path, model: Model) -> None:
+def test_put_off_while_in_flight_and_clear_of_the_blocking_limit(tmp_path: Path, model: RoutedModel) -> None:
     bench = make_bench(tmp_path, model_api=model)
     events = bench.events
     bench.add(user_prompt("Please fix the parser."))
@@ -137,7 +141,7 @@ def test_put_off_while_in_flight_and_clear_of_the_blocking_limit(tmp_path: Path,
     )
 
 
-def test_context_shows_whether_a_candidate_is_ready(tmp_path: Path, model: Model) -> None:
+def test_context_shows_whether_a_candidate_is_ready(tmp_path: Path, model: RoutedModel) -> None:
     bench, _ = start(tmp_path, model)
     ready(bench)
     line = preparer.describe(bench.conv, bench.ports)
@@ -145,7 +149,7 @@ def test_context_shows_whether_a_candidate_is_ready(tmp_path: Path, model: Model
 
 
 def test_a_compaction_that_leaves_the_context_at_the_next_level_starts_the_next_candidate_at_once(
-    tmp_path: Path, model: Model, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, model: RoutedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bench, _ = start(tmp_path, model)
     p = ready(bench)
@@ -161,7 +165,9 @@ def test_a_compaction_that_leaves_the_context_at_the_next_level_starts_the_next_
     assert p.stats.prepared == 2 and p.stats.applied == 1
 
 
-def test_below_the_next_level_the_next_candidate_waits_for_a_response(tmp_path: Path, model: Model) -> None:
+def test_below_the_next_level_the_next_candidate_waits_for_a_response(
+    tmp_path: Path, model: RoutedModel
+) -> None:
     bench, _ = start(tmp_path, model)
     p = ready(bench)
     grow(bench, ["e.py", "f.py"])
@@ -170,7 +176,9 @@ def test_below_the_next_level_the_next_candidate_waits_for_a_response(tmp_path: 
     assert p.kind == "" and not p.running and len(model.requests) == requests
 
 
-def test_one_slow_step_at_start_up_does_not_move_the_preparation_level(tmp_path: Path, model: Model) -> None:
+def test_one_slow_step_at_start_up_does_not_move_the_preparation_level(
+    tmp_path: Path, model: RoutedModel
+) -> None:
     """The first step of a process waits for the SDK's import (the first request goes without it): 3 s,
     where the rest take 0.1 s. Smoothing the growth rate and the step's time apart multiplied the slow
     step's time by the fast steps' rate and put P at its floor (30% of T): a candidate at 43K of 167K in
@@ -193,7 +201,7 @@ def test_one_slow_step_at_start_up_does_not_move_the_preparation_level(tmp_path:
 
 
 def test_lagging_notes_are_brought_up_to_date_once_a_cycle_then_serve_as_they_stand(
-    tmp_path: Path, model: Model
+    tmp_path: Path, model: RoutedModel
 ) -> None:
     """A tool chain that grows faster than a notes update can follow: each update is behind again by the
     time it is in. At T the notes are brought up to date once; lagging again, they serve as they stand
@@ -258,7 +266,9 @@ def test_lagging_notes_are_brought_up_to_date_once_a_cycle_then_serve_as_they_st
     assert set(unseen) <= {m.uuid for m in bench.messages}  # what the notes never saw stays whole
 
 
-def test_an_update_of_a_notes_candidate_is_timed_from_its_own_start(tmp_path: Path, model: Model) -> None:
+def test_an_update_of_a_notes_candidate_is_timed_from_its_own_start(
+    tmp_path: Path, model: RoutedModel
+) -> None:
     """A notes candidate started as a compaction left the context (``_start_next``) covers only that
     much, so it is updated again later in the cycle. That update's time is its own: timed from the
     candidate's start it was the whole cycle's (~3x in 33-stall), which put the notes' level at its
@@ -293,7 +303,7 @@ def test_an_update_of_a_notes_candidate_is_timed_from_its_own_start(tmp_path: Pa
     assert len(updates) == 2 and p.seconds["notes"] == 0.0  # the fake clock stood still during it
 
 
-def summary_in_flight(tmp_path: Path, model: Model) -> tuple[Bench, threading.Event, list[float], int]:
+def summary_in_flight(tmp_path: Path, model: RoutedModel) -> tuple[Bench, threading.Event, list[float], int]:
     """A summary candidate in flight near B that answers when ``release`` is set, on a clock the test moves
     (``now[0]``): its earlier one took 20 s, a step takes 2 s and adds 6K tokens; and B."""
     bench = make_bench(tmp_path, model_api=model)
@@ -318,7 +328,7 @@ def summary_in_flight(tmp_path: Path, model: Model) -> tuple[Bench, threading.Ev
 
 
 def test_a_candidate_due_before_the_next_step_is_not_waited_for_while_this_request_fits(
-    tmp_path: Path, model: Model
+    tmp_path: Path, model: RoutedModel
 ) -> None:
     """Near B, a candidate in flight that is due (by its measured time) before the next request is not
     waited for while this request still fits under B: the next one finds it ready (33-stall --rules 2026:
@@ -338,7 +348,7 @@ def test_a_candidate_due_before_the_next_step_is_not_waited_for_while_this_reque
 
 
 def test_a_candidate_far_from_due_is_waited_for_only_by_the_request_that_would_not_fit(
-    tmp_path: Path, model: Model
+    tmp_path: Path, model: RoutedModel
 ) -> None:
     """Near B, a candidate in flight is not waited for while this request still fits under B, however long
     it is still expected to take: the first request that would pass B waits for it, a step's time less

@@ -1,4 +1,4 @@
-"""Session notes on the bench: a bench with notes on, rounds of a given size, the model's answers and edits of the notes, the notes updates asked for."""
+"""Session notes on the bench: a bench with notes on, rounds of a given size, the model's answers and edits of the notes, the notes updates asked for (on the scripted model, tests/helpers/scripted.py; the benches also take the fake API, for tests/agent/)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ from compact.compaction import notes as notes_doc
 from compact.compaction.notes_template import SECTIONS, TEMPLATE
 from core.events import Notice
 from core.messages import Message, assistant, tool_result_block, tool_results, user_prompt
-from tests.fakeapi import FakeAPI, is_notes_update
+from core.model import Request
+from core.scripted import ScriptedModel
 from tests.helpers.bench import Bench, make_bench
+from tests.helpers.scripted import is_notes_update
 
 
-def notes_bench(tmp_path: Path, api: FakeAPI, **settings: Any) -> Bench:
-    """A bench with session notes on (this file's preset of make_bench)."""
+def notes_bench(tmp_path: Path, api: Any, **settings: Any) -> Bench:
+    """A bench with session notes on (this file's preset of make_bench), on ``api``: a scripted model or
+    the fake API."""
     settings = {"session_memory": True, "session_id": "sid", **settings}
     return make_bench(tmp_path, api, **settings)
 
@@ -45,8 +48,9 @@ def answer(bench: Bench, text: str = "Done for now.") -> Message:
     return reply
 
 
-def notes_requests(api: FakeAPI) -> list[dict]:
-    return [r.body for r in api.message_requests if is_notes_update(r.body)]
+def notes_requests(model: ScriptedModel) -> list[Request]:
+    """The notes updates the model was asked for."""
+    return [r for r in model.requests if is_notes_update(r)]
 
 
 def guide(name: str) -> str:
@@ -57,7 +61,7 @@ def tokens(ms: list[Message]) -> int:
     return sum(m.tokens for m in ms)
 
 
-def notes_session(tmp_path: Path, api: FakeAPI, n_rounds: int = 30, **settings: Any) -> Bench:
+def notes_session(tmp_path: Path, api: Any, n_rounds: int = 30, **settings: Any) -> Bench:
     bench = notes_bench(tmp_path, api, **settings)
     bench.add(user_prompt("Please fix the parser."))
     for _ in range(n_rounds):

@@ -4,7 +4,7 @@ what a request is (a summary, a notes update, a collapse span's summary), and a 
 No wire here: where the request's JSON as sent, the server's count or its own summary is what a test is
 about, the test is on the fake Messages API (tests/fakeapi.py) under tests/agent/.
 
-    model = Model()
+    model = RoutedModel()
     model.on(is_notes_update, "Noted.")                          # every notes update, before the script
     model.steps.append(reply_text(SUMMARY_REPLY))                # then the script, in order
     bench = make_bench(tmp_path, model_api=model)
@@ -35,7 +35,7 @@ class Route:
     hits: list[Request] = field(default_factory=list)  # the requests it answered
 
 
-class Model(ScriptedModel):
+class RoutedModel(ScriptedModel):
     """A ScriptedModel that answers a request a route takes (``on``) before its script: the first route
     whose predicate holds answers (a ``once`` route only its first request); any other request takes the
     script's next step. A route's step is a step of the script's kinds, or a text: a new reply of that

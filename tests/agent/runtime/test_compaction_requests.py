@@ -60,7 +60,6 @@ from tests.helpers.compaction import (
 from tests.helpers.notes import (
     answer,
     notes_bench,
-    notes_requests,
     read_round,
 )
 
@@ -239,7 +238,7 @@ def test_update_request_shares_the_prefix_names_the_notes_and_allows_only_edit(t
     main_view = bench.view().api
 
     assert notes_updater.update_notes(bench.conv, bench.ports)
-    [body] = notes_requests(api)
+    [body] = [r.body for r in api.message_requests if is_notes_update(r.body)]
     last = last_user_text(body)
     path = str(bench.notes_path)
     assert path.endswith("/session-memory/summary.md") and Path(path).is_absolute()
@@ -273,7 +272,7 @@ def test_marker_lands_on_the_last_safe_point_the_update_covered_and_is_recorded(
     )
     assert notes_updater.update_notes(bench.conv, bench.ports)
     assert bench.state.last_summarized_uuid == results.uuid
-    body = notes_requests(api)[-1]
+    body = [r.body for r in api.message_requests if is_notes_update(r.body)][-1]
     assert "toolu_open" not in json.dumps(body) and "One more." in request_text(body)
 
     bench.add(tool_results([tool_result_block("toolu_open", "contents")]))
