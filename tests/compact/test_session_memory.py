@@ -1,5 +1,6 @@
 """compact.session_memory: the notes file, when updates run, what an update sends and applies, and the
-compaction that keeps a recent tail verbatim behind the notes. Requests go to the loopback fake API."""
+compaction that keeps a recent tail verbatim behind the notes, on the scripted model (the update request as
+sent is tests/agent/runtime/test_compaction_requests.py's)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from compact.compaction import compactor, notes_compaction, notes_updater
 from compact.compaction import notes as notes_doc
 from compact.compaction.notes_template import SECTIONS, TEMPLATE, section_tokens, update_instruction
 from core.messages import Message, assistant, tool_pairs_ok, tool_result_block, tool_results, user_prompt
+from core.scripted import reply_text
 from core.tokens import estimate_text
-from tests.fakeapi import Reply, is_notes_update, last_user_text, request_text
 from tests.helpers.bench import Bench
+
+# is_notes_update, last_user_text, request_text
 from tests.helpers.compaction import transcript_records
 from tests.helpers.notes import (
     answer,
@@ -26,6 +31,13 @@ from tests.helpers.notes import (
     tokens,
     warnings,
 )
+from tests.helpers.scripted import RoutedModel, is_notes_update, last_user_text, reply_blocks, request_text
+
+
+@pytest.fixture
+def model() -> RoutedModel:
+    """The bench's model: the notes updates a test routes, its requests read back."""
+    return RoutedModel()
 
 
 def edit(bench: Bench, old: str, new: str, path: str | None = None) -> dict:
@@ -59,8 +71,8 @@ def test_template_has_the_ten_sections_each_with_one_italic_guidance_line():
     assert len(lines) == 20
 
 
-def test_ensure_notes_creates_a_private_file_from_the_template_and_never_overwrites(tmp_path, api):
-    bench = notes_bench(tmp_path, api)
+def test_ensure_notes_creates_a_private_file_from_the_template_and_never_overwrites(tmp_path, model):
+    bench = notes_bench(tmp_path, model)
     assert notes_doc.notes_text(bench.notes_path) is None
     path = notes_doc.ensure_notes(bench.conv, bench.ports)
     assert path == bench.notes_path and path.name == "summary.md"
@@ -73,8 +85,8 @@ def test_ensure_notes_creates_a_private_file_from_the_template_and_never_overwri
     assert notes_doc.notes_text(bench.notes_path) == TEMPLATE + "\nkept\n"
 
 
-def test_a_template_in_the_agent_home_replaces_ours(tmp_path, api):
-    bench = notes_bench(tmp_path, api)
+def test_a_template_in_the_agent_home_replaces_ours(tmp_path, model):
+    bench = notes_bench(tmp_path, model)
     bench.home.mkdir(parents=True)
     (bench.home / "session-memory-template.md").write_text("# Goal\n_what we want_\n")
     assert notes_doc.ensure_notes(bench.conv, bench.ports).read_text() == "# Goal\n_what we want_\n"
@@ -121,22 +133,22 @@ def test_trigger_first_at_10k_then_5k_growth_with_3_tool_calls_or_a_reply_withou
     assert t.observe(35_000, 0)
 
 
-def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, api):
-    bench = notes_bench(tmp_path, api, context_window=40_000)  # T = 7,000: updates at 10,000, then +5,000
+def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, model):
+    bench = notes_bench(tmp_path, model, context_window=40_000)  # T = 7,000: updates at 10,000, then +5,000
     release = threading.Event()
     seen: list[Any] = []
 
-    def slow(body):
+    def slow(req):
         seen.append(notes_updater.worker(bench.conv).thread)
         release.wait(10)
-        return Reply.text("Nothing new to note.")
+        return reply_text("Nothing new to note.")
 
-    api.on(is_notes_update, slow)
+    model.on(is_notes_update, slow)
     bench.add(user_prompt("read the sources"))
     read_round(bench, 4_000)
     answer(bench)
     notes_updater.update_if_due(bench.conv, bench.ports)  # ~4K tokens: too early
-    assert not notes_updater.worker(bench.conv).busy and api.message_requests == []
+    assert not notes_updater.worker(bench.conv).busy and model.requests == []
 
     read_round(bench, 7_000)
     started = time.monotonic()
@@ -155,37 +167,36 @@ def test_after_response_runs_one_update_at_a_time_in_the_background(tmp_path, ap
     release.set()
     assert notes_updater.wait_for_update(bench.conv, 10)
     assert not notes_updater.worker(bench.conv).busy
-    bodies = notes_requests(api)
+    bodies = notes_requests(model)
     assert len(bodies) == 2 and seen[0] is seen[1]  # the waiting update ran on the same thread, after
     assert "Summary 1." in request_text(bodies[1]) and "Summary 0." in request_text(bodies[1])
     assert bench.state.last_summarized_uuid == reply.uuid
-    assert api.violations == []
 
 
-def test_no_update_when_session_memory_or_compaction_is_off(tmp_path, api):
+def test_no_update_when_session_memory_or_compaction_is_off(tmp_path, model):
     for settings in ({"session_memory": False}, {"disable_compact": True}):
-        bench = notes_bench(tmp_path, api, **settings)
+        bench = notes_bench(tmp_path, model, **settings)
         bench.add(user_prompt("go"))
         read_round(bench, 12_000)
         answer(bench)
         notes_updater.update_if_due(bench.conv, bench.ports)
         assert notes_updater.update_notes(bench.conv, bench.ports) is False
         assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
-    assert api.message_requests == []
+    assert model.requests == []
 
 
 # --- what an update sends and applies ------------------------------------------------------------------
 
 
-def test_the_models_edits_are_applied_and_nothing_joins_the_conversation(tmp_path, api):
-    bench = notes_bench(tmp_path, api)
+def test_the_models_edits_are_applied_and_nothing_joins_the_conversation(tmp_path, model):
+    bench = notes_bench(tmp_path, model)
     bench.add(user_prompt("fix the parser"))
     read_round(bench, 11_000)
     answer(bench)
     before = list(bench.messages)
-    api.on(
+    model.on(
         is_notes_update,
-        Reply(
+        reply_blocks(
             [
                 edit(
                     bench,
@@ -209,17 +220,17 @@ def test_the_models_edits_are_applied_and_nothing_joins_the_conversation(tmp_pat
     assert seen is not None and seen["output"] == bench.usage_total["output_tokens"]
 
 
-def test_edits_on_other_files_and_other_tools_are_refused_and_reported_once(tmp_path, api):
-    bench = notes_bench(tmp_path, api)
+def test_edits_on_other_files_and_other_tools_are_refused_and_reported_once(tmp_path, model):
+    bench = notes_bench(tmp_path, model)
     events = bench.events
     other = bench.cwd / "app.py"
     other.write_text("x = 1\n")
     bench.add(user_prompt("go"))
     read_round(bench, 11_000)
     answer(bench)
-    api.on(
+    model.on(
         is_notes_update,
-        Reply(
+        reply_blocks(
             [
                 edit(bench, "x = 1", "x = 2", path=str(other)),
                 {
@@ -245,20 +256,20 @@ def test_edits_on_other_files_and_other_tools_are_refused_and_reported_once(tmp_
     assert bench.state.last_summarized_uuid is None  # an update with problems moves no marker
 
 
-def test_an_edit_that_removes_a_header_is_undone(tmp_path, api):
-    bench = notes_bench(tmp_path, api)
+def test_an_edit_that_removes_a_header_is_undone(tmp_path, model):
+    bench = notes_bench(tmp_path, model)
     events = bench.events
     bench.add(user_prompt("go"))
     read_round(bench, 11_000)
     answer(bench)
-    api.on(is_notes_update, Reply([edit(bench, "# Learnings\n", "")]))
+    model.on(is_notes_update, reply_blocks([edit(bench, "# Learnings\n", "")]))
     assert notes_updater.update_notes(bench.conv, bench.ports) is False
     assert notes_doc.notes_text(bench.notes_path) == TEMPLATE
     assert "header" in warnings(events)[0]
 
 
-def test_a_slow_update_times_out_without_applying_anything(tmp_path, api):
-    bench = notes_bench(tmp_path, api)
+def test_a_slow_update_times_out_without_applying_anything(tmp_path, model):
+    bench = notes_bench(tmp_path, model)
     events = bench.events
     bench.add(user_prompt("go"))
     read_round(bench, 11_000)
@@ -266,11 +277,11 @@ def test_a_slow_update_times_out_without_applying_anything(tmp_path, api):
 
     released = threading.Event()
 
-    def slow(body):
+    def slow(req):
         released.wait(10)  # held until the update was abandoned and checked
-        return Reply([edit(bench, guide("Worklog"), guide("Worklog") + "\n- late")])
+        return reply_blocks([edit(bench, guide("Worklog"), guide("Worklog") + "\n- late")])
 
-    api.on(is_notes_update, slow)
+    model.on(is_notes_update, slow)
     try:
         assert notes_updater.update_notes(bench.conv, bench.ports, timeout=0.2) is False
         assert notes_doc.notes_text(bench.notes_path) == TEMPLATE
@@ -380,8 +391,8 @@ def test_kept_tail_keeps_the_blocks_of_one_streamed_response_together():
 # --- compaction with the notes ---------------------------------------------------------------------
 
 
-def test_compact_with_notes_keeps_a_tail_and_uses_the_notes(tmp_path, api):
-    bench = notes_session(tmp_path, api)
+def test_compact_with_notes_keeps_a_tail_and_uses_the_notes(tmp_path, model):
+    bench = notes_session(tmp_path, model)
     result = notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto")
     assert result is not None and result.method == "session-memory"
     assert "Parser fixed; tests pass." in result.summary and "# Worklog" in result.summary
@@ -393,11 +404,11 @@ def test_compact_with_notes_keeps_a_tail_and_uses_the_notes(tmp_path, api):
         "anchorUuid": "",
         "tailUuid": bench.messages[-1].uuid,
     }
-    assert api.message_requests == []  # no model call
+    assert model.requests == []  # no model call
 
 
-def test_compact_with_notes_declines_without_usable_notes(tmp_path, api):
-    bench = notes_session(tmp_path, api)
+def test_compact_with_notes_declines_without_usable_notes(tmp_path, model):
+    bench = notes_session(tmp_path, model)
     assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is not None
     bench.notes_path.write_text(TEMPLATE)
     assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
@@ -405,8 +416,8 @@ def test_compact_with_notes_declines_without_usable_notes(tmp_path, api):
     assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
 
 
-def test_long_sections_are_trimmed_in_the_summary_only(tmp_path, api):
-    bench = notes_session(tmp_path, api)
+def test_long_sections_are_trimmed_in_the_summary_only(tmp_path, model):
+    bench = notes_session(tmp_path, model)
     long_log = "\n".join(f"- step {i}: " + "detail " * 20 for i in range(400))
     full = TEMPLATE.replace(guide("Worklog"), guide("Worklog") + "\n" + long_log)
     bench.notes_path.write_text(full)
@@ -424,18 +435,18 @@ def test_long_sections_are_trimmed_in_the_summary_only(tmp_path, api):
     assert bench.notes_path.read_text() == full
 
 
-def test_compact_with_notes_falls_back_when_the_result_would_stay_over_the_threshold(tmp_path, api):
+def test_compact_with_notes_falls_back_when_the_result_would_stay_over_the_threshold(tmp_path, model):
     # window capped at 40K: E = 20K, T = 7K, and the kept tail alone holds 10K
-    bench = notes_session(tmp_path, api, context_window=40_000)
+    bench = notes_session(tmp_path, model, context_window=40_000)
     assert bench.thresholds().auto_compact == 7_000
     assert notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto") is None
 
 
-def test_compactor_uses_the_notes_without_a_summary_request(tmp_path, api):
-    bench = notes_session(tmp_path, api)
+def test_compactor_uses_the_notes_without_a_summary_request(tmp_path, model):
+    bench = notes_session(tmp_path, model)
     kept_uuids = [m.uuid for m in notes_compaction.compact_with_notes(bench.conv, bench.ports, "auto").kept]
     assert compactor.compact(bench.conv, bench.ports, "auto")
-    assert not [r for r in api.message_requests if "<analysis>" in last_user_text(r.body)]
+    assert not [r for r in model.requests if "<analysis>" in last_user_text(r)]
     summary = bench.messages[0]
     assert summary.kind == "summary" and "Parser fixed; tests pass." in summary.text
     assert [m.uuid for m in bench.messages[1 : 1 + len(kept_uuids)]] == kept_uuids
@@ -502,14 +513,14 @@ def _cycle(bench: Bench, tag: str, n: int, refer: str = "") -> tuple[str, str]:
 
 
 def test_an_automatic_compaction_keeps_seen_results_again_only_while_the_session_goes_back_to_them(
-    tmp_path, api
+    tmp_path, model
 ):
     # the first compaction keeps the usual recent tail (the read before the newest, which its notes saw,
     # whole); the next one keeps of the seen results only the newest when no reply since went back to
     # those the first kept: kept again at every compaction they were written to the prompt cache each time
     # (62-cost, 2025 rules: 0.68x of Claude Code's bill with them, 0.60x without). Fails without the rule:
     # the second compaction keeps the seen read before the newest whole too
-    bench = notes_bench(tmp_path, api)
+    bench = notes_bench(tmp_path, model)
     bench.add(user_prompt("Read every file in src/, one by one."))
     before, newest = _cycle(bench, "a", 9)
     assert _whole(bench, before) and _whole(bench, newest)  # the usual tail
@@ -520,8 +531,8 @@ def test_an_automatic_compaction_keeps_seen_results_again_only_while_the_session
     assert bench.conv.last_compaction is not None and bench.conv.last_compaction.lean
 
 
-def test_a_session_that_goes_back_to_a_kept_result_keeps_the_usual_tail(tmp_path, api):
-    bench = notes_bench(tmp_path, api)
+def test_a_session_that_goes_back_to_a_kept_result_keeps_the_usual_tail(tmp_path, model):
+    bench = notes_bench(tmp_path, model)
     bench.add(user_prompt("Read every file in src/, one by one."))
     before, _ = _cycle(bench, "a", 9)
     # a reply names an identifier only the kept result holds: the session uses what the tail keeps

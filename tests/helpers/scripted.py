@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.errors import ModelError
-from core.messages import Message
+from core.errors import Interrupted, ModelError
+from core.messages import Message, new_uuid
 from core.model import Request
-from core.scripted import ScriptedModel, Step, reply_text
+from core.scripted import ScriptedModel, ScriptExhausted, Step, reply_text
 
 Predicate = Callable[[Request], bool]
 
@@ -56,22 +56,57 @@ class RoutedModel(ScriptedModel):
     def stream(
         self, req: Request, *, cancel: threading.Event | None = None, emit_text: bool = True
     ) -> Message:
+        """The route's or the script's answer; as the client does, a request whose ``cancel`` is set
+        before its reply is in raises Interrupted (a Ctrl-C, a background request's deadline)."""
         with self._lock:
             route = next(
                 (r for r in self.routes if not (r.once and r.served) and r.predicate(req)),
                 None,
             )
+            self.requests.append(req)
             if route is not None:
                 route.served += 1
                 route.hits.append(req)
-                self.requests.append(req)
-        if route is None:
-            return super().stream(req, cancel=cancel, emit_text=emit_text)
-        step = route.step
-        outcome = step(req) if callable(step) and not isinstance(step, (Message, BaseException)) else step
+                step = route.step
+            elif self.steps:
+                step = self.steps.pop(0)
+            else:
+                raise ScriptExhausted(f"request {len(self.requests)} has no scripted reply")
+        outcome = _answer(step, req, cancel)
         if isinstance(outcome, BaseException):
             raise outcome
-        return outcome.replace(model=outcome.model or req.model)
+        # a route answers many requests: each reply a message of its own
+        fresh = outcome.uuid if route is None else new_uuid()
+        return outcome.replace(uuid=fresh, model=outcome.model or req.model)
+
+
+def _answer(step: Step, req: Request, cancel: threading.Event | None) -> Message | BaseException:
+    """What a step answers; with ``cancel``, Interrupted once it is set first."""
+    if not callable(step) or isinstance(step, (Message, BaseException)):
+        return step
+    if cancel is None:
+        return step(req)
+    box: list[Message | BaseException] = []
+
+    def run() -> None:
+        try:
+            box.append(step(req))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller, as the step raised it
+            box.append(e)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    while worker.is_alive() and not cancel.is_set():
+        worker.join(0.01)
+    if box:
+        return box[0]
+    return Interrupted("interrupted")
+
+
+def reply_blocks(blocks: list[dict[str, Any]], **usage: int) -> Message:
+    """An assistant reply of these blocks (it asks for its tool calls when it makes any)."""
+    stop = "tool_use" if any(b.get("type") == "tool_use" for b in blocks) else "end_turn"
+    return reply_text("").replace(content=blocks, stop_reason=stop, usage=reply_text("", **usage).usage)
 
 
 def api_error(status: int, message: str = "the API refused the request") -> ModelError:
