@@ -1,5 +1,6 @@
-"""compact.stages.collapse: the pure span replacement, span selection, and the stage in a live session against
-the loopback fake API (staging, commits at 90%, the wait at 95%, failures, resume), then the real CLI.
+"""compact.stages.collapse: the pure span replacement, span selection, and the stage in a live session on the
+scripted model (staging, commits at 90%, the wait at 95%, failures, resume); the span summary request as
+sent is tests/agent/runtime/test_compaction_requests.py's.
 
 Sessions here use a 60,000-token window cap: E = 40,000 and T = 27,000, so commits start at T (not at 90%
 E, 36,000: a view kept above T costs more than a compaction at T), the worker starts 8,000 below, at
@@ -36,7 +37,7 @@ from core.messages import (
     user_prompt,
 )
 from core.model import Request
-from tests.fakeapi import Error, FakeAPI, Reply
+from core.scripted import reply_text
 from tests.helpers.bench import make_bench
 from tests.helpers.collapse import (
     SESSION_ID,
@@ -50,6 +51,7 @@ from tests.helpers.collapse import (
     text_of,
 )
 from tests.helpers.histories import EXAMPLES, Builder, histories
+from tests.helpers.scripted import RoutedModel, api_error, no_tools
 
 # --- apply_collapses (pure) ---------------------------------------------------------------------------
 
@@ -202,9 +204,17 @@ def test_a_span_tells_a_result_as_told_does(content: object) -> None:
 # --- the stage in a live session ----------------------------------------------------------------------
 
 
-def test_usage_measured_before_a_commit_is_lowered_by_what_it_saved(tmp_path: Path, api: FakeAPI) -> None:
-    bench = collapse_bench(tmp_path, api)
-    api.on(is_collapse_request, summaries())
+@pytest.fixture
+def model() -> RoutedModel:
+    """The bench's model: the span summaries and summaries a test routes, its requests read back."""
+    return RoutedModel()
+
+
+def test_usage_measured_before_a_commit_is_lowered_by_what_it_saved(
+    tmp_path: Path, model: RoutedModel
+) -> None:
+    bench = collapse_bench(tmp_path, model)
+    model.on(is_collapse_request, summaries())
     ts = fill(bench, 23_000)
     bench.view()
     assert collapse_worker.collapser(bench.conv).join(10)
@@ -222,15 +232,15 @@ def test_usage_measured_before_a_commit_is_lowered_by_what_it_saved(tmp_path: Pa
     assert bench.messages[-1].usage == {"input_tokens": real, "output_tokens": 0}  # live list untouched
 
 
-def test_95_percent_waits_for_the_worker_then_proceeds(tmp_path: Path, api: FakeAPI) -> None:
-    bench = collapse_bench(tmp_path, api)
+def test_95_percent_waits_for_the_worker_then_proceeds(tmp_path: Path, model: RoutedModel) -> None:
+    bench = collapse_bench(tmp_path, model)
     events = bench.events
 
-    def slow(body: dict) -> Reply:
+    def slow(req: Request) -> Message:
         time.sleep(0.4)
-        return Reply.text("SLOW SUMMARY of the first turns.")
+        return reply_text("SLOW SUMMARY of the first turns.")
 
-    api.on(is_collapse_request, slow)
+    model.on(is_collapse_request, slow)
     fill(bench, 37_200)  # past the wait level (the blocking limit, 37,000) with nothing staged
     t0 = time.monotonic()
     now = bench.view()
@@ -245,10 +255,10 @@ def test_95_percent_waits_for_the_worker_then_proceeds(tmp_path: Path, api: Fake
     ]
 
 
-def test_the_wait_ends_on_ctrl_c_and_after_its_time_limit(tmp_path: Path, api: FakeAPI) -> None:
-    bench = collapse_bench(tmp_path, api)
+def test_the_wait_ends_on_ctrl_c_and_after_its_time_limit(tmp_path: Path, model: RoutedModel) -> None:
+    bench = collapse_bench(tmp_path, model)
     release = threading.Event()
-    api.on(is_collapse_request, lambda body: (release.wait(20), Reply.text("late"))[1])
+    model.on(is_collapse_request, lambda req: (release.wait(20), reply_text("late"))[1])
     fill(bench, 37_200)
     c = collapse_worker.collapser(bench.conv)
     try:
@@ -267,10 +277,12 @@ def test_the_wait_ends_on_ctrl_c_and_after_its_time_limit(tmp_path: Path, api: F
     assert c.join(10)
 
 
-def test_worker_failures_are_reported_once_and_never_break_the_turn(tmp_path: Path, api: FakeAPI) -> None:
-    bench = collapse_bench(tmp_path, api)
+def test_worker_failures_are_reported_once_and_never_break_the_turn(
+    tmp_path: Path, model: RoutedModel
+) -> None:
+    bench = collapse_bench(tmp_path, model)
     events = bench.events
-    route = api.on(is_collapse_request, Error(400, "invalid_request_error", "model not available here"))
+    route = model.on(is_collapse_request, api_error(400, "model not available here"))
     fill(bench, 30_000)
     c = collapse_worker.collapser(bench.conv)
     for _ in range(5):
@@ -281,9 +293,9 @@ def test_worker_failures_are_reported_once_and_never_break_the_turn(tmp_path: Pa
     assert "model not available here" in said and "Later failures are not reported" in said
 
 
-def test_a_staged_span_that_changed_is_not_committed(tmp_path: Path, api: FakeAPI) -> None:
-    bench = collapse_bench(tmp_path, api)
-    api.on(is_collapse_request, summaries())
+def test_a_staged_span_that_changed_is_not_committed(tmp_path: Path, model: RoutedModel) -> None:
+    bench = collapse_bench(tmp_path, model)
+    model.on(is_collapse_request, summaries())
     ts = fill(bench, 23_000)
     bench.view()
     c = collapse_worker.collapser(bench.conv)
@@ -297,13 +309,13 @@ def test_a_staged_span_that_changed_is_not_committed(tmp_path: Path, api: FakeAP
 
 
 def test_nothing_is_committed_or_started_while_a_compaction_reads_the_view(
-    tmp_path: Path, api: FakeAPI
+    tmp_path: Path, model: RoutedModel
 ) -> None:
-    bench = collapse_bench(tmp_path, api)
+    bench = collapse_bench(tmp_path, model)
     fill(bench, 37_200)
     bench.conv.compacting = True
     assert placeholders(bench.view().messages) == []
-    assert api.message_requests == [] and collapse_worker.collapser(bench.conv).thread is None
+    assert model.requests == [] and collapse_worker.collapser(bench.conv).thread is None
 
 
 def test_placeholder_counts_its_messages() -> None:
@@ -319,9 +331,11 @@ def test_placeholder_counts_its_messages() -> None:
 
 @pytest.mark.parametrize("window", [50_000, 60_000, 200_000])
 def test_commits_start_at_the_auto_compact_threshold_never_at_the_blocking_limit(
-    tmp_path: Path, api: FakeAPI, window: int
+    tmp_path: Path, model: RoutedModel, window: int
 ) -> None:
-    bench = make_bench(tmp_path, api, session_id=SESSION_ID, context_collapse=True, context_window=window)
+    bench = make_bench(
+        tmp_path, model_api=model, session_id=SESSION_ID, context_collapse=True, context_window=window
+    )
     th = bench.thresholds()
     lv = collapse.levels(th)
     assert lv.commit == min(th.auto_compact, int(th.effective * collapse.COMMIT_AT)) < th.blocking
@@ -338,13 +352,13 @@ def test_commits_start_at_the_auto_compact_threshold_never_at_the_blocking_limit
 
 
 def test_over_t_with_nothing_to_collapse_it_compacts_at_t_not_at_the_blocking_limit(
-    tmp_path: Path, api: FakeAPI
+    tmp_path: Path, model: RoutedModel
 ) -> None:
-    bench = collapse_bench(tmp_path, api)
-    spans = api.on(is_collapse_request, summaries())
-    summary = api.on(
-        lambda body: body.get("tool_choice", {}).get("type") == "none" and not is_collapse_request(body),
-        Reply.text("<summary>One long turn of reads.</summary>"),
+    bench = collapse_bench(tmp_path, model)
+    spans = model.on(is_collapse_request, summaries())
+    summary = model.on(
+        lambda req: no_tools(req) and not is_collapse_request(req),
+        "<summary>One long turn of reads.</summary>",
     )
     bench.add(user_prompt("Read everything, in one go."))
     for n in range(12):  # one long turn: no old, closed turn to collapse
@@ -369,9 +383,9 @@ def test_over_t_with_nothing_to_collapse_it_compacts_at_t_not_at_the_blocking_li
     assert len(summary.hits) == 1
 
 
-def test_over_t_with_old_turns_to_collapse_it_does_not_compact(tmp_path: Path, api: FakeAPI) -> None:
-    bench = collapse_bench(tmp_path, api)
-    api.on(is_collapse_request, summaries())
+def test_over_t_with_old_turns_to_collapse_it_does_not_compact(tmp_path: Path, model: RoutedModel) -> None:
+    bench = collapse_bench(tmp_path, model)
+    model.on(is_collapse_request, summaries())
     fill(bench, 26_000)
     view = bench.view()
     assert collapse_worker.collapser(bench.conv).can_help(view.messages)
@@ -383,12 +397,12 @@ def test_over_t_with_old_turns_to_collapse_it_does_not_compact(tmp_path: Path, a
 
 
 def test_the_request_that_sends_a_collapse_commit_is_a_compaction_point_for_cache_health(
-    tmp_path: Path, api: FakeAPI
+    tmp_path: Path, model: RoutedModel
 ) -> None:
     """A commit rewrites the history in front of later turns: the prompt-cache miss of the request that
     first sends it is expected (compact.context.cache_health), and only that request's."""
-    bench = collapse_bench(tmp_path, api)
-    api.on(is_collapse_request, summaries())
+    bench = collapse_bench(tmp_path, model)
+    model.on(is_collapse_request, summaries())
     ts = fill(bench, 23_000)
     bench.view()  # over the start level: the worker stages spans
     assert collapse_worker.collapser(bench.conv).join(10)

@@ -2,6 +2,7 @@
 
     bench.py          make_bench: a Conversation and its Ports without a Session, on compact's floor
     scripted.py       the scripted model on the bench: replies routed by what a request is, its texts read back
+    fake_routes.py    the fake API's routes and replies for compaction's wire tests (agent floor)
     histories.py      message histories built to order, and the stage cases the invariants run
     compaction.py     a conversation to compact on the bench: files read, a test run, a summary reply
     notes.py          session notes on the bench: rounds of a given size, answers, notes updates

@@ -1,4 +1,4 @@
-"""Context collapse on the bench: a bench with collapse on, turns of a given size, the span summaries the fake gives, the placeholders in a view."""
+"""Context collapse on the bench: a bench with collapse on, turns of a given size, the span summaries a scripted model gives, the placeholders in a view (the fake API's counterparts, for tests on the wire: tests/helpers/fake_routes.py)."""
 
 from __future__ import annotations
 
@@ -16,24 +16,31 @@ from core.messages import (
     tool_results,
     user_prompt,
 )
-from tests.fakeapi import FakeAPI, Reply, last_user_text
+from core.model import Request
+from core.scripted import reply_text
 from tests.helpers.bench import Bench, make_bench
+from tests.helpers.scripted import last_user_text
 
 WORDS = "alpha beta gamma delta parser token stream buffer index value".split()
 
 SHARED = "One part of the conversation above is being taken out"
 
 
-def is_collapse_request(body: dict) -> bool:
-    text = last_user_text(body)
+def is_collapse_text(text: str) -> bool:
+    """A request's last user text is a collapse span's summary request."""
     return collapse_worker.INSTRUCTION.splitlines()[0] in text or SHARED in text
+
+
+def is_collapse_request(req: Request) -> bool:
+    return is_collapse_text(last_user_text(req))
 
 
 SESSION_ID = "0c0a1a5e-1111-4222-8333-444455556666"
 
 
-def collapse_bench(tmp: Path, api: FakeAPI, **kw: Any) -> Bench:
-    """A bench with context collapse on in a 60K window (this file's preset of make_bench)."""
+def collapse_bench(tmp: Path, api: Any, **kw: Any) -> Bench:
+    """A bench with context collapse on in a 60K window (this file's preset of make_bench), on ``api``: a
+    scripted model or the fake API."""
     kw = {"session_id": SESSION_ID, "context_collapse": True, "context_window": 60_000, **kw}
     return make_bench(tmp, api, **kw)
 
@@ -67,9 +74,14 @@ def fill(bench: Bench, tokens: int, start: int = 0, size: int = 3_000) -> list[l
     return out
 
 
+def summary_text(n: int) -> str:
+    return f"SUMMARY-{n}: read a module, it was fine."
+
+
 def summaries() -> Any:
+    """A scripted model's span summaries, numbered from 1."""
     n = iter(range(1, 1000))
-    return lambda body: Reply.text(f"SUMMARY-{next(n)}: read a module, it was fine.")
+    return lambda req: reply_text(summary_text(next(n)))
 
 
 def placeholders(messages: list[Message]) -> list[Message]:
@@ -102,20 +114,3 @@ def plain(value: Any) -> Any:
     if isinstance(value, list):
         return [plain(v) for v in value]
     return value
-
-
-class Model:
-    """Each turn reads its batch of files, one Read per reply, then says it is done."""
-
-    def __init__(self, batches: list[list[Path]]):
-        self.batches, self.turn, self.pos = batches, 0, 0
-
-    def __call__(self, body: dict) -> Reply:
-        if self.turn >= len(self.batches):
-            return Reply.text("All read.")
-        batch = self.batches[self.turn]
-        if self.pos < len(batch):
-            self.pos += 1
-            return Reply.tool("Read", {"file_path": str(batch[self.pos - 1])})
-        self.turn, self.pos = self.turn + 1, 0
-        return Reply.text(f"Batch {self.turn} read.")

@@ -45,9 +45,7 @@ from tests.helpers.collapse import (
     add_turn,
     collapse_bench,
     fill,
-    is_collapse_request,
     plain,
-    summaries,
 )
 from tests.helpers.compaction import (
     SUMMARY_REPLY,
@@ -57,6 +55,7 @@ from tests.helpers.compaction import (
     of_type,
     transcript_records,
 )
+from tests.helpers.fake_routes import collapse_summaries, is_collapse_body
 from tests.helpers.notes import (
     answer,
     notes_bench,
@@ -200,8 +199,8 @@ def test_a_decision_over_unmeasured_results_is_checked_against_the_server_s_coun
 
 def test_span_summaries_read_the_cache_the_main_requests_wrote(tmp_path: Path, api: FakeAPI) -> None:
     bench = collapse_bench(tmp_path, api)
-    spans = api.on(is_collapse_request, summaries())
-    api.on(lambda body: not is_collapse_request(body), Reply.text("ok"))
+    spans = api.on(is_collapse_body, collapse_summaries())
+    api.on(lambda body: not is_collapse_body(body), Reply.text("ok"))
     fill(bench, 14_000)  # under the start level (19,000): no side request yet
     bench.add(user_prompt("Go on."))
     main = send(bench.conv, bench.ports, bench.view())

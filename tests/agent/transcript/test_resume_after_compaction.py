@@ -28,16 +28,14 @@ from tests.helpers.clearing import bench_for, cleared_through
 from tests.helpers.clearing import read_step as clearing_step
 from tests.helpers.collapse import (
     SESSION_ID,
-    Model,
     collapse_bench,
     fill,
-    is_collapse_request,
     make_files,
     notices,
     placeholders,
     plain,
-    summaries,
 )
+from tests.helpers.fake_routes import Model, collapse_summaries, is_collapse_body
 from tests.helpers.notes import answer, guide, notes_bench, read_round
 from tests.helpers.thinking import MODEL, read_step, step, thinking_bench
 from tests.helpers.transcripts import records, transcripts
@@ -123,7 +121,7 @@ def test_the_server_clears_in_batches_and_the_history_stays_as_sent(tmp_path: Pa
 def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api: FakeAPI) -> None:
     bench = collapse_bench(tmp_path, api, compaction_model="claude-haiku-4-5")
     events = bench.events
-    route = api.on(is_collapse_request, summaries())
+    route = api.on(is_collapse_body, collapse_summaries())
     ts = fill(bench, 23_000)  # over the start level: the worker starts; under T: nothing is committed yet
     first = bench.view()
     assert placeholders(first.messages) == [] and first.tokens >= 23_000
@@ -204,7 +202,7 @@ def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(
         "COMPACT_AGENT_SESSION_MEMORY": "0",
     }
     with FakeAPI(context_window=60_000) as api:
-        api.on(is_collapse_request, summaries())
+        api.on(is_collapse_body, collapse_summaries())
         api.on(lambda body: True, Model(batches))
         for k, _ in enumerate(batches):
             res = run_cli(
@@ -217,8 +215,8 @@ def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(
     assert api.violations == []
     assert all(r.status == 200 for r in api.message_requests)
     sent = [r.body for r in api.message_requests]
-    main = [b for b in sent if not is_collapse_request(b)]
-    assert [b for b in sent if is_collapse_request(b)]
+    main = [b for b in sent if not is_collapse_body(b)]
+    assert [b for b in sent if is_collapse_body(b)]
     assert not any("<summary>" in last_user_text(b) for b in sent)  # no compaction request, ever
     [path] = transcripts(isolated_env)
     recs = records(path)
