@@ -137,7 +137,12 @@ def run(
         ),
     ] = False,
     auto: Annotated[
-        bool, typer.Option("--auto", help="With --demo: play the demo by itself to the end, then exit.")
+        bool,
+        typer.Option(
+            "--auto",
+            help="With --demo: play the demo by itself to the end, then exit "
+            "(COMPACT_AGENT_DEMO_PACE=0: without its pauses).",
+        ),
     ] = False,
     mcp_config: Annotated[
         Optional[list[str]],

@@ -8,6 +8,9 @@ The REPL asks a driver two things (agent/frontend/repl.py, ``driver=``):
 - ``answer(tool, args)`` when a permission question is on screen: "yes" under --auto (after a pause, so
   the question can be read), else None and the user answers.
 
+Before a beat that shows the session notes (``Beat.notes``) the driver waits for the notes update in
+flight, if any, to land: the notes are written in the background, and the story says they are there.
+
 If the user sends something other than the offered line, or answers "no" so that the beat does not
 finish, the same beat is offered again (the narration never goes on as if it had). Narration is
 wrapped at word boundaries to 80 columns.
@@ -22,12 +25,14 @@ from typing import TYPE_CHECKING, Any
 from agent.demo.story import Beat, Story
 from agent.frontend.ui import warning_of
 from agent.runtime.session import Answer
+from compact.compaction.notes_updater import wait_for_update
 
 if TYPE_CHECKING:
     from agent.frontend.repl import Repl
 
 MARK = "demo ▸ "
 WIDTH = 80  # narration is broken at word boundaries to fit this many columns
+NOTES_WAIT = 30.0  # seconds at most for a notes update in flight before a beat that shows the notes
 STOPPED = (
     'That step did not finish: a "no" stops the model, so nothing it would have changed was '
     "changed. The same line is offered again: press Enter to send it, then type y and press Enter to go on."
@@ -64,6 +69,8 @@ class Driver:
         if self.next >= len(self.story.beats):
             return self._end(repl, say)
         beat: Beat = self.story.beats[self.next]
+        if beat.notes and repl.session is not None:
+            wait_for_update(repl.session.conv, NOTES_WAIT)
         if self._narrated != self.next:
             self._narrated = self.next
             for line in self.happened(repl):

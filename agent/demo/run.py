@@ -8,12 +8,14 @@ the key is a dummy, and ``ANTHROPIC_BASE_URL`` points at the scripted server (ag
 127.0.0.1, whose model (agent/demo/story.py) serves a 60k-token window so compaction comes quickly.
 Everything else is the product as it ships: SDK, streaming, tools, permissions, pipeline, REPL.
 With ``auto`` the demo types and answers by itself, removes its directory and exits 0 (1 if the
-story went off script).
+story went off script). ``COMPACT_AGENT_DEMO_PACE`` scales the pauses written for a person watching
+(docs/usage.md): 1 as shipped, 0 none (a check in CI), 2 twice as slow (a talk).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -29,6 +31,7 @@ from agent.demo.project import copy_project
 from agent.demo.server import ScriptedAPI, model_info
 from agent.demo.story import Story, tour
 from agent.frontend.repl import run_repl
+from core.errors import SettingsError
 from core.private import write_private
 
 MODEL = "scripted-demo"
@@ -48,6 +51,7 @@ SETTINGS = {
 # (latency of each reply, of a summary, streamed text chunk, pause between chunks, pause before auto keys)
 INTERACTIVE_PACE = (0.4, 2.0, 12, 0.012, 0.0)
 AUTO_PACE = (0.05, 1.0, 48, 0.002, 0.4)
+PACE_VARIABLE = "COMPACT_AGENT_DEMO_PACE"  # scales the pauses above (1: as written; 0: none)
 
 
 @dataclass
@@ -63,10 +67,11 @@ class Demo:
 
 
 def run_demo(*, auto: bool, environ: Mapping[str, str]) -> int:
+    pace = pace_of(environ)
     root = Path(tempfile.mkdtemp(prefix="compact-agent-demo-"))
     previous = Path.cwd()
     try:
-        with demo(root, auto=auto, environ=environ) as d:
+        with demo(root, auto=auto, environ=environ, pace=pace) as d:
             os.chdir(d.project)
             # --auto with no terminal (CI, a recording into a file): nothing to draw the input line on and
             # no keys to read; the lines the driver sends are printed as plain lines instead
@@ -82,18 +87,36 @@ def run_demo(*, auto: bool, environ: Mapping[str, str]) -> int:
     return code
 
 
+def pace_of(environ: Mapping[str, str]) -> float:
+    """How the demo's pauses are scaled: ``COMPACT_AGENT_DEMO_PACE``, 1 when unset."""
+    raw = environ.get(PACE_VARIABLE, "").strip()
+    if not raw:
+        return 1.0
+    try:
+        pace = float(raw)
+    except ValueError:
+        pace = -1.0
+    if not (pace >= 0 and math.isfinite(pace)):
+        raise SettingsError(
+            f'{PACE_VARIABLE}: expected a number >= 0 (1: as shipped, 0: no pauses), got "{raw}"'
+        )
+    return pace
+
+
 @contextmanager
-def demo(root: Path, *, auto: bool, environ: Mapping[str, str]) -> Iterator[Demo]:
-    """The sample project and the agent's home in ``root``, the scripted server running meanwhile."""
+def demo(root: Path, *, auto: bool, environ: Mapping[str, str], pace: float = 1.0) -> Iterator[Demo]:
+    """The sample project and the agent's home in ``root``, the scripted server running meanwhile.
+    ``pace`` scales every wait written for a person watching (1: as shipped; 0: none)."""
     project, home = root / "tinyshop", root / "home"
     project.mkdir()
     home.mkdir(mode=0o700)
     facts = copy_project(project)
     write_private(home / "settings.json", json.dumps(SETTINGS, indent=2) + "\n")
-    latency, summary_latency, chunk, pace, pause = AUTO_PACE if auto else INTERACTIVE_PACE
+    latency, summary_latency, chunk, between, pause = AUTO_PACE if auto else INTERACTIVE_PACE
+    latency, summary_latency, between, pause = (pace * t for t in (latency, summary_latency, between, pause))
     story = Story(tour(project, facts, auto=auto), latency=latency, summary_latency=summary_latency)
     models = [model_info(MODEL, max_input_tokens=WINDOW)]
-    with ScriptedAPI(story.respond, models=models, chunk=chunk, pace=pace) as api:
+    with ScriptedAPI(story.respond, models=models, chunk=chunk, pace=between) as api:
         env = {k: v for k, v in environ.items() if not k.startswith(LEFT_OUT)}
         env.update(
             {

@@ -51,6 +51,9 @@ class Beat:
     # the narration then says what the bar under the prompt shows now (agent.demo.driver): the story
     # never says in advance which colour it has or when the agent compacts; it reports what happened
     bar: bool = False
+    # the line shows the session notes: the driver offers it once the notes update in flight, if any, has
+    # landed (the notes are written in the background; at a fast pace the turn before can end first)
+    notes: bool = False
 
     @property
     def is_prompt(self) -> bool:
@@ -467,6 +470,7 @@ def tour(project: Path, facts: dict[int, YearFacts], *, auto: bool) -> list[Beat
             "(one side request each time, off the main conversation); a compaction uses them in place "
             "of a summary when they cover enough of what it would drop.",
             "/memory",
+            notes=True,
         ),
         Beat(
             "/compact with no instructions compacts from those notes: no summary request, the notes "

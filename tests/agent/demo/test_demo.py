@@ -22,7 +22,7 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from agent.demo.project import copy_project
-from agent.demo.run import demo
+from agent.demo.run import PACE_VARIABLE, demo
 from agent.demo.story import Story, tour
 from agent.frontend import commands
 from agent.frontend.repl import Repl
@@ -41,19 +41,24 @@ def test_demo_auto_plays_the_whole_story_and_exits_0(tmp_path: Path, isolated_en
     pane = Pane(
         isolated_env,
         here,
-        {"TMPDIR": str(scratch), "ANTHROPIC_API_KEY": "", "DISABLE_COMPACT": "1"},
+        # the demo's pauses halved (its documented knob): the bar and the spinner stay on screen for 0.2 s
+        # and 0.5 s at least, time for several looks each; at 0 they would be gone before a look
+        {"TMPDIR": str(scratch), "ANTHROPIC_API_KEY": "", "DISABLE_COMPACT": "1", PACE_VARIABLE: "0.5"},
         ["--demo", "--auto", ";", "echo", "DEMO-EXIT=$?", ";", "sleep", "60"],
     )
     seen: list[str] = []  # what was on screen at some moment, in order
     try:
         deadline = time.monotonic() + 180  # generous: it only matters when the test fails
-        while "DEMO-EXIT=" not in pane.visible():
+        while True:
             assert time.monotonic() < deadline, f"the demo did not finish:\n{pane.screen()}"
+            # one capture a look (the bar and the spinner are on screen for a fraction of a second each)
             coloured = pane.tmux("capture-pane", "-p", "-e", "-t", "main").stdout
             for line in coloured.splitlines():
                 if ("until auto-compact" in line or "Compacting conversation" in line) and line not in seen:
                     seen.append(line)
-            time.sleep(0.05)
+            if "DEMO-EXIT=" in coloured:
+                break
+            time.sleep(0.02)
         screen = pane.screen()
     finally:
         pane.close()
@@ -103,7 +108,7 @@ def test_demo_offers_each_line_and_the_user_answers_the_question(tmp_path: Path)
     buf = io.StringIO()
     console = Console(file=buf, width=120, force_terminal=False, color_system=None)
     environ = {"HOME": os.environ["HOME"], "ANTHROPIC_API_KEY": "the-users-own", "DISABLE_COMPACT": "1"}
-    with demo(tmp_path, auto=False, environ=environ) as d, create_pipe_input() as pipe:
+    with demo(tmp_path, auto=False, environ=environ, pace=0) as d, create_pipe_input() as pipe:
         assert d.settings.api_key != "the-users-own" and not d.settings.compaction.disable_compact
         repl = Repl(d.settings, console, environ=d.environ, input=pipe, output=DummyOutput(), driver=d.driver)
         repl.open()
@@ -223,8 +228,9 @@ def test_no_key_mentions_the_demo_and_help_lists_commands_and_variables(run_cli)
         "ANTHROPIC_MODEL",
         "COMPACT_AGENT_HOME",
         "DISABLE_COMPACT",
+        PACE_VARIABLE,
     ]:
-        assert name in help_.stdout, name
+        assert name in " ".join(help_.stdout.split()), name
 
 
 def test_auto_needs_demo_and_demo_takes_no_other_options(run_cli) -> None:
@@ -234,6 +240,12 @@ def test_auto_needs_demo_and_demo_takes_no_other_options(run_cli) -> None:
     ]
     mixed = run_cli(None, "--demo", "-p", "hi")
     assert mixed.code == 2 and len(mixed.stderr.strip().splitlines()) == 1 and "--demo" in mixed.stderr
+    # the pace knob takes a number >= 0 and says so in one line before anything starts
+    for bad in ("soon", "-1", "nan"):
+        paced = run_cli(None, "--demo", "--auto", env={PACE_VARIABLE: bad})
+        assert paced.code == 2 and paced.stderr.strip().splitlines() == [
+            f'compact-agent: {PACE_VARIABLE}: expected a number >= 0 (1: as shipped, 0: no pauses), got "{bad}"'
+        ], paced.stderr
 
 
 def test_normal_start_up_does_not_load_the_demo() -> None:

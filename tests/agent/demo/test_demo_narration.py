@@ -22,7 +22,7 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from agent.demo.driver import STOPPED
-from agent.demo.run import demo
+from agent.demo.run import PACE_VARIABLE, demo
 from agent.frontend.repl import Repl
 from agent.frontend.ui import warning_of
 from tests.helpers.cli import ROOT
@@ -38,7 +38,10 @@ def test_the_narration_says_only_what_the_screen_shows(tmp_path: Path, width: in
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=False, color_system=None)
     said: list[tuple[str, str | None, int]] = []  # (narration, the bar's severity then, auto compactions)
-    with demo(tmp_path, auto=True, environ={"HOME": os.environ["HOME"]}) as d, create_pipe_input() as pipe:
+    with (
+        demo(tmp_path, auto=True, environ={"HOME": os.environ["HOME"]}, pace=0) as d,
+        create_pipe_input() as pipe,
+    ):
         repl = Repl(d.settings, console, environ=d.environ, input=pipe, output=DummyOutput(), driver=d.driver)
         narrate = d.driver.prompt_args
 
@@ -87,7 +90,9 @@ def test_demo_auto_into_a_file_writes_plain_lines(tmp_path: Path) -> None:
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "COMPACT_AGENT_"))
     }
+    # the user's command, with the demo's documented knob for a check: no pauses (docs/usage.md)
     env.update(HOME=str(tmp_path), TMPDIR=str(tmp_path), PYTHONPATH=str(ROOT), COLUMNS="80")
+    env[PACE_VARIABLE] = "0"
     out = tmp_path / "demo.txt"
     with open(out, "wb") as f:
         proc = subprocess.run(
@@ -115,7 +120,10 @@ def test_the_interactive_narration_says_how_a_question_is_answered(tmp_path: Pat
     line again, y alone answers nothing, Enter then allows it."""
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=False, color_system=None)
-    with demo(tmp_path, auto=False, environ={"HOME": os.environ["HOME"]}) as d, create_pipe_input() as pipe:
+    with (
+        demo(tmp_path, auto=False, environ={"HOME": os.environ["HOME"]}, pace=0) as d,
+        create_pipe_input() as pipe,
+    ):
         told = [*d.driver.intro, *(b.say for b in d.story.beats), *d.driver.outro, STOPPED]
         for text in told:  # the whole tour's narration, including what only a "no" brings
             for found in HOW_TO_ANSWER.finditer(text):
