@@ -304,9 +304,12 @@ def test_the_bash_reader_loads_with_the_first_command_not_before_the_first_promp
     assert out.stdout.strip() == "[]"
 
 
-# the fake Messages API: the wire a test below the agent floor talks through (its server is agent/demo's
-# scripted server, its client the agent's SDK client), the one door from a compact test up to agent/
+# the fake Messages API: its server is agent/demo's scripted server, its client the agent's SDK client, so a
+# test that talks to it is on the agent floor (tests/agent/), however it reaches it
 WIRE = "tests.fakeapi"
+# the conftest fixtures and markers that start the fake for a test (tests/conftest.py)
+WIRE_FIXTURES = {"api", "fake_api"}
+WIRE_MARKERS = {"fake_api", "fake_profile"}
 
 
 def module_path_in_tests(name: str) -> Path | None:
@@ -319,8 +322,8 @@ def module_path_in_tests(name: str) -> Path | None:
 
 
 def agent_imports_below(start: list[Path]) -> tuple[list[str], set[str]]:
-    """The imports of agent/ in ``start`` and in every tests module they import, followed through (the
-    wire excepted), and the tests modules walked."""
+    """The imports of agent/ or of the fake API in ``start`` and in every tests module they import,
+    followed through, and the tests modules walked."""
     upward: list[str] = []
     seen: set[str] = set()
     todo = list(start)
@@ -331,30 +334,69 @@ def agent_imports_below(start: list[Path]) -> tuple[list[str], set[str]]:
             continue
         seen.add(name)
         for i in imports_of(name, path):
-            if i.target == "agent" or i.target.startswith("agent."):
+            if i.target == "agent" or i.target.startswith("agent.") or i.target == WIRE:
                 upward.append(f"{path.relative_to(ROOT)}:{i.line} imports {i.target}")
-            elif i.target.startswith("tests.") and i.target != WIRE:
+            elif i.target.startswith("tests."):
                 found = module_path_in_tests(i.target)
                 if found is not None:
                     todo.append(found)
     return upward, seen
 
 
+def wire_fixtures_in(path: Path) -> list[str]:
+    """The places a test module asks conftest for the fake API: a test or fixture taking ``api`` or
+    ``fake_api``, a ``fake_api`` or ``fake_profile`` marker."""
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = {a.arg for a in node.args.args + node.args.kwonlyargs}
+            if args & WIRE_FIXTURES:
+                found.append(f"{where}:{node.lineno} {node.name} takes {sorted(args & WIRE_FIXTURES)}")
+        if isinstance(node, ast.Attribute) and node.attr in WIRE_MARKERS:
+            if isinstance(node.value, ast.Attribute) and node.value.attr == "mark":
+                found.append(f"{where}:{node.lineno} marks {node.attr}")
+    return found
+
+
 def test_compact_tests_and_the_helpers_they_use_import_nothing_from_agent() -> None:
     """tests/compact/** sit on compact's floor: they and the tests modules they import (the bench, the
-    histories, the shared helpers...) import nothing of agent/, the fake API's wire excepted."""
-    upward, seen = agent_imports_below(sorted((ROOT / "tests" / "compact").rglob("*.py")))
+    histories, the scripted model's helpers...) import nothing of agent/, and not the fake API either (its
+    server is agent/demo's); nor do they take the fake from conftest (the ``api`` / ``fake_api`` fixtures,
+    their markers). A test whose subject is the request on the wire belongs to tests/agent/."""
+    files = sorted((ROOT / "tests" / "compact").rglob("*.py"))
+    upward, seen = agent_imports_below(files)
     assert upward == []
     assert {"tests.helpers.bench", "tests.helpers.compaction", "tests.helpers.histories"} <= seen
+    assert [place for path in files for place in wire_fixtures_in(path)] == []
 
 
 def test_the_compact_floor_check_follows_a_helper_up_to_its_agent_imports() -> None:
-    """The walk reads a helper a compact test would import: the agent floor's session_parts is caught."""
+    """The walk reads a helper a compact test would import: the agent floor's session_parts is caught, and
+    so is the fake API behind the wire tests' helpers."""
     helper = module_path_in_tests("tests.helpers.session_parts")
     assert helper == ROOT / "tests" / "helpers" / "session_parts.py"
     upward, seen = agent_imports_below([helper])
     assert any("imports agent.runtime.hooks" in line for line in upward)
     assert "tests.helpers.bench" in seen  # followed into the bench it builds on
+    wire = module_path_in_tests("tests.helpers.fake_routes")
+    assert wire is not None
+    assert any(line.endswith(f"imports {WIRE}") for line in agent_imports_below([wire])[0])
+
+
+def test_the_compact_floor_check_sees_a_test_taking_the_fake_from_conftest(tmp_path: Path) -> None:
+    """A compact test that imports nothing of the fake but takes the ``api`` fixture, or marks a profile,
+    is caught too."""
+    path = ROOT / "tests" / "compact" / "test_decide.py"
+    assert wire_fixtures_in(path) == []
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import pytest\n"
+        "@pytest.mark.fake_profile('4.x', reason='old rules')\n"
+        "def test_x(tmp_path, api):\n    pass\n"
+    )
+    found = {line.split(" ", 1)[1] for line in wire_fixtures_in(probe)}
+    assert found == {"test_x takes ['api']", "marks fake_profile"}
 
 
 def test_the_ban_lists_are_generated_from_the_floors() -> None:

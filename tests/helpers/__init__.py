@@ -19,5 +19,5 @@
     cli.py            the CLI's environment, run in this process or as a process; waiting; the checkout (ROOT)
     transcripts.py    the sessions' transcripts under a home, and a file's records
 
-What tests/compact/ uses imports nothing from agent/ (tests/test_layers.py).
+What tests/compact/ uses imports nothing from agent/, nor the fake API (tests/test_layers.py).
 """
