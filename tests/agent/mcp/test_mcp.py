@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import tools.registry  # noqa: F401  (the built-in tools declare themselves, as in a session: Read is known)
 from agent.config import mcp_servers
 from agent.config.mcp_servers import Sources, load, parse_server
 from agent.config.settings import Settings
