@@ -29,6 +29,7 @@ GIF = base64.b64decode("R0lGODlhAQABAIAAAP///wAAACH5BAEAAAAALAAAAAABAAEAAAICRAEA
 
 
 def build(kind: str, tools: int, name: str) -> Any:
+    import anyio
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ImageContent, TextContent
 
@@ -57,8 +58,8 @@ def build(kind: str, tools: int, name: str) -> Any:
             ]
 
         @server.tool(description="Sleep for the given seconds, then answer 'woke'.")
-        def nap(seconds: float) -> str:
-            time.sleep(seconds)
+        async def nap(seconds: float) -> str:
+            await anyio.sleep(seconds)  # asleep on the event loop: a cancelled call ends its nap at once
             return "woke"
 
     if kind == "crash":

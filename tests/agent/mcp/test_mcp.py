@@ -242,15 +242,16 @@ def test_ctrl_c_cancels_the_call_and_the_server_stays(tmp_path, ctx):
 
 
 def test_a_slow_server_fails_its_start_and_a_crash_mid_call_is_one_line(tmp_path, ctx):
-    hub = hub_of(
-        tmp_path,
-        {"slow": stdio("slow", "slow", "--delay", "30"), "crash": stdio("crash", "crash")},
-        connect_timeout=8,
-    )
+    # the slow server sleeps 30 s before it serves: a start timeout (what MCP_TIMEOUT sets) of 1 s fails it.
+    # It has a hub of its own, so the crash server starts with the default timeout however loaded the
+    # machine; its hub is closed last, when the SDK's grace for a server that ignores stdin is long over.
+    slow = hub_of(tmp_path, {"slow": stdio("slow", "slow", "--delay", "30")}, connect_timeout=1)
+    hub = hub_of(tmp_path, {"crash": stdio("crash", "crash")})
     try:
+        slow.start()
         hub.start()
-        assert hub.wait(60)
-        assert hub.states["slow"].status == "failed" and "within 8 s" in hub.states["slow"].error
+        assert slow.wait(60) and hub.wait(60)
+        assert slow.states["slow"].status == "failed" and "within 1 s" in slow.states["slow"].error
         assert hub.states["crash"].status == "connected"
         tool = McpTool.from_listing(
             "crash", {"name": "boom", "inputSchema": {"type": "object"}}, hub.call, 25_000
@@ -262,6 +263,7 @@ def test_a_slow_server_fails_its_start_and_a_crash_mid_call_is_one_line(tmp_path
         wait_for(lambda: hub.states["crash"].status == "connected", 60)
     finally:
         hub.close()
+        slow.close()
 
 
 def test_a_one_megabyte_result_goes_to_disk_and_the_model_gets_a_preview(tmp_path, ctx):
