@@ -2,7 +2,8 @@
 (compact.context.context_editing ``automatic`` / ``advance``), against the 5.5 family's fake with the prefix check
 enforced: the server clears, the history as kept is never edited, the cleared uses move in batches so
 the prompt cache holds between moves, and the two counts (what the server counts, what the history
-weighs) each drive what they should."""
+weighs) each drive what they should. Where the point moves, without a request, is
+tests/compact/test_context_editing.py's."""
 
 from __future__ import annotations
 
