@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import compileall
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from tests.helpers.cli import (
     SCRUBBED,
     CliResult,
     cli_env,
+    kill_tree,
     run_in_process,
     run_process,
 )
@@ -165,3 +167,29 @@ def run_cli_process(project: Path, isolated_env: Path):
         return run_process(list(args), cli_env(isolated_env, api, env), cwd or project, stdin, timeout)
 
     return run
+
+
+@pytest.fixture
+def spawn(project: Path, isolated_env: Path):
+    """spawn(api, *args, env=...) -> Popen of the real CLI in its own process group, for a test that kills
+    it or reads it while it runs; what is left of it is killed at teardown (tests.helpers.cli.kill_tree)."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(api: Any, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        full_env = cli_env(isolated_env, api, env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agent", *args],
+            cwd=project,
+            env=full_env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            kill_tree(proc)

@@ -379,7 +379,7 @@ def test_the_compact_floor_check_follows_a_helper_up_to_its_agent_imports() -> N
     upward, seen = agent_imports_below([helper])
     assert any("imports agent.runtime.hooks" in line for line in upward)
     assert "tests.helpers.bench" in seen  # followed into the bench it builds on
-    wire = module_path_in_tests("tests.helpers.fake_routes")
+    wire = module_path_in_tests("tests.helpers.wire")
     assert wire is not None
     assert any(line.endswith(f"imports {WIRE}") for line in agent_imports_below([wire])[0])
 

@@ -22,7 +22,7 @@ from agent.frontend.printmode import PrintRenderer
 from agent.frontend.ui import Renderer, SafeConsole
 from core.events import Notice, TextDelta, TodosChanged, ToolFinished, ToolStarted, TurnFinished
 from core.terminal import visible
-from tests.e2e.test_e2e_print import SECRET
+from tests.helpers.cli import SECRET
 from tests.helpers.frontend import repl_for
 
 ESC = "\x1b"

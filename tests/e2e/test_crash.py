@@ -5,87 +5,20 @@ nothing the transcript held before the crash may be lost or rewritten."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
-import pytest
-
-from tests.e2e.test_e2e_compaction import make_files
 from tests.fakeapi import FakeAPI, Reply, Route, is_compaction, request_text
-from tests.helpers.cli import cli_env, runs_under, wait_for
-from tests.helpers.transcripts import records, transcripts
+from tests.helpers.cli import kill_tree, runs_under, wait_for
+from tests.helpers.compaction import make_files
+from tests.helpers.transcripts import has_tool_use, records, the_transcript, transcripts
 
 SUMMARY = (
     "<analysis>thinking it over</analysis>\n"
     "<summary>1. Primary Request and Intent: SUMMARY-AFTER-CRASH read the project files.</summary>"
 )
 NO_NOTES = {"COMPACT_AGENT_SESSION_MEMORY": "0"}
-
-
-@pytest.fixture
-def spawn(project: Path, isolated_env: Path):
-    """spawn(api, *args, env=...) -> Popen of the real CLI in its own process group; killed at teardown."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(api: FakeAPI, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        full_env = cli_env(isolated_env, api, env)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "agent", *args],
-            cwd=project,
-            env=full_env,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            kill_tree(proc)
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (the Bash tool runs its commands in their own session)."""
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        for task in Path(f"/proc/{p}/task").glob("*"):
-            try:
-                kids = [int(k) for k in (task / "children").read_text().split()]
-            except OSError:
-                continue
-            out += kids
-            todo += kids
-    return out
-
-
-def kill_tree(proc: subprocess.Popen[str]) -> None:
-    """SIGKILL: the CLI's process group first (as a crash would), then whatever it had started."""
-    below = descendants(proc.pid)
-    os.killpg(proc.pid, signal.SIGKILL)
-    for pid in below:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.communicate(timeout=30)
-
-
-def the_transcript(home: Path) -> Path | None:
-    found = transcripts(home)
-    return found[0] if found else None
-
-
-def has_tool_use(path: Path | None) -> bool:
-    return path is not None and '"type":"tool_use"' in path.read_text()
 
 
 def ends_with_prompt(body: dict, prompt: str) -> bool:

@@ -11,9 +11,9 @@ import signal
 from pathlib import Path
 
 from agent.transcript.loader import INTERRUPTED_BY_STOP
-from tests.e2e.test_crash import has_tool_use, spawn, the_transcript, wait_for  # noqa: F401 - spawn is a fixture
 from tests.fakeapi import FakeAPI, request_text
-from tests.helpers.transcripts import records, transcripts
+from tests.helpers.cli import wait_for
+from tests.helpers.transcripts import has_tool_use, records, the_transcript, transcripts
 
 
 def alive(pid: int) -> bool:

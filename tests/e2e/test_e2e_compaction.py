@@ -28,6 +28,7 @@ from tests.fakeapi import (
     read_paths,
     request_text,
 )
+from tests.helpers.compaction import make_files
 from tests.helpers.transcripts import records, transcripts
 
 SUMMARY = (
@@ -45,22 +46,6 @@ ENV = {
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
-WORDS = "alpha beta gamma delta parser token stream buffer index value".split()
-
-
-def make_files(project: Path, count: int) -> list[Path]:
-    """``count`` source files of 250 lines, about 5,500 tokens each as the Read tool shows them."""
-    paths = []
-    for n in range(count):
-        lines = [
-            f"def f{n}_{i}(x): return {' '.join(WORDS[(i * 7 + j + n) % 10] for j in range(9))!r}"
-            for i in range(250)
-        ]
-        path = project / "src" / f"module_{n:02d}.py"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text("\n".join(lines) + "\n")
-        paths.append(path)
-    return paths
 
 
 class Reader:

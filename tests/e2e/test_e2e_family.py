@@ -11,24 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_e2e_compaction import make_files
-from tests.e2e.test_e2e_resume import Reader
-from tests.fakeapi import FakeAPI, Reply, is_compaction, is_server_compaction, model_info
-
-MODEL = "claude-sonnet-5-5"
-WINDOW = 60_000
-PROMPT = "Read every file in the project, one at a time."
-FINAL = "All files read."
-
-
-def sonnet(compaction: bool) -> dict:
-    """Sonnet 5.5 at a small window, its capabilities as the Models API reports them, with or without the
-    top-level compaction parameter."""
-    from agent.demo.server import capabilities
-
-    caps = capabilities(MODEL)
-    caps["compaction"] = {"supported": compaction, "summarize": {"supported": compaction}}
-    return {**model_info(MODEL, WINDOW), "capabilities": caps}
+from tests.fakeapi import FakeAPI, Reply, is_compaction, is_server_compaction
+from tests.helpers.compaction import make_files
+from tests.helpers.wire import FINAL, MODEL, PROMPT, WINDOW, Reader, sonnet
 
 
 def run_reads(run_cli, project: Path, compaction: bool) -> FakeAPI:
@@ -90,7 +75,7 @@ def test_a_tool_found_before_a_server_compaction_is_added_without_changing_the_t
     available again by a ``tool_addition`` in a system message; ``tools`` never changes, so the kept
     turns' thinking stays valid: no 400, no drop_block (tests/conftest.py fails a test on either), the
     call reaches the MCP server."""
-    from tests.e2e.test_e2e_mcp import config_file
+    from tests.helpers.mcp import config_file
 
     cfg = config_file(tmp_path, {"basic": "basic"})
     paths = make_files(project, 14)

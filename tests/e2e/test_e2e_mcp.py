@@ -4,28 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from agent.config import trust
 from tests.fakeapi import server_tool_search
-from tests.helpers.cli import ROOT
+from tests.helpers.mcp import SERVERS, config_file
 from tests.helpers.transcripts import records, transcripts
-
-SERVERS = str(ROOT / "tests" / "mcp_servers.py")
-
-
-def config_file(tmp: Path, servers: dict[str, str]) -> Path:
-    path = tmp / "servers.json"
-    path.write_text(
-        json.dumps(
-            {"mcpServers": {n: {"command": sys.executable, "args": [SERVERS, k]} for n, k in servers.items()}}
-        )
-    )
-    return path
-
-
-def tool_result(body: dict) -> dict:
-    return next(b for b in body["messages"][-1]["content"] if b.get("type") == "tool_result")
+from tests.helpers.wire import tool_result
 
 
 def test_a_search_finds_a_deferred_tool_and_its_call_reaches_the_server(fake_api, run_cli, project, tmp_path):

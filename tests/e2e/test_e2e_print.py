@@ -10,20 +10,9 @@ from pathlib import Path
 
 from agent.config import trust
 from tests.fakeapi import last_user_text
-from tests.helpers.cli import runs_under, wait_for
+from tests.helpers.cli import SECRET, runs_under, wait_for
 from tests.helpers.transcripts import records, transcripts
-
-SECRET = "sk-ant-test-SECRET-0123456789"
-
-
-def tool_results_of(body: dict) -> list[dict]:
-    last = body["messages"][-1]
-    return [b for b in last["content"] if b.get("type") == "tool_result"]
-
-
-def result_text(block: dict) -> str:
-    content = block["content"]
-    return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
+from tests.helpers.wire import result_text, tool_results_of
 
 
 def test_six_tools_in_turn_change_files_and_reach_the_model(fake_api, run_cli, project, isolated_env):

@@ -84,7 +84,8 @@ def test_pictures_the_api_refuses_are_checked_before_they_are_sent_and_continue_
 ):
     """An MCP server's pictures: over 5 MB, not base64, an HTML type, GIF bytes labelled PNG. Before: each
     went out as it came and the API refused the request (400), on every retry and after --continue."""
-    from tests.e2e.test_e2e_mcp import config_file, tool_result
+    from tests.helpers.mcp import config_file
+    from tests.helpers.wire import tool_result
 
     cfg = config_file(tmp_path, {"img": "images"})
     api = fake_api
@@ -210,10 +211,9 @@ def test_a_compaction_block_with_unknown_encrypted_content_becomes_its_summary_a
 ):
     """Before: every request after the edit was refused (compaction_encrypted_content_invalid) and the
     session ended on the 400."""
-    from tests.e2e.test_e2e_compaction import make_files
-    from tests.e2e.test_e2e_family import FINAL, MODEL, PROMPT, WINDOW, sonnet
-    from tests.e2e.test_e2e_resume import Reader
     from tests.fakeapi import Reply, is_compaction, is_server_compaction
+    from tests.helpers.compaction import make_files
+    from tests.helpers.wire import FINAL, MODEL, PROMPT, WINDOW, Reader, sonnet
 
     paths = make_files(project, 16)
     with FakeAPI(context_window=WINDOW, models=[sonnet(True)]) as api:

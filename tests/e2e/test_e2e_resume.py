@@ -19,9 +19,10 @@ from agent.runtime.sdk import default_model
 from core.messages import assistant, tool_result_block, tool_results, user_prompt
 from core.tokens import MEDIA_TOKENS, estimate_blocks
 from core.transcript_writer import TranscriptWriter
-from tests.e2e.test_e2e_compaction import make_files
 from tests.fakeapi import FakeAPI, Reply, is_compaction, is_notes_update, last_user_text, request_text
+from tests.helpers.compaction import make_files
 from tests.helpers.transcripts import records, transcripts
+from tests.helpers.wire import Reader, plain
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
 SUMMARY = (
@@ -48,15 +49,6 @@ def main_bodies(api: FakeAPI, start: int = 0) -> list[dict]:
     ]
 
 
-def plain(messages: list[dict]) -> list[dict]:
-    """Messages without cache_control (the breakpoint moves with the tail) and without the snip nudge (a
-    reminder recorded as the context grows, sent from the request after the one that added it)."""
-    out = json.loads(json.dumps(messages).replace(', "cache_control": {"type": "ephemeral"}', ""))
-    for m in out:
-        m["content"] = [b for b in m["content"] if not b.get("text", "").startswith("<system-reminder>")]
-    return out
-
-
 def user_texts(message: dict) -> list[str]:
     """The text blocks of a message, without the reminders the agent attaches (the snip nudge)."""
     return [
@@ -64,19 +56,6 @@ def user_texts(message: dict) -> list[str]:
         for b in message["content"]
         if b.get("type") == "text" and not b["text"].startswith("<system-reminder>")
     ]
-
-
-class Reader:
-    """The scripted model: one Read per request until every file is read, then ``final`` (fresh replies)."""
-
-    def __init__(self, paths: list[Path], final: str = "All files read."):
-        self.paths, self.next, self.final = list(paths), 0, final
-
-    def __call__(self, body: dict) -> Reply:
-        if self.next < len(self.paths):
-            self.next += 1
-            return Reply.tool("Read", {"file_path": str(self.paths[self.next - 1])})
-        return Reply.text(self.final)
 
 
 def assert_resumed_like_live(previous: dict, resumed: dict, final: str, prompt: str) -> None:

@@ -24,6 +24,7 @@ from tests.fakeapi import (
     request_text,
 )
 from tests.helpers.transcripts import records, transcripts
+from tests.helpers.wire import plain
 
 THRESHOLD = 167_000  # a 200K model: E = 180K, T = 167K
 SUMMARY = (
@@ -66,15 +67,6 @@ def results_by_id(body: dict) -> dict[str, Any]:
 def no_cache(value: Any) -> Any:
     """A copy without cache_control (the breakpoint moves with the tail)."""
     return json.loads(json.dumps(value).replace(', "cache_control": {"type": "ephemeral"}', ""))
-
-
-def plain(messages: list[dict]) -> list[dict]:
-    """Messages without cache_control and without the snip nudge (a reminder the loop adds as the
-    context grows; it is not part of what these tests look at)."""
-    out = no_cache(messages)
-    for m in out:
-        m["content"] = [b for b in m["content"] if not b.get("text", "").startswith("<system-reminder>")]
-    return out
 
 
 class Model:

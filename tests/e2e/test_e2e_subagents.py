@@ -14,9 +14,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.test_crash import spawn, wait_for  # noqa: F401 - spawn is a fixture
-from tests.e2e.test_e2e_compaction import make_files
-from tests.e2e.test_e2e_resume import Reader
 from tests.fakeapi import (
     FakeAPI,
     Reply,
@@ -25,7 +22,10 @@ from tests.fakeapi import (
     last_user_text,
     request_text,
 )
+from tests.helpers.cli import wait_for
+from tests.helpers.compaction import make_files
 from tests.helpers.transcripts import records, transcripts
+from tests.helpers.wire import Reader
 
 PARENT = "PARENT-PROMPT-7k2: which modules define f3 functions?"
 TASK = "TASK-PROMPT-q9w: read every file under src/ and report which define f3 functions."

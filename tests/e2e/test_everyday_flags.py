@@ -8,10 +8,10 @@ import json
 import sys
 import uuid
 
-from tests.e2e.test_e2e_mcp import SERVERS
 from tests.e2e.test_tmux import Pane
 from tests.fakeapi import last_user_text
 from tests.helpers.cli import wait_for
+from tests.helpers.mcp import SERVERS
 from tests.helpers.transcripts import transcripts
 
 
@@ -134,7 +134,7 @@ def test_leaving_the_repl_says_how_to_resume(fake_api, project, isolated_env):
 
 
 def test_stream_json_init_lists_the_mcp_servers(fake_api, run_cli, tmp_path):
-    from tests.e2e.test_e2e_mcp import config_file
+    from tests.helpers.mcp import config_file
 
     cfg = config_file(tmp_path, {"basic": "basic"})
     fake_api.reply_text("ok")

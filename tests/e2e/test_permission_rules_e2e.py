@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from tests.e2e.test_e2e_print import result_text, tool_results_of
 from tests.helpers.frontend import repl_for
+from tests.helpers.wire import result_text, tool_results_of
 
 
 def test_the_question_names_the_rule_and_always_adds_only_that(fake_api, project):

@@ -7,12 +7,12 @@ import json
 import threading
 from pathlib import Path
 
-from tests.e2e.test_e2e_compaction import make_files
 from tests.e2e.test_tmux import (
     agent_in_tmux,  # noqa: F401 - a fixture
     transcript_records,
 )
 from tests.fakeapi import Reply, first_user_text
+from tests.helpers.compaction import make_files
 
 TASK = "TASK-PROMPT-tmux: read the modules and report."
 

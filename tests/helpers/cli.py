@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -174,3 +175,34 @@ def _cmdline(pid: int) -> str:
         )
     except OSError:
         return ""
+
+
+SECRET = "sk-ant-test-SECRET-0123456789"
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (the Bash tool runs its commands in their own session)."""
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                kids = [int(k) for k in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+def kill_tree(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL: the CLI's process group first (as a crash would), then whatever it had started."""
+    below = descendants(proc.pid)
+    os.killpg(proc.pid, signal.SIGKILL)
+    for pid in below:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.communicate(timeout=30)

@@ -1,4 +1,4 @@
-"""Context collapse on the bench: a bench with collapse on, turns of a given size, the span summaries a scripted model gives, the placeholders in a view (the fake API's counterparts, for tests on the wire: tests/helpers/fake_routes.py)."""
+"""Context collapse on the bench: a bench with collapse on, turns of a given size, the span summaries a scripted model gives, the placeholders in a view (the fake API's counterparts, for tests on the wire: tests/helpers/wire.py)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,8 @@ from core.messages import (
 from core.model import Request
 from core.scripted import reply_text
 from tests.helpers.bench import Bench, make_bench
+from tests.helpers.compaction import WORDS
 from tests.helpers.scripted import last_user_text
-
-WORDS = "alpha beta gamma delta parser token stream buffer index value".split()
 
 SHARED = "One part of the conversation above is being taken out"
 
@@ -90,21 +89,6 @@ def placeholders(messages: list[Message]) -> list[Message]:
 
 def notices(events: list[Any]) -> list[str]:
     return [e.text for e in events if isinstance(e, Notice)]
-
-
-def make_files(project: Path, count: int, lines: int = 120) -> list[Path]:
-    """Source files of about 2,600 tokens each as Read shows them."""
-    paths = []
-    for n in range(count):
-        body = [
-            f"def f{n}_{i}(x): return {' '.join(WORDS[(i * 7 + j + n) % 10] for j in range(9))!r}"
-            for i in range(lines)
-        ]
-        path = project / "src" / f"module_{n:02d}.py"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text("\n".join(body) + "\n")
-        paths.append(path)
-    return paths
 
 
 def plain(value: Any) -> Any:

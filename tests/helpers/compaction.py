@@ -121,3 +121,23 @@ def bash_rounds(n: int, size: int = 50) -> list[Message]:
             out.append(user_prompt("also check the docs"))
     out.append(assistant([{"type": "text", "text": "done"}]))
     return out
+
+
+# the words the generated files and turns are made of
+WORDS = "alpha beta gamma delta parser token stream buffer index value".split()
+
+
+def make_files(project: Path, count: int, lines: int = 250) -> list[Path]:
+    """``count`` source files under src/ of ``lines`` lines: at 250, about 5,500 tokens each as the Read tool
+    shows them (at 120, about 2,600)."""
+    paths = []
+    for n in range(count):
+        body = [
+            f"def f{n}_{i}(x): return {' '.join(WORDS[(i * 7 + j + n) % 10] for j in range(9))!r}"
+            for i in range(lines)
+        ]
+        path = project / "src" / f"module_{n:02d}.py"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("\n".join(body) + "\n")
+        paths.append(path)
+    return paths

@@ -13,3 +13,12 @@ def transcripts(home: Path) -> list[Path]:
 
 def records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def the_transcript(home: Path) -> Path | None:
+    found = transcripts(home)
+    return found[0] if found else None
+
+
+def has_tool_use(path: Path | None) -> bool:
+    return path is not None and '"type":"tool_use"' in path.read_text()

@@ -28,10 +28,11 @@ from agent.frontend.repl import Repl
 from agent.runtime.lifecycle import start
 from agent.runtime.loop import MAX_STOP_BLOCKS, run_turn
 from agent.runtime.session import Session
-from tests.e2e.test_e2e_print import SECRET, result_text, tool_results_of
 from tests.fakeapi import FakeAPI, Reply, request_text
+from tests.helpers.cli import SECRET
 from tests.helpers.frontend import Driver
 from tests.helpers.session import make_session
+from tests.helpers.wire import result_text, tool_results_of
 
 
 @pytest.fixture

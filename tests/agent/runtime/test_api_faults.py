@@ -18,7 +18,6 @@ from agent.runtime.sdk import BACKOFF_CAP, INVALID_INPUT, ModelClient, tool_inpu
 from core.errors import Interrupted, ModelError
 from core.events import Retrying
 from core.model import Request
-from tests.e2e.test_crash import spawn  # noqa: F401 - a fixture
 from tests.fakeapi import Error, FakeAPI, Reply
 
 # the SDK is loaded before any test here times something (conftest.py's warm_sdk)

@@ -55,12 +55,12 @@ from tests.helpers.compaction import (
     of_type,
     transcript_records,
 )
-from tests.helpers.fake_routes import collapse_summaries, is_collapse_body
 from tests.helpers.notes import (
     answer,
     notes_bench,
     read_round,
 )
+from tests.helpers.wire import collapse_summaries, is_collapse_body
 
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
 

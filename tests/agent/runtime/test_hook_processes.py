@@ -168,7 +168,7 @@ def test_continue_false_from_a_pre_tool_use_hook_ends_the_turn(fake_api, run_cli
     assert "Stopped by a hook: frozen for the release" in res.stderr
     assert len(fake_api.message_requests) == 1  # the turn ended: no further request
     assert not (project / "ran").exists() and not (project / "ran2").exists()
-    from tests.e2e.test_e2e_print import records, transcripts
+    from tests.helpers.transcripts import records, transcripts
 
     [path] = transcripts(Path(os.environ["HOME"]))
     results = [
@@ -196,7 +196,7 @@ def test_post_tool_use_exit_2_stderr_reaches_the_model(fake_api, run_cli, projec
     res = run_cli(fake_api, "-p", "go", "--dangerously-skip-permissions")
 
     assert res.code == 0, res.stderr
-    from tests.e2e.test_e2e_print import result_text, tool_results_of
+    from tests.helpers.wire import result_text, tool_results_of
 
     [result] = tool_results_of(fake_api.message_requests[1].body)
     text = result_text(result)

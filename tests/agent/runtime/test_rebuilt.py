@@ -12,10 +12,10 @@ from agent.runtime import rewind, subagents
 from agent.runtime.loop import run_turn
 from compact.context import cache_health
 from core.events import Notice
-from tests.e2e.test_e2e_compaction import make_files
-from tests.e2e.test_e2e_resume import Reader
 from tests.fakeapi import FakeAPI, Reply, is_compaction, thinking_block
+from tests.helpers.compaction import make_files
 from tests.helpers.session import make_session
+from tests.helpers.wire import Reader
 
 MODEL = "claude-sonnet-5-5"
 
@@ -164,7 +164,7 @@ def test_a_resume_after_a_model_switch_sends_what_the_live_session_sent(tmp_path
     resumed request extends the live one, with no 400 first (the earlier model's thinking came back and
     was refused before)."""
     from agent.runtime import lifecycle
-    from tests.e2e.test_e2e_resume import plain
+    from tests.helpers.wire import plain
 
     with FakeAPI(binding="error") as api:
         built, events = make_session(tmp_path, api, model=MODEL, model_explicit=False)

@@ -15,9 +15,9 @@ from agent.config import trust
 from agent.runtime.loop import run_turn
 from agent.runtime.tool_exec import run_tools
 from core.messages import assistant, user_prompt
-from tests.e2e.test_e2e_print import result_text, tool_results_of
 from tests.helpers.frontend import repl_for
 from tests.helpers.session import make_session
+from tests.helpers.wire import result_text, tool_results_of
 
 DEEP = "echo " + "$(" * 300 + "x" + ")" * 300
 

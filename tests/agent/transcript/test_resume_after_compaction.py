@@ -30,15 +30,15 @@ from tests.helpers.collapse import (
     SESSION_ID,
     collapse_bench,
     fill,
-    make_files,
     notices,
     placeholders,
     plain,
 )
-from tests.helpers.fake_routes import Model, collapse_summaries, is_collapse_body
+from tests.helpers.compaction import make_files
 from tests.helpers.notes import answer, guide, notes_bench, read_round
 from tests.helpers.thinking import MODEL, read_step, step, thinking_bench
 from tests.helpers.transcripts import records, transcripts
+from tests.helpers.wire import Model, collapse_summaries, is_collapse_body
 from tools.read import number_lines, record_read
 
 
@@ -192,7 +192,7 @@ def test_the_worker_stages_spans_and_90_percent_commits_them(tmp_path: Path, api
 def test_cli_long_tool_loop_collapses_old_turns_instead_of_compacting(
     run_cli, project: Path, isolated_env: Path
 ) -> None:
-    paths = make_files(project, 10)
+    paths = make_files(project, 10, lines=120)
     # six short turns, then one long tool loop: collapsing the old turns keeps it under T to the end (over
     # T with nothing left to collapse, the agent would compact there)
     batches = [[p] for p in paths[:6]] + [paths[6:]]
