@@ -420,8 +420,9 @@ class Repl:
         ``QUIET`` seconds (or ``LATEST`` seconds have gone by), and not within ``QUIET`` seconds of a
         prompt's request being prepared (``sending``). A prompt typed the moment the REPL appears is
         then prepared and sent (agent.runtime.first_request) with the interpreter to itself: a running
-        import is held only at its next Python call, and its native parts (pydantic's validators) can't
-        be, so it still took the first request from ~45 ms to ~110-230 ms (benchmarks/startup_repl.py)."""
+        import is held only at its next module or Python call (first_request's module doc), and its native
+        parts (pydantic's validators) can't be, so it still took the first request from ~45 ms to
+        ~110-230 ms (benchmarks/startup_repl.py)."""
         start = time.monotonic()
 
         def due() -> float:

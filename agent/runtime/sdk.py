@@ -60,7 +60,15 @@ COUNT_SECONDS = 10.0  # a token count that takes longer is given up (the estimat
 
 
 def sdk() -> Any:
-    """The anthropic module, imported on first use (it takes ~2 s here)."""
+    """The anthropic module, imported on first use (it takes ~1-2 s). A caller that waits for it lets the
+    background import go on: a hold on it (first_request.hold_imports: a prompt's request is being
+    prepared) would only keep that caller waiting, up to the hold's limit, for nothing."""
+    if _sdk is None:
+        first_request.waiting_for_imports()
+    return _import()
+
+
+def _import() -> Any:
     global _sdk
     with _import_lock:
         if _sdk is None:
@@ -80,7 +88,7 @@ def import_in_background() -> threading.Thread:
 def _warm_up() -> None:
     first_request.holdable()  # a first request being sent holds this thread at its next call
     try:
-        sdk()  # first: held at any call, it never keeps a prompt typed at once waiting long
+        _import()  # first: held at any module (or call), it never keeps a prompt typed at once waiting long
         for ready in list(_when_loaded):
             ready()
         _when_loaded.clear()
