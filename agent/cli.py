@@ -7,6 +7,8 @@ background while the REPL draws its prompt.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import sys
 from enum import Enum
@@ -362,7 +364,18 @@ def _flag_value(flag: str, value: str) -> bool:
     return value.lstrip().startswith("{") or (path.suffix == ".json" and path.is_file())
 
 
+def leave_objects_to_the_os() -> None:
+    """At exit, what the run made is left to the operating system: the interpreter's last collection went
+    over every object (the SDK's thousands of classes and schemas) after the last line was printed, ~0.4 s
+    of CPU before the terminal came back (`python -c "import anthropic, …"`: 1.30 s user, 0.91 s with
+    this). The exit handlers all run as before; only that collection is skipped (an object in a reference
+    cycle is not finalized at exit, which Python never promised)."""
+    gc.freeze()
+
+
 def main() -> None:
+    atexit.unregister(leave_objects_to_the_os)  # once, however often main runs in one process (the tests)
+    atexit.register(leave_objects_to_the_os)
     if sys.argv[1:] in (["--version"], ["-v"]):  # the fast path: no parsing, no SDK
         sys.stdout.write(f"{__version__} (Compact Agent)\n")
         return
