@@ -153,9 +153,10 @@ def agent_in_tmux(fake_api, project, isolated_env):
 
 
 def slow_streams(fake_api, monkeypatch, predicate, pause: float) -> tuple[threading.Event, threading.Event]:
-    """Streams of requests matching predicate wait ``pause`` seconds before each text delta but the first.
+    """Streams of requests matching predicate wait ``pause`` seconds before each text delta but the first
+    (a thinking block before the text comes at once: paced too, it held the first text back).
 
-    Returns (slowed, release): ``slowed`` is set once such a stream has sent its first delta; setting
+    Returns (slowed, release): ``slowed`` is set once such a stream has sent its first text delta; setting
     ``release`` ends the pauses.
     """
     slowed, release = threading.Event(), threading.Event()
@@ -164,7 +165,7 @@ def slow_streams(fake_api, monkeypatch, predicate, pause: float) -> tuple[thread
     def paced(events):
         deltas = 0
         for event in events:
-            if event[0] == "content_block_delta":
+            if event[0] == "content_block_delta" and event[1]["delta"]["type"] == "text_delta":
                 deltas += 1
                 if deltas > 1:
                     slowed.set()

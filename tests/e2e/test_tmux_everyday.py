@@ -4,6 +4,7 @@ REPL in tmux (tests/e2e/test_tmux.py's panes) against the fake Messages API, a r
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sys
@@ -107,12 +108,14 @@ def test_tool_search_shows_the_tools_it_found(agent_in_tmux, fake_api, tmp_path)
     fake_api.reply_tool("ToolSearch", {"query": "weather of a city"})
     fake_api.reply_text("Found the weather tool.")
     pane = agent_in_tmux("--mcp-config", str(cfg), ENABLE_TOOL_SEARCH="client")
-    for n in range(1, 61):  # the server connects in the background; its tools are searchable once it has
+    deadline = time.monotonic() + 60  # the server connects in the background; its tools are searchable
+    for n in itertools.count(1):  # once it has
         pane.type("/mcp")
         if "connected, " in pane.wait_for(r"basic \[", count=n):
             break
+        assert time.monotonic() < deadline, pane.screen()
         pane.wait_prompt()
-        time.sleep(1)
+        time.sleep(0.1)
     pane.wait_prompt()
     pane.type("weather in Oslo?")
     screen = pane.wait_for("Found the weather tool.")

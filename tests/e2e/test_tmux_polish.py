@@ -32,7 +32,7 @@ def test_a_batch_of_calls_is_shown_in_order_each_once_with_paths_as_elsewhere(
         assert time.monotonic() < deadline, pane.screen()
         pane.type("/mcp")
         pane.wait_prompt()
-        time.sleep(0.5)
+        time.sleep(0.1)
     fake_api.reply_tools(
         [
             *((("Read", {"file_path": str(project / f"{n}.txt")}, f"t_{n}") for n in "abc")),
@@ -161,7 +161,8 @@ def test_every_question_is_answered_one_way(fake_api, project, isolated_env):
         assert "(adds Bash(touch:*)) · Enter: no" in " ".join(screen.split())  # wrapped at 80
         pane.wait_answer()
         pane.keys("y")  # a key alone is only typed ...
-        time.sleep(1.5)
+        pane.wait_for(r"  › y\n*$", visible=True)  # drawn: the key has been read
+        time.sleep(0.3)
         assert "→ Yes" not in pane.screen() and not (project / "made.txt").exists()
         pane.keys("Enter")  # ... Enter sends it
         pane.wait_for("Made it.")

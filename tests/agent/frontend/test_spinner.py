@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from agent.frontend import ui
 from agent.frontend.ui import Renderer, SafeConsole
 from core.events import MessageRecorded, ToolFinished, ToolOutput, ToolStarted
 from core.messages import assistant
@@ -70,12 +71,15 @@ def on_a_terminal(written: str, width: int = 80) -> list[str]:
         path.unlink(missing_ok=True)
 
 
-def test_a_spinner_frame_never_stays_in_front_of_a_tool_header() -> None:
+def test_a_spinner_frame_never_stays_in_front_of_a_tool_header(monkeypatch) -> None:
     """A turn as the fake serves one: the spinner starts, the model's call comes back at once (its header
     printed before the spinner's first frame), a command prints lines under the spinner (the frames grow
     taller), its result, a second call. Every line of ours is printed ``delay`` s after the live display
-    made room for it, long enough for the spinner to draw frames meanwhile."""
-    delay = 0.4
+    made room for it, long enough for the spinner to draw frames meanwhile: 4 of its frames (every 50 ms
+    here, every 125 ms for users), and more than one of Rich's own refresh thread's (8 a second), which
+    drew the frame that stayed (with 994f2c5's fix undone, this fails at 0.2 s as at 0.4 s: 4 of 4 runs)."""
+    monkeypatch.setattr(ui, "SPINNER_FRAME", 0.05)
+    delay = 0.2
     out = io.StringIO()
     console = LoadedConsole(
         delay, file=out, width=80, force_terminal=True, force_interactive=True, color_system=None
@@ -86,7 +90,7 @@ def test_a_spinner_frame_never_stays_in_front_of_a_tool_header() -> None:
     r(ToolStarted("t1", "Read", {"file_path": "/p/a.txt"}))
     r(ToolFinished("t1", "Read", "     1\ta\n", False, "Read 1 line"))
     r(ToolStarted("t2", "Bash", {"command": "make test"}))
-    time.sleep(0.3)  # a frame or two of the spinner alone
+    time.sleep(0.15)  # a few frames of the spinner alone
     for n in range(4):
         r(ToolOutput(f"test {n} passed\n"))
     r(ToolFinished("t2", "Bash", "test 0 passed\ntest 3 passed", False))
