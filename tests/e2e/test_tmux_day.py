@@ -208,9 +208,9 @@ def test_the_line_after_a_resume_that_drops_earlier_thinking_says_what_to_do(
 
 def test_the_spinner_leaves_out_the_time_a_question_waited(agent_in_tmux, fake_api, project):  # noqa: F811
     """Issue 41 item 2: "Working… 12s" counted the seconds a permission question waited for the user. The
-    user thinks 4 s before answering; the command then runs 2 s under the spinner, whose seconds count the
-    work only."""
-    fake_api.reply_tool("Bash", {"command": "sleep 2; echo slept"})
+    user thinks 4 s before answering; the command then runs under the spinner (until the test has read it),
+    whose seconds count the work only."""
+    fake_api.reply_tool("Bash", {"command": "until [ -e read.flag ]; do sleep 0.05; done; echo slept"})
     fake_api.reply_text("Slept.")
     pane = agent_in_tmux(width=80)
     pane.type("sleep a little")
@@ -221,6 +221,7 @@ def test_the_spinner_leaves_out_the_time_a_question_waited(agent_in_tmux, fake_a
     screen = pane.wait_for(r"Running Bash… \d+s", visible=True)
     shown = int(re.search(r"Running Bash… (\d+)s", screen).group(1))
     assert shown < 3, screen  # with the wait counted: 4 s or more (seen: 0, 4 runs beside 10 panes, load 11)
+    (project / "read.flag").touch()
     pane.wait_for("Slept.")
     pane.wait_prompt()
     assert fake_api.violations == []
