@@ -1,6 +1,7 @@
 """Shared fixtures: an isolated HOME / COMPACT_AGENT_HOME / environment for every test, the fake API,
-and two ways to run the real CLI against it: in this process (``run_cli``) or as a subprocess
-(``run_cli_process``, where the process is what is tested). The functions they and the tests share are
+and the ways to run the real CLI against it: in this process (``run_cli``), as a subprocess
+(``run_cli_process``, where the process is what is tested), as a process a test kills or reads while it
+runs (``spawn``), and as the REPL in tmux (``agent_in_tmux``). The functions they and the tests share are
 in tests/helpers/ (a test imports those from there, never from here)."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tests.helpers.cli import (
     run_in_process,
     run_process,
 )
+from tests.helpers.tmux import Pane
 
 # COMPACT_TESTS_CLI=process: run_cli starts a real process too (to check the in-process runner against it)
 
@@ -193,3 +195,27 @@ def spawn(project: Path, isolated_env: Path):
     for proc in started:
         if proc.poll() is None:
             kill_tree(proc)
+
+
+@pytest.fixture
+def agent_in_tmux(fake_api, project, isolated_env):
+    """agent_in_tmux(*args, width=120, **env) -> Pane: the REPL against the test's fake API in a terminal of
+    its own (tests/helpers/tmux.py), once its prompt is up; closed at teardown."""
+    panes: list[Pane] = []
+
+    def start(*args: str, width: int = 120, **env: str) -> Pane:
+        pane = Pane(
+            isolated_env,
+            project,
+            {**fake_api.env(), "COMPACT_AGENT_SESSION_MEMORY": "0", **env},
+            list(args),
+            width,
+        )
+        panes.append(pane)
+        pane.wait_for(r"/help for commands")
+        pane.wait_prompt()
+        return pane
+
+    yield start
+    for pane in panes:
+        pane.close()

@@ -8,10 +8,10 @@ import json
 import sys
 import uuid
 
-from tests.e2e.test_tmux import Pane
 from tests.fakeapi import last_user_text
 from tests.helpers.cli import wait_for
 from tests.helpers.mcp import SERVERS
+from tests.helpers.tmux import Pane
 from tests.helpers.transcripts import transcripts
 
 

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from tests.e2e.test_tmux import LONG_REPLY, agent_in_tmux  # noqa: F401 - the fixture
 from tests.fakeapi import Reply, is_compaction, is_server_compaction
 from tests.helpers.mcp import config_file
+from tests.helpers.tmux import LONG_REPLY
 
 LOCAL_SUMMARY = "LOCAL-SUMMARY-7c1: a reply of 560 numbered lines was written."
 

@@ -10,9 +10,9 @@ import re
 import sys
 import time
 
-from tests.e2e.test_tmux import LONG_REPLY, agent_in_tmux  # noqa: F401 - the fixture
 from tests.fakeapi import Reply, is_compaction
 from tests.helpers.mcp import config_file
+from tests.helpers.tmux import LONG_REPLY
 
 STATUS_SCRIPT = (
     "import json, sys; d = json.load(sys.stdin); "

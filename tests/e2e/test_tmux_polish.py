@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from tests.e2e.test_tmux import Pane, agent_in_tmux  # noqa: F401 - the fixture
 from tests.fakeapi import Reply
 from tests.helpers.mcp import config_file
+from tests.helpers.tmux import Pane
 
 
 def test_a_batch_of_calls_is_shown_in_order_each_once_with_paths_as_elsewhere(

@@ -7,12 +7,9 @@ import json
 import threading
 from pathlib import Path
 
-from tests.e2e.test_tmux import (
-    agent_in_tmux,  # noqa: F401 - a fixture
-    transcript_records,
-)
 from tests.fakeapi import Reply, first_user_text
 from tests.helpers.compaction import make_files
+from tests.helpers.transcripts import session_records
 
 TASK = "TASK-PROMPT-tmux: read the modules and report."
 
@@ -90,6 +87,6 @@ def test_a_subagents_progress_line_its_summary_and_ctrl_c_during_one(
         if b.get("type") == "tool_result"
     }
     assert uses == answered and side[-1].get("interrupted")
-    main = transcript_records(isolated_env)
+    main = session_records(isolated_env)
     assert not any(r.get("isSidechain") for r in main)
     fake_api.check()

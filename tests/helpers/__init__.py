@@ -22,6 +22,7 @@
                       killed as a crash would; the checkout (ROOT); the test API key (SECRET)
     transcripts.py    the sessions' transcripts under a home, and a file's records
     mcp.py            a --mcp-config file for tests/mcp_servers.py's servers
+    tmux.py           the REPL in a real terminal: a pane of a private tmux server, typed into and read
 
 What tests/compact/ uses imports nothing from agent/, nor the fake API (tests/test_layers.py).
 """

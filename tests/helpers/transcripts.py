@@ -22,3 +22,8 @@ def the_transcript(home: Path) -> Path | None:
 
 def has_tool_use(path: Path | None) -> bool:
     return path is not None and '"type":"tool_use"' in path.read_text()
+
+
+def session_records(home: Path) -> list[dict]:
+    [path] = sorted((home / ".compact-agent" / "projects").glob("*/*.jsonl"))
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -26,8 +26,8 @@ from agent.demo.run import PACE_VARIABLE, demo
 from agent.demo.story import Story, tour
 from agent.frontend import commands
 from agent.frontend.repl import Repl
-from tests.e2e.test_tmux import Pane
 from tests.helpers.cli import ROOT
+from tests.helpers.tmux import Pane
 
 YELLOW, RED = "\x1b[33m", "\x1b[31m"
 
