@@ -399,6 +399,18 @@ def test_the_compact_floor_check_sees_a_test_taking_the_fake_from_conftest(tmp_p
     assert found == {"test_x takes ['api']", "marks fake_profile"}
 
 
+def test_modules_of_tests_import_no_test_module() -> None:
+    """What tests share is in tests/helpers/ (and conftest's fixtures): no module under tests/ imports a
+    test module (``test_*``), whose helpers would then live beside the tests of something else."""
+    found = [
+        f"{path.relative_to(ROOT)}:{i.line} imports {i.target}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for i in imports_of(module_name(path), path)
+        if i.target.startswith("tests.") and i.target.rsplit(".", 1)[-1].startswith("test_")
+    ]
+    assert found == []
+
+
 def test_the_ban_lists_are_generated_from_the_floors() -> None:
     """Every floor's and room's ruff.toml is what scripts/gen_bans.py writes from scripts/floors.py."""
     stale = [

@@ -1,4 +1,5 @@
-"""What the tests share, in one place (a test module imports from here, never from another test module):
+"""What the tests share, in one place (a test module imports from here, never from another test module:
+tests/test_layers.py checks it):
 
     bench.py          make_bench: a Conversation and its Ports without a Session, on compact's floor
     scripted.py       the scripted model on the bench: replies routed by what a request is, its texts read back
