@@ -631,8 +631,12 @@ def _remembered(kind: str, text: str, compute: Any) -> Any:
 
 
 def _pathish(text: str) -> tuple[str, ...]:
-    """The words of ``text`` that look like paths (the user naming a file), in order."""
-    words = (token.strip(_STRIP).rstrip(".") for token in text.split())
+    """The words of ``text`` that look like paths (the user naming a file), in order. Only a word with a
+    '/' or a '.' can be one (_PATHISH ends in one of them): the others are not stripped and matched
+    (a pasted 30 MB log: 1.7 s -> 0.4 s with dots in it, nothing to do without)."""
+    if "/" not in text and "." not in text:
+        return ()
+    words = (token.strip(_STRIP).rstrip(".") for token in text.split() if "/" in token or "." in token)
     return tuple(w for w in words if len(w) >= 3 and _PATHISH.match(w))
 
 
