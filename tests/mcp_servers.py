@@ -101,7 +101,9 @@ def build(kind: str, tools: int, name: str) -> Any:
 
         @server.tool(description="A picture over the API's 5 MB limit.")
         def huge() -> list[Any]:
-            return shot("huge", base64.b64encode(PIXEL + b"\0" * (6 * 1024 * 1024)).decode(), "image/png")
+            # 4 MiB of bytes are 5.6 MB of base64, over the limit (on the base64): the SDK's reader joins
+            # a long line's pieces again for each piece it reads, so 8 MB (6 MiB) cost 2 s of CPU
+            return shot("huge", base64.b64encode(PIXEL + b"\0" * (4 * 1024 * 1024)).decode(), "image/png")
 
         @server.tool(description="A picture whose data is not base64.")
         def garbled() -> list[Any]:
