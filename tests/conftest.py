@@ -42,6 +42,26 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(root / folder, quiet=1)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--dist loadgroup`` (scripts/check) as pytest-xdist means it: a test marked
+    ``xdist_group(name)`` runs on the one worker of its group. xdist finds the group in the node id's
+    ``@name`` suffix, which it adds by setting ``item._nodeid``; pytest 9.2 reads a node's id from
+    ``item._id``, so the suffix was lost and test_layers' tests ran on 4 workers, each parsing the
+    import graph again. The suffix is added here where xdist's did not take."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        groups = sorted(
+            {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+        )
+        if groups and "@" not in item.nodeid and hasattr(item, "_id"):
+            item._id = type(item._id).parse(f"{item.nodeid}@{'_'.join(groups)}")
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path_factory.mktemp("home")
