@@ -128,11 +128,13 @@ def api(fake_api: Any) -> Any:
 def warm_sdk() -> None:
     """One streamed request through the client, once per process: the SDK's import and the parts it loads
     on first use take seconds on a loaded machine (more in a fresh xdist worker), which a test that times
-    retries or a cancel must not count."""
-    from agent.runtime.sdk import ModelClient
+    retries or a cancel must not count. (Imported first: a request made while it is not goes the standard
+    library's way, agent.runtime.first_request.)"""
+    from agent.runtime.sdk import ModelClient, sdk
     from core.model import Request
     from tests.fakeapi import FakeAPI
 
+    sdk()
     with FakeAPI() as api:
         api.reply_text("warm")
         ModelClient(api_key="test-key", auth_token=None, base_url=api.url).stream(

@@ -51,7 +51,7 @@ from agent.mcp import setup as mcp_setup
 from agent.mcp.client import McpHub
 from agent.runtime import first_request, lifecycle, mentions, rewind, sdk
 from agent.runtime.loop import run_turn
-from agent.runtime.sdk import import_in_background
+from agent.runtime.sdk import import_in_background, import_to_come
 from agent.runtime.session import Answer, Session
 from agent.runtime.status_line import StatusLine, payload_of
 from agent.transcript.listing import list_sessions
@@ -156,7 +156,7 @@ def run_repl(
     else:
         # The SDK loads once the prompt is up and the user is quiet (Repl.when_quiet). Started any earlier,
         # its import (~2 s of Python) competes with drawing the prompt for the GIL and nearly doubles the
-        # time to the first prompt. A prompt typed at once never waits for it: its request goes the
+        # time to the first prompt. A prompt typed at once never waits for it: its requests go the
         # standard library's way (agent.runtime.first_request), its estimate is characters / 4 until the
         # tokenizer is in.
         repl.when_drawn(lambda: warm_up_deferred(repl))
@@ -178,6 +178,7 @@ def warm_up_deferred(repl: Repl) -> None:
     """Once the prompt is drawn: estimates are characters / 4 until the tokenizer is in, and the SDK and
     the tokenizer load once the user is quiet (Repl.when_quiet)."""
     defer_loading()
+    import_to_come()
     repl.when_quiet(import_in_background)
 
 

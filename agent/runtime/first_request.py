@@ -1,6 +1,9 @@
-"""The first request of a session while the SDK is still being imported: the same Messages API call over
-the standard library's HTTP client, so a prompt typed the moment the REPL appears does not wait ~1-2 s for
-``import anthropic`` (benchmarks/startup_repl.py: "first prompt typed at once").
+"""A session's requests while the SDK is still being imported: the same Messages API call over the standard
+library's HTTP client, so a prompt typed the moment the REPL appears does not wait ~1-2 s for ``import
+anthropic`` (benchmarks/startup_repl.py: "first prompt typed at once"), nor, while the REPL imports the SDK
+in the background, do its turn's next requests after each tool call (agent.runtime.sdk.ModelClient._quick:
+main requests, as long as each got its whole answer; the first that did not goes to the SDK, and so does
+every later one). Without an import in the background (print mode) only the first goes this way.
 
 Only the happy path is taken here. The request is sent only as the SDK would send it (a plain JSON body, no
 proxy in the environment). An error answer is handed back whole (``ErrorAnswer``): the SDK makes its own

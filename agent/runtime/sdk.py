@@ -54,6 +54,7 @@ INVALID_INPUT = "_invalid_json_input"
 _import_lock = threading.Lock()
 _sdk: Any = None
 _when_loaded: list[Callable[[], Any]] = []  # called by the background import once the SDK is in
+_in_background = False  # the SDK is imported in the background, now or soon (import_to_come)
 
 
 COUNT_SECONDS = 10.0  # a token count that takes longer is given up (the estimate stands)
@@ -80,9 +81,17 @@ def _import() -> Any:
 
 def import_in_background() -> threading.Thread:
     """Import the SDK, then load the tokenizer (~0.2 s), off the thread that draws the prompt."""
+    import_to_come()
     t = threading.Thread(target=_warm_up, name="sdk-import", daemon=True)
     t.start()
     return t
+
+
+def import_to_come() -> None:
+    """The SDK is imported in the background, now or soon (the REPL's, once the user is quiet): until it
+    is in, main requests go the standard library's way rather than wait for it (ModelClient._quick)."""
+    global _in_background
+    _in_background = True
 
 
 def _warm_up() -> None:
@@ -150,7 +159,9 @@ class ModelClient:
     ):
         self._kwargs = {"api_key": api_key, "auth_token": auth_token, "base_url": base_url}
         self._client: Any = None
-        self._quick_used = False  # the first request went the standard library's way (first_request)
+        self._quick_used = False  # a request went the standard library's way (first_request)
+        # one that way got anything but a whole answer: that one and every later one go through the SDK
+        self._handed_over = False
         # --fallback-model: an overloaded (529) main request is not retried on another model than this one;
         # the loop sends it again on this one (agent.runtime.session.fall_back)
         self.fallback_model: str | None = None
@@ -259,7 +270,7 @@ class ModelClient:
     def stream(
         self, req: Request, *, cancel: threading.Event | None = None, emit_text: bool = True
     ) -> Message:
-        if not self._quick_first(req):
+        if not self._quick(req):
             sdk()  # the first import takes seconds: not part of the retry budget
         started = time.monotonic()
         # "once": a request with a ready fallback (the server's summary: a local one) is not retried
@@ -352,14 +363,21 @@ class ModelClient:
         and it is shown on stderr and recorded."""
         return redact(_error_text(e), secrets_of(self._kwargs.get("api_key"), self._kwargs.get("auth_token")))
 
-    def _quick_first(self, req: Request) -> bool:
+    def _quick(self, req: Request) -> bool:
         """Whether this request may go the standard library's way (agent.runtime.first_request): a main
-        request sent while the SDK is still being imported, and none went that way before."""
-        return req.retry == "main" and not self._quick_used and _sdk is None
+        request sent while the SDK is still to come: the first one, and while the SDK is imported in the
+        background (the REPL's: a prompt typed at once, then its turn's next requests after each tool
+        call), every one, as long as each got its whole answer."""
+        return (
+            req.retry == "main"
+            and not self._handed_over
+            and _sdk is None
+            and (_in_background or not self._quick_used)
+        )
 
     def _attempt(self, req: Request, cancel: threading.Event | None, emit_text: bool) -> Message | _Failure:
         """One attempt: the message, or what went wrong (raises what no retry can mend)."""
-        quick = self._quick_first(req)
+        quick = self._quick(req)
         if quick:
             self._quick_used = True
         else:
@@ -368,18 +386,21 @@ class ModelClient:
             try:
                 message = self._stream_once(req, cancel, emit_text, quick=quick)
             except first_request.ErrorAnswer as answer:  # what the SDK would have raised, made by the SDK
-                raise self._status_error(answer) from None
+                raise self._status_error(answer) from None  # (handed over below, as every failure)
             if message is not None:
                 return message
+            self._handed_over = self._handed_over or quick
             return _Failure("the response stream ended before the message was complete")
         except Interrupted:
             raise
         except first_request.Handover:  # no answer came: the SDK sends it, and says what went wrong
-            self._quick_used = True
+            self._handed_over = True
             return self._attempt(req, cancel, emit_text)
         except first_request.StreamError as e:
+            self._handed_over = True
             return _Failure(f"the stream failed part way ({self._said(e)})")
         except Exception as e:  # noqa: BLE001 - sorted below; what is none of these is raised as it was
+            self._handed_over = self._handed_over or quick
             return self._failure(e, cancel, req.model)
 
     def _status_error(self, answer: first_request.ErrorAnswer) -> Exception:

@@ -20,8 +20,10 @@ QUICK = "compact-agent"  # the user-agent the standard library's way sends (the 
 
 @pytest.fixture
 def sdk_not_loaded(monkeypatch, warm_sdk):
-    """As in a REPL a moment after start: the SDK's module is not there yet (it is, for the handover)."""
+    """As in a process a moment after start: the SDK's module is not there yet (it is, for the handover),
+    and nothing imports it in the background (print mode; the REPL's: import_to_come)."""
     monkeypatch.setattr(client_module, "_sdk", None)
+    monkeypatch.setattr(client_module, "_in_background", False)
 
 
 def _shape(message) -> list[dict]:
@@ -43,6 +45,31 @@ def test_the_first_request_goes_without_the_sdk_and_makes_the_same_message(fake_
     assert first.stop_reason == second.stop_reason  # the second read the first's prompt cache:
     assert first.usage["cache_creation_input_tokens"] == second.usage["cache_read_input_tokens"] > 0
     assert len(shown) % 2 == 0 and shown[: len(shown) // 2] == shown[len(shown) // 2 :]
+
+
+def test_while_the_sdk_is_imported_in_the_background_every_main_request_goes_without_it(
+    fake_api, sdk_not_loaded
+):
+    """The REPL's first prompt: its request, then the next after its tool call, both the standard library's
+    way; the second waited for the SDK's import (~1 s of CPU, begun once the first was sent)."""
+    client_module.import_to_come()  # (sdk_not_loaded puts it back)
+    fake_api.reply_tool("Read", {"file_path": "a.py"})
+    fake_api.reply_text("Read it.")
+    client = ModelClient(api_key="test-key", auth_token=None, base_url=fake_api.url)
+    assert client.stream(request(), cancel=threading.Event()).tool_uses
+    assert client.stream(request(), cancel=threading.Event()).text == "Read it."
+    assert [r.headers.get("user-agent") for r in fake_api.message_requests] == [QUICK, QUICK]
+
+
+def test_after_an_error_answer_the_requests_go_through_the_sdk(fake_api, sdk_not_loaded):
+    client_module.import_to_come()
+    client = ModelClient(api_key="test-key", auth_token=None, base_url=fake_api.url)
+    fake_api.prompt_too_long(actual=210_000, maximum=200_000)
+    with pytest.raises(PromptTooLong):
+        client.stream(request())
+    fake_api.reply_text("fine")
+    assert client.stream(request()).text == "fine"
+    assert [r.headers.get("user-agent") == QUICK for r in fake_api.message_requests] == [True, False]
 
 
 def test_an_error_answer_becomes_the_sdks_exception_and_is_not_sent_twice(fake_api, sdk_not_loaded):
