@@ -9,6 +9,7 @@ The calibrated count of a whole conversation (API usage + estimated tail) lives 
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any, Iterable
 
 from core.boundary import guarded, ignored
@@ -55,14 +56,40 @@ def encoding() -> Any:
     return _encoding
 
 
+# the counts of long texts, remembered by the text's length and hash (not the text: nothing is kept alive)
+# for the encoding that counted them: the same tool results and file contents are counted again and again
+# (a message caches its count, but a block of it counted alone, a copy or a rebuilt message do not)
+MEMO_CHARS = 1_000  # shorter texts are cheap to count again
+MEMO_SIZE = 2_048
+_counts: dict[tuple[int, int], int] = {}
+_counts_of: Any = None  # the encoding the counts are of
+_counts_lock = threading.Lock()
+
+
 def estimate_text(s: str) -> int:
     if not s:
         return 0
     enc = encoding()
     if enc is None:
         return (len(s) + 3) // 4
-    # encode_ordinary: text like "<|endoftext|>" in a tool output is just text, never an error
-    return len(enc.encode_ordinary(s))
+    if len(s) < MEMO_CHARS:
+        # encode_ordinary: text like "<|endoftext|>" in a tool output is just text, never an error
+        return len(enc.encode_ordinary(s))
+    global _counts, _counts_of
+    key = (len(s), hash(s))
+    with _counts_lock:
+        if _counts_of is not enc:
+            _counts, _counts_of = {}, enc
+        known = _counts.get(key)
+    if known is not None:
+        return known
+    n = len(enc.encode_ordinary(s))
+    with _counts_lock:
+        if _counts_of is enc:
+            _counts[key] = n
+            while len(_counts) > MEMO_SIZE:
+                del _counts[next(iter(_counts))]
+    return n
 
 
 def block_tokens(block: dict[str, Any]) -> int:

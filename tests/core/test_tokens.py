@@ -58,6 +58,30 @@ def test_special_token_text_is_plain_text() -> None:
     assert estimate_text("<|endoftext|>") > 1
 
 
+def test_a_long_text_is_tokenized_once_per_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long text counted again (a tool result counted alone, a copy, a rebuilt message) is not
+    tokenized again; the counts are the encoding's: another encoding counts for itself."""
+    enc = tokens.encoding()
+    assert enc is not None
+    seen: list[int] = []
+
+    class Counting:
+        def encode_ordinary(self, text: str) -> list[int]:
+            seen.append(len(text))
+            return list(enc.encode_ordinary(text))
+
+    long = "".join(f"line {i}: a result the model read\n" for i in range(200))
+    monkeypatch.setattr(tokens, "_encoding", Counting())
+    first = estimate_text(long)
+    assert first == len(enc.encode_ordinary(long))
+    assert estimate_text(long[:-1] + "!") != 0 and estimate_text(long) == first
+    assert seen == [len(long), len(long)]  # the changed copy counted, the same text not again
+    short = "a short line"
+    assert estimate_text(short) == estimate_text(short) and seen.count(len(short)) == 2
+    monkeypatch.setattr(tokens, "_encoding", Counting())
+    assert estimate_text(long) == first and seen.count(len(long)) == 3  # a new encoding counts it
+
+
 def test_images_and_documents_count_2000_whatever_their_size() -> None:
     doc = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "y" * 50_000}}
     assert estimate_blocks([IMAGE]) == MESSAGE_OVERHEAD + BLOCK_OVERHEAD + MEDIA_TOKENS
