@@ -3,11 +3,13 @@ subprocess where the process is the subject: Ctrl-C, the installed script, a fre
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from agent.config import trust
@@ -233,6 +235,25 @@ def test_the_process_leaves_its_objects_to_the_os_at_exit():
     assert done.returncode == 0 and done.stdout.startswith("0."), done.stderr
     frozen = int(re.fullmatch(r"frozen at exit: (\d+)\n", done.stderr).group(1))  # type: ignore[union-attr]
     assert frozen > 1000
+
+
+def test_nothing_is_frozen_at_exit_while_another_thread_still_runs():
+    """A daemon thread still running at exit (model-info waiting on an API it can't reach) and objects
+    frozen under it crashed the interpreter's shutdown now and then (SIGSEGV): with another thread alive,
+    the exit handler leaves the collection as it is."""
+    from agent.cli import leave_objects_to_the_os
+
+    release = threading.Event()
+    waiting = threading.Thread(target=release.wait, args=(30,), daemon=True)
+    waiting.start()
+    try:
+        leave_objects_to_the_os()
+        frozen = gc.get_freeze_count()
+    finally:
+        gc.unfreeze()
+        release.set()
+        waiting.join(5)
+    assert frozen == 0
 
 
 def test_clear_one_line_errors(run_cli, project, isolated_env):
