@@ -1,4 +1,5 @@
-"""The front end driven from a test: the REPL on a pipe input (repl_for, Driver), the banner, a chat of slash commands on a session, the UI's rendering captured."""
+"""The front end driven from a test: the REPL on a pipe input (repl_for, Driver), the banner, a chat of slash commands on a session, the UI's rendering captured (render, screen), waiting on a
+condition (wait_until)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from agent.config.settings import load_settings
+from agent.frontend import commands
 from agent.frontend.repl import Repl
 from agent.frontend.ui import Renderer
 from agent.runtime.lifecycle import open_session
@@ -125,3 +127,19 @@ def render(*events, **kw) -> str:
     for e in events:
         r(e)
     return buf.getvalue()
+
+
+def screen(*events, width: int = 80, cwd: Path | None = None) -> str:
+    buf = io.StringIO()
+    renderer = Renderer(Console(file=buf, width=width, color_system=None, force_terminal=False))
+    renderer.cwd = cwd
+    for e in events:
+        renderer(e) if not isinstance(e, commands.Result) else renderer.result(e)
+    return buf.getvalue()
+
+
+def wait_until(check, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "never happened"
+        time.sleep(0.02)

@@ -1,6 +1,6 @@
-"""The Claude Code flags a daily user's scripts pass (--system-prompt, --settings, --session-id,
---fallback-model), `mcp add` with its options anywhere, and the hint on leaving the REPL: by the command
-line, against the fake Messages API."""
+"""The Claude Code flags a script passes (--system-prompt, --settings, --session-id, --fallback-model),
+`mcp add` with its options anywhere, stream-json's init listing the MCP servers: by the command line,
+against the fake Messages API."""
 
 from __future__ import annotations
 
@@ -8,10 +8,7 @@ import json
 import sys
 import uuid
 
-from tests.fakeapi import last_user_text
-from tests.helpers.cli import wait_for
 from tests.helpers.mcp import SERVERS
-from tests.helpers.tmux import Pane
 from tests.helpers.transcripts import transcripts
 
 
@@ -102,35 +99,6 @@ def test_mcp_add_takes_its_options_anywhere(run_cli, isolated_env):
     assert res.code == 0, res.stderr
     [entry] = [p["mcpServers"]["npx-like"] for p in json.loads(local.read_text())["projects"].values()]
     assert entry["args"] == ["-y", "pkg", "node", "-e", "x"] and entry["env"] == {"A": "1"}
-
-
-def test_leaving_the_repl_says_how_to_resume(fake_api, project, isolated_env):
-    fake_api.reply_text("Hello there.")
-    fake_api.reply_text("Back again.")
-    env = {**fake_api.env(), "COMPACT_AGENT_SESSION_MEMORY": "0"}
-    pane = Pane(isolated_env, project, env, [])
-    try:
-        pane.tmux("set-option", "-t", "main", "remain-on-exit", "on")  # the screen outlives the agent
-        pane.wait_prompt()
-        pane.type("hi")
-        pane.wait_for("Hello there.")
-        pane.wait_prompt()
-        pane.type("/exit")
-        screen = pane.wait_for("--resume")
-        wait_for(lambda: pane.tmux("display", "-p", "-t", "main", "#{pane_dead}").stdout.strip() == "1")
-    finally:
-        pane.close()
-    [path] = transcripts(isolated_env)
-    assert f"compact-agent --resume {path.stem}" in screen
-    pane = Pane(isolated_env, project, env, ["--resume", path.stem])
-    try:
-        pane.wait_prompt()
-        pane.type("still there?")
-        pane.wait_for("Back again.")
-    finally:
-        pane.close()
-    body = fake_api.message_requests[-1].body
-    assert last_user_text(body).startswith("still there?") and "hi" in json.dumps(body["messages"][0])
 
 
 def test_stream_json_init_lists_the_mcp_servers(fake_api, run_cli, tmp_path):
