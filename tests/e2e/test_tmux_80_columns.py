@@ -10,8 +10,8 @@ from tests.fakeapi import Reply
 
 
 def test_the_rounds_polish_holds_in_a_real_terminal_at_80_columns(agent_in_tmux, fake_api, project):  # noqa: F811
-    """Issue 41 item 6, as its first round fixed it (tests/agent/frontend/test_polish.py), seen in tmux at
-    80 columns: '1 tool use', the CLAUDE.md row right under its category, the subagent under /context and
+    """Issue 41 item 6, as its first round fixed it (tests/agent/frontend/test_result_wording.py and
+    test_context_command.py), seen in tmux at 80 columns: '1 tool use', the CLAUDE.md row right under its category, the subagent under /context and
     /cost, and /compact with instructions on a tiny context answered without a model call."""
     (project / "CLAUDE.md").write_text("Use tabs.\n" * 40)
     (project / "a.txt").write_text("one\n")
