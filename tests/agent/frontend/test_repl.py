@@ -344,8 +344,11 @@ def test_the_sdk_starts_loading_once_the_user_is_quiet_never_while_a_prompt_is_s
         started: list[float] = []
         begun = time.monotonic()
         d.repl.when_quiet(lambda: started.append(time.monotonic()))
-        while not started and time.monotonic() - begun < 10:  # keys every 0.1 s: never quiet
-            d.repl.prompt.default_buffer.insert_text("x")
+        # keys every 0.1 s, never quiet: typed through the pipe as a user types them, so the prompt's own
+        # loop inserts them (inserted from this thread, a key that came before the prompt was running found
+        # no loop for the buffer's validation: "no running event loop", 1 run in ~10 of the whole suite)
+        while not started and time.monotonic() - begun < 10:
+            d.type("x")
             time.sleep(0.1)
         assert started and started[0] - begun >= 2.95  # not before LATEST, keys or not
 
@@ -358,4 +361,4 @@ def test_the_sdk_starts_loading_once_the_user_is_quiet_never_while_a_prompt_is_s
         while not started and time.monotonic() - begun < 10:
             time.sleep(0.05)
         assert started and started[0] - sent >= 0.95  # (the clocks' granularity)
-        d.repl.prompt.default_buffer.reset()
+        d.type("\x15")  # Ctrl-U: the typed x's go before the driver's /exit
